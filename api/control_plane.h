@@ -1,0 +1,76 @@
+// ControlPlane: what the HTTP routes ask of the controller.
+//
+// The api/ module knows nothing of the daemon's internals; tesserad
+// implements this interface (daemon/control_plane_service.h) on top of its
+// store, state machine and planner. Routes are plain functions that call it,
+// so they are tested without sockets against a real implementation on a
+// temporary SQLite file.
+//
+// Authorization is the implementation's job: every call that takes a
+// Principal checks it (a user sees and changes only their own jobs; admin
+// calls need Role::kAdmin) and answers kPermissionDenied / kNotFound.
+//
+// Thread safety: implementations must be safe to call from many HTTP
+// sessions at once.
+#ifndef TESSERA_API_CONTROL_PLANE_H_
+#define TESSERA_API_CONTROL_PLANE_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::api {
+
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+
+  // Maps a bearer token (the text after "Bearer ") to a user.
+  // kUnauthenticated when unknown or revoked.
+  virtual Result<Principal> Authenticate(std::string_view bearer_token) = 0;
+
+  // Checks an agent's join token. kUnauthenticated when wrong.
+  virtual Status AuthenticateAgent(std::string_view join_token) = 0;
+
+  // REQUIRES: spec passed ValidateJobSpec. Checks the entrypoint allow-list
+  // (kInvalidArgument naming "entrypoint"), makes the job durable (the
+  // returned Job is on disk when this returns), records a "submitted" event.
+  virtual Result<Job> SubmitJob(const Principal& who, const JobSpec& spec) = 0;
+
+  virtual Result<JobPage> ListJobs(const Principal& who, const JobQuery& query) = 0;
+  virtual Result<Job> GetJob(const Principal& who, JobId id) = 0;
+  // kFailedPrecondition when the job already ended.
+  virtual Result<Job> CancelJob(const Principal& who, JobId id) = 0;
+  // Events with id > after, oldest first, at most limit.
+  virtual Result<std::vector<Event>> ListEvents(const Principal& who, JobId id, int64_t after,
+                                                int64_t limit) = 0;
+
+  virtual Result<std::vector<Node>> ListNodes(const Principal& who) = 0;
+
+  // Dry run of the planner for a spec: ranked plans with reasons, as JSON.
+  // kUnimplemented until a planner is wired in.
+  virtual Result<Json> PreviewPlan(const Principal& who, const JobSpec& spec) = 0;
+
+  // Entrypoint allow-list. Listing is open to every user; changes need admin.
+  virtual Result<std::vector<Entrypoint>> ListEntrypoints(const Principal& who) = 0;
+  virtual Status AllowEntrypoint(const Principal& who, const Entrypoint& entrypoint) = 0;
+  virtual Status DisallowEntrypoint(const Principal& who, std::string_view name) = 0;
+
+  // Agent protocol: one heartbeat in, the desired state for that node out
+  // (see api/agent_protocol.h). REQUIRES: AuthenticateAgent succeeded.
+  virtual Result<Json> Heartbeat(const Json& heartbeat) = 0;
+
+  // Readiness: OK once the store is open and the daemon is not stopping.
+  virtual Status Ready() = 0;
+
+  // Appends Prometheus text-format lines for controller-owned metrics
+  // (jobs by state, store commit latency) to *out.
+  virtual void AppendMetrics(std::string* out) = 0;
+};
+
+}  // namespace tessera::api
+
+#endif  // TESSERA_API_CONTROL_PLANE_H_

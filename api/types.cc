@@ -1,0 +1,380 @@
+#include "api/types.h"
+
+#include <array>
+#include <set>
+#include <utility>
+
+namespace tessera::api {
+namespace {
+
+constexpr std::array<std::pair<JobState, std::string_view>, 8> kStateNames = {{
+    {JobState::kPending, "pending"},
+    {JobState::kPlanned, "planned"},
+    {JobState::kStarting, "starting"},
+    {JobState::kRunning, "running"},
+    {JobState::kRecovering, "recovering"},
+    {JobState::kSucceeded, "succeeded"},
+    {JobState::kFailed, "failed"},
+    {JobState::kCancelled, "cancelled"},
+}};
+
+// Reads fields of one JSON object, remembering which it saw, so that unknown
+// fields can be reported. Every error names the field with `prefix`.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {}
+
+  Status CheckObject() const {
+    if (!j_.is_object()) return InvalidArgument("must be a JSON object", Name(""));
+    return Status::Ok();
+  }
+
+  Status String(const char* key, std::string* out) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    if (!v->is_string()) return InvalidArgument("must be a string", Name(key));
+    *out = v->get<std::string>();
+    return Status::Ok();
+  }
+
+  Status Int(const char* key, int64_t* out) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    if (v->is_number_integer() || v->is_number_unsigned()) {
+      if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}) {
+        return InvalidArgument("is out of range", Name(key));
+      }
+      *out = v->get<int64_t>();
+      return Status::Ok();
+    }
+    return InvalidArgument("must be an integer", Name(key));
+  }
+
+  Status Double(const char* key, double* out) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    if (!v->is_number()) return InvalidArgument("must be a number", Name(key));
+    *out = v->get<double>();
+    return Status::Ok();
+  }
+
+  Status Bool(const char* key, bool* out) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    if (!v->is_boolean()) return InvalidArgument("must be true or false", Name(key));
+    *out = v->get<bool>();
+    return Status::Ok();
+  }
+
+  Status StringList(const char* key, std::vector<std::string>* out) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    if (!v->is_array()) return InvalidArgument("must be an array of strings", Name(key));
+    out->clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        return InvalidArgument("must be a string", Name(key) + "[" + std::to_string(i) + "]");
+      }
+      out->push_back((*v)[i].get<std::string>());
+    }
+    return Status::Ok();
+  }
+
+  Status StringMap(const char* key, std::map<std::string, std::string>* out) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    if (!v->is_object()) return InvalidArgument("must be an object of strings", Name(key));
+    out->clear();
+    for (const auto& [k, val] : v->items()) {
+      if (!val.is_string()) return InvalidArgument("must be a string", Name(key) + "." + k);
+      (*out)[k] = val.get<std::string>();
+    }
+    return Status::Ok();
+  }
+
+  Status Raw(const char* key, Json* out) {
+    const Json* v = Find(key);
+    if (v != nullptr) *out = *v;
+    return Status::Ok();
+  }
+
+  const Json* Array(const char* key, Status* status) {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return nullptr;
+    if (!v->is_array()) {
+      *status = InvalidArgument("must be an array", Name(key));
+      return nullptr;
+    }
+    return v;
+  }
+
+  // Fails on the first field that no reader asked for.
+  Status NoUnknownFields() const {
+    for (const auto& [k, v] : j_.items()) {
+      if (!seen_.contains(k)) return InvalidArgument("unknown field", Name(k));
+    }
+    return Status::Ok();
+  }
+
+  std::string Name(std::string_view key) const {
+    if (prefix_.empty()) return std::string(key);
+    if (key.empty()) return prefix_;
+    return prefix_ + "." + std::string(key);
+  }
+
+ private:
+  const Json* Find(const char* key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+
+  const Json& j_;
+  std::string prefix_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+}  // namespace
+
+std::string_view JobKindName(JobKind kind) { return kind == JobKind::kInfer ? "infer" : "train"; }
+
+std::optional<JobKind> ParseJobKind(std::string_view name) {
+  if (name == "train") return JobKind::kTrain;
+  if (name == "infer") return JobKind::kInfer;
+  return std::nullopt;
+}
+
+std::string_view JobStateName(JobState state) {
+  for (const auto& [s, n] : kStateNames) {
+    if (s == state) return n;
+  }
+  return "unknown";
+}
+
+std::optional<JobState> ParseJobState(std::string_view name) {
+  for (const auto& [s, n] : kStateNames) {
+    if (n == name) return s;
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
+
+std::string_view RoleName(Role role) { return role == Role::kAdmin ? "admin" : "user"; }
+
+std::optional<Role> ParseRole(std::string_view name) {
+  if (name == "admin") return Role::kAdmin;
+  if (name == "user") return Role::kUser;
+  return std::nullopt;
+}
+
+Json ToJson(const JobSpec& s) {
+  Json j = {
+      {"name", s.name},
+      {"kind", JobKindName(s.kind)},
+      {"entrypoint", s.entrypoint},
+      {"args", s.args},
+      {"dataset", s.dataset},
+      {"output", s.output},
+      {"checkpoint", s.checkpoint},
+      {"global_batch", s.global_batch},
+      {"steps", s.steps},
+      {"checkpoint_every_s", s.checkpoint_every_s},
+      {"layout", s.layout},
+      {"priority", s.priority},
+      {"max_attempts", s.max_attempts},
+      {"min_devices", s.min_devices},
+      {"max_devices", s.max_devices},
+      {"env", s.env},
+  };
+  return j;
+}
+
+Result<JobSpec> JobSpecFromJson(const Json& j) {
+  JobSpec s;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  std::string kind = "train";
+  TESSERA_RETURN_IF_ERROR(r.String("name", &s.name));
+  TESSERA_RETURN_IF_ERROR(r.String("kind", &kind));
+  auto parsed_kind = ParseJobKind(kind);
+  if (!parsed_kind) return InvalidArgument("must be \"train\" or \"infer\"", "kind");
+  s.kind = *parsed_kind;
+  TESSERA_RETURN_IF_ERROR(r.String("entrypoint", &s.entrypoint));
+  TESSERA_RETURN_IF_ERROR(r.StringList("args", &s.args));
+  TESSERA_RETURN_IF_ERROR(r.String("dataset", &s.dataset));
+  TESSERA_RETURN_IF_ERROR(r.String("output", &s.output));
+  TESSERA_RETURN_IF_ERROR(r.String("checkpoint", &s.checkpoint));
+  TESSERA_RETURN_IF_ERROR(r.Int("global_batch", &s.global_batch));
+  TESSERA_RETURN_IF_ERROR(r.Int("steps", &s.steps));
+  TESSERA_RETURN_IF_ERROR(r.Int("checkpoint_every_s", &s.checkpoint_every_s));
+  TESSERA_RETURN_IF_ERROR(r.String("layout", &s.layout));
+  TESSERA_RETURN_IF_ERROR(r.Int("priority", &s.priority));
+  TESSERA_RETURN_IF_ERROR(r.Int("max_attempts", &s.max_attempts));
+  TESSERA_RETURN_IF_ERROR(r.Int("min_devices", &s.min_devices));
+  TESSERA_RETURN_IF_ERROR(r.Int("max_devices", &s.max_devices));
+  TESSERA_RETURN_IF_ERROR(r.StringMap("env", &s.env));
+  TESSERA_RETURN_IF_ERROR(r.NoUnknownFields());
+  return s;
+}
+
+Json ToJson(const Job& job) {
+  return Json{
+      {"id", job.id},
+      {"owner", job.owner},
+      {"spec", ToJson(job.spec)},
+      {"state", JobStateName(job.state)},
+      {"attempt", job.attempt},
+      {"created_ms", job.created_ms},
+      {"updated_ms", job.updated_ms},
+      {"reason", job.reason},
+      {"plan", job.plan},
+      {"progress", job.progress},
+  };
+}
+
+Result<Job> JobFromJson(const Json& j) {
+  Job job;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.Int("id", &job.id));
+  TESSERA_RETURN_IF_ERROR(r.String("owner", &job.owner));
+  Json spec;
+  TESSERA_RETURN_IF_ERROR(r.Raw("spec", &spec));
+  if (!spec.is_null()) {
+    auto parsed = JobSpecFromJson(spec);
+    if (!parsed.ok()) {
+      Status st = parsed.status();
+      return Status(st.code(), st.message(), "spec." + st.field());
+    }
+    job.spec = *std::move(parsed);
+  }
+  std::string state = "pending";
+  TESSERA_RETURN_IF_ERROR(r.String("state", &state));
+  auto parsed_state = ParseJobState(state);
+  if (!parsed_state) return InvalidArgument("unknown job state", "state");
+  job.state = *parsed_state;
+  TESSERA_RETURN_IF_ERROR(r.Int("attempt", &job.attempt));
+  TESSERA_RETURN_IF_ERROR(r.Int("created_ms", &job.created_ms));
+  TESSERA_RETURN_IF_ERROR(r.Int("updated_ms", &job.updated_ms));
+  TESSERA_RETURN_IF_ERROR(r.String("reason", &job.reason));
+  TESSERA_RETURN_IF_ERROR(r.Raw("plan", &job.plan));
+  TESSERA_RETURN_IF_ERROR(r.Raw("progress", &job.progress));
+  return job;
+}
+
+Json ToJson(const Event& e) {
+  return Json{{"id", e.id},           {"job_id", e.job_id},   {"ts_ms", e.ts_ms},
+              {"from", e.from_state}, {"to", e.to_state},     {"attempt", e.attempt},
+              {"reason", e.reason}};
+}
+
+Result<Event> EventFromJson(const Json& j) {
+  Event e;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.Int("id", &e.id));
+  TESSERA_RETURN_IF_ERROR(r.Int("job_id", &e.job_id));
+  TESSERA_RETURN_IF_ERROR(r.Int("ts_ms", &e.ts_ms));
+  TESSERA_RETURN_IF_ERROR(r.String("from", &e.from_state));
+  TESSERA_RETURN_IF_ERROR(r.String("to", &e.to_state));
+  TESSERA_RETURN_IF_ERROR(r.Int("attempt", &e.attempt));
+  TESSERA_RETURN_IF_ERROR(r.String("reason", &e.reason));
+  return e;
+}
+
+Json ToJson(const Device& d) {
+  return Json{{"node", d.node},
+              {"index", d.index},
+              {"name", d.name},
+              {"uuid", d.uuid},
+              {"type", d.type},
+              {"memory_bytes", d.memory_bytes},
+              {"memory_used_bytes", d.memory_used_bytes},
+              {"utilization", d.utilization},
+              {"measured_tflops", d.measured_tflops},
+              {"mem_bandwidth_gbps", d.mem_bandwidth_gbps},
+              {"relative_speed", d.relative_speed},
+              {"compute_capability", d.compute_capability},
+              {"sm_count", d.sm_count},
+              {"emulated", d.emulated},
+              {"busy", d.busy}};
+}
+
+Result<Device> DeviceFromJson(const Json& j) {
+  Device d;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.String("node", &d.node));
+  TESSERA_RETURN_IF_ERROR(r.Int("index", &d.index));
+  TESSERA_RETURN_IF_ERROR(r.String("name", &d.name));
+  TESSERA_RETURN_IF_ERROR(r.String("uuid", &d.uuid));
+  TESSERA_RETURN_IF_ERROR(r.String("type", &d.type));
+  TESSERA_RETURN_IF_ERROR(r.Int("memory_bytes", &d.memory_bytes));
+  TESSERA_RETURN_IF_ERROR(r.Int("memory_used_bytes", &d.memory_used_bytes));
+  TESSERA_RETURN_IF_ERROR(r.Double("utilization", &d.utilization));
+  TESSERA_RETURN_IF_ERROR(r.Double("measured_tflops", &d.measured_tflops));
+  TESSERA_RETURN_IF_ERROR(r.Double("mem_bandwidth_gbps", &d.mem_bandwidth_gbps));
+  TESSERA_RETURN_IF_ERROR(r.Double("relative_speed", &d.relative_speed));
+  TESSERA_RETURN_IF_ERROR(r.String("compute_capability", &d.compute_capability));
+  TESSERA_RETURN_IF_ERROR(r.Int("sm_count", &d.sm_count));
+  TESSERA_RETURN_IF_ERROR(r.Bool("emulated", &d.emulated));
+  TESSERA_RETURN_IF_ERROR(r.Bool("busy", &d.busy));
+  return d;
+}
+
+Json ToJson(const Node& n) {
+  Json devices = Json::array();
+  for (const auto& d : n.devices) devices.push_back(ToJson(d));
+  return Json{{"name", n.name},
+              {"address", n.address},
+              {"health", n.health},
+              {"last_heartbeat_ms", n.last_heartbeat_ms},
+              {"devices", devices}};
+}
+
+Result<Node> NodeFromJson(const Json& j) {
+  Node n;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.String("name", &n.name));
+  TESSERA_RETURN_IF_ERROR(r.String("address", &n.address));
+  TESSERA_RETURN_IF_ERROR(r.String("health", &n.health));
+  TESSERA_RETURN_IF_ERROR(r.Int("last_heartbeat_ms", &n.last_heartbeat_ms));
+  Status st;
+  if (const Json* devices = r.Array("devices", &st)) {
+    for (size_t i = 0; i < devices->size(); ++i) {
+      auto d = DeviceFromJson((*devices)[i]);
+      if (!d.ok()) {
+        Status e = d.status();
+        return Status(e.code(), e.message(),
+                      "devices[" + std::to_string(i) + "]" + (e.field().empty() ? "" : ".") +
+                          e.field());
+      }
+      n.devices.push_back(*std::move(d));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(st);
+  return n;
+}
+
+Json ToJson(const Entrypoint& e) {
+  return Json{{"name", e.name}, {"command", e.command}, {"description", e.description}};
+}
+
+Json ToJson(const JobPage& page) {
+  Json jobs = Json::array();
+  for (const auto& job : page.jobs) jobs.push_back(ToJson(job));
+  Json j = {{"jobs", jobs}};
+  if (page.next_after) {
+    j["next_after"] = *page.next_after;
+  } else {
+    j["next_after"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace tessera::api

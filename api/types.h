@@ -1,0 +1,169 @@
+// Request/response types of the Tessera REST API v1 and their JSON.
+//
+// These plain structs are shared by tesserad, tessera-agent, the CLI and (as
+// JSON) the web UI. ToJson/FromJson here are *shape* conversions: FromJson
+// reports a wrong JSON type with the field's name but does not check ranges
+// or allow-lists; ValidateJobSpec (api/job_spec_validation.h) does that.
+//
+// Thread safety: plain values.
+#ifndef TESSERA_API_TYPES_H_
+#define TESSERA_API_TYPES_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace tessera::api {
+
+using Json = nlohmann::json;
+using JobId = int64_t;
+
+enum class JobKind { kTrain, kInfer };
+std::string_view JobKindName(JobKind kind);
+std::optional<JobKind> ParseJobKind(std::string_view name);
+
+// Life cycle of a job; the allowed transitions live in
+// daemon/job_state_machine.h.
+enum class JobState {
+  kPending,     // accepted and durable, waiting for devices
+  kPlanned,     // a plan was chosen, ranks not yet launched
+  kStarting,    // ranks being launched (gang start)
+  kRunning,     // every rank of the current attempt runs
+  kRecovering,  // an attempt ended abnormally; waiting to re-plan
+  kSucceeded,
+  kFailed,
+  kCancelled,
+};
+std::string_view JobStateName(JobState state);
+std::optional<JobState> ParseJobState(std::string_view name);
+bool IsTerminal(JobState state);
+
+enum class Role { kUser, kAdmin };
+std::string_view RoleName(Role role);
+std::optional<Role> ParseRole(std::string_view name);
+
+// What a user submits. See docs/rest-api.md for every field.
+struct JobSpec {
+  std::string name;
+  JobKind kind = JobKind::kTrain;
+  std::string entrypoint;         // "builtin:<model>" or "cmd:<registered name>"
+  std::vector<std::string> args;  // extra arguments passed to the entrypoint
+  std::string dataset;            // input folder or list file
+  std::string output;             // infer: output folder
+  std::string checkpoint;         // infer: checkpoint to load
+  int64_t global_batch = 0;
+  int64_t steps = 0;
+  int64_t checkpoint_every_s = 300;
+  std::string layout = "auto";    // auto | data | pipeline | hybrid | tiled
+  int64_t priority = 0;
+  int64_t max_attempts = 3;
+  int64_t min_devices = 1;
+  int64_t max_devices = 0;        // 0: no upper limit
+  std::map<std::string, std::string> env;
+
+  friend bool operator==(const JobSpec&, const JobSpec&) = default;
+};
+
+struct Job {
+  JobId id = 0;
+  std::string owner;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  int64_t attempt = 0;        // number of attempts started so far
+  int64_t created_ms = 0;     // Unix millis
+  int64_t updated_ms = 0;
+  std::string reason;         // why the job is in its state (last event)
+  Json plan;                  // the chosen plan, or null
+  Json progress;              // latest progress summary, or null
+};
+
+// One recorded state change of a job (append-only).
+struct Event {
+  int64_t id = 0;
+  JobId job_id = 0;
+  int64_t ts_ms = 0;
+  std::string from_state;     // empty for the submission event
+  std::string to_state;
+  int64_t attempt = 0;
+  std::string reason;
+};
+
+struct Device {
+  std::string node;
+  int64_t index = 0;              // index on its node
+  std::string name;               // e.g. "NVIDIA A100-SXM4-80GB" or "cpu"
+  std::string uuid;
+  std::string type;               // "cuda" | "cpu"
+  int64_t memory_bytes = 0;
+  int64_t memory_used_bytes = 0;
+  double utilization = 0.0;       // 0..1
+  double measured_tflops = 0.0;   // matmul throughput measured by the agent
+  double mem_bandwidth_gbps = 0.0;
+  double relative_speed = 1.0;    // emulated devices: declared speed factor
+  std::string compute_capability;
+  int64_t sm_count = 0;
+  bool emulated = false;
+  bool busy = false;
+};
+
+struct Node {
+  std::string name;
+  std::string address;
+  std::string health = "healthy";  // healthy | suspect | dead
+  int64_t last_heartbeat_ms = 0;
+  std::vector<Device> devices;
+};
+
+struct Principal {
+  std::string user;
+  Role role = Role::kUser;
+  bool is_admin() const { return role == Role::kAdmin; }
+};
+
+struct JobQuery {
+  std::optional<JobState> state;
+  std::optional<std::string> owner;  // admins may list others; users only self
+  int64_t limit = 50;                // 1..500
+  JobId after = 0;                   // cursor: jobs with id > after
+};
+
+struct JobPage {
+  std::vector<Job> jobs;
+  std::optional<JobId> next_after;  // set when more jobs may follow
+};
+
+// An entrypoint an admin allowed: "builtin:colorize-unet" or a registered
+// command "cmd:<name>" with its executable path.
+struct Entrypoint {
+  std::string name;
+  std::string command;  // absolute path for cmd:, empty for builtin:
+  std::string description;
+};
+
+// ---- JSON ----
+Json ToJson(const JobSpec& spec);
+Json ToJson(const Job& job);
+Json ToJson(const Event& event);
+Json ToJson(const Device& device);
+Json ToJson(const Node& node);
+Json ToJson(const Entrypoint& entrypoint);
+Json ToJson(const JobPage& page);
+
+// Shape-only parsing: unknown fields and wrong JSON types are errors that
+// name the field; absent fields keep their defaults.
+Result<JobSpec> JobSpecFromJson(const Json& j);
+Result<Job> JobFromJson(const Json& j);
+Result<Event> EventFromJson(const Json& j);
+Result<Device> DeviceFromJson(const Json& j);
+Result<Node> NodeFromJson(const Json& j);
+
+}  // namespace tessera::api
+
+#endif  // TESSERA_API_TYPES_H_
