@@ -1,0 +1,167 @@
+#include "api/agent_protocol.h"
+
+namespace tessera::api {
+namespace {
+
+Status Field(const Json& j, const char* key, Json::value_t want, const char* what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  bool good = it->type() == want ||
+              (want == Json::value_t::number_integer && it->is_number_unsigned());
+  if (!good) return InvalidArgument(std::string("must be ") + what, key);
+  return Status::Ok();
+}
+
+template <typename T>
+T Get(const Json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+Status Nested(const Status& s, const std::string& prefix) {
+  if (s.ok()) return s;
+  return Status(s.code(), s.message(), prefix + (s.field().empty() ? "" : ".") + s.field());
+}
+
+Result<WorkerKey> KeyFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("must be an object");
+  for (const char* k : {"job_id", "attempt", "rank"}) {
+    TESSERA_RETURN_IF_ERROR(Field(j, k, Json::value_t::number_integer, "an integer"));
+  }
+  return WorkerKey{Get<int64_t>(j, "job_id", 0), Get<int64_t>(j, "attempt", 0),
+                   Get<int64_t>(j, "rank", 0)};
+}
+
+Json KeyJson(const WorkerKey& k) {
+  return Json{{"job_id", k.job_id}, {"attempt", k.attempt}, {"rank", k.rank}};
+}
+
+}  // namespace
+
+std::string_view WorkerStateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kRunning: return "running";
+    case WorkerState::kExited: return "exited";
+    case WorkerState::kStopping: return "stopping";
+  }
+  return "unknown";
+}
+
+Json ToJson(const WorkerStatus& w) {
+  Json j = KeyJson(w.key);
+  j["pid"] = w.pid;
+  j["state"] = WorkerStateName(w.state);
+  j["exit_code"] = w.exit_code;
+  j["progress"] = w.progress;
+  return j;
+}
+
+Json ToJson(const HeartbeatRequest& r) {
+  Json devices = Json::array();
+  for (const auto& d : r.devices) devices.push_back(ToJson(d));
+  Json workers = Json::array();
+  for (const auto& w : r.workers) workers.push_back(ToJson(w));
+  return Json{{"node", r.node},
+              {"address", r.address},
+              {"agent_started_ms", r.agent_started_ms},
+              {"devices", devices},
+              {"workers", workers}};
+}
+
+Json ToJson(const WorkerLaunch& l) {
+  Json j = KeyJson(l.key);
+  j["argv"] = l.argv;
+  j["env"] = l.env;
+  j["device_indices"] = l.device_indices;
+  j["plan"] = l.plan;
+  return j;
+}
+
+Json ToJson(const HeartbeatResponse& r) {
+  Json desired = Json::array();
+  for (const auto& l : r.desired) desired.push_back(ToJson(l));
+  return Json{{"desired", desired}, {"heartbeat_interval_ms", r.heartbeat_interval_ms}};
+}
+
+Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("heartbeat must be a JSON object");
+  TESSERA_RETURN_IF_ERROR(Field(j, "node", Json::value_t::string, "a string"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "address", Json::value_t::string, "a string"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "agent_started_ms", Json::value_t::number_integer, "an integer"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "devices", Json::value_t::array, "an array"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "workers", Json::value_t::array, "an array"));
+  HeartbeatRequest r;
+  r.node = Get<std::string>(j, "node", "");
+  if (r.node.empty()) return InvalidArgument("must name the node", "node");
+  r.address = Get<std::string>(j, "address", "");
+  r.agent_started_ms = Get<int64_t>(j, "agent_started_ms", 0);
+  if (auto it = j.find("devices"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto d = DeviceFromJson((*it)[i]);
+      if (!d.ok()) return Nested(d.status(), "devices[" + std::to_string(i) + "]");
+      r.devices.push_back(*std::move(d));
+    }
+  }
+  if (auto it = j.find("workers"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& w = (*it)[i];
+      std::string prefix = "workers[" + std::to_string(i) + "]";
+      auto key = KeyFromJson(w);
+      if (!key.ok()) return Nested(key.status(), prefix);
+      WorkerStatus s;
+      s.key = *key;
+      Status st = Field(w, "pid", Json::value_t::number_integer, "an integer");
+      if (st.ok()) st = Field(w, "exit_code", Json::value_t::number_integer, "an integer");
+      if (st.ok()) st = Field(w, "state", Json::value_t::string, "a string");
+      if (!st.ok()) return Nested(st, prefix);
+      s.pid = Get<int64_t>(w, "pid", 0);
+      s.exit_code = Get<int64_t>(w, "exit_code", 0);
+      std::string state = Get<std::string>(w, "state", "running");
+      if (state == "running") {
+        s.state = WorkerState::kRunning;
+      } else if (state == "exited") {
+        s.state = WorkerState::kExited;
+      } else if (state == "stopping") {
+        s.state = WorkerState::kStopping;
+      } else {
+        return InvalidArgument("must be running, exited or stopping", prefix + ".state");
+      }
+      if (auto p = w.find("progress"); p != w.end()) s.progress = *p;
+      r.workers.push_back(std::move(s));
+    }
+  }
+  return r;
+}
+
+Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("heartbeat answer must be a JSON object");
+  TESSERA_RETURN_IF_ERROR(Field(j, "desired", Json::value_t::array, "an array"));
+  TESSERA_RETURN_IF_ERROR(
+      Field(j, "heartbeat_interval_ms", Json::value_t::number_integer, "an integer"));
+  HeartbeatResponse r;
+  r.heartbeat_interval_ms = Get<int64_t>(j, "heartbeat_interval_ms", 1000);
+  if (auto it = j.find("desired"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& l = (*it)[i];
+      std::string prefix = "desired[" + std::to_string(i) + "]";
+      auto key = KeyFromJson(l);
+      if (!key.ok()) return Nested(key.status(), prefix);
+      WorkerLaunch w;
+      w.key = *key;
+      try {
+        w.argv = Get<std::vector<std::string>>(l, "argv", {});
+        w.env = Get<std::map<std::string, std::string>>(l, "env", {});
+        w.device_indices = Get<std::vector<int64_t>>(l, "device_indices", {});
+      } catch (const Json::exception& e) {
+        return InvalidArgument(std::string("malformed launch: ") + e.what(), prefix);
+      }
+      if (w.argv.empty()) return InvalidArgument("must not be empty", prefix + ".argv");
+      if (auto p = l.find("plan"); p != l.end()) w.plan = *p;
+      r.desired.push_back(std::move(w));
+    }
+  }
+  return r;
+}
+
+}  // namespace tessera::api

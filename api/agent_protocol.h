@@ -1,0 +1,79 @@
+// The agent <-> controller protocol: level-triggered reconciliation.
+//
+// Every heartbeat (POST /api/v1/agent/heartbeat, authenticated with the join
+// token) carries the node's full inventory and *everything* the agent runs or
+// has run and not yet been told to forget. Every answer carries *everything*
+// the node should run now. The agent starts what is desired and missing,
+// stops what runs and is not desired, and never starts the same
+// (job, attempt, rank) twice: a worker that exited stays reported as exited
+// until the controller stops listing it. A lost message heals on the next
+// beat.
+//
+// Thread safety: plain values.
+#ifndef TESSERA_API_AGENT_PROTOCOL_H_
+#define TESSERA_API_AGENT_PROTOCOL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::api {
+
+// Identity of one rank of one attempt of one job.
+struct WorkerKey {
+  JobId job_id = 0;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  friend auto operator<=>(const WorkerKey&, const WorkerKey&) = default;
+};
+
+enum class WorkerState { kRunning, kExited, kStopping };
+std::string_view WorkerStateName(WorkerState state);
+
+struct WorkerStatus {
+  WorkerKey key;
+  int64_t pid = 0;
+  WorkerState state = WorkerState::kRunning;
+  // For kExited: exit code, or 128+signal when killed by a signal.
+  int64_t exit_code = 0;
+  // Latest progress line the worker wrote (JSON object), or null.
+  Json progress;
+};
+
+struct HeartbeatRequest {
+  std::string node;          // unique node name
+  std::string address;       // address other nodes reach this one at
+  int64_t agent_started_ms = 0;
+  std::vector<Device> devices;
+  std::vector<WorkerStatus> workers;
+};
+
+// What the node must run. The agent builds the process from these fields:
+// argv[0] is an absolute path; env is added to the agent's clean base env.
+struct WorkerLaunch {
+  WorkerKey key;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // RANK, WORLD_SIZE, MASTER_ADDR, ...
+  std::vector<int64_t> device_indices;     // devices of this node the rank uses
+  Json plan;                               // written to a file; TESSERA_PLAN points at it
+};
+
+struct HeartbeatResponse {
+  std::vector<WorkerLaunch> desired;  // the complete desired set for the node
+  int64_t heartbeat_interval_ms = 1000;
+};
+
+Json ToJson(const WorkerStatus& w);
+Json ToJson(const HeartbeatRequest& r);
+Json ToJson(const WorkerLaunch& l);
+Json ToJson(const HeartbeatResponse& r);
+Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j);
+Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j);
+
+}  // namespace tessera::api
+
+#endif  // TESSERA_API_AGENT_PROTOCOL_H_

@@ -1,0 +1,53 @@
+// HttpClient: a small synchronous HTTP/1.1 client (Boost.Beast) used by the
+// CLI, the agent and the tests to talk to tesserad.
+//
+// One instance keeps one keep-alive connection and reconnects when the
+// server closed it. Every call has a deadline; a network failure is returned
+// as kUnavailable / kDeadlineExceeded, never thrown.
+//
+// Thread safety: not thread-safe; use one client per thread.
+#ifndef TESSERA_API_HTTP_CLIENT_H_
+#define TESSERA_API_HTTP_CLIENT_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace tessera::api {
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;  // lower-case names
+};
+
+class HttpClient {
+ public:
+  // host: "127.0.0.1" or a name; port: TCP port.
+  HttpClient(std::string host, uint16_t port,
+             std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sets "Authorization: Bearer <token>" on every following request.
+  void SetBearerToken(std::string token);
+
+  // method: "GET", "POST", "DELETE", ...; target: "/api/v1/jobs?state=pending".
+  // An HTTP error status (4xx/5xx) is a successful Result; only transport
+  // failures are errors.
+  Result<HttpResponse> Request(const std::string& method, const std::string& target,
+                               const std::string& body = {},
+                               const std::string& content_type = "application/json");
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::api
+
+#endif  // TESSERA_API_HTTP_CLIENT_H_
