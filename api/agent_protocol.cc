@@ -54,6 +54,7 @@ Json ToJson(const WorkerStatus& w) {
   j["state"] = WorkerStateName(w.state);
   j["exit_code"] = w.exit_code;
   j["progress"] = w.progress;
+  j["log_tail"] = w.log_tail;
   return j;
 }
 
@@ -128,6 +129,13 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
         return InvalidArgument("must be running, exited or stopping", prefix + ".state");
       }
       if (auto p = w.find("progress"); p != w.end()) s.progress = *p;
+      if (auto t = w.find("log_tail"); t != w.end() && !t->is_null()) {
+        if (!t->is_array()) return InvalidArgument("must be an array", prefix + ".log_tail");
+        for (const auto& line : *t) {
+          if (!line.is_string()) return InvalidArgument("must hold strings", prefix + ".log_tail");
+          s.log_tail.push_back(line.get<std::string>());
+        }
+      }
       r.workers.push_back(std::move(s));
     }
   }

@@ -42,6 +42,9 @@ struct WorkerStatus {
   int64_t exit_code = 0;
   // Latest progress line the worker wrote (JSON object), or null.
   Json progress;
+  // The last lines of the rank's combined stdout/stderr log (at most 100),
+  // so the controller can answer log requests without reaching the node.
+  std::vector<std::string> log_tail;
 };
 
 struct HeartbeatRequest {
