@@ -1,0 +1,152 @@
+#include "daemon/attempt_launch.h"
+
+#include "scheduler/plan_json.h"
+
+namespace tessera::daemon {
+namespace {
+
+std::vector<std::string> CommandLine(const api::Job& job, const EntrypointCommand& entrypoint,
+                                     const LaunchOptions& options) {
+  const api::JobSpec& s = job.spec;
+  std::vector<std::string> argv;
+  constexpr std::string_view kBuiltin = "builtin:";
+  if (entrypoint.name.starts_with(kBuiltin)) {
+    argv = {options.worker_binary,
+            s.kind == api::JobKind::kInfer ? "infer" : "train",
+            "--model",
+            entrypoint.name.substr(kBuiltin.size())};
+    if (!s.dataset.empty()) {
+      argv.insert(argv.end(), {"--data", s.dataset});
+    }
+    if (s.kind == api::JobKind::kTrain) {
+      argv.insert(argv.end(), {"--steps", std::to_string(s.steps), "--checkpoint-every-s",
+                               std::to_string(s.checkpoint_every_s)});
+    } else {
+      if (!s.output.empty()) argv.insert(argv.end(), {"--output", s.output});
+      if (!s.checkpoint.empty()) argv.insert(argv.end(), {"--checkpoint", s.checkpoint});
+    }
+  } else {
+    argv = {entrypoint.command};
+  }
+  argv.insert(argv.end(), s.args.begin(), s.args.end());
+  return argv;
+}
+
+}  // namespace
+
+int MasterPortFor(api::JobId job, int64_t attempt, const LaunchOptions& options) {
+  int64_t slot = (job * 7 + attempt) % options.master_port_span;
+  return options.master_port_base + static_cast<int>(slot);
+}
+
+Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
+                                         const scheduler::Plan& plan, const api::Json& plan_json,
+                                         const EntrypointCommand& entrypoint,
+                                         const std::map<std::string, std::string>& addresses,
+                                         const LaunchOptions& options) {
+  AttemptLaunch out;
+  out.job_id = job.id;
+  out.attempt = attempt;
+  out.plan = plan_json;
+
+  // Number ranks replica by replica, stage by stage.
+  struct Slot {
+    scheduler::DeviceId device;
+  };
+  std::vector<Slot> slots;
+  api::Json replicas = api::Json::array();
+  for (const scheduler::Replica& replica : plan.replicas) {
+    api::Json stages = api::Json::array();
+    for (const scheduler::Stage& stage : replica.stages) {
+      if (stage.devices.size() != 1) {
+        return InvalidArgument("every stage must hold exactly one device", "plan");
+      }
+      int rank = static_cast<int>(slots.size());
+      slots.push_back({stage.devices[0]});
+      stages.push_back({{"rank", rank},
+                        {"device", stage.devices[0].ToString()},
+                        {"layers", {stage.layer_begin, stage.layer_end}}});
+    }
+    replicas.push_back({{"batch", replica.batch}, {"stages", stages}});
+  }
+  if (slots.empty()) return InvalidArgument("plan has no stage", "plan");
+  out.rank_plan = {{"layout", scheduler::LayoutName(plan.layout)},
+                   {"global_batch", job.spec.global_batch},
+                   {"micro_batches", plan.micro_batches},
+                   {"schedule", scheduler::ScheduleName(plan.schedule)},
+                   {"replicas", replicas}};
+
+  auto master = addresses.find(slots[0].device.node);
+  if (master == addresses.end()) {
+    return InvalidArgument("planned node " + slots[0].device.node + " is unknown", "plan");
+  }
+  std::map<std::string, int> per_node;
+  for (const Slot& s : slots) per_node[s.device.node]++;
+  std::map<std::string, int> next_local;
+  const int world = static_cast<int>(slots.size());
+  const std::vector<std::string> argv = CommandLine(job, entrypoint, options);
+  for (int rank = 0; rank < world; ++rank) {
+    const scheduler::DeviceId& dev = slots[rank].device;
+    if (!addresses.contains(dev.node)) {
+      return InvalidArgument("planned node " + dev.node + " is unknown", "plan");
+    }
+    RankLaunch r;
+    r.node = dev.node;
+    r.device_index = dev.index;
+    api::WorkerLaunch& l = r.launch;
+    l.key = {job.id, attempt, rank};
+    l.argv = argv;
+    l.env = job.spec.env;
+    l.env["RANK"] = std::to_string(rank);
+    l.env["WORLD_SIZE"] = std::to_string(world);
+    l.env["LOCAL_RANK"] = std::to_string(next_local[dev.node]++);
+    l.env["LOCAL_WORLD_SIZE"] = std::to_string(per_node[dev.node]);
+    l.env["MASTER_ADDR"] = master->second;
+    l.env["MASTER_PORT"] = std::to_string(MasterPortFor(job.id, attempt, options));
+    l.env["TESSERA_JOB_ID"] = std::to_string(job.id);
+    l.env["TESSERA_ATTEMPT"] = std::to_string(attempt);
+    l.env["TESSERA_CHECKPOINT_DIR"] =
+        options.checkpoint_root + "/job-" + std::to_string(job.id);
+    l.device_indices = {dev.index};
+    l.plan = out.rank_plan;
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+api::Json ToJson(const AttemptLaunch& a) {
+  api::Json ranks = api::Json::array();
+  for (const RankLaunch& r : a.ranks) {
+    api::Json l = api::ToJson(r.launch);
+    l.erase("plan");  // stored once, in rank_plan
+    ranks.push_back({{"node", r.node}, {"device_index", r.device_index}, {"launch", l}});
+  }
+  return {{"job_id", a.job_id}, {"attempt", a.attempt}, {"plan", a.plan},
+          {"rank_plan", a.rank_plan}, {"ranks", ranks}};
+}
+
+Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j) {
+  try {
+    AttemptLaunch a;
+    a.job_id = j.at("job_id").get<int64_t>();
+    a.attempt = j.at("attempt").get<int64_t>();
+    a.plan = j.at("plan");
+    a.rank_plan = j.at("rank_plan");
+    for (const api::Json& r : j.at("ranks")) {
+      RankLaunch rl;
+      rl.node = r.at("node").get<std::string>();
+      rl.device_index = r.at("device_index").get<int64_t>();
+      api::Json wrapped = {{"desired", api::Json::array({r.at("launch")})}};
+      auto parsed = api::HeartbeatResponseFromJson(wrapped);
+      if (!parsed.ok()) return parsed.status().WithPrefix("stored launch");
+      rl.launch = parsed->desired.at(0);
+      rl.launch.plan = a.rank_plan;
+      a.ranks.push_back(std::move(rl));
+    }
+    return a;
+  } catch (const api::Json::exception& e) {
+    return Internal(std::string("stored attempt launch is malformed: ") + e.what());
+  }
+}
+
+}  // namespace tessera::daemon

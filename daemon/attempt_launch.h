@@ -1,0 +1,76 @@
+// AttemptLaunch: every rank of one attempt of a job, ready to hand to agents.
+//
+// BuildAttemptLaunch turns a chosen scheduler Plan into ranks: ranks are
+// numbered replica by replica, stage by stage (so rank 0 is the first stage
+// of the first replica and hosts the c10d rendezvous), each with the
+// torchrun-compatible environment (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), TESSERA_JOB_ID,
+// TESSERA_ATTEMPT, TESSERA_CHECKPOINT_DIR, the job's own env, the command
+// line of its entrypoint, and the rank plan the worker reads from
+// TESSERA_PLAN:
+//   {"layout", "global_batch", "micro_batches", "schedule",
+//    "replicas": [{"batch", "stages": [{"rank", "device", "layers": [b, e]}]}]}
+// The AttemptLaunch is stored with the attempt (ToJson/FromJson), so a
+// restarted controller hands agents exactly what they were running.
+//
+// Thread safety: pure functions.
+#ifndef TESSERA_DAEMON_ATTEMPT_LAUNCH_H_
+#define TESSERA_DAEMON_ATTEMPT_LAUNCH_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "api/types.h"
+#include "common/status.h"
+#include "scheduler/plan.h"
+
+namespace tessera::daemon {
+
+struct RankLaunch {
+  std::string node;
+  int64_t device_index = 0;
+  api::WorkerLaunch launch;
+};
+
+struct AttemptLaunch {
+  api::JobId job_id = 0;
+  int64_t attempt = 0;
+  api::Json plan;       // the scheduler's plan as JSON (shown by the API)
+  api::Json rank_plan;  // what TESSERA_PLAN holds
+  std::vector<RankLaunch> ranks;  // index == rank
+};
+
+struct LaunchOptions {
+  std::string worker_binary;    // absolute path of tessera-worker
+  std::string checkpoint_root;  // checkpoints go to <root>/job-<id>
+  int master_port_base = 29500;
+  int master_port_span = 2000;
+};
+
+// What an entrypoint runs: "builtin:<model>" runs the reference worker,
+// "cmd:<name>" runs the registered command with the job's args.
+struct EntrypointCommand {
+  std::string name;
+  std::string command;  // empty for builtin
+};
+
+// REQUIRES: plan has at least one stage; every planned device is on a node in
+// `addresses` (node name -> address reachable by peers), else kInvalidArgument.
+Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
+                                         const scheduler::Plan& plan, const api::Json& plan_json,
+                                         const EntrypointCommand& entrypoint,
+                                         const std::map<std::string, std::string>& addresses,
+                                         const LaunchOptions& options);
+
+api::Json ToJson(const AttemptLaunch& launch);
+Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j);
+
+// The rendezvous port of an attempt: spread over the configured span so
+// consecutive attempts and concurrent jobs do not collide.
+int MasterPortFor(api::JobId job, int64_t attempt, const LaunchOptions& options);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_ATTEMPT_LAUNCH_H_

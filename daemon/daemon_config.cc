@@ -1,0 +1,120 @@
+#include "daemon/daemon_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <map>
+
+namespace tessera::daemon {
+namespace {
+
+using Setter = std::function<Status(const YAML::Node&)>;
+
+template <typename T>
+Setter Set(T* field, const std::string& key) {
+  return [field, key](const YAML::Node& n) -> Status {
+    try {
+      *field = n.as<T>();
+      return Status::Ok();
+    } catch (const YAML::Exception&) {
+      return InvalidArgument("has the wrong type", key);
+    }
+  };
+}
+
+Status CheckRange(int64_t v, int64_t lo, int64_t hi, const char* field) {
+  if (v < lo || v > hi) {
+    return InvalidArgument("must be between " + std::to_string(lo) + " and " + std::to_string(hi),
+                           field);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string DaemonConfig::DbPath() const {
+  return db_path.empty() ? state_dir + "/tessera.db" : db_path;
+}
+
+std::string DaemonConfig::JoinTokenPath() const {
+  return join_token_file.empty() ? state_dir + "/join-token" : join_token_file;
+}
+
+std::string DaemonConfig::CheckpointRoot() const {
+  return checkpoint_root.empty() ? state_dir + "/checkpoints" : checkpoint_root;
+}
+
+Status DaemonConfig::Validate() const {
+  if (state_dir.empty()) return InvalidArgument("must not be empty", "state_dir");
+  TESSERA_RETURN_IF_ERROR(CheckRange(io_threads, 1, 64, "io_threads"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(body_limit_bytes, 1024, int64_t{1} << 30, "body_limit_bytes"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(idle_timeout_ms, 100, 3'600'000, "idle_timeout_ms"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(heartbeat_interval_ms, 50, 60'000, "heartbeat_interval_ms"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(suspect_after_missed, 1, 100, "suspect_after_missed"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(dead_after_ms, 100, 3'600'000, "dead_after_ms"));
+  if (dead_after_ms <= heartbeat_interval_ms) {
+    return InvalidArgument("must be longer than heartbeat_interval_ms", "dead_after_ms");
+  }
+  TESSERA_RETURN_IF_ERROR(CheckRange(schedule_interval_ms, 10, 60'000, "schedule_interval_ms"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(retry_backoff_ms, 0, 3'600'000, "retry_backoff_ms"));
+  TESSERA_RETURN_IF_ERROR(
+      CheckRange(max_retry_backoff_ms, retry_backoff_ms, 3'600'000, "max_retry_backoff_ms"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(stop_grace_ms, 0, 600'000, "stop_grace_ms"));
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  bool known = false;
+  for (const char* l : kLevels) known = known || log_level == l;
+  if (!known) return InvalidArgument("must be one of trace, debug, info, warn, error", "log_level");
+  return Status::Ok();
+}
+
+Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return InvalidArgument("cannot read config file " + path, "config");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("config file " + path + " is not valid YAML: " + e.what(), "config");
+  }
+  if (root.IsNull()) return Status::Ok();  // empty file: all defaults
+  if (!root.IsMap()) return InvalidArgument("config file must be a YAML mapping", "config");
+
+  int64_t port = c->port;
+  const std::map<std::string, Setter> setters = {
+      {"listen_address", Set(&c->listen_address, "listen_address")},
+      {"port", Set(&port, "port")},
+      {"state_dir", Set(&c->state_dir, "state_dir")},
+      {"db_path", Set(&c->db_path, "db_path")},
+      {"web_dir", Set(&c->web_dir, "web_dir")},
+      {"checkpoint_root", Set(&c->checkpoint_root, "checkpoint_root")},
+      {"join_token_file", Set(&c->join_token_file, "join_token_file")},
+      {"io_threads", Set(&c->io_threads, "io_threads")},
+      {"body_limit_bytes", Set(&c->body_limit_bytes, "body_limit_bytes")},
+      {"idle_timeout_ms", Set(&c->idle_timeout_ms, "idle_timeout_ms")},
+      {"heartbeat_interval_ms", Set(&c->heartbeat_interval_ms, "heartbeat_interval_ms")},
+      {"suspect_after_missed", Set(&c->suspect_after_missed, "suspect_after_missed")},
+      {"dead_after_ms", Set(&c->dead_after_ms, "dead_after_ms")},
+      {"schedule_interval_ms", Set(&c->schedule_interval_ms, "schedule_interval_ms")},
+      {"retry_backoff_ms", Set(&c->retry_backoff_ms, "retry_backoff_ms")},
+      {"max_retry_backoff_ms", Set(&c->max_retry_backoff_ms, "max_retry_backoff_ms")},
+      {"stop_grace_ms", Set(&c->stop_grace_ms, "stop_grace_ms")},
+      {"worker_binary", Set(&c->worker_binary, "worker_binary")},
+      {"log_level", Set(&c->log_level, "log_level")},
+  };
+  for (const auto& kv : root) {
+    std::string key;
+    try {
+      key = kv.first.as<std::string>();
+    } catch (const YAML::Exception&) {
+      return InvalidArgument("config keys must be strings", "config");
+    }
+    auto it = setters.find(key);
+    if (it == setters.end()) return InvalidArgument("unknown config key", key);
+    TESSERA_RETURN_IF_ERROR(it->second(kv.second));
+  }
+  if (port < 0 || port > 65535) return InvalidArgument("must be between 0 and 65535", "port");
+  c->port = static_cast<uint16_t>(port);
+  return Status::Ok();
+}
+
+}  // namespace tessera::daemon

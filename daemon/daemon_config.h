@@ -1,0 +1,52 @@
+// DaemonConfig: everything tesserad can be told, from a YAML file and flags.
+//
+// Every field has an embedded default, so `tesserad --state-dir DIR` alone
+// runs a working controller. LoadDaemonConfig reads a YAML file whose keys are
+// the field names below; an unknown key or a value of the wrong type is an
+// error naming the key. Validate() checks ranges.
+//
+// Thread safety: plain value.
+#ifndef TESSERA_DAEMON_DAEMON_CONFIG_H_
+#define TESSERA_DAEMON_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace tessera::daemon {
+
+struct DaemonConfig {
+  std::string listen_address = "127.0.0.1";
+  uint16_t port = 8080;
+  std::string state_dir = "var/tesserad";  // holds tessera.db unless db_path is set
+  std::string db_path;                     // default: <state_dir>/tessera.db
+  std::string web_dir;                     // static UI; default: web/ beside the binary's source
+  std::string checkpoint_root;             // default: <state_dir>/checkpoints
+  std::string join_token_file;             // agents' join token; default: <state_dir>/join-token
+  int64_t io_threads = 2;
+  int64_t body_limit_bytes = 1 << 20;
+  int64_t idle_timeout_ms = 30'000;
+  int64_t heartbeat_interval_ms = 1000;
+  int64_t suspect_after_missed = 2;   // beats missed before a node is suspect
+  int64_t dead_after_ms = 3000;       // silence before a node is dead
+  int64_t schedule_interval_ms = 100;  // controller loop period
+  int64_t retry_backoff_ms = 500;     // first re-plan delay; doubles per attempt
+  int64_t max_retry_backoff_ms = 10'000;
+  int64_t stop_grace_ms = 5000;       // SIGTERM -> SIGKILL for cancelled ranks
+  std::string worker_binary;          // builtin entrypoints; default: beside tesserad
+  std::string log_level = "info";
+
+  std::string DbPath() const;
+  std::string JoinTokenPath() const;
+  std::string CheckpointRoot() const;
+  Status Validate() const;
+};
+
+// REQUIRES: path names a readable YAML file. Fields absent from the file keep
+// the values already in *config.
+Status LoadDaemonConfig(const std::string& path, DaemonConfig* config);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_DAEMON_CONFIG_H_

@@ -1,0 +1,388 @@
+#include "daemon/job_controller.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/planning.h"
+#include "scheduler/plan_json.h"
+
+namespace tessera::daemon {
+namespace {
+
+using api::JobState;
+using Steady = std::chrono::steady_clock;
+
+std::string DeviceKey(const std::string& node, int64_t index) {
+  return node + ":" + std::to_string(index);
+}
+
+// Every job in a state, following the pagination cursor.
+Result<std::vector<api::Job>> AllJobsIn(Store* store, JobState state) {
+  std::vector<api::Job> out;
+  api::JobQuery q;
+  q.state = state;
+  q.limit = 1000;
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(api::JobPage page, store->ListJobs(q));
+    out.insert(out.end(), page.jobs.begin(), page.jobs.end());
+    if (!page.next_after) break;
+    q.after = *page.next_after;
+  }
+  return out;
+}
+
+std::string RankList(const std::vector<int64_t>& ranks) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? "," : "") << ranks[i];
+  return s.str();
+}
+
+}  // namespace
+
+JobController::JobController(Store* store, const Clock* clock, JobControllerOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)), started_(clock->SteadyNow()) {}
+
+int64_t JobController::SteadyMs(Steady::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - t).count();
+}
+
+Status JobController::Recover() {
+  std::lock_guard lock(mu_);
+  for (JobState state : {JobState::kStarting, JobState::kRunning}) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, AllJobsIn(store_, state));
+    for (const api::Job& job : jobs) {
+      auto attempt = store_->GetAttempt(job.id, job.attempt);
+      Result<AttemptLaunch> launch =
+          attempt.ok() ? AttemptLaunchFromJson(attempt->plan) : Result<AttemptLaunch>(attempt.status());
+      if (!launch.ok()) {
+        auto st = StepLocked(job, JobEvent::kFail,
+                             "cannot resume after controller restart: " + launch.status().message());
+        if (!st.ok()) return st.status();
+        continue;
+      }
+      active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+      spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
+                   active_[job.id].launch.ranks.size());
+    }
+  }
+  // A plan chosen but never launched is stale after a restart.
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> planned, AllJobsIn(store_, JobState::kPlanned));
+  for (const api::Job& job : planned) {
+    auto st = StepLocked(job, JobEvent::kNodeLost, "controller restarted before launch; re-queued");
+    if (!st.ok()) return st.status();
+  }
+  return Status::Ok();
+}
+
+api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& request) {
+  std::lock_guard lock(mu_);
+  reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
+  api::HeartbeatResponse response;
+  response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
+  for (const auto& [id, active] : active_) {
+    for (const RankLaunch& r : active.launch.ranks) {
+      if (r.node == request.node) response.desired.push_back(r.launch);
+    }
+  }
+  return response;
+}
+
+Status JobController::Tick() {
+  std::lock_guard lock(mu_);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
+  TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
+  TESSERA_RETURN_IF_ERROR(RetryRecoveringLocked(health));
+  return PlaceQueuedLocked(nodes);
+}
+
+std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
+    std::vector<api::Node>* nodes) {
+  std::map<std::string, NodeHealth> out;
+  for (api::Node& node : *nodes) {
+    auto it = reports_.find(node.name);
+    // A node not heard from since this controller started gets the full
+    // timeout from the start, so a restart does not kill healthy jobs.
+    Steady::time_point seen = it == reports_.end() ? started_ : it->second.seen;
+    NodeHealth h = ClassifyNode(SteadyMs(seen), options_.detector);
+    out[node.name] = h;
+    std::string name(NodeHealthName(h));
+    if (node.health != name) {
+      spdlog::info("node {}: {} -> {}", node.name, node.health, name);
+      Status st = store_->SetNodeHealth(node.name, name);
+      if (!st.ok()) spdlog::warn("node {}: cannot record health: {}", node.name, st.ToString());
+      node.health = name;
+    }
+  }
+  return out;
+}
+
+const api::WorkerStatus* JobController::FindReportLocked(const std::string& node,
+                                                         const api::WorkerKey& key) const {
+  auto it = reports_.find(node);
+  if (it == reports_.end()) return nullptr;
+  for (const api::WorkerStatus& w : it->second.workers) {
+    if (w.key == key) return &w;
+  }
+  return nullptr;
+}
+
+Result<api::Job> JobController::StepLocked(const api::Job& job, JobEvent event,
+                                           const std::string& reason,
+                                           std::optional<api::Json> plan) {
+  TESSERA_ASSIGN_OR_RETURN(JobStep step,
+                           NextJobState(job.state, event, job.attempt, job.spec.max_attempts));
+  JobTransition t;
+  t.job_id = job.id;
+  t.expected = job.state;
+  t.next = step.next;
+  t.reason = reason;
+  if (step.attempts_exhausted) {
+    t.reason = "gave up after " + std::to_string(job.attempt) + " attempts: " + reason;
+  }
+  t.attempt = step.attempts_used;
+  t.plan = std::move(plan);
+  t.now_ms = clock_->NowUnixMillis();
+  auto result = store_->TransitionJob(t);
+  if (result.ok()) {
+    spdlog::info("job {}: {} -> {} ({})", job.id, api::JobStateName(job.state),
+                 api::JobStateName(step.next), t.reason);
+  }
+  return result;
+}
+
+Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>& health) {
+  for (auto it = active_.begin(); it != active_.end();) {
+    const AttemptLaunch& launch = it->second.launch;
+    auto job = store_->GetJob(it->first);
+    if (!job.ok()) return job.status();
+    if (job->state != JobState::kStarting && job->state != JobState::kRunning) {
+      // Cancelled (or failed) from outside: drop it from every desired set.
+      store_->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(),
+                            api::JobStateName(job->state))
+          .IgnoreError();
+      it = active_.erase(it);
+      continue;
+    }
+
+    std::map<std::string, std::vector<int64_t>> lost;  // dead node -> ranks
+    std::string failed;
+    int running = 0, done = 0;
+    std::vector<int64_t> missing;
+    std::string vanished;
+    for (const RankLaunch& r : launch.ranks) {
+      auto h = health.find(r.node);
+      if (h == health.end() || h->second == NodeHealth::kDead) {
+        lost[r.node].push_back(r.launch.key.rank);
+        continue;
+      }
+      const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+      if (w == nullptr) {
+        missing.push_back(r.launch.key.rank);
+        // A running rank its (reporting) node no longer lists is gone.
+        if (job->state == JobState::kRunning && reports_.contains(r.node) && vanished.empty()) {
+          vanished = "rank " + std::to_string(r.launch.key.rank) + " is no longer reported by " +
+                     r.node;
+        }
+      } else if (w->state == api::WorkerState::kExited) {
+        if (w->exit_code == 0) {
+          ++done;
+        } else if (failed.empty()) {
+          failed = "rank " + std::to_string(r.launch.key.rank) + " on " + r.node +
+                   " exited with code " + std::to_string(w->exit_code);
+        }
+      } else {
+        ++running;
+      }
+    }
+
+    const int world = static_cast<int>(launch.ranks.size());
+    std::optional<JobEvent> event;
+    std::string reason;
+    if (!lost.empty()) {
+      event = JobEvent::kNodeLost;
+      for (const auto& [node, ranks] : lost) {
+        reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
+                  " lost (no heartbeat), ranks " + RankList(ranks);
+      }
+    } else if (!failed.empty() || !vanished.empty()) {
+      event = JobEvent::kRankFailed;
+      reason = failed.empty() ? vanished : failed;
+    } else if (done == world) {
+      if (job->state == JobState::kStarting) {
+        // Finished before we saw them all running: record both steps.
+        auto r = StepLocked(*job, JobEvent::kAllRunning, "all " + std::to_string(world) +
+                                                             " ranks started");
+        if (!r.ok()) return r.status();
+        job = *r;
+      }
+      event = JobEvent::kSucceed;
+      reason = "all " + std::to_string(world) + " ranks finished";
+    } else if (job->state == JobState::kStarting && missing.empty()) {
+      event = JobEvent::kAllRunning;
+      reason = "all " + std::to_string(world) + " ranks running";
+    } else if (job->state == JobState::kStarting && SteadyMs(it->second.launched_at) >
+                                                        options_.launch_timeout_ms) {
+      event = JobEvent::kRankFailed;
+      reason = "ranks " + RankList(missing) + " did not start within " +
+               std::to_string(options_.launch_timeout_ms / 1000) + " s";
+    }
+    if (!event) {
+      ++it;
+      continue;
+    }
+    auto next = StepLocked(*job, *event, reason);
+    if (!next.ok()) return next.status();
+    if (next->state == JobState::kRunning) {
+      ++it;
+      continue;
+    }
+    store_->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(), reason).IgnoreError();
+    if (next->state == JobState::kRecovering) {
+      int64_t backoff = options_.retry_backoff_ms;
+      for (int64_t a = 1; a < job->attempt && backoff < options_.max_retry_backoff_ms; ++a) {
+        backoff *= 2;
+      }
+      backoff = std::min(backoff, options_.max_retry_backoff_ms);
+      retry_at_[job->id] = clock_->SteadyNow() + std::chrono::milliseconds(backoff);
+    }
+    it = active_.erase(it);
+  }
+  return Status::Ok();
+}
+
+bool JobController::JobHasLiveWorkersLocked(api::JobId job,
+                                            const std::map<std::string, NodeHealth>& health) const {
+  for (const auto& [node, report] : reports_) {
+    auto h = health.find(node);
+    if (h == health.end() || h->second == NodeHealth::kDead) continue;
+    for (const api::WorkerStatus& w : report.workers) {
+      if (w.key.job_id == job && w.state != api::WorkerState::kExited) return true;
+    }
+  }
+  return false;
+}
+
+Status JobController::RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, AllJobsIn(store_, JobState::kRecovering));
+  for (const api::Job& job : jobs) {
+    auto [at, inserted] = retry_at_.try_emplace(job.id, clock_->SteadyNow());
+    if (clock_->SteadyNow() < at->second) continue;
+    // Wait until the old ranks stopped (their agents were told to stop them),
+    // so the next attempt does not race them for devices or checkpoints.
+    bool waited_enough = SteadyMs(at->second) > options_.stop_wait_ms;
+    if (JobHasLiveWorkersLocked(job.id, health) && !waited_enough) continue;
+    auto next = StepLocked(job, JobEvent::kRetry, job.reason.empty() ? "retry" : job.reason);
+    if (!next.ok()) return next.status();
+    retry_at_.erase(job.id);
+  }
+  return Status::Ok();
+}
+
+std::set<std::string> JobController::BusyDevicesLocked() const {
+  std::set<std::string> busy;
+  for (const auto& [id, active] : active_) {
+    for (const RankLaunch& r : active.launch.ranks) busy.insert(DeviceKey(r.node, r.device_index));
+  }
+  return busy;
+}
+
+Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  if (pending.empty()) return Status::Ok();
+  std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
+    if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
+    return a.id < b.id;
+  });
+
+  std::optional<api::Job> head;            // first job that must wait for busy devices
+  std::set<std::string> backfilled;        // devices taken by jobs placed behind the head
+  for (const api::Job& job : pending) {
+    std::set<std::string> busy = BusyDevicesLocked();
+    auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec);
+    if (!plans.ok() || plans->plans.empty()) {
+      std::string why = plans.ok() ? "no plan" : plans.status().message();
+      waiting_[job.id] = why;
+      // Only a job that would fit on the idle cluster blocks the jobs behind it.
+      if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec).ok()) head = job;
+      continue;
+    }
+    const scheduler::Plan& best = plans->plans.front();
+    if (head) {
+      // Backfill only if the head still fits once every job ended except
+      // those placed behind it (this one included).
+      std::set<std::string> held = backfilled;
+      for (const auto& d : best.Devices()) held.insert(d.ToString());
+      if (!PlanJob(SnapshotOf(nodes, held), head->spec).ok()) {
+        waiting_[job.id] = "waiting behind job " + std::to_string(head->id) +
+                           " (placing it now would delay that job)";
+        continue;
+      }
+    }
+    std::set<std::string> placed;
+    TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, busy, &placed));
+    if (head) backfilled.insert(placed.begin(), placed.end());
+    waiting_.erase(job.id);
+  }
+  return Status::Ok();
+}
+
+Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
+                                  const std::set<std::string>& busy,
+                                  std::set<std::string>* placed_devices) {
+  auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec);
+  if (!plans.ok()) return Status::Ok();  // raced with a node change; next tick retries
+  const scheduler::Plan& best = plans->plans.front();
+  api::Json plan_json = scheduler::ToJson(best);
+
+  std::map<std::string, std::string> addresses;
+  for (const api::Node& n : nodes) addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
+  auto entry = store_->GetEntrypoint(job.spec.entrypoint);
+  if (!entry.ok()) {
+    auto r = StepLocked(job, JobEvent::kFail,
+                        "entrypoint " + job.spec.entrypoint + " is no longer allowed");
+    return r.ok() ? Status::Ok() : r.status();
+  }
+  const int64_t attempt = job.attempt + 1;
+  auto launch = BuildAttemptLaunch(job, attempt, best, plan_json,
+                                   EntrypointCommand{entry->name, entry->command}, addresses,
+                                   options_.launch);
+  if (!launch.ok()) {
+    auto r = StepLocked(job, JobEvent::kFail, "cannot launch: " + launch.status().message());
+    return r.ok() ? Status::Ok() : r.status();
+  }
+
+  TESSERA_ASSIGN_OR_RETURN(api::Job planned, StepLocked(job, JobEvent::kPlan, best.why, plan_json));
+  JobAttempt record;
+  record.job_id = job.id;
+  record.attempt = attempt;
+  record.plan = ToJson(*launch);
+  record.started_ms = clock_->NowUnixMillis();
+  store_->DeleteAttempt(job.id, attempt).IgnoreError();  // left by a crash before launch
+  TESSERA_RETURN_IF_ERROR(store_->InsertAttempt(record));
+  TESSERA_RETURN_IF_ERROR(StepLocked(planned, JobEvent::kLaunch,
+                                     "attempt " + std::to_string(attempt) + ": launching " +
+                                         std::to_string(launch->ranks.size()) + " ranks (" +
+                                         std::string(scheduler::LayoutName(best.layout)) + ")")
+                              .status());
+  for (const RankLaunch& r : launch->ranks) placed_devices->insert(DeviceKey(r.node, r.device_index));
+  active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+  return Status::Ok();
+}
+
+Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
+  std::lock_guard lock(mu_);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  TESSERA_ASSIGN_OR_RETURN(scheduler::PlanSet plans, PlanJob(SnapshotOf(nodes, BusyDevicesLocked()), spec));
+  return scheduler::ToJson(plans);
+}
+
+std::string JobController::WaitingReason(api::JobId job) {
+  std::lock_guard lock(mu_);
+  auto it = waiting_.find(job);
+  return it == waiting_.end() ? std::string() : it->second;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,117 @@
+// JobController: the controller's loop. It places pending jobs with the
+// planner, hands every node its desired workers, watches the ranks the
+// agents report, detects dead nodes and failed ranks, and recovers: stop
+// the attempt, back off, re-plan on the devices still healthy, launch the
+// next attempt (which resumes from the newest complete checkpoint).
+//
+// Reconciliation is by level, not by edge: OnHeartbeat records what a node
+// runs and answers with everything it should run; Tick compares the reports
+// with the attempts recorded in the store. Every decision is a state-machine
+// step (daemon/job_state_machine.h) written to the store with its reason, so
+// the events show each step.
+//
+// Queue policy: pending jobs by priority (high first), then FIFO. The first
+// job that cannot be placed (but would fit an idle cluster) is the head; a
+// later job may backfill only if the head would still fit once every other
+// running job ended, i.e. the backfill does not delay it.
+//
+// After a controller restart, Recover() rebuilds the active attempts from
+// the store; nodes get a full dead-timeout of grace before they can be
+// declared dead, so healthy running jobs keep running.
+//
+// Ownership: borrows the store and the clock; both must outlive it.
+// Thread safety: all public methods are safe to call concurrently (one
+// mutex); Tick is meant for one controller thread, OnHeartbeat for HTTP
+// sessions.
+#ifndef TESSERA_DAEMON_JOB_CONTROLLER_H_
+#define TESSERA_DAEMON_JOB_CONTROLLER_H_
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "api/types.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "daemon/attempt_launch.h"
+#include "daemon/failure_detector.h"
+#include "daemon/job_state_machine.h"
+#include "daemon/store.h"
+
+namespace tessera::daemon {
+
+struct JobControllerOptions {
+  FailureDetectorOptions detector;
+  LaunchOptions launch;
+  int64_t retry_backoff_ms = 500;       // delay before the first re-plan
+  int64_t max_retry_backoff_ms = 10'000;
+  int64_t launch_timeout_ms = 120'000;  // starting -> every rank running
+  int64_t stop_wait_ms = 10'000;        // how long a re-plan waits for old ranks to stop
+};
+
+class JobController {
+ public:
+  JobController(Store* store, const Clock* clock, JobControllerOptions options);
+
+  // Rebuilds the active attempts from the store. Call once at start.
+  Status Recover();
+
+  // Records a node's report and returns every worker the node should run.
+  // REQUIRES: the request passed HeartbeatRequestFromJson.
+  api::HeartbeatResponse OnHeartbeat(const api::HeartbeatRequest& request);
+
+  // One pass: node health, attempt outcomes, retries, placement.
+  Status Tick();
+
+  // Ranked plans for a spec on the cluster as it is now (dry run).
+  Result<api::Json> Preview(const api::JobSpec& spec);
+
+  // Why a pending job is still waiting (the planner's reason), or empty.
+  std::string WaitingReason(api::JobId job);
+
+ private:
+  struct Active {
+    AttemptLaunch launch;
+    std::chrono::steady_clock::time_point launched_at;
+  };
+  struct Report {
+    std::chrono::steady_clock::time_point seen;
+    std::vector<api::WorkerStatus> workers;
+  };
+
+  int64_t SteadyMs(std::chrono::steady_clock::time_point t) const;
+  std::map<std::string, NodeHealth> UpdateNodeHealthLocked(std::vector<api::Node>* nodes);
+  Status CheckActiveLocked(const std::map<std::string, NodeHealth>& health);
+  Status RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health);
+  Status PlaceQueuedLocked(const std::vector<api::Node>& nodes);
+  Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
+                     const std::set<std::string>& busy, std::set<std::string>* placed_devices);
+  // Applies a state-machine event and records it.
+  Result<api::Job> StepLocked(const api::Job& job, JobEvent event, const std::string& reason,
+                              std::optional<api::Json> plan = std::nullopt);
+  std::set<std::string> BusyDevicesLocked() const;
+  const api::WorkerStatus* FindReportLocked(const std::string& node,
+                                            const api::WorkerKey& key) const;
+  bool JobHasLiveWorkersLocked(api::JobId job,
+                               const std::map<std::string, NodeHealth>& health) const;
+
+  Store* const store_;
+  const Clock* const clock_;
+  const JobControllerOptions options_;
+  const std::chrono::steady_clock::time_point started_;
+
+  std::mutex mu_;
+  std::map<api::JobId, Active> active_;
+  std::map<std::string, Report> reports_;
+  std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
+  std::map<api::JobId, std::string> waiting_;
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_JOB_CONTROLLER_H_

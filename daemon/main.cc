@@ -1,0 +1,294 @@
+// tesserad: the Tessera controller daemon.
+//
+// Opens the SQLite store, rebuilds the controller's picture, serves the REST
+// API and web UI, and runs the control loop. A systemd Type=notify service:
+// READY=1 once the listener is bound, WATCHDOG=1 from the control loop,
+// RELOADING=1/READY=1 around a SIGHUP reload, STOPPING=1 on SIGTERM, after
+// which in-flight requests finish and the store is closed cleanly.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include "api/http_server.h"
+#include "api/router.h"
+#include "common/clock.h"
+#include "daemon/control_plane_service.h"
+#include "daemon/daemon_config.h"
+#include "daemon/job_controller.h"
+#include "daemon/sqlite_store.h"
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+namespace {
+
+fs::path ExeDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : exe.parent_path();
+}
+
+std::string FirstExisting(std::initializer_list<fs::path> candidates) {
+  for (const auto& p : candidates) {
+    std::error_code ec;
+    if (fs::exists(p, ec)) return fs::weakly_canonical(p).string();
+  }
+  return candidates.begin()->string();
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
+    throw std::runtime_error("no randomness available");
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+// Writes a secret file readable by its owner only.
+Status WriteSecret(const fs::path& path, const std::string& text) {
+  fs::path tmp = path.string() + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  std::string line = text + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Unavailable("cannot write " + path.string());
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFirstLine(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line.empty()) {
+    return NotFound("cannot read " + path.string());
+  }
+  return line;
+}
+
+// The agents' join token: read from its file, or made once and written there.
+Result<std::string> EnsureJoinToken(const daemon::DaemonConfig& config) {
+  fs::path path = config.JoinTokenPath();
+  if (auto existing = ReadFirstLine(path); existing.ok()) return existing;
+  std::string token = "tsj_" + RandomHex(24);
+  TESSERA_RETURN_IF_ERROR(WriteSecret(path, token));
+  spdlog::info("created the agents' join token in {}", path.string());
+  return token;
+}
+
+// On a store with no token at all, makes an admin token so the operator can
+// get in; it is written to <state_dir>/admin-token (mode 0600) once.
+Status BootstrapAdmin(daemon::Store* store, const daemon::DaemonConfig& config) {
+  TESSERA_ASSIGN_OR_RETURN(auto tokens, store->ListTokens());
+  if (!tokens.empty()) return Status::Ok();
+  TESSERA_ASSIGN_OR_RETURN(auto issued, store->CreateToken("admin", api::Role::kAdmin,
+                                                           SystemClock::Default()->NowUnixMillis()));
+  fs::path path = fs::path(config.state_dir) / "admin-token";
+  TESSERA_RETURN_IF_ERROR(WriteSecret(path, issued.plaintext));
+  spdlog::info("first start: created an admin token in {}", path.string());
+  return Status::Ok();
+}
+
+void Notify(const std::string& state) { sd_notify(0, state.c_str()); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tesserad: the Tessera controller (job queue, GPU inventory, REST API)"};
+  std::string config_path;
+  daemon::DaemonConfig config;
+  std::string state_dir, listen, web_dir, log_level, worker_binary, join_token_file;
+  int port = -1;
+  app.add_option("--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
+  app.add_option("--state-dir", state_dir, "state folder (SQLite file, tokens)");
+  app.add_option("--listen", listen, "address to listen on");
+  app.add_option("--port", port, "TCP port (0: ephemeral, written to <state-dir>/tesserad.port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--web-dir", web_dir, "folder of the web UI");
+  app.add_option("--worker-binary", worker_binary, "path of tessera-worker");
+  app.add_option("--join-token-file", join_token_file, "the agents' join token file");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  CLI11_PARSE(app, argc, argv);
+
+  auto apply_flags = [&](daemon::DaemonConfig* c) -> Status {
+    if (!config_path.empty()) TESSERA_RETURN_IF_ERROR(daemon::LoadDaemonConfig(config_path, c));
+    if (!state_dir.empty()) c->state_dir = state_dir;
+    if (!listen.empty()) c->listen_address = listen;
+    if (port >= 0) c->port = static_cast<uint16_t>(port);
+    if (!web_dir.empty()) c->web_dir = web_dir;
+    if (!worker_binary.empty()) c->worker_binary = worker_binary;
+    if (!join_token_file.empty()) c->join_token_file = join_token_file;
+    if (!log_level.empty()) c->log_level = log_level;
+    if (c->web_dir.empty()) {
+      c->web_dir = FirstExisting({ExeDir() / "../share/tessera/web", TESSERA_SOURCE_WEB_DIR});
+    }
+    if (c->worker_binary.empty()) {
+      c->worker_binary = FirstExisting(
+          {ExeDir() / "tessera-worker", ExeDir() / "../worker/runtime/tessera-worker"});
+    }
+    return c->Validate();
+  };
+  if (Status st = apply_flags(&config); !st.ok()) {
+    std::fprintf(stderr, "tesserad: configuration: %s\n", st.ToString().c_str());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  // Signals are taken synchronously by the main thread; block them before
+  // any other thread starts so none of those receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  fs::create_directories(config.state_dir, ec);
+  if (ec) {
+    spdlog::critical("cannot create state folder {}: {}", config.state_dir, ec.message());
+    return 1;
+  }
+  ::chmod(config.state_dir.c_str(), 0750);
+
+  auto opened = daemon::SqliteStore::Open(config.DbPath());
+  if (!opened.ok()) {
+    spdlog::critical("cannot open the store {}: {}", config.DbPath(), opened.status().ToString());
+    return 1;
+  }
+  std::unique_ptr<daemon::SqliteStore> store = *std::move(opened);
+  auto join_token = EnsureJoinToken(config);
+  Status setup = join_token.ok() ? store->SetAgentJoinToken(*join_token) : join_token.status();
+  if (setup.ok()) setup = BootstrapAdmin(store.get(), config);
+  if (!setup.ok()) {
+    spdlog::critical("setup failed: {}", setup.ToString());
+    return 1;
+  }
+
+  Clock* clock = SystemClock::Default();
+  daemon::JobControllerOptions jc;
+  jc.detector = {config.heartbeat_interval_ms, config.suspect_after_missed, config.dead_after_ms};
+  jc.launch.worker_binary = config.worker_binary;
+  jc.launch.checkpoint_root = fs::absolute(config.CheckpointRoot()).string();
+  jc.retry_backoff_ms = config.retry_backoff_ms;
+  jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
+  daemon::JobController controller(store.get(), clock, jc);
+  if (Status st = controller.Recover(); !st.ok()) {
+    spdlog::critical("cannot rebuild the controller's state: {}", st.ToString());
+    return 1;
+  }
+
+  daemon::ControlPlaneOptions cp;
+  cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
+  cp.node_dead_timeout = std::chrono::milliseconds(config.dead_after_ms);
+  cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {
+    return controller.Preview(spec);
+  };
+  cp.desired_workers =
+      [&controller](const api::HeartbeatRequest& hb) -> Result<std::vector<api::WorkerLaunch>> {
+    return controller.OnHeartbeat(hb).desired;
+  };
+  daemon::ControlPlaneService service(store.get(), clock, cp);
+  api::Router router(service, api::RouterOptions{config.web_dir, clock});
+
+  api::HttpServerOptions http;
+  http.address = config.listen_address;
+  http.port = config.port;
+  http.io_threads = static_cast<int>(config.io_threads);
+  http.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+  http.body_limit = static_cast<size_t>(config.body_limit_bytes);
+  http.on_listening = [&config](uint16_t bound) {
+    WriteSecret(fs::path(config.state_dir) / "tesserad.port", std::to_string(bound))
+        .IgnoreError();
+    spdlog::info("listening on {}:{}", config.listen_address, bound);
+    Notify("READY=1\nSTATUS=listening on port " + std::to_string(bound));
+  };
+  api::HttpServer server(http, [&router](const api::Request& r) { return router.Handle(r); });
+  if (Status st = server.Start(); !st.ok()) {
+    spdlog::critical("cannot listen on {}:{}: {}", config.listen_address, config.port,
+                     st.ToString());
+    return 1;
+  }
+
+  // The control loop; it also feeds the systemd watchdog, so a stuck loop
+  // gets the daemon restarted.
+  std::atomic<bool> stop{false};
+  std::mutex loop_mu;
+  std::condition_variable loop_cv;
+  uint64_t watchdog_usec = 0;
+  bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+  std::thread loop([&] {
+    auto last_ping = std::chrono::steady_clock::now();
+    while (!stop) {
+      if (Status st = controller.Tick(); !st.ok()) {
+        spdlog::warn("control loop: {}", st.ToString());
+      }
+      auto now = std::chrono::steady_clock::now();
+      if (watchdog && now - last_ping > std::chrono::microseconds(watchdog_usec / 2)) {
+        Notify("WATCHDOG=1");
+        last_ping = now;
+      }
+      std::unique_lock lock(loop_mu);
+      loop_cv.wait_for(lock, std::chrono::milliseconds(config.schedule_interval_ms),
+                       [&] { return stop.load(); });
+    }
+  });
+
+  while (true) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      Notify("RELOADING=1");
+      daemon::DaemonConfig fresh;
+      Status st = apply_flags(&fresh);
+      if (st.ok()) {
+        // Live-reloadable: log level and the join token. Listener, state
+        // folder and timings take effect on restart.
+        spdlog::set_level(spdlog::level::from_str(fresh.log_level));
+        auto token = ReadFirstLine(fresh.JoinTokenPath());
+        if (token.ok()) st = store->SetAgentJoinToken(*token);
+      }
+      if (st.ok()) {
+        spdlog::info("reloaded configuration");
+      } else {
+        spdlog::error("reload refused, keeping the running configuration: {}", st.ToString());
+      }
+      Notify("READY=1");
+      continue;
+    }
+    spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  Notify("STOPPING=1");
+  service.SetStopping();
+  server.Stop();  // finishes in-flight requests
+  {
+    std::lock_guard lock(loop_mu);
+    stop = true;
+  }
+  loop_cv.notify_all();
+  loop.join();
+  store.reset();  // closes the database cleanly (checkpoints the WAL)
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,88 @@
+#include "daemon/planning.h"
+
+#include "scheduler/builtin_profiles.h"
+#include "scheduler/planner.h"
+
+namespace tessera::daemon {
+namespace {
+
+constexpr std::string_view kBuiltinPrefix = "builtin:";
+
+// A registered command is opaque: one layer whose cost makes the planner
+// spread the batch by device speed, and whose tiny gradient keeps it from
+// preferring fewer devices for communication's sake.
+scheduler::ModelProfile GenericProfile() {
+  scheduler::ModelProfile p;
+  p.name = "generic";
+  scheduler::Layer layer;
+  layer.name = "opaque";
+  layer.forward_flops = 2e9;
+  layer.parameter_bytes = 4 << 10;
+  layer.activation_bytes = 1 << 20;
+  layer.output_bytes = 4;
+  p.layers.push_back(layer);
+  p.input_bytes = 1 << 20;
+  p.estimated = true;
+  return p;
+}
+
+}  // namespace
+
+scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
+                                      const std::set<std::string>& busy) {
+  scheduler::ClusterSnapshot snapshot;
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy") continue;
+    scheduler::Node node;
+    node.name = n.name;
+    for (const api::Device& d : n.devices) {
+      scheduler::Device dev;
+      dev.index = static_cast<int>(d.index);
+      dev.type = d.name;
+      dev.memory_bytes = d.memory_bytes;
+      dev.tflops = d.measured_tflops;
+      dev.memory_bandwidth_bytes_per_s = d.mem_bandwidth_gbps * 1e9;
+      dev.busy = d.busy || busy.contains(n.name + ":" + std::to_string(d.index));
+      node.devices.push_back(dev);
+    }
+    snapshot.nodes.push_back(std::move(node));
+  }
+  return snapshot;
+}
+
+Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
+  scheduler::JobRequest r;
+  r.kind = spec.kind == api::JobKind::kInfer ? scheduler::JobKind::kInfer
+                                             : scheduler::JobKind::kTrain;
+  r.global_batch = spec.global_batch;
+  r.min_devices = static_cast<int>(spec.min_devices);
+  r.max_devices = static_cast<int>(spec.max_devices);
+  auto layout = scheduler::ParseLayout(spec.layout);
+  if (!layout) return InvalidArgument("unknown layout", "layout");
+  r.layout = *layout;
+  // An opaque command can only run as data parallel: it owns all its layers.
+  if (!spec.entrypoint.starts_with(kBuiltinPrefix) && r.layout == scheduler::Layout::kAuto) {
+    r.layout = scheduler::Layout::kData;
+  }
+  TESSERA_RETURN_IF_ERROR(r.Validate());
+  return r;
+}
+
+Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec) {
+  if (!spec.entrypoint.starts_with(kBuiltinPrefix)) return GenericProfile();
+  std::string model = spec.entrypoint.substr(kBuiltinPrefix.size());
+  auto profile = scheduler::BuiltinProfile(model);
+  if (!profile.ok()) {
+    return InvalidArgument("no profile for builtin model \"" + model + "\"", "entrypoint");
+  }
+  return profile;
+}
+
+Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
+                                   const api::JobSpec& spec) {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::ModelProfile profile, ProfileOf(spec));
+  return scheduler::MakePlans(snapshot, profile, request);
+}
+
+}  // namespace tessera::daemon

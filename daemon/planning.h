@@ -1,0 +1,46 @@
+// Planning glue: turns what the controller knows (a job spec, the nodes the
+// agents reported, the devices other jobs hold) into the scheduler's plain
+// inputs, and asks the planner for ranked plans.
+//
+// The scheduler itself (scheduler/planner.h) is pure; this file only
+// translates. Builtin entrypoints are planned with the scheduler's profile of
+// that model; a registered command ("cmd:<name>") is opaque to the
+// controller, so it is planned as data parallel with a small generic profile
+// that spreads its batch by device speed.
+//
+// Thread safety: pure functions.
+#ifndef TESSERA_DAEMON_PLANNING_H_
+#define TESSERA_DAEMON_PLANNING_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/job_request.h"
+#include "scheduler/model_profile.h"
+#include "scheduler/plan.h"
+
+namespace tessera::daemon {
+
+// Devices that may be planned on: nodes whose health is "healthy", minus the
+// devices in `busy` ("node:index"), which are kept but marked busy.
+scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
+                                      const std::set<std::string>& busy);
+
+// kInvalidArgument naming the field when the spec cannot become a request.
+Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec);
+
+// The model profile a spec is planned with.
+Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec);
+
+// Ranked plans for the spec on the snapshot. kFailedPrecondition, with every
+// layout's reason, when nothing fits.
+Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
+                                   const api::JobSpec& spec);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_PLANNING_H_
