@@ -1,0 +1,195 @@
+#include "agent/agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "agent/reconciler.h"
+#include "agent/worker_env.h"
+
+namespace tessera::agent {
+namespace {
+
+constexpr std::chrono::milliseconds kMinInterval{50};
+constexpr std::chrono::milliseconds kMaxInterval{60'000};
+
+std::string KeyText(const api::WorkerKey& k) {
+  return std::to_string(k.job_id) + "/" + std::to_string(k.attempt) + "/rank-" +
+         std::to_string(k.rank);
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, AgentTransport* transport, InventoryProvider* inventory,
+             Supervisor* supervisor, ServiceNotifier* notifier, Clock* clock)
+    : options_(std::move(options)),
+      transport_(transport),
+      inventory_provider_(inventory),
+      supervisor_(supervisor),
+      notifier_(notifier),
+      clock_(clock),
+      started_ms_(clock->NowUnixMillis()),
+      interval_(options_.heartbeat_interval) {}
+
+Status Agent::Init() {
+  TESSERA_ASSIGN_OR_RETURN(inventory_, inventory_provider_->Load());
+  for (const auto& d : inventory_.devices) {
+    spdlog::info("device {}: {} ({}{}), {} MiB, {:.3f} TFLOPS, {:.1f} GB/s, speed {}", d.index,
+                 d.name, d.type, d.emulated ? ", emulated" : "", d.memory_bytes >> 20,
+                 d.measured_tflops, d.mem_bandwidth_gbps, d.relative_speed);
+  }
+  for (const auto& l : inventory_.links) {
+    spdlog::info("link {}-{}: {} ({} NVLinks, topology {})", l.a, l.b, LinkKindName(l.kind),
+                 l.nvlink_count, l.topology);
+  }
+  return Status::Ok();
+}
+
+void Agent::Reload() {
+  auto loaded = inventory_provider_->Load();
+  if (!loaded.ok()) {
+    spdlog::error("inventory reload failed, keeping the previous inventory: {}",
+                  loaded.status().ToString());
+    return;
+  }
+  inventory_ = *std::move(loaded);
+  spdlog::info("inventory reloaded: {} devices", inventory_.devices.size());
+}
+
+Status Agent::Beat() {
+  inventory_provider_->Refresh(&inventory_);
+  std::vector<api::WorkerStatus> actual = supervisor_->Snapshot();
+
+  api::HeartbeatRequest request;
+  request.node = options_.node;
+  request.address = options_.address;
+  request.agent_started_ms = started_ms_;
+  std::set<int64_t> busy;
+  for (const auto& w : actual) {
+    if (w.state == api::WorkerState::kExited) continue;
+    auto it = devices_of_.find(w.key);
+    if (it != devices_of_.end()) busy.insert(it->second.begin(), it->second.end());
+  }
+  request.devices = inventory_.devices;
+  for (auto& d : request.devices) {
+    d.node = options_.node;
+    d.busy = busy.count(d.index) > 0;
+  }
+  request.workers = actual;
+
+  auto answer = transport_->Heartbeat(api::ToJson(request));
+  Status lost;
+  if (!answer.ok()) {
+    lost = answer.status();
+  } else {
+    auto parsed = api::HeartbeatResponseFromJson(*answer);
+    if (!parsed.ok()) {
+      lost = parsed.status().WithPrefix("controller answer");
+    } else {
+      const api::HeartbeatResponse& response = *parsed;
+      if (response.heartbeat_interval_ms > 0) {
+        interval_ = std::clamp(std::chrono::milliseconds(response.heartbeat_interval_ms),
+                               kMinInterval, kMaxInterval);
+      }
+      ReconcileActions actions = Reconcile(response.desired, actual);
+      for (const auto& key : actions.stop) {
+        spdlog::info("stopping worker {} (no longer desired)", KeyText(key));
+        supervisor_->Stop(key);
+      }
+      for (const auto& key : actions.forget) {
+        supervisor_->Forget(key);
+        devices_of_.erase(key);
+      }
+      for (const auto& launch : actions.start) {
+        devices_of_[launch.key] = launch.device_indices;
+        auto env = DeviceEnvFor(launch, inventory_);
+        if (!env.ok()) {
+          spdlog::error("refusing worker {}: {}", KeyText(launch.key), env.status().ToString());
+          supervisor_->Reject(launch, env.status());
+          continue;
+        }
+        Status started = supervisor_->Start(launch, *env);
+        if (started.ok()) {
+          spdlog::info("started worker {}", KeyText(launch.key));
+        } else {
+          spdlog::error("worker {} not started: {}", KeyText(launch.key), started.ToString());
+        }
+      }
+      // Remember device use of desired launches only (also after a restart).
+      for (const auto& launch : response.desired) devices_of_[launch.key] = launch.device_indices;
+    }
+  }
+  if (!lost.ok()) {
+    ++failed_beats_in_row_;
+    // Log the first failure and then every 30th, not every beat.
+    if (failed_beats_in_row_ == 1 || failed_beats_in_row_ % 30 == 0) {
+      spdlog::warn("heartbeat failed ({} in a row), keeping current workers: {}",
+                   failed_beats_in_row_, lost.ToString());
+    }
+    if (notifier_) notifier_->SetStatus("controller unreachable: " + lost.message());
+    return lost;
+  }
+  if (failed_beats_in_row_ > 0) {
+    spdlog::info("heartbeat succeeded again after {} failures", failed_beats_in_row_);
+  }
+  failed_beats_in_row_ = 0;
+  if (successful_beats_++ == 0 && notifier_) notifier_->Ready();
+  if (notifier_) {
+    notifier_->SetStatus("connected; " + std::to_string(actual.size()) + " workers known");
+  }
+  return Status::Ok();
+}
+
+void Agent::RequestStop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Agent::RequestReload() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reload_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Agent::Run() {
+  using steady = std::chrono::steady_clock;
+  auto next_beat = steady::now();
+  auto next_ping = steady::now();
+  const bool watchdog = options_.watchdog_interval.count() > 0;
+  while (true) {
+    bool reload = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_requested_) break;
+      reload = std::exchange(reload_requested_, false);
+    }
+    if (reload) Reload();
+    auto now = steady::now();
+    if (now >= next_beat) {
+      Beat().IgnoreError();  // logged inside; the next beat retries
+      next_beat = steady::now() + interval_;
+    }
+    if (watchdog && steady::now() >= next_ping) {
+      if (notifier_) notifier_->Watchdog();
+      next_ping = steady::now() + options_.watchdog_interval;
+    }
+    auto wake = watchdog ? std::min(next_beat, next_ping) : next_beat;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, wake, [this] { return stop_requested_ || reload_requested_; });
+  }
+  if (notifier_) notifier_->Stopping();
+  if (options_.stop_workers_on_exit) {
+    spdlog::info("stopping all workers before exit");
+    if (!supervisor_->StopAllAndWait()) spdlog::warn("some workers did not stop in time");
+  } else {
+    spdlog::info("leaving workers running for the next agent to re-adopt");
+  }
+}
+
+}  // namespace tessera::agent

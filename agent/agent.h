@@ -1,0 +1,110 @@
+// Agent: the heartbeat loop of tessera-agent.
+//
+// Every beat (default 1 s; the controller's answer may change it):
+//   1. refresh the inventory's live figures (utilization, memory used),
+//   2. snapshot the supervisor (state, exit code, progress, log tail),
+//   3. send the heartbeat through the AgentTransport,
+//   4. reconcile the answer's desired set against that snapshot
+//      (agent/reconciler.h): start, stop, forget.
+// A lost message changes nothing: the agent keeps its workers and tries
+// again on the next beat (level-triggered protocol, api/agent_protocol.h).
+//
+// Construction and use (see agent/main.cc):
+//   SystemInventoryProvider inventory(inventory_options);
+//   ProcessSupervisor supervisor(supervisor_options);
+//   supervisor.Recover();                       // re-adopt previous workers
+//   auto transport = HttpAgentTransport::Create(url, token);
+//   SystemdNotifier notifier;
+//   Agent agent(agent_options, transport->get(), &inventory, &supervisor, &notifier);
+//   TESSERA_RETURN_IF_ERROR(agent.Init());      // bad inventory: refuse to start
+//   agent.Run();                                // until RequestStop()
+//
+// On stop the agent stops sending; by default it leaves workers running so
+// the next agent re-adopts them (stop_workers_on_exit stops them instead).
+// Thread safety: Run/Init/Beat on one thread; RequestStop and RequestReload
+// from any thread (e.g. a signal-handling thread).
+#ifndef TESSERA_AGENT_AGENT_H_
+#define TESSERA_AGENT_AGENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/inventory.h"
+#include "agent/service_notifier.h"
+#include "agent/supervisor.h"
+#include "agent/transport.h"
+#include "api/agent_protocol.h"
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace tessera::agent {
+
+struct AgentOptions {
+  std::string node;                                    // REQUIRES: non-empty, unique in the cluster
+  std::string address = "127.0.0.1";                   // where other nodes reach this one
+  std::chrono::milliseconds heartbeat_interval{1000};  // until the controller says otherwise
+  // WATCHDOG=1 ping period (SystemdNotifier::WatchdogPingInterval()); 0: none.
+  std::chrono::microseconds watchdog_interval{0};
+  bool stop_workers_on_exit = false;
+};
+
+class Agent {
+ public:
+  // Pointers are not owned and must outlive the Agent. notifier may be null.
+  Agent(AgentOptions options, AgentTransport* transport, InventoryProvider* inventory,
+        Supervisor* supervisor, ServiceNotifier* notifier = nullptr,
+        Clock* clock = SystemClock::Default());
+
+  // Loads the inventory. An error (e.g. a bad inventory file) means the agent
+  // must not start.
+  Status Init();
+
+  // One heartbeat and reconcile. Returns the transport's or the answer's
+  // error when the beat was lost (nothing was changed then).
+  // REQUIRES: Init() succeeded.
+  Status Beat();
+
+  // Beats until RequestStop(); reloads the inventory after RequestReload().
+  // On return: STOPPING=1 sent, workers stopped if stop_workers_on_exit.
+  void Run();
+
+  void RequestStop();
+  void RequestReload();  // SIGHUP: re-read the inventory file
+
+  // Loop-thread accessors (tests, logs).
+  const NodeInventory& inventory() const { return inventory_; }
+  std::chrono::milliseconds heartbeat_interval() const { return interval_; }
+  int64_t successful_beats() const { return successful_beats_; }
+
+ private:
+  void Reload();
+
+  const AgentOptions options_;
+  AgentTransport* transport_;
+  InventoryProvider* inventory_provider_;
+  Supervisor* supervisor_;
+  ServiceNotifier* notifier_;
+  Clock* clock_;
+  const int64_t started_ms_;
+
+  NodeInventory inventory_;
+  std::chrono::milliseconds interval_;
+  int64_t successful_beats_ = 0;
+  int64_t failed_beats_in_row_ = 0;
+  // Device indices of every launch the controller asked for, for `busy`.
+  std::map<api::WorkerKey, std::vector<int64_t>> devices_of_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  bool reload_requested_ = false;
+};
+
+}  // namespace tessera::agent
+
+#endif  // TESSERA_AGENT_AGENT_H_

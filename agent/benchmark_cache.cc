@@ -1,0 +1,59 @@
+#include "agent/benchmark_cache.h"
+
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "agent/file_util.h"
+
+namespace tessera::agent {
+
+BenchmarkCache::BenchmarkCache(std::filesystem::path file) : file_(std::move(file)) {}
+
+void BenchmarkCache::Load() {
+  entries_.clear();
+  if (file_.empty()) return;
+  std::ifstream in(file_);
+  if (!in) return;
+  std::ostringstream text;
+  text << in.rdbuf();
+  api::Json j = api::Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("devices") || !j["devices"].is_object()) return;
+  for (const auto& [key, value] : j["devices"].items()) {
+    if (!value.is_object()) continue;
+    auto tflops = value.find("tflops");
+    auto gbps = value.find("mem_bandwidth_gbps");
+    if (tflops == value.end() || gbps == value.end() || !tflops->is_number() ||
+        !gbps->is_number()) {
+      continue;
+    }
+    entries_[key] = BenchmarkFigures{tflops->get<double>(), gbps->get<double>()};
+  }
+}
+
+Status BenchmarkCache::Save() const {
+  if (file_.empty()) return Status::Ok();
+  api::Json devices = api::Json::object();
+  for (const auto& [key, f] : entries_) {
+    devices[key] = {{"tflops", f.tflops}, {"mem_bandwidth_gbps", f.mem_bandwidth_gbps}};
+  }
+  api::Json j = {{"version", 1}, {"devices", devices}};
+  return WriteFileAtomically(file_, j.dump(2) + "\n");
+}
+
+std::optional<BenchmarkFigures> BenchmarkCache::Get(const std::string& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BenchmarkCache::Put(const std::string& key, const BenchmarkFigures& figures) {
+  entries_[key] = figures;
+}
+
+std::string BenchmarkCache::KeyFor(const api::Device& device) {
+  if (!device.uuid.empty() && device.type != "cpu") return device.type + ":" + device.uuid;
+  return device.type + ":" + device.name;
+}
+
+}  // namespace tessera::agent

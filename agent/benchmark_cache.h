@@ -1,0 +1,46 @@
+// BenchmarkCache: measured device figures kept in <state>/inventory-cache.json
+// so an agent restart reuses them instead of measuring again (--rebenchmark
+// forces a new measurement).
+//
+// Entries are keyed by a device's identity ("cuda:<uuid>", "cpu:<model
+// name>"), so a swapped GPU is measured afresh.
+// Thread safety: not thread-safe; the agent loop owns it.
+#ifndef TESSERA_AGENT_BENCHMARK_CACHE_H_
+#define TESSERA_AGENT_BENCHMARK_CACHE_H_
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "agent/device_benchmark.h"
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::agent {
+
+class BenchmarkCache {
+ public:
+  // The cache file path; an empty path keeps the cache in memory only.
+  explicit BenchmarkCache(std::filesystem::path file);
+
+  // Reads the file; a missing or unreadable file gives an empty cache (the
+  // agent measures again), never an error.
+  void Load();
+  // Writes atomically (temp file + rename).
+  Status Save() const;
+
+  std::optional<BenchmarkFigures> Get(const std::string& key) const;
+  void Put(const std::string& key, const BenchmarkFigures& figures);
+
+  // Cache key of a (non-emulated) device.
+  static std::string KeyFor(const api::Device& device);
+
+ private:
+  std::filesystem::path file_;
+  std::map<std::string, BenchmarkFigures> entries_;
+};
+
+}  // namespace tessera::agent
+
+#endif  // TESSERA_AGENT_BENCHMARK_CACHE_H_

@@ -1,0 +1,159 @@
+#include "agent/inventory.h"
+
+#include <spdlog/spdlog.h>
+
+#include "agent/benchmark_cache.h"
+#include "agent/cpu_discovery.h"
+#include "agent/device_benchmark.h"
+#include "agent/inventory_file.h"
+#include "agent/nvml_discovery.h"
+
+namespace tessera::agent {
+
+std::string_view LinkKindName(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kNvLink:
+      return "nvlink";
+    case LinkKind::kPcie:
+      return "pcie";
+    case LinkKind::kSystem:
+      return "system";
+    case LinkKind::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+const api::Device* NodeInventory::Find(int64_t index) const {
+  for (const auto& d : devices) {
+    if (d.index == index) return &d;
+  }
+  return nullptr;
+}
+
+api::Json ToJson(const DeviceLink& link) {
+  return api::Json{{"a", link.a},
+                   {"b", link.b},
+                   {"kind", LinkKindName(link.kind)},
+                   {"nvlink_count", link.nvlink_count},
+                   {"topology", link.topology}};
+}
+
+SystemInventoryProvider::SystemInventoryProvider(InventoryOptions options)
+    : options_(std::move(options)) {}
+
+SystemInventoryProvider::~SystemInventoryProvider() = default;
+
+namespace {
+
+// Measured figures for a real device, from the cache or a fresh benchmark.
+BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
+                         const InventoryOptions& options, bool* cache_changed) {
+  const std::string key = BenchmarkCache::KeyFor(device);
+  if (!options.rebenchmark) {
+    if (auto cached = cache.Get(key)) return *cached;
+  }
+  const std::string torch_device =
+      device.type == "cuda" ? "cuda:" + std::to_string(device.index) : "cpu";
+  auto figures = options.benchmark(torch_device);
+  if (!figures.ok()) {
+    spdlog::warn("benchmark of {} ({}) skipped: {}", torch_device, device.name,
+                 figures.status().ToString());
+    return {};
+  }
+  spdlog::info("benchmark of {} ({}): {:.3f} TFLOPS, {:.1f} GB/s", torch_device, device.name,
+               figures->tflops, figures->mem_bandwidth_gbps);
+  cache.Put(key, *figures);
+  *cache_changed = true;
+  return *figures;
+}
+
+}  // namespace
+
+Result<NodeInventory> SystemInventoryProvider::Load() {
+  std::optional<InventoryFile> file;
+  if (!options_.inventory_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(file, LoadInventoryFile(options_.inventory_file));
+  }
+  NodeInventory inv;
+  const bool discover = !file || file->combine || options_.force_combine;
+  if (discover) {
+    auto gpus = DiscoverNvmlGpus(options_.nvml_library);
+    if (!gpus.ok()) {
+      spdlog::warn("NVML discovery failed, offering no GPUs: {}", gpus.status().ToString());
+    } else {
+      inv.devices = std::move(gpus->devices);
+      inv.links = std::move(gpus->links);
+    }
+    if (inv.devices.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(api::Device cpu, DiscoverCpuDevice(options_.proc_root));
+      inv.devices.push_back(std::move(cpu));
+    }
+  }
+
+  BenchmarkCache cache(options_.state_dir.empty() ? std::filesystem::path()
+                                                  : options_.state_dir / "inventory-cache.json");
+  cache.Load();
+  bool cache_changed = false;
+  if (options_.benchmark) {
+    for (auto& d : inv.devices) {
+      BenchmarkFigures f = Measure(d, cache, options_, &cache_changed);
+      d.measured_tflops = f.tflops;
+      d.mem_bandwidth_gbps = f.mem_bandwidth_gbps;
+    }
+  }
+
+  if (file) {
+    // Emulated devices run on the CPU: their figures are the CPU's, scaled.
+    BenchmarkFigures cpu_figures;
+    if (options_.benchmark) {
+      TESSERA_ASSIGN_OR_RETURN(api::Device cpu, DiscoverCpuDevice(options_.proc_root));
+      cpu_figures = Measure(cpu, cache, options_, &cache_changed);
+    }
+    for (const auto& spec : file->devices) {
+      api::Device d;
+      d.index = static_cast<int64_t>(inv.devices.size());
+      d.name = spec.name;
+      d.uuid = "emulated-" + std::to_string(d.index);
+      d.type = "cuda";  // pretends to be a GPU for planning
+      d.emulated = true;
+      d.memory_bytes = spec.memory_bytes;
+      d.relative_speed = spec.relative_speed;
+      d.measured_tflops = spec.tflops.value_or(cpu_figures.tflops * spec.relative_speed);
+      d.mem_bandwidth_gbps = cpu_figures.mem_bandwidth_gbps * spec.relative_speed;
+      inv.devices.push_back(std::move(d));
+    }
+  }
+  if (cache_changed) {
+    Status saved = cache.Save();
+    if (!saved.ok()) spdlog::warn("benchmark cache not saved: {}", saved.ToString());
+  }
+  for (size_t i = 0; i < inv.devices.size(); ++i) inv.devices[i].index = static_cast<int64_t>(i);
+  return inv;
+}
+
+void SystemInventoryProvider::Refresh(NodeInventory* inventory) {
+  for (auto& d : inventory->devices) {
+    if (d.emulated) continue;
+    if (d.type == "cpu") {
+      if (auto t = ReadCpuTimes(options_.proc_root)) {
+        if (last_cpu_total_ != 0 && t->total > last_cpu_total_) {
+          d.utilization = static_cast<double>(t->busy - last_cpu_busy_) /
+                          static_cast<double>(t->total - last_cpu_total_);
+        }
+        last_cpu_busy_ = t->busy;
+        last_cpu_total_ = t->total;
+      }
+      if (auto used = ReadMemoryUsed(options_.proc_root)) d.memory_used_bytes = *used;
+    } else if (d.type == "cuda") {
+      if (!nvml_tried_) {
+        nvml_tried_ = true;
+        auto opened = NvmlLibrary::Open(options_.nvml_library);
+        if (opened.ok()) nvml_ = std::move(*opened);
+      }
+      if (nvml_) nvml_->Sample(d.index, &d.utilization, &d.memory_used_bytes);
+    }
+  }
+}
+
+}  // namespace tessera::agent

@@ -1,0 +1,113 @@
+// NodeInventory: what one node offers the cluster, as the agent sees it.
+//
+// An inventory is the list of devices (api::Device, the shape the controller
+// stores) plus the links between GPU pairs, which the protocol does not carry
+// yet (api::Device has no link field; see agent/README.md).
+//
+// Sources, combined by LoadInventory():
+//   - NVML discovery (agent/nvml_discovery.h): real NVIDIA GPUs, when
+//     libnvidia-ml.so.1 loads; absent library means "no GPUs", not an error.
+//   - CPU discovery (agent/cpu_discovery.h): without a GPU the node offers its
+//     CPU as one device of type "cpu".
+//   - An inventory file (agent/inventory_file.h) declaring EMULATED devices;
+//     they replace discovery unless the file says `combine: true`.
+//   - Device benchmarks (agent/device_benchmark.h), cached in the state dir
+//     (agent/benchmark_cache.h) so restarts reuse them.
+//
+// Thread safety: plain values; InventoryProvider implementations document
+// their own.
+#ifndef TESSERA_AGENT_INVENTORY_H_
+#define TESSERA_AGENT_INVENTORY_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/device_benchmark.h"
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::agent {
+
+// How two GPUs of one node reach each other.
+enum class LinkKind {
+  kNvLink,  // at least one active NVLink between the pair
+  kPcie,    // through PCIe switches / host bridge on one CPU socket
+  kSystem,  // across CPU sockets (SMP interconnect)
+  kUnknown,
+};
+std::string_view LinkKindName(LinkKind kind);
+
+struct DeviceLink {
+  int64_t a = 0;  // device indices on this node, a < b
+  int64_t b = 0;
+  LinkKind kind = LinkKind::kUnknown;
+  int64_t nvlink_count = 0;  // active NVLinks between a and b
+  // NVML topology level of the common ancestor: "internal", "single",
+  // "multiple", "hostbridge", "node", "system" (nvidia-smi topo: PIX, PXB,
+  // PHB, NODE, SYS), or empty when unknown.
+  std::string topology;
+  friend bool operator==(const DeviceLink&, const DeviceLink&) = default;
+};
+
+struct NodeInventory {
+  std::vector<api::Device> devices;  // index == position in this vector
+  std::vector<DeviceLink> links;
+
+  // The device with this index, or nullptr.
+  const api::Device* Find(int64_t index) const;
+};
+
+api::Json ToJson(const DeviceLink& link);
+
+// Produces the node's inventory. The agent calls Load() at start and on
+// SIGHUP, Refresh() before every heartbeat (utilization, memory used).
+// Thread safety: called from the agent loop thread only.
+class InventoryProvider {
+ public:
+  virtual ~InventoryProvider() = default;
+  // A full (re)load: discovery, inventory file, benchmarks (cached).
+  virtual Result<NodeInventory> Load() = 0;
+  // Updates live figures (utilization, memory used) in place.
+  virtual void Refresh(NodeInventory* inventory) = 0;
+};
+
+struct InventoryOptions {
+  std::filesystem::path inventory_file;  // empty: none
+  std::filesystem::path state_dir;       // benchmark cache lives here; empty: no cache
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::filesystem::path proc_root = "/proc";
+  // Measures a device when the cache has no figures for it; empty: no
+  // measurement, figures stay 0 (--no-benchmark). main() passes
+  // RunDeviceBenchmark.
+  DeviceBenchmarkFn benchmark;
+  bool rebenchmark = false;    // ignore the cache and measure again
+  bool force_combine = false;  // add file devices to discovered ones even without `combine: true`
+};
+
+class NvmlLibrary;
+
+// The real provider: NVML / CPU discovery, inventory file, benchmarks.
+// A bad inventory file makes Load() fail with the offending field named.
+class SystemInventoryProvider final : public InventoryProvider {
+ public:
+  explicit SystemInventoryProvider(InventoryOptions options);
+  ~SystemInventoryProvider() override;
+  Result<NodeInventory> Load() override;
+  void Refresh(NodeInventory* inventory) override;
+
+ private:
+  InventoryOptions options_;
+  std::unique_ptr<NvmlLibrary> nvml_;  // opened on the first GPU refresh
+  bool nvml_tried_ = false;
+  // CPU utilization is the busy share of /proc/stat between two Refresh calls.
+  uint64_t last_cpu_busy_ = 0;
+  uint64_t last_cpu_total_ = 0;
+};
+
+}  // namespace tessera::agent
+
+#endif  // TESSERA_AGENT_INVENTORY_H_

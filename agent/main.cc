@@ -1,0 +1,206 @@
+// tessera-agent: the node agent of Tessera (systemd service).
+//
+// Reports the node's devices, heartbeats to tesserad and runs the workers it
+// is told to run. See agent/README.md.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/device_benchmark.h"
+#include "agent/http_transport.h"
+#include "agent/inventory.h"
+#include "agent/service_notifier.h"
+#include "agent/supervisor.h"
+
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+std::string DefaultStateDir() {
+  // systemd's StateDirectory= sets STATE_DIRECTORY.
+  if (const char* dir = std::getenv("STATE_DIRECTORY")) return dir;
+  return "/var/lib/tessera-agent";
+}
+
+bool ReadToken(const std::string& path, std::string* token) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::getline(in, *token);
+  while (!token->empty() && (token->back() == '\r' || token->back() == ' ')) token->pop_back();
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  using namespace tessera::agent;
+
+  CLI::App app{"tessera-agent: reports this node's devices to tesserad and runs its workers"};
+  app.set_config("--config", "", "config file (TOML or INI) with the options below");
+  std::string controller = "http://127.0.0.1:8080";
+  std::string join_token;
+  std::string join_token_file;
+  std::string node = Hostname();
+  std::string address = "127.0.0.1";
+  std::string state_dir = DefaultStateDir();
+  std::string inventory_file;
+  bool inventory_combine = false;
+  int64_t heartbeat_ms = 1000;
+  double stop_grace_s = 10;
+  int64_t log_max_bytes = 16 * 1024 * 1024;
+  int log_keep = 3;
+  bool rebenchmark = false;
+  bool no_benchmark = false;
+  bool stop_workers_on_exit = false;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string log_level = "info";
+  app.add_option("--controller", controller, "controller URL, http://host:port")
+      ->envname("TESSERA_CONTROLLER")
+      ->capture_default_str();
+  app.add_option("--join-token", join_token, "join token (prefer --join-token-file)")
+      ->envname("TESSERA_JOIN_TOKEN");
+  app.add_option("--join-token-file", join_token_file, "file holding the join token")
+      ->envname("TESSERA_JOIN_TOKEN_FILE");
+  app.add_option("--node", node, "node name, unique in the cluster")
+      ->envname("TESSERA_NODE")
+      ->capture_default_str();
+  app.add_option("--address", address, "address other nodes reach this node at")
+      ->envname("TESSERA_ADDRESS")
+      ->capture_default_str();
+  app.add_option("--state-dir", state_dir, "pid files, logs, plans, benchmark cache")
+      ->envname("TESSERA_STATE_DIR")
+      ->capture_default_str();
+  app.add_option("--inventory", inventory_file, "inventory file declaring (emulated) devices")
+      ->envname("TESSERA_INVENTORY");
+  app.add_flag("--inventory-combine", inventory_combine,
+               "add the inventory file's devices to discovered ones instead of replacing them");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval until the controller sets one")
+      ->check(CLI::Range(int64_t{50}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_option("--stop-grace-s", stop_grace_s, "SIGTERM to SIGKILL grace period")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--log-max-bytes", log_max_bytes, "size cap of a worker's live log file")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--log-keep", log_keep, "rotated worker log files kept")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  app.add_flag("--rebenchmark", rebenchmark, "measure devices again, ignoring the cache");
+  app.add_flag("--no-benchmark", no_benchmark, "do not measure devices (figures stay 0)");
+  app.add_flag("--stop-workers-on-exit", stop_workers_on_exit,
+               "stop all workers when the agent exits (default: leave them for re-adoption)");
+  app.add_option("--nvml-library", nvml_library, "NVML library to load")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (!join_token_file.empty() && !ReadToken(join_token_file, &join_token)) {
+    spdlog::critical("cannot read the join token file {}", join_token_file);
+    return 2;
+  }
+  if (join_token.empty()) {
+    spdlog::critical("no join token: pass --join-token-file (or --join-token)");
+    return 2;
+  }
+
+  // TERM/INT/HUP are handled by a dedicated thread (sigwait); every other
+  // thread, and through the supervisor's reset every worker, is unaffected.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  if (ec) {
+    spdlog::critical("cannot create state dir {}: {}", state_dir, ec.message());
+    return 1;
+  }
+
+  InventoryOptions inventory_options;
+  inventory_options.inventory_file = inventory_file;
+  inventory_options.state_dir = state_dir;
+  inventory_options.nvml_library = nvml_library;
+  if (!no_benchmark) {
+    inventory_options.benchmark = [](const std::string& device) {
+      return RunDeviceBenchmark(device);
+    };
+  }
+  inventory_options.rebenchmark = rebenchmark;
+  inventory_options.force_combine = inventory_combine;
+  SystemInventoryProvider inventory(inventory_options);
+
+  SupervisorOptions supervisor_options;
+  supervisor_options.state_dir = state_dir;
+  supervisor_options.stop_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000));
+  supervisor_options.log_max_bytes = log_max_bytes;
+  supervisor_options.log_keep = log_keep;
+  ProcessSupervisor supervisor(supervisor_options);
+  auto transport = HttpAgentTransport::Create(controller, join_token);
+  if (!transport.ok()) {
+    spdlog::critical("--controller: {}", transport.status().ToString());
+    return 2;
+  }
+
+  SystemdNotifier notifier;
+  AgentOptions options;
+  options.node = node;
+  options.address = address;
+  options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  options.watchdog_interval = SystemdNotifier::WatchdogPingInterval();
+  options.stop_workers_on_exit = stop_workers_on_exit;
+  Agent agent(options, transport->get(), &inventory, &supervisor, &notifier);
+  Status init = agent.Init();
+  if (!init.ok()) {
+    spdlog::critical("refusing to start: {}", init.ToString());
+    notifier.SetStatus("refusing to start: " + init.ToString());
+    return 1;
+  }
+  // Re-adopt the previous agent's workers before the first heartbeat, so
+  // they are reported (and stopped if no longer wanted) instead of restarted.
+  auto recovered = supervisor.Recover();
+  if (!recovered.ok()) {
+    spdlog::error("re-adoption failed: {}", recovered.status().ToString());
+  } else {
+    spdlog::info("re-adoption: {} adopted, {} already exited, {} stale pid files dropped",
+                 recovered->adopted, recovered->exited, recovered->dropped);
+  }
+
+  std::thread signal_thread([&agent, signals] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        spdlog::info("SIGHUP: reloading the inventory");
+        agent.RequestReload();
+      } else {
+        spdlog::info("signal {}: stopping", sig);
+        agent.RequestStop();
+        return;
+      }
+    }
+  });
+  signal_thread.detach();
+
+  spdlog::info("tessera-agent on node {} ({}) heartbeating to {}", node, address, controller);
+  agent.Run();
+  spdlog::info("tessera-agent stopped");
+  return 0;
+}

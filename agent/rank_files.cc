@@ -1,0 +1,110 @@
+#include "agent/rank_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <system_error>
+
+#include "agent/file_util.h"
+
+namespace tessera::agent {
+namespace {
+
+std::vector<std::string> SplitLines(const std::string& text, bool drop_first_partial) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  if (drop_first_partial) {
+    size_t nl = text.find('\n');
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      lines.push_back(text.substr(pos));
+      break;
+    }
+    lines.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return lines;
+}
+
+std::filesystem::path Numbered(const std::filesystem::path& log, int i) {
+  std::filesystem::path p = log;
+  p += "." + std::to_string(i);
+  return p;
+}
+
+}  // namespace
+
+RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::WorkerKey& key) {
+  RankPaths p;
+  p.dir = state_dir / "jobs" / std::to_string(key.job_id) / std::to_string(key.attempt) /
+          ("rank-" + std::to_string(key.rank));
+  p.plan = p.dir / "plan.json";
+  p.progress = p.dir / "progress.jsonl";
+  p.log = p.dir / "worker.log";
+  p.pid = p.dir / "worker.pid";
+  p.exit = p.dir / "exit.json";
+  return p;
+}
+
+std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t max_lines,
+                                     size_t max_line_bytes) {
+  // Enough bytes for max_lines average lines; long lines are cut anyway.
+  const int64_t window = static_cast<int64_t>(max_lines * 512 + max_line_bytes);
+  std::vector<std::string> lines;
+  for (int generation = 0; generation < 2 && lines.size() < max_lines; ++generation) {
+    std::filesystem::path file = generation == 0 ? log : Numbered(log, 1);
+    std::string text = ReadFileTail(file, window);
+    std::error_code ec;
+    auto size = std::filesystem::file_size(file, ec);
+    bool truncated_front = !ec && static_cast<int64_t>(size) > window;
+    std::vector<std::string> part = SplitLines(text, truncated_front);
+    // Older lines go in front of what we have.
+    size_t want = max_lines - lines.size();
+    size_t from = part.size() > want ? part.size() - want : 0;
+    lines.insert(lines.begin(), part.begin() + static_cast<std::ptrdiff_t>(from), part.end());
+  }
+  for (auto& line : lines) {
+    if (line.size() > max_line_bytes) line.resize(max_line_bytes);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+  }
+  return lines;
+}
+
+api::Json ReadLastProgress(const std::filesystem::path& progress) {
+  std::string text = ReadFileTail(progress, 64 * 1024);
+  // Only newline-terminated lines are complete.
+  size_t end = text.rfind('\n');
+  while (end != std::string::npos && end > 0) {
+    size_t begin = text.rfind('\n', end - 1);
+    size_t start = begin == std::string::npos ? 0 : begin + 1;
+    api::Json j = api::Json::parse(text.substr(start, end - start), nullptr,
+                                   /*allow_exceptions=*/false);
+    if (!j.is_discarded() && !(start == 0 && text.size() >= 64 * 1024)) return j;
+    if (begin == std::string::npos) break;
+    end = begin;
+  }
+  return nullptr;
+}
+
+bool RotateLogIfNeeded(const std::filesystem::path& log, int64_t max_bytes, int keep) {
+  struct stat st {};
+  if (max_bytes <= 0 || ::stat(log.c_str(), &st) != 0 || st.st_size <= max_bytes) return false;
+  std::error_code ec;
+  if (keep > 0) {
+    std::filesystem::remove(Numbered(log, keep), ec);
+    for (int i = keep - 1; i >= 1; --i) {
+      std::filesystem::rename(Numbered(log, i), Numbered(log, i + 1), ec);
+    }
+    std::filesystem::copy_file(log, Numbered(log, 1),
+                               std::filesystem::copy_options::overwrite_existing, ec);
+  }
+  // The worker writes with O_APPEND, so after truncation it continues at 0.
+  return ::truncate(log.c_str(), 0) == 0;
+}
+
+}  // namespace tessera::agent

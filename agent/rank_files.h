@@ -1,0 +1,52 @@
+// Rank files: the per-rank directory the agent keeps for every worker,
+//   <state>/jobs/<job>/<attempt>/rank-<r>/
+//     plan.json        WorkerLaunch.plan (TESSERA_PLAN points here)
+//     progress.jsonl   the worker appends JSON lines (TESSERA_PROGRESS_FILE)
+//     worker.log       stdout + stderr; rotated to worker.log.1 .. .N
+//     worker.pid       pid, process group and identity, for re-adoption
+//     exit.json        exit code once the worker ended
+// and the readers of what workers write there.
+// Thread safety: functions.
+#ifndef TESSERA_AGENT_RANK_FILES_H_
+#define TESSERA_AGENT_RANK_FILES_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "common/status.h"
+
+namespace tessera::agent {
+
+struct RankPaths {
+  std::filesystem::path dir;
+  std::filesystem::path plan;
+  std::filesystem::path progress;
+  std::filesystem::path log;
+  std::filesystem::path pid;
+  std::filesystem::path exit;
+};
+RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::WorkerKey& key);
+
+// The last `max_lines` lines of `log` (continuing into log.1 when the live
+// file holds fewer). A final line without newline is included. Lines longer
+// than `max_line_bytes` are cut.
+std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t max_lines = 100,
+                                     size_t max_line_bytes = 4096);
+
+// The last complete (newline-terminated) line of `progress` that parses as
+// JSON; null when none.
+api::Json ReadLastProgress(const std::filesystem::path& progress);
+
+// When `log` is larger than `max_bytes`: shifts log.(i) to log.(i+1) (the
+// oldest beyond `keep` is deleted), copies `log` to log.1 and truncates `log`
+// to zero ("copytruncate": the worker keeps its O_APPEND descriptor, so this
+// works for re-adopted workers too; lines written during the copy may be
+// lost). keep == 0 just truncates. Returns true when it rotated.
+bool RotateLogIfNeeded(const std::filesystem::path& log, int64_t max_bytes, int keep);
+
+}  // namespace tessera::agent
+
+#endif  // TESSERA_AGENT_RANK_FILES_H_

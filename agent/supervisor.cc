@@ -1,0 +1,488 @@
+#include "agent/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <system_error>
+
+#include "agent/file_util.h"
+
+extern char** environ;
+
+namespace tessera::agent {
+namespace {
+
+using api::Json;
+using api::WorkerKey;
+using api::WorkerState;
+
+std::string KeyText(const WorkerKey& k) {
+  return "job " + std::to_string(k.job_id) + " attempt " + std::to_string(k.attempt) + " rank " +
+         std::to_string(k.rank);
+}
+
+// Process start time in clock ticks since boot (/proc/<pid>/stat field 22),
+// and the one-letter state; nullopt when the process does not exist.
+struct ProcStat {
+  char state = '?';
+  uint64_t start_ticks = 0;
+};
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!text) return std::nullopt;
+  size_t paren = text->rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(text->substr(paren + 1));
+  std::string field;
+  ProcStat out;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 3) out.state = field.empty() ? '?' : field[0];
+    if (i == 22) out.start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return out;
+}
+
+// True when /proc/<pid>/environ is readable and lacks one of `want`.
+bool EnvironContradicts(pid_t pid, const EnvMap& want) {
+  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!text || text->empty()) return false;  // unreadable: rely on start time
+  EnvMap have;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t end = text->find('\0', pos);
+    if (end == std::string::npos) end = text->size();
+    std::string entry = text->substr(pos, end - pos);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) have[entry.substr(0, eq)] = entry.substr(eq + 1);
+    pos = end + 1;
+  }
+  for (const auto& [k, v] : want) {
+    auto it = have.find(k);
+    if (it == have.end() || it->second != v) return true;
+  }
+  return false;
+}
+
+EnvMap IdentityEnv(const WorkerKey& key) {
+  return {{"TESSERA_JOB_ID", std::to_string(key.job_id)},
+          {"TESSERA_ATTEMPT", std::to_string(key.attempt)},
+          {"RANK", std::to_string(key.rank)}};
+}
+
+std::optional<int64_t> ReadExitCode(const RankPaths& paths) {
+  auto text = ReadWholeFile(paths.exit);
+  if (!text) return std::nullopt;
+  Json j = Json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer()) {
+    return kExitCodeUnknown;  // an exit was recorded, its code is damaged
+  }
+  return j["exit_code"].get<int64_t>();
+}
+
+void AppendToLog(const std::filesystem::path& log, const std::string& line) {
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  std::string text = line + "\n";
+  ssize_t ignored = ::write(fd, text.data(), text.size());
+  (void)ignored;
+  ::close(fd);
+}
+
+bool GroupAlive(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+EnvMap DefaultBaseEnv() {
+  EnvMap env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                {"LANG", "C.UTF-8"}};
+  for (const char* name : {"HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LD_LIBRARY_PATH"}) {
+    if (const char* v = std::getenv(name)) env[name] = v;
+  }
+  return env;
+}
+
+ProcessSupervisor::ProcessSupervisor(SupervisorOptions options)
+    : options_(std::move(options)), base_env_(options_.base_env.value_or(DefaultBaseEnv())) {
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+ProcessSupervisor::~ProcessSupervisor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+  }
+  cv_.notify_all();
+  monitor_.join();
+}
+
+Result<RecoveryReport> ProcessSupervisor::Recover() {
+  RecoveryReport report;
+  std::error_code ec;
+  const auto jobs = options_.state_dir / "jobs";
+  if (!std::filesystem::exists(jobs, ec)) return report;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = std::filesystem::recursive_directory_iterator(jobs, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > 3) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->path().filename() != "worker.pid") continue;
+    auto text = ReadWholeFile(it->path());
+    Json j = text ? Json::parse(*text, nullptr, false) : Json();
+    if (!j.is_object()) {
+      std::filesystem::remove(it->path(), ec);
+      ++report.dropped;
+      continue;
+    }
+    Worker w;
+    try {
+      w.key = WorkerKey{j.at("job_id").get<int64_t>(), j.at("attempt").get<int64_t>(),
+                        j.at("rank").get<int64_t>()};
+      w.pid = static_cast<pid_t>(j.at("pid").get<int64_t>());
+      w.start_ticks = j.at("start_ticks").get<uint64_t>();
+    } catch (const Json::exception&) {
+      std::filesystem::remove(it->path(), ec);
+      ++report.dropped;
+      continue;
+    }
+    w.paths = RankPathsFor(options_.state_dir, w.key);
+    if (workers_.count(w.key)) continue;
+    if (auto code = ReadExitCode(w.paths)) {
+      w.state = WorkerState::kExited;
+      w.exit_code = *code;
+      workers_[w.key] = std::move(w);
+      ++report.exited;
+      continue;
+    }
+    auto stat = ReadProcStat(w.pid);
+    bool alive = w.pid > 0 && stat && stat->state != 'Z' && stat->start_ticks == w.start_ticks &&
+                 !EnvironContradicts(w.pid, IdentityEnv(w.key));
+    if (alive) {
+      w.is_child = false;
+      w.state = WorkerState::kRunning;
+      workers_[w.key] = std::move(w);
+      ++report.adopted;
+    } else {
+      // The worker ended while no agent watched (or its pid was reused):
+      // drop the pid file, remember the key as ended with an unknown code.
+      MarkExitedLocked(w, kExitCodeUnknown);
+      std::filesystem::remove(w.paths.pid, ec);
+      workers_[w.key] = std::move(w);
+      ++report.dropped;
+    }
+  }
+  return report;
+}
+
+Status ProcessSupervisor::Start(const api::WorkerLaunch& launch, const EnvMap& device_env) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return StartLocked(launch, device_env);
+}
+
+void ProcessSupervisor::RecordLaunchFailureLocked(const WorkerKey& key, const RankPaths& paths,
+                                                  const std::string& reason) {
+  AppendToLog(paths.log, "tessera-agent: cannot start " + KeyText(key) + ": " + reason);
+  Worker w;
+  w.key = key;
+  w.paths = paths;
+  MarkExitedLocked(w, kExitCodeLaunchFailed);
+  workers_[key] = std::move(w);
+}
+
+Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const EnvMap& device_env) {
+  const WorkerKey& key = launch.key;
+  if (workers_.count(key)) return Status::Ok();  // never the same key twice
+  const RankPaths paths = RankPathsFor(options_.state_dir, key);
+  if (auto code = ReadExitCode(paths)) {
+    Worker w;
+    w.key = key;
+    w.paths = paths;
+    w.state = WorkerState::kExited;
+    w.exit_code = *code;
+    workers_[key] = std::move(w);
+    return FailedPrecondition(KeyText(key) + " already ran; not starting it again");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(paths.dir, ec);
+  if (ec) {
+    // Without a rank dir there is nowhere to log; keep the record in memory.
+    Worker w;
+    w.key = key;
+    w.paths = paths;
+    w.state = WorkerState::kExited;
+    w.exit_code = kExitCodeLaunchFailed;
+    workers_[key] = std::move(w);
+    return Internal("cannot create " + paths.dir.string() + ": " + ec.message());
+  }
+  auto fail = [&](Status status) {
+    RecordLaunchFailureLocked(key, paths, status.ToString());
+    return status.WithPrefix(KeyText(key));
+  };
+  if (launch.argv.empty() || launch.argv[0].empty() || launch.argv[0][0] != '/') {
+    return fail(InvalidArgument("argv[0] must be an absolute path", "argv[0]"));
+  }
+  Status plan_written = WriteFileAtomically(paths.plan, launch.plan.dump(2) + "\n");
+  if (!plan_written.ok()) return fail(plan_written);
+
+  EnvMap env = base_env_;
+  for (const auto& [k, v] : launch.env) env[k] = v;
+  for (const auto& [k, v] : device_env) env[k] = v;
+  env["TESSERA_PLAN"] = paths.plan.string();
+  env["TESSERA_PROGRESS_FILE"] = paths.progress.string();
+  for (const auto& [k, v] : IdentityEnv(key)) env[k] = v;  // identity for re-adoption
+
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_strings = launch.argv;
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  {  // progress file exists before the worker runs, so tailing never races creation
+    int fd = ::open(paths.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+  }
+  int log_fd = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return fail(Internal("cannot open " + paths.log.string()));
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int err_pipe[2];
+  if (null_fd < 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(log_fd);
+    if (null_fd >= 0) ::close(null_fd);
+    return fail(Internal(std::string("cannot prepare launch: ") + std::strerror(errno)));
+  }
+  const std::string cwd = paths.dir.string();
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until execve.
+    ::setsid();  // own session and process group (pgid == pid)
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks TERM/HUP
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    int err = 0;
+    if (::chdir(cwd.c_str()) != 0) err = errno;
+    if (err == 0 && (::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0)) {
+      err = errno;
+    }
+    if (err == 0) {
+      // Close every inherited descriptor except the error pipe (CLOEXEC).
+      const int keep = err_pipe[1];
+      if (keep > 3) ::close_range(3, static_cast<unsigned>(keep - 1), 0);
+      ::close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
+      ::execve(argv[0], argv.data(), envp.data());
+      err = errno;
+    }
+    ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
+    (void)ignored;
+    ::_exit(static_cast<int>(kExitCodeLaunchFailed));
+  }
+  ::close(err_pipe[1]);
+  ::close(log_fd);
+  ::close(null_fd);
+  if (pid < 0) {
+    ::close(err_pipe[0]);
+    return fail(Internal(std::string("fork failed: ") + std::strerror(errno)));
+  }
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(err_pipe[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  ::close(err_pipe[0]);
+  if (n > 0) {  // exec failed; the child has exited
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return fail(Internal("cannot execute " + launch.argv[0] + ": " + std::strerror(child_errno)));
+  }
+
+  Worker w;
+  w.key = key;
+  w.paths = paths;
+  w.pid = pid;
+  w.is_child = true;
+  w.state = WorkerState::kRunning;
+  if (auto stat = ReadProcStat(pid)) w.start_ticks = stat->start_ticks;
+  Json pid_record = {{"job_id", key.job_id},
+                     {"attempt", key.attempt},
+                     {"rank", key.rank},
+                     {"pid", pid},
+                     {"pgid", pid},
+                     {"start_ticks", w.start_ticks},
+                     {"started_ms", options_.clock->NowUnixMillis()},
+                     {"argv", launch.argv},
+                     {"device_indices", launch.device_indices}};
+  Status recorded = WriteFileAtomically(paths.pid, pid_record.dump(2) + "\n");
+  workers_[key] = std::move(w);
+  cv_.notify_all();
+  if (!recorded.ok()) return recorded.WithPrefix("pid file (re-adoption will miss this worker)");
+  return Status::Ok();
+}
+
+void ProcessSupervisor::Reject(const api::WorkerLaunch& launch, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (workers_.count(launch.key)) return;
+  const RankPaths paths = RankPathsFor(options_.state_dir, launch.key);
+  std::error_code ec;
+  std::filesystem::create_directories(paths.dir, ec);
+  RecordLaunchFailureLocked(launch.key, paths, why.ToString());
+}
+
+void ProcessSupervisor::Stop(const WorkerKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(key);
+  if (it == workers_.end() || it->second.state != WorkerState::kRunning) return;
+  Worker& w = it->second;
+  PollLocked(w);  // it may have ended just now; never signal a reaped pid
+  if (w.state != WorkerState::kRunning) return;
+  ::kill(-w.pid, SIGTERM);
+  w.state = WorkerState::kStopping;
+  w.kill_at = options_.clock->SteadyNow() + options_.stop_grace;
+  cv_.notify_all();
+}
+
+void ProcessSupervisor::Forget(const WorkerKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(key);
+  if (it == workers_.end() || it->second.state != WorkerState::kExited) return;
+  std::error_code ec;
+  std::filesystem::remove(it->second.paths.pid, ec);  // exit.json and logs stay
+  workers_.erase(it);
+}
+
+std::optional<api::WorkerStatus> ProcessSupervisor::Get(const WorkerKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(key);
+  if (it == workers_.end()) return std::nullopt;
+  api::WorkerStatus s;
+  s.key = key;
+  s.pid = it->second.pid;
+  s.state = it->second.state;
+  s.exit_code = it->second.exit_code;
+  return s;
+}
+
+std::optional<api::WorkerStatus> ProcessSupervisor::WaitForExit(const WorkerKey& key,
+                                                                std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto s = Get(key);
+    if (!s || s->state == WorkerState::kExited) return s;
+    if (std::chrono::steady_clock::now() >= deadline) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::vector<api::WorkerStatus> ProcessSupervisor::Snapshot() {
+  std::vector<std::pair<api::WorkerStatus, RankPaths>> copies;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, w] : workers_) {
+      api::WorkerStatus s;
+      s.key = key;
+      s.pid = w.pid;
+      s.state = w.state;
+      s.exit_code = w.exit_code;
+      copies.emplace_back(std::move(s), w.paths);
+    }
+  }
+  std::vector<api::WorkerStatus> out;
+  out.reserve(copies.size());
+  for (auto& [s, paths] : copies) {  // file reads outside the lock
+    s.progress = ReadLastProgress(paths.progress);
+    s.log_tail = ReadLogTail(paths.log, 100);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool ProcessSupervisor::StopAllAndWait() {
+  std::vector<WorkerKey> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, w] : workers_) keys.push_back(key);
+  }
+  for (const auto& key : keys) Stop(key);
+  auto deadline = std::chrono::steady_clock::now() + options_.stop_grace + std::chrono::seconds(2) +
+                  options_.poll_interval * 4;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool any = std::any_of(workers_.begin(), workers_.end(), [](const auto& kv) {
+        return kv.second.state != WorkerState::kExited;
+      });
+      if (!any) return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void ProcessSupervisor::MarkExitedLocked(Worker& w, int64_t exit_code) {
+  w.state = WorkerState::kExited;
+  w.exit_code = exit_code;
+  w.kill_at.reset();
+  Json record = {{"exit_code", exit_code}, {"ended_ms", options_.clock->NowUnixMillis()}};
+  WriteFileAtomically(w.paths.exit, record.dump() + "\n").IgnoreError();
+}
+
+void ProcessSupervisor::PollLocked(Worker& w) {
+  if (w.state == WorkerState::kExited) return;
+  bool ended = false;
+  bool pid_reused = false;
+  int64_t code = kExitCodeUnknown;
+  if (w.is_child) {
+    int status = 0;
+    pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+    if (r == w.pid) {
+      ended = true;
+      code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else if (r < 0 && errno == ECHILD) {
+      ended = true;  // reaped elsewhere; the status is lost
+    }
+  } else {
+    auto stat = ReadProcStat(w.pid);
+    pid_reused = stat && stat->start_ticks != w.start_ticks;
+    ended = !stat || stat->state == 'Z' || pid_reused;
+  }
+  if (ended) {
+    // Whatever the leader left behind in its group ends with it (unless the
+    // pid, and so perhaps the group id, now belongs to someone else).
+    if (!pid_reused && GroupAlive(w.pid)) ::kill(-w.pid, SIGKILL);
+    RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
+    MarkExitedLocked(w, code);
+    return;
+  }
+  if (w.kill_at && options_.clock->SteadyNow() >= *w.kill_at) {
+    ::kill(-w.pid, SIGKILL);
+    w.kill_at.reset();
+  }
+}
+
+void ProcessSupervisor::MonitorLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutting_down_) {
+    for (auto& [key, w] : workers_) {
+      PollLocked(w);
+      if (w.state != WorkerState::kExited) {
+        RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
+      }
+    }
+    cv_.wait_for(lock, options_.poll_interval);
+  }
+}
+
+}  // namespace tessera::agent

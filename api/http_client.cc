@@ -1,0 +1,211 @@
+#include "api/http_client.h"
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+
+namespace tessera::api {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+constexpr size_t kMaxResponseBody = 256u * 1024 * 1024;
+
+bool IsToken(std::string_view s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
+bool IsSafeTarget(std::string_view s) {
+  if (s.empty() || s.front() != '/') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u > 0x20 && u != 0x7f;
+  });
+}
+
+bool IsSafeHeaderValue(std::string_view s) {
+  return std::none_of(s.begin(), s.end(),
+                      [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
+}
+
+// Errors meaning "the server had closed this keep-alive connection": the
+// request was not processed, so sending it again on a new connection is safe.
+bool IsStaleConnection(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == net::error::connection_aborted;
+}
+
+}  // namespace
+
+struct HttpClient::Impl {
+  std::string host;
+  uint16_t port = 0;
+  std::chrono::milliseconds timeout;
+  std::string token;
+  net::io_context ioc{1};
+  std::optional<beast::tcp_stream> stream;
+  beast::flat_buffer buffer;
+
+  std::string Where() const { return host + ":" + std::to_string(port); }
+
+  Status TransportError(std::string_view what, const beast::error_code& ec) const {
+    std::string msg = std::string(what) + " " + Where() + ": " + ec.message();
+    if (ec == beast::error::timeout) return DeadlineExceeded(std::move(msg));
+    return Unavailable(std::move(msg));
+  }
+
+  void Close() {
+    if (stream) {
+      beast::error_code ignored;
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
+    }
+    stream.reset();
+    buffer.clear();
+  }
+
+  // Runs the io_context until the started operation completes.
+  void RunAll() {
+    ioc.restart();
+    ioc.run();
+  }
+
+  Status Connect(std::chrono::steady_clock::time_point deadline) {
+    Close();
+    tcp::resolver resolver(ioc);
+    beast::error_code ec;
+    tcp::resolver::results_type endpoints;
+    bool done = false;
+    resolver.async_resolve(host, std::to_string(port),
+                           [&](beast::error_code e, tcp::resolver::results_type r) {
+                             ec = e;
+                             endpoints = std::move(r);
+                             done = true;
+                           });
+    ioc.restart();
+    ioc.run_until(deadline);
+    if (!done) {
+      resolver.cancel();
+      RunAll();
+      return DeadlineExceeded("resolve " + Where() + ": timed out");
+    }
+    if (ec) return TransportError("resolve", ec);
+    stream.emplace(ioc);
+    stream->expires_at(deadline);
+    stream->async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    RunAll();
+    if (ec) {
+      Close();
+      return TransportError("connect to", ec);
+    }
+    beast::error_code ignored;
+    stream->socket().set_option(tcp::no_delay(true), ignored);
+    return Status::Ok();
+  }
+
+  // One request/response on the current connection. *stale is set when the
+  // failure shows the server had already closed the connection.
+  Result<HttpResponse> RoundTrip(const http::request<http::string_body>& req,
+                                 std::chrono::steady_clock::time_point deadline, bool* stale) {
+    beast::error_code ec;
+    stream->expires_at(deadline);
+    http::async_write(*stream, req, [&](beast::error_code e, size_t) { ec = e; });
+    RunAll();
+    if (ec) {
+      *stale = IsStaleConnection(ec);
+      return TransportError("send to", ec);
+    }
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxResponseBody);
+    if (req.method() == http::verb::head) parser.skip(true);
+    stream->expires_at(deadline);
+    size_t got = 0;
+    http::async_read(*stream, buffer, parser, [&](beast::error_code e, size_t n) {
+      ec = e;
+      got = n;
+    });
+    RunAll();
+    if (ec) {
+      *stale = got == 0 && IsStaleConnection(ec);
+      return TransportError("read from", ec);
+    }
+    auto res = parser.release();
+    HttpResponse out;
+    out.status = static_cast<int>(res.result_int());
+    out.body = std::move(res.body());
+    for (const auto& field : res) {
+      std::string name(field.name_string());
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      auto [it, inserted] = out.headers.emplace(name, std::string(field.value()));
+      if (!inserted) it->second += ", " + std::string(field.value());
+    }
+    if (!res.keep_alive()) Close();
+    return out;
+  }
+};
+
+HttpClient::HttpClient(std::string host, uint16_t port, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->host = std::move(host);
+  impl_->port = port;
+  impl_->timeout = timeout;
+}
+
+HttpClient::~HttpClient() {
+  try {
+    impl_->Close();
+  } catch (...) {
+  }
+}
+
+void HttpClient::SetBearerToken(std::string token) { impl_->token = std::move(token); }
+
+Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
+                                         const std::string& body, const std::string& content_type) {
+  if (!IsToken(method)) return InvalidArgument("must be an upper-case HTTP method", "method");
+  if (!IsSafeTarget(target)) {
+    return InvalidArgument("must start with '/' and contain no spaces or control bytes", "target");
+  }
+  if (!IsSafeHeaderValue(impl_->token)) return InvalidArgument("bad characters", "token");
+  if (!IsSafeHeaderValue(content_type)) return InvalidArgument("bad characters", "content_type");
+  try {
+    http::request<http::string_body> req;
+    req.method_string(method);
+    req.target(target);
+    req.version(11);
+    req.set(http::field::host, impl_->host + ":" + std::to_string(impl_->port));
+    req.set(http::field::user_agent, "tessera-client");
+    if (!impl_->token.empty()) req.set(http::field::authorization, "Bearer " + impl_->token);
+    if (!body.empty()) req.set(http::field::content_type, content_type);
+    req.body() = body;
+    req.keep_alive(true);
+    req.prepare_payload();
+
+    auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
+    for (int attempt = 0;; ++attempt) {
+      bool reused = impl_->stream.has_value();
+      if (!reused) TESSERA_RETURN_IF_ERROR(impl_->Connect(deadline));
+      bool stale = false;
+      Result<HttpResponse> res = impl_->RoundTrip(req, deadline, &stale);
+      if (res.ok()) return res;
+      impl_->Close();
+      if (!(reused && stale && attempt == 0)) return res;
+      // The server closed the idle keep-alive connection: reconnect once.
+    }
+  } catch (const std::exception& e) {
+    impl_->Close();
+    return Internal(std::string("http client: ") + e.what());
+  }
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,64 @@
+// ValidateJobSpec: range and allow-list checks on a submitted JobSpec.
+//
+// JobSpecFromJson (api/types.h) checks only the JSON shape; this function
+// checks every value. The first violated rule is returned as
+// kInvalidArgument whose field() names the offending field ("name",
+// "args[3]", "env.RANK", ...). Rules (see docs/rest-api.md):
+//   name           1..128 chars of [A-Za-z0-9._-]
+//   entrypoint     "builtin:<id>" or "cmd:<id>", id as for name
+//   global_batch   1..1,048,576
+//   steps          train: 1..1e9; infer: 0..1e9
+//   checkpoint_every_s 1..86,400
+//   layout         auto | data | pipeline | hybrid | tiled (tiled: infer only)
+//   priority       -1000..1000
+//   max_attempts   1..100
+//   min_devices    1..4096
+//   max_devices    0 (no limit) or min_devices..4096
+//   dataset        absolute path when set; required for infer
+//   output         absolute path when set; required for infer
+//   checkpoint     absolute path when set
+//   args           at most 64 entries of at most 4096 bytes
+//   env            at most 64 entries; keys [A-Z_][A-Z0-9_]*, not reserved
+//                  (RANK, WORLD_SIZE, GROUP_RANK, NODE_RANK,
+//                  CUDA_VISIBLE_DEVICES, MASTER_*, LOCAL_*, TESSERA_*);
+//                  values at most 4096 bytes
+//   every string   no NUL bytes
+//
+// Thread safety: pure function.
+#ifndef TESSERA_API_JOB_SPEC_VALIDATION_H_
+#define TESSERA_API_JOB_SPEC_VALIDATION_H_
+
+#include <string_view>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::api {
+
+inline constexpr int64_t kMaxGlobalBatch = 1'048'576;
+inline constexpr int64_t kMaxSteps = 1'000'000'000;
+inline constexpr int64_t kMaxCheckpointEverySeconds = 86'400;
+inline constexpr int64_t kMaxPriority = 1000;
+inline constexpr int64_t kMaxAttempts = 100;
+inline constexpr int64_t kMaxDevices = 4096;
+inline constexpr size_t kMaxNameLength = 128;
+inline constexpr size_t kMaxArgs = 64;
+inline constexpr size_t kMaxEnv = 64;
+inline constexpr size_t kMaxStringLength = 4096;
+
+Status ValidateJobSpec(const JobSpec& spec);
+
+// True for 1..128 characters of [A-Za-z0-9._-] (job and entrypoint ids).
+bool IsValidName(std::string_view name);
+
+// Checks an entrypoint reference ("builtin:<id>" or "cmd:<id>"); errors
+// name `field`.
+Status ValidateEntrypointName(std::string_view name, std::string_view field);
+
+// True when `key` may be set in a job's env: [A-Z_][A-Z0-9_]* and not
+// reserved for the launcher (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, ...).
+bool IsReservedEnvKey(std::string_view key);
+
+}  // namespace tessera::api
+
+#endif  // TESSERA_API_JOB_SPEC_VALIDATION_H_

@@ -1,0 +1,519 @@
+#include "api/router.h"
+
+#include <charconv>
+#include <chrono>
+#include <exception>
+#include <optional>
+
+#include "api/agent_protocol.h"
+#include "api/http_status.h"
+#include "api/job_spec_validation.h"
+#include "api/static_files.h"
+#include "api/url.h"
+
+namespace tessera::api {
+namespace {
+
+constexpr std::string_view kJsonType = "application/json";
+constexpr std::string_view kTextType = "text/plain; charset=utf-8";
+constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
+
+// Everything a route handler needs.
+struct Call {
+  const Request& req;
+  ControlPlane& cp;
+  const RouterOptions& options;
+  HttpMetrics* metrics;
+  Target target;
+  std::vector<std::string> params;  // decoded {placeholders}, in order
+  Principal who;
+};
+
+using RouteFn = Response (*)(Call&);
+
+struct Route {
+  RouteInfo info;
+  RouteFn fn;
+};
+
+Response JsonResponse(int status, const Json& body) {
+  Response r;
+  r.status = status;
+  r.content_type = std::string(kJsonType);
+  r.body = DumpJson(body);
+  return r;
+}
+
+Response TextResponse(int status, std::string body, std::string_view type = kTextType) {
+  Response r;
+  r.status = status;
+  r.content_type = std::string(type);
+  r.body = std::move(body);
+  return r;
+}
+
+// Parses a decimal integer in [lo, hi]; errors name `field`.
+Result<int64_t> ParseInt(std::string_view text, int64_t lo, int64_t hi, const std::string& field) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return InvalidArgument("must be an integer", field);
+  }
+  if (v < lo || v > hi) {
+    return InvalidArgument("must be between " + std::to_string(lo) + " and " + std::to_string(hi),
+                           field);
+  }
+  return v;
+}
+
+// Optional integer query parameter with a default.
+Result<int64_t> QueryInt(const Call& c, const std::string& name, int64_t def, int64_t lo,
+                         int64_t hi) {
+  auto it = c.target.query.find(name);
+  if (it == c.target.query.end()) return def;
+  return ParseInt(it->second, lo, hi, name);
+}
+
+Result<JobId> PathId(const Call& c) {
+  // Ids are positive decimal integers; anything else names "id".
+  return ParseInt(c.params.at(0), 1, INT64_MAX, "id");
+}
+
+Result<Json> ParseBody(const Call& c) {
+  Json j = Json::parse(c.req.body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("is not valid JSON", "body");
+  return j;
+}
+
+Result<JobSpec> ParseSpec(const Call& c) {
+  TESSERA_ASSIGN_OR_RETURN(Json j, ParseBody(c));
+  if (!j.is_object()) return InvalidArgument("must be a JSON object", "body");
+  TESSERA_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(j));
+  TESSERA_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  return spec;
+}
+
+#define TESSERA_ROUTE_ASSIGN(lhs, expr)                                 \
+  auto TESSERA_CONCAT_(route_r_, __LINE__) = (expr);                    \
+  if (!TESSERA_CONCAT_(route_r_, __LINE__).ok()) {                      \
+    return ErrorResponse(TESSERA_CONCAT_(route_r_, __LINE__).status()); \
+  }                                                                     \
+  lhs = std::move(TESSERA_CONCAT_(route_r_, __LINE__)).value()
+
+#define TESSERA_ROUTE_CHECK(expr)                       \
+  do {                                                  \
+    ::tessera::Status route_s_ = (expr);                \
+    if (!route_s_.ok()) return ErrorResponse(route_s_); \
+  } while (0)
+
+// ---- routes ----
+
+Response Healthz(Call&) { return TextResponse(200, "ok\n"); }
+
+Response Readyz(Call& c) {
+  Status st = c.cp.Ready();
+  if (!st.ok()) {
+    // Not ready is never a client error: always 503.
+    Response r = ErrorResponse(Status(StatusCode::kUnavailable, st.message()));
+    return r;
+  }
+  return TextResponse(200, "ready\n");
+}
+
+Response Metrics(Call& c) {
+  std::string out;
+  if (c.metrics != nullptr) c.metrics->AppendPrometheus(&out);
+  c.cp.AppendMetrics(&out);
+  return TextResponse(200, std::move(out), kMetricsType);
+}
+
+Response SubmitJob(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobSpec spec, ParseSpec(c));
+  TESSERA_ROUTE_ASSIGN(Job job, c.cp.SubmitJob(c.who, spec));
+  Response r = JsonResponse(201, ToJson(job));
+  r.headers.emplace_back("Location", "/api/v1/jobs/" + std::to_string(job.id));
+  return r;
+}
+
+Response ListJobs(Call& c) {
+  JobQuery q;
+  if (auto it = c.target.query.find("state"); it != c.target.query.end()) {
+    auto state = ParseJobState(it->second);
+    if (!state) {
+      return ErrorResponse(InvalidArgument(
+          "must be one of pending, planned, starting, running, recovering, succeeded, failed, "
+          "cancelled",
+          "state"));
+    }
+    q.state = *state;
+  }
+  if (auto it = c.target.query.find("owner"); it != c.target.query.end()) {
+    if (it->second.empty() || it->second.size() > kMaxNameLength) {
+      return ErrorResponse(InvalidArgument("must be 1..128 characters", "owner"));
+    }
+    q.owner = it->second;
+  }
+  TESSERA_ROUTE_ASSIGN(q.limit, QueryInt(c, "limit", 50, 1, 500));
+  TESSERA_ROUTE_ASSIGN(q.after, QueryInt(c, "after", 0, 0, INT64_MAX));
+  TESSERA_ROUTE_ASSIGN(JobPage page, c.cp.ListJobs(c.who, q));
+  return JsonResponse(200, ToJson(page));
+}
+
+Response GetJob(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
+  TESSERA_ROUTE_ASSIGN(Job job, c.cp.GetJob(c.who, id));
+  return JsonResponse(200, ToJson(job));
+}
+
+Response CancelJob(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
+  TESSERA_ROUTE_ASSIGN(Job job, c.cp.CancelJob(c.who, id));
+  return JsonResponse(200, ToJson(job));
+}
+
+Response ListEvents(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
+  TESSERA_ROUTE_ASSIGN(int64_t after, QueryInt(c, "after", 0, 0, INT64_MAX));
+  TESSERA_ROUTE_ASSIGN(int64_t limit, QueryInt(c, "limit", 100, 1, 1000));
+  TESSERA_ROUTE_ASSIGN(std::vector<Event> events, c.cp.ListEvents(c.who, id, after, limit));
+  Json list = Json::array();
+  for (const Event& e : events) list.push_back(ToJson(e));
+  Json body = {{"events", std::move(list)}, {"next_after", nullptr}};
+  if (!events.empty() && static_cast<int64_t>(events.size()) >= limit) {
+    body["next_after"] = events.back().id;
+  }
+  return JsonResponse(200, body);
+}
+
+Response JobLogs(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
+  (void)id;
+  TESSERA_ROUTE_ASSIGN(int64_t rank, QueryInt(c, "rank", 0, 0, kMaxDevices - 1));
+  TESSERA_ROUTE_ASSIGN(int64_t tail, QueryInt(c, "tail", 100, 1, 10000));
+  (void)rank;
+  (void)tail;
+  return ErrorResponse(Unimplemented("job logs are not served by this version of tesserad"));
+}
+
+Response ListNodes(Call& c) {
+  TESSERA_ROUTE_ASSIGN(std::vector<Node> nodes, c.cp.ListNodes(c.who));
+  Json list = Json::array();
+  for (const Node& n : nodes) list.push_back(ToJson(n));
+  return JsonResponse(200, Json{{"nodes", std::move(list)}});
+}
+
+Response PreviewPlan(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobSpec spec, ParseSpec(c));
+  TESSERA_ROUTE_ASSIGN(Json plans, c.cp.PreviewPlan(c.who, spec));
+  return JsonResponse(200, plans);
+}
+
+Response ListEntrypoints(Call& c) {
+  TESSERA_ROUTE_ASSIGN(std::vector<Entrypoint> eps, c.cp.ListEntrypoints(c.who));
+  Json list = Json::array();
+  for (const Entrypoint& e : eps) list.push_back(ToJson(e));
+  return JsonResponse(200, Json{{"entrypoints", std::move(list)}});
+}
+
+Result<Entrypoint> ParseEntrypoint(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("must be a JSON object", "body");
+  Entrypoint e;
+  for (const auto& [key, value] : j.items()) {
+    std::string* out = nullptr;
+    if (key == "name") {
+      out = &e.name;
+    } else if (key == "command") {
+      out = &e.command;
+    } else if (key == "description") {
+      out = &e.description;
+    } else {
+      return InvalidArgument("unknown field", key);
+    }
+    if (value.is_null()) continue;
+    if (!value.is_string()) return InvalidArgument("must be a string", key);
+    *out = value.get<std::string>();
+  }
+  TESSERA_RETURN_IF_ERROR(ValidateEntrypointName(e.name, "name"));
+  if (e.command.find('\0') != std::string::npos) {
+    return InvalidArgument("must not contain NUL bytes", "command");
+  }
+  if (e.name.starts_with("cmd:")) {
+    if (e.command.empty() || e.command.front() != '/') {
+      return InvalidArgument("must be the absolute path of the executable", "command");
+    }
+    if (e.command.size() > kMaxStringLength) return InvalidArgument("is too long", "command");
+  } else if (!e.command.empty()) {
+    return InvalidArgument("must be empty for builtin: entrypoints", "command");
+  }
+  if (e.description.find('\0') != std::string::npos) {
+    return InvalidArgument("must not contain NUL bytes", "description");
+  }
+  if (e.description.size() > 1024) {
+    return InvalidArgument("must be at most 1024 bytes", "description");
+  }
+  return e;
+}
+
+Response AllowEntrypoint(Call& c) {
+  TESSERA_ROUTE_ASSIGN(Json j, ParseBody(c));
+  TESSERA_ROUTE_ASSIGN(Entrypoint e, ParseEntrypoint(j));
+  TESSERA_ROUTE_CHECK(c.cp.AllowEntrypoint(c.who, e));
+  Response r = JsonResponse(201, ToJson(e));
+  r.headers.emplace_back("Location", "/api/v1/entrypoints/" + PercentEncode(e.name));
+  return r;
+}
+
+Response DisallowEntrypoint(Call& c) {
+  const std::string& name = c.params.at(0);
+  TESSERA_ROUTE_CHECK(ValidateEntrypointName(name, "name"));
+  TESSERA_ROUTE_CHECK(c.cp.DisallowEntrypoint(c.who, name));
+  Response r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
+
+Response AgentHeartbeat(Call& c) {
+  TESSERA_ROUTE_ASSIGN(Json j, ParseBody(c));
+  Result<HeartbeatRequest> parsed = HeartbeatRequestFromJson(j);
+  if (!parsed.ok()) {
+    Status st = parsed.status();
+    if (st.field().empty()) st = Status(st.code(), st.message(), "body");
+    return ErrorResponse(st);
+  }
+  const HeartbeatRequest& hb = *parsed;
+  if (hb.node.empty() || hb.node.size() > 253 || hb.node.find('\0') != std::string::npos) {
+    return ErrorResponse(InvalidArgument("must be 1..253 characters", "node"));
+  }
+  TESSERA_ROUTE_ASSIGN(Json answer, c.cp.Heartbeat(j));
+  return JsonResponse(200, answer);
+}
+
+const std::vector<Route>& Routes() {
+  static const std::vector<Route> kRoutes = {
+      {{"GET", "/healthz", RouteAuth::kNone, {}}, &Healthz},
+      {{"GET", "/readyz", RouteAuth::kNone, {}}, &Readyz},
+      {{"GET", "/metrics", RouteAuth::kNone, {}}, &Metrics},
+      {{"POST", "/api/v1/jobs", RouteAuth::kUser, {}}, &SubmitJob},
+      {{"GET", "/api/v1/jobs", RouteAuth::kUser, {"state", "owner", "limit", "after"}}, &ListJobs},
+      {{"GET", "/api/v1/jobs/{id}", RouteAuth::kUser, {}}, &GetJob},
+      {{"POST", "/api/v1/jobs/{id}/cancel", RouteAuth::kUser, {}}, &CancelJob},
+      {{"GET", "/api/v1/jobs/{id}/events", RouteAuth::kUser, {"after", "limit"}}, &ListEvents},
+      {{"GET", "/api/v1/jobs/{id}/logs", RouteAuth::kUser, {"rank", "tail"}}, &JobLogs},
+      {{"GET", "/api/v1/nodes", RouteAuth::kUser, {}}, &ListNodes},
+      {{"POST", "/api/v1/plans", RouteAuth::kUser, {}}, &PreviewPlan},
+      {{"GET", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &ListEntrypoints},
+      {{"POST", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &AllowEntrypoint},
+      {{"DELETE", "/api/v1/entrypoints/{name}", RouteAuth::kUser, {}}, &DisallowEntrypoint},
+      {{"POST", "/api/v1/agent/heartbeat", RouteAuth::kAgent, {}}, &AgentHeartbeat},
+  };
+  return kRoutes;
+}
+
+// Matches a raw request path against a pattern; fills decoded placeholders.
+// Returns false on no match; a placeholder that does not decode matches and
+// leaves *bad_escape set.
+bool Match(std::string_view pattern, std::string_view path, std::vector<std::string>* params,
+           bool* bad_escape) {
+  auto want = SplitPath(pattern);
+  auto got = SplitPath(path);
+  if (want.size() != got.size()) return false;
+  params->clear();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!want[i].empty() && want[i].front() == '{') {
+      if (got[i].empty()) return false;
+      auto decoded = PercentDecode(got[i], /*plus_is_space=*/false);
+      if (!decoded) {
+        *bad_escape = true;
+        params->emplace_back();
+      } else {
+        params->push_back(std::move(*decoded));
+      }
+    } else if (want[i] != got[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Extracts the token of "Authorization: Bearer <token>"; empty if absent.
+std::string_view BearerToken(const Request& req) {
+  std::string_view h = req.Header("authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  if (h.size() <= kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    char c = h[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kScheme[i]) return {};
+  }
+  std::string_view token = h.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  return token;
+}
+
+Response Unauthorized(std::string message) {
+  Response r = ErrorResponse(Unauthenticated(std::move(message)));
+  r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"tessera\"");
+  return r;
+}
+
+std::string MethodLabel(std::string_view method) {
+  for (std::string_view m : {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}) {
+    if (method == m) return std::string(m);
+  }
+  return "other";
+}
+
+Response Dispatch(const Request& req, ControlPlane& cp, const RouterOptions& options,
+                  HttpMetrics* metrics, std::string* route_label) {
+  Result<Target> parsed = ParseTarget(req.target);
+  std::string_view raw_path = std::string_view(req.target).substr(0, req.target.find('?'));
+  if (raw_path.empty() || raw_path.front() != '/') {
+    *route_label = "unmatched";
+    return ErrorResponse(InvalidArgument("request target must start with '/'", "path"));
+  }
+
+  const Route* found = nullptr;
+  std::vector<std::string> params;
+  bool bad_escape = false;
+  std::string allow;
+  for (const Route& r : Routes()) {
+    std::vector<std::string> p;
+    bool bad = false;
+    if (!Match(r.info.pattern, raw_path, &p, &bad)) continue;
+    if (r.info.method == req.method) {
+      found = &r;
+      params = std::move(p);
+      bad_escape = bad;
+      break;
+    }
+    if (!allow.empty()) allow += ", ";
+    allow += r.info.method;
+    *route_label = std::string(r.info.pattern);
+  }
+
+  if (found == nullptr) {
+    if (!allow.empty()) {
+      Response r = ErrorResponse(
+          Status(StatusCode::kInvalidArgument,
+                 "method " + MethodLabel(req.method) + " is not allowed; allowed: " + allow));
+      r.status = 405;
+      r.headers.emplace_back("Allow", allow);
+      return r;
+    }
+    if (raw_path.starts_with("/api/") || raw_path == "/api" || options.static_dir.empty()) {
+      *route_label = "unmatched";
+      return ErrorResponse(NotFound("no route for " + std::string(raw_path.substr(0, 256))));
+    }
+    *route_label = "static";
+    if (req.method != "GET") {
+      Response r = ErrorResponse(
+          Status(StatusCode::kInvalidArgument, "only GET is allowed for web UI files"));
+      r.status = 405;
+      r.headers.emplace_back("Allow", "GET");
+      return r;
+    }
+    Result<StaticFile> file = ReadStaticFile(options.static_dir, raw_path);
+    if (!file.ok()) return ErrorResponse(file.status());
+    Response r = TextResponse(200, std::move(file->body), file->content_type);
+    r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    return r;
+  }
+
+  *route_label = std::string(found->info.pattern);
+  Call call{req, cp, options, metrics, parsed.ok() ? *parsed : Target{}, std::move(params), {}};
+
+  switch (found->info.auth) {
+    case RouteAuth::kNone:
+      break;
+    case RouteAuth::kUser: {
+      std::string_view token = BearerToken(req);
+      if (token.empty()) return Unauthorized("missing \"Authorization: Bearer <token>\" header");
+      Result<Principal> who = cp.Authenticate(token);
+      if (!who.ok()) {
+        if (who.status().code() == StatusCode::kUnauthenticated) {
+          return Unauthorized(who.status().message());
+        }
+        return ErrorResponse(who.status());
+      }
+      call.who = *std::move(who);
+      break;
+    }
+    case RouteAuth::kAgent: {
+      std::string_view token = BearerToken(req);
+      if (token.empty()) return Unauthorized("missing \"Authorization: Bearer <join token>\"");
+      Status st = cp.AuthenticateAgent(token);
+      if (!st.ok()) {
+        if (st.code() == StatusCode::kUnauthenticated) return Unauthorized(st.message());
+        return ErrorResponse(st);
+      }
+      break;
+    }
+  }
+
+  if (!parsed.ok()) return ErrorResponse(parsed.status());
+  if (bad_escape) return ErrorResponse(InvalidArgument("malformed percent-encoding", "path"));
+  for (const auto& [name, value] : parsed->query) {
+    bool known = false;
+    for (std::string_view allowed : found->info.query_params) known = known || name == allowed;
+    if (!known) return ErrorResponse(InvalidArgument("unknown query parameter", name));
+  }
+  return found->fn(call);
+}
+
+}  // namespace
+
+std::string_view Request::Header(std::string_view lower_name) const {
+  auto it = headers.find(std::string(lower_name));
+  return it == headers.end() ? std::string_view() : std::string_view(it->second);
+}
+
+std::string_view Response::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+Response ErrorResponse(const Status& status) {
+  Status st = status.ok() ? Internal("an error response was built from an OK status") : status;
+  return JsonResponse(HttpStatusFor(st.code()), ErrorJson(st));
+}
+
+const std::vector<RouteInfo>& RouteTable() {
+  static const std::vector<RouteInfo> kTable = [] {
+    std::vector<RouteInfo> out;
+    for (const Route& r : Routes()) out.push_back(r.info);
+    return out;
+  }();
+  return kTable;
+}
+
+Response Handle(const Request& request, ControlPlane& control_plane, const RouterOptions& options,
+                HttpMetrics* metrics) {
+  const Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Default();
+  auto start = clock->SteadyNow();
+  std::string route_label = "unmatched";
+  Response response;
+  try {
+    response = Dispatch(request, control_plane, options, metrics, &route_label);
+  } catch (const std::exception& e) {
+    response = ErrorResponse(Internal(std::string("unexpected error: ") + e.what()));
+  } catch (...) {
+    response = ErrorResponse(Internal("unexpected error"));
+  }
+  if (metrics != nullptr) {
+    std::chrono::duration<double> elapsed = clock->SteadyNow() - start;
+    try {
+      metrics->Record(route_label, MethodLabel(request.method), response.status, elapsed.count());
+    } catch (...) {
+      // Out of memory while recording a metric: the answer still goes out.
+    }
+  }
+  return response;
+}
+
+}  // namespace tessera::api

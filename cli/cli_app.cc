@@ -1,0 +1,497 @@
+#include "cli/cli_app.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <sstream>
+
+#include "api/http_client.h"
+#include "api/http_status.h"
+#include "api/job_spec_validation.h"
+#include "api/types.h"
+#include "api/url.h"
+#include "cli/job_spec_file.h"
+
+namespace tessera::cli {
+namespace {
+
+using api::Json;
+
+void PrintError(std::ostream& err, const Status& st) {
+  err << "error: ";
+  if (!st.field().empty()) err << st.field() << ": ";
+  err << st.message() << "\n";
+}
+
+// One API call: resolves the config, sends, turns the answer into JSON.
+// Returns an exit code; *result holds the JSON body on success (null when
+// the answer had no body).
+int CallApi(CliContext& ctx, const std::string& method, const std::string& target,
+            const std::string& body, Json* result) {
+  Result<ClientConfig> config = ResolveClientConfig(ctx.flags, ctx.env);
+  if (!config.ok()) {
+    PrintError(ctx.err, config.status());
+    return kExitUsage;
+  }
+  Result<ServerAddress> addr = ParseServerUrl(config->server);
+  if (!addr.ok()) {
+    PrintError(ctx.err, addr.status());
+    return kExitUsage;
+  }
+  api::HttpClient client(addr->host, addr->port, config->timeout);
+  if (!config->token.empty()) client.SetBearerToken(config->token);
+  Result<api::HttpResponse> res = client.Request(method, target, body);
+  if (!res.ok()) {
+    ctx.err << "error: cannot reach tesserad at " << config->server << ": "
+            << res.status().message() << "\n";
+    return kExitUnreachable;
+  }
+  if (res->status >= 400) {
+    PrintError(ctx.err, api::StatusFromErrorBody(res->status, res->body));
+    return kExitApiError;
+  }
+  *result = nullptr;
+  if (!res->body.empty()) {
+    *result = Json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    if (result->is_discarded()) {
+      ctx.err << "error: the server answered with invalid JSON\n";
+      return kExitApiError;
+    }
+  }
+  return kExitOk;
+}
+
+// ---- output ----
+
+std::string Str(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+int64_t Int(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return 0;
+  return it->get<int64_t>();
+}
+
+std::string FormatTime(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  double gib = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
+  std::ostringstream os;
+  os.precision(1);
+  os << std::fixed << gib << " GiB";
+  return os.str();
+}
+
+// Prints rows as a table with aligned columns; the first row is the header.
+void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
+
+void PrintJobDetail(std::ostream& out, const Json& job) {
+  const Json& spec = job.contains("spec") ? job["spec"] : Json::object();
+  PrintTable(out, {{"id:", Str(job, "id")},
+                   {"name:", Str(spec, "name")},
+                   {"owner:", Str(job, "owner")},
+                   {"state:", Str(job, "state")},
+                   {"reason:", Str(job, "reason")},
+                   {"kind:", Str(spec, "kind")},
+                   {"entrypoint:", Str(spec, "entrypoint")},
+                   {"global batch:", Str(spec, "global_batch")},
+                   {"steps:", Str(spec, "steps")},
+                   {"layout:", Str(spec, "layout")},
+                   {"attempt:", Str(job, "attempt") + " of " + Str(spec, "max_attempts")},
+                   {"created:", FormatTime(Int(job, "created_ms"))},
+                   {"updated:", FormatTime(Int(job, "updated_ms"))}});
+  if (job.contains("plan") && !job["plan"].is_null()) out << "plan: " << job["plan"].dump() << "\n";
+  if (job.contains("progress") && !job["progress"].is_null()) {
+    out << "progress: " << job["progress"].dump() << "\n";
+  }
+}
+
+// Prints `result` as JSON (--json) or with `human`.
+template <typename Human>
+void Emit(CliContext& ctx, const Json& result, Human human) {
+  if (ctx.json) {
+    ctx.out << result.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
+    human(result);
+  }
+}
+
+Result<int64_t> ParseJobId(const std::string& text) {
+  int64_t id = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id <= 0) {
+    return InvalidArgument("must be a positive job id", "id");
+  }
+  return id;
+}
+
+// ---- commands ----
+
+struct SubmitFlags {
+  std::string file;
+  std::string name, kind, entrypoint, dataset, output, checkpoint, layout;
+  int64_t global_batch = 0, steps = 0, checkpoint_every_s = 0, priority = 0, max_attempts = 0,
+          min_devices = 0, max_devices = 0;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  bool dry_run = false;
+};
+
+// Builds the spec from FILE (if any) and the flags given (flags win).
+Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f) {
+  api::JobSpec spec;
+  if (!f.file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(spec, LoadJobSpecFile(f.file));
+  }
+  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  if (given("--name")) spec.name = f.name;
+  if (given("--kind")) {
+    auto kind = api::ParseJobKind(f.kind);
+    if (!kind) return InvalidArgument("must be train or infer", "kind");
+    spec.kind = *kind;
+  }
+  if (given("--entrypoint")) spec.entrypoint = f.entrypoint;
+  if (given("--dataset")) spec.dataset = f.dataset;
+  if (given("--output")) spec.output = f.output;
+  if (given("--checkpoint")) spec.checkpoint = f.checkpoint;
+  if (given("--layout")) spec.layout = f.layout;
+  if (given("--global-batch")) spec.global_batch = f.global_batch;
+  if (given("--steps")) spec.steps = f.steps;
+  if (given("--checkpoint-every-s")) spec.checkpoint_every_s = f.checkpoint_every_s;
+  if (given("--priority")) spec.priority = f.priority;
+  if (given("--max-attempts")) spec.max_attempts = f.max_attempts;
+  if (given("--min-devices")) spec.min_devices = f.min_devices;
+  if (given("--max-devices")) spec.max_devices = f.max_devices;
+  if (given("--arg")) spec.args = f.args;
+  for (const std::string& kv : f.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return InvalidArgument("must be KEY=VALUE", "env");
+    spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  TESSERA_RETURN_IF_ERROR(api::ValidateJobSpec(spec));
+  return spec;
+}
+
+void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
+  cmd->add_option("file", f->file, "job spec file (.json or .yaml; - for stdin)");
+  cmd->add_option("--name", f->name, "job name");
+  cmd->add_option("--kind", f->kind, "train or infer");
+  cmd->add_option("--entrypoint", f->entrypoint, "builtin:<model> or cmd:<registered name>");
+  cmd->add_option("--dataset", f->dataset, "input folder (absolute path)");
+  cmd->add_option("--output", f->output, "infer: output folder (absolute path)");
+  cmd->add_option("--checkpoint", f->checkpoint, "infer: checkpoint to load");
+  cmd->add_option("--layout", f->layout, "auto|data|pipeline|hybrid|tiled");
+  cmd->add_option("--global-batch", f->global_batch, "global batch size");
+  cmd->add_option("--steps", f->steps, "training steps");
+  cmd->add_option("--checkpoint-every-s", f->checkpoint_every_s, "seconds between checkpoints");
+  cmd->add_option("--priority", f->priority, "-1000..1000");
+  cmd->add_option("--max-attempts", f->max_attempts, "attempts before the job fails");
+  cmd->add_option("--min-devices", f->min_devices, "fewest devices to run on");
+  cmd->add_option("--max-devices", f->max_devices, "most devices (0: no limit)");
+  cmd->add_option("--arg", f->args, "argument for the entrypoint (repeatable)");
+  cmd->add_option("--env", f->env, "KEY=VALUE for every rank (repeatable)");
+}
+
+void AddSubmit(CLI::App& app, CliContext& ctx) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* cmd = app.add_subcommand("submit", "submit a job from a spec file and/or flags");
+  AddSpecFlags(cmd, f.get());
+  cmd->callback([&ctx, f, cmd] {
+    Result<api::JobSpec> spec = BuildSpec(*cmd, *f);
+    if (!spec.ok()) {
+      PrintError(ctx.err, spec.status());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    Json job;
+    ctx.exit_code = CallApi(ctx, "POST", "/api/v1/jobs", api::DumpJson(api::ToJson(*spec)), &job);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, job, [&](const Json& j) {
+      ctx.out << "submitted job " << Str(j, "id") << " (" << Str(j, "state") << ")\n";
+    });
+  });
+}
+
+void AddPlan(CLI::App& app, CliContext& ctx) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* cmd = app.add_subcommand("plan", "dry run: show the plans the scheduler would pick");
+  AddSpecFlags(cmd, f.get());
+  cmd->callback([&ctx, f, cmd] {
+    Result<api::JobSpec> spec = BuildSpec(*cmd, *f);
+    if (!spec.ok()) {
+      PrintError(ctx.err, spec.status());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    Json plans;
+    ctx.exit_code =
+        CallApi(ctx, "POST", "/api/v1/plans", api::DumpJson(api::ToJson(*spec)), &plans);
+    if (ctx.exit_code != kExitOk) return;
+    // Plans are free-form JSON: pretty-print them in both modes.
+    ctx.out << plans.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  });
+}
+
+void AddJobs(CLI::App& app, CliContext& ctx) {
+  struct Flags {
+    std::string state, owner;
+    int64_t limit = 0, after = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("jobs", "list jobs");
+  cmd->add_option("--state", f->state, "only jobs in this state");
+  cmd->add_option("--owner", f->owner, "only jobs of this user (admins)");
+  cmd->add_option("--limit", f->limit, "at most this many (1..500)");
+  cmd->add_option("--after", f->after, "cursor: jobs with id > AFTER");
+  cmd->callback([&ctx, f, cmd] {
+    std::string query;
+    auto add = [&](const char* name, const std::string& value) {
+      query += query.empty() ? "?" : "&";
+      query += std::string(name) + "=" + api::PercentEncode(value);
+    };
+    if (cmd->count("--state")) add("state", f->state);
+    if (cmd->count("--owner")) add("owner", f->owner);
+    if (cmd->count("--limit")) add("limit", std::to_string(f->limit));
+    if (cmd->count("--after")) add("after", std::to_string(f->after));
+    Json page;
+    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/jobs" + query, "", &page);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, page, [&](const Json& p) {
+      std::vector<std::vector<std::string>> rows = {
+          {"ID", "NAME", "OWNER", "KIND", "STATE", "ATTEMPT", "CREATED"}};
+      for (const Json& job : p.value("jobs", Json::array())) {
+        const Json spec = job.value("spec", Json::object());
+        rows.push_back({Str(job, "id"), Str(spec, "name"), Str(job, "owner"), Str(spec, "kind"),
+                        Str(job, "state"), Str(job, "attempt"),
+                        FormatTime(Int(job, "created_ms"))});
+      }
+      PrintTable(ctx.out, rows);
+      if (p.contains("next_after") && !p["next_after"].is_null()) {
+        ctx.out << "more: tessera jobs --after " << p["next_after"].dump() << "\n";
+      }
+    });
+  });
+}
+
+// `job ID`, `cancel ID`: one job in, one job out.
+void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char* help,
+                   const char* method, const char* suffix) {
+  auto id = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(name, help);
+  cmd->add_option("id", *id, "job id")->required();
+  cmd->callback([&ctx, id, method, suffix, name] {
+    Result<int64_t> parsed = ParseJobId(*id);
+    if (!parsed.ok()) {
+      PrintError(ctx.err, parsed.status());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    Json job;
+    ctx.exit_code =
+        CallApi(ctx, method, "/api/v1/jobs/" + std::to_string(*parsed) + suffix, "", &job);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, job, [&](const Json& j) {
+      if (std::string_view(name) == "cancel") {
+        ctx.out << "job " << Str(j, "id") << " is " << Str(j, "state") << "\n";
+      } else {
+        PrintJobDetail(ctx.out, j);
+      }
+    });
+  });
+}
+
+void AddEvents(CLI::App& app, CliContext& ctx) {
+  struct Flags {
+    std::string id;
+    int64_t after = 0, limit = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("events", "state changes of a job");
+  cmd->add_option("id", f->id, "job id")->required();
+  cmd->add_option("--after", f->after, "only events with id > AFTER");
+  cmd->add_option("--limit", f->limit, "at most this many (1..1000)");
+  cmd->callback([&ctx, f, cmd] {
+    Result<int64_t> id = ParseJobId(f->id);
+    if (!id.ok()) {
+      PrintError(ctx.err, id.status());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    std::string target = "/api/v1/jobs/" + std::to_string(*id) + "/events";
+    std::string sep = "?";
+    if (cmd->count("--after")) {
+      target += sep + "after=" + std::to_string(f->after);
+      sep = "&";
+    }
+    if (cmd->count("--limit")) target += sep + "limit=" + std::to_string(f->limit);
+    Json events;
+    ctx.exit_code = CallApi(ctx, "GET", target, "", &events);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, events, [&](const Json& e) {
+      std::vector<std::vector<std::string>> rows = {{"TIME", "FROM", "TO", "ATTEMPT", "REASON"}};
+      for (const Json& ev : e.value("events", Json::array())) {
+        std::string from = Str(ev, "from");
+        rows.push_back({FormatTime(Int(ev, "ts_ms")), from.empty() ? "-" : from, Str(ev, "to"),
+                        Str(ev, "attempt"), Str(ev, "reason")});
+      }
+      PrintTable(ctx.out, rows);
+    });
+  });
+}
+
+void AddNodes(CLI::App& app, CliContext& ctx) {
+  CLI::App* cmd = app.add_subcommand("nodes", "nodes and their devices");
+  cmd->callback([&ctx] {
+    Json nodes;
+    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/nodes", "", &nodes);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, nodes, [&](const Json& n) {
+      std::vector<std::vector<std::string>> rows = {
+          {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "TFLOPS", "BUSY"}};
+      for (const Json& node : n.value("nodes", Json::array())) {
+        const Json devices = node.value("devices", Json::array());
+        if (devices.empty()) {
+          rows.push_back({Str(node, "name"), Str(node, "health"), "-", "-", "-", "-", "-", "-"});
+        }
+        for (const Json& d : devices) {
+          std::ostringstream util;
+          util << static_cast<int>(d.value("utilization", 0.0) * 100) << "%";
+          std::ostringstream tflops;
+          tflops.precision(1);
+          tflops << std::fixed << d.value("measured_tflops", 0.0);
+          rows.push_back({Str(node, "name"), Str(node, "health"),
+                          Str(d, "type") + ":" + Str(d, "index"), Str(d, "name"),
+                          FormatBytes(Int(d, "memory_bytes")), util.str(), tflops.str(),
+                          d.value("busy", false) ? "yes" : "no"});
+        }
+      }
+      PrintTable(ctx.out, rows);
+    });
+  });
+}
+
+void AddEntrypoints(CLI::App& app, CliContext& ctx) {
+  struct Flags {
+    std::string name, command, description;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("entrypoints", "the entrypoint allow-list");
+  auto list = [&ctx] {
+    Json eps;
+    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/entrypoints", "", &eps);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, eps, [&](const Json& e) {
+      std::vector<std::vector<std::string>> rows = {{"NAME", "COMMAND", "DESCRIPTION"}};
+      for (const Json& ep : e.value("entrypoints", Json::array())) {
+        rows.push_back({Str(ep, "name"), Str(ep, "command"), Str(ep, "description")});
+      }
+      PrintTable(ctx.out, rows);
+    });
+  };
+  cmd->add_subcommand("list", "list allowed entrypoints")->callback(list);
+  CLI::App* add = cmd->add_subcommand("add", "allow an entrypoint (admin)");
+  add->add_option("name", f->name, "builtin:<model> or cmd:<name>")->required();
+  add->add_option("--command", f->command, "cmd: absolute path of the executable");
+  add->add_option("--description", f->description, "what it is");
+  add->callback([&ctx, f] {
+    Json body = {{"name", f->name}, {"command", f->command}, {"description", f->description}};
+    Json ep;
+    ctx.exit_code = CallApi(ctx, "POST", "/api/v1/entrypoints", api::DumpJson(body), &ep);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, ep, [&](const Json&) { ctx.out << "allowed " << f->name << "\n"; });
+  });
+  CLI::App* rm = cmd->add_subcommand("rm", "remove an entrypoint (admin)");
+  rm->add_option("name", f->name, "entrypoint name")->required();
+  rm->callback([&ctx, f] {
+    Json none;
+    ctx.exit_code =
+        CallApi(ctx, "DELETE", "/api/v1/entrypoints/" + api::PercentEncode(f->name), "", &none);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, Json{{"removed", f->name}},
+         [&](const Json&) { ctx.out << "removed " << f->name << "\n"; });
+  });
+  // `tessera entrypoints` alone lists.
+  cmd->callback([cmd, list] {
+    if (cmd->get_subcommands().empty()) list();
+  });
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
+           const std::vector<CommandRegistrar>& extra_commands, EnvLookup env) {
+  CliContext ctx{out, err};
+  ctx.env = std::move(env);
+  CLI::App app{"tessera: talk to a Tessera cluster (tesserad REST API)", "tessera"};
+  app.require_subcommand(1);
+  std::string server, token, config;
+  double timeout_s = 0;
+  auto* server_opt = app.add_option("--server", server, "http://host:port (env TESSERA_SERVER)");
+  auto* token_opt = app.add_option("--token", token, "API token (env TESSERA_TOKEN)");
+  auto* config_opt =
+      app.add_option("--config", config, "config file (default ~/.config/tessera/cli.yaml)");
+  auto* timeout_opt = app.add_option("--timeout", timeout_s, "seconds per request (default 10)");
+  app.add_flag("--json", ctx.json, "print the API's JSON instead of tables");
+  // Global options are read before any command callback runs.
+  app.parse_complete_callback([&] {
+    if (server_opt->count()) ctx.flags.server = server;
+    if (token_opt->count()) ctx.flags.token = token;
+    if (config_opt->count()) ctx.flags.config_path = config;
+    if (timeout_opt->count()) ctx.flags.timeout_s = timeout_s;
+  });
+
+  AddSubmit(app, ctx);
+  AddJobs(app, ctx);
+  AddJobCommand(app, ctx, "job", "show one job", "GET", "");
+  AddJobCommand(app, ctx, "cancel", "cancel a job", "POST", "/cancel");
+  AddEvents(app, ctx);
+  AddNodes(app, ctx);
+  AddPlan(app, ctx);
+  AddEntrypoints(app, ctx);
+  // Local commands that do not use the API (token create|list|revoke, ...).
+  for (const CommandRegistrar& registrar : extra_commands) registrar(app, ctx);
+
+  std::vector<std::string> args(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
+  std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e, out, err);
+    return code == 0 ? kExitOk : kExitUsage;
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return ctx.exit_code;
+}
+
+}  // namespace tessera::cli

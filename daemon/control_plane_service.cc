@@ -1,0 +1,268 @@
+#include "daemon/control_plane_service.h"
+
+#include <algorithm>
+#include <charconv>
+#include <exception>
+#include <map>
+#include <utility>
+
+namespace tessera::daemon {
+namespace {
+
+constexpr int kMaxCasRetries = 5;
+
+std::string FormatDouble(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  if (ec != std::errc()) return "0";
+  return std::string(buf, end);
+}
+
+Status AdminOnly(const api::Principal& who, std::string_view what) {
+  if (who.is_admin()) return Status::Ok();
+  return PermissionDenied(std::string(what) + " needs the admin role");
+}
+
+}  // namespace
+
+ControlPlaneService::ControlPlaneService(Store* store, Clock* clock, ControlPlaneOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)) {}
+
+// ---------------------------------------------------------------- auth
+
+Result<api::Principal> ControlPlaneService::Authenticate(std::string_view bearer_token) {
+  auto token = store_->LookupToken(bearer_token);
+  if (!token.ok()) {
+    if (token.status().code() == StatusCode::kUnauthenticated) return token.status();
+    return token.status().WithPrefix("token lookup");
+  }
+  return api::Principal{token->user, token->role};
+}
+
+Status ControlPlaneService::AuthenticateAgent(std::string_view join_token) {
+  return store_->CheckAgentJoinToken(join_token);
+}
+
+// ---------------------------------------------------------------- jobs
+
+Result<api::Job> ControlPlaneService::VisibleJob(const api::Principal& who, api::JobId id) {
+  TESSERA_ASSIGN_OR_RETURN(api::Job job, store_->GetJob(id));
+  if (!who.is_admin() && job.owner != who.user) {
+    return PermissionDenied("job " + std::to_string(id) + " belongs to another user");
+  }
+  return job;
+}
+
+Result<api::Job> ControlPlaneService::SubmitJob(const api::Principal& who,
+                                                const api::JobSpec& spec) {
+  auto entrypoint = store_->GetEntrypoint(spec.entrypoint);
+  if (!entrypoint.ok()) {
+    if (entrypoint.status().code() == StatusCode::kNotFound) {
+      return InvalidArgument("\"" + spec.entrypoint + "\" is not an allowed entrypoint",
+                             "entrypoint");
+    }
+    return entrypoint.status();
+  }
+  return store_->InsertJob(NewJob{who.user, spec, clock_->NowUnixMillis(), "submitted"});
+}
+
+Result<api::JobPage> ControlPlaneService::ListJobs(const api::Principal& who,
+                                                   const api::JobQuery& query) {
+  if (query.limit < 1 || query.limit > 500) return InvalidArgument("must be 1..500", "limit");
+  if (query.after < 0) return InvalidArgument("must be >= 0", "after");
+  api::JobQuery q = query;
+  if (!who.is_admin()) {
+    if (q.owner && *q.owner != who.user) {
+      return PermissionDenied("only admins may list other users' jobs");
+    }
+    q.owner = who.user;
+  }
+  return store_->ListJobs(q);
+}
+
+Result<api::Job> ControlPlaneService::GetJob(const api::Principal& who, api::JobId id) {
+  return VisibleJob(who, id);
+}
+
+Result<api::Job> ControlPlaneService::CancelJob(const api::Principal& who, api::JobId id) {
+  TESSERA_ASSIGN_OR_RETURN(api::Job job, VisibleJob(who, id));
+  if (api::IsTerminal(job.state)) {
+    return FailedPrecondition("job " + std::to_string(id) + " already ended (" +
+                              std::string(api::JobStateName(job.state)) + ")");
+  }
+  return ApplyJobEvent(id, JobEvent::kCancel, "cancelled by " + who.user);
+}
+
+Result<std::vector<api::Event>> ControlPlaneService::ListEvents(const api::Principal& who,
+                                                                api::JobId id, int64_t after,
+                                                                int64_t limit) {
+  if (limit < 1 || limit > 1000) return InvalidArgument("must be 1..1000", "limit");
+  if (after < 0) return InvalidArgument("must be >= 0", "after");
+  TESSERA_RETURN_IF_ERROR(VisibleJob(who, id).status());
+  return store_->ListEvents(id, after, limit);
+}
+
+Result<api::Job> ControlPlaneService::ApplyJobEvent(api::JobId id, JobEvent event,
+                                                    std::string_view reason,
+                                                    std::optional<api::Json> plan) {
+  for (int i = 0;; ++i) {
+    TESSERA_ASSIGN_OR_RETURN(api::Job job, store_->GetJob(id));
+    TESSERA_ASSIGN_OR_RETURN(
+        JobStep step,
+        NextJobState(job.state, event, job.attempt, std::max<int64_t>(1, job.spec.max_attempts)));
+    std::string why = reason.empty() ? step.reason : std::string(reason);
+    if (step.attempts_exhausted && !reason.empty()) why += "; " + step.reason;
+    const int64_t now = clock_->NowUnixMillis();
+    auto moved = store_->TransitionJob(
+        JobTransition{id, job.state, step.next, why, step.attempts_used, plan, now});
+    if (moved.ok()) {
+      if (event == JobEvent::kLaunch) {
+        Status s = store_->InsertAttempt(
+            JobAttempt{id, step.attempts_used, moved->plan, now, std::nullopt, ""});
+        if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
+      }
+      return moved;
+    }
+    // Another writer moved the job first: re-read and decide again.
+    if (moved.status().code() != StatusCode::kFailedPrecondition || i + 1 >= kMaxCasRetries) {
+      return moved.status();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- nodes
+
+Result<std::vector<api::Node>> ControlPlaneService::ListNodes(const api::Principal& who) {
+  return store_->ListNodes();
+}
+
+Result<std::vector<std::string>> ControlPlaneService::SweepNodeHealth() {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  const int64_t now = clock_->NowUnixMillis();
+  const int64_t suspect_after = 3 * options_.heartbeat_interval.count();
+  const int64_t dead_after = options_.node_dead_timeout.count();
+  std::vector<std::string> died;
+  for (const api::Node& n : nodes) {
+    const int64_t silent = now - n.last_heartbeat_ms;
+    std::string health = n.health;
+    if (silent > dead_after) {
+      health = "dead";
+    } else if (silent > suspect_after && n.health == "healthy") {
+      health = "suspect";
+    }
+    if (health == n.health) continue;
+    TESSERA_RETURN_IF_ERROR(store_->SetNodeHealth(n.name, health));
+    if (health == "dead") died.push_back(n.name);
+  }
+  return died;
+}
+
+Result<api::Json> ControlPlaneService::PreviewPlan(const api::Principal& who,
+                                                   const api::JobSpec& spec) {
+  if (!options_.planner) return Unimplemented("planner not wired yet");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  try {
+    return options_.planner(spec, nodes);
+  } catch (const std::exception& e) {
+    return Internal(std::string("planner threw: ") + e.what());
+  }
+}
+
+// ---------------------------------------------------------------- entrypoints
+
+Result<std::vector<api::Entrypoint>> ControlPlaneService::ListEntrypoints(
+    const api::Principal& who) {
+  return store_->ListEntrypoints();
+}
+
+Status ControlPlaneService::AllowEntrypoint(const api::Principal& who,
+                                            const api::Entrypoint& entrypoint) {
+  TESSERA_RETURN_IF_ERROR(AdminOnly(who, "changing the entrypoint allow-list"));
+  return store_->PutEntrypoint(entrypoint);
+}
+
+Status ControlPlaneService::DisallowEntrypoint(const api::Principal& who, std::string_view name) {
+  TESSERA_RETURN_IF_ERROR(AdminOnly(who, "changing the entrypoint allow-list"));
+  return store_->DeleteEntrypoint(name);
+}
+
+// ---------------------------------------------------------------- agents
+
+Result<std::vector<api::WorkerLaunch>> ControlPlaneService::ComputeDesiredWorkers(
+    const api::HeartbeatRequest& heartbeat) {
+  if (!options_.desired_workers) return std::vector<api::WorkerLaunch>{};
+  return options_.desired_workers(heartbeat);
+}
+
+Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
+  TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, api::HeartbeatRequestFromJson(heartbeat));
+  if (req.node.empty()) return InvalidArgument("must not be empty", "node");
+  api::Node node;
+  node.name = req.node;
+  node.address = req.address;
+  node.health = "healthy";
+  node.last_heartbeat_ms = clock_->NowUnixMillis();
+  node.devices = req.devices;
+  for (api::Device& d : node.devices) d.node = req.node;
+  TESSERA_RETURN_IF_ERROR(store_->UpsertNode(node));
+
+  // One progress summary per job: the lowest rank that reported one.
+  std::map<api::JobId, const api::WorkerStatus*> progress;
+  for (const api::WorkerStatus& w : req.workers) {
+    if (w.progress.is_null()) continue;
+    auto [it, inserted] = progress.try_emplace(w.key.job_id, &w);
+    if (!inserted && w.key.rank < it->second->key.rank) it->second = &w;
+  }
+  for (const auto& [job, w] : progress) {
+    Status s = store_->SetJobProgress(job, w->progress);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;  // unknown jobs: ignored
+  }
+
+  api::HeartbeatResponse resp;
+  TESSERA_ASSIGN_OR_RETURN(resp.desired, ComputeDesiredWorkers(req));
+  resp.heartbeat_interval_ms = options_.heartbeat_interval.count();
+  return api::ToJson(resp);
+}
+
+// ---------------------------------------------------------------- health, metrics
+
+Status ControlPlaneService::Ready() {
+  if (stopping_) return Unavailable("tesserad is stopping");
+  return store_->Health();
+}
+
+void ControlPlaneService::AppendMetrics(std::string* out) {
+  auto counts = store_->CountJobsByState();
+  if (counts.ok()) {
+    *out += "# HELP tessera_jobs Jobs by state.\n# TYPE tessera_jobs gauge\n";
+    for (const auto& [state, n] : *counts) {
+      *out += "tessera_jobs{state=\"" + std::string(api::JobStateName(state)) + "\"} " +
+              std::to_string(n) + "\n";
+    }
+  }
+  const StoreStats stats = store_->Stats();
+  const HistogramSnapshot& h = stats.commit_seconds;
+  *out +=
+      "# HELP tessera_store_commit_seconds Time of one store write transaction (group commit "
+      "batch).\n# TYPE tessera_store_commit_seconds histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
+    cumulative += i < h.counts.size() ? h.counts[i] : 0;
+    *out += "tessera_store_commit_seconds_bucket{le=\"" + FormatDouble(h.upper_bounds[i]) + "\"} " +
+            std::to_string(cumulative) + "\n";
+  }
+  *out += "tessera_store_commit_seconds_bucket{le=\"+Inf\"} " + std::to_string(h.count) + "\n";
+  *out += "tessera_store_commit_seconds_sum " + FormatDouble(h.sum) + "\n";
+  *out += "tessera_store_commit_seconds_count " + std::to_string(h.count) + "\n";
+  *out +=
+      "# HELP tessera_store_commits_total Store write transactions committed.\n"
+      "# TYPE tessera_store_commits_total counter\n"
+      "tessera_store_commits_total " +
+      std::to_string(stats.commits) +
+      "\n# HELP tessera_store_writes_total Store write operations acknowledged.\n"
+      "# TYPE tessera_store_writes_total counter\n"
+      "tessera_store_writes_total " +
+      std::to_string(stats.writes) + "\n";
+}
+
+}  // namespace tessera::daemon

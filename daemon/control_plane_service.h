@@ -1,0 +1,116 @@
+// ControlPlaneService: tesserad's implementation of api::ControlPlane on top
+// of a Store, a Clock and the job state machine.
+//
+// Authorization: a user sees, cancels and lists only their own jobs (another
+// user's job -> kPermissionDenied; a missing job -> kNotFound); admins see
+// all. ListJobs for a non-admin forces owner = self; asking for another
+// owner is kPermissionDenied. Entrypoint changes need an admin.
+//
+// Hooks the lead wires in (all optional, in Options):
+// - planner: called by PreviewPlan with the spec and the current nodes;
+//   without it PreviewPlan answers kUnimplemented("planner not wired yet").
+// - desired_workers: called by Heartbeat (through the virtual
+//   ComputeDesiredWorkers) to compute the node's complete desired set;
+//   without it the desired set is empty.
+//
+// Ownership: does not own the Store or the Clock; both must outlive it.
+// Thread safety: every method may be called concurrently (state lives in the
+// store; options are read-only after construction).
+#ifndef TESSERA_DAEMON_CONTROL_PLANE_SERVICE_H_
+#define TESSERA_DAEMON_CONTROL_PLANE_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "api/control_plane.h"
+#include "common/clock.h"
+#include "daemon/job_state_machine.h"
+#include "daemon/store.h"
+
+namespace tessera::daemon {
+
+// Ranked plans with reasons, as JSON, for a spec on the given nodes.
+using PlannerFn =
+    std::function<Result<api::Json>(const api::JobSpec& spec, const std::vector<api::Node>& nodes)>;
+
+// The complete desired worker set for the node that sent `heartbeat`
+// (already recorded in the store when called).
+using DesiredWorkersFn =
+    std::function<Result<std::vector<api::WorkerLaunch>>(const api::HeartbeatRequest& heartbeat)>;
+
+struct ControlPlaneOptions {
+  std::chrono::milliseconds heartbeat_interval{1000};
+  // A node silent for longer is dead; for longer than 3 heartbeat intervals
+  // it is suspect (SweepNodeHealth).
+  std::chrono::milliseconds node_dead_timeout{10000};
+  PlannerFn planner;                 // optional
+  DesiredWorkersFn desired_workers;  // optional
+};
+
+class ControlPlaneService : public api::ControlPlane {
+ public:
+  // REQUIRES: store and clock non-null and outliving the service.
+  ControlPlaneService(Store* store, Clock* clock, ControlPlaneOptions options = {});
+
+  Result<api::Principal> Authenticate(std::string_view bearer_token) override;
+  Status AuthenticateAgent(std::string_view join_token) override;
+
+  Result<api::Job> SubmitJob(const api::Principal& who, const api::JobSpec& spec) override;
+  Result<api::JobPage> ListJobs(const api::Principal& who, const api::JobQuery& query) override;
+  Result<api::Job> GetJob(const api::Principal& who, api::JobId id) override;
+  Result<api::Job> CancelJob(const api::Principal& who, api::JobId id) override;
+  Result<std::vector<api::Event>> ListEvents(const api::Principal& who, api::JobId id,
+                                             int64_t after, int64_t limit) override;
+  Result<std::vector<api::Node>> ListNodes(const api::Principal& who) override;
+  Result<api::Json> PreviewPlan(const api::Principal& who, const api::JobSpec& spec) override;
+
+  Result<std::vector<api::Entrypoint>> ListEntrypoints(const api::Principal& who) override;
+  Status AllowEntrypoint(const api::Principal& who, const api::Entrypoint& entrypoint) override;
+  Status DisallowEntrypoint(const api::Principal& who, std::string_view name) override;
+
+  Result<api::Json> Heartbeat(const api::Json& heartbeat) override;
+  Status Ready() override;
+  void AppendMetrics(std::string* out) override;
+
+  // ---- for the daemon's own loops (reconciler, failure detector) ----
+
+  // Applies a state-machine event to a job: reads it, asks NextJobState
+  // (max_attempts from its spec), and compare-and-sets the new state with an
+  // event. `reason` (if not empty) is recorded, else the machine's own.
+  // Retries a few times when the job changed underneath. A Launch also
+  // records the new attempt row with the job's plan.
+  Result<api::Job> ApplyJobEvent(api::JobId id, JobEvent event, std::string_view reason,
+                                 std::optional<api::Json> plan = std::nullopt);
+
+  // Marks nodes whose last heartbeat is older than node_dead_timeout "dead"
+  // and older than 3 heartbeat intervals "suspect" (persisted). Returns the
+  // names of nodes that became dead in this sweep.
+  Result<std::vector<std::string>> SweepNodeHealth();
+
+  // Makes Ready() answer kUnavailable (the daemon is stopping).
+  void SetStopping() { stopping_ = true; }
+
+ protected:
+  // The desired-set hook. Default: options.desired_workers, or empty.
+  virtual Result<std::vector<api::WorkerLaunch>> ComputeDesiredWorkers(
+      const api::HeartbeatRequest& heartbeat);
+
+ private:
+  // The job if `who` may see it: kNotFound / kPermissionDenied otherwise.
+  Result<api::Job> VisibleJob(const api::Principal& who, api::JobId id);
+
+  Store* const store_;
+  Clock* const clock_;
+  const ControlPlaneOptions options_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROL_PLANE_SERVICE_H_

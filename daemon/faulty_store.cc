@@ -1,0 +1,155 @@
+#include "daemon/faulty_store.h"
+
+#include <utility>
+
+namespace tessera::daemon {
+
+#define TESSERA_FAULT_(kind)         \
+  do {                               \
+    Status fault_ = Next##kind();    \
+    if (!fault_.ok()) return fault_; \
+  } while (0)
+
+void FaultyStore::ArmWriteFault(int64_t nth, Status status, bool sticky) {
+  std::lock_guard lock(mu_);
+  write_fault_ = Fault{writes_seen_.load() + nth, std::move(status), sticky};
+}
+
+void FaultyStore::ArmReadFault(int64_t nth, Status status, bool sticky) {
+  std::lock_guard lock(mu_);
+  read_fault_ = Fault{reads_seen_.load() + nth, std::move(status), sticky};
+}
+
+void FaultyStore::Disarm() {
+  std::lock_guard lock(mu_);
+  write_fault_.reset();
+  read_fault_.reset();
+}
+
+Status FaultyStore::Check(const std::optional<Fault>& fault, int64_t call) {
+  if (!fault) return Status::Ok();
+  if (call == fault->at || (fault->sticky && call > fault->at)) return fault->status;
+  return Status::Ok();
+}
+
+Status FaultyStore::NextWrite() {
+  std::lock_guard lock(mu_);
+  return Check(write_fault_, ++writes_seen_);
+}
+
+Status FaultyStore::NextRead() {
+  std::lock_guard lock(mu_);
+  return Check(read_fault_, ++reads_seen_);
+}
+
+Result<api::Job> FaultyStore::InsertJob(const NewJob& job) {
+  TESSERA_FAULT_(Write);
+  return base_->InsertJob(job);
+}
+Result<api::Job> FaultyStore::GetJob(api::JobId id) {
+  TESSERA_FAULT_(Read);
+  return base_->GetJob(id);
+}
+Result<api::JobPage> FaultyStore::ListJobs(const api::JobQuery& query) {
+  TESSERA_FAULT_(Read);
+  return base_->ListJobs(query);
+}
+Result<api::Job> FaultyStore::TransitionJob(const JobTransition& t) {
+  TESSERA_FAULT_(Write);
+  return base_->TransitionJob(t);
+}
+Result<std::vector<api::Event>> FaultyStore::ListEvents(api::JobId job, int64_t after,
+                                                        int64_t limit) {
+  TESSERA_FAULT_(Read);
+  return base_->ListEvents(job, after, limit);
+}
+Status FaultyStore::SetJobProgress(api::JobId job, const api::Json& progress) {
+  TESSERA_FAULT_(Write);
+  return base_->SetJobProgress(job, progress);
+}
+Result<std::map<api::JobState, int64_t>> FaultyStore::CountJobsByState() {
+  TESSERA_FAULT_(Read);
+  return base_->CountJobsByState();
+}
+Status FaultyStore::InsertAttempt(const JobAttempt& attempt) {
+  TESSERA_FAULT_(Write);
+  return base_->InsertAttempt(attempt);
+}
+Result<JobAttempt> FaultyStore::GetAttempt(api::JobId job, int64_t attempt) {
+  TESSERA_FAULT_(Read);
+  return base_->GetAttempt(job, attempt);
+}
+Result<std::vector<JobAttempt>> FaultyStore::ListAttempts(api::JobId job) {
+  TESSERA_FAULT_(Read);
+  return base_->ListAttempts(job);
+}
+Status FaultyStore::FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
+                                  std::string_view result) {
+  TESSERA_FAULT_(Write);
+  return base_->FinishAttempt(job, attempt, ended_ms, result);
+}
+Status FaultyStore::DeleteAttempt(api::JobId job, int64_t attempt) {
+  TESSERA_FAULT_(Write);
+  return base_->DeleteAttempt(job, attempt);
+}
+Status FaultyStore::UpsertNode(const api::Node& node) {
+  TESSERA_FAULT_(Write);
+  return base_->UpsertNode(node);
+}
+Result<api::Node> FaultyStore::GetNode(std::string_view name) {
+  TESSERA_FAULT_(Read);
+  return base_->GetNode(name);
+}
+Result<std::vector<api::Node>> FaultyStore::ListNodes() {
+  TESSERA_FAULT_(Read);
+  return base_->ListNodes();
+}
+Status FaultyStore::SetNodeHealth(std::string_view name, std::string_view health) {
+  TESSERA_FAULT_(Write);
+  return base_->SetNodeHealth(name, health);
+}
+Result<IssuedToken> FaultyStore::CreateToken(std::string_view user, api::Role role,
+                                             int64_t now_ms) {
+  TESSERA_FAULT_(Write);
+  return base_->CreateToken(user, role, now_ms);
+}
+Result<TokenInfo> FaultyStore::LookupToken(std::string_view plaintext) {
+  TESSERA_FAULT_(Read);
+  return base_->LookupToken(plaintext);
+}
+Status FaultyStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
+  TESSERA_FAULT_(Write);
+  return base_->RevokeToken(token_id, now_ms);
+}
+Result<std::vector<TokenInfo>> FaultyStore::ListTokens() {
+  TESSERA_FAULT_(Read);
+  return base_->ListTokens();
+}
+Result<std::vector<api::Entrypoint>> FaultyStore::ListEntrypoints() {
+  TESSERA_FAULT_(Read);
+  return base_->ListEntrypoints();
+}
+Result<api::Entrypoint> FaultyStore::GetEntrypoint(std::string_view name) {
+  TESSERA_FAULT_(Read);
+  return base_->GetEntrypoint(name);
+}
+Status FaultyStore::PutEntrypoint(const api::Entrypoint& entrypoint) {
+  TESSERA_FAULT_(Write);
+  return base_->PutEntrypoint(entrypoint);
+}
+Status FaultyStore::DeleteEntrypoint(std::string_view name) {
+  TESSERA_FAULT_(Write);
+  return base_->DeleteEntrypoint(name);
+}
+Status FaultyStore::SetAgentJoinToken(std::string_view plaintext) {
+  TESSERA_FAULT_(Write);
+  return base_->SetAgentJoinToken(plaintext);
+}
+Status FaultyStore::CheckAgentJoinToken(std::string_view plaintext) {
+  TESSERA_FAULT_(Read);
+  return base_->CheckAgentJoinToken(plaintext);
+}
+
+#undef TESSERA_FAULT_
+
+}  // namespace tessera::daemon

@@ -1,0 +1,309 @@
+#include "daemon/memory_store.h"
+
+#include <algorithm>
+
+#include "daemon/job_state_machine.h"
+#include "daemon/token_crypto.h"
+
+namespace tessera::daemon {
+namespace {
+
+std::string JobNotFound(api::JobId id) { return "job " + std::to_string(id) + " not found"; }
+
+}  // namespace
+
+MemoryStore::MemoryStore() {
+  for (std::string_view name : kBuiltinEntrypoints) {
+    entrypoints_[std::string(name)] = api::Entrypoint{std::string(name), "", "built-in model"};
+  }
+}
+
+Status MemoryStore::Health() { return Status::Ok(); }
+
+Result<api::Job> MemoryStore::InsertJob(const NewJob& in) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (in.owner.empty()) return InvalidArgument("must not be empty", "owner");
+  api::Job job;
+  job.id = next_job_id_++;
+  job.owner = in.owner;
+  job.spec = in.spec;
+  job.state = api::JobState::kPending;
+  job.created_ms = in.now_ms;
+  job.updated_ms = in.now_ms;
+  job.reason = in.reason;
+  jobs_[job.id] = job;
+  events_.push_back(api::Event{next_event_id_++, job.id, in.now_ms, "", "pending", 0, in.reason});
+  return job;
+}
+
+Result<api::Job> MemoryStore::GetJob(api::JobId id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(JobNotFound(id));
+  return it->second;
+}
+
+Result<api::JobPage> MemoryStore::ListJobs(const api::JobQuery& q) {
+  std::lock_guard lock(mu_);
+  const int64_t limit = ClampStoreLimit(q.limit);
+  api::JobPage page;
+  for (auto it = jobs_.upper_bound(q.after); it != jobs_.end(); ++it) {
+    const api::Job& job = it->second;
+    if (q.state && job.state != *q.state) continue;
+    if (q.owner && job.owner != *q.owner) continue;
+    if (static_cast<int64_t>(page.jobs.size()) == limit) {
+      page.next_after = page.jobs.back().id;
+      break;
+    }
+    page.jobs.push_back(job);
+  }
+  return page;
+}
+
+Result<api::Job> MemoryStore::TransitionJob(const JobTransition& t) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = jobs_.find(t.job_id);
+  if (it == jobs_.end()) return NotFound(JobNotFound(t.job_id));
+  api::Job& job = it->second;
+  if (job.state != t.expected) {
+    return FailedPrecondition("job " + std::to_string(t.job_id) + " is " +
+                              std::string(api::JobStateName(job.state)) + ", expected " +
+                              std::string(api::JobStateName(t.expected)));
+  }
+  events_.push_back(api::Event{next_event_id_++, job.id, t.now_ms,
+                               std::string(api::JobStateName(job.state)),
+                               std::string(api::JobStateName(t.next)), t.attempt, t.reason});
+  job.state = t.next;
+  job.attempt = t.attempt;
+  job.reason = t.reason;
+  job.updated_ms = t.now_ms;
+  if (t.plan) job.plan = *t.plan;
+  return job;
+}
+
+Result<std::vector<api::Event>> MemoryStore::ListEvents(api::JobId job, int64_t after,
+                                                        int64_t limit) {
+  std::lock_guard lock(mu_);
+  limit = ClampStoreLimit(limit);
+  std::vector<api::Event> out;
+  for (const api::Event& e : events_) {
+    if (e.job_id != job || e.id <= after) continue;
+    out.push_back(e);
+    if (static_cast<int64_t>(out.size()) == limit) break;
+  }
+  return out;
+}
+
+Status MemoryStore::SetJobProgress(api::JobId job, const api::Json& progress) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return NotFound(JobNotFound(job));
+  it->second.progress = progress;
+  return Status::Ok();
+}
+
+Result<std::map<api::JobState, int64_t>> MemoryStore::CountJobsByState() {
+  std::lock_guard lock(mu_);
+  std::map<api::JobState, int64_t> counts;
+  for (api::JobState s : kAllJobStates) counts[s] = 0;
+  for (const auto& [id, job] : jobs_) ++counts[job.state];
+  return counts;
+}
+
+Status MemoryStore::InsertAttempt(const JobAttempt& a) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (!jobs_.contains(a.job_id)) return NotFound(JobNotFound(a.job_id));
+  auto [it, inserted] = attempts_.try_emplace({a.job_id, a.attempt}, a);
+  if (!inserted) {
+    return AlreadyExists(
+        "attempt " + std::to_string(a.attempt) + " of job " + std::to_string(a.job_id) + " exists",
+        "attempt");
+  }
+  return Status::Ok();
+}
+
+Result<JobAttempt> MemoryStore::GetAttempt(api::JobId job, int64_t attempt) {
+  std::lock_guard lock(mu_);
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end()) return NotFound("attempt not found");
+  return it->second;
+}
+
+Result<std::vector<JobAttempt>> MemoryStore::ListAttempts(api::JobId job) {
+  std::lock_guard lock(mu_);
+  std::vector<JobAttempt> out;
+  for (auto it = attempts_.lower_bound({job, INT64_MIN});
+       it != attempts_.end() && it->first.first == job; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+Status MemoryStore::FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
+                                  std::string_view result) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end()) return NotFound("attempt not found");
+  it->second.ended_ms = ended_ms;
+  it->second.result = std::string(result);
+  return Status::Ok();
+}
+
+Status MemoryStore::DeleteAttempt(api::JobId job, int64_t attempt) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (attempts_.erase({job, attempt}) == 0) return NotFound("attempt not found");
+  return Status::Ok();
+}
+
+Status MemoryStore::UpsertNode(const api::Node& node) {
+  TESSERA_RETURN_IF_ERROR(ValidateNode(node));
+  std::lock_guard lock(mu_);
+  ++writes_;
+  api::Node copy = node;
+  for (api::Device& d : copy.devices) d.node = copy.name;
+  std::sort(copy.devices.begin(), copy.devices.end(),
+            [](const api::Device& a, const api::Device& b) { return a.index < b.index; });
+  nodes_[copy.name] = std::move(copy);
+  return Status::Ok();
+}
+
+Result<api::Node> MemoryStore::GetNode(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFound("node " + std::string(name) + " not found");
+  return it->second;
+}
+
+Result<std::vector<api::Node>> MemoryStore::ListNodes() {
+  std::lock_guard lock(mu_);
+  std::vector<api::Node> out;
+  for (const auto& [name, node] : nodes_) out.push_back(node);
+  return out;
+}
+
+Status MemoryStore::SetNodeHealth(std::string_view name, std::string_view health) {
+  TESSERA_RETURN_IF_ERROR(ValidateNodeHealth(health));
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFound("node " + std::string(name) + " not found");
+  it->second.health = std::string(health);
+  return Status::Ok();
+}
+
+Result<IssuedToken> MemoryStore::CreateToken(std::string_view user, api::Role role,
+                                             int64_t now_ms) {
+  if (user.empty()) return InvalidArgument("must not be empty", "user");
+  TESSERA_ASSIGN_OR_RETURN(FreshToken fresh, MakeFreshToken());
+  std::lock_guard lock(mu_);
+  ++writes_;
+  TokenInfo info{fresh.parts.id, std::string(user), role, now_ms, std::nullopt};
+  tokens_[info.id] = StoredToken{info, fresh.salt, fresh.hash};
+  return IssuedToken{info, FormatApiToken(fresh.parts)};
+}
+
+Result<TokenInfo> MemoryStore::LookupToken(std::string_view plaintext) {
+  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseApiToken(plaintext));
+  StoredToken stored;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tokens_.find(parts.id);
+    if (it == tokens_.end()) return Unauthenticated("unknown token");
+    stored = it->second;
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(stored.salt, parts.secret));
+  if (!ConstantTimeEquals(hash, stored.hash)) return Unauthenticated("unknown token");
+  if (stored.info.revoked_ms) return Unauthenticated("token revoked");
+  return stored.info;
+}
+
+Status MemoryStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = tokens_.find(token_id);
+  if (it == tokens_.end()) return NotFound("token " + std::string(token_id) + " not found");
+  if (!it->second.info.revoked_ms) it->second.info.revoked_ms = now_ms;
+  return Status::Ok();
+}
+
+Result<std::vector<TokenInfo>> MemoryStore::ListTokens() {
+  std::lock_guard lock(mu_);
+  std::vector<TokenInfo> out;
+  for (const auto& [id, t] : tokens_) out.push_back(t.info);
+  std::sort(out.begin(), out.end(), [](const TokenInfo& a, const TokenInfo& b) {
+    return std::tie(a.user, a.id) < std::tie(b.user, b.id);
+  });
+  return out;
+}
+
+Result<std::vector<api::Entrypoint>> MemoryStore::ListEntrypoints() {
+  std::lock_guard lock(mu_);
+  std::vector<api::Entrypoint> out;
+  for (const auto& [name, e] : entrypoints_) out.push_back(e);
+  return out;
+}
+
+Result<api::Entrypoint> MemoryStore::GetEntrypoint(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = entrypoints_.find(name);
+  if (it == entrypoints_.end()) {
+    return NotFound("entrypoint " + std::string(name) + " is not allowed");
+  }
+  return it->second;
+}
+
+Status MemoryStore::PutEntrypoint(const api::Entrypoint& entrypoint) {
+  TESSERA_RETURN_IF_ERROR(ValidateEntrypoint(entrypoint));
+  std::lock_guard lock(mu_);
+  ++writes_;
+  entrypoints_[entrypoint.name] = entrypoint;
+  return Status::Ok();
+}
+
+Status MemoryStore::DeleteEntrypoint(std::string_view name) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = entrypoints_.find(name);
+  if (it == entrypoints_.end()) return NotFound("entrypoint " + std::string(name) + " not found");
+  entrypoints_.erase(it);
+  return Status::Ok();
+}
+
+Status MemoryStore::SetAgentJoinToken(std::string_view plaintext) {
+  if (plaintext.empty()) return InvalidArgument("must not be empty", "join_token");
+  TESSERA_ASSIGN_OR_RETURN(std::string salt, RandomHex(16));
+  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(salt, plaintext));
+  std::lock_guard lock(mu_);
+  ++writes_;
+  join_token_ = {salt, hash};
+  return Status::Ok();
+}
+
+Status MemoryStore::CheckAgentJoinToken(std::string_view plaintext) {
+  std::optional<std::pair<std::string, std::string>> stored;
+  {
+    std::lock_guard lock(mu_);
+    stored = join_token_;
+  }
+  if (!stored) return Unauthenticated("no agent join token is set");
+  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(stored->first, plaintext));
+  if (!ConstantTimeEquals(hash, stored->second)) return Unauthenticated("wrong join token");
+  return Status::Ok();
+}
+
+StoreStats MemoryStore::Stats() {
+  std::lock_guard lock(mu_);
+  StoreStats s;
+  s.commits = writes_;
+  s.writes = writes_;
+  s.commit_seconds.counts = {0};
+  return s;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,84 @@
+// MemoryStore: a Store kept in process memory, with SqliteStore's semantics.
+//
+// Purpose: fast tests and tools that need a store but no file. Nothing
+// survives destruction. Ids are assigned from 1 upward like SQLite's.
+// Stats(): every write counts as one commit; the histogram stays empty.
+//
+// Ownership: owns its data. Thread safety: every method takes one mutex.
+#ifndef TESSERA_DAEMON_MEMORY_STORE_H_
+#define TESSERA_DAEMON_MEMORY_STORE_H_
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/store.h"
+
+namespace tessera::daemon {
+
+class MemoryStore final : public Store {
+ public:
+  MemoryStore();  // seeded with kBuiltinEntrypoints
+
+  Status Health() override;
+
+  Result<api::Job> InsertJob(const NewJob& job) override;
+  Result<api::Job> GetJob(api::JobId id) override;
+  Result<api::JobPage> ListJobs(const api::JobQuery& query) override;
+  Result<api::Job> TransitionJob(const JobTransition& t) override;
+  Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after, int64_t limit) override;
+  Status SetJobProgress(api::JobId job, const api::Json& progress) override;
+  Result<std::map<api::JobState, int64_t>> CountJobsByState() override;
+
+  Status InsertAttempt(const JobAttempt& attempt) override;
+  Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) override;
+  Result<std::vector<JobAttempt>> ListAttempts(api::JobId job) override;
+  Status FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
+                       std::string_view result) override;
+  Status DeleteAttempt(api::JobId job, int64_t attempt) override;
+
+  Status UpsertNode(const api::Node& node) override;
+  Result<api::Node> GetNode(std::string_view name) override;
+  Result<std::vector<api::Node>> ListNodes() override;
+  Status SetNodeHealth(std::string_view name, std::string_view health) override;
+
+  Result<IssuedToken> CreateToken(std::string_view user, api::Role role, int64_t now_ms) override;
+  Result<TokenInfo> LookupToken(std::string_view plaintext) override;
+  Status RevokeToken(std::string_view token_id, int64_t now_ms) override;
+  Result<std::vector<TokenInfo>> ListTokens() override;
+
+  Result<std::vector<api::Entrypoint>> ListEntrypoints() override;
+  Result<api::Entrypoint> GetEntrypoint(std::string_view name) override;
+  Status PutEntrypoint(const api::Entrypoint& entrypoint) override;
+  Status DeleteEntrypoint(std::string_view name) override;
+
+  Status SetAgentJoinToken(std::string_view plaintext) override;
+  Status CheckAgentJoinToken(std::string_view plaintext) override;
+
+  StoreStats Stats() override;
+
+ private:
+  struct StoredToken {
+    TokenInfo info;
+    std::string salt;
+    std::string hash;
+  };
+
+  std::mutex mu_;
+  api::JobId next_job_id_ = 1;
+  int64_t next_event_id_ = 1;
+  std::map<api::JobId, api::Job> jobs_;
+  std::vector<api::Event> events_;
+  std::map<std::pair<api::JobId, int64_t>, JobAttempt> attempts_;
+  std::map<std::string, api::Node, std::less<>> nodes_;
+  std::map<std::string, StoredToken, std::less<>> tokens_;  // by id
+  std::map<std::string, api::Entrypoint, std::less<>> entrypoints_;
+  std::optional<std::pair<std::string, std::string>> join_token_;  // salt, hash
+  uint64_t writes_ = 0;
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_MEMORY_STORE_H_

@@ -1,0 +1,154 @@
+#include "daemon/sqlite_schema.h"
+
+#include <string>
+
+#include "daemon/sqlite_util.h"
+
+namespace tessera::daemon {
+namespace {
+
+// Version 1: the initial schema. Never edit; add a new migration instead.
+constexpr std::string_view kMigration1 = R"sql(
+CREATE TABLE jobs (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  owner       TEXT    NOT NULL CHECK (owner <> ''),
+  name        TEXT    NOT NULL,
+  spec        TEXT    NOT NULL,            -- api::JobSpec as JSON
+  state       TEXT    NOT NULL CHECK (state IN ('pending', 'planned', 'starting', 'running',
+                                 'recovering', 'succeeded', 'failed', 'cancelled')),
+  attempt     INTEGER NOT NULL DEFAULT 0,  -- attempts started so far
+  reason      TEXT    NOT NULL DEFAULT '', -- reason of the last state change
+  plan        TEXT,                        -- chosen plan (JSON) or NULL
+  progress    TEXT,                        -- latest progress summary (JSON) or NULL
+  created_ms  INTEGER NOT NULL,
+  updated_ms  INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_state ON jobs (state, id);
+CREATE INDEX jobs_by_owner ON jobs (owner, id);
+
+CREATE TABLE job_attempts (
+  job_id      INTEGER NOT NULL REFERENCES jobs (id),
+  attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+  plan        TEXT,
+  started_ms  INTEGER NOT NULL,
+  ended_ms    INTEGER,
+  result      TEXT    NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, attempt)
+);
+
+-- Append-only: every job state change with its reason.
+CREATE TABLE events (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id      INTEGER NOT NULL REFERENCES jobs (id),
+  ts_ms       INTEGER NOT NULL,
+  from_state  TEXT    NOT NULL,            -- '' for the submission event
+  to_state    TEXT    NOT NULL,
+  attempt     INTEGER NOT NULL,
+  reason      TEXT    NOT NULL
+);
+CREATE INDEX events_by_job ON events (job_id, id);
+CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+
+CREATE TABLE nodes (
+  name               TEXT    PRIMARY KEY,
+  address            TEXT    NOT NULL,
+  health             TEXT    NOT NULL CHECK (health IN ('healthy', 'suspect', 'dead')),
+  last_heartbeat_ms  INTEGER NOT NULL
+);
+
+CREATE TABLE devices (
+  node      TEXT    NOT NULL REFERENCES nodes (name) ON DELETE CASCADE,
+  idx       INTEGER NOT NULL,
+  uuid      TEXT    NOT NULL,
+  type      TEXT    NOT NULL,
+  emulated  INTEGER NOT NULL,
+  detail    TEXT    NOT NULL,              -- api::Device as JSON (source of truth)
+  PRIMARY KEY (node, idx)
+);
+
+CREATE TABLE users (
+  name        TEXT    PRIMARY KEY CHECK (name <> ''),
+  created_ms  INTEGER NOT NULL
+);
+
+-- API tokens: never the secret, only salt and SHA-256(salt || secret).
+CREATE TABLE tokens (
+  id          TEXT    PRIMARY KEY,
+  user        TEXT    NOT NULL REFERENCES users (name),
+  role        TEXT    NOT NULL CHECK (role IN ('user', 'admin')),
+  salt        BLOB    NOT NULL,
+  hash        BLOB    NOT NULL,
+  created_ms  INTEGER NOT NULL,
+  revoked_ms  INTEGER
+);
+
+CREATE TABLE entrypoints (
+  name         TEXT PRIMARY KEY,
+  command      TEXT NOT NULL DEFAULT '',
+  description  TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO entrypoints (name, description) VALUES
+  ('builtin:colorize-unet', 'built-in model'),
+  ('builtin:denoiser-dncnn', 'built-in model'),
+  ('builtin:classifier-resnet', 'built-in model'),
+  ('builtin:gan-pix2pix', 'built-in model');
+
+-- The agent join token: at most one row, hashed like API tokens.
+CREATE TABLE agent_join_token (
+  id    INTEGER PRIMARY KEY CHECK (id = 1),
+  salt  BLOB NOT NULL,
+  hash  BLOB NOT NULL
+);
+)sql";
+
+}  // namespace
+
+const std::vector<std::string_view>& SqliteMigrations() {
+  static const std::vector<std::string_view> kMigrations = {kMigration1};
+  return kMigrations;
+}
+
+int64_t LatestSqliteSchemaVersion() { return static_cast<int64_t>(SqliteMigrations().size()); }
+
+Result<int64_t> ReadSqliteSchemaVersion(sqlite3* db) {
+  TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db,
+                                                 "SELECT COALESCE(MAX(version), 0) "
+                                                 "FROM schema_version"));
+  TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+  return row ? q.Int(0) : int64_t{0};
+}
+
+Result<int64_t> MigrateSqliteSchema(sqlite3* db, int64_t now_ms,
+                                    const std::vector<std::string_view>& migrations) {
+  TESSERA_RETURN_IF_ERROR(ExecSql(db,
+                                  "CREATE TABLE IF NOT EXISTS schema_version ("
+                                  " version INTEGER PRIMARY KEY,"
+                                  " applied_ms INTEGER NOT NULL)"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t version, ReadSqliteSchemaVersion(db));
+  const auto known = static_cast<int64_t>(migrations.size());
+  if (version > known) {
+    return FailedPrecondition("database schema version " + std::to_string(version) +
+                              " is newer than this tesserad knows (" + std::to_string(known) +
+                              "); upgrade tesserad or use a matching database");
+  }
+  for (int64_t v = version + 1; v <= known; ++v) {
+    TESSERA_RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE"));
+    Status s = ExecSql(db, migrations[static_cast<size_t>(v - 1)]);
+    if (s.ok()) {
+      auto ins =
+          Stmt::Prepare(db, "INSERT INTO schema_version (version, applied_ms) VALUES (?, ?)");
+      s = ins.ok() ? ins->Bind(1, v).Bind(2, now_ms).Run() : ins.status();
+    }
+    if (s.ok()) s = ExecSql(db, "COMMIT");
+    if (!s.ok()) {
+      ExecSql(db, "ROLLBACK").IgnoreError();
+      return s.WithPrefix("migration " + std::to_string(v));
+    }
+  }
+  return known;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,843 @@
+#include "daemon/sqlite_store.h"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "daemon/job_state_machine.h"
+#include "daemon/sqlite_schema.h"
+#include "daemon/sqlite_util.h"
+#include "daemon/token_crypto.h"
+
+namespace tessera::daemon {
+namespace {
+
+constexpr std::string_view kJobColumns =
+    "id, owner, spec, state, attempt, reason, plan, progress, created_ms, updated_ms";
+
+// JSON text for a column; null becomes SQL NULL. Invalid UTF-8 is replaced
+// rather than thrown.
+std::optional<std::string> JsonColumn(const api::Json& j) {
+  if (j.is_null()) return std::nullopt;
+  return j.dump(-1, ' ', false, api::Json::error_handler_t::replace);
+}
+
+Result<api::Json> ParseJsonColumn(const Stmt& q, int col, std::string_view what) {
+  if (q.IsNull(col)) return api::Json();
+  api::Json j = api::Json::parse(q.Text(col), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Internal("stored " + std::string(what) + " is not valid JSON");
+  return j;
+}
+
+Result<api::Job> JobFromRow(const Stmt& q) {
+  api::Job job;
+  job.id = q.Int(0);
+  job.owner = q.Text(1);
+  TESSERA_ASSIGN_OR_RETURN(api::Json spec_json, ParseJsonColumn(q, 2, "job spec"));
+  auto spec = api::JobSpecFromJson(spec_json);
+  if (!spec.ok()) return Internal("stored job spec: " + spec.status().ToString());
+  job.spec = std::move(spec).value();
+  auto state = api::ParseJobState(q.Text(3));
+  if (!state) return Internal("stored job state is unknown: " + q.Text(3));
+  job.state = *state;
+  job.attempt = q.Int(4);
+  job.reason = q.Text(5);
+  TESSERA_ASSIGN_OR_RETURN(job.plan, ParseJsonColumn(q, 6, "plan"));
+  TESSERA_ASSIGN_OR_RETURN(job.progress, ParseJsonColumn(q, 7, "progress"));
+  job.created_ms = q.Int(8);
+  job.updated_ms = q.Int(9);
+  return job;
+}
+
+Result<api::Job> SelectJob(sqlite3* db, api::JobId id) {
+  TESSERA_ASSIGN_OR_RETURN(
+      Stmt q, Stmt::Prepare(db, "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE id = ?"));
+  q.Bind(1, id);
+  TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return NotFound("job " + std::to_string(id) + " not found");
+  return JobFromRow(q);
+}
+
+Result<JobAttempt> AttemptFromRow(const Stmt& q) {
+  JobAttempt a;
+  a.job_id = q.Int(0);
+  a.attempt = q.Int(1);
+  TESSERA_ASSIGN_OR_RETURN(a.plan, ParseJsonColumn(q, 2, "attempt plan"));
+  a.started_ms = q.Int(3);
+  a.ended_ms = q.OptInt(4);
+  a.result = q.Text(5);
+  return a;
+}
+
+Result<TokenInfo> TokenFromRow(const Stmt& q) {
+  TokenInfo t;
+  t.id = q.Text(0);
+  t.user = q.Text(1);
+  auto role = api::ParseRole(q.Text(2));
+  if (!role) return Internal("stored token role is unknown");
+  t.role = *role;
+  t.created_ms = q.Int(3);
+  t.revoked_ms = q.OptInt(4);
+  return t;
+}
+
+// Reads the devices of `node` into it.
+Status LoadDevices(sqlite3* db, api::Node* node) {
+  TESSERA_ASSIGN_OR_RETURN(
+      Stmt q, Stmt::Prepare(db, "SELECT detail FROM devices WHERE node = ? ORDER BY idx"));
+  q.Bind(1, std::string_view(node->name));
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) break;
+    TESSERA_ASSIGN_OR_RETURN(api::Json j, ParseJsonColumn(q, 0, "device"));
+    auto device = api::DeviceFromJson(j);
+    if (!device.ok()) return Internal("stored device: " + device.status().ToString());
+    device->node = node->name;
+    node->devices.push_back(std::move(device).value());
+  }
+  return Status::Ok();
+}
+
+api::Node NodeFromRow(const Stmt& q) {
+  api::Node n;
+  n.name = q.Text(0);
+  n.address = q.Text(1);
+  n.health = q.Text(2);
+  n.last_heartbeat_ms = q.Int(3);
+  return n;
+}
+
+Status OpenConnection(const std::string& path, int flags, int busy_timeout_ms, sqlite3** out) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqliteStatus(db, rc, "open " + path);
+    sqlite3_close(db);
+    return s;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  Status s = ExecSql(db, "PRAGMA foreign_keys = ON");
+  if (!s.ok()) {
+    sqlite3_close(db);
+    return s;
+  }
+  *out = db;
+  return Status::Ok();
+}
+
+Status Closed() { return Unavailable("store is closed"); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- lifecycle
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
+                                                       SqliteStoreOptions options) {
+  if (options.clock == nullptr) options.clock = SystemClock::Default();
+  if (options.max_batch == 0) options.max_batch = 1;
+  sqlite3* db = nullptr;
+  TESSERA_RETURN_IF_ERROR(OpenConnection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                         options.busy_timeout_ms, &db));
+  auto fail = [db](Status s) {
+    sqlite3_close(db);
+    return s;
+  };
+  {
+    auto q = Stmt::Prepare(db, "PRAGMA journal_mode = WAL");
+    if (!q.ok()) return fail(q.status());
+    auto row = q->Step();
+    if (!row.ok()) return fail(row.status());
+    if (!*row || q->Text(0) != "wal") return fail(Internal("cannot put " + path + " in WAL mode"));
+  }
+  Status s = ExecSql(db, "PRAGMA synchronous = FULL");
+  if (!s.ok()) return fail(s);
+  auto version = MigrateSqliteSchema(db, options.clock->NowUnixMillis());
+  if (!version.ok()) return fail(version.status().WithPrefix(path));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(path, std::move(options), db, *version));
+}
+
+SqliteStore::SqliteStore(std::string path, SqliteStoreOptions options, sqlite3* writer,
+                         int64_t version)
+    : path_(std::move(path)),
+      options_(std::move(options)),
+      clock_(options_.clock),
+      writer_db_(writer),
+      schema_version_(version),
+      commit_latency_(options_.commit_histogram_bounds) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+SqliteStore::~SqliteStore() { Close(); }
+
+void SqliteStore::Close() {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (closing_) return;
+    closing_ = true;
+  }
+  queue_cv_.notify_all();
+  writer_.join();
+  sqlite3_close(writer_db_);
+  writer_db_ = nullptr;
+  std::lock_guard lock(pool_mu_);
+  pool_closed_ = true;
+  for (sqlite3* db : idle_readers_) sqlite3_close(db);
+  idle_readers_.clear();
+}
+
+Status SqliteStore::Health() {
+  std::lock_guard lock(queue_mu_);
+  return closing_ ? Closed() : Status::Ok();
+}
+
+// ---------------------------------------------------------------- writer
+
+Status SqliteStore::Write(WriteFn fn) {
+  WriteOp op{std::move(fn), {}};
+  std::future<Status> done = op.done.get_future();
+  {
+    std::lock_guard lock(queue_mu_);
+    if (closing_) return Closed();
+    queue_.push_back(std::move(op));
+    ++pending_writes_;
+  }
+  queue_cv_.notify_one();
+  Status s = done.get();
+  --pending_writes_;
+  return s;
+}
+
+void SqliteStore::WriterLoop() {
+  std::vector<WriteOp> batch;
+  while (true) {
+    {
+      std::unique_lock lock(queue_mu_);
+      queue_cv_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closing and drained
+      while (!queue_.empty() && batch.size() < options_.max_batch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    RunBatch(batch);
+    batch.clear();
+  }
+}
+
+void SqliteStore::RunBatch(std::vector<WriteOp>& batch) {
+  const auto start = clock_->SteadyNow();
+  std::vector<Status> results;
+  results.reserve(batch.size());
+  Status begin = ExecSql(writer_db_, "BEGIN IMMEDIATE");
+  if (!begin.ok()) {
+    for (WriteOp& op : batch) op.done.set_value(begin);
+    writes_ += batch.size();
+    return;
+  }
+  for (WriteOp& op : batch) {
+    Status s = ExecSql(writer_db_, "SAVEPOINT op");
+    if (s.ok()) {
+      try {
+        s = op.fn(writer_db_);
+      } catch (const std::exception& e) {
+        s = Internal(std::string("store write threw: ") + e.what());
+      }
+      if (!s.ok()) ExecSql(writer_db_, "ROLLBACK TO op").IgnoreError();
+      ExecSql(writer_db_, "RELEASE op").IgnoreError();
+    }
+    results.push_back(std::move(s));
+  }
+  Status commit = ExecSql(writer_db_, "COMMIT");
+  if (!commit.ok()) {
+    ExecSql(writer_db_, "ROLLBACK").IgnoreError();
+    for (Status& s : results) {
+      if (s.ok()) s = commit.WithPrefix("commit");
+    }
+  } else {
+    ++commits_;
+    commit_latency_.Record(std::chrono::duration<double>(clock_->SteadyNow() - start).count());
+  }
+  writes_ += batch.size();
+  for (size_t i = 0; i < batch.size(); ++i) batch[i].done.set_value(std::move(results[i]));
+}
+
+// ---------------------------------------------------------------- readers
+
+Result<sqlite3*> SqliteStore::AcquireReader() {
+  {
+    std::lock_guard lock(pool_mu_);
+    if (pool_closed_) return Closed();
+    if (!idle_readers_.empty()) {
+      sqlite3* db = idle_readers_.back();
+      idle_readers_.pop_back();
+      return db;
+    }
+  }
+  sqlite3* db = nullptr;
+  TESSERA_RETURN_IF_ERROR(
+      OpenConnection(path_, SQLITE_OPEN_READONLY, options_.busy_timeout_ms, &db));
+  return db;
+}
+
+void SqliteStore::ReleaseReader(sqlite3* db) {
+  std::lock_guard lock(pool_mu_);
+  if (pool_closed_) {
+    sqlite3_close(db);
+  } else {
+    idle_readers_.push_back(db);
+  }
+}
+
+Status SqliteStore::Read(const std::function<Status(sqlite3*)>& fn) {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (closing_) return Closed();
+  }
+  TESSERA_ASSIGN_OR_RETURN(sqlite3 * db, AcquireReader());
+  Status s = ExecSql(db, "BEGIN");
+  if (s.ok()) {
+    try {
+      s = fn(db);
+    } catch (const std::exception& e) {
+      s = Internal(std::string("store read threw: ") + e.what());
+    }
+    ExecSql(db, "COMMIT").IgnoreError();
+  }
+  ReleaseReader(db);
+  return s;
+}
+
+StoreStats SqliteStore::Stats() {
+  StoreStats s;
+  s.commit_seconds = commit_latency_.Snapshot();
+  s.commits = commits_.load();
+  s.writes = writes_.load();
+  return s;
+}
+
+// ---------------------------------------------------------------- jobs
+
+Result<api::Job> SqliteStore::InsertJob(const NewJob& in) {
+  if (in.owner.empty()) return InvalidArgument("must not be empty", "owner");
+  api::Job job;
+  job.owner = in.owner;
+  job.spec = in.spec;
+  job.state = api::JobState::kPending;
+  job.created_ms = in.now_ms;
+  job.updated_ms = in.now_ms;
+  job.reason = in.reason;
+  const std::string spec_text = *JsonColumn(api::ToJson(in.spec));
+  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt ins, Stmt::Prepare(db,
+                                "INSERT INTO jobs (owner, name, spec, state, attempt, reason, "
+                                "created_ms, updated_ms) VALUES (?, ?, ?, 'pending', 0, ?, ?, ?)"));
+    ins.Bind(1, std::string_view(in.owner))
+        .Bind(2, std::string_view(in.spec.name))
+        .Bind(3, std::string_view(spec_text))
+        .Bind(4, std::string_view(in.reason))
+        .Bind(5, in.now_ms)
+        .Bind(6, in.now_ms);
+    TESSERA_RETURN_IF_ERROR(ins.Run());
+    job.id = sqlite3_last_insert_rowid(db);
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt ev, Stmt::Prepare(db,
+                               "INSERT INTO events (job_id, ts_ms, from_state, to_state, attempt, "
+                               "reason) VALUES (?, ?, '', 'pending', 0, ?)"));
+    ev.Bind(1, job.id).Bind(2, in.now_ms).Bind(3, std::string_view(in.reason));
+    return ev.Run();
+  }));
+  return job;
+}
+
+Result<api::Job> SqliteStore::GetJob(api::JobId id) {
+  api::Job job;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(job, SelectJob(db, id));
+    return Status::Ok();
+  }));
+  return job;
+}
+
+Result<api::JobPage> SqliteStore::ListJobs(const api::JobQuery& query) {
+  const int64_t limit = ClampStoreLimit(query.limit);
+  std::string sql = "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE id > ?";
+  if (query.state) sql += " AND state = ?";
+  if (query.owner) sql += " AND owner = ?";
+  sql += " ORDER BY id LIMIT ?";
+  api::JobPage page;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, sql));
+    int i = 1;
+    q.Bind(i++, query.after);
+    if (query.state) q.Bind(i++, api::JobStateName(*query.state));
+    if (query.owner) q.Bind(i++, std::string_view(*query.owner));
+    q.Bind(i++, limit + 1);
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      if (static_cast<int64_t>(page.jobs.size()) == limit) {
+        page.next_after = page.jobs.back().id;
+        break;
+      }
+      TESSERA_ASSIGN_OR_RETURN(api::Job job, JobFromRow(q));
+      page.jobs.push_back(std::move(job));
+    }
+    return Status::Ok();
+  }));
+  return page;
+}
+
+Result<api::Job> SqliteStore::TransitionJob(const JobTransition& t) {
+  std::optional<std::string> plan_text;
+  if (t.plan) plan_text = JsonColumn(*t.plan);
+  api::Job job;
+  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, "SELECT state FROM jobs WHERE id = ?"));
+    q.Bind(1, t.job_id);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("job " + std::to_string(t.job_id) + " not found");
+    const std::string current = q.Text(0);
+    if (current != api::JobStateName(t.expected)) {
+      return FailedPrecondition("job " + std::to_string(t.job_id) + " is " + current +
+                                ", expected " + std::string(api::JobStateName(t.expected)));
+    }
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up, Stmt::Prepare(db, t.plan ? "UPDATE jobs SET state = ?, attempt = ?, reason = ?, "
+                                            "updated_ms = ?, plan = ? WHERE id = ?"
+                                          : "UPDATE jobs SET state = ?, attempt = ?, reason = ?, "
+                                            "updated_ms = ? WHERE id = ?"));
+    up.Bind(1, api::JobStateName(t.next))
+        .Bind(2, t.attempt)
+        .Bind(3, std::string_view(t.reason))
+        .Bind(4, t.now_ms);
+    if (t.plan) up.Bind(5, plan_text);
+    up.Bind(t.plan ? 6 : 5, t.job_id);
+    TESSERA_RETURN_IF_ERROR(up.Run());
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt ev, Stmt::Prepare(db,
+                               "INSERT INTO events (job_id, ts_ms, from_state, to_state, attempt, "
+                               "reason) VALUES (?, ?, ?, ?, ?, ?)"));
+    ev.Bind(1, t.job_id)
+        .Bind(2, t.now_ms)
+        .Bind(3, std::string_view(current))
+        .Bind(4, api::JobStateName(t.next))
+        .Bind(5, t.attempt)
+        .Bind(6, std::string_view(t.reason));
+    TESSERA_RETURN_IF_ERROR(ev.Run());
+    TESSERA_ASSIGN_OR_RETURN(job, SelectJob(db, t.job_id));
+    return Status::Ok();
+  }));
+  return job;
+}
+
+Result<std::vector<api::Event>> SqliteStore::ListEvents(api::JobId job, int64_t after,
+                                                        int64_t limit) {
+  std::vector<api::Event> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT id, job_id, ts_ms, from_state, to_state, attempt, reason "
+                              "FROM events WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?"));
+    q.Bind(1, job).Bind(2, after).Bind(3, ClampStoreLimit(limit));
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      out.push_back(
+          api::Event{q.Int(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4), q.Int(5), q.Text(6)});
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status SqliteStore::SetJobProgress(api::JobId job, const api::Json& progress) {
+  const std::optional<std::string> text = JsonColumn(progress);
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt up,
+                             Stmt::Prepare(db, "UPDATE jobs SET progress = ? WHERE id = ?"));
+    up.Bind(1, text).Bind(2, job);
+    TESSERA_RETURN_IF_ERROR(up.Run());
+    if (sqlite3_changes(db) == 0) return NotFound("job " + std::to_string(job) + " not found");
+    return Status::Ok();
+  });
+}
+
+Result<std::map<api::JobState, int64_t>> SqliteStore::CountJobsByState() {
+  std::map<api::JobState, int64_t> counts;
+  for (api::JobState s : kAllJobStates) counts[s] = 0;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q,
+                             Stmt::Prepare(db, "SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      auto state = api::ParseJobState(q.Text(0));
+      if (!state) return Internal("stored job state is unknown: " + q.Text(0));
+      counts[*state] = q.Int(1);
+    }
+    return Status::Ok();
+  }));
+  return counts;
+}
+
+// ---------------------------------------------------------------- attempts
+
+Status SqliteStore::InsertAttempt(const JobAttempt& a) {
+  const std::optional<std::string> plan = JsonColumn(a.plan);
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, "SELECT 1 FROM jobs WHERE id = ?"));
+    q.Bind(1, a.job_id);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("job " + std::to_string(a.job_id) + " not found");
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt ins, Stmt::Prepare(db,
+                                "INSERT INTO job_attempts (job_id, attempt, plan, started_ms, "
+                                "ended_ms, result) VALUES (?, ?, ?, ?, ?, ?)"));
+    ins.Bind(1, a.job_id)
+        .Bind(2, a.attempt)
+        .Bind(3, plan)
+        .Bind(4, a.started_ms)
+        .Bind(5, a.ended_ms)
+        .Bind(6, std::string_view(a.result));
+    Status s = ins.Run();
+    if (s.code() == StatusCode::kAlreadyExists) {
+      return AlreadyExists("attempt " + std::to_string(a.attempt) + " of job " +
+                               std::to_string(a.job_id) + " exists",
+                           "attempt");
+    }
+    return s;
+  });
+}
+
+Result<JobAttempt> SqliteStore::GetAttempt(api::JobId job, int64_t attempt) {
+  JobAttempt out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT job_id, attempt, plan, started_ms, ended_ms, result "
+                              "FROM job_attempts WHERE job_id = ? AND attempt = ?"));
+    q.Bind(1, job).Bind(2, attempt);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("attempt not found");
+    TESSERA_ASSIGN_OR_RETURN(out, AttemptFromRow(q));
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<JobAttempt>> SqliteStore::ListAttempts(api::JobId job) {
+  std::vector<JobAttempt> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT job_id, attempt, plan, started_ms, ended_ms, result "
+                              "FROM job_attempts WHERE job_id = ? ORDER BY attempt"));
+    q.Bind(1, job);
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      TESSERA_ASSIGN_OR_RETURN(JobAttempt a, AttemptFromRow(q));
+      out.push_back(std::move(a));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status SqliteStore::FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
+                                  std::string_view result) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt up,
+                             Stmt::Prepare(db,
+                                           "UPDATE job_attempts SET ended_ms = ?, result = ? "
+                                           "WHERE job_id = ? AND attempt = ?"));
+    up.Bind(1, ended_ms).Bind(2, result).Bind(3, job).Bind(4, attempt);
+    TESSERA_RETURN_IF_ERROR(up.Run());
+    if (sqlite3_changes(db) == 0) return NotFound("attempt not found");
+    return Status::Ok();
+  });
+}
+
+Status SqliteStore::DeleteAttempt(api::JobId job, int64_t attempt) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt del, Stmt::Prepare(db, "DELETE FROM job_attempts WHERE job_id = ? AND attempt = ?"));
+    del.Bind(1, job).Bind(2, attempt);
+    TESSERA_RETURN_IF_ERROR(del.Run());
+    if (sqlite3_changes(db) == 0) return NotFound("attempt not found");
+    return Status::Ok();
+  });
+}
+
+// ---------------------------------------------------------------- nodes
+
+Status SqliteStore::UpsertNode(const api::Node& node) {
+  TESSERA_RETURN_IF_ERROR(ValidateNode(node));
+  std::vector<std::string> details;
+  for (const api::Device& d : node.devices) {
+    api::Device copy = d;
+    copy.node = node.name;
+    details.push_back(*JsonColumn(api::ToJson(copy)));
+  }
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up, Stmt::Prepare(db,
+                               "INSERT INTO nodes (name, address, health, last_heartbeat_ms) "
+                               "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                               "address = excluded.address, health = excluded.health, "
+                               "last_heartbeat_ms = excluded.last_heartbeat_ms"));
+    up.Bind(1, std::string_view(node.name))
+        .Bind(2, std::string_view(node.address))
+        .Bind(3, std::string_view(node.health))
+        .Bind(4, node.last_heartbeat_ms);
+    TESSERA_RETURN_IF_ERROR(up.Run());
+    TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM devices WHERE node = ?"));
+    del.Bind(1, std::string_view(node.name));
+    TESSERA_RETURN_IF_ERROR(del.Run());
+    for (size_t i = 0; i < node.devices.size(); ++i) {
+      const api::Device& d = node.devices[i];
+      TESSERA_ASSIGN_OR_RETURN(
+          Stmt ins, Stmt::Prepare(db,
+                                  "INSERT INTO devices (node, idx, uuid, type, emulated, detail) "
+                                  "VALUES (?, ?, ?, ?, ?, ?)"));
+      ins.Bind(1, std::string_view(node.name))
+          .Bind(2, d.index)
+          .Bind(3, std::string_view(d.uuid))
+          .Bind(4, std::string_view(d.type))
+          .Bind(5, int64_t{d.emulated ? 1 : 0})
+          .Bind(6, std::string_view(details[i]));
+      TESSERA_RETURN_IF_ERROR(ins.Run());
+    }
+    return Status::Ok();
+  });
+}
+
+Result<api::Node> SqliteStore::GetNode(std::string_view name) {
+  api::Node node;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT name, address, health, last_heartbeat_ms FROM nodes "
+                              "WHERE name = ?"));
+    q.Bind(1, name);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("node " + std::string(name) + " not found");
+    node = NodeFromRow(q);
+    return LoadDevices(db, &node);
+  }));
+  return node;
+}
+
+Result<std::vector<api::Node>> SqliteStore::ListNodes() {
+  std::vector<api::Node> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT name, address, health, last_heartbeat_ms FROM nodes "
+                              "ORDER BY name"));
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      out.push_back(NodeFromRow(q));
+    }
+    for (api::Node& n : out) TESSERA_RETURN_IF_ERROR(LoadDevices(db, &n));
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status SqliteStore::SetNodeHealth(std::string_view name, std::string_view health) {
+  TESSERA_RETURN_IF_ERROR(ValidateNodeHealth(health));
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt up,
+                             Stmt::Prepare(db, "UPDATE nodes SET health = ? WHERE name = ?"));
+    up.Bind(1, health).Bind(2, name);
+    TESSERA_RETURN_IF_ERROR(up.Run());
+    if (sqlite3_changes(db) == 0) return NotFound("node " + std::string(name) + " not found");
+    return Status::Ok();
+  });
+}
+
+// ---------------------------------------------------------------- tokens
+
+Result<IssuedToken> SqliteStore::CreateToken(std::string_view user, api::Role role,
+                                             int64_t now_ms) {
+  if (user.empty()) return InvalidArgument("must not be empty", "user");
+  TESSERA_ASSIGN_OR_RETURN(FreshToken fresh, MakeFreshToken());
+  TokenInfo info{fresh.parts.id, std::string(user), role, now_ms, std::nullopt};
+  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt u, Stmt::Prepare(db, "INSERT OR IGNORE INTO users (name, created_ms) VALUES (?, ?)"));
+    u.Bind(1, user).Bind(2, now_ms);
+    TESSERA_RETURN_IF_ERROR(u.Run());
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt ins, Stmt::Prepare(db,
+                                "INSERT INTO tokens (id, user, role, salt, hash, created_ms) "
+                                "VALUES (?, ?, ?, ?, ?, ?)"));
+    ins.Bind(1, std::string_view(info.id))
+        .Bind(2, user)
+        .Bind(3, api::RoleName(role))
+        .BindBlob(4, fresh.salt)
+        .BindBlob(5, fresh.hash)
+        .Bind(6, now_ms);
+    return ins.Run();
+  }));
+  return IssuedToken{info, FormatApiToken(fresh.parts)};
+}
+
+Result<TokenInfo> SqliteStore::LookupToken(std::string_view plaintext) {
+  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseApiToken(plaintext));
+  TokenInfo info;
+  std::string salt, hash;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT id, user, role, created_ms, revoked_ms, salt, hash "
+                              "FROM tokens WHERE id = ?"));
+    q.Bind(1, std::string_view(parts.id));
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return Unauthenticated("unknown token");
+    TESSERA_ASSIGN_OR_RETURN(info, TokenFromRow(q));
+    salt = q.Blob(5);
+    hash = q.Blob(6);
+    return Status::Ok();
+  }));
+  TESSERA_ASSIGN_OR_RETURN(std::string computed, SaltedSha256(salt, parts.secret));
+  if (!ConstantTimeEquals(computed, hash)) return Unauthenticated("unknown token");
+  if (info.revoked_ms) return Unauthenticated("token revoked");
+  return info;
+}
+
+Status SqliteStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, "SELECT 1 FROM tokens WHERE id = ?"));
+    q.Bind(1, token_id);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("token " + std::string(token_id) + " not found");
+    TESSERA_ASSIGN_OR_RETURN(Stmt up, Stmt::Prepare(db,
+                                                    "UPDATE tokens SET revoked_ms = ? "
+                                                    "WHERE id = ? AND revoked_ms IS NULL"));
+    up.Bind(1, now_ms).Bind(2, token_id);
+    return up.Run();
+  });
+}
+
+Result<std::vector<TokenInfo>> SqliteStore::ListTokens() {
+  std::vector<TokenInfo> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db,
+                              "SELECT id, user, role, created_ms, revoked_ms FROM tokens "
+                              "ORDER BY user, id"));
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      TESSERA_ASSIGN_OR_RETURN(TokenInfo t, TokenFromRow(q));
+      out.push_back(std::move(t));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+// ---------------------------------------------------------------- entrypoints
+
+Result<std::vector<api::Entrypoint>> SqliteStore::ListEntrypoints() {
+  std::vector<api::Entrypoint> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q,
+                             Stmt::Prepare(db,
+                                           "SELECT name, command, description FROM entrypoints "
+                                           "ORDER BY name"));
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      out.push_back(api::Entrypoint{q.Text(0), q.Text(1), q.Text(2)});
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<api::Entrypoint> SqliteStore::GetEntrypoint(std::string_view name) {
+  api::Entrypoint out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt q,
+                             Stmt::Prepare(db,
+                                           "SELECT name, command, description FROM entrypoints "
+                                           "WHERE name = ?"));
+    q.Bind(1, name);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("entrypoint " + std::string(name) + " is not allowed");
+    out = api::Entrypoint{q.Text(0), q.Text(1), q.Text(2)};
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status SqliteStore::PutEntrypoint(const api::Entrypoint& e) {
+  TESSERA_RETURN_IF_ERROR(ValidateEntrypoint(e));
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up, Stmt::Prepare(db,
+                               "INSERT INTO entrypoints (name, command, description) "
+                               "VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                               "command = excluded.command, description = excluded.description"));
+    up.Bind(1, std::string_view(e.name))
+        .Bind(2, std::string_view(e.command))
+        .Bind(3, std::string_view(e.description));
+    return up.Run();
+  });
+}
+
+Status SqliteStore::DeleteEntrypoint(std::string_view name) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM entrypoints WHERE name = ?"));
+    del.Bind(1, name);
+    TESSERA_RETURN_IF_ERROR(del.Run());
+    if (sqlite3_changes(db) == 0) {
+      return NotFound("entrypoint " + std::string(name) + " not found");
+    }
+    return Status::Ok();
+  });
+}
+
+// ---------------------------------------------------------------- join token
+
+Status SqliteStore::SetAgentJoinToken(std::string_view plaintext) {
+  if (plaintext.empty()) return InvalidArgument("must not be empty", "join_token");
+  TESSERA_ASSIGN_OR_RETURN(std::string salt, RandomHex(16));
+  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(salt, plaintext));
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up, Stmt::Prepare(db,
+                               "INSERT INTO agent_join_token (id, salt, hash) VALUES (1, ?, ?) "
+                               "ON CONFLICT (id) DO UPDATE SET salt = excluded.salt, "
+                               "hash = excluded.hash"));
+    up.BindBlob(1, salt).BindBlob(2, hash);
+    return up.Run();
+  });
+}
+
+Status SqliteStore::CheckAgentJoinToken(std::string_view plaintext) {
+  std::string salt, hash;
+  bool found = false;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db, "SELECT salt, hash FROM agent_join_token WHERE id = 1"));
+    TESSERA_ASSIGN_OR_RETURN(found, q.Step());
+    if (found) {
+      salt = q.Blob(0);
+      hash = q.Blob(1);
+    }
+    return Status::Ok();
+  }));
+  if (!found) return Unauthenticated("no agent join token is set");
+  TESSERA_ASSIGN_OR_RETURN(std::string computed, SaltedSha256(salt, plaintext));
+  if (!ConstantTimeEquals(computed, hash)) return Unauthenticated("wrong join token");
+  return Status::Ok();
+}
+
+}  // namespace tessera::daemon

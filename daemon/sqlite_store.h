@@ -1,0 +1,158 @@
+// SqliteStore: the Store on one SQLite file, with group commit.
+//
+// Open it with SqliteStore::Open(path, options). The file is put in WAL mode
+// with synchronous=FULL, foreign keys on and a busy timeout, then migrated
+// (daemon/sqlite_schema.h; a newer schema is refused).
+//
+// Writes: one writer thread owns the only write connection. Every write call
+// queues an operation and blocks until the batch holding it has committed.
+// The writer takes everything queued (up to max_batch), runs each operation
+// in its own SAVEPOINT inside one BEGIN IMMEDIATE ... COMMIT, so a failing
+// operation is rolled back alone, and then completes every caller at once:
+// one fsync per batch, and a write that returned OK is durable. Under
+// concurrency, commits() < writes(); Stats() exposes both and a histogram of
+// batch transaction time.
+//
+// Reads: a pool of read-only connections (WAL readers, grown on demand, one
+// caller per connection at a time), each read in its own read transaction,
+// so readers never wait for the writer.
+//
+// Ownership: owns its connections and the writer thread. Destruction (or
+// Close) completes every queued write, stops the writer and closes the
+// connections; later calls return kUnavailable.
+// Thread safety: every method may be called from any thread.
+// REQUIRES: only one SqliteStore (one process) writes a file at a time.
+#ifndef TESSERA_DAEMON_SQLITE_STORE_H_
+#define TESSERA_DAEMON_SQLITE_STORE_H_
+
+#include <sqlite3.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "daemon/latency_histogram.h"
+#include "daemon/store.h"
+
+namespace tessera::daemon {
+
+struct SqliteStoreOptions {
+  // Measures commit latency and stamps schema_version rows. Not owned;
+  // nullptr means SystemClock::Default().
+  Clock* clock = nullptr;
+  int busy_timeout_ms = 5000;
+  // Most write operations per transaction.
+  size_t max_batch = 1024;
+  std::vector<double> commit_histogram_bounds = LatencyHistogram::DefaultBounds();
+};
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating if missing) and migrates the database at `path`.
+  // kFailedPrecondition for a schema newer than this build knows;
+  // kInternal / kUnavailable for files SQLite cannot open or lock.
+  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path,
+                                                   SqliteStoreOptions options = {});
+
+  ~SqliteStore() override;
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  // Completes queued writes, stops the writer, closes idle connections.
+  // Idempotent.
+  void Close();
+
+  const std::string& path() const { return path_; }
+  // The schema version of the open database.
+  int64_t schema_version() const { return schema_version_; }
+  // Write calls waiting for their commit (queued or in the running batch).
+  int64_t pending_writes() const { return pending_writes_.load(); }
+
+  Status Health() override;
+
+  Result<api::Job> InsertJob(const NewJob& job) override;
+  Result<api::Job> GetJob(api::JobId id) override;
+  Result<api::JobPage> ListJobs(const api::JobQuery& query) override;
+  Result<api::Job> TransitionJob(const JobTransition& t) override;
+  Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after, int64_t limit) override;
+  Status SetJobProgress(api::JobId job, const api::Json& progress) override;
+  Result<std::map<api::JobState, int64_t>> CountJobsByState() override;
+
+  Status InsertAttempt(const JobAttempt& attempt) override;
+  Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) override;
+  Result<std::vector<JobAttempt>> ListAttempts(api::JobId job) override;
+  Status FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
+                       std::string_view result) override;
+  Status DeleteAttempt(api::JobId job, int64_t attempt) override;
+
+  Status UpsertNode(const api::Node& node) override;
+  Result<api::Node> GetNode(std::string_view name) override;
+  Result<std::vector<api::Node>> ListNodes() override;
+  Status SetNodeHealth(std::string_view name, std::string_view health) override;
+
+  Result<IssuedToken> CreateToken(std::string_view user, api::Role role, int64_t now_ms) override;
+  Result<TokenInfo> LookupToken(std::string_view plaintext) override;
+  Status RevokeToken(std::string_view token_id, int64_t now_ms) override;
+  Result<std::vector<TokenInfo>> ListTokens() override;
+
+  Result<std::vector<api::Entrypoint>> ListEntrypoints() override;
+  Result<api::Entrypoint> GetEntrypoint(std::string_view name) override;
+  Status PutEntrypoint(const api::Entrypoint& entrypoint) override;
+  Status DeleteEntrypoint(std::string_view name) override;
+
+  Status SetAgentJoinToken(std::string_view plaintext) override;
+  Status CheckAgentJoinToken(std::string_view plaintext) override;
+
+  StoreStats Stats() override;
+
+ private:
+  using WriteFn = std::function<Status(sqlite3*)>;
+  struct WriteOp {
+    WriteFn fn;
+    std::promise<Status> done;
+  };
+
+  SqliteStore(std::string path, SqliteStoreOptions options, sqlite3* writer, int64_t version);
+
+  // Queues fn for the writer thread and waits until its batch committed.
+  Status Write(WriteFn fn);
+  // Runs fn on a pooled read connection inside a read transaction.
+  Status Read(const std::function<Status(sqlite3*)>& fn);
+  Result<sqlite3*> AcquireReader();
+  void ReleaseReader(sqlite3* db);
+  void WriterLoop();
+  void RunBatch(std::vector<WriteOp>& batch);
+
+  const std::string path_;
+  const SqliteStoreOptions options_;
+  Clock* const clock_;
+  sqlite3* writer_db_;  // used by the writer thread only
+  const int64_t schema_version_;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<WriteOp> queue_;
+  bool closing_ = false;  // guarded by queue_mu_
+  std::thread writer_;
+
+  std::mutex pool_mu_;
+  std::vector<sqlite3*> idle_readers_;  // guarded by pool_mu_
+  bool pool_closed_ = false;            // guarded by pool_mu_
+
+  LatencyHistogram commit_latency_;
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> writes_{0};
+  std::atomic<int64_t> pending_writes_{0};
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_SQLITE_STORE_H_

@@ -1,0 +1,42 @@
+#include "daemon/store.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tessera::daemon {
+
+Status ValidateNodeHealth(std::string_view health) {
+  if (health == "healthy" || health == "suspect" || health == "dead") return Status::Ok();
+  return InvalidArgument("must be healthy, suspect or dead", "health");
+}
+
+Status ValidateNode(const api::Node& node) {
+  if (node.name.empty()) return InvalidArgument("must not be empty", "node");
+  TESSERA_RETURN_IF_ERROR(ValidateNodeHealth(node.health));
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < node.devices.size(); ++i) {
+    if (!seen.insert(node.devices[i].index).second) {
+      return InvalidArgument("duplicate device index " + std::to_string(node.devices[i].index),
+                             "devices[" + std::to_string(i) + "].index");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateEntrypoint(const api::Entrypoint& e) {
+  if (e.name.starts_with("builtin:") && e.name.size() > 8) {
+    if (!e.command.empty()) return InvalidArgument("must be empty for builtin:", "command");
+    return Status::Ok();
+  }
+  if (e.name.starts_with("cmd:") && e.name.size() > 4) {
+    if (e.command.empty() || e.command.front() != '/') {
+      return InvalidArgument("must be an absolute path for cmd:", "command");
+    }
+    return Status::Ok();
+  }
+  return InvalidArgument("must be builtin:<name> or cmd:<name>", "name");
+}
+
+int64_t ClampStoreLimit(int64_t limit) { return std::clamp<int64_t>(limit, 1, 1000); }
+
+}  // namespace tessera::daemon

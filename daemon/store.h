@@ -1,0 +1,202 @@
+// Store: the durable state of tesserad behind one interface ("Env"-style).
+//
+// Purpose: jobs, job attempts, the append-only event log, nodes and their
+// devices, users and API tokens, the entrypoint allow-list and the agent join
+// token. Backends: SqliteStore (daemon/sqlite_store.h, the real one),
+// MemoryStore (daemon/memory_store.h, same semantics, no disk) and
+// FaultyStore (daemon/faulty_store.h, wraps another and injects errors).
+//
+// Semantics every backend shares (tests/daemon/store_test.cc checks them):
+// - A write that returns OK is durable (SqliteStore: committed with
+//   synchronous=FULL before the call returns).
+// - TransitionJob is a compare-and-set on the job's state; the state change
+//   and its event are written together or not at all. InsertJob writes the
+//   job and its submission event together.
+// - The store does not know the job state machine; callers consult
+//   daemon/job_state_machine.h first.
+// - Tokens: only an id, a salt and SHA-256(salt || secret) are stored; the
+//   plaintext is returned once by CreateToken and never kept.
+// - Errors: kNotFound for a missing row, kFailedPrecondition for a failed
+//   compare-and-set, kAlreadyExists for a duplicate key, kInvalidArgument for
+//   malformed input (naming the field), kUnavailable for a closed or busy
+//   store, kUnauthenticated for token checks that fail.
+// - Timestamps are Unix milliseconds supplied by the caller (the store reads
+//   no clock for records).
+//
+// Ownership: the caller owns the Store; returned values are copies.
+// Thread safety: every method of every backend is safe to call concurrently.
+#ifndef TESSERA_DAEMON_STORE_H_
+#define TESSERA_DAEMON_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::daemon {
+
+// A job to insert; the store assigns the id.
+struct NewJob {
+  std::string owner;
+  api::JobSpec spec;
+  int64_t now_ms = 0;                // created_ms, updated_ms and the event's ts_ms
+  std::string reason = "submitted";  // the submission event's reason
+};
+
+// A compare-and-set state change and the event that records it.
+struct JobTransition {
+  api::JobId job_id = 0;
+  api::JobState expected = api::JobState::kPending;  // refused unless the job is in it
+  api::JobState next = api::JobState::kPending;
+  std::string reason;
+  int64_t attempt = 0;            // the job's attempt count after the change
+  std::optional<api::Json> plan;  // replaces the job's plan when set
+  int64_t now_ms = 0;
+};
+
+// One attempt of a job: the plan it ran with and how it ended.
+struct JobAttempt {
+  api::JobId job_id = 0;
+  int64_t attempt = 0;  // 1-based
+  api::Json plan;       // null when none
+  int64_t started_ms = 0;
+  std::optional<int64_t> ended_ms;
+  std::string result;  // "" while running; e.g. "succeeded", "rank 2 exited 137"
+  friend bool operator==(const JobAttempt&, const JobAttempt&) = default;
+};
+
+// An API token without its secret.
+struct TokenInfo {
+  std::string id;  // public part of the token, also the key to revoke it
+  std::string user;
+  api::Role role = api::Role::kUser;
+  int64_t created_ms = 0;
+  std::optional<int64_t> revoked_ms;
+  friend bool operator==(const TokenInfo&, const TokenInfo&) = default;
+};
+
+// What CreateToken returns: the only time the plaintext exists.
+struct IssuedToken {
+  TokenInfo info;
+  std::string plaintext;  // "tsr_<id>_<secret>"
+};
+
+// A latency histogram. counts[i] counts samples <= upper_bounds[i] and above
+// the previous bound (not cumulative); counts.back() is the +Inf bucket, so
+// counts.size() == upper_bounds.size() + 1.
+struct HistogramSnapshot {
+  std::vector<double> upper_bounds;
+  std::vector<uint64_t> counts;
+  double sum = 0.0;
+  uint64_t count = 0;
+};
+
+struct StoreStats {
+  HistogramSnapshot commit_seconds;  // time of each write transaction (batch)
+  uint64_t commits = 0;              // write transactions committed
+  uint64_t writes = 0;               // write operations acknowledged (OK or not)
+};
+
+// The built-in entrypoints every new store starts with.
+inline constexpr std::string_view kBuiltinEntrypoints[] = {
+    "builtin:colorize-unet",
+    "builtin:denoiser-dncnn",
+    "builtin:classifier-resnet",
+    "builtin:gan-pix2pix",
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // OK while the store is open and usable; kUnavailable once closed.
+  virtual Status Health() = 0;
+
+  // ---- jobs ----
+  // Inserts a pending job and its submission event (from "" to "pending").
+  // Returns the job with its assigned id.
+  virtual Result<api::Job> InsertJob(const NewJob& job) = 0;
+  virtual Result<api::Job> GetJob(api::JobId id) = 0;
+  // Jobs with id > query.after matching the filters, by ascending id, at most
+  // query.limit (clamped to 1..1000). next_after is set when more may follow.
+  virtual Result<api::JobPage> ListJobs(const api::JobQuery& query) = 0;
+  // Compare-and-set: kNotFound when the job is missing, kFailedPrecondition
+  // when it is not in t.expected. Appends the event in the same transaction.
+  // Returns the job after the change.
+  virtual Result<api::Job> TransitionJob(const JobTransition& t) = 0;
+  // Events of a job with id > after, oldest first, at most limit (clamped to
+  // 1..1000). An unknown job has no events (empty list).
+  virtual Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after,
+                                                     int64_t limit) = 0;
+  // Replaces the job's latest progress summary (no event). kNotFound if missing.
+  virtual Status SetJobProgress(api::JobId job, const api::Json& progress) = 0;
+  // Every state appears, zero when no job is in it.
+  virtual Result<std::map<api::JobState, int64_t>> CountJobsByState() = 0;
+
+  // ---- attempts ----
+  // kNotFound when the job is missing, kAlreadyExists for a duplicate number.
+  virtual Status InsertAttempt(const JobAttempt& attempt) = 0;
+  virtual Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) = 0;
+  // Ascending attempt number.
+  virtual Result<std::vector<JobAttempt>> ListAttempts(api::JobId job) = 0;
+  virtual Status FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
+                               std::string_view result) = 0;
+  virtual Status DeleteAttempt(api::JobId job, int64_t attempt) = 0;
+
+  // ---- nodes ----
+  // Inserts or replaces the node and its whole device list (device.node is
+  // set to node.name). REQUIRES: non-empty name, valid health, unique device
+  // indices (else kInvalidArgument).
+  virtual Status UpsertNode(const api::Node& node) = 0;
+  virtual Result<api::Node> GetNode(std::string_view name) = 0;
+  // By name; devices by index.
+  virtual Result<std::vector<api::Node>> ListNodes() = 0;
+  // health: "healthy" | "suspect" | "dead".
+  virtual Status SetNodeHealth(std::string_view name, std::string_view health) = 0;
+
+  // ---- users and tokens ----
+  // Creates the user if new and a token for it. REQUIRES: non-empty user.
+  virtual Result<IssuedToken> CreateToken(std::string_view user, api::Role role,
+                                          int64_t now_ms) = 0;
+  // kUnauthenticated when malformed, unknown or revoked. The secret is
+  // compared in constant time.
+  virtual Result<TokenInfo> LookupToken(std::string_view plaintext) = 0;
+  // Idempotent for an already revoked token; kNotFound for an unknown id.
+  virtual Status RevokeToken(std::string_view token_id, int64_t now_ms) = 0;
+  // Ordered by user, then id. No secrets.
+  virtual Result<std::vector<TokenInfo>> ListTokens() = 0;
+
+  // ---- entrypoint allow-list ----
+  // By name.
+  virtual Result<std::vector<api::Entrypoint>> ListEntrypoints() = 0;
+  virtual Result<api::Entrypoint> GetEntrypoint(std::string_view name) = 0;
+  // Inserts or replaces. REQUIRES: "builtin:<x>" with an empty command, or
+  // "cmd:<x>" with an absolute command path (else kInvalidArgument).
+  virtual Status PutEntrypoint(const api::Entrypoint& entrypoint) = 0;
+  virtual Status DeleteEntrypoint(std::string_view name) = 0;
+
+  // ---- agent join token ----
+  // Stores salt + SHA-256 of the join token, replacing any earlier one.
+  virtual Status SetAgentJoinToken(std::string_view plaintext) = 0;
+  // kUnauthenticated when no join token is set or it does not match.
+  virtual Status CheckAgentJoinToken(std::string_view plaintext) = 0;
+
+  // ---- metrics ----
+  virtual StoreStats Stats() = 0;
+};
+
+// Checks shared by every backend, so they refuse the same inputs.
+Status ValidateNode(const api::Node& node);
+Status ValidateNodeHealth(std::string_view health);
+Status ValidateEntrypoint(const api::Entrypoint& entrypoint);
+// Clamps a page size to 1..1000.
+int64_t ClampStoreLimit(int64_t limit);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_STORE_H_

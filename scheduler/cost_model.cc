@@ -1,0 +1,379 @@
+#include "scheduler/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace tessera::scheduler {
+
+namespace {
+
+constexpr double kUnusableSeconds = 1e9;  // per sample, for a device without throughput
+
+std::string Gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
+int64_t PairKey(int a, int b) {
+  if (a > b) std::swap(a, b);
+  return (static_cast<int64_t>(a) << 32) | static_cast<int64_t>(b);
+}
+
+}  // namespace
+
+CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& model,
+                            const JobRequest& request, const CostModelOptions& options) {
+  CostModel cm;
+  cm.training_ = request.kind == JobKind::kTrain;
+  cm.num_layers_ = static_cast<int>(model.layers.size());
+  cm.global_batch_ = request.global_batch;
+  cm.options_ = options;
+  cm.nominal_px_ = model.nominal_image_px;
+  if (request.image) {
+    cm.pixel_scale_ = static_cast<double>(request.image->width) * request.image->height /
+                      (static_cast<double>(model.nominal_image_px) * model.nominal_image_px);
+  }
+  cm.weight_multiplier_ = cm.training_ ? 2.0 + model.optimizer_state_multiplier : 1.0;
+
+  const int L = cm.num_layers_;
+  cm.param_prefix_.assign(L + 1, 0);
+  cm.act_prefix_.assign(L + 1, 0);
+  cm.out_.resize(L);
+  cm.in_.resize(L);
+  for (int l = 0; l < L; ++l) {
+    const Layer& layer = model.layers[l];
+    cm.param_prefix_[l + 1] = cm.param_prefix_[l] + static_cast<double>(layer.parameter_bytes);
+    cm.act_prefix_[l + 1] = cm.act_prefix_[l] + static_cast<double>(layer.activation_bytes);
+    cm.out_[l] = static_cast<double>(layer.output_bytes);
+    cm.in_[l] = l == 0 ? static_cast<double>(model.input_bytes)
+                       : static_cast<double>(model.layers[l - 1].output_bytes);
+  }
+
+  // Speed classes: devices with equal type and throughput figures.
+  std::map<std::tuple<std::string, double, double, double>, int> classes;
+  std::vector<const Device*> class_rep;
+  for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+    for (const Device& d : cluster.nodes[n].devices) {
+      auto key = std::make_tuple(d.type, d.tflops, d.tflops_half, d.memory_bandwidth_bytes_per_s);
+      auto [it, inserted] = classes.emplace(key, static_cast<int>(class_rep.size()));
+      if (inserted) class_rep.push_back(&d);
+      DeviceInfo info;
+      info.id = DeviceId{cluster.nodes[n].name, d.index};
+      info.node = static_cast<int>(n);
+      info.speed_class = it->second;
+      info.type = d.type;
+      info.memory_bytes = d.memory_bytes;
+      info.usable_bytes = static_cast<int64_t>(static_cast<double>(d.memory_bytes) *
+                                               (1.0 - request.memory_reserve_fraction));
+      info.busy = d.busy;
+      cm.devices_.push_back(std::move(info));
+    }
+  }
+
+  const double eff = options.compute_efficiency;
+  for (const Device* d : class_rep) {
+    double tf = d->tflops;
+    if (model.precision != Precision::kFp32) tf = d->tflops_half > 0 ? d->tflops_half : 2 * tf;
+    const double flops_per_s = tf * 1e12 * eff;
+    const double bw = d->memory_bandwidth_bytes_per_s;
+    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      const Layer& layer = model.layers[l];
+      const double moved = cm.in_[l] + cm.out_[l];
+      double f, b;
+      auto mf = layer.measured_forward_ms.find(d->type);
+      if (mf != layer.measured_forward_ms.end()) {
+        f = mf->second / 1e3;
+      } else if (flops_per_s <= 0) {
+        f = kUnusableSeconds;
+      } else {
+        f = layer.forward_flops / flops_per_s;
+        if (bw > 0) f = std::max(f, moved / bw);
+      }
+      auto mb = layer.measured_backward_ms.find(d->type);
+      if (mb != layer.measured_backward_ms.end()) {
+        b = mb->second / 1e3;
+      } else if (flops_per_s <= 0) {
+        b = kUnusableSeconds;
+      } else {
+        const double bflops =
+            layer.backward_flops > 0 ? layer.backward_flops : 2 * layer.forward_flops;
+        b = bflops / flops_per_s;
+        if (bw > 0) b = std::max(b, 2 * moved / bw);
+      }
+      fwd[l + 1] = fwd[l] + f;
+      bwd[l + 1] = bwd[l] + b;
+    }
+    cm.fwd_prefix_.push_back(std::move(fwd));
+    cm.bwd_prefix_.push_back(std::move(bwd));
+  }
+  for (size_t c = 0; c < cm.fwd_prefix_.size(); ++c) {
+    std::vector<double> v(L + 1);
+    for (int l = 0; l <= L; ++l) {
+      v[l] = (cm.fwd_prefix_[c][l] + (cm.training_ ? cm.bwd_prefix_[c][l] : 0.0)) * cm.pixel_scale_;
+    }
+    cm.compute_prefix_.push_back(std::move(v));
+  }
+  cm.weight_prefix_.resize(L + 1);
+  cm.act_scaled_prefix_.resize(L + 1);
+  for (int l = 0; l <= L; ++l) {
+    cm.weight_prefix_[l] = cm.param_prefix_[l] * cm.weight_multiplier_;
+    cm.act_scaled_prefix_[l] = cm.act_prefix_[l] * cm.pixel_scale_;
+  }
+  for (DeviceInfo& info : cm.devices_) {
+    info.model_seconds = cm.ComputeSeconds(static_cast<int>(&info - cm.devices_.data()), 0, L);
+  }
+
+  // Links.
+  const int N = static_cast<int>(cluster.nodes.size());
+  cm.num_nodes_ = N;
+  cm.node_links_.resize(static_cast<size_t>(N) * N);
+  for (int a = 0; a < N; ++a) {
+    for (int b = 0; b < N; ++b) {
+      const Node& na = cluster.nodes[a];
+      const Node& nb = cluster.nodes[b];
+      if (a == b) {
+        cm.node_links_[a * N + b] = na.intra_node;
+      } else {
+        cm.node_links_[a * N + b] =
+            Link{std::min(na.network.bandwidth_bytes_per_s, nb.network.bandwidth_bytes_per_s),
+                 std::max(na.network.latency_s, nb.network.latency_s)};
+      }
+    }
+  }
+  std::map<std::string, int> node_index;
+  for (int n = 0; n < N; ++n) node_index[cluster.nodes[n].name] = n;
+  for (const NodeLink& l : cluster.node_links) {
+    auto a = node_index.find(l.a);
+    auto b = node_index.find(l.b);
+    if (a == node_index.end() || b == node_index.end()) continue;
+    cm.node_links_[a->second * N + b->second] = l.link;
+    cm.node_links_[b->second * N + a->second] = l.link;
+  }
+  std::map<DeviceId, int> dev_index;
+  for (int i = 0; i < cm.num_devices(); ++i) dev_index[cm.devices_[i].id] = i;
+  for (const DeviceLink& l : cluster.device_links) {
+    auto a = dev_index.find(l.a);
+    auto b = dev_index.find(l.b);
+    if (a == dev_index.end() || b == dev_index.end()) continue;
+    cm.device_links_[PairKey(a->second, b->second)] = l.link;
+  }
+  return cm;
+}
+
+double CostModel::ForwardSeconds(int dev, int begin, int end) const {
+  const auto& p = fwd_prefix_[devices_[dev].speed_class];
+  return (p[end] - p[begin]) * pixel_scale_;
+}
+
+double CostModel::BackwardSeconds(int dev, int begin, int end) const {
+  if (!training_) return 0;
+  const auto& p = bwd_prefix_[devices_[dev].speed_class];
+  return (p[end] - p[begin]) * pixel_scale_;
+}
+
+double CostModel::ParameterBytes(int begin, int end) const {
+  return param_prefix_[end] - param_prefix_[begin];
+}
+
+double CostModel::WeightBytes(int begin, int end) const {
+  return ParameterBytes(begin, end) * weight_multiplier_;
+}
+
+double CostModel::ActivationBytesPerSample(int begin, int end) const {
+  if (training_) return (act_prefix_[end] - act_prefix_[begin]) * pixel_scale_;
+  double peak = 0;
+  for (int l = begin; l < end; ++l) peak = std::max(peak, in_[l] + out_[l]);
+  return peak * pixel_scale_;
+}
+
+Link CostModel::LinkBetween(int a, int b) const {
+  if (!device_links_.empty()) {
+    auto it = device_links_.find(PairKey(a, b));
+    if (it != device_links_.end()) return it->second;
+  }
+  return node_links_[devices_[a].node * num_nodes_ + devices_[b].node];
+}
+
+double CostModel::StageSeconds(int dev, int begin, int end, double micro, int next,
+                               int prev) const {
+  double t = micro * ComputeSeconds(dev, begin, end) + options_.micro_batch_overhead_s;
+  if (next >= 0) {
+    const Link l = LinkBetween(dev, next);
+    t += l.latency_s + micro * OutputBytes(end - 1) / l.bandwidth_bytes_per_s;
+  }
+  if (training_ && prev >= 0) {
+    const Link l = LinkBetween(dev, prev);
+    t += l.latency_s + micro * OutputBytes(begin - 1) / l.bandwidth_bytes_per_s;
+  }
+  return t;
+}
+
+int CostModel::InFlight(Schedule schedule, int micro_batches, int stages, int stage) {
+  if (schedule == Schedule::kGPipe) return micro_batches;
+  return std::min(micro_batches, stages - stage);
+}
+
+double CostModel::StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight) const {
+  const int held = training_ ? in_flight : 1;
+  return WeightBytes(begin, end) + static_cast<double>(held) * static_cast<double>(micro_ceil) *
+                                       ActivationBytesPerSample(begin, end);
+}
+
+double CostModel::RingAllReduceSeconds(double bytes, int participants, const Link& slowest) {
+  if (participants < 2) return 0;
+  const double n = participants;
+  return 2.0 * (n - 1) / n * bytes / slowest.bandwidth_bytes_per_s +
+         2.0 * (n - 1) * slowest.latency_s;
+}
+
+Evaluation CostModel::Evaluate(const Candidate& c) const {
+  Evaluation ev;
+  const int R = static_cast<int>(c.replicas.size());
+  const int M = c.micro_batches;
+  auto fail = [&ev](std::string reason) {
+    ev.feasible = false;
+    ev.reason = std::move(reason);
+    return ev;
+  };
+  if (R == 0) return fail("no replicas");
+  if (M < 1) return fail("micro-batch count must be at least 1");
+  std::vector<char> used(devices_.size(), 0);
+  int64_t total_batch = 0;
+  for (const CandidateReplica& r : c.replicas) {
+    if (r.stages.empty()) return fail("replica without stages");
+    if (r.batch < M) {
+      return fail("replica batch " + std::to_string(r.batch) + " is smaller than " +
+                  std::to_string(M) + " micro-batches");
+    }
+    total_batch += r.batch;
+    int expect = 0;
+    for (const CandidateStage& s : r.stages) {
+      if (s.device < 0 || s.device >= num_devices()) return fail("unknown device");
+      if (used[s.device]) return fail(devices_[s.device].id.ToString() + " used twice");
+      used[s.device] = 1;
+      if (devices_[s.device].busy) return fail(devices_[s.device].id.ToString() + " is busy");
+      if (s.begin != expect || s.end <= s.begin) return fail("stages do not tile the layers");
+      expect = s.end;
+    }
+    if (expect != num_layers_) return fail("stages do not cover every layer");
+  }
+  if (total_batch != global_batch_) return fail("batch shares do not sum to the global batch");
+
+  ev.stage_time_s.resize(R);
+  ev.stage_memory_bytes.resize(R);
+  double worst = -1;
+  std::vector<double> p2p(R, 0);
+  std::vector<double> replica_time(R, 0);
+  for (int r = 0; r < R; ++r) {
+    const CandidateReplica& rep = c.replicas[r];
+    const int S = static_cast<int>(rep.stages.size());
+    const double micro = static_cast<double>(rep.batch) / M;
+    const int64_t micro_ceil = (rep.batch + M - 1) / M;
+    double sum = 0, max_t = 0, send_sum = 0, send_at_max = 0;
+    int argmax = 0;
+    for (int s = 0; s < S; ++s) {
+      const CandidateStage& st = rep.stages[s];
+      const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
+      const int prev = s > 0 ? rep.stages[s - 1].device : -1;
+      const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev);
+      const double compute =
+          micro * ComputeSeconds(st.device, st.begin, st.end) + options_.micro_batch_overhead_s;
+      const double mem =
+          StageMemoryBytes(st.begin, st.end, micro_ceil, InFlight(c.schedule, M, S, s));
+      const DeviceInfo& d = devices_[st.device];
+      if (mem > static_cast<double>(d.usable_bytes)) {
+        return fail("doesn't fit on " + d.id.ToString() + ": layers [" + std::to_string(st.begin) +
+                    "," + std::to_string(st.end) + ") need " + Gb(mem) + ", " +
+                    Gb(static_cast<double>(d.usable_bytes)) + " usable");
+      }
+      ev.stage_time_s[r].push_back(t);
+      ev.stage_memory_bytes[r].push_back(static_cast<int64_t>(mem));
+      sum += t;
+      send_sum += t - compute;
+      if (t > max_t) {
+        max_t = t;
+        argmax = s;
+        send_at_max = t - compute;
+      }
+    }
+    replica_time[r] = sum + (M - 1) * max_t;
+    p2p[r] = send_sum + (M - 1) * send_at_max;
+    if (replica_time[r] > worst) {
+      worst = replica_time[r];
+      ev.critical_replica = r;
+      ev.bottleneck_stage = argmax;
+    }
+  }
+
+  double visible = 0;
+  if (training_ && R >= 2) {
+    double grad_bytes = 0;
+    for (const CandidateReplica& rep : c.replicas) {
+      for (const CandidateStage& s : rep.stages) {
+        grad_bytes = std::max(grad_bytes, ParameterBytes(s.begin, s.end));
+      }
+    }
+    // Ring over replicas in a canonical order: by the first stage's device.
+    std::vector<int> order(R);
+    for (int r = 0; r < R; ++r) order[r] = r;
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return c.replicas[a].stages[0].device < c.replicas[b].stages[0].device;
+    });
+    Link slowest{std::numeric_limits<double>::infinity(), 0};
+    const int pairs = R == 2 ? 1 : R;
+    for (int i = 0; i < pairs; ++i) {
+      const CandidateReplica& a = c.replicas[order[i]];
+      const CandidateReplica& b = c.replicas[order[(i + 1) % R]];
+      for (const CandidateStage& sa : a.stages) {
+        for (const CandidateStage& sb : b.stages) {
+          const Link l = LinkBetween(sa.device, sb.device);
+          slowest.bandwidth_bytes_per_s =
+              std::min(slowest.bandwidth_bytes_per_s, l.bandwidth_bytes_per_s);
+          slowest.latency_s = std::max(slowest.latency_s, l.latency_s);
+        }
+      }
+    }
+    const double ar = RingAllReduceSeconds(grad_bytes, R, slowest);
+    const double buckets =
+        std::max(1.0, std::ceil(grad_bytes / static_cast<double>(options_.gradient_bucket_bytes)));
+    const CandidateReplica& crit = c.replicas[ev.critical_replica];
+    const CandidateStage& bs = crit.stages[ev.bottleneck_stage];
+    const double window =
+        static_cast<double>(crit.batch) / M * BackwardSeconds(bs.device, bs.begin, bs.end);
+    visible = std::max(ar / buckets, ar - window);
+  }
+  ev.allreduce_s = visible;
+  ev.step_s = worst + visible;
+  ev.samples_per_s = static_cast<double>(global_batch_) / ev.step_s;
+  const CandidateReplica& crit = c.replicas[ev.critical_replica];
+  const int S = static_cast<int>(crit.stages.size());
+  if (S > 1) {
+    double sum = 0;
+    for (double t : ev.stage_time_s[ev.critical_replica]) sum += t;
+    ev.bubble = 1.0 - M * sum / (S * worst);
+  }
+  ev.comm = (visible + p2p[ev.critical_replica]) / ev.step_s;
+  ev.feasible = true;
+  return ev;
+}
+
+double CostModel::NominalPixels() const { return static_cast<double>(nominal_px_) * nominal_px_; }
+
+double CostModel::TileSeconds(int dev, int tile_px) const {
+  const auto& p = fwd_prefix_[devices_[dev].speed_class];
+  return p[num_layers_] * (static_cast<double>(tile_px) * tile_px / NominalPixels());
+}
+
+double CostModel::TileActivationBytes(int tile_px) const {
+  double peak = 0;
+  for (int l = 0; l < num_layers_; ++l) peak = std::max(peak, in_[l] + out_[l]);
+  return peak * (static_cast<double>(tile_px) * tile_px / NominalPixels());
+}
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,170 @@
+// CostModel: predicts step time, memory and communication of a candidate plan.
+//
+// Purpose: the one cost model used by the planner's search and by the exhaustive
+// oracle in the tests, so both rank candidates by the same numbers. Every term is
+// documented with its formula in scheduler/README.md ("Cost model").
+// A Candidate is a plan in device-table indices: replicas, each an ordered list of
+// (device, layer range) stages, a batch per replica, the micro-batch count and the
+// schedule. Evaluate() checks it (coverage, distinct devices, memory) and predicts.
+// Ownership: a CostModel copies what it needs from the snapshot/profile/request;
+// the inputs may be destroyed after Create().
+// Thread safety: immutable after Create(); const methods are safe from any thread.
+#ifndef TESSERA_SCHEDULER_COST_MODEL_H_
+#define TESSERA_SCHEDULER_COST_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/job_request.h"
+#include "scheduler/model_profile.h"
+#include "scheduler/plan.h"
+
+namespace tessera::scheduler {
+
+struct CostModelOptions {
+  double compute_efficiency = 0.5;           // share of measured matmul TFLOPS layers reach
+  double micro_batch_overhead_s = 2e-4;      // per stage per micro-batch (launches, sync)
+  int64_t gradient_bucket_bytes = 25 << 20;  // the worker's all-reduce bucket size
+};
+
+// One row of the device table: every device of the snapshot, busy ones included.
+struct DeviceInfo {
+  DeviceId id;
+  int node = 0;         // index into the snapshot's nodes
+  int speed_class = 0;  // devices with equal type and throughput share a class
+  std::string type;
+  int64_t memory_bytes = 0;
+  int64_t usable_bytes = 0;  // memory_bytes x (1 - memory_reserve_fraction)
+  double model_seconds = 0;  // per sample, whole model, forward (+ backward when training)
+  bool busy = false;
+};
+
+struct CandidateStage {
+  int device = 0;  // index into the device table
+  int begin = 0;   // layers [begin, end)
+  int end = 0;
+};
+
+struct CandidateReplica {
+  int64_t batch = 0;
+  std::vector<CandidateStage> stages;
+};
+
+struct Candidate {
+  std::vector<CandidateReplica> replicas;
+  int micro_batches = 1;
+  Schedule schedule = Schedule::k1F1B;
+};
+
+struct Evaluation {
+  bool feasible = false;
+  std::string reason;  // when infeasible: the first violated constraint, one line
+  double step_s = 0;
+  double samples_per_s = 0;
+  double bubble = 0;
+  double comm = 0;
+  double allreduce_s = 0;  // visible (not overlapped) part
+  int critical_replica = 0;
+  int bottleneck_stage = 0;                              // in the critical replica
+  std::vector<std::vector<double>> stage_time_s;         // [replica][stage], per micro-batch
+  std::vector<std::vector<int64_t>> stage_memory_bytes;  // [replica][stage]
+};
+
+class CostModel {
+ public:
+  // REQUIRES: inputs already validated (the planner validates them).
+  static CostModel Create(const ClusterSnapshot& cluster, const ModelProfile& model,
+                          const JobRequest& request, const CostModelOptions& options = {});
+
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  int num_layers() const { return num_layers_; }
+  const DeviceInfo& device(int i) const { return devices_[i]; }
+  bool training() const { return training_; }
+  const CostModelOptions& options() const { return options_; }
+  int64_t global_batch() const { return global_batch_; }
+
+  // Per-sample seconds of layers [begin, end) on a device. Backward is 0 for inference.
+  double ForwardSeconds(int dev, int begin, int end) const;
+  double BackwardSeconds(int dev, int begin, int end) const;
+  double ComputeSeconds(int dev, int begin, int end) const {
+    return ForwardSeconds(dev, begin, end) + BackwardSeconds(dev, begin, end);
+  }
+  // Parameter bytes of layers [begin, end) (= gradient bytes).
+  double ParameterBytes(int begin, int end) const;
+  // Parameters + gradients + optimizer state when training; parameters when inferring.
+  double WeightBytes(int begin, int end) const;
+  // Training: activation bytes kept per sample; inference: max over layers of in + out.
+  double ActivationBytesPerSample(int begin, int end) const;
+  // Bytes per sample leaving layer `layer` for layer + 1.
+  double OutputBytes(int layer) const { return out_[layer] * pixel_scale_; }
+  // Inference working set of one layer per sample: input + output bytes.
+  double LayerIoBytes(int layer) const { return (in_[layer] + out_[layer]) * pixel_scale_; }
+
+  Link LinkBetween(int a, int b) const;
+
+  // Raw prefix sums for inner loops (index l: sum over layers [0, l)), already
+  // scaled: ComputePrefix(dev)[e] - ComputePrefix(dev)[b] == ComputeSeconds(dev, b, e),
+  // WeightPrefix() likewise for WeightBytes and (training) ActivationPrefix() for
+  // ActivationBytesPerSample.
+  const std::vector<double>& ComputePrefix(int dev) const {
+    return compute_prefix_[devices_[dev].speed_class];
+  }
+  const std::vector<double>& WeightPrefix() const { return weight_prefix_; }
+  const std::vector<double>& ActivationPrefix() const { return act_scaled_prefix_; }
+
+  // Seconds one stage spends on one micro-batch of `micro` samples: compute, the
+  // forward send to `next` and (training) the gradient send to `prev`, plus the
+  // per-micro-batch overhead. next / prev are device indices or -1.
+  double StageSeconds(int dev, int begin, int end, double micro, int next, int prev) const;
+  // Micro-batches whose activations a stage holds at once.
+  static int InFlight(Schedule schedule, int micro_batches, int stages, int stage);
+  // Peak bytes of a stage holding `in_flight` micro-batches of `micro_ceil` samples.
+  double StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight) const;
+
+  // Ring all-reduce of `bytes` over `participants`: 2(N-1)/N x bytes / bw + 2(N-1) x latency.
+  static double RingAllReduceSeconds(double bytes, int participants, const Link& slowest);
+
+  // Checks and predicts one candidate. Never fails: infeasible candidates come
+  // back with feasible == false and a reason.
+  Evaluation Evaluate(const Candidate& candidate) const;
+
+  // Tiled inference helpers: per-tile forward seconds on a device and per-tile
+  // activation bytes for a square tile of `tile_px`.
+  double TileSeconds(int dev, int tile_px) const;
+  double TileActivationBytes(int tile_px) const;
+  double NominalPixels() const;
+
+ private:
+  double LayerForward(int cls, int layer) const;
+
+  bool training_ = true;
+  int num_layers_ = 0;
+  int64_t global_batch_ = 0;
+  double pixel_scale_ = 1;  // (image pixels) / (nominal pixels)
+  double weight_multiplier_ = 1;
+  int nominal_px_ = 256;
+  CostModelOptions options_;
+  std::vector<DeviceInfo> devices_;
+  // Per speed class: prefix sums of nominal per-sample forward/backward seconds.
+  std::vector<std::vector<double>> fwd_prefix_;
+  std::vector<std::vector<double>> bwd_prefix_;
+  std::vector<std::vector<double>> compute_prefix_;  // scaled fwd (+ bwd when training)
+  std::vector<double> weight_prefix_;
+  std::vector<double> act_scaled_prefix_;
+  std::vector<double> param_prefix_;
+  std::vector<double> act_prefix_;
+  std::vector<double> out_;  // nominal output bytes per layer
+  std::vector<double> in_;   // nominal input bytes per layer
+  // Links: node x node matrix (diagonal: the node's internal link) and device-pair overrides.
+  int num_nodes_ = 0;
+  std::vector<Link> node_links_;
+  std::unordered_map<int64_t, Link> device_links_;
+};
+
+}  // namespace tessera::scheduler
+
+#endif  // TESSERA_SCHEDULER_COST_MODEL_H_

@@ -1,0 +1,50 @@
+#include "scheduler/job_request.h"
+
+namespace tessera::scheduler {
+
+std::string_view JobKindName(JobKind kind) { return kind == JobKind::kTrain ? "train" : "infer"; }
+
+std::string_view LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kAuto:
+      return "auto";
+    case Layout::kData:
+      return "data";
+    case Layout::kPipeline:
+      return "pipeline";
+    case Layout::kHybrid:
+      return "hybrid";
+    case Layout::kTiled:
+      return "tiled";
+  }
+  return "auto";
+}
+
+std::optional<Layout> ParseLayout(std::string_view name) {
+  for (Layout l :
+       {Layout::kAuto, Layout::kData, Layout::kPipeline, Layout::kHybrid, Layout::kTiled}) {
+    if (LayoutName(l) == name) return l;
+  }
+  return std::nullopt;
+}
+
+Status JobRequest::Validate() const {
+  if (global_batch <= 0) return InvalidArgument("must be positive", "global_batch");
+  if (min_devices < 1) return InvalidArgument("must be at least 1", "min_devices");
+  if (max_devices < 0) return InvalidArgument("must be non-negative", "max_devices");
+  if (max_devices != 0 && max_devices < min_devices) {
+    return InvalidArgument("must be 0 or at least min_devices", "max_devices");
+  }
+  if (memory_reserve_fraction < 0 || memory_reserve_fraction >= 1) {
+    return InvalidArgument("must be in [0, 1)", "memory_reserve_fraction");
+  }
+  if (image && (image->width <= 0 || image->height <= 0)) {
+    return InvalidArgument("image size must be positive", "image");
+  }
+  if (layout == Layout::kTiled && kind != JobKind::kInfer) {
+    return InvalidArgument("tiled layout is for inference only", "layout");
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::scheduler

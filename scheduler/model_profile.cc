@@ -1,0 +1,44 @@
+#include "scheduler/model_profile.h"
+
+namespace tessera::scheduler {
+
+std::string_view PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+  }
+  return "fp32";
+}
+
+Status ModelProfile::Validate() const {
+  if (layers.empty()) return InvalidArgument("model has no layers", "layers");
+  if (input_bytes < 0) return InvalidArgument("must be non-negative", "input_bytes");
+  if (optimizer_state_multiplier < 0) {
+    return InvalidArgument("must be non-negative", "optimizer_state_multiplier");
+  }
+  if (nominal_image_px <= 0) return InvalidArgument("must be positive", "nominal_image_px");
+  if (halo_px < 0) return InvalidArgument("must be non-negative", "halo_px");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    const std::string f = "layers[" + std::to_string(i) + "]";
+    if (l.forward_flops < 0 || l.backward_flops < 0) {
+      return InvalidArgument("FLOPs must be non-negative", f + ".forward_flops");
+    }
+    if (l.parameter_bytes < 0 || l.activation_bytes < 0 || l.output_bytes < 0) {
+      return InvalidArgument("byte counts must be non-negative", f + ".parameter_bytes");
+    }
+    for (const auto& [type, ms] : l.measured_forward_ms) {
+      if (ms < 0) return InvalidArgument("must be non-negative", f + ".measured_forward_ms");
+    }
+    for (const auto& [type, ms] : l.measured_backward_ms) {
+      if (ms < 0) return InvalidArgument("must be non-negative", f + ".measured_backward_ms");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,57 @@
+// ModelProfile: what the planner knows about a model's layers.
+//
+// Purpose: an ordered list of layers, each with its forward/backward cost per
+// sample (FLOPs, or measured milliseconds per device type once a profile run
+// exists), parameter bytes, activation bytes kept per sample for the backward
+// pass, and bytes sent to the next layer per sample. Plus the optimizer-state
+// multiplier and the precision. Costs are for one sample at the nominal image
+// size (nominal_image_px x nominal_image_px); the planner scales FLOPs and
+// activation/output bytes by pixel count for other image sizes.
+// Ownership: a plain value. Thread safety: a value.
+#ifndef TESSERA_SCHEDULER_MODEL_PROFILE_H_
+#define TESSERA_SCHEDULER_MODEL_PROFILE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tessera::scheduler {
+
+enum class Precision { kFp32, kFp16, kBf16 };
+std::string_view PrecisionName(Precision p);
+
+struct Layer {
+  std::string name;
+  double forward_flops = 0;   // per sample
+  double backward_flops = 0;  // per sample; 0 means 2 x forward_flops
+  // Measured per-sample milliseconds keyed by Device::type; when present for a
+  // device's type they replace the FLOP-based estimate for that device.
+  std::map<std::string, double> measured_forward_ms;
+  std::map<std::string, double> measured_backward_ms;
+  int64_t parameter_bytes = 0;   // at the profile's precision
+  int64_t activation_bytes = 0;  // kept per sample until the backward pass
+  int64_t output_bytes = 0;      // crossing to the next layer per sample (incl. skips)
+};
+
+struct ModelProfile {
+  std::string name;
+  std::vector<Layer> layers;
+  int64_t input_bytes = 0;  // one input sample, as fed to layer 0
+  // Optimizer state bytes = multiplier x parameter bytes (Adam with fp32 state: 2).
+  double optimizer_state_multiplier = 2.0;
+  Precision precision = Precision::kFp32;
+  int nominal_image_px = 256;  // costs above are for a square image of this side
+  int halo_px = 0;             // receptive-field radius: tiles overlap by 2 x halo_px
+  bool estimated = false;      // true until a profile run replaced the estimates
+
+  // OK, or InvalidArgument naming the field (no layers, negative sizes, ...).
+  Status Validate() const;
+};
+
+}  // namespace tessera::scheduler
+
+#endif  // TESSERA_SCHEDULER_MODEL_PROFILE_H_

@@ -1,0 +1,216 @@
+#include "scheduler/pipeline_partition.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace tessera::scheduler {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Cell {
+  double max = kInf;
+  double sum = kInf;
+  int end = -1;  // end of this stage's layer range
+};
+
+bool Better(double max_a, double sum_a, const Cell& b) {
+  if (max_a < b.max * (1 - 1e-12)) return true;
+  if (max_a > b.max * (1 + 1e-12)) return false;
+  return sum_a < b.sum;
+}
+
+void Refine(const CostModel& cost, Partition& p, const PartitionParams& params) {
+  const int S = static_cast<int>(p.stages.size());
+  if (S < 2) return;
+  const int limit = 4 * cost.num_layers();
+  for (int round = 0; round < limit; ++round) {
+    bool improved = false;
+    for (int i = 0; i + 1 < S && !improved; ++i) {
+      for (int delta : {-1, 1}) {
+        std::vector<CandidateStage> trial = p.stages;
+        trial[i].end += delta;
+        trial[i + 1].begin += delta;
+        if (trial[i].end <= trial[i].begin || trial[i + 1].end <= trial[i + 1].begin) continue;
+        auto scored = ScorePartition(cost, std::move(trial), params);
+        if (scored && scored->replica_s < p.replica_s * (1 - 1e-12)) {
+          p = std::move(*scored);
+          improved = true;
+          break;
+        }
+      }
+    }
+    if (!improved) return;
+  }
+}
+
+}  // namespace
+
+std::optional<Partition> ScorePartition(const CostModel& cost, std::vector<CandidateStage> stages,
+                                        const PartitionParams& params) {
+  const int S = static_cast<int>(stages.size());
+  const int M = params.micro_batches;
+  const double micro = static_cast<double>(params.batch) / M;
+  const int64_t micro_ceil = (params.batch + M - 1) / M;
+  double sum = 0, max_t = 0;
+  for (int s = 0; s < S; ++s) {
+    const CandidateStage& st = stages[s];
+    const double mem = cost.StageMemoryBytes(st.begin, st.end, micro_ceil,
+                                             CostModel::InFlight(params.schedule, M, S, s));
+    if (mem > static_cast<double>(cost.device(st.device).usable_bytes)) return std::nullopt;
+    const double t =
+        cost.StageSeconds(st.device, st.begin, st.end, micro, s + 1 < S ? stages[s + 1].device : -1,
+                          s > 0 ? stages[s - 1].device : -1);
+    sum += t;
+    max_t = std::max(max_t, t);
+  }
+  Partition p;
+  p.stages = std::move(stages);
+  p.bottleneck_s = max_t;
+  p.replica_s = sum + (M - 1) * max_t;
+  return p;
+}
+
+std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
+                                                         const std::vector<int>& rev,
+                                                         const PartitionParams& params,
+                                                         int max_stages) {
+  const int L = cost.num_layers();
+  const int K = std::min({max_stages, static_cast<int>(rev.size()), L});
+  std::vector<std::optional<Partition>> result(std::max(K, 0));
+  if (K <= 0 || params.micro_batches < 1 || params.batch < params.micro_batches) return result;
+  const int M = params.micro_batches;
+  const double micro = static_cast<double>(params.batch) / M;
+  const double micro_ceil = static_cast<double>((params.batch + M - 1) / M);
+  const double overhead = cost.options().micro_batch_overhead_s;
+  const bool train = cost.training();
+
+  const std::vector<double>& W = cost.WeightPrefix();
+  const std::vector<double>& A = cost.ActivationPrefix();
+  std::vector<double> out_bytes(L), io_bytes(L);
+  for (int l = 0; l < L; ++l) {
+    out_bytes[l] = cost.OutputBytes(l);
+    io_bytes[l] = cost.LayerIoBytes(l);
+  }
+  // h[k][a]: best for layers [a, L) on rev[k], ..., rev[0] with rev[k] starting at a.
+  // min_sum == false: lexicographic (slowest stage, then sum of stage times).
+  // min_sum == true: smallest sum with every stage at most `cap` (ties: slower max).
+  std::vector<std::vector<Cell>> h(K, std::vector<Cell>(L));
+  auto run = [&](double cap, bool min_sum) {
+    auto better = [min_sum](double mx, double sm, const Cell& b) {
+      if (!min_sum) return Better(mx, sm, b);
+      if (sm < b.sum * (1 - 1e-12)) return true;
+      if (sm > b.sum * (1 + 1e-12)) return false;
+      return mx < b.max;
+    };
+    for (int k = 0; k < K; ++k) {
+      const int dev = rev[k];
+      const std::vector<double>& C = cost.ComputePrefix(dev);
+      const double usable = static_cast<double>(cost.device(dev).usable_bytes);
+      const bool has_next = k > 0;
+      const bool has_prev_dev = k + 1 < K;
+      Link next_link, prev_link;
+      if (has_next) next_link = cost.LinkBetween(dev, rev[k - 1]);
+      if (has_prev_dev) prev_link = cost.LinkBetween(dev, rev[k + 1]);
+      const double next_per_byte = has_next ? micro / next_link.bandwidth_bytes_per_s : 0;
+      // In-flight micro-batches depend on the stage's distance from the end only.
+      const int in_flight =
+          train ? (params.schedule == Schedule::kGPipe ? M : std::min(M, k + 1)) : 1;
+      const double act_factor = in_flight * micro_ceil;
+      for (int a = 0; a < L; ++a) h[k][a] = Cell{};
+      for (int a = 0; a + k < L; ++a) {
+        if (a > 0 && !has_prev_dev) break;  // a stage starting after 0 needs a device before it
+        double fixed = overhead;
+        if (train && a > 0) {
+          fixed += prev_link.latency_s + micro * out_bytes[a - 1] / prev_link.bandwidth_bytes_per_s;
+        }
+        if (has_next) fixed += next_link.latency_s;
+        Cell best;
+        if (!has_next) {
+          double io_max = 0;
+          if (!train) {
+            for (int l = a; l < L; ++l) io_max = std::max(io_max, io_bytes[l]);
+          }
+          const double act = train ? A[L] - A[a] : io_max;
+          const double mem = W[L] - W[a] + act_factor * act;
+          const double t = micro * (C[L] - C[a]) + fixed;
+          if (mem <= usable && t <= cap) best = Cell{t, t, L};
+          h[k][a] = best;
+          continue;
+        }
+        double io_max = 0;
+        const std::vector<Cell>& rest_row = h[k - 1];
+        for (int e = a + 1; e <= L - k; ++e) {
+          if (!train) io_max = std::max(io_max, io_bytes[e - 1]);
+          const double act = train ? A[e] - A[a] : io_max;
+          if (W[e] - W[a] + act_factor * act > usable) break;  // grows with e
+          const double base = micro * (C[e] - C[a]) + fixed;
+          if (base > cap) break;                                 // grows with e
+          if (!min_sum && base > best.max * (1 + 1e-12)) break;  // cannot win any more
+          const Cell& rest = rest_row[e];
+          if (rest.end < 0) continue;
+          const double t = base + next_per_byte * out_bytes[e - 1];
+          if (t > cap) continue;
+          const double mx = std::max(t, rest.max);
+          const double sm = t + rest.sum;
+          if (better(mx, sm, best)) best = Cell{mx, sm, e};
+        }
+        h[k][a] = best;
+      }
+    }
+    std::vector<std::optional<Partition>> found(K);
+    for (int S = 1; S <= K; ++S) {
+      if (h[S - 1][0].end < 0) continue;
+      std::vector<CandidateStage> stages;
+      int a = 0;
+      for (int k = S - 1; k >= 0; --k) {
+        const int e = h[k][a].end;
+        stages.push_back(CandidateStage{rev[k], a, e});
+        a = e;
+      }
+      found[S - 1] = ScorePartition(cost, std::move(stages), params);
+    }
+    return found;
+  };
+
+  std::vector<std::optional<Partition>> raw = run(kInf, false);
+  double best_raw = kInf, smallest_max = kInf;
+  for (const auto& p : raw) {
+    if (!p) continue;
+    best_raw = std::min(best_raw, p->replica_s);
+    smallest_max = std::min(smallest_max, p->bottleneck_s);
+  }
+  // Few micro-batches weigh the sum of stage times, not only the slowest stage:
+  // on small problems also minimise the sum under a few caps on the slowest stage.
+  if (smallest_max < kInf && static_cast<int64_t>(K) * L * L <= 20000 && M < 4 * K) {
+    for (double factor : {1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, kInf}) {
+      auto alt = run(smallest_max * factor, true);
+      for (int S = 1; S <= K; ++S) {
+        if (alt[S - 1] && (!raw[S - 1] || alt[S - 1]->replica_s < raw[S - 1]->replica_s)) {
+          raw[S - 1] = std::move(alt[S - 1]);
+          best_raw = std::min(best_raw, raw[S - 1]->replica_s);
+        }
+      }
+    }
+  }
+  // The local search is the costly part: only for depths near the best one.
+  for (int S = 1; S <= K; ++S) {
+    if (!raw[S - 1]) continue;
+    if (raw[S - 1]->replica_s <= best_raw * 1.05) Refine(cost, *raw[S - 1], params);
+    result[S - 1] = std::move(raw[S - 1]);
+  }
+  return result;
+}
+
+std::optional<Partition> PartitionLayers(const CostModel& cost, const std::vector<int>& devices,
+                                         const PartitionParams& params) {
+  std::vector<int> rev(devices.rbegin(), devices.rend());
+  const int S = static_cast<int>(devices.size());
+  if (S > cost.num_layers()) return std::nullopt;
+  auto all = PartitionAllDepths(cost, rev, params, S);
+  if (static_cast<int>(all.size()) < S) return std::nullopt;
+  return all[S - 1];
+}
+
+}  // namespace tessera::scheduler

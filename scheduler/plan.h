@@ -1,0 +1,86 @@
+// Plan and PlanSet: what the planner returns.
+//
+// Purpose: a Plan is one complete layout: replicas (data-parallel groups), each
+// a pipeline of stages; every stage holds exactly one device and a half-open
+// layer range [layer_begin, layer_end). Each replica has an integer batch share
+// (the shares sum to the global batch) and the weight its gradients get so the
+// summed update equals the global-batch update. Predictions come from the cost
+// model (scheduler/cost_model.h). A PlanSet holds the plans, best first, and one
+// Rejection per option that was ruled out, with a one-line reason users see.
+// Ownership: plain values. Thread safety: values.
+#ifndef TESSERA_SCHEDULER_PLAN_H_
+#define TESSERA_SCHEDULER_PLAN_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/job_request.h"
+
+namespace tessera::scheduler {
+
+// kGPipe: all forwards, then all backwards (inference: forward-only fill/drain).
+// k1F1B: one-forward-one-backward; stage s keeps min(M, S - s) micro-batches.
+enum class Schedule { kGPipe, k1F1B };
+std::string_view ScheduleName(Schedule s);  // "gpipe" | "1f1b"
+
+struct Stage {
+  std::vector<DeviceId> devices;  // exactly one device per stage
+  int layer_begin = 0;            // half-open [layer_begin, layer_end)
+  int layer_end = 0;
+  double time_s = 0;              // per micro-batch: compute + sends + overhead
+  int64_t peak_memory_bytes = 0;  // predicted peak on the stage's device
+};
+
+struct Replica {
+  int64_t batch = 0;           // samples (or tiles, for tiled plans) per step
+  double gradient_weight = 0;  // batch / global_batch: scale local-mean gradients by this
+  std::vector<Stage> stages;   // in pipeline order
+};
+
+struct Tiling {
+  int tile_px = 0;     // square tile side, including overlap
+  int overlap_px = 0;  // overlap between neighbouring tiles (2 x halo)
+  int64_t tiles_per_image = 0;
+};
+
+struct Prediction {
+  double step_s = 0;
+  double samples_per_s = 0;
+  double bubble = 0;  // pipeline idle fraction of the critical replica
+  double comm = 0;    // fraction of the step spent in visible communication
+  std::map<std::string, int64_t> peak_memory_bytes;  // by "node:index"
+};
+
+struct Plan {
+  Layout layout = Layout::kData;
+  int dp = 1;  // replicas
+  int pp = 1;  // stages of the deepest replica
+  int micro_batches = 1;
+  Schedule schedule = Schedule::k1F1B;
+  std::vector<Replica> replicas;
+  std::optional<Tiling> tiling;
+  Prediction predicted;
+  std::string why;  // why this plan, in one line
+
+  // All devices of the plan, replica by replica, stage by stage.
+  std::vector<DeviceId> Devices() const;
+};
+
+struct Rejection {
+  Layout layout = Layout::kAuto;  // kAuto: applies to every layout (e.g. busy devices)
+  std::string reason;
+};
+
+struct PlanSet {
+  std::vector<Plan> plans;  // best (lowest predicted step time) first
+  std::vector<Rejection> rejected;
+};
+
+}  // namespace tessera::scheduler
+
+#endif  // TESSERA_SCHEDULER_PLAN_H_

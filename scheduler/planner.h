@@ -1,0 +1,56 @@
+// Planner: the scheduler's entry point. A plain ClusterSnapshot, ModelProfile and
+// JobRequest in; ranked Plans and the reasons for every rejected option out.
+//
+// Purpose: the search runs in small steps, each recording why it rejected an
+// option (as Nomad's scheduler does): filter devices (busy or without throughput
+// are excluded), rank them (by speed, memory, node), then for each layout build
+// candidates and score them with the CostModel:
+//   data      device subsets (speed prefixes, per node, per node union, per type);
+//             integer batch shares by speed and memory; micro-batches (gradient
+//             accumulation) only when memory requires them.
+//   pipeline  device orderings (by speed, node, memory); an exact min-max layer
+//             partition for every depth; micro-batch count by coarse scan + local search.
+//   hybrid    replicas along node and device-type lines (per node, per node-and-type,
+//             contiguous chunks, stripes); each replica partitioned for its own
+//             devices; batch shares by replica speed; one micro-batch count.
+//   tiled     (inference with an image) tile size and overlap; tiles shared by speed.
+// The best plan of every feasible layout is returned, best first.
+//
+// Infeasible jobs: MakePlans returns kFailedPrecondition whose message lists
+// the reasons, layout by layout ("no free device", "data: doesn't fit on boxB:0
+// ..."). Malformed input returns kInvalidArgument with the offending field.
+// Thread safety: pure function; safe to call concurrently.
+#ifndef TESSERA_SCHEDULER_PLANNER_H_
+#define TESSERA_SCHEDULER_PLANNER_H_
+
+#include <string>
+
+#include "common/status.h"
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/job_request.h"
+#include "scheduler/model_profile.h"
+#include "scheduler/plan.h"
+
+namespace tessera::scheduler {
+
+struct PlannerOptions {
+  CostModelOptions cost;
+  int max_pipeline_stages = 16;  // deepest pipeline (per replica) the search builds
+};
+
+// REQUIRES: nothing; bad input yields kInvalidArgument.
+Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& model,
+                          const JobRequest& request, const PlannerOptions& options = {});
+
+// The layout a candidate has: one single-stage replica or several single-stage
+// replicas: data; one multi-stage replica: pipeline; otherwise hybrid.
+Layout LayoutOf(const Candidate& candidate);
+
+// Turns a scored candidate into a Plan (device ids, layer ranges, predictions).
+// REQUIRES: evaluation.feasible and evaluation came from cost.Evaluate(candidate).
+Plan ToPlan(const CostModel& cost, const Candidate& candidate, const Evaluation& evaluation);
+
+}  // namespace tessera::scheduler
+
+#endif  // TESSERA_SCHEDULER_PLANNER_H_

@@ -1,0 +1,225 @@
+#include "agent/inventory.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/benchmark_cache.h"
+#include "agent/cpu_discovery.h"
+#include "agent/device_benchmark.h"
+#include "agent/nvml_discovery.h"
+#include "tests/agent/test_util.h"
+
+namespace tessera::agent {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(CpuDiscovery, RealProcGivesOneCpuDevice) {
+  auto cpu = DiscoverCpuDevice();
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->type, "cpu");
+  EXPECT_EQ(cpu->index, 0);
+  EXPECT_FALSE(cpu->name.empty());
+  EXPECT_GT(cpu->memory_bytes, 0);
+  EXPECT_FALSE(cpu->emulated);
+}
+
+TEST(CpuDiscovery, ReadsModelNameAndMemTotal) {
+  TempDir proc;
+  WriteFile(proc.path() / "cpuinfo",
+            "processor\t: 0\nmodel name\t: Test CPU 9000 @ 3.00GHz\n\n"
+            "processor\t: 1\nmodel name\t: Test CPU 9000 @ 3.00GHz\n");
+  WriteFile(proc.path() / "meminfo",
+            "MemTotal:        2048 kB\nMemFree:  100 kB\nMemAvailable:    1024 kB\n");
+  auto cpu = DiscoverCpuDevice(proc.path());
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->name, "Test CPU 9000 @ 3.00GHz");
+  EXPECT_EQ(cpu->memory_bytes, 2048 * 1024);
+  EXPECT_EQ(cpu->memory_used_bytes, 1024 * 1024);
+}
+
+TEST(CpuDiscovery, MissingMeminfoIsAnError) {
+  TempDir proc;
+  WriteFile(proc.path() / "cpuinfo", "model name : x\n");
+  EXPECT_FALSE(DiscoverCpuDevice(proc.path()).ok());
+}
+
+TEST(NvmlDiscovery, AbsentLibraryMeansNoGpusNotAnError) {
+  auto gpus = DiscoverNvmlGpus("libnvidia-ml-absent-for-tessera-tests.so.1");
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  EXPECT_TRUE(gpus->devices.empty());
+  EXPECT_TRUE(gpus->links.empty());
+}
+
+TEST(NvmlDiscovery, LibraryWithoutNvmlSymbolsIsAnError) {
+  auto gpus = DiscoverNvmlGpus("libm.so.6");
+  ASSERT_FALSE(gpus.ok());
+  EXPECT_NE(gpus.status().message().find("nvmlInit"), std::string::npos)
+      << gpus.status().ToString();
+}
+
+InventoryOptions Options(const TempDir& state, const std::filesystem::path& file = {}) {
+  InventoryOptions o;
+  o.state_dir = state.path();
+  o.inventory_file = file;
+  o.nvml_library = "libnvidia-ml-absent-for-tessera-tests.so.1";
+  return o;
+}
+
+TEST(SystemInventory, WithoutGpuOffersTheCpu) {
+  TempDir state;
+  SystemInventoryProvider provider(Options(state));
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 1u);
+  EXPECT_EQ(inv->devices[0].type, "cpu");
+  EXPECT_TRUE(inv->links.empty());
+}
+
+TEST(SystemInventory, FileDevicesReplaceDiscovery) {
+  TempDir state;
+  WriteFile(state.path() / "inv.yaml",
+            "devices:\n  - {name: big, memory: 80GiB}\n"
+            "  - {name: small, memory: 16GiB, relative_speed: 0.5}\n");
+  SystemInventoryProvider provider(Options(state, state.path() / "inv.yaml"));
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(inv->devices[i].index, i);
+    EXPECT_EQ(inv->devices[i].type, "cuda");
+    EXPECT_TRUE(inv->devices[i].emulated);
+  }
+  EXPECT_EQ(inv->devices[1].name, "small");
+  EXPECT_EQ(inv->devices[1].memory_bytes, 16LL << 30);
+  EXPECT_DOUBLE_EQ(inv->devices[1].relative_speed, 0.5);
+}
+
+TEST(SystemInventory, CombineAddsFileDevicesAfterDiscovered) {
+  TempDir state;
+  WriteFile(state.path() / "inv.yaml", "combine: true\ndevices: [{name: e, memory: 1G}]\n");
+  SystemInventoryProvider provider(Options(state, state.path() / "inv.yaml"));
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 2u);
+  EXPECT_EQ(inv->devices[0].type, "cpu");
+  EXPECT_TRUE(inv->devices[1].emulated);
+  EXPECT_EQ(inv->devices[1].index, 1);
+}
+
+TEST(SystemInventory, BadFileRefusesWithFieldAndPath) {
+  TempDir state;
+  WriteFile(state.path() / "inv.yaml", "devices: [{name: e, memory: 1G, relative_speed: -1}]\n");
+  SystemInventoryProvider provider(Options(state, state.path() / "inv.yaml"));
+  auto inv = provider.Load();
+  ASSERT_FALSE(inv.ok());
+  EXPECT_EQ(inv.status().field(), "devices[0].relative_speed");
+  EXPECT_NE(inv.status().message().find("inv.yaml"), std::string::npos);
+}
+
+TEST(SystemInventory, MissingFileRefuses) {
+  TempDir state;
+  SystemInventoryProvider provider(Options(state, state.path() / "nope.yaml"));
+  EXPECT_FALSE(provider.Load().ok());
+}
+
+// A benchmark that counts its calls and reports fixed figures.
+struct CountingBenchmark {
+  int calls = 0;
+  BenchmarkFigures figures{3.0, 30.0};
+  DeviceBenchmarkFn Fn() {
+    return [this](const std::string& device) -> Result<BenchmarkFigures> {
+      ++calls;
+      if (device != "cpu") return Unimplemented("only cpu here");
+      return figures;
+    };
+  }
+};
+
+TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
+  TempDir state;
+  auto cpu = DiscoverCpuDevice();
+  ASSERT_TRUE(cpu.ok());
+  BenchmarkCache seeded(state.path() / "inventory-cache.json");
+  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{2.0, 10.0});
+  ASSERT_TRUE(seeded.Save().ok());
+  WriteFile(state.path() / "inv.yaml",
+            "combine: true\ndevices:\n  - {name: half, memory: 1G, relative_speed: 0.5}\n"
+            "  - {name: declared, memory: 1G, relative_speed: 2, tflops: 7}\n");
+  CountingBenchmark bench;
+  InventoryOptions o = Options(state, state.path() / "inv.yaml");
+  o.benchmark = bench.Fn();
+  SystemInventoryProvider provider(o);
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 3u);
+  EXPECT_EQ(bench.calls, 0);  // everything came from the cache
+  EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 2.0);
+  EXPECT_DOUBLE_EQ(inv->devices[0].mem_bandwidth_gbps, 10.0);
+  // Emulated: CPU figures x relative_speed, or the declared TFLOPS.
+  EXPECT_DOUBLE_EQ(inv->devices[1].measured_tflops, 1.0);
+  EXPECT_DOUBLE_EQ(inv->devices[1].mem_bandwidth_gbps, 5.0);
+  EXPECT_DOUBLE_EQ(inv->devices[2].measured_tflops, 7.0);
+  EXPECT_DOUBLE_EQ(inv->devices[2].mem_bandwidth_gbps, 20.0);
+}
+
+TEST(SystemInventory, FirstStartMeasuresOnceAndCaches) {
+  TempDir state;
+  CountingBenchmark bench;
+  InventoryOptions o = Options(state);
+  o.benchmark = bench.Fn();
+  {
+    SystemInventoryProvider provider(o);
+    auto inv = provider.Load();
+    ASSERT_TRUE(inv.ok());
+    EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 3.0);
+  }
+  EXPECT_EQ(bench.calls, 1);
+  SystemInventoryProvider restarted(o);
+  ASSERT_TRUE(restarted.Load().ok());
+  EXPECT_EQ(bench.calls, 1);  // the restart reused the cache file
+}
+
+TEST(SystemInventory, RebenchmarkMeasuresAgainAndUpdatesTheCache) {
+  TempDir state;
+  auto cpu = DiscoverCpuDevice();
+  ASSERT_TRUE(cpu.ok());
+  BenchmarkCache seeded(state.path() / "inventory-cache.json");
+  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{1234.0, 1234.0});
+  ASSERT_TRUE(seeded.Save().ok());
+  CountingBenchmark bench;
+  InventoryOptions o = Options(state);
+  o.benchmark = bench.Fn();
+  o.rebenchmark = true;
+  SystemInventoryProvider provider(o);
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(bench.calls, 1);
+  EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 3.0);
+  BenchmarkCache reread(state.path() / "inventory-cache.json");
+  reread.Load();
+  auto cached = reread.Get(BenchmarkCache::KeyFor(*cpu));
+  ASSERT_TRUE(cached.has_value());
+  EXPECT_DOUBLE_EQ(cached->tflops, 3.0);
+}
+
+TEST(SystemInventory, FailedBenchmarkLeavesZeroFiguresNotAnError) {
+  TempDir state;
+  InventoryOptions o = Options(state);
+  o.benchmark = [](const std::string&) -> Result<BenchmarkFigures> { return Internal("no luck"); };
+  SystemInventoryProvider provider(o);
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 0.0);
+}
+
+TEST(BenchmarkCache, DamagedFileIsAnEmptyCache) {
+  TempDir state;
+  WriteFile(state.path() / "c.json", "{not json");
+  BenchmarkCache cache(state.path() / "c.json");
+  cache.Load();
+  EXPECT_FALSE(cache.Get("cpu:x").has_value());
+}
+
+}  // namespace
+}  // namespace tessera::agent

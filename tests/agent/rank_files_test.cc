@@ -1,0 +1,95 @@
+#include "agent/rank_files.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/agent/test_util.h"
+
+namespace tessera::agent {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(RankFiles, PathsFollowTheLayout) {
+  RankPaths p = RankPathsFor("/s", api::WorkerKey{7, 2, 3});
+  EXPECT_EQ(p.dir, "/s/jobs/7/2/rank-3");
+  EXPECT_EQ(p.plan, "/s/jobs/7/2/rank-3/plan.json");
+  EXPECT_EQ(p.progress, "/s/jobs/7/2/rank-3/progress.jsonl");
+}
+
+TEST(RankFiles, LogTailKeepsLastLinesAndPartialLast) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += "line " + std::to_string(i) + "\n";
+  text += "partial";
+  WriteFile(dir.path() / "worker.log", text);
+  auto tail = ReadLogTail(dir.path() / "worker.log", 100);
+  ASSERT_EQ(tail.size(), 100u);
+  EXPECT_EQ(tail.front(), "line 51");
+  EXPECT_EQ(tail[98], "line 149");
+  EXPECT_EQ(tail.back(), "partial");
+}
+
+TEST(RankFiles, LogTailContinuesIntoRotatedFile) {
+  TempDir dir;
+  WriteFile(dir.path() / "worker.log.1", "old 1\nold 2\nold 3\n");
+  WriteFile(dir.path() / "worker.log", "new 1\n");
+  auto tail = ReadLogTail(dir.path() / "worker.log", 3);
+  EXPECT_EQ(tail, (std::vector<std::string>{"old 2", "old 3", "new 1"}));
+}
+
+TEST(RankFiles, LogTailCutsLongLines) {
+  TempDir dir;
+  WriteFile(dir.path() / "worker.log", std::string(10000, 'x') + "\nshort\n");
+  auto tail = ReadLogTail(dir.path() / "worker.log", 100, 64);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_EQ(tail.back(), "short");
+  for (const auto& l : tail) EXPECT_LE(l.size(), 64u);
+}
+
+TEST(RankFiles, MissingLogIsEmptyTail) {
+  TempDir dir;
+  EXPECT_TRUE(ReadLogTail(dir.path() / "none.log").empty());
+}
+
+struct ProgressRow {
+  const char* name;
+  const char* text;
+  api::Json want;
+};
+
+TEST(RankFiles, LastCompleteProgressLine) {
+  const ProgressRow rows[] = {
+      {"empty", "", nullptr},
+      {"one", "{\"step\":1}\n", api::Json{{"step", 1}}},
+      {"last_wins", "{\"step\":1}\n{\"step\":2}\n", api::Json{{"step", 2}}},
+      {"partial_ignored", "{\"step\":1}\n{\"step\":2", api::Json{{"step", 1}}},
+      {"garbage_skipped", "{\"step\":1}\nnot json\n", api::Json{{"step", 1}}},
+      {"only_partial", "{\"step\":", nullptr},
+  };
+  for (const auto& row : rows) {
+    TempDir dir;
+    WriteFile(dir.path() / "p.jsonl", row.text);
+    EXPECT_EQ(ReadLastProgress(dir.path() / "p.jsonl"), row.want) << row.name;
+  }
+}
+
+TEST(RankFiles, RotationShiftsAndKeepsN) {
+  TempDir dir;
+  auto log = dir.path() / "worker.log";
+  EXPECT_FALSE(RotateLogIfNeeded(log, 10, 2));  // missing: nothing to do
+  for (int round = 1; round <= 3; ++round) {
+    WriteFile(log, "round " + std::to_string(round) + " with more than ten bytes\n");
+    EXPECT_TRUE(RotateLogIfNeeded(log, 10, 2));
+    EXPECT_EQ(std::filesystem::file_size(log), 0u);
+  }
+  EXPECT_EQ(ReadFile(dir.path() / "worker.log.1"), "round 3 with more than ten bytes\n");
+  EXPECT_EQ(ReadFile(dir.path() / "worker.log.2"), "round 2 with more than ten bytes\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "worker.log.3"));
+  WriteFile(log, "small\n");
+  EXPECT_FALSE(RotateLogIfNeeded(log, 10, 2));
+}
+
+}  // namespace
+}  // namespace tessera::agent

@@ -1,0 +1,331 @@
+// ProcessSupervisor with real child processes (/bin/sh scripts).
+#include "agent/supervisor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "agent/file_util.h"
+#include "tests/agent/test_util.h"
+
+namespace tessera::agent {
+namespace {
+
+using api::WorkerKey;
+using api::WorkerState;
+using namespace std::chrono_literals;
+using testing::Eventually;
+using testing::LiveMembersOfGroup;
+using testing::ProcessAlive;
+using testing::ReadFile;
+using testing::ShellLaunch;
+using testing::TempDir;
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  SupervisorOptions Options() {
+    SupervisorOptions o;
+    o.state_dir = state_.path();
+    o.stop_grace = 500ms;
+    o.poll_interval = 10ms;
+    return o;
+  }
+  void TearDown() override {
+    if (sup_) {
+      EXPECT_TRUE(sup_->StopAllAndWait());
+    }
+    sup_.reset();
+    // Reap children of supervisors that were dropped (re-adoption tests).
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+  ProcessSupervisor& Sup() {
+    if (!sup_) sup_ = std::make_unique<ProcessSupervisor>(Options());
+    return *sup_;
+  }
+  RankPaths Paths(WorkerKey key) { return RankPathsFor(state_.path(), key); }
+  bool LogContains(WorkerKey key, const std::string& text) {
+    return ReadFile(Paths(key).log).find(text) != std::string::npos;
+  }
+
+  TempDir state_;
+  std::unique_ptr<ProcessSupervisor> sup_;
+};
+
+TEST_F(SupervisorTest, RecordsExitCode) {
+  WorkerKey key{1, 1, 0};
+  ASSERT_TRUE(Sup().Start(ShellLaunch(key, "exit 7"), {}).ok());
+  auto s = Sup().WaitForExit(key, 10s);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, WorkerState::kExited);
+  EXPECT_EQ(s->exit_code, 7);
+  EXPECT_TRUE(std::filesystem::exists(Paths(key).exit));
+}
+
+TEST_F(SupervisorTest, EnvCarriesTheContractAndNothingFromTheAgent) {
+  ::setenv("TESSERA_AGENT_TEST_LEAK", "1", 1);
+  WorkerKey key{2, 3, 1};
+  api::WorkerLaunch launch = ShellLaunch(key, "env > env.txt; pwd > cwd.txt");
+  EnvMap device_env = {
+      {"TESSERA_DEVICE", "cpu"}, {"TESSERA_DEVICE_SPEED", "0.5"}, {"CUDA_VISIBLE_DEVICES", ""}};
+  ASSERT_TRUE(Sup().Start(launch, device_env).ok());
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
+  const RankPaths p = Paths(key);
+  const std::string env = ReadFile(p.dir / "env.txt");
+  for (const std::string& want : std::vector<std::string>{
+           "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+           "MASTER_PORT=29500", "TESSERA_JOB_ID=2", "TESSERA_ATTEMPT=3",
+           "TESSERA_CHECKPOINT_DIR=/tmp/ckpt", "TESSERA_DEVICE=cpu", "TESSERA_DEVICE_SPEED=0.5",
+           "CUDA_VISIBLE_DEVICES=", "TESSERA_PLAN=" + p.plan.string(),
+           "TESSERA_PROGRESS_FILE=" + p.progress.string(), "PATH="}) {
+    EXPECT_NE(env.find(want + (want.back() == '=' ? "" : "\n")), std::string::npos) << want;
+  }
+  EXPECT_EQ(env.find("TESSERA_AGENT_TEST_LEAK"), std::string::npos);
+  EXPECT_EQ(ReadFile(p.dir / "cwd.txt"), p.dir.string() + "\n");
+  EXPECT_EQ(api::Json::parse(ReadFile(p.plan)), launch.plan);
+  ::unsetenv("TESSERA_AGENT_TEST_LEAK");
+}
+
+TEST_F(SupervisorTest, CapturesStdoutAndStderrAsLogTail) {
+  WorkerKey key{3, 1, 0};
+  ASSERT_TRUE(Sup()
+                  .Start(ShellLaunch(key,
+                                     "i=0; while [ $i -lt 150 ]; do echo out $i; i=$((i+1)); done;"
+                                     " echo to-stderr >&2"),
+                         {})
+                  .ok());
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
+  auto snap = Sup().Snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  ASSERT_EQ(snap[0].log_tail.size(), 100u);
+  EXPECT_EQ(snap[0].log_tail.front(), "out 51");
+  EXPECT_EQ(snap[0].log_tail[98], "out 149");
+  EXPECT_EQ(snap[0].log_tail.back(), "to-stderr");
+}
+
+TEST_F(SupervisorTest, RotatesTheLogAtTheCap) {
+  SupervisorOptions o = Options();
+  o.log_max_bytes = 2000;
+  o.log_keep = 2;
+  sup_ = std::make_unique<ProcessSupervisor>(o);
+  WorkerKey key{4, 1, 0};
+  // Ten bursts of ~1.5 KB, each given time to be rotated.
+  ASSERT_TRUE(sup_->Start(ShellLaunch(key,
+                                      "b=0; while [ $b -lt 10 ]; do i=0; while [ $i -lt 30 ]; do"
+                                      " echo burst $b line $i padding-padding-padding-pad;"
+                                      " i=$((i+1)); done; b=$((b+1)); sleep 0.1; done"),
+                          {})
+                  .ok());
+  ASSERT_EQ(sup_->WaitForExit(key, 20s)->exit_code, 0);
+  const auto log = Paths(key).log;
+  EXPECT_TRUE(std::filesystem::exists(log.string() + ".1"));
+  EXPECT_TRUE(std::filesystem::exists(log.string() + ".2"));
+  EXPECT_FALSE(std::filesystem::exists(log.string() + ".3"));
+  EXPECT_LE(std::filesystem::file_size(log), 2000u);
+  auto tail = sup_->Snapshot()[0].log_tail;
+  ASSERT_FALSE(tail.empty());
+  EXPECT_NE(tail.back().find("burst 9 line 29"), std::string::npos);
+}
+
+TEST_F(SupervisorTest, ReportsLastCompleteProgressLine) {
+  WorkerKey key{5, 1, 0};
+  ASSERT_TRUE(Sup()
+                  .Start(ShellLaunch(key,
+                                     "echo '{\"step\":1}' >> \"$TESSERA_PROGRESS_FILE\";"
+                                     "echo '{\"step\":2}' >> \"$TESSERA_PROGRESS_FILE\";"
+                                     "printf '{\"step\":3' >> \"$TESSERA_PROGRESS_FILE\";"
+                                     "exec sleep 30"),
+                         {})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto snap = Sup().Snapshot();
+    return snap.size() == 1 && snap[0].progress == api::Json{{"step", 2}};
+  }));
+  EXPECT_EQ(Sup().Get(key)->state, WorkerState::kRunning);
+}
+
+TEST_F(SupervisorTest, StopSendsTermToTheGroup) {
+  WorkerKey key{6, 1, 0};
+  ASSERT_TRUE(Sup().Start(ShellLaunch(key, "sleep 30"), {}).ok());
+  Sup().Stop(key);
+  EXPECT_EQ(Sup().Get(key)->state, WorkerState::kStopping);
+  auto s = Sup().WaitForExit(key, 10s);
+  EXPECT_EQ(s->state, WorkerState::kExited);
+  EXPECT_EQ(s->exit_code, 128 + SIGTERM);
+}
+
+TEST_F(SupervisorTest, EscalatesToKillWhenTermIsIgnored) {
+  WorkerKey key{7, 1, 0};
+  ASSERT_TRUE(Sup()
+                  .Start(ShellLaunch(key,
+                                     "trap '' TERM; echo ready; while true; do sleep 0.05;"
+                                     " done"),
+                         {})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return LogContains(key, "ready"); }));
+  auto t0 = std::chrono::steady_clock::now();
+  Sup().Stop(key);
+  auto s = Sup().WaitForExit(key, 10s);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(s->state, WorkerState::kExited);
+  EXPECT_EQ(s->exit_code, 128 + SIGKILL);
+  EXPECT_GE(took, 450ms);  // TERM was ignored for the grace period...
+  EXPECT_LT(took, 3s);     // ...and KILL followed it (grace 500 ms + margin)
+}
+
+TEST_F(SupervisorTest, GroupKillReachesGrandchildrenAndLeavesNoOrphans) {
+  WorkerKey key{8, 1, 0};
+  ASSERT_TRUE(Sup()
+                  .Start(ShellLaunch(key,
+                                     "sleep 300 & echo $! > grandchild.pid;"
+                                     " sh -c 'sleep 301 & wait' & wait"),
+                         {})
+                  .ok());
+  const auto pid_file = Paths(key).dir / "grandchild.pid";
+  ASSERT_TRUE(Eventually([&] { return ReadFile(pid_file).find('\n') != std::string::npos; }));
+  const pid_t grandchild = std::stoi(ReadFile(pid_file));
+  const pid_t leader = static_cast<pid_t>(Sup().Get(key)->pid);
+  ASSERT_TRUE(Eventually([&] { return LiveMembersOfGroup(leader).size() >= 4; }));
+  ASSERT_TRUE(ProcessAlive(grandchild));
+  Sup().Stop(key);
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->state, WorkerState::kExited);
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(grandchild); }, 3s));
+  EXPECT_TRUE(Eventually([&] { return LiveMembersOfGroup(leader).empty(); }, 3s));
+}
+
+TEST_F(SupervisorTest, LeftoverGroupMembersDieWithANaturallyEndingLeader) {
+  WorkerKey key{9, 1, 0};
+  ASSERT_TRUE(Sup().Start(ShellLaunch(key, "sleep 300 & echo $! > bg.pid; exit 0"), {}).ok());
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
+  const pid_t bg = std::stoi(ReadFile(Paths(key).dir / "bg.pid"));
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(bg); }, 3s));
+}
+
+TEST_F(SupervisorTest, NeverStartsTheSameKeyTwice) {
+  WorkerKey key{10, 1, 0};
+  const auto launch = ShellLaunch(key, "echo run >> runs.txt");
+  ASSERT_TRUE(Sup().Start(launch, {}).ok());
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->state, WorkerState::kExited);
+  EXPECT_TRUE(Sup().Start(launch, {}).ok());  // known: no-op
+  Sup().Forget(key);
+  EXPECT_FALSE(Sup().Get(key).has_value());
+  // Forgotten, but exit.json remembers: not started again.
+  EXPECT_EQ(Sup().Start(launch, {}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Sup().Get(key)->state, WorkerState::kExited);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(ReadFile(Paths(key).dir / "runs.txt"), "run\n");
+}
+
+TEST_F(SupervisorTest, ExecFailureIsAnExitedWorkerWithReasonInLog) {
+  WorkerKey key{11, 1, 0};
+  api::WorkerLaunch launch = ShellLaunch(key, "");
+  launch.argv = {"/nonexistent/tessera-worker"};
+  EXPECT_FALSE(Sup().Start(launch, {}).ok());
+  auto s = Sup().Get(key);
+  EXPECT_EQ(s->state, WorkerState::kExited);
+  EXPECT_EQ(s->exit_code, kExitCodeLaunchFailed);
+  auto tail = Sup().Snapshot()[0].log_tail;
+  ASSERT_FALSE(tail.empty());
+  EXPECT_NE(tail.back().find("cannot execute"), std::string::npos) << tail.back();
+}
+
+TEST_F(SupervisorTest, RelativeArgv0IsRejected) {
+  WorkerKey key{12, 1, 0};
+  api::WorkerLaunch launch = ShellLaunch(key, "");
+  launch.argv = {"sh", "-c", "true"};
+  Status st = Sup().Start(launch, {});
+  EXPECT_EQ(st.field(), "argv[0]");
+  EXPECT_EQ(Sup().Get(key)->exit_code, kExitCodeLaunchFailed);
+}
+
+TEST_F(SupervisorTest, RejectRecordsAnExitedWorker) {
+  WorkerKey key{13, 1, 0};
+  Sup().Reject(ShellLaunch(key, "true"), InvalidArgument("no device 9", "device_indices[0]"));
+  EXPECT_EQ(Sup().Get(key)->exit_code, kExitCodeLaunchFailed);
+  EXPECT_TRUE(LogContains(key, "no device 9"));
+}
+
+TEST_F(SupervisorTest, RestartedSupervisorReadoptsLiveWorkersAndDropsStalePidFiles) {
+  WorkerKey live{20, 1, 0};
+  WorkerKey dead{20, 1, 1};
+  WorkerKey ended{20, 1, 2};
+  WorkerKey reused{20, 1, 3};
+  pid_t live_pid = 0;
+  pid_t dead_pid = 0;
+  {
+    ProcessSupervisor first(Options());
+    ASSERT_TRUE(first.Start(ShellLaunch(live, "exec sleep 60"), {}).ok());
+    ASSERT_TRUE(first.Start(ShellLaunch(dead, "exec sleep 60"), {}).ok());
+    ASSERT_TRUE(first.Start(ShellLaunch(ended, "exit 4"), {}).ok());
+    ASSERT_EQ(first.WaitForExit(ended, 10s)->exit_code, 4);
+    live_pid = static_cast<pid_t>(first.Get(live)->pid);
+    dead_pid = static_cast<pid_t>(first.Get(dead)->pid);
+  }  // the first agent goes away; its workers keep running
+  ASSERT_TRUE(ProcessAlive(live_pid));
+  // One worker dies while no agent runs.
+  ::kill(dead_pid, SIGKILL);
+  ::waitpid(dead_pid, nullptr, 0);
+  // A pid file whose pid now belongs to another process (this test).
+  const RankPaths reused_paths = Paths(reused);
+  std::filesystem::create_directories(reused_paths.dir);
+  ASSERT_TRUE(
+      WriteFileAtomically(
+          reused_paths.pid,
+          api::Json{
+              {"job_id", 20}, {"attempt", 1}, {"rank", 3}, {"pid", ::getpid()}, {"start_ticks", 1}}
+              .dump())
+          .ok());
+
+  sup_ = std::make_unique<ProcessSupervisor>(Options());
+  auto report = sup_->Recover();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->adopted, 1);
+  EXPECT_EQ(report->exited, 1);
+  EXPECT_EQ(report->dropped, 2);
+
+  auto s = sup_->Get(live);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, WorkerState::kRunning);
+  EXPECT_EQ(s->pid, live_pid);
+  EXPECT_EQ(sup_->Get(ended)->exit_code, 4);
+  for (WorkerKey k : {dead, reused}) {
+    EXPECT_EQ(sup_->Get(k)->state, WorkerState::kExited);
+    EXPECT_EQ(sup_->Get(k)->exit_code, kExitCodeUnknown);
+    EXPECT_FALSE(std::filesystem::exists(Paths(k).pid));
+  }
+  EXPECT_TRUE(ProcessAlive(::getpid()));  // the reused pid was not signalled
+
+  // The adopted worker can be stopped like any other.
+  sup_->Stop(live);
+  EXPECT_EQ(sup_->WaitForExit(live, 10s)->state, WorkerState::kExited);
+  ::waitpid(live_pid, nullptr, 0);  // this test process is its real parent
+  EXPECT_FALSE(ProcessAlive(live_pid));
+}
+
+TEST_F(SupervisorTest, ReadoptionRejectsAPidWhoseEnvironDoesNotMatch) {
+  // This test process's pid with its real start time but without the
+  // worker's identity in its environment: pid reuse, not our worker.
+  WorkerKey key{21, 1, 0};
+  std::string stat = ReadFile("/proc/self/stat");
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) fields >> field;
+  const RankPaths p = Paths(key);
+  std::filesystem::create_directories(p.dir);
+  ASSERT_TRUE(WriteFileAtomically(p.pid, api::Json{{"job_id", 21},
+                                                   {"attempt", 1},
+                                                   {"rank", 0},
+                                                   {"pid", ::getpid()},
+                                                   {"start_ticks", std::stoull(field)}}
+                                             .dump())
+                  .ok());
+  sup_ = std::make_unique<ProcessSupervisor>(Options());
+  auto report = sup_->Recover();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->adopted, 0);
+  EXPECT_EQ(report->dropped, 1);
+}
+
+}  // namespace
+}  // namespace tessera::agent

@@ -1,0 +1,111 @@
+// Helpers shared by the agent tests: temp dirs, launches, polling.
+#ifndef TESSERA_TESTS_AGENT_TEST_UTIL_H_
+#define TESSERA_TESTS_AGENT_TEST_UTIL_H_
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "api/agent_protocol.h"
+
+namespace tessera::agent::testing {
+
+// A fresh directory under $TMPDIR, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tessera-agent-test-XXXXXX").string();
+    char* made = ::mkdtemp(pattern.data());
+    path_ = made ? made : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// A launch of `/bin/sh -c script` with controller-style env.
+inline api::WorkerLaunch ShellLaunch(api::WorkerKey key, const std::string& script) {
+  api::WorkerLaunch l;
+  l.key = key;
+  l.argv = {"/bin/sh", "-c", script};
+  l.env = {{"RANK", std::to_string(key.rank)},
+           {"WORLD_SIZE", "2"},
+           {"LOCAL_RANK", std::to_string(key.rank)},
+           {"LOCAL_WORLD_SIZE", "2"},
+           {"MASTER_ADDR", "127.0.0.1"},
+           {"MASTER_PORT", "29500"},
+           {"TESSERA_JOB_ID", std::to_string(key.job_id)},
+           {"TESSERA_ATTEMPT", std::to_string(key.attempt)},
+           {"TESSERA_CHECKPOINT_DIR", "/tmp/ckpt"}};
+  l.plan = api::Json{{"layout", "data"}, {"rank", key.rank}};
+  return l;
+}
+
+// Polls `done` every 10 ms for at most `timeout`.
+inline bool Eventually(const std::function<bool()>& done,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// True while `pid` exists and is not a zombie.
+inline bool ProcessAlive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty()) return false;
+  auto paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+}
+
+// Pids of live (non-zombie) processes whose process group is `pgid`.
+inline std::vector<pid_t> LiveMembersOfGroup(pid_t pgid) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(text.substr(paren + 2));
+    std::string state, ppid, pgrp;
+    fields >> state >> ppid >> pgrp;
+    if (state != "Z" && pgrp == std::to_string(pgid)) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+}  // namespace tessera::agent::testing
+
+#endif  // TESSERA_TESTS_AGENT_TEST_UTIL_H_

@@ -1,0 +1,271 @@
+// The tessera CLI against a real HttpServer on a loopback port (the router
+// over the in-test FakeControlPlane), plus its config and spec-file parsing.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "api/http_server.h"
+#include "cli/cli_app.h"
+#include "cli/client_config.h"
+#include "cli/job_spec_file.h"
+#include "tests/api/fake_control_plane.h"
+
+namespace tessera::cli {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+EnvLookup LookupIn(Env env) {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("tessera-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::filesystem::path p = path_ / name;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+// ---- config ----
+
+TEST(ClientConfigTest, FlagsBeatEnvBeatFileBeatDefault) {
+  TempDir dir;
+  dir.Write("tessera/cli.yaml", "server: http://file:1\ntoken: file-token\ntimeout_s: 3\n");
+  Env env = {{"XDG_CONFIG_HOME", dir.path().string()}};
+
+  auto from_file = ResolveClientConfig({}, LookupIn(env));
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_EQ(from_file->server, "http://file:1");
+  EXPECT_EQ(from_file->token, "file-token");
+  EXPECT_EQ(from_file->timeout, std::chrono::seconds(3));
+
+  env["TESSERA_SERVER"] = "http://env:2";
+  env["TESSERA_TOKEN"] = "env-token";
+  auto from_env = ResolveClientConfig({}, LookupIn(env));
+  EXPECT_EQ(from_env->server, "http://env:2");
+  EXPECT_EQ(from_env->token, "env-token");
+
+  ClientFlags flags;
+  flags.server = "http://flag:3";
+  flags.token = "flag-token";
+  auto from_flags = ResolveClientConfig(flags, LookupIn(env));
+  EXPECT_EQ(from_flags->server, "http://flag:3");
+  EXPECT_EQ(from_flags->token, "flag-token");
+
+  auto defaults = ResolveClientConfig({}, LookupIn({}));
+  EXPECT_EQ(defaults->server, "http://127.0.0.1:8080");
+  EXPECT_TRUE(defaults->token.empty());
+}
+
+TEST(ClientConfigTest, BadFilesNameTheProblem) {
+  TempDir dir;
+  ClientFlags flags;
+  flags.config_path = dir.Write("a.yaml", "sever: http://typo:1\n");
+  EXPECT_EQ(ResolveClientConfig(flags, LookupIn({})).status().field(), "sever");
+  flags.config_path = (dir.path() / "missing.yaml").string();
+  EXPECT_EQ(ResolveClientConfig(flags, LookupIn({})).status().field(), "config");
+}
+
+struct UrlRow {
+  const char* url;
+  bool ok;
+  const char* host;
+  uint16_t port;
+};
+
+TEST(ParseServerUrlTest, Table) {
+  const UrlRow rows[] = {
+      {"http://127.0.0.1:8080", true, "127.0.0.1", 8080},
+      {"http://boxA:9000/", true, "boxA", 9000},
+      {"http://boxA", true, "boxA", 80},
+      {"boxA:7", true, "boxA", 7},
+      {"http://[::1]:8080", true, "::1", 8080},
+      {"https://boxA", false, "", 0},
+      {"http://boxA:0", false, "", 0},
+      {"http://boxA:99999", false, "", 0},
+      {"http://boxA:x", false, "", 0},
+      {"http://:80", false, "", 0},
+      {"http://boxA:80/api", false, "", 0},
+  };
+  for (const UrlRow& row : rows) {
+    auto r = ParseServerUrl(row.url);
+    EXPECT_EQ(r.ok(), row.ok) << row.url;
+    if (r.ok() && row.ok) {
+      EXPECT_EQ(r->host, row.host) << row.url;
+      EXPECT_EQ(r->port, row.port) << row.url;
+    } else if (!r.ok()) {
+      EXPECT_EQ(r.status().field(), "server") << row.url;
+    }
+  }
+}
+
+// ---- spec files ----
+
+TEST(JobSpecFileTest, YamlAndJsonGiveTheSameSpec) {
+  auto from_yaml = ParseJobSpecText(
+      "name: colorize\nentrypoint: builtin:colorize-unet\nglobal_batch: 256\nsteps: 100\n"
+      "args: [--lr, \"0.1\"]\nenv: {OMP_NUM_THREADS: \"4\"}\n",
+      "job.yaml");
+  auto from_json = ParseJobSpecText(
+      R"({"name":"colorize","entrypoint":"builtin:colorize-unet","global_batch":256,)"
+      R"("steps":100,"args":["--lr","0.1"],"env":{"OMP_NUM_THREADS":"4"}})",
+      "job.json");
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status().ToString();
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  EXPECT_EQ(*from_yaml, *from_json);
+}
+
+TEST(JobSpecFileTest, ErrorsNameTheField) {
+  EXPECT_EQ(ParseJobSpecText("name: a\nglobal_batch: lots\n", "j.yaml").status().field(),
+            "global_batch");
+  EXPECT_EQ(ParseJobSpecText("{", "j.json").status().field(), "file");
+  EXPECT_EQ(ParseJobSpecText("a: [", "j.yaml").status().field(), "file");
+}
+
+// ---- commands against a real server ----
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<api::HttpServer>(
+        api::HttpServerOptions{}, [this](const api::Request& r) { return router_.Handle(r); });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override { server_->Stop(); }
+
+  // Runs `tessera <args>` with the server and token in the environment.
+  int Run(std::vector<std::string> args, Env env = {}) {
+    args.insert(args.begin(), "tessera");
+    if (!env.count("TESSERA_SERVER")) {
+      env["TESSERA_SERVER"] = "http://127.0.0.1:" + std::to_string(server_->port());
+    }
+    if (!env.count("TESSERA_TOKEN")) env["TESSERA_TOKEN"] = "user-token";
+    env["HOME"] = "/nonexistent";
+    out_.str("");
+    err_.str("");
+    return RunCli(args, out_, err_, {}, LookupIn(env));
+  }
+
+  api::testing::FakeControlPlane cp_;
+  api::Router router_{cp_, api::RouterOptions{}};
+  std::unique_ptr<api::HttpServer> server_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(CliTest, SubmitWithFlagsThenListAndShow) {
+  ASSERT_EQ(Run({"submit", "--name", "colorize", "--entrypoint", "builtin:colorize-unet",
+                 "--global-batch", "64", "--steps", "10", "--env", "OMP_NUM_THREADS=2"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "submitted job 1 (pending)\n");
+  EXPECT_EQ(cp_.last_spec->env.at("OMP_NUM_THREADS"), "2");
+
+  ASSERT_EQ(Run({"jobs"}), kExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("ID"), std::string::npos);
+  EXPECT_NE(out_.str().find("colorize"), std::string::npos);
+
+  ASSERT_EQ(Run({"job", "1"}), kExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("builtin:colorize-unet"), std::string::npos);
+
+  ASSERT_EQ(Run({"--json", "cancel", "1"}), kExitOk) << err_.str();
+  EXPECT_EQ(api::Json::parse(out_.str())["state"], "cancelled");
+}
+
+TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
+  TempDir dir;
+  std::string file = dir.Write(
+      "job.yaml", "name: from-file\nentrypoint: builtin:denoise\nglobal_batch: 8\nsteps: 5\n");
+  ASSERT_EQ(Run({"--json", "submit", file, "--steps", "7"}), kExitOk) << err_.str();
+  api::Json job = api::Json::parse(out_.str());
+  EXPECT_EQ(job["spec"]["name"], "from-file");
+  EXPECT_EQ(job["spec"]["steps"], 7);
+}
+
+TEST_F(CliTest, LocalValidationErrorNamesField) {
+  EXPECT_EQ(Run({"submit", "--name", "x", "--entrypoint", "builtin:a", "--global-batch", "0",
+                 "--steps", "1"}),
+            kExitUsage);
+  EXPECT_EQ(err_.str().rfind("error: global_batch: ", 0), 0u) << err_.str();
+}
+
+TEST_F(CliTest, ApiErrorsPrintFieldAndMessage) {
+  EXPECT_EQ(Run({"job", "99"}), kExitApiError);
+  EXPECT_EQ(err_.str(), "error: no job 99\n");
+  EXPECT_EQ(Run({"jobs", "--state", "sleeping"}), kExitApiError);
+  EXPECT_EQ(err_.str().rfind("error: state: ", 0), 0u) << err_.str();
+  EXPECT_EQ(Run({"nodes"}, {{"TESSERA_TOKEN", "wrong"}}), kExitApiError);
+  EXPECT_NE(err_.str().find("error: "), std::string::npos);
+  EXPECT_EQ(Run({"job", "abc"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: id: must be a positive job id\n");
+}
+
+TEST_F(CliTest, EntrypointsAddListRemove) {
+  ASSERT_EQ(Run({"entrypoints", "add", "cmd:train", "--command", "/opt/train"},
+                {{"TESSERA_TOKEN", "admin-token"}}),
+            kExitOk)
+      << err_.str();
+  ASSERT_EQ(Run({"entrypoints"}), kExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("/opt/train"), std::string::npos);
+  ASSERT_EQ(Run({"entrypoints", "rm", "cmd:train"}, {{"TESSERA_TOKEN", "admin-token"}}), kExitOk)
+      << err_.str();
+  EXPECT_TRUE(cp_.entrypoints.empty());
+}
+
+TEST_F(CliTest, NodesTable) {
+  api::Node n;
+  n.name = "boxA";
+  n.devices.push_back(api::Device{.node = "boxA", .index = 0, .name = "cpu", .type = "cpu"});
+  cp_.nodes.push_back(n);
+  ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("boxA"), std::string::npos);
+  EXPECT_NE(out_.str().find("cpu:0"), std::string::npos);
+}
+
+TEST_F(CliTest, UnreachableServer) {
+  int port = server_->port();
+  server_->Stop();
+  EXPECT_EQ(Run({"nodes"}, {{"TESSERA_SERVER", "http://127.0.0.1:" + std::to_string(port)}}),
+            kExitUnreachable);
+  EXPECT_NE(err_.str().find("cannot reach tesserad"), std::string::npos);
+}
+
+TEST_F(CliTest, UsageErrors) {
+  EXPECT_EQ(Run({}), kExitUsage);
+  EXPECT_EQ(Run({"frobnicate"}), kExitUsage);
+}
+
+TEST_F(CliTest, ExtraCommandsCanBeRegistered) {
+  bool ran = false;
+  CommandRegistrar token = [&ran](CLI::App& app, CliContext& ctx) {
+    (void)ctx;
+    app.add_subcommand("token", "local tokens")->callback([&ran] { ran = true; });
+  };
+  std::vector<std::string> args = {"tessera", "token"};
+  EXPECT_EQ(RunCli(args, out_, err_, {token}, LookupIn({})), kExitOk);
+  EXPECT_TRUE(ran);
+}
+
+}  // namespace
+}  // namespace tessera::cli

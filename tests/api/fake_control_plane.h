@@ -1,0 +1,172 @@
+// FakeControlPlane: a small in-memory api::ControlPlane for route tests.
+//
+// The routes' contract is the ControlPlane interface; the real service is
+// tested in tests/daemon/ on a real SQLite file. This fake keeps jobs,
+// events, nodes and entrypoints in maps, knows two tokens ("user-token" for
+// user "alice", "admin-token" for admin "root") and the join token
+// "join-token", and lets a test inject the next error of any call.
+#ifndef TESSERA_TESTS_API_FAKE_CONTROL_PLANE_H_
+#define TESSERA_TESTS_API_FAKE_CONTROL_PLANE_H_
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/control_plane.h"
+
+namespace tessera::api::testing {
+
+class FakeControlPlane : public ControlPlane {
+ public:
+  // The next call of any method (except Authenticate*) returns this error.
+  std::optional<Status> next_error;
+  Status ready = Status::Ok();
+  std::string extra_metrics = "tessera_jobs{state=\"pending\"} 0\n";
+  // What the last calls received.
+  std::optional<JobQuery> last_query;
+  std::optional<JobSpec> last_spec;
+  std::optional<Json> last_heartbeat;
+  std::vector<Node> nodes;
+  std::vector<Entrypoint> entrypoints;
+
+  Result<Principal> Authenticate(std::string_view token) override {
+    if (token == "user-token") return Principal{"alice", Role::kUser};
+    if (token == "admin-token") return Principal{"root", Role::kAdmin};
+    return Unauthenticated("unknown or revoked token");
+  }
+  Status AuthenticateAgent(std::string_view token) override {
+    if (token == "join-token") return Status::Ok();
+    return Unauthenticated("wrong join token");
+  }
+  Result<Job> SubmitJob(const Principal& who, const JobSpec& spec) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    last_spec = spec;
+    Job job;
+    job.id = next_id_++;
+    job.owner = who.user;
+    job.spec = spec;
+    job.created_ms = job.updated_ms = 1000 * job.id;
+    jobs_[job.id] = job;
+    events_[job.id].push_back(
+        Event{static_cast<int64_t>(events_.size()), job.id, 0, "", "pending", 0, "submitted"});
+    return job;
+  }
+  Result<JobPage> ListJobs(const Principal& who, const JobQuery& query) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    last_query = query;
+    JobPage page;
+    for (auto it = jobs_.upper_bound(query.after); it != jobs_.end(); ++it) {
+      if (query.state && it->second.state != *query.state) continue;
+      if (query.owner && it->second.owner != *query.owner) continue;
+      if (static_cast<int64_t>(page.jobs.size()) == query.limit) {
+        page.next_after = page.jobs.back().id;
+        break;
+      }
+      page.jobs.push_back(it->second);
+    }
+    return page;
+  }
+  Result<Job> GetJob(const Principal& who, JobId id) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return NotFound("no job " + std::to_string(id));
+    if (!who.is_admin() && it->second.owner != who.user) return PermissionDenied("not your job");
+    return it->second;
+  }
+  Result<Job> CancelJob(const Principal& who, JobId id) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return NotFound("no job " + std::to_string(id));
+    if (IsTerminal(it->second.state)) return FailedPrecondition("job already ended");
+    it->second.state = JobState::kCancelled;
+    return it->second;
+  }
+  Result<std::vector<Event>> ListEvents(const Principal& who, JobId id, int64_t after,
+                                        int64_t limit) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    auto it = events_.find(id);
+    if (it == events_.end()) return NotFound("no job " + std::to_string(id));
+    std::vector<Event> out;
+    for (const Event& ev : it->second) {
+      if (ev.id > after && static_cast<int64_t>(out.size()) < limit) out.push_back(ev);
+    }
+    return out;
+  }
+  Result<std::vector<Node>> ListNodes(const Principal& who) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    return nodes;
+  }
+  Result<Json> PreviewPlan(const Principal& who, const JobSpec& spec) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    last_spec = spec;
+    return Unimplemented("no planner is wired in");
+  }
+  Result<std::vector<Entrypoint>> ListEntrypoints(const Principal& who) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    return entrypoints;
+  }
+  Status AllowEntrypoint(const Principal& who, const Entrypoint& entrypoint) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    if (!who.is_admin()) return PermissionDenied("admin only");
+    entrypoints.push_back(entrypoint);
+    return Status::Ok();
+  }
+  Status DisallowEntrypoint(const Principal& who, std::string_view name) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    if (!who.is_admin()) return PermissionDenied("admin only");
+    for (auto it = entrypoints.begin(); it != entrypoints.end(); ++it) {
+      if (it->name == name) {
+        entrypoints.erase(it);
+        return Status::Ok();
+      }
+    }
+    return NotFound("no such entrypoint");
+  }
+  Result<Json> Heartbeat(const Json& heartbeat) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    last_heartbeat = heartbeat;
+    return Json{{"desired", Json::array()}, {"heartbeat_interval_ms", 1000}};
+  }
+  Status Ready() override { return ready; }
+  void AppendMetrics(std::string* out) override { out->append(extra_metrics); }
+
+  // Adds a job owned by `owner` directly.
+  JobId AddJob(const std::string& owner, JobState state = JobState::kPending) {
+    std::lock_guard lock(mu_);
+    Job job;
+    job.id = next_id_++;
+    job.owner = owner;
+    job.state = state;
+    job.spec.name = "job-" + std::to_string(job.id);
+    jobs_[job.id] = job;
+    return job.id;
+  }
+
+ private:
+  std::optional<Status> TakeError() {
+    std::optional<Status> e;
+    e.swap(next_error);
+    return e;
+  }
+  std::mutex mu_;
+  JobId next_id_ = 1;
+  std::map<JobId, Job> jobs_;
+  std::map<JobId, std::vector<Event>> events_;
+};
+
+}  // namespace tessera::api::testing
+
+#endif  // TESSERA_TESTS_API_FAKE_CONTROL_PLANE_H_

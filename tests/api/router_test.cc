@@ -1,0 +1,361 @@
+#include "api/router.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "api/http_status.h"
+#include "tests/api/fake_control_plane.h"
+
+namespace tessera::api {
+namespace {
+
+using testing::FakeControlPlane;
+
+constexpr const char* kSpec =
+    R"({"name":"colorize","entrypoint":"builtin:colorize-unet","dataset":"/srv/scans",)"
+    R"("global_batch":256,"steps":100})";
+
+Request MakeRequest(std::string method, std::string target, std::string token = "user-token",
+                    std::string body = "") {
+  Request r;
+  r.method = std::move(method);
+  r.target = std::move(target);
+  if (!token.empty()) r.headers["authorization"] = "Bearer " + token;
+  r.body = std::move(body);
+  return r;
+}
+
+Json BodyJson(const Response& r) { return Json::parse(r.body, nullptr, false); }
+
+std::string ErrorField(const Response& r) {
+  Json j = BodyJson(r);
+  if (!j.is_object() || !j.contains("error")) return "<no error body>";
+  return j["error"].value("field", "");
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  Response Call(const Request& r) { return router_.Handle(r); }
+
+  FakeControlPlane cp_;
+  Router router_{cp_, RouterOptions{}};
+};
+
+// ---- table: status and named field for bad or unauthorized input ----
+
+struct ErrorRow {
+  const char* name;
+  const char* method;
+  const char* target;
+  const char* token;  // "" for no Authorization header
+  const char* body;
+  int status;
+  const char* field;  // expected error.field ("" when none)
+};
+
+class RouterErrorTest : public RouterTest, public ::testing::WithParamInterface<ErrorRow> {};
+
+TEST_P(RouterErrorTest, AnswersWithStatusAndField) {
+  const ErrorRow& row = GetParam();
+  cp_.AddJob("alice");                        // job 1
+  cp_.AddJob("bob");                          // job 2
+  cp_.AddJob("alice", JobState::kSucceeded);  // job 3
+  Response r = Call(MakeRequest(row.method, row.target, row.token, row.body));
+  EXPECT_EQ(r.status, row.status) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  Json j = BodyJson(r);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+  EXPECT_EQ(ErrorField(r), row.field) << r.body;
+}
+
+const ErrorRow kErrorRows[] = {
+    {"no_token", "GET", "/api/v1/jobs", "", "", 401, ""},
+    {"bad_token", "GET", "/api/v1/jobs", "nope", "", 401, ""},
+    {"no_token_submit", "POST", "/api/v1/jobs", "", kSpec, 401, ""},
+    {"user_token_for_agent", "POST", "/api/v1/agent/heartbeat", "user-token", "{}", 401, ""},
+    {"other_users_job", "GET", "/api/v1/jobs/2", "user-token", "", 403, ""},
+    {"missing_job", "GET", "/api/v1/jobs/99", "user-token", "", 404, ""},
+    {"cancel_finished", "POST", "/api/v1/jobs/3/cancel", "user-token", "", 409, ""},
+    {"id_not_numeric", "GET", "/api/v1/jobs/abc", "user-token", "", 400, "id"},
+    {"id_zero", "GET", "/api/v1/jobs/0", "user-token", "", 400, "id"},
+    {"id_negative", "GET", "/api/v1/jobs/-1", "user-token", "", 400, "id"},
+    {"id_overflow", "GET", "/api/v1/jobs/99999999999999999999", "user-token", "", 400, "id"},
+    {"cancel_id_bad", "POST", "/api/v1/jobs/x/cancel", "user-token", "", 400, "id"},
+    {"invalid_json", "POST", "/api/v1/jobs", "user-token", "{not json", 400, "body"},
+    {"empty_body", "POST", "/api/v1/jobs", "user-token", "", 400, "body"},
+    {"body_not_object", "POST", "/api/v1/jobs", "user-token", "[1,2]", 400, "body"},
+    {"spec_wrong_type", "POST", "/api/v1/jobs", "user-token",
+     R"({"name":"a","global_batch":"big"})", 400, "global_batch"},
+    {"spec_unknown_field", "POST", "/api/v1/jobs", "user-token", R"({"name":"a","gpus":3})", 400,
+     "gpus"},
+    {"spec_out_of_range", "POST", "/api/v1/jobs", "user-token",
+     R"({"name":"a","entrypoint":"builtin:x","global_batch":0,"steps":1})", 400, "global_batch"},
+    {"plan_invalid_spec", "POST", "/api/v1/plans", "user-token", R"({"name":""})", 400, "name"},
+    {"state_unknown", "GET", "/api/v1/jobs?state=sleeping", "user-token", "", 400, "state"},
+    {"limit_zero", "GET", "/api/v1/jobs?limit=0", "user-token", "", 400, "limit"},
+    {"limit_too_big", "GET", "/api/v1/jobs?limit=501", "user-token", "", 400, "limit"},
+    {"limit_text", "GET", "/api/v1/jobs?limit=ten", "user-token", "", 400, "limit"},
+    {"after_negative", "GET", "/api/v1/jobs?after=-5", "user-token", "", 400, "after"},
+    {"unknown_param", "GET", "/api/v1/jobs?colour=red", "user-token", "", 400, "colour"},
+    {"repeated_param", "GET", "/api/v1/jobs?limit=1&limit=2", "user-token", "", 400, "limit"},
+    {"bad_escape", "GET", "/api/v1/jobs?owner=%zz", "user-token", "", 400, "owner"},
+    {"events_limit", "GET", "/api/v1/jobs/1/events?limit=100000", "user-token", "", 400, "limit"},
+    {"logs_rank", "GET", "/api/v1/jobs/1/logs?rank=-1", "user-token", "", 400, "rank"},
+    {"logs_unimplemented", "GET", "/api/v1/jobs/1/logs", "user-token", "", 501, ""},
+    {"plan_unimplemented", "POST", "/api/v1/plans", "user-token", kSpec, 501, ""},
+    {"unknown_route", "GET", "/api/v1/nothing", "user-token", "", 404, ""},
+    {"unknown_root_no_static", "GET", "/index.html", "", "", 404, ""},
+    {"trailing_slash", "GET", "/api/v1/jobs/", "user-token", "", 404, ""},
+    {"wrong_method", "DELETE", "/api/v1/jobs", "user-token", "", 405, ""},
+    {"wrong_method_healthz", "POST", "/healthz", "", "", 405, ""},
+    {"entrypoint_user_denied", "POST", "/api/v1/entrypoints", "user-token",
+     R"({"name":"builtin:denoise"})", 403, ""},
+    {"entrypoint_bad_name", "POST", "/api/v1/entrypoints", "admin-token", R"({"name":"denoise"})",
+     400, "name"},
+    {"entrypoint_cmd_relative", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"cmd:train","command":"train.sh"})", 400, "command"},
+    {"entrypoint_unknown_field", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"cmd:train","cmd":"/x"})", 400, "cmd"},
+    {"entrypoint_delete_bad", "DELETE", "/api/v1/entrypoints/nope", "admin-token", "", 400, "name"},
+    {"heartbeat_bad_json", "POST", "/api/v1/agent/heartbeat", "join-token", "{", 400, "body"},
+    {"heartbeat_no_node", "POST", "/api/v1/agent/heartbeat", "join-token", "{}", 400, "node"},
+    {"target_not_path", "GET", "http://x/api/v1/jobs", "user-token", "", 400, "path"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, RouterErrorTest, ::testing::ValuesIn(kErrorRows),
+                         [](const ::testing::TestParamInfo<ErrorRow>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// ---- happy paths ----
+
+TEST_F(RouterTest, SubmitReturns201WithJobAndLocation) {
+  Response r = Call(MakeRequest("POST", "/api/v1/jobs", "user-token", kSpec));
+  ASSERT_EQ(r.status, 201) << r.body;
+  Json j = BodyJson(r);
+  EXPECT_EQ(j["id"], 1);
+  EXPECT_EQ(j["owner"], "alice");
+  EXPECT_EQ(j["state"], "pending");
+  EXPECT_EQ(j["spec"]["global_batch"], 256);
+  EXPECT_EQ(r.Header("Location"), "/api/v1/jobs/1");
+  ASSERT_TRUE(cp_.last_spec.has_value());
+  EXPECT_EQ(cp_.last_spec->name, "colorize");
+}
+
+TEST_F(RouterTest, ControlPlaneErrorKeepsItsField) {
+  cp_.next_error = InvalidArgument("is not on the allow-list", "entrypoint");
+  Response r = Call(MakeRequest("POST", "/api/v1/jobs", "user-token", kSpec));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(ErrorField(r), "entrypoint");
+}
+
+TEST_F(RouterTest, GetAndCancelOwnJob) {
+  JobId id = cp_.AddJob("alice");
+  Response got = Call(MakeRequest("GET", "/api/v1/jobs/" + std::to_string(id)));
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(BodyJson(got)["id"], id);
+  Response cancelled = Call(MakeRequest("POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel"));
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(BodyJson(cancelled)["state"], "cancelled");
+}
+
+TEST_F(RouterTest, ListJobsPassesQueryAndPaginates) {
+  for (int i = 0; i < 5; ++i) cp_.AddJob("alice");
+  Response first = Call(MakeRequest("GET", "/api/v1/jobs?limit=2&owner=alice&state=pending"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_TRUE(cp_.last_query.has_value());
+  EXPECT_EQ(cp_.last_query->limit, 2);
+  EXPECT_EQ(cp_.last_query->owner, "alice");
+  EXPECT_EQ(cp_.last_query->state, JobState::kPending);
+  Json j = BodyJson(first);
+  ASSERT_EQ(j["jobs"].size(), 2u);
+  EXPECT_EQ(j["jobs"][0]["id"], 1);
+  ASSERT_EQ(j["next_after"], 2);
+
+  Response second = Call(MakeRequest("GET", "/api/v1/jobs?limit=2&after=2"));
+  Json k = BodyJson(second);
+  EXPECT_EQ(k["jobs"][0]["id"], 3);
+  Response last = Call(MakeRequest("GET", "/api/v1/jobs?limit=2&after=4"));
+  Json l = BodyJson(last);
+  ASSERT_EQ(l["jobs"].size(), 1u);
+  EXPECT_TRUE(l["next_after"].is_null());
+}
+
+TEST_F(RouterTest, ListJobsDefaults) {
+  Response r = Call(MakeRequest("GET", "/api/v1/jobs"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(cp_.last_query->limit, 50);
+  EXPECT_EQ(cp_.last_query->after, 0);
+  EXPECT_FALSE(cp_.last_query->state.has_value());
+}
+
+TEST_F(RouterTest, EventsWithCursor) {
+  ASSERT_EQ(Call(MakeRequest("POST", "/api/v1/jobs", "user-token", kSpec)).status, 201);
+  Response r = Call(MakeRequest("GET", "/api/v1/jobs/1/events?limit=1"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = BodyJson(r);
+  ASSERT_EQ(j["events"].size(), 1u);
+  EXPECT_EQ(j["events"][0]["to"], "pending");
+  EXPECT_EQ(j["next_after"], j["events"][0]["id"]);
+}
+
+TEST_F(RouterTest, NodesAndEntrypoints) {
+  Node n;
+  n.name = "boxA";
+  n.devices.push_back(Device{.node = "boxA", .name = "cpu", .type = "cpu"});
+  cp_.nodes.push_back(n);
+  Response nodes = Call(MakeRequest("GET", "/api/v1/nodes"));
+  ASSERT_EQ(nodes.status, 200);
+  EXPECT_EQ(BodyJson(nodes)["nodes"][0]["devices"][0]["type"], "cpu");
+
+  Response added = Call(MakeRequest("POST", "/api/v1/entrypoints", "admin-token",
+                                    R"({"name":"cmd:train","command":"/opt/train"})"));
+  ASSERT_EQ(added.status, 201) << added.body;
+  EXPECT_EQ(added.Header("Location"), "/api/v1/entrypoints/cmd%3Atrain");
+  Response listed = Call(MakeRequest("GET", "/api/v1/entrypoints"));
+  EXPECT_EQ(BodyJson(listed)["entrypoints"][0]["command"], "/opt/train");
+  Response removed = Call(MakeRequest("DELETE", "/api/v1/entrypoints/cmd%3Atrain", "admin-token"));
+  EXPECT_EQ(removed.status, 204) << removed.body;
+  EXPECT_TRUE(cp_.entrypoints.empty());
+}
+
+TEST_F(RouterTest, AgentHeartbeatWithJoinToken) {
+  Response r = Call(MakeRequest("POST", "/api/v1/agent/heartbeat", "join-token",
+                                R"({"node":"boxA","address":"10.0.0.2"})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(BodyJson(r)["heartbeat_interval_ms"], 1000);
+  ASSERT_TRUE(cp_.last_heartbeat.has_value());
+  EXPECT_EQ((*cp_.last_heartbeat)["node"], "boxA");
+}
+
+TEST_F(RouterTest, WrongMethodListsAllowed) {
+  Response r = Call(MakeRequest("PUT", "/api/v1/jobs"));
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.Header("Allow"), "POST, GET");
+}
+
+TEST_F(RouterTest, UnauthorizedCarriesChallenge) {
+  Response r = Call(MakeRequest("GET", "/api/v1/nodes", ""));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.Header("WWW-Authenticate"), "Bearer realm=\"tessera\"");
+}
+
+TEST_F(RouterTest, HealthAndReadiness) {
+  Response h = Call(MakeRequest("GET", "/healthz", ""));
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body, "ok\n");
+  EXPECT_EQ(Call(MakeRequest("GET", "/readyz", "")).status, 200);
+  cp_.ready = Unavailable("store closed");
+  Response r = Call(MakeRequest("GET", "/readyz", ""));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(BodyJson(r)["error"]["code"], "unavailable");
+}
+
+TEST_F(RouterTest, MetricsCountRequestsAndIncludeControlPlane) {
+  (void)Call(MakeRequest("GET", "/api/v1/jobs/42"));
+  (void)Call(MakeRequest("GET", "/api/v1/jobs/43"));
+  (void)Call(MakeRequest("GET", "/api/v1/nowhere"));
+  Response m = Call(MakeRequest("GET", "/metrics", ""));
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.content_type.find("text/plain"), std::string::npos);
+  EXPECT_NE(
+      m.body.find(
+          R"(tessera_http_requests_total{route="/api/v1/jobs/{id}",method="GET",code="404"} 2)"),
+      std::string::npos)
+      << m.body;
+  EXPECT_NE(m.body.find(R"(route="unmatched",method="GET",code="404"} 1)"), std::string::npos);
+  EXPECT_NE(
+      m.body.find(R"(tessera_http_request_duration_seconds_count{route="/api/v1/jobs/{id}"} 2)"),
+      std::string::npos);
+  EXPECT_NE(m.body.find(R"(le="+Inf")"), std::string::npos);
+  EXPECT_NE(m.body.find("tessera_jobs{state=\"pending\"} 0"), std::string::npos);
+}
+
+TEST_F(RouterTest, ControlPlaneExceptionBecomes500NotCrash) {
+  struct Throwing : FakeControlPlane {
+    Result<std::vector<Node>> ListNodes(const Principal&) override {
+      throw std::runtime_error("boom");
+    }
+  } throwing;
+  Response r = Handle(MakeRequest("GET", "/api/v1/nodes"), throwing, RouterOptions{}, nullptr);
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(BodyJson(r)["error"]["code"], "internal");
+}
+
+TEST(RouteTableTest, EveryApiRouteNeedsAuth) {
+  for (const RouteInfo& r : RouteTable()) {
+    if (r.pattern.starts_with("/api/v1/agent/")) {
+      EXPECT_EQ(r.auth, RouteAuth::kAgent) << r.pattern;
+    } else if (r.pattern.starts_with("/api/")) {
+      EXPECT_EQ(r.auth, RouteAuth::kUser) << r.pattern;
+    } else {
+      EXPECT_EQ(r.auth, RouteAuth::kNone) << r.pattern;
+    }
+  }
+}
+
+// ---- static files ----
+
+class StaticRouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("tessera-static-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(root_ / "web" / "js");
+    Write(root_ / "web" / "index.html", "<h1>Tessera</h1>");
+    Write(root_ / "web" / "js" / "app.js", "console.log(1)");
+    Write(root_ / "secret.txt", "top secret");
+    std::filesystem::create_symlink(root_ / "secret.txt", root_ / "web" / "link.txt");
+    RouterOptions options;
+    options.static_dir = (root_ / "web").string();
+    router_.emplace(cp_, options);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  static void Write(const std::filesystem::path& p, const std::string& text) {
+    std::ofstream(p) << text;
+  }
+  Response Get(const std::string& target, const std::string& method = "GET") {
+    return router_->Handle(MakeRequest(method, target, ""));
+  }
+
+  std::filesystem::path root_;
+  FakeControlPlane cp_;
+  std::optional<Router> router_;
+};
+
+TEST_F(StaticRouterTest, ServesIndexAndTypes) {
+  Response index = Get("/");
+  ASSERT_EQ(index.status, 200);
+  EXPECT_EQ(index.body, "<h1>Tessera</h1>");
+  EXPECT_EQ(index.content_type, "text/html; charset=utf-8");
+  Response js = Get("/js/app.js?v=3");
+  ASSERT_EQ(js.status, 200);
+  EXPECT_EQ(js.content_type, "text/javascript; charset=utf-8");
+}
+
+TEST_F(StaticRouterTest, RefusesTraversal) {
+  for (const char* target : {"/../secret.txt", "/js/../../secret.txt", "/%2e%2e/secret.txt",
+                             "/js%2f..%2f..%2fsecret.txt", "/link.txt", "/..%5csecret.txt"}) {
+    Response r = Get(target);
+    EXPECT_TRUE(r.status == 400 || r.status == 404) << target << " -> " << r.status;
+    EXPECT_EQ(r.body.find("top secret"), std::string::npos) << target;
+  }
+}
+
+TEST_F(StaticRouterTest, MissingFileAndWrongMethod) {
+  EXPECT_EQ(Get("/nope.css").status, 404);
+  Response post = Get("/index.html", "POST");
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.Header("Allow"), "GET");
+  // The API namespace never falls through to static files.
+  EXPECT_EQ(Get("/api/v2/x").status, 404);
+}
+
+}  // namespace
+}  // namespace tessera::api

@@ -1,0 +1,420 @@
+// ControlPlaneService against a real SqliteStore on a temporary file.
+#include "daemon/control_plane_service.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/fake_clock.h"
+#include "daemon/faulty_store.h"
+#include "daemon/sqlite_store.h"
+#include "tests/daemon/temp_dir.h"
+
+namespace tessera::daemon {
+namespace {
+
+using api::JobState;
+using api::Principal;
+using api::Role;
+
+const Principal kAlice{"alice", Role::kUser};
+const Principal kBob{"bob", Role::kUser};
+const Principal kRoot{"root", Role::kAdmin};
+
+api::JobSpec Spec(std::string entrypoint = "builtin:colorize-unet", int64_t max_attempts = 2) {
+  api::JobSpec s;
+  s.name = "colorize";
+  s.entrypoint = std::move(entrypoint);
+  s.dataset = "/srv/scans";
+  s.global_batch = 32;
+  s.steps = 100;
+  s.max_attempts = max_attempts;
+  return s;
+}
+
+class ControlPlaneServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open(ControlPlaneOptions options = {}) {
+    service_.reset();
+    store_.reset();
+    auto s = SqliteStore::Open(dir_.File("tessera.db"));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+    options.heartbeat_interval = std::chrono::milliseconds(1000);
+    options.node_dead_timeout = std::chrono::milliseconds(10000);
+    service_ = std::make_unique<ControlPlaneService>(store_.get(), &clock_, std::move(options));
+  }
+
+  api::Job Submit(const Principal& who) {
+    auto job = service_->SubmitJob(who, Spec());
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? *job : api::Job{};
+  }
+
+  api::Json HeartbeatJson(const std::string& node, std::vector<api::WorkerStatus> workers = {}) {
+    api::HeartbeatRequest r;
+    r.node = node;
+    r.address = "10.0.0.7";
+    r.agent_started_ms = 1;
+    api::Device d;
+    d.node = node;
+    d.index = 0;
+    d.name = "emulated-rtx";
+    d.uuid = "GPU-1";
+    d.type = "cuda";
+    d.memory_bytes = 16'000'000'000;
+    d.relative_speed = 0.25;
+    d.emulated = true;
+    r.devices = {d};
+    r.workers = std::move(workers);
+    return api::ToJson(r);
+  }
+
+  static api::WorkerStatus Worker(api::JobId job, int64_t rank, api::Json progress) {
+    api::WorkerStatus w;
+    w.key = {job, 1, rank};
+    w.pid = 100 + rank;
+    w.progress = std::move(progress);
+    return w;
+  }
+
+  testing::TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<ControlPlaneService> service_;
+};
+
+TEST_F(ControlPlaneServiceTest, AuthenticateMapsTokensToPrincipals) {
+  auto admin = store_->CreateToken("root", Role::kAdmin, 1);
+  auto user = store_->CreateToken("alice", Role::kUser, 1);
+  ASSERT_TRUE(admin.ok() && user.ok());
+  auto p = service_->Authenticate(admin->plaintext);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->user, "root");
+  EXPECT_TRUE(p->is_admin());
+  EXPECT_FALSE(service_->Authenticate(user->plaintext)->is_admin());
+  EXPECT_EQ(service_->Authenticate("nonsense").status().code(), StatusCode::kUnauthenticated);
+  ASSERT_TRUE(store_->RevokeToken(user->info.id, 2).ok());
+  EXPECT_EQ(service_->Authenticate(user->plaintext).status().code(), StatusCode::kUnauthenticated);
+}
+
+TEST_F(ControlPlaneServiceTest, AuthenticateAgentChecksJoinToken) {
+  EXPECT_EQ(service_->AuthenticateAgent("j").code(), StatusCode::kUnauthenticated);
+  ASSERT_TRUE(store_->SetAgentJoinToken("j").ok());
+  EXPECT_TRUE(service_->AuthenticateAgent("j").ok());
+  EXPECT_EQ(service_->AuthenticateAgent("k").code(), StatusCode::kUnauthenticated);
+}
+
+// Every call on a job owned by alice, by alice, bob and an admin.
+TEST_F(ControlPlaneServiceTest, AuthorizationTable) {
+  enum class Op { kGet, kEvents, kCancel };
+  struct Case {
+    const char* name;
+    Principal who;
+    Op op;
+    StatusCode want;
+  };
+  const Case cases[] = {
+      {"owner gets", kAlice, Op::kGet, StatusCode::kOk},
+      {"other user gets", kBob, Op::kGet, StatusCode::kPermissionDenied},
+      {"admin gets", kRoot, Op::kGet, StatusCode::kOk},
+      {"owner lists events", kAlice, Op::kEvents, StatusCode::kOk},
+      {"other user lists events", kBob, Op::kEvents, StatusCode::kPermissionDenied},
+      {"admin lists events", kRoot, Op::kEvents, StatusCode::kOk},
+      {"owner cancels", kAlice, Op::kCancel, StatusCode::kOk},
+      {"other user cancels", kBob, Op::kCancel, StatusCode::kPermissionDenied},
+      {"admin cancels", kRoot, Op::kCancel, StatusCode::kOk},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const api::Job job = Submit(kAlice);
+    Status got;
+    switch (c.op) {
+      case Op::kGet:
+        got = service_->GetJob(c.who, job.id).status();
+        break;
+      case Op::kEvents:
+        got = service_->ListEvents(c.who, job.id, 0, 100).status();
+        break;
+      case Op::kCancel:
+        got = service_->CancelJob(c.who, job.id).status();
+        break;
+    }
+    EXPECT_EQ(got.code(), c.want) << got.ToString();
+    const JobState state = store_->GetJob(job.id)->state;
+    const bool cancelled = c.op == Op::kCancel && c.want == StatusCode::kOk;
+    EXPECT_EQ(state, cancelled ? JobState::kCancelled : JobState::kPending);
+  }
+  EXPECT_EQ(service_->GetJob(kRoot, 9999).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->GetJob(kAlice, 9999).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ControlPlaneServiceTest, ListJobsScopesUsersToThemselves) {
+  Submit(kAlice);
+  Submit(kAlice);
+  Submit(kBob);
+  struct Case {
+    const char* name;
+    Principal who;
+    std::optional<std::string> owner;
+    StatusCode want;
+    size_t jobs;
+  };
+  const Case cases[] = {
+      {"user lists own", kAlice, std::nullopt, StatusCode::kOk, 2},
+      {"user names self", kAlice, "alice", StatusCode::kOk, 2},
+      {"user names other", kBob, "alice", StatusCode::kPermissionDenied, 0},
+      {"admin lists all", kRoot, std::nullopt, StatusCode::kOk, 3},
+      {"admin names other", kRoot, "bob", StatusCode::kOk, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    api::JobQuery q;
+    q.owner = c.owner;
+    auto page = service_->ListJobs(c.who, q);
+    EXPECT_EQ(page.status().code(), c.want);
+    if (page.ok()) {
+      EXPECT_EQ(page->jobs.size(), c.jobs);
+      for (const api::Job& j : page->jobs) {
+        if (!c.who.is_admin()) {
+          EXPECT_EQ(j.owner, c.who.user);
+        }
+      }
+    }
+  }
+  api::JobQuery bad;
+  bad.limit = 0;
+  auto refused = service_->ListJobs(kAlice, bad);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().field(), "limit");
+}
+
+TEST_F(ControlPlaneServiceTest, SubmitIsDurableWithSubmittedEvent) {
+  clock_.Advance(std::chrono::milliseconds(5));
+  const api::Job job = Submit(kAlice);
+  EXPECT_EQ(job.state, JobState::kPending);
+  EXPECT_EQ(job.owner, "alice");
+  EXPECT_EQ(job.created_ms, clock_.NowUnixMillis());
+  Open();  // a fresh store on the same file
+  auto again = service_->GetJob(kAlice, job.id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->spec, Spec());
+  auto events = service_->ListEvents(kAlice, job.id, 0, 10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].to_state, "pending");
+  EXPECT_EQ((*events)[0].reason, "submitted");
+}
+
+TEST_F(ControlPlaneServiceTest, SubmitRefusesEntrypointsOffTheAllowList) {
+  auto job = service_->SubmitJob(kAlice, Spec("cmd:rm-rf"));
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().field(), "entrypoint");
+  EXPECT_NE(job.status().message().find("cmd:rm-rf"), std::string::npos);
+  EXPECT_TRUE(service_->ListJobs(kRoot, {})->jobs.empty());
+}
+
+TEST_F(ControlPlaneServiceTest, CancelTwiceIsAFailedPrecondition) {
+  const api::Job job = Submit(kAlice);
+  auto first = service_->CancelJob(kAlice, job.id);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->state, JobState::kCancelled);
+  EXPECT_EQ(first->reason, "cancelled by alice");
+  auto second = service_->CancelJob(kAlice, job.id);
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  auto events = service_->ListEvents(kAlice, job.id, 0, 10);
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ(events->back().from_state, "pending");
+  EXPECT_EQ(events->back().to_state, "cancelled");
+  EXPECT_EQ(events->back().reason, "cancelled by alice");
+}
+
+TEST_F(ControlPlaneServiceTest, EntrypointChangesNeedAdmin) {
+  const api::Entrypoint e{"cmd:lab-train", "/opt/lab/train", "lab"};
+  EXPECT_EQ(service_->AllowEntrypoint(kAlice, e).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->DisallowEntrypoint(kAlice, "builtin:gan-pix2pix").code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->ListEntrypoints(kAlice)->size(), 4u);
+  ASSERT_TRUE(service_->AllowEntrypoint(kRoot, e).ok());
+  EXPECT_TRUE(service_->SubmitJob(kAlice, Spec("cmd:lab-train")).ok());
+  ASSERT_TRUE(service_->DisallowEntrypoint(kRoot, "cmd:lab-train").ok());
+  EXPECT_EQ(service_->SubmitJob(kAlice, Spec("cmd:lab-train")).status().field(), "entrypoint");
+}
+
+TEST_F(ControlPlaneServiceTest, HeartbeatRegistersNodeDevicesAndProgress) {
+  const api::Job job = Submit(kAlice);
+  std::vector<api::WorkerStatus> workers = {
+      Worker(job.id, 1, {{"step", 5}, {"rank", 1}}), Worker(job.id, 0, {{"step", 6}, {"rank", 0}}),
+      Worker(4242, 0, {{"step", 1}}),  // a job the controller does not know
+  };
+  auto answer = service_->Heartbeat(HeartbeatJson("boxC", workers));
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  auto resp = api::HeartbeatResponseFromJson(*answer);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_TRUE(resp->desired.empty());
+  EXPECT_EQ(resp->heartbeat_interval_ms, 1000);
+
+  auto nodes = service_->ListNodes(kAlice);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  const api::Node& n = (*nodes)[0];
+  EXPECT_EQ(n.name, "boxC");
+  EXPECT_EQ(n.address, "10.0.0.7");
+  EXPECT_EQ(n.health, "healthy");
+  EXPECT_EQ(n.last_heartbeat_ms, clock_.NowUnixMillis());
+  ASSERT_EQ(n.devices.size(), 1u);
+  EXPECT_TRUE(n.devices[0].emulated);
+  EXPECT_EQ(n.devices[0].uuid, "GPU-1");
+  EXPECT_DOUBLE_EQ(n.devices[0].relative_speed, 0.25);
+  EXPECT_EQ(service_->GetJob(kAlice, job.id)->progress, (api::Json{{"step", 6}, {"rank", 0}}))
+      << "rank 0's progress is the job's";
+}
+
+TEST_F(ControlPlaneServiceTest, HeartbeatRefusesMalformedInput) {
+  EXPECT_EQ(service_->Heartbeat(api::Json{{"node", 5}}).status().code(),
+            StatusCode::kInvalidArgument);
+  auto unnamed = service_->Heartbeat(api::Json::object());
+  EXPECT_EQ(unnamed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(service_->ListNodes(kRoot)->empty());
+}
+
+TEST_F(ControlPlaneServiceTest, DesiredWorkersHookFillsTheAnswer) {
+  ControlPlaneOptions options;
+  std::string asked_for;
+  options.desired_workers = [&](const api::HeartbeatRequest& hb) {
+    asked_for = hb.node;
+    api::WorkerLaunch launch;
+    launch.key = {7, 1, 0};
+    launch.argv = {"/usr/bin/tessera-worker"};
+    return Result<std::vector<api::WorkerLaunch>>(std::vector<api::WorkerLaunch>{launch});
+  };
+  Open(std::move(options));
+  auto answer = service_->Heartbeat(HeartbeatJson("boxD"));
+  ASSERT_TRUE(answer.ok());
+  auto resp = api::HeartbeatResponseFromJson(*answer);
+  ASSERT_TRUE(resp.ok());
+  ASSERT_EQ(resp->desired.size(), 1u);
+  EXPECT_EQ(resp->desired[0].key.job_id, 7);
+  EXPECT_EQ(asked_for, "boxD");
+}
+
+TEST_F(ControlPlaneServiceTest, PreviewPlanUsesThePlannerHookWhenSet) {
+  auto none = service_->PreviewPlan(kAlice, Spec());
+  EXPECT_EQ(none.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(none.status().message(), "planner not wired yet");
+
+  ControlPlaneOptions options;
+  options.planner = [](const api::JobSpec& spec, const std::vector<api::Node>& nodes) {
+    return Result<api::Json>(api::Json{{"nodes", nodes.size()}, {"batch", spec.global_batch}});
+  };
+  Open(std::move(options));
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxE")).ok());
+  auto plan = service_->PreviewPlan(kAlice, Spec());
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(*plan, (api::Json{{"nodes", 1}, {"batch", 32}}));
+}
+
+TEST_F(ControlPlaneServiceTest, MetricsListJobsByStateAndCommitHistogram) {
+  Submit(kAlice);
+  const api::Job cancelled = Submit(kBob);
+  ASSERT_TRUE(service_->CancelJob(kBob, cancelled.id).ok());
+  std::string text;
+  service_->AppendMetrics(&text);
+  EXPECT_NE(text.find("# TYPE tessera_jobs gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera_jobs{state=\"pending\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera_jobs{state=\"cancelled\"} 1\n"), std::string::npos);
+  for (api::JobState s : kAllJobStates) {
+    EXPECT_NE(text.find("tessera_jobs{state=\"" + std::string(api::JobStateName(s)) + "\"}"),
+              std::string::npos);
+  }
+  EXPECT_NE(text.find("# HELP tessera_store_commit_seconds "), std::string::npos);
+  EXPECT_NE(text.find("# TYPE tessera_store_commit_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(text.find("tessera_store_commit_seconds_bucket{le=\"0.001\"} "), std::string::npos);
+  const uint64_t commits = store_->Stats().commits;
+  EXPECT_GE(commits, 3u);
+  EXPECT_NE(text.find("tessera_store_commit_seconds_bucket{le=\"+Inf\"} " +
+                      std::to_string(commits) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tessera_store_commit_seconds_count " + std::to_string(commits) + "\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("tessera_store_commit_seconds_sum "), std::string::npos);
+}
+
+TEST_F(ControlPlaneServiceTest, ApplyJobEventWalksTheLifeCycleAndCountsAttempts) {
+  const api::Job job = Submit(kAlice);  // max_attempts 2
+  const api::Json plan = {{"layout", "data"}};
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kPlan, "", plan).ok());
+  auto started = service_->ApplyJobEvent(job.id, JobEvent::kLaunch, "");
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->attempt, 1);
+  EXPECT_EQ(store_->GetAttempt(job.id, 1)->plan, plan);
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kAllRunning, "").ok());
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kNodeLost, "boxA died").ok());
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kRetry, "").ok());
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kPlan, "", plan).ok());
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kLaunch, "").ok());
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kRankFailed, "rank 1 exited 1").ok());
+  auto failed = service_->ApplyJobEvent(job.id, JobEvent::kRetry, "rank 1 exited 1");
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->state, JobState::kFailed);
+  EXPECT_NE(failed->reason.find("attempts exhausted"), std::string::npos) << failed->reason;
+  EXPECT_EQ(service_->ApplyJobEvent(job.id, JobEvent::kCancel, "").status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->ListAttempts(job.id)->size(), 2u);
+  EXPECT_EQ(service_->ListEvents(kAlice, job.id, 0, 100)->size(), 10u);
+}
+
+TEST_F(ControlPlaneServiceTest, SweepMarksSilentNodesSuspectThenDead) {
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("old")).ok());
+  clock_.Advance(std::chrono::milliseconds(3500));
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("fresh")).ok());
+  auto died = service_->SweepNodeHealth();
+  ASSERT_TRUE(died.ok());
+  EXPECT_TRUE(died->empty());
+  EXPECT_EQ(store_->GetNode("old")->health, "suspect");
+  EXPECT_EQ(store_->GetNode("fresh")->health, "healthy");
+  clock_.Advance(std::chrono::milliseconds(7000));
+  died = service_->SweepNodeHealth();
+  ASSERT_TRUE(died.ok());
+  EXPECT_EQ(*died, std::vector<std::string>{"old"});
+  EXPECT_EQ(store_->GetNode("old")->health, "dead");
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("old")).ok());
+  EXPECT_EQ(store_->GetNode("old")->health, "healthy") << "a heartbeat revives a node";
+}
+
+TEST_F(ControlPlaneServiceTest, ReadyFollowsStoreAndStopping) {
+  EXPECT_TRUE(service_->Ready().ok());
+  service_->SetStopping();
+  EXPECT_EQ(service_->Ready().code(), StatusCode::kUnavailable);
+  Open();
+  store_->Close();
+  EXPECT_EQ(service_->Ready().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ControlPlaneServiceTest, StoreWriteFailuresSurfaceAsTheirStatus) {
+  FaultyStore faulty(store_.get());
+  ControlPlaneService service(&faulty, &clock_);
+  faulty.ArmWriteFault(1, Unavailable("disk busy"));
+  auto job = service.SubmitJob(kAlice, Spec());
+  EXPECT_EQ(job.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(service.ListJobs(kRoot, {})->jobs.empty());
+
+  auto ok = service.SubmitJob(kAlice, Spec());
+  ASSERT_TRUE(ok.ok());
+  faulty.ArmWriteFault(1, Internal("io error"));
+  EXPECT_EQ(service.CancelJob(kAlice, ok->id).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(store_->GetJob(ok->id)->state, JobState::kPending);
+  faulty.ArmReadFault(1, Unavailable("reader lost"));
+  EXPECT_EQ(service.GetJob(kAlice, ok->id).status().code(), StatusCode::kUnavailable);
+  faulty.ArmWriteFault(1, Unavailable("disk busy"));
+  EXPECT_EQ(service.Heartbeat(HeartbeatJson("boxF")).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tessera::daemon

@@ -1,0 +1,330 @@
+// SQLite-only behaviour: migrations, durability across re-open, group commit,
+// concurrency, secrets never on disk, error mapping.
+#include "daemon/sqlite_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "daemon/sqlite_schema.h"
+#include "tests/daemon/temp_dir.h"
+
+namespace tessera::daemon {
+namespace {
+
+// A raw connection for inspecting or tampering with the file from outside.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    sqlite3_busy_timeout(db_, 5000);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  void Exec(const std::string& sql) {
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+        << (err ? err : "") << " in " << sql;
+    sqlite3_free(err);
+  }
+  int ExecRc(const std::string& sql) {
+    return sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  }
+  std::string Scalar(const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
+    std::string out;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return out;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+api::JobSpec Spec(std::string name) {
+  api::JobSpec s;
+  s.name = std::move(name);
+  s.entrypoint = "builtin:denoiser-dncnn";
+  s.global_batch = 8;
+  s.steps = 10;
+  return s;
+}
+
+std::unique_ptr<SqliteStore> OpenOrDie(const std::string& path, SqliteStoreOptions o = {}) {
+  auto s = SqliteStore::Open(path, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  std::string Path() const { return dir_.File("tessera.db"); }
+  testing::TempDir dir_;
+};
+
+TEST_F(SqliteStoreTest, FileIsInWalModeAndMigrated) {
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), LatestSqliteSchemaVersion());
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Scalar("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.Scalar("SELECT MAX(version) FROM schema_version"),
+            std::to_string(LatestSqliteSchemaVersion()));
+  EXPECT_EQ(raw.Scalar("SELECT COUNT(*) FROM schema_version"),
+            std::to_string(LatestSqliteSchemaVersion()));
+  EXPECT_EQ(raw.Scalar("SELECT COUNT(*) FROM entrypoints WHERE name LIKE 'builtin:%'"), "4");
+}
+
+TEST_F(SqliteStoreTest, ReopeningIsIdempotent) {
+  api::JobId id = 0;
+  {
+    auto store = OpenOrDie(Path());
+    ASSERT_NE(store, nullptr);
+    id = store->InsertJob(NewJob{"alice", Spec("keep"), 1, "submitted"})->id;
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto store = OpenOrDie(Path());
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->GetJob(id)->spec.name, "keep");
+    EXPECT_EQ(store->ListEntrypoints()->size(), 4u) << "seed rows not inserted twice";
+  }
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Scalar("SELECT COUNT(*) FROM schema_version"),
+            std::to_string(LatestSqliteSchemaVersion()));
+}
+
+TEST_F(SqliteStoreTest, RefusesANewerSchema) {
+  { ASSERT_NE(OpenOrDie(Path()), nullptr); }
+  {
+    RawDb raw(Path());
+    raw.Exec("INSERT INTO schema_version (version, applied_ms) VALUES (999, 0)");
+  }
+  auto store = SqliteStore::Open(Path());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("999"), std::string::npos);
+  EXPECT_NE(store.status().message().find("newer"), std::string::npos);
+}
+
+TEST_F(SqliteStoreTest, MigrationsApplyInOrderAndOnlyOnce) {
+  RawDb raw(Path());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+  const std::vector<std::string_view> v1 = {"CREATE TABLE a (x INTEGER)"};
+  const std::vector<std::string_view> v2 = {"CREATE TABLE a (x INTEGER)",
+                                            "INSERT INTO a VALUES (7)"};
+  EXPECT_EQ(*MigrateSqliteSchema(db, 1, v1), 1);
+  EXPECT_EQ(*MigrateSqliteSchema(db, 2, v2), 2);
+  EXPECT_EQ(*MigrateSqliteSchema(db, 3, v2), 2);
+  EXPECT_EQ(raw.Scalar("SELECT COUNT(*) FROM a"), "1");
+  // A failing migration leaves no trace and reports its number.
+  const std::vector<std::string_view> bad = {v2[0], v2[1], "CREATE TABLE a (y INTEGER)"};
+  auto failed = MigrateSqliteSchema(db, 4, bad);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("migration 3"), std::string::npos);
+  EXPECT_EQ(*ReadSqliteSchemaVersion(db), 2);
+  sqlite3_close(db);
+}
+
+TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
+  api::JobId id = 0;
+  std::string token;
+  {
+    auto store = OpenOrDie(Path());
+    ASSERT_NE(store, nullptr);
+    id = store->InsertJob(NewJob{"alice", Spec("durable"), 5, "submitted"})->id;
+    ASSERT_TRUE(
+        store
+            ->TransitionJob(JobTransition{id, api::JobState::kPending, api::JobState::kPlanned,
+                                          "planned", 0, api::Json{{"layout", "data"}}, 6})
+            .ok());
+    token = store->CreateToken("alice", api::Role::kUser, 7)->plaintext;
+    api::Node n;
+    n.name = "boxA";
+    n.devices.push_back(api::Device{});
+    n.devices[0].emulated = true;
+    ASSERT_TRUE(store->UpsertNode(n).ok());
+    ASSERT_TRUE(store->SetAgentJoinToken("join").ok());
+    ASSERT_TRUE(store->PutEntrypoint({"cmd:x", "/bin/true", ""}).ok());
+  }
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  auto job = store->GetJob(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, api::JobState::kPlanned);
+  EXPECT_EQ(job->plan, (api::Json{{"layout", "data"}}));
+  EXPECT_EQ(store->ListEvents(id, 0, 10)->size(), 2u);
+  EXPECT_EQ(store->LookupToken(token)->user, "alice");
+  EXPECT_TRUE(store->GetNode("boxA")->devices.at(0).emulated);
+  EXPECT_TRUE(store->CheckAgentJoinToken("join").ok());
+  EXPECT_TRUE(store->GetEntrypoint("cmd:x").ok());
+}
+
+TEST_F(SqliteStoreTest, PlaintextSecretsNeverReachTheFile) {
+  std::string token_id, secret;
+  {
+    auto store = OpenOrDie(Path());
+    ASSERT_NE(store, nullptr);
+    auto issued = store->CreateToken("alice", api::Role::kAdmin, 1);
+    ASSERT_TRUE(issued.ok());
+    token_id = issued->info.id;
+    secret = issued->plaintext.substr(issued->plaintext.rfind('_') + 1);
+    ASSERT_TRUE(store->SetAgentJoinToken("very-secret-join-token-0123").ok());
+    // While open: main file, -wal and -shm.
+    const std::string bytes = dir_.AllBytes();
+    EXPECT_NE(bytes.find(token_id), std::string::npos) << "the scan sees the token row";
+    EXPECT_EQ(bytes.find(secret), std::string::npos);
+    EXPECT_EQ(bytes.find("very-secret-join-token-0123"), std::string::npos);
+  }
+  const std::string bytes = dir_.AllBytes();  // after close and checkpoint
+  EXPECT_NE(bytes.find(token_id), std::string::npos);
+  EXPECT_EQ(bytes.find(secret), std::string::npos);
+  EXPECT_EQ(bytes.find("very-secret-join-token-0123"), std::string::npos);
+}
+
+TEST_F(SqliteStoreTest, ConcurrentWritersAreAllAcknowledgedAndDurable) {
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 40;
+  std::vector<std::vector<api::JobId>> ids(kThreads);
+  StoreStats stats;
+  {
+    auto store = OpenOrDie(Path());
+    ASSERT_NE(store, nullptr);
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          auto job = store->InsertJob(
+              NewJob{"user" + std::to_string(t), Spec(std::to_string(i)), i, "submitted"});
+          if (job.ok()) {
+            ids[t].push_back(job->id);
+          } else {
+            ++failures;
+          }
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    stats = store->Stats();
+  }
+  EXPECT_EQ(stats.writes, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_LT(stats.commits, stats.writes) << "group commit batches concurrent writes";
+  EXPECT_EQ(stats.commit_seconds.count, stats.commits);
+
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  std::set<api::JobId> unique;
+  for (int t = 0; t < kThreads; ++t) {
+    for (api::JobId id : ids[t]) {
+      unique.insert(id);
+      auto job = store->GetJob(id);
+      ASSERT_TRUE(job.ok()) << "acknowledged job " << id << " missing after re-open";
+      EXPECT_EQ(job->owner, "user" + std::to_string(t));
+    }
+  }
+  EXPECT_EQ(unique.size(), static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_EQ(store->CountJobsByState()->at(api::JobState::kPending), kThreads * kPerThread);
+}
+
+// Deterministic batching: while another connection holds the write lock,
+// every queued write waits; when it is released, they commit together.
+TEST_F(SqliteStoreTest, GroupCommitPutsQueuedWritesInOneTransaction) {
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  RawDb blocker(Path());
+  blocker.Exec("BEGIN IMMEDIATE");
+  const StoreStats before = store->Stats();
+  constexpr int kWriters = 32;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      if (store->InsertJob(NewJob{"u", Spec(std::to_string(i)), 1, "submitted"}).ok()) ++ok;
+    });
+  }
+  // Wait until every writer waits: in the writer's blocked batch or queued.
+  while (store->pending_writes() < kWriters) std::this_thread::yield();
+  blocker.Exec("COMMIT");
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kWriters);
+  const StoreStats after = store->Stats();
+  EXPECT_EQ(after.writes - before.writes, static_cast<uint64_t>(kWriters));
+  EXPECT_LE(after.commits - before.commits, 2u);
+}
+
+TEST_F(SqliteStoreTest, BusyDatabaseIsUnavailable) {
+  SqliteStoreOptions o;
+  o.busy_timeout_ms = 20;
+  auto store = OpenOrDie(Path(), o);
+  ASSERT_NE(store, nullptr);
+  RawDb blocker(Path());
+  blocker.Exec("BEGIN IMMEDIATE");
+  auto job = store->InsertJob(NewJob{"u", Spec("busy"), 1, "submitted"});
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kUnavailable);
+  blocker.Exec("COMMIT");
+  EXPECT_TRUE(store->InsertJob(NewJob{"u", Spec("free"), 1, "submitted"}).ok());
+  api::JobQuery q;
+  EXPECT_EQ(store->ListJobs(q)->jobs.size(), 1u) << "the refused write left nothing behind";
+}
+
+TEST_F(SqliteStoreTest, FailedOperationDoesNotSpoilItsBatch) {
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  auto job = store->InsertJob(NewJob{"u", Spec("j"), 1, "submitted"});
+  ASSERT_TRUE(job.ok());
+  RawDb blocker(Path());
+  blocker.Exec("BEGIN IMMEDIATE");
+  std::thread good([&] {
+    EXPECT_TRUE(store->InsertAttempt(JobAttempt{job->id, 1, {}, 1, {}, ""}).ok());
+  });
+  std::thread bad([&] {
+    EXPECT_EQ(store->InsertAttempt(JobAttempt{999, 1, {}, 1, {}, ""}).code(),
+              StatusCode::kNotFound);
+  });
+  while (store->pending_writes() < 2) std::this_thread::yield();
+  blocker.Exec("COMMIT");
+  good.join();
+  bad.join();
+  EXPECT_EQ(store->ListAttempts(job->id)->size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, EventsAreAppendOnly) {
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->InsertJob(NewJob{"u", Spec("j"), 1, "submitted"}).ok());
+  RawDb raw(Path());
+  EXPECT_NE(raw.ExecRc("UPDATE events SET reason = 'rewritten'"), SQLITE_OK);
+  EXPECT_NE(raw.ExecRc("DELETE FROM events"), SQLITE_OK);
+  EXPECT_EQ(raw.Scalar("SELECT reason FROM events"), "submitted");
+}
+
+TEST_F(SqliteStoreTest, ClosedStoreIsUnavailable) {
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  store->Close();
+  EXPECT_EQ(store->Health().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store->InsertJob(NewJob{"u", Spec("j"), 1, "submitted"}).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(store->GetJob(1).status().code(), StatusCode::kUnavailable);
+  store->Close();  // idempotent
+}
+
+TEST_F(SqliteStoreTest, UnopenablePathIsAnError) {
+  auto store = SqliteStore::Open(dir_.File("no/such/dir/tessera.db"));
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().code(), StatusCode::kOk);
+}
+
+}  // namespace
+}  // namespace tessera::daemon

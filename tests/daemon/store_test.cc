@@ -1,0 +1,530 @@
+// One suite for every Store backend: SQLite on a temporary file, memory, and
+// the fault-injecting wrapper with no fault armed.
+#include "daemon/store.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "daemon/faulty_store.h"
+#include "daemon/memory_store.h"
+#include "daemon/sqlite_store.h"
+#include "tests/daemon/temp_dir.h"
+
+namespace tessera::daemon {
+namespace {
+
+using api::JobState;
+
+enum class Backend { kSqlite, kMemory, kFaultyMemory };
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  switch (info.param) {
+    case Backend::kSqlite:
+      return "Sqlite";
+    case Backend::kMemory:
+      return "Memory";
+    case Backend::kFaultyMemory:
+      return "FaultyOverMemory";
+  }
+  return "Unknown";
+}
+
+api::JobSpec Spec(std::string name, int64_t max_attempts = 3) {
+  api::JobSpec s;
+  s.name = std::move(name);
+  s.entrypoint = "builtin:colorize-unet";
+  s.dataset = "/srv/archive/scans";
+  s.global_batch = 64;
+  s.steps = 100;
+  s.max_attempts = max_attempts;
+  s.args = {"--lr", "0.001"};
+  s.env = {{"FOO", "bar"}};
+  return s;
+}
+
+api::Device Dev(int64_t index, bool emulated) {
+  api::Device d;
+  d.index = index;
+  d.name = emulated ? "emulated-a100" : "cpu";
+  d.uuid = "uuid-" + std::to_string(index);
+  d.type = emulated ? "cuda" : "cpu";
+  d.memory_bytes = 80'000'000'000;
+  d.relative_speed = 0.5;
+  d.emulated = emulated;
+  return d;
+}
+
+class StoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    switch (GetParam()) {
+      case Backend::kSqlite: {
+        auto s = SqliteStore::Open(dir_.File("tessera.db"));
+        ASSERT_TRUE(s.ok()) << s.status().ToString();
+        owned_ = std::move(s).value();
+        store_ = owned_.get();
+        break;
+      }
+      case Backend::kMemory:
+        owned_ = std::make_unique<MemoryStore>();
+        store_ = owned_.get();
+        break;
+      case Backend::kFaultyMemory:
+        owned_ = std::make_unique<MemoryStore>();
+        faulty_ = std::make_unique<FaultyStore>(owned_.get());
+        store_ = faulty_.get();
+        break;
+    }
+  }
+
+  api::Job Insert(const std::string& owner, const std::string& name, int64_t now = 1000) {
+    auto job = store_->InsertJob(NewJob{owner, Spec(name), now, "submitted"});
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? *job : api::Job{};
+  }
+
+  Result<api::Job> Move(api::JobId id, JobState from, JobState to, std::string reason,
+                        int64_t attempt = 0, std::optional<api::Json> plan = std::nullopt) {
+    return store_->TransitionJob(
+        JobTransition{id, from, to, std::move(reason), attempt, std::move(plan), 2000});
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> owned_;
+  std::unique_ptr<FaultyStore> faulty_;
+  Store* store_ = nullptr;
+};
+
+TEST_P(StoreTest, IsHealthyWhenOpen) { EXPECT_TRUE(store_->Health().ok()); }
+
+TEST_P(StoreTest, InsertJobAssignsIncreasingIdsAndRoundTrips) {
+  api::Job a = Insert("alice", "first", 1234);
+  api::Job b = Insert("alice", "second");
+  EXPECT_GT(a.id, 0);
+  EXPECT_GT(b.id, a.id);
+  EXPECT_EQ(a.state, JobState::kPending);
+  auto got = store_->GetJob(a.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->owner, "alice");
+  EXPECT_EQ(got->spec, Spec("first"));
+  EXPECT_EQ(got->state, JobState::kPending);
+  EXPECT_EQ(got->attempt, 0);
+  EXPECT_EQ(got->created_ms, 1234);
+  EXPECT_EQ(got->updated_ms, 1234);
+  EXPECT_EQ(got->reason, "submitted");
+  EXPECT_TRUE(got->plan.is_null());
+  EXPECT_TRUE(got->progress.is_null());
+}
+
+TEST_P(StoreTest, InsertJobRefusesEmptyOwner) {
+  auto job = store_->InsertJob(NewJob{"", Spec("x"), 1, "submitted"});
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().field(), "owner");
+}
+
+TEST_P(StoreTest, GetMissingJobIsNotFound) {
+  EXPECT_EQ(store_->GetJob(4242).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, InsertJobWritesSubmissionEvent) {
+  api::Job job = Insert("alice", "j", 777);
+  auto events = store_->ListEvents(job.id, 0, 100);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].job_id, job.id);
+  EXPECT_EQ((*events)[0].from_state, "");
+  EXPECT_EQ((*events)[0].to_state, "pending");
+  EXPECT_EQ((*events)[0].reason, "submitted");
+  EXPECT_EQ((*events)[0].ts_ms, 777);
+}
+
+TEST_P(StoreTest, TransitionJobChangesStateAndAppendsEvent) {
+  api::Job job = Insert("alice", "j");
+  api::Json plan = {{"layout", "data"}, {"dp", 2}};
+  auto moved = Move(job.id, JobState::kPending, JobState::kPlanned, "planned by test", 0, plan);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->state, JobState::kPlanned);
+  EXPECT_EQ(moved->plan, plan);
+  EXPECT_EQ(moved->reason, "planned by test");
+  EXPECT_EQ(moved->updated_ms, 2000);
+
+  auto started = Move(job.id, JobState::kPlanned, JobState::kStarting, "launch", 1);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->attempt, 1);
+  EXPECT_EQ(started->plan, plan) << "plan kept when the transition carries none";
+
+  auto events = store_->ListEvents(job.id, 0, 100);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[1].from_state, "pending");
+  EXPECT_EQ((*events)[1].to_state, "planned");
+  EXPECT_EQ((*events)[1].reason, "planned by test");
+  EXPECT_EQ((*events)[2].from_state, "planned");
+  EXPECT_EQ((*events)[2].to_state, "starting");
+  EXPECT_EQ((*events)[2].attempt, 1);
+  EXPECT_EQ((*events)[2].ts_ms, 2000);
+}
+
+TEST_P(StoreTest, TransitionJobIsCompareAndSet) {
+  api::Job job = Insert("alice", "j");
+  auto refused = Move(job.id, JobState::kRunning, JobState::kSucceeded, "wrong expectation");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("pending"), std::string::npos);
+  // Neither the state nor the event log changed.
+  EXPECT_EQ(store_->GetJob(job.id)->state, JobState::kPending);
+  EXPECT_EQ(store_->ListEvents(job.id, 0, 100)->size(), 1u);
+  // Two racers expecting the same state: exactly one wins.
+  EXPECT_TRUE(Move(job.id, JobState::kPending, JobState::kCancelled, "first").ok());
+  EXPECT_EQ(Move(job.id, JobState::kPending, JobState::kPlanned, "second").status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST_P(StoreTest, TransitionMissingJobIsNotFound) {
+  EXPECT_EQ(Move(999, JobState::kPending, JobState::kPlanned, "x").status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, ListJobsPagesWithCursorAndFilters) {
+  std::vector<api::JobId> alice;
+  for (int i = 0; i < 5; ++i) {
+    alice.push_back(Insert("alice", "a" + std::to_string(i)).id);
+    Insert("bob", "b" + std::to_string(i));
+  }
+  ASSERT_TRUE(Move(alice[1], JobState::kPending, JobState::kCancelled, "c").ok());
+
+  api::JobQuery q;
+  q.owner = "alice";
+  q.limit = 2;
+  std::vector<api::JobId> seen;
+  int pages = 0;
+  while (true) {
+    auto page = store_->ListJobs(q);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ++pages;
+    for (const api::Job& j : page->jobs) {
+      EXPECT_EQ(j.owner, "alice");
+      seen.push_back(j.id);
+    }
+    if (!page->next_after) break;
+    EXPECT_EQ(*page->next_after, page->jobs.back().id);
+    q.after = *page->next_after;
+  }
+  EXPECT_EQ(seen, alice);
+  EXPECT_EQ(pages, 3);
+
+  api::JobQuery by_state;
+  by_state.state = JobState::kCancelled;
+  auto cancelled = store_->ListJobs(by_state);
+  ASSERT_TRUE(cancelled.ok());
+  ASSERT_EQ(cancelled->jobs.size(), 1u);
+  EXPECT_EQ(cancelled->jobs[0].id, alice[1]);
+  EXPECT_FALSE(cancelled->next_after);
+
+  api::JobQuery all;
+  all.limit = 100;
+  EXPECT_EQ(store_->ListJobs(all)->jobs.size(), 10u);
+  api::JobQuery exact;
+  exact.limit = 10;
+  auto page = store_->ListJobs(exact);
+  EXPECT_EQ(page->jobs.size(), 10u);
+  EXPECT_FALSE(page->next_after) << "a full last page has no cursor";
+}
+
+TEST_P(StoreTest, ListEventsPagesAndSeparatesJobs) {
+  api::Job a = Insert("alice", "a");
+  api::Job b = Insert("alice", "b");
+  ASSERT_TRUE(Move(a.id, JobState::kPending, JobState::kPlanned, "1").ok());
+  ASSERT_TRUE(Move(b.id, JobState::kPending, JobState::kPlanned, "x").ok());
+  ASSERT_TRUE(Move(a.id, JobState::kPlanned, JobState::kStarting, "2", 1).ok());
+  ASSERT_TRUE(Move(a.id, JobState::kStarting, JobState::kRunning, "3", 1).ok());
+
+  auto first = store_->ListEvents(a.id, 0, 2);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 2u);
+  EXPECT_EQ((*first)[0].reason, "submitted");
+  EXPECT_EQ((*first)[1].reason, "1");
+  auto rest = store_->ListEvents(a.id, first->back().id, 100);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->size(), 2u);
+  EXPECT_EQ((*rest)[0].reason, "2");
+  EXPECT_EQ((*rest)[1].reason, "3");
+  EXPECT_LT((*first)[1].id, (*rest)[0].id);
+  EXPECT_EQ(store_->ListEvents(b.id, 0, 100)->size(), 2u);
+  EXPECT_TRUE(store_->ListEvents(12345, 0, 100)->empty());
+}
+
+TEST_P(StoreTest, SetJobProgressStoresLatest) {
+  api::Job job = Insert("alice", "j");
+  api::Json p1 = {{"step", 10}};
+  api::Json p2 = {{"step", 20}, {"loss", 0.5}};
+  ASSERT_TRUE(store_->SetJobProgress(job.id, p1).ok());
+  ASSERT_TRUE(store_->SetJobProgress(job.id, p2).ok());
+  EXPECT_EQ(store_->GetJob(job.id)->progress, p2);
+  EXPECT_EQ(store_->SetJobProgress(999, p1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListEvents(job.id, 0, 100)->size(), 1u) << "progress is not an event";
+}
+
+TEST_P(StoreTest, CountJobsByStateListsEveryState) {
+  api::Job a = Insert("alice", "a");
+  Insert("alice", "b");
+  Insert("bob", "c");
+  ASSERT_TRUE(Move(a.id, JobState::kPending, JobState::kPlanned, "p").ok());
+  auto counts = store_->CountJobsByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->size(), 8u);
+  EXPECT_EQ(counts->at(JobState::kPending), 2);
+  EXPECT_EQ(counts->at(JobState::kPlanned), 1);
+  EXPECT_EQ(counts->at(JobState::kRunning), 0);
+}
+
+TEST_P(StoreTest, AttemptsCrud) {
+  api::Job job = Insert("alice", "j");
+  api::Json plan = {{"layout", "pipeline"}};
+  JobAttempt a1{job.id, 1, plan, 100, std::nullopt, ""};
+  JobAttempt a2{job.id, 2, api::Json(), 200, std::nullopt, ""};
+  ASSERT_TRUE(store_->InsertAttempt(a2).ok());
+  ASSERT_TRUE(store_->InsertAttempt(a1).ok());
+  Status dup = store_->InsertAttempt(a1);
+  EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->InsertAttempt(JobAttempt{999, 1, {}, 1, {}, ""}).code(), StatusCode::kNotFound);
+
+  auto got = store_->GetAttempt(job.id, 1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, a1);
+  auto list = store_->ListAttempts(job.id);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].attempt, 1);
+  EXPECT_EQ((*list)[1].attempt, 2);
+
+  ASSERT_TRUE(store_->FinishAttempt(job.id, 1, 150, "rank 2 exited 137").ok());
+  got = store_->GetAttempt(job.id, 1);
+  EXPECT_EQ(got->ended_ms, 150);
+  EXPECT_EQ(got->result, "rank 2 exited 137");
+  EXPECT_EQ(store_->FinishAttempt(job.id, 9, 1, "x").code(), StatusCode::kNotFound);
+
+  ASSERT_TRUE(store_->DeleteAttempt(job.id, 2).ok());
+  EXPECT_EQ(store_->GetAttempt(job.id, 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteAttempt(job.id, 2).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListAttempts(job.id)->size(), 1u);
+}
+
+TEST_P(StoreTest, UpsertNodeReplacesDevicesAndKeepsEmulatedFlag) {
+  api::Node n;
+  n.name = "boxA";
+  n.address = "10.0.0.1";
+  n.last_heartbeat_ms = 500;
+  n.devices = {Dev(1, true), Dev(0, false)};
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  auto got = store_->GetNode("boxA");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->address, "10.0.0.1");
+  EXPECT_EQ(got->health, "healthy");
+  EXPECT_EQ(got->last_heartbeat_ms, 500);
+  ASSERT_EQ(got->devices.size(), 2u);
+  EXPECT_EQ(got->devices[0].index, 0);
+  EXPECT_FALSE(got->devices[0].emulated);
+  EXPECT_EQ(got->devices[1].index, 1);
+  EXPECT_TRUE(got->devices[1].emulated);
+  EXPECT_EQ(got->devices[1].node, "boxA");
+  EXPECT_EQ(got->devices[1].memory_bytes, 80'000'000'000);
+  EXPECT_DOUBLE_EQ(got->devices[1].relative_speed, 0.5);
+
+  n.address = "10.0.0.2";
+  n.last_heartbeat_ms = 900;
+  n.devices = {Dev(3, true)};
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  got = store_->GetNode("boxA");
+  EXPECT_EQ(got->address, "10.0.0.2");
+  EXPECT_EQ(got->last_heartbeat_ms, 900);
+  ASSERT_EQ(got->devices.size(), 1u);
+  EXPECT_EQ(got->devices[0].index, 3);
+
+  api::Node other;
+  other.name = "aardvark";
+  ASSERT_TRUE(store_->UpsertNode(other).ok());
+  auto all = store_->ListNodes();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "aardvark");
+  EXPECT_EQ((*all)[1].name, "boxA");
+  EXPECT_EQ((*all)[1].devices.size(), 1u);
+  EXPECT_EQ(store_->GetNode("nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, UpsertNodeRefusesBadInput) {
+  api::Node unnamed;
+  EXPECT_EQ(store_->UpsertNode(unnamed).code(), StatusCode::kInvalidArgument);
+  api::Node dup;
+  dup.name = "n";
+  dup.devices = {Dev(0, true), Dev(0, true)};
+  Status s = store_->UpsertNode(dup);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.field(), "devices[1].index");
+  api::Node sick;
+  sick.name = "n";
+  sick.health = "sick";
+  EXPECT_EQ(store_->UpsertNode(sick).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GetNode("n").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, SetNodeHealth) {
+  api::Node n;
+  n.name = "boxB";
+  n.devices = {Dev(0, true)};
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  ASSERT_TRUE(store_->SetNodeHealth("boxB", "dead").ok());
+  EXPECT_EQ(store_->GetNode("boxB")->health, "dead");
+  EXPECT_EQ(store_->GetNode("boxB")->devices.size(), 1u);
+  EXPECT_EQ(store_->SetNodeHealth("boxB", "zombie").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->SetNodeHealth("nope", "dead").code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, TokensAreIssuedOnceAndLookedUp) {
+  auto issued = store_->CreateToken("alice", api::Role::kAdmin, 42);
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_TRUE(issued->plaintext.starts_with("tsr_" + issued->info.id + "_"));
+  auto found = store_->LookupToken(issued->plaintext);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->user, "alice");
+  EXPECT_EQ(found->role, api::Role::kAdmin);
+  EXPECT_EQ(found->created_ms, 42);
+  EXPECT_EQ(*found, issued->info);
+
+  // A wrong secret with the right id, a malformed token, an unknown id.
+  std::string wrong = issued->plaintext;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  EXPECT_EQ(store_->LookupToken(wrong).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->LookupToken("hunter2").status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->LookupToken("").status().code(), StatusCode::kUnauthenticated);
+  std::string unknown = "tsr_0000000000000000_" + std::string(64, 'a');
+  EXPECT_EQ(store_->LookupToken(unknown).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->CreateToken("", api::Role::kUser, 1).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreTest, RevokedTokensStopWorking) {
+  auto t1 = store_->CreateToken("bob", api::Role::kUser, 1);
+  auto t2 = store_->CreateToken("bob", api::Role::kUser, 2);
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  ASSERT_TRUE(store_->RevokeToken(t1->info.id, 10).ok());
+  auto refused = store_->LookupToken(t1->plaintext);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(refused.status().message().find("revoked"), std::string::npos);
+  EXPECT_TRUE(store_->LookupToken(t2->plaintext).ok()) << "other tokens of the user still work";
+  EXPECT_TRUE(store_->RevokeToken(t1->info.id, 20).ok()) << "revoking twice is fine";
+  EXPECT_EQ(store_->RevokeToken("feedfeedfeedfeed", 1).code(), StatusCode::kNotFound);
+
+  auto list = store_->ListTokens();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  for (const TokenInfo& t : *list) {
+    if (t.id == t1->info.id) {
+      EXPECT_EQ(t.revoked_ms, 10) << "first revocation time kept";
+    } else {
+      EXPECT_FALSE(t.revoked_ms);
+    }
+  }
+}
+
+TEST_P(StoreTest, ListTokensOrderedByUserWithoutSecrets) {
+  auto z = store_->CreateToken("zoe", api::Role::kUser, 1);
+  auto a = store_->CreateToken("adam", api::Role::kAdmin, 2);
+  ASSERT_TRUE(z.ok() && a.ok());
+  auto list = store_->ListTokens();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0], a->info);
+  EXPECT_EQ((*list)[1], z->info);
+}
+
+TEST_P(StoreTest, EntrypointsAreSeededAndEditable) {
+  auto list = store_->ListEntrypoints();
+  ASSERT_TRUE(list.ok());
+  std::vector<std::string> names;
+  for (const api::Entrypoint& e : *list) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"builtin:classifier-resnet", "builtin:colorize-unet",
+                                             "builtin:denoiser-dncnn", "builtin:gan-pix2pix"}));
+
+  api::Entrypoint cmd{"cmd:my-train", "/opt/lab/train.py", "lab script"};
+  ASSERT_TRUE(store_->PutEntrypoint(cmd).ok());
+  auto got = store_->GetEntrypoint("cmd:my-train");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->command, "/opt/lab/train.py");
+  EXPECT_EQ(got->description, "lab script");
+  cmd.description = "updated";
+  ASSERT_TRUE(store_->PutEntrypoint(cmd).ok());
+  EXPECT_EQ(store_->GetEntrypoint("cmd:my-train")->description, "updated");
+  EXPECT_EQ(store_->ListEntrypoints()->size(), 5u);
+
+  EXPECT_EQ(store_->PutEntrypoint({"cmd:rel", "train.py", ""}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutEntrypoint({"shell:rm", "/bin/rm", ""}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutEntrypoint({"builtin:x", "/bin/x", ""}).code(),
+            StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(store_->DeleteEntrypoint("cmd:my-train").ok());
+  EXPECT_EQ(store_->GetEntrypoint("cmd:my-train").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteEntrypoint("cmd:my-train").code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, AgentJoinToken) {
+  EXPECT_EQ(store_->CheckAgentJoinToken("anything").code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->SetAgentJoinToken("").code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store_->SetAgentJoinToken("join-me-please").ok());
+  EXPECT_TRUE(store_->CheckAgentJoinToken("join-me-please").ok());
+  EXPECT_EQ(store_->CheckAgentJoinToken("join-me-pleasE").code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->CheckAgentJoinToken("").code(), StatusCode::kUnauthenticated);
+  ASSERT_TRUE(store_->SetAgentJoinToken("rotated").ok());
+  EXPECT_EQ(store_->CheckAgentJoinToken("join-me-please").code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(store_->CheckAgentJoinToken("rotated").ok());
+}
+
+TEST_P(StoreTest, StatsCountWrites) {
+  const StoreStats before = store_->Stats();
+  Insert("alice", "a");
+  Insert("alice", "b");
+  const StoreStats after = store_->Stats();
+  EXPECT_EQ(after.writes, before.writes + 2);
+  EXPECT_GE(after.commits, before.commits + 1);
+  EXPECT_EQ(after.commit_seconds.counts.size(), after.commit_seconds.upper_bounds.size() + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, StoreTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kMemory,
+                                           Backend::kFaultyMemory),
+                         BackendName);
+
+// ---- FaultyStore's own behaviour ----
+
+TEST(FaultyStoreTest, FailsTheNthWriteOnly) {
+  MemoryStore base;
+  FaultyStore store(&base);
+  store.ArmWriteFault(2, Unavailable("disk on fire"));
+  EXPECT_TRUE(store.InsertJob(NewJob{"a", Spec("1"), 1, "submitted"}).ok());
+  auto failed = store.InsertJob(NewJob{"a", Spec("2"), 1, "submitted"});
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(store.InsertJob(NewJob{"a", Spec("3"), 1, "submitted"}).ok());
+  EXPECT_TRUE(store.ListJobs({}).ok()) << "reads are not affected";
+  EXPECT_EQ(base.ListJobs({})->jobs.size(), 2u) << "the failed write never reached the base";
+  EXPECT_EQ(store.writes_seen(), 3);
+}
+
+TEST(FaultyStoreTest, StickyReadFaultUntilDisarmed) {
+  MemoryStore base;
+  FaultyStore store(&base);
+  store.ArmReadFault(1, Internal("io error"), /*sticky=*/true);
+  EXPECT_EQ(store.ListNodes().status().code(), StatusCode::kInternal);
+  EXPECT_EQ(store.GetJob(1).status().code(), StatusCode::kInternal);
+  EXPECT_TRUE(store.SetAgentJoinToken("t").ok()) << "writes are not affected";
+  store.Disarm();
+  EXPECT_TRUE(store.ListNodes().ok());
+}
+
+}  // namespace
+}  // namespace tessera::daemon

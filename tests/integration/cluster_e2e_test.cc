@@ -1,0 +1,212 @@
+// End to end on one machine: the real tesserad and three real tessera-agent
+// processes, each with its own node name, state folder and emulated devices,
+// running a small checkpointing worker program (checkpointing_worker.sh).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include "tests/integration/harness.h"
+
+namespace tessera::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const char* kTwoFast = R"(devices:
+  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 1.0}
+  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 1.0}
+)";
+const char* kOneFast = R"(devices:
+  - {name: "RTX4090 (emulated)", memory: 24GiB, relative_speed: 0.8}
+)";
+const char* kTwoSlow = R"(devices:
+  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.35}
+  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.35}
+)";
+
+class ClusterE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<Cluster>(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    cluster_->StartController();
+    cluster_->StartAgent("boxa", kTwoFast);
+    cluster_->StartAgent("boxb", kOneFast);
+    cluster_->StartAgent("boxc", kTwoSlow);
+    ASSERT_TRUE(WaitFor([&] { return cluster_->HealthyNodes() == 3; }, 30s))
+        << cluster_->controller()->Log();
+    int status = 0;
+    cluster_->PostJson("/api/v1/entrypoints",
+                       {{"name", "cmd:checkpointing-worker"},
+                        {"command", TESSERA_CHECKPOINTING_WORKER},
+                        {"description", "test worker that checkpoints"}},
+                       &status);
+    ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+  }
+
+  api::JobId Submit(int min_devices, int max_devices, int steps, double sleep_s) {
+    int status = 0;
+    api::Json job = cluster_->PostJson(
+        "/api/v1/jobs",
+        {{"name", "e2e"},
+         {"entrypoint", "cmd:checkpointing-worker"},
+         {"args", {std::to_string(steps), std::to_string(sleep_s)}},
+         {"global_batch", 12},
+         {"steps", steps},
+         {"min_devices", min_devices},
+         {"max_devices", max_devices},
+         {"max_attempts", 4}},
+        &status);
+    EXPECT_EQ(status, 201) << job.dump();
+    return job.value("id", api::JobId{0});
+  }
+
+  // Nodes holding ranks of the job's current plan.
+  std::set<std::string> PlannedNodes(api::JobId id) {
+    std::set<std::string> nodes;
+    api::Json job = cluster_->GetJson("/api/v1/jobs/" + std::to_string(id));
+    for (const auto& r : job["plan"]["replicas"]) {
+      for (const auto& s : r["stages"]) {
+        for (const auto& d : s["devices"]) {
+          std::string dev = d.get<std::string>();
+          nodes.insert(dev.substr(0, dev.find(':')));
+        }
+      }
+    }
+    return nodes;
+  }
+
+  std::vector<std::string> Trail(api::JobId id) {
+    std::vector<std::string> out;
+    for (const auto& e : cluster_->Events(id)) out.push_back(e.to_state);
+    return out;
+  }
+
+  std::string Trace(api::JobId id) {
+    std::ifstream in(cluster_->dir() / "controller" / "checkpoints" /
+                     ("job-" + std::to_string(id)) / "trace");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  // Kills (SIGKILL) every process whose working directory lies under `dir`:
+  // the workers an agent started in its state folder.
+  int KillProcessesUnder(const fs::path& dir) {
+    int killed = 0;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::error_code ec;
+      fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
+      if (ec) continue;
+      if (cwd.string().rfind(dir.string(), 0) == 0) {
+        ::kill(std::stoi(name), SIGKILL);
+        ++killed;
+      }
+    }
+    return killed;
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+};
+
+TEST_F(ClusterE2ETest, NodeKilledMidRunIsReplannedOnSurvivorsAndResumes) {
+  api::JobId id = Submit(2, 3, /*steps=*/30, /*sleep_s=*/0.1);
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 30s))
+      << cluster_->JobState(id);
+  std::set<std::string> nodes = PlannedNodes(id);
+  ASSERT_EQ(nodes.size() >= 1, true);
+  // Let it checkpoint a few steps, then kill a node that holds a rank.
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(cluster_->dir() / "controller" / "checkpoints" /
+                                              ("job-" + std::to_string(id)) / "step"); },
+                      20s));
+  std::this_thread::sleep_for(500ms);
+  std::string victim = *nodes.begin();
+  cluster_->StopAgent(victim, SIGKILL);
+  EXPECT_GT(KillProcessesUnder(cluster_->dir() / ("agent-" + victim)), 0);
+
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "succeeded"; }, 90s))
+      << cluster_->JobState(id) << "\n" << cluster_->controller()->Log();
+  std::vector<std::string> trail = Trail(id);
+  auto has = [&](const std::string& s) {
+    return std::find(trail.begin(), trail.end(), s) != trail.end();
+  };
+  EXPECT_TRUE(has("recovering"));
+  EXPECT_EQ(trail.back(), "succeeded");
+  bool lost_reason = false;
+  for (const auto& e : cluster_->Events(id)) {
+    lost_reason = lost_reason || (e.to_state == "recovering" &&
+                                  e.reason.find("node " + victim + " lost") != std::string::npos);
+  }
+  EXPECT_TRUE(lost_reason);
+  // The second attempt ran on survivors only, and resumed from a checkpoint.
+  EXPECT_EQ(PlannedNodes(id).count(victim), 0u);
+  std::string trace = Trace(id);
+  EXPECT_NE(trace.find("2 0 "), std::string::npos) << trace;
+  EXPECT_EQ(trace.find("2 0 2 start 0\n"), std::string::npos) << "attempt 2 started from scratch\n"
+                                                               << trace;
+  EXPECT_EQ(trace.find("2 0 3 start 0\n"), std::string::npos) << trace;
+}
+
+TEST_F(ClusterE2ETest, ControllerKill9AndRestartDoesNotRestartRunningJob) {
+  api::JobId id = Submit(3, 3, /*steps=*/30, /*sleep_s=*/0.1);
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 30s));
+  cluster_->StopController(SIGKILL);
+  std::this_thread::sleep_for(300ms);
+  cluster_->StartController();
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "succeeded"; }, 60s))
+      << cluster_->JobState(id);
+  std::vector<std::string> trail = Trail(id);
+  EXPECT_EQ(std::count(trail.begin(), trail.end(), "starting"), 1) << ::testing::PrintToString(trail);
+  EXPECT_EQ(std::count(trail.begin(), trail.end(), "recovering"), 0);
+}
+
+TEST_F(ClusterE2ETest, AgentRestartLeavesNoOrphansAndJobStateStaysRight) {
+  api::JobId id = Submit(3, 3, /*steps=*/30, /*sleep_s=*/0.1);
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 30s));
+  std::string node = *PlannedNodes(id).begin();
+  cluster_->StopAgent(node, SIGTERM);
+  cluster_->StartAgent(node, node == "boxa" ? kTwoFast : node == "boxb" ? kOneFast : kTwoSlow);
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "succeeded"; }, 60s))
+      << cluster_->JobState(id);
+  std::vector<std::string> trail = Trail(id);
+  EXPECT_EQ(std::count(trail.begin(), trail.end(), "starting"), 1)
+      << ::testing::PrintToString(trail);
+  // No worker outlives the job.
+  EXPECT_TRUE(WaitFor([&] { return KillProcessesUnder(cluster_->dir() / ("agent-" + node)) == 0; },
+                      5s));
+}
+
+TEST_F(ClusterE2ETest, CancelStopsEveryRank) {
+  api::JobId id = Submit(3, 3, /*steps=*/1000, /*sleep_s=*/0.1);
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 30s));
+  int status = 0;
+  cluster_->PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object(),
+                     &status);
+  EXPECT_EQ(status, 200);
+  // Every rank's process is gone within the grace period plus a few beats.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        int alive = 0;
+        for (const char* n : {"boxa", "boxb", "boxc"}) {
+          for (const auto& entry : fs::directory_iterator("/proc")) {
+            std::string name = entry.path().filename();
+            if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+            std::error_code ec;
+            fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
+            if (!ec && cwd.string().rfind((cluster_->dir() / ("agent-" + std::string(n))).string(),
+                                          0) == 0) {
+              ++alive;
+            }
+          }
+        }
+        return alive == 0;
+      },
+      15s));
+  EXPECT_EQ(cluster_->JobState(id), "cancelled");
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,230 @@
+#include "tests/integration/harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace tessera::testing {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+Process::Process(std::vector<std::string> argv, std::map<std::string, std::string> env,
+                 fs::path log)
+    : log_(std::move(log)) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    if (!env.contains(kv.substr(0, kv.find('=')))) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    FILE* f = std::fopen(log_.c_str(), "a");
+    if (f != nullptr) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    std::vector<char*> args, envp;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    ::execve(args[0], args.data(), envp.data());
+    std::perror("execve");
+    ::_exit(127);
+  }
+}
+
+Process::~Process() {
+  if (running()) Kill9();
+}
+
+bool Process::running() {
+  if (exit_code_ || pid_ <= 0) return false;
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == 0) return true;
+  if (r == pid_) {
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return false;
+}
+
+void Process::Signal(int sig) {
+  if (running()) ::kill(pid_, sig);
+}
+
+std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {
+  WaitFor([this] { return !running(); }, timeout);
+  return exit_code_;
+}
+
+void Process::Kill9() {
+  if (!running()) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  if (::waitpid(pid_, &status, 0) == pid_) exit_code_ = 128 + SIGKILL;
+}
+
+std::string Process::Log() const {
+  std::ifstream in(log_);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+std::string BinaryPath(const std::string& name) {
+  if (name == "tesserad") return TESSERA_TESSERAD_BINARY;
+  if (name == "tessera-agent") return TESSERA_AGENT_BINARY;
+  if (name == "tessera") return TESSERA_CLI_BINARY;
+  throw std::invalid_argument("unknown binary " + name);
+}
+
+Cluster::Cluster(std::string name) {
+  dir_ = fs::temp_directory_path() / ("tessera-e2e-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+}
+
+Cluster::~Cluster() {
+  for (auto& [name, agent] : agents_) agent.reset();
+  controller_.reset();
+  // Workers run in their own process groups; kill any left by killed agents.
+  ::system(("pkill -9 -f " + dir_.string() + " >/dev/null 2>&1").c_str());
+  std::error_code ec;
+  if (std::getenv("TESSERA_KEEP_TEST_DIRS") == nullptr) fs::remove_all(dir_, ec);
+}
+
+void Cluster::StartController(const std::string& extra_config) {
+  fs::path state = dir_ / "controller";
+  fs::create_directories(state);
+  fs::path config = dir_ / "tesserad.yaml";
+  {
+    std::ofstream c(config);
+    c << "state_dir: " << state.string() << "\n"
+      << "port: " << port_ << "\n"  // 0 first; the same port after a restart
+      << "heartbeat_interval_ms: 200\n"
+      << "dead_after_ms: 1500\n"
+      << "retry_backoff_ms: 200\n"
+      << "schedule_interval_ms: 50\n"
+      << "stop_grace_ms: 1000\n"
+      << extra_config;
+  }
+  fs::remove(state / "tesserad.port");
+  controller_ = std::make_unique<Process>(
+      std::vector<std::string>{BinaryPath("tesserad"), "--config", config.string()},
+      std::map<std::string, std::string>{},
+      dir_ / ("tesserad-" + std::to_string(controller_starts_++) + ".log"));
+  bool up = WaitFor([&] { return fs::exists(state / "tesserad.port"); }, 20s);
+  if (!up) throw std::runtime_error("tesserad did not start:\n" + controller_->Log());
+  std::ifstream(state / "tesserad.port") >> port_;
+  std::ifstream(state / "admin-token") >> admin_token_;
+}
+
+void Cluster::StopController(int sig) {
+  if (sig == SIGKILL) {
+    controller_->Kill9();
+  } else {
+    controller_->Signal(sig);
+    controller_->Wait(20s);
+  }
+}
+
+void Cluster::StartAgent(const std::string& node, const std::string& inventory_yaml,
+                         const std::vector<std::string>& extra_args) {
+  fs::path state = dir_ / ("agent-" + node);
+  fs::create_directories(state);
+  fs::path inventory = dir_ / (node + "-inventory.yaml");
+  std::ofstream(inventory) << inventory_yaml;
+  std::vector<std::string> argv = {BinaryPath("tessera-agent"),
+                                   "--controller",
+                                   "http://127.0.0.1:" + std::to_string(port_),
+                                   "--join-token-file",
+                                   (dir_ / "controller" / "join-token").string(),
+                                   "--node",
+                                   node,
+                                   "--state-dir",
+                                   state.string(),
+                                   "--inventory",
+                                   inventory.string(),
+                                   "--heartbeat-ms",
+                                   "200"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  agents_[node] = std::make_unique<Process>(argv, std::map<std::string, std::string>{},
+                                            dir_ / ("agent-" + node + ".log"));
+}
+
+void Cluster::StopAgent(const std::string& node, int sig) {
+  auto& a = agents_.at(node);
+  if (sig == SIGKILL) {
+    a->Kill9();
+  } else {
+    a->Signal(sig);
+    a->Wait(20s);
+  }
+}
+
+std::unique_ptr<api::HttpClient> Cluster::Client(const std::string& token) {
+  auto c = std::make_unique<api::HttpClient>("127.0.0.1", port_, 10s);
+  c->SetBearerToken(token.empty() ? admin_token_ : token);
+  return c;
+}
+
+api::Json Cluster::GetJson(const std::string& target) {
+  auto r = Client()->Request("GET", target);
+  if (!r.ok() || r->status != 200) return nullptr;
+  return api::Json::parse(r->body, nullptr, false);
+}
+
+api::Json Cluster::PostJson(const std::string& target, const api::Json& body, int* status) {
+  auto r = Client()->Request("POST", target, body.dump());
+  if (!r.ok()) {
+    if (status) *status = 0;
+    return nullptr;
+  }
+  if (status) *status = r->status;
+  return api::Json::parse(r->body, nullptr, false);
+}
+
+std::string Cluster::JobState(api::JobId id) {
+  api::Json j = GetJson("/api/v1/jobs/" + std::to_string(id));
+  return j.is_object() ? j.value("state", "") : "";
+}
+
+std::vector<api::Event> Cluster::Events(api::JobId id) {
+  std::vector<api::Event> out;
+  api::Json j = GetJson("/api/v1/jobs/" + std::to_string(id) + "/events?limit=500");
+  if (!j.is_object() || !j.contains("events")) return out;
+  for (const auto& e : j["events"]) {
+    auto ev = api::EventFromJson(e);
+    if (ev.ok()) out.push_back(*ev);
+  }
+  return out;
+}
+
+int Cluster::HealthyNodes() {
+  api::Json j = GetJson("/api/v1/nodes");
+  int n = 0;
+  if (j.is_object() && j.contains("nodes")) {
+    for (const auto& node : j["nodes"]) n += node.value("health", "") == "healthy";
+  }
+  return n;
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,154 @@
+#include "scheduler/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/scheduler/builders.h"
+
+namespace tessera::scheduler::testing {
+namespace {
+
+// 40 TFLOPS at 50% efficiency: 20e12 FLOP/s; a 2 GFLOP layer takes 0.1 ms forward.
+ClusterSnapshot TwoFastOneNode() {
+  return ClusterBuilder().Node("a").Gpus(2, "fast", 24, 40).Build();
+}
+
+TEST(CostModelTest, ComputeTimeFromFlopsAndMeasuredOverride) {
+  ModelProfile m = ModelBuilder().Layers(2, 2, 10, 1, 1).Build();
+  m.layers[1].measured_forward_ms["fast"] = 3.0;
+  m.layers[1].measured_backward_ms["fast"] = 5.0;
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(4));
+  EXPECT_NEAR(cm.ForwardSeconds(0, 0, 1), 1e-4, 1e-12);
+  EXPECT_NEAR(cm.BackwardSeconds(0, 0, 1), 2e-4, 1e-12);  // backward = 2 x forward FLOPs
+  EXPECT_NEAR(cm.ForwardSeconds(0, 1, 2), 3e-3, 1e-12);   // measured
+  EXPECT_NEAR(cm.BackwardSeconds(0, 1, 2), 5e-3, 1e-12);
+  const CostModel infer = CostModel::Create(TwoFastOneNode(), m, Infer(4));
+  EXPECT_EQ(infer.BackwardSeconds(0, 0, 2), 0);
+}
+
+TEST(CostModelTest, HalfPrecisionUsesHalfThroughput) {
+  ModelProfile m = ModelBuilder().Layers(1, 2, 10, 1, 1).Build();
+  m.precision = Precision::kBf16;
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(4));
+  EXPECT_NEAR(cm.ForwardSeconds(0, 0, 1), 0.5e-4, 1e-12);  // tflops_half defaults to 2x
+}
+
+TEST(CostModelTest, MemoryTermsBySchedule) {
+  // 10 MB params; Adam (multiplier 2) -> params + grads + 2x state = 40 MB.
+  const ModelProfile m = ModelBuilder().Layers(4, 1, 10, 5, 1).Build();
+  const CostModel train = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  EXPECT_DOUBLE_EQ(train.WeightBytes(0, 1), 40e6);
+  EXPECT_DOUBLE_EQ(train.ActivationBytesPerSample(0, 2), 10e6);
+  // 1F1B: stage s of S keeps min(M, S - s) micro-batches; GPipe keeps M.
+  EXPECT_EQ(CostModel::InFlight(Schedule::k1F1B, 8, 4, 0), 4);
+  EXPECT_EQ(CostModel::InFlight(Schedule::k1F1B, 8, 4, 3), 1);
+  EXPECT_EQ(CostModel::InFlight(Schedule::k1F1B, 2, 4, 0), 2);
+  EXPECT_EQ(CostModel::InFlight(Schedule::kGPipe, 8, 4, 3), 8);
+  EXPECT_DOUBLE_EQ(train.StageMemoryBytes(0, 2, 3, 4), 80e6 + 4 * 3 * 10e6);
+  // Inference: parameters only, one micro-batch's widest layer (input + output).
+  const CostModel infer = CostModel::Create(TwoFastOneNode(), m, Infer(8));
+  EXPECT_DOUBLE_EQ(infer.WeightBytes(0, 1), 10e6);
+  EXPECT_DOUBLE_EQ(infer.ActivationBytesPerSample(1, 3), 2e6);
+}
+
+TEST(CostModelTest, RingAllReduceFormula) {
+  const Link link{1e9, 1e-5};
+  EXPECT_DOUBLE_EQ(CostModel::RingAllReduceSeconds(1e9, 1, link), 0);
+  EXPECT_NEAR(CostModel::RingAllReduceSeconds(1e9, 4, link), 2.0 * 3 / 4 * 1.0 + 6 * 1e-5, 1e-12);
+}
+
+TEST(CostModelTest, LinksNvlinkNodeDefaultAndOverride) {
+  ClusterSnapshot c = ClusterBuilder()
+                          .Node("a", 10, 16)
+                          .Gpus(3, "fast", 24, 40)
+                          .NvLink(0, 1, 150)
+                          .Node("b", 100)
+                          .Gpu("fast", 24, 40)
+                          .Build();
+  const ModelProfile m = ModelBuilder().Layers(1, 1, 1, 1, 1).Build();
+  CostModel cm = CostModel::Create(c, m, Train(2));
+  EXPECT_DOUBLE_EQ(cm.LinkBetween(0, 1).bandwidth_bytes_per_s, 150e9);
+  EXPECT_DOUBLE_EQ(cm.LinkBetween(0, 2).bandwidth_bytes_per_s, 16e9);
+  EXPECT_DOUBLE_EQ(cm.LinkBetween(0, 3).bandwidth_bytes_per_s, 10e9 / 8);  // slower NIC
+  c.node_links.push_back(NodeLink{"a", "b", Link{3e9, 1e-6}});
+  cm = CostModel::Create(c, m, Train(2));
+  EXPECT_DOUBLE_EQ(cm.LinkBetween(3, 0).bandwidth_bytes_per_s, 3e9);
+  EXPECT_DOUBLE_EQ(c.LinkBetween({"a", 0}, {"a", 1}).bandwidth_bytes_per_s, 150e9);
+}
+
+TEST(CostModelTest, PipelineStepAndBubbleForIdenticalStages) {
+  // Two identical stages, no sends of note: T = (M + S - 1) t, bubble (S-1)/(M+S-1).
+  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  Candidate c;
+  c.micro_batches = 4;
+  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
+  const Evaluation ev = cm.Evaluate(c);
+  ASSERT_TRUE(ev.feasible) << ev.reason;
+  const double link_latency = 10e-6;
+  const double t = 2 * 3e-4 + cm.options().micro_batch_overhead_s + link_latency;
+  EXPECT_NEAR(ev.stage_time_s[0][0], t, 1e-12);
+  EXPECT_NEAR(ev.step_s, 5 * t, 1e-9);
+  EXPECT_NEAR(ev.bubble, 1.0 / 5, 1e-9);
+}
+
+TEST(CostModelTest, DataParallelAllReduceOverlapsWithBackward) {
+  // 2 x 100 MB gradients over PCIe (16 GB/s): ring = 2(1/2) x 200 MB / 16 GB/s = 12.5 ms.
+  const ModelProfile m = ModelBuilder().Layers(2, 2, 100, 1, 1).Build();
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  Candidate c;
+  c.replicas.push_back({4, {{0, 0, 2}}});
+  c.replicas.push_back({4, {{1, 0, 2}}});
+  const Evaluation ev = cm.Evaluate(c);
+  ASSERT_TRUE(ev.feasible) << ev.reason;
+  const double ar = CostModel::RingAllReduceSeconds(200e6, 2, Link{16e9, 10e-6});
+  const double window = 4 * cm.BackwardSeconds(0, 0, 2);
+  const double buckets = 8;  // ceil(200 MB / 25 MiB)
+  const double compute = 4 * cm.ComputeSeconds(0, 0, 2) + cm.options().micro_batch_overhead_s;
+  EXPECT_NEAR(ev.allreduce_s, std::max(ar / buckets, ar - window), 1e-12);
+  EXPECT_NEAR(ev.step_s, compute + ev.allreduce_s, 1e-12);
+  EXPECT_GT(ev.comm, 0);
+}
+
+struct BadCandidateCase {
+  std::string name;
+  Candidate candidate;
+  std::string reason_part;
+};
+
+class BadCandidateTest : public ::testing::TestWithParam<BadCandidateCase> {};
+
+TEST_P(BadCandidateTest, RejectedWithReason) {
+  ClusterSnapshot cluster =
+      ClusterBuilder().Node("a").Gpus(2, "fast", 1, 40).Gpu("x", 24, 40, true).Build();
+  const ModelProfile m = ModelBuilder().Layers(4, 1, 100, 10, 1).Build();
+  const CostModel cm = CostModel::Create(cluster, m, Train(4));
+  const Evaluation ev = cm.Evaluate(GetParam().candidate);
+  EXPECT_FALSE(ev.feasible);
+  EXPECT_NE(ev.reason.find(GetParam().reason_part), std::string::npos) << ev.reason;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadCandidateTest,
+    ::testing::Values(
+        BadCandidateCase{"does_not_fit", Candidate{{{4, {{0, 0, 4}}}}, 1, Schedule::k1F1B},
+                         "doesn't fit on a:0"},
+        BadCandidateCase{"busy_device", Candidate{{{4, {{2, 0, 4}}}}, 1, Schedule::k1F1B},
+                         "a:2 is busy"},
+        BadCandidateCase{"device_twice",
+                         Candidate{{{2, {{0, 0, 4}}}, {2, {{0, 0, 4}}}}, 1, Schedule::k1F1B},
+                         "used twice"},
+        BadCandidateCase{"gap_in_layers",
+                         Candidate{{{4, {{0, 0, 1}, {1, 2, 4}}}}, 1, Schedule::k1F1B},
+                         "tile the layers"},
+        BadCandidateCase{"batch_mismatch", Candidate{{{3, {{0, 0, 4}}}}, 1, Schedule::k1F1B},
+                         "sum to the global batch"},
+        BadCandidateCase{"too_many_micro_batches",
+                         Candidate{{{4, {{0, 0, 4}}}}, 5, Schedule::k1F1B},
+                         "smaller than 5 micro-batches"}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tessera::scheduler::testing

@@ -1,0 +1,286 @@
+#include "scheduler/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/scheduler/builders.h"
+
+namespace tessera::scheduler::testing {
+namespace {
+
+ModelProfile Medium() { return ModelBuilder().Input(1).Layers(12, 2, 20, 10, 4).Build(); }
+
+int64_t BatchSum(const Plan& p) {
+  int64_t sum = 0;
+  for (const Replica& r : p.replicas) sum += r.batch;
+  return sum;
+}
+
+const Plan* Find(const PlanSet& set, Layout layout) {
+  for (const Plan& p : set.plans) {
+    if (p.layout == layout) return &p;
+  }
+  return nullptr;
+}
+
+bool AnyReason(const PlanSet& set, Layout layout, const std::string& part) {
+  for (const Rejection& r : set.rejected) {
+    if (r.layout == layout && r.reason.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string Reasons(const PlanSet& set) {
+  std::string out;
+  for (const Rejection& r : set.rejected)
+    out += std::string(LayoutName(r.layout)) + ": " + r.reason + "\n";
+  return out;
+}
+
+// ---- infeasible jobs: a clear reason, not an empty list ----
+
+struct InfeasibleCase {
+  std::string name;
+  ClusterSnapshot cluster;
+  ModelProfile model;
+  JobRequest request;
+  StatusCode code;
+  std::string message_part;
+};
+
+class InfeasibleTest : public ::testing::TestWithParam<InfeasibleCase> {};
+
+TEST_P(InfeasibleTest, ReturnsReason) {
+  const InfeasibleCase& c = GetParam();
+  auto got = MakePlans(c.cluster, c.model, c.request);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), c.code);
+  EXPECT_NE(got.status().message().find(c.message_part), std::string::npos)
+      << got.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, InfeasibleTest,
+    ::testing::Values(
+        InfeasibleCase{"no_device", ClusterSnapshot{}, Medium(), Train(8),
+                       StatusCode::kFailedPrecondition, "no free device"},
+        InfeasibleCase{
+            "all_busy",
+            ClusterBuilder().Node("a").Gpu("x", 24, 20, true).Gpu("x", 24, 20, true).Build(),
+            Medium(), Train(8), StatusCode::kFailedPrecondition, "busy, excluded: a:0, a:1"},
+        InfeasibleCase{"fits_nowhere", ClusterBuilder().Node("a").Gpus(2, "tiny", 1, 20).Build(),
+                       ModelBuilder().Layers(4, 1, 2000, 1, 1).Build(), Train(8),
+                       StatusCode::kFailedPrecondition, "doesn't fit on a:0"},
+        InfeasibleCase{"too_few_devices", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
+                       Medium(),
+                       [] {
+                         JobRequest r = Train(8);
+                         r.min_devices = 3;
+                         return r;
+                       }(),
+                       StatusCode::kFailedPrecondition, "at least 3 devices"},
+        InfeasibleCase{"zero_batch", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
+                       Medium(), Train(0), StatusCode::kInvalidArgument, "must be positive"},
+        InfeasibleCase{"no_layers", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
+                       ModelProfile{}, Train(4), StatusCode::kInvalidArgument, "no layers"},
+        InfeasibleCase{"tiled_training", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
+                       Medium(), Train(4, Layout::kTiled), StatusCode::kInvalidArgument,
+                       "inference only"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PlannerTest, InvalidArgumentNamesTheField) {
+  JobRequest r = Train(8);
+  r.min_devices = 4;
+  r.max_devices = 2;
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(), Medium(), r);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().field(), "max_devices");
+}
+
+// ---- shapes of the answer ----
+
+TEST(PlannerTest, OneDeviceGetsTheWholeBatch) {
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpu("x", 24, 20).Build(), Medium(), Train(8));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->plans.size(), 1u);
+  const Plan& p = got->plans[0];
+  EXPECT_EQ(p.layout, Layout::kData);
+  ASSERT_EQ(p.replicas.size(), 1u);
+  EXPECT_EQ(p.replicas[0].batch, 8);
+  EXPECT_DOUBLE_EQ(p.replicas[0].gradient_weight, 1.0);
+  EXPECT_EQ(p.replicas[0].stages[0].layer_begin, 0);
+  EXPECT_EQ(p.replicas[0].stages[0].layer_end, 12);
+  EXPECT_EQ(p.predicted.comm, 0);
+  EXPECT_GT(p.predicted.samples_per_s, 0);
+}
+
+TEST(PlannerTest, IdenticalDevicesReduceToTheEvenSplit) {
+  for (int64_t batch : {64, 66}) {
+    auto got =
+        MakePlans(ClusterBuilder().Node("a").Gpus(4, "same", 24, 20).Build(),
+                  ModelBuilder().Layers(12, 8, 1, 10, 4).Build(), Train(batch, Layout::kData));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const Plan& p = got->plans[0];
+    ASSERT_EQ(p.replicas.size(), 4u);
+    int64_t lo = batch, hi = 0;
+    for (const Replica& r : p.replicas) {
+      lo = std::min(lo, r.batch);
+      hi = std::max(hi, r.batch);
+    }
+    EXPECT_LE(hi - lo, 1) << "batch " << batch;
+    EXPECT_EQ(BatchSum(p), batch);
+  }
+}
+
+TEST(PlannerTest, GlobalBatchSmallerThanDeviceCount) {
+  auto got =
+      MakePlans(ClusterBuilder().Node("a").Gpus(4, "same", 24, 20).Build(), Medium(), Train(2));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (const Plan& p : got->plans) {
+    EXPECT_EQ(BatchSum(p), 2);
+    EXPECT_LE(p.replicas.size(), 2u);
+    EXPECT_LE(p.micro_batches, 2);
+    for (const Replica& r : p.replicas) EXPECT_GE(r.batch, p.micro_batches);
+  }
+}
+
+TEST(PlannerTest, UnevenSharesFollowSpeedAndWeightsSumToOne) {
+  // 3x faster device gets 3x the samples; weights are batch / global batch.
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpu("fast", 24, 60).Gpu("slow", 24, 20).Build(),
+                       ModelBuilder().Layers(4, 20, 1, 1, 1).Build(), Train(64, Layout::kData));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const Plan& p = got->plans[0];
+  ASSERT_EQ(p.replicas.size(), 2u);
+  std::vector<int64_t> batches = {p.replicas[0].batch, p.replicas[1].batch};
+  std::sort(batches.begin(), batches.end());
+  EXPECT_EQ(batches, (std::vector<int64_t>{16, 48}));
+  double weights = 0;
+  for (const Replica& r : p.replicas) {
+    weights += r.gradient_weight;
+    EXPECT_DOUBLE_EQ(r.gradient_weight, r.batch / 64.0);
+  }
+  EXPECT_DOUBLE_EQ(weights, 1.0);
+}
+
+TEST(PlannerTest, BusyDevicesAreExcludedAndReported) {
+  auto got = MakePlans(
+      ClusterBuilder().Node("a").Gpu("x", 24, 20).Gpu("x", 24, 20, true).Gpu("x", 24, 20).Build(),
+      Medium(), Train(16));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (const Plan& p : got->plans) {
+    for (const DeviceId& d : p.Devices()) EXPECT_NE(d.ToString(), "a:1");
+  }
+  EXPECT_TRUE(AnyReason(*got, Layout::kAuto, "busy, excluded: a:1"));
+}
+
+TEST(PlannerTest, ModelTooBigForOneDeviceIsPipelinedWithReason) {
+  // 12 x 150 MB params x 4 (params, grads, Adam) = 7.2 GB; 4 GB devices hold 3.6 GB.
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(4, "small", 4, 20).Build(),
+                       ModelBuilder().Layers(12, 2, 150, 10, 2).Build(), Train(16));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(Find(*got, Layout::kData), nullptr);
+  EXPECT_TRUE(AnyReason(*got, Layout::kData, "doesn't fit on a:0")) << Reasons(*got);
+  const Plan* pipe = Find(*got, Layout::kPipeline);
+  ASSERT_NE(pipe, nullptr);
+  // Every stage respects its device's memory.
+  for (const auto& [id, bytes] : pipe->predicted.peak_memory_bytes) EXPECT_LE(bytes, 3.6e9);
+  // Stages tile the layers in order.
+  int expect = 0;
+  for (const Stage& s : pipe->replicas[0].stages) {
+    EXPECT_EQ(s.layer_begin, expect);
+    EXPECT_EQ(s.devices.size(), 1u);
+    expect = s.layer_end;
+  }
+  EXPECT_EQ(expect, 12);
+}
+
+TEST(PlannerTest, PipelineKeepsNeighboursOnFastLinks) {
+  // Two nodes of two devices on a slow network; the model needs all four devices.
+  auto got = MakePlans(
+      ClusterBuilder().Node("a", 1).Gpus(2, "x", 4, 20).Node("b", 1).Gpus(2, "x", 4, 20).Build(),
+      ModelBuilder().Layers(12, 2, 230, 10, 20).Build(), Train(16, Layout::kPipeline));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const Plan& p = got->plans[0];
+  ASSERT_EQ(p.replicas[0].stages.size(), 4u);
+  int hops = 0;
+  const auto& st = p.replicas[0].stages;
+  for (size_t s = 0; s + 1 < st.size(); ++s)
+    hops += st[s].devices[0].node != st[s + 1].devices[0].node;
+  EXPECT_EQ(hops, 1);
+}
+
+TEST(PlannerTest, ForcedLayoutReturnsOnlyThatLayout) {
+  const ClusterSnapshot c = ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build();
+  for (Layout l : {Layout::kData, Layout::kPipeline, Layout::kHybrid}) {
+    auto got = MakePlans(c, Medium(), Train(16, l));
+    ASSERT_TRUE(got.ok()) << LayoutName(l) << ": " << got.status().ToString();
+    ASSERT_FALSE(got->plans.empty());
+    for (const Plan& p : got->plans) EXPECT_EQ(p.layout, l);
+  }
+}
+
+TEST(PlannerTest, DeviceBoundsAreRespected) {
+  JobRequest r = Train(32);
+  r.min_devices = 2;
+  r.max_devices = 3;
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(6, "x", 24, 20).Build(), Medium(), r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (const Plan& p : got->plans) {
+    EXPECT_GE(p.Devices().size(), 2u);
+    EXPECT_LE(p.Devices().size(), 3u);
+  }
+}
+
+TEST(PlannerTest, PlansAreRankedAndExplained) {
+  auto got =
+      MakePlans(ClusterBuilder().Node("a").Gpus(2, "fast", 24, 40).Gpus(2, "slow", 24, 10).Build(),
+                Medium(), Train(32));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_GE(got->plans.size(), 2u);
+  for (size_t i = 1; i < got->plans.size(); ++i) {
+    EXPECT_LE(got->plans[i - 1].predicted.step_s, got->plans[i].predicted.step_s);
+    EXPECT_NE(got->plans[i].why.find("x the best step time"), std::string::npos);
+  }
+  EXPECT_NE(got->plans[0].why.find("fastest of"), std::string::npos);
+  for (const Rejection& r : got->rejected) EXPECT_EQ(r.reason.find('\n'), std::string::npos);
+}
+
+TEST(PlannerTest, InferenceUsesForwardOnlySchedule) {
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(3, "x", 24, 20).Build(), Medium(),
+                       Infer(12, Layout::kPipeline));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->plans[0].schedule, Schedule::kGPipe);
+}
+
+TEST(PlannerTest, HugeImageInferenceIsTiled) {
+  // 8192 x 8192 image: 1024x the nominal pixels; whole-image activations do not fit.
+  JobRequest r = Infer(2);
+  r.image = ImageSize{8192, 8192};
+  const ModelProfile m = ModelBuilder().Input(0.8).Layers(8, 5, 1, 10, 16).Halo(16).Build();
+  auto got =
+      MakePlans(ClusterBuilder().Node("a").Gpu("fast", 24, 40).Gpu("slow", 12, 10).Build(), m, r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const Plan* tiled = Find(*got, Layout::kTiled);
+  ASSERT_NE(tiled, nullptr);
+  EXPECT_EQ(got->plans[0].layout, Layout::kTiled);
+  ASSERT_TRUE(tiled->tiling.has_value());
+  EXPECT_EQ(tiled->tiling->overlap_px, 32);
+  EXPECT_GT(tiled->tiling->tiles_per_image, 1);
+  ASSERT_EQ(tiled->replicas.size(), 2u);
+  // Tiles are shared by speed: the 4x faster device gets more tiles.
+  int64_t fast = 0, slow = 0;
+  for (const Replica& rep : tiled->replicas) {
+    (rep.stages[0].devices[0].index == 0 ? fast : slow) = rep.batch;
+  }
+  EXPECT_GT(fast, 3 * slow);
+  EXPECT_EQ(fast + slow, 2 * tiled->tiling->tiles_per_image);
+  EXPECT_TRUE(AnyReason(*got, Layout::kData, "doesn't fit"));
+}
+
+}  // namespace
+}  // namespace tessera::scheduler::testing

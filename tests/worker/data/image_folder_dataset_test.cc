@@ -1,0 +1,198 @@
+#include "worker/data/image_folder_dataset.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "worker/data/color.h"
+#include "worker/data/sample_images.h"
+#include "worker/data/sharding.h"
+
+namespace tessera::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 9 generated PNGs of 40x40 (so a 32 crop has freedom), plus one JPEG.
+class DatasetTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::TempDir() + "/tessera_dataset_test";
+    fs::remove_all(dir_);
+    ASSERT_TRUE(GenerateSampleImages(dir_, 9, 40, 21).ok());
+    ASSERT_TRUE(WriteJpeg(dir_ + "/zz-photo-00-checker.jpg", GenerateSampleImage(3, 40, 5)).ok());
+    std::ofstream(dir_ + "/notes.txt") << "not an image";
+  }
+  static DatasetOptions Opts(DataTask task) {
+    DatasetOptions o;
+    o.task = task;
+    o.image_size = 32;
+    o.seed = 4;
+    return o;
+  }
+  static std::shared_ptr<const ImageFolderDataset> Open(const DatasetOptions& o) {
+    auto ds = ImageFolderDataset::Open(dir_, o);
+    EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+    return ds.ok() ? *ds : nullptr;
+  }
+  static std::string dir_;
+};
+std::string DatasetTest::dir_;
+
+TEST_F(DatasetTest, ListsImagesSortedWithStableIds) {
+  auto ds = Open(Opts(DataTask::kColorize));
+  ASSERT_EQ(ds->size(), 10);
+  EXPECT_EQ(fs::path(ds->path(0)).filename(), "sample-00000-gradient.png");
+  EXPECT_EQ(fs::path(ds->path(9)).filename(), "zz-photo-00-checker.jpg");
+
+  // A list file with relative paths, comments and blank lines.
+  const std::string list = dir_ + "/list.txt";
+  std::ofstream(list) << "# two images\nsample-00003-checker.png\n\n  sample-00001-circles.png\n";
+  auto from_list = ImageFolderDataset::Open(list, Opts(DataTask::kClassify));
+  ASSERT_TRUE(from_list.ok()) << from_list.status().ToString();
+  ASSERT_EQ((*from_list)->size(), 2);
+  EXPECT_EQ((*from_list)->label(0), 3);
+  EXPECT_EQ((*from_list)->label(1), 1);
+
+  EXPECT_EQ(ImageFolderDataset::Open(dir_ + "/nope", Opts(DataTask::kColorize)).status().code(),
+            StatusCode::kNotFound);
+  std::ofstream(dir_ + "/bad_list.txt") << "missing.png\n";
+  EXPECT_EQ(
+      ImageFolderDataset::Open(dir_ + "/bad_list.txt", Opts(DataTask::kColorize)).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
+TEST_F(DatasetTest, ColorizePairsAreLabOfTheSameCrop) {
+  DatasetOptions o = Opts(DataTask::kColorize);
+  o.augment = false;
+  auto ds = Open(o);
+  auto ex = ds->Get(1, 0);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  EXPECT_EQ(ex->input.sizes().vec(), (std::vector<int64_t>{1, 32, 32}));
+  EXPECT_EQ(ex->target.sizes().vec(), (std::vector<int64_t>{2, 32, 32}));
+  EXPECT_GE(ex->input.min().item<float>(), -1.0f);
+  EXPECT_LE(ex->input.max().item<float>(), 1.0f);
+  EXPECT_GT(ex->target.abs().mean().item<float>(), 0.05f) << "sample images have colour";
+  // Centre crop (offset 4) of the decoded image, converted pixel by pixel.
+  auto img = ReadImage(ds->path(1));
+  ASSERT_TRUE(img.ok());
+  const int64_t y = 10, x = 20;
+  const Rgb rgb{img->at(y + 4, x + 4, 0) / 255.0f, img->at(y + 4, x + 4, 1) / 255.0f,
+                img->at(y + 4, x + 4, 2) / 255.0f};
+  const Lab lab = RgbToLab(rgb);
+  EXPECT_NEAR(ex->input[0][y][x].item<float>(), NormalizeL(lab.l), 1e-4);
+  EXPECT_NEAR(ex->target[0][y][x].item<float>(), NormalizeAb(lab.a), 1e-4);
+  EXPECT_NEAR(ex->target[1][y][x].item<float>(), NormalizeAb(lab.b), 1e-4);
+  // Back to RGB.
+  const torch::Tensor back = LabNormToRgb(ex->input, ex->target);
+  EXPECT_NEAR(back[0][y][x].item<float>(), rgb.r, 1e-3);
+}
+
+TEST_F(DatasetTest, AugmentationIsDeterministicPerSeedEpochAndId) {
+  auto ds = Open(Opts(DataTask::kColorize));
+  auto a = ds->Get(2, 0), b = ds->Get(2, 0), c = ds->Get(2, 1);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_TRUE(torch::equal(a->input, b->input));
+  EXPECT_TRUE(torch::equal(a->target, b->target));
+  bool differs = false;  // some epoch crops or flips differently
+  for (int64_t e = 1; e < 6 && !differs; ++e) {
+    differs = !torch::equal(a->input, ds->Get(2, e)->input);
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST_F(DatasetTest, DenoiseAddsDeterministicGaussianNoise) {
+  DatasetOptions o = Opts(DataTask::kDenoise);
+  o.noise_sigma = 0.2;
+  auto ds = Open(o);
+  auto ex = ds->Get(0, 3);
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->input.sizes().vec(), (std::vector<int64_t>{3, 32, 32}));
+  const torch::Tensor noise = ex->input - ex->target;
+  EXPECT_NEAR(noise.std().item<double>(), 0.2, 0.02);
+  EXPECT_NEAR(noise.mean().item<double>(), 0.0, 0.02);
+  EXPECT_GE(ex->target.min().item<float>(), 0.0f);
+  EXPECT_TRUE(torch::equal(ex->input, ds->Get(0, 3)->input));
+
+  o.channels = 1;
+  auto gray = Open(o)->Get(0, 3);
+  ASSERT_TRUE(gray.ok());
+  EXPECT_EQ(gray->input.size(0), 1);
+}
+
+TEST_F(DatasetTest, ClassifyAndGanPairs) {
+  auto ds = Open(Opts(DataTask::kClassify));
+  auto batch = ds->GetBatch({0, 1, 2, 9}, 0);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(batch->input.sizes().vec(), (std::vector<int64_t>{4, 3, 32, 32}));
+  EXPECT_EQ(batch->target.scalar_type(), torch::kLong);
+  EXPECT_EQ(batch->target.sizes().vec(), (std::vector<int64_t>{4}));
+  EXPECT_EQ(batch->target[0].item<int64_t>(), 0);  // gradient
+  EXPECT_EQ(batch->target[1].item<int64_t>(), 1);  // circles
+  EXPECT_EQ(batch->target[3].item<int64_t>(), 3);  // the JPEG, "checker"
+  EXPECT_EQ(batch->ids, (std::vector<int64_t>{0, 1, 2, 9}));
+
+  auto gan = Open(Opts(DataTask::kGan))->Get(4, 0);
+  ASSERT_TRUE(gan.ok());
+  EXPECT_EQ(gan->input.size(0), 1);
+  EXPECT_EQ(gan->target.size(0), 3);
+  EXPECT_GE(gan->target.min().item<float>(), -1.0f);
+  EXPECT_LT(gan->target.min().item<float>(), 0.0f);
+
+  // A folder with a file whose name names no class cannot be classified.
+  const std::string other = testing::TempDir() + "/tessera_dataset_unlabelled";
+  fs::create_directories(other);
+  ASSERT_TRUE(WritePng(other + "/photo.png", GenerateSampleImage(0, 8, 1)).ok());
+  auto bad = ImageFolderDataset::Open(other, Opts(DataTask::kClassify));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DatasetTest, SmallImagesAreScaledUpAndCorruptOnesReportThePath) {
+  const std::string dir = testing::TempDir() + "/tessera_dataset_small";
+  fs::remove_all(dir);
+  ASSERT_TRUE(GenerateSampleImages(dir, 2, 16, 1).ok());
+  const std::string corrupt = dir + "/sample-00002-rings.png";
+  std::ofstream(corrupt) << "\x89PNG garbage";
+  auto ds = ImageFolderDataset::Open(dir, Opts(DataTask::kColorize));
+  ASSERT_TRUE(ds.ok());
+  auto small = (*ds)->Get(0, 0);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ(small->input.sizes().vec(), (std::vector<int64_t>{1, 32, 32}));
+  auto broken = (*ds)->Get(2, 0);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(broken.status().message().find(corrupt), std::string::npos);
+  EXPECT_FALSE((*ds)->Get(3, 0).ok()) << "id out of range";
+}
+
+TEST_F(DatasetTest, LoaderDeliversThisRanksShardsInOrder) {
+  auto ds = Open(Opts(DataTask::kColorize));
+  const std::vector<int64_t> shares = {3, 1};
+  const auto perm = EpochPermutation(4, 0, ds->size());
+  std::vector<std::vector<int64_t>> batches;
+  const int64_t steps = *StepsPerEpoch(ds->size(), shares);
+  for (int64_t s = 0; s < steps; ++s) {
+    auto ids = ShardForRank(perm, s, shares, 0);
+    ASSERT_TRUE(ids.ok());
+    if (!ids->empty()) batches.push_back(*ids);
+  }
+  auto loader = MakeBatchLoader(ds, batches, 0, 2, 2);
+  for (const auto& want : batches) {
+    auto got = loader->Next();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(got->has_value());
+    EXPECT_EQ((*got)->ids, want);
+    EXPECT_EQ((*got)->input.size(0), static_cast<int64_t>(want.size()));
+    EXPECT_TRUE(torch::equal((*got)->input, ds->GetBatch(want, 0)->input));
+  }
+  auto end = loader->Next();
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+}
+
+}  // namespace
+}  // namespace tessera::worker

@@ -1,0 +1,93 @@
+#include "worker/model/profile.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "worker/model/layered_model.h"
+
+namespace tessera::worker {
+namespace {
+
+std::shared_ptr<LayeredModel> SmallUnet() {
+  ModelConfig c;
+  c.width = 8;
+  c.image_size = 32;
+  auto m = MakeModel("colorize-unet", c);
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+TEST(ProfileModelTest, ReportsEveryLayerWithSizesFromTheModel) {
+  auto model = SmallUnet();
+  const auto buffers_before = model->NamedBuffers(0, model->num_layers());
+  std::vector<torch::Tensor> saved;
+  for (const auto& b : buffers_before) saved.push_back(b.second.clone());
+
+  auto profile = ProfileModel(*model, 2, {1, 32, 32}, 2);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const nlohmann::json& j = *profile;
+  EXPECT_EQ(j["model"], "colorize-unet");
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["batch"], 2);
+  ASSERT_EQ(j["layers"].size(), model->num_layers());
+
+  const int64_t f = 4;  // bytes per float
+  for (size_t i = 0; i < model->num_layers(); ++i) {
+    const auto& l = j["layers"][i];
+    SCOPED_TRACE(l.dump());
+    EXPECT_EQ(l["name"], model->layer(i).name);
+    EXPECT_GE(l["fwd_ms"].get<double>(), 0.0);
+    EXPECT_GE(l["bwd_ms"].get<double>(), 0.0);
+    EXPECT_GT(l["fwd_flops"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(l["fwd_flops"].get<double>(), 2 * l["fwd_flops_per_sample"].get<double>());
+    int64_t params = 0;
+    for (const auto& [n, t] : model->NamedParameters(i, i + 1)) params += t.numel() * f;
+    EXPECT_EQ(l["param_bytes"].get<int64_t>(), params);
+    // Everything the layer creates stays alive until backward: at least its output.
+    EXPECT_GE(l["activation_bytes_per_sample"].get<int64_t>(),
+              l["out_shape"][0].get<int64_t>() * l["out_shape"][1].get<int64_t>() *
+                  l["out_shape"][2].get<int64_t>() * f);
+  }
+  // What crosses a cut includes the skip connections in carry.
+  const auto& layers = j["layers"];
+  EXPECT_EQ(layers[0]["output_bytes_per_sample"], 2 * 8 * 32 * 32 * f);  // main + its own skip
+  EXPECT_EQ(layers[3]["name"], "down3");
+  EXPECT_EQ(layers[3]["output_bytes_per_sample"],
+            (64 * 4 * 4 + 8 * 32 * 32 + 16 * 16 * 16 + 32 * 8 * 8) * f);
+  EXPECT_EQ(layers[7]["output_bytes_per_sample"], 2 * 32 * 32 * f);
+  // The first conv of enc0: 2 * 1 * 8 * 9 * 32 * 32 FLOPs at least.
+  EXPECT_GE(layers[0]["fwd_flops_per_sample"].get<double>(), 2.0 * 8 * 9 * 32 * 32);
+
+  // The model is left as it was.
+  const auto buffers_after = model->NamedBuffers(0, model->num_layers());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    EXPECT_TRUE(torch::equal(saved[i], buffers_after[i].second)) << buffers_after[i].first;
+  }
+  for (const auto& [n, t] : model->NamedParameters(0, model->num_layers())) {
+    EXPECT_FALSE(t.grad().defined()) << n;
+  }
+}
+
+TEST(ProfileModelTest, RejectsBadArguments) {
+  auto model = SmallUnet();
+  struct Case {
+    int64_t batch;
+    std::vector<int64_t> shape;
+    int repeats;
+    std::string field;
+  };
+  for (const Case& c : {Case{0, {1, 32, 32}, 1, "batch"}, Case{1, {1, 32, 32}, 0, "repeats"},
+                        Case{1, {}, 1, "in_shape"}, Case{1, {1, -3, 32}, 1, "in_shape"},
+                        Case{1, {2, 32, 32}, 1, "in_shape"}}) {
+    auto r = ProfileModel(*model, c.batch, c.shape, c.repeats);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().field(), c.field);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::worker

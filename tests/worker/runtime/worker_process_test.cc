@@ -1,0 +1,460 @@
+// Integration tests: real tessera-worker processes talking over Gloo on
+// loopback, compared parameter by parameter with a single-process run.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/runtime/checkpoint.h"
+
+namespace tessera::worker {
+namespace {
+namespace fs = std::filesystem;
+
+extern "C" char** environ;
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+            const std::string& log_path) {
+  static const char* kOwned[] = {"RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+                                 "MASTER_ADDR=", "MASTER_PORT=", "TESSERA_"};
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    bool owned = false;
+    for (const char* p : kOwned) owned = owned || kv.rfind(p, 0) == 0;
+    if (!owned) env_strings.push_back(kv);
+  }
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> argv, envp;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code, 128 + signal when killed, -1 on timeout (the process is killed).
+int WaitExit(pid_t pid, int timeout_s = 90) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      return -1;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int LastProgressStep(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  int step = 0;
+  while (std::getline(in, line)) {
+    try {
+      step = nlohmann::json::parse(line).at("step").get<int>();
+    } catch (...) {
+    }
+  }
+  return step;
+}
+
+[[maybe_unused]] std::vector<double> ProgressLosses(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::vector<double> out;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line).at("loss"));
+  return out;
+}
+
+// A plan-free model run: single process or a multi-rank job.
+struct Job {
+  std::string plan;  // JSON; empty = single process
+  int world = 1;
+  std::vector<std::string> args;
+  std::string checkpoint_dir;
+  std::string speed;  // TESSERA_DEVICE_SPEED
+};
+
+class WorkerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-wrt-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    if (!HasFailure()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    } else {
+      std::fprintf(stderr, "kept %s for inspection\n", dir_.c_str());
+    }
+  }
+
+  // Starts every rank; returns pids. Logs/progress go to <dir>/<tag>-<rank>.*
+  std::vector<pid_t> Start(const Job& job, const std::string& tag) {
+    std::vector<pid_t> pids;
+    const std::string port = std::to_string(FreePort());
+    std::string plan_path;
+    if (!job.plan.empty()) {
+      plan_path = (dir_ / (tag + "-plan.json")).string();
+      std::ofstream(plan_path) << job.plan;
+    }
+    for (int r = 0; r < job.world; ++r) {
+      std::map<std::string, std::string> env;
+      if (!job.plan.empty() || job.world > 1) {
+        env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(job.world)},
+               {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(job.world)},
+               {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", port}};
+        if (!plan_path.empty()) env["TESSERA_PLAN"] = plan_path;
+      }
+      env["TESSERA_PROGRESS_FILE"] = Progress(tag, r).string();
+      env["TESSERA_JOB_ID"] = tag;
+      if (!job.checkpoint_dir.empty()) env["TESSERA_CHECKPOINT_DIR"] = job.checkpoint_dir;
+      if (!job.speed.empty()) env["TESSERA_DEVICE_SPEED"] = job.speed;
+      std::vector<std::string> args{TESSERA_WORKER_BINARY, "train"};
+      args.insert(args.end(), job.args.begin(), job.args.end());
+      pids.push_back(Spawn(args, env, Log(tag, r).string()));
+    }
+    return pids;
+  }
+
+  std::vector<int> Run(const Job& job, const std::string& tag) {
+    std::vector<int> codes;
+    for (pid_t pid : Start(job, tag)) codes.push_back(WaitExit(pid));
+    return codes;
+  }
+
+  void ExpectAllZero(const std::vector<int>& codes, const std::string& tag) {
+    for (size_t r = 0; r < codes.size(); ++r) {
+      EXPECT_EQ(codes[r], 0) << tag << " rank " << r << ":\n" << ReadText(Log(tag, r));
+    }
+  }
+
+  fs::path Log(const std::string& tag, int r) const {
+    return dir_ / (tag + "-" + std::to_string(r) + ".log");
+  }
+  fs::path Progress(const std::string& tag, int r) const {
+    return dir_ / (tag + "-" + std::to_string(r) + ".progress");
+  }
+  std::string Dump(const std::string& tag) const { return (dir_ / (tag + "-params")).string(); }
+
+  static std::map<std::string, torch::Tensor> ReadParams(const std::string& dir) {
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      auto m = ReadTensorFile(e.path().string());
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      if (!m.ok()) continue;
+      for (auto& [k, v] : *m) out[k] = v;
+    }
+    return out;
+  }
+
+  // Max |a - b| over every tensor; fails if the name sets differ.
+  static double MaxDiff(const std::string& a_dir, const std::string& b_dir) {
+    auto a = ReadParams(a_dir);
+    auto b = ReadParams(b_dir);
+    EXPECT_EQ(a.size(), b.size());
+    EXPECT_FALSE(a.empty());
+    double worst = 0;
+    for (auto& [k, v] : a) {
+      auto it = b.find(k);
+      EXPECT_NE(it, b.end()) << k;
+      if (it == b.end()) return 1e9;
+      worst = std::max(worst, (v - it->second).abs().max().item<double>());
+    }
+    return worst;
+  }
+
+  static std::vector<std::string> TrainArgs(const std::string& model, int steps,
+                                            const std::string& dump) {
+    return {"--model",    model,     "--steps", std::to_string(steps), "--lr", "0.1",     "--seed",
+            "7",          "--width", "16",      "--dump-params",       dump,   "--batch", "16",
+            "--momentum", "0.9"};
+  }
+
+  // Single-process reference run of `steps` steps; returns its dump folder.
+  std::string Reference(const std::string& model, int steps) {
+    const std::string tag = "ref-" + model + "-" + std::to_string(steps);
+    Job job;
+    job.args = TrainArgs(model, steps, Dump(tag));
+    ExpectAllZero(Run(job, tag), tag);
+    return Dump(tag);
+  }
+
+  fs::path dir_;
+};
+
+constexpr double kTolerance = 1e-5;
+
+// tiny-skip has 6 layers: in(pushes carry) mid1 mid2 merge(pops) mid3 head.
+std::string DataPlan(int a, int b, int micro) {
+  return R"({"layout":"data","global_batch":16,"micro_batches":)" + std::to_string(micro) +
+         R"(,"replicas":[{"batch":)" + std::to_string(a) +
+         R"(,"stages":[{"rank":0,"layers":[0,6]}]},{"batch":)" + std::to_string(b) +
+         R"(,"stages":[{"rank":1,"layers":[0,6]}]}]})";
+}
+std::string PipelinePlan(const std::string& schedule) {
+  return R"({"layout":"pipeline","global_batch":16,"micro_batches":4,"schedule":")" + schedule +
+         R"(","replicas":[{"batch":16,"stages":[{"rank":0,"layers":[0,2]},{"rank":1,"layers":[2,6]}]}]})";
+}
+constexpr char kHybridPlan[] = R"({"layout":"hybrid","global_batch":16,"micro_batches":2,
+ "schedule":"1f1b","replicas":[
+ {"batch":12,"stages":[{"rank":0,"layers":[0,2]},{"rank":1,"layers":[2,6]}]},
+ {"batch":4, "stages":[{"rank":2,"layers":[0,4]},{"rank":3,"layers":[4,6]}]}]})";
+
+TEST_F(WorkerProcessTest, DataParallelEqualsSingleProcess) {
+  const std::string ref = Reference("tiny-skip", 6);
+  struct Case {
+    const char* name;
+    int a, b, micro;
+    bool loss_scaling;
+  };
+  for (const Case& c : {Case{"even", 8, 8, 1, false}, Case{"uneven_3_to_1", 12, 4, 2, false},
+                        Case{"uneven_loss_scaled", 12, 4, 1, true}}) {
+    Job job;
+    job.plan = DataPlan(c.a, c.b, c.micro);
+    job.world = 2;
+    job.args = TrainArgs("tiny-skip", 6, Dump(c.name));
+    job.args.push_back("--bucket-mb");
+    job.args.push_back("0.001");  // several buckets
+    if (c.loss_scaling) job.args.push_back("--loss-scaling");
+    ExpectAllZero(Run(job, c.name), c.name);
+    EXPECT_LE(MaxDiff(ref, Dump(c.name)), kTolerance) << c.name;
+  }
+}
+
+TEST_F(WorkerProcessTest, PipelineEqualsSingleProcess) {
+  const std::string ref = Reference("tiny-skip", 6);
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    Job job;
+    job.plan = PipelinePlan(schedule);
+    job.world = 2;
+    job.args = TrainArgs("tiny-skip", 6, Dump(schedule));
+    ExpectAllZero(Run(job, schedule), schedule);
+    EXPECT_LE(MaxDiff(ref, Dump(schedule)), kTolerance) << schedule;
+    EXPECT_GT(LastProgressStep(Progress(schedule, 1)), 0);
+  }
+}
+
+TEST_F(WorkerProcessTest, HybridTwoByTwoEqualsSingleProcess) {
+  const std::string ref = Reference("tiny-skip", 6);
+  Job job;
+  job.plan = kHybridPlan;
+  job.world = 4;
+  job.args = TrainArgs("tiny-skip", 6, Dump("hybrid"));
+  ExpectAllZero(Run(job, "hybrid"), "hybrid");
+  EXPECT_LE(MaxDiff(ref, Dump("hybrid")), kTolerance);
+}
+
+TEST_F(WorkerProcessTest, ProgressLinesHaveTheContractFields) {
+  Job job;
+  job.plan = DataPlan(12, 4, 1);
+  job.world = 2;
+  job.args = TrainArgs("tiny-skip", 3, Dump("p"));
+  ExpectAllZero(Run(job, "p"), "p");
+  std::ifstream in(Progress("p", 1));
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* k :
+         {"step", "loss", "samples_per_s", "compute_s", "comm_s", "bubble_s", "ts_ms", "rank"}) {
+      EXPECT_TRUE(j.contains(k)) << k;
+    }
+    EXPECT_EQ(j["rank"], 1);
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3);
+}
+
+TEST_F(WorkerProcessTest, KillNineThenResumeEqualsUninterruptedRun) {
+  const int kSteps = 40;
+  const std::string ref = Reference("tiny-skip", kSteps);
+  const std::string ckpt = (dir_ / "ckpt").string();
+  Job job;
+  job.plan = DataPlan(12, 4, 1);
+  job.world = 2;
+  job.checkpoint_dir = ckpt;
+  job.speed = "0.01";  // emulated slow device: each step takes ~100x its compute
+  job.args = TrainArgs("tiny-skip", kSteps, Dump("resumed"));
+  job.args.insert(job.args.end(), {"--checkpoint-every-steps", "5"});
+  auto pids = Start(job, "first");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (LastProgressStep(Progress("first", 0)) < 17 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (pid_t p : pids) ::kill(p, SIGKILL);
+  for (pid_t p : pids) EXPECT_EQ(WaitExit(p), 128 + SIGKILL);
+  const int reached = LastProgressStep(Progress("first", 0));
+  ASSERT_GE(reached, 17);
+  ASSERT_LT(reached, kSteps) << "the run finished before it was killed";
+  EXPECT_FALSE(fs::exists(Dump("resumed")));
+  // An unfinished newer write (no manifest, short file) must be ignored.
+  fs::create_directories(fs::path(ckpt) / "step-1000");
+  std::ofstream(fs::path(ckpt) / "step-1000" / "layers-0-6.bin") << "partial";
+
+  job.speed.clear();
+  ExpectAllZero(Run(job, "second"), "second");
+  const std::string log = ReadText(Log("second", 1));
+  EXPECT_NE(log.find("resumed from step-"), std::string::npos) << log;
+  EXPECT_EQ(log.find("resumed from step-1000"), std::string::npos) << log;
+  EXPECT_LE(MaxDiff(ref, Dump("resumed")), kTolerance);
+}
+
+TEST_F(WorkerProcessTest, SigtermSavesCheckpointAndExitsZero) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  Job job;
+  job.plan = PipelinePlan("1f1b");
+  job.world = 2;
+  job.checkpoint_dir = ckpt;
+  job.speed = "0.01";
+  job.args = TrainArgs("tiny-skip", 100000, Dump("unused"));
+  auto pids = Start(job, "term");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (LastProgressStep(Progress("term", 1)) < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (pid_t p : pids) ::kill(p, SIGTERM);
+  for (size_t r = 0; r < pids.size(); ++r) {
+    EXPECT_EQ(WaitExit(pids[r]), 0) << ReadText(Log("term", static_cast<int>(r)));
+  }
+  std::vector<std::string> skipped;
+  auto m = FindNewestCheckpoint(ckpt, &skipped);
+  ASSERT_TRUE(m.has_value());
+  const int saved = static_cast<int>(m->step);
+  EXPECT_GE(saved, 4);
+  EXPECT_EQ(saved, LastProgressStep(Progress("term", 0)));
+  // The saved state continues exactly like an uninterrupted run.
+  Job resume;
+  resume.checkpoint_dir = ckpt;
+  resume.args = TrainArgs("tiny-skip", saved + 3, Dump("after-term"));
+  ExpectAllZero(Run(resume, "after-term"), "after-term");
+  EXPECT_LE(MaxDiff(Reference("tiny-skip", saved + 3), Dump("after-term")), kTolerance);
+}
+
+TEST_F(WorkerProcessTest, CheckpointResumesOntoAnotherLayout) {
+  const std::string ref = Reference("tiny-skip", 10);
+  struct Case {
+    const char* name;
+    std::string first_plan;
+    std::string second_plan;
+    int second_world;
+  };
+  const Case cases[] = {
+      {"data_to_pipeline", DataPlan(12, 4, 1), PipelinePlan("gpipe"), 2},
+      {"pipeline_to_data", PipelinePlan("1f1b"), DataPlan(8, 8, 2), 2},
+      {"pipeline_to_hybrid", PipelinePlan("gpipe"), kHybridPlan, 4},
+  };
+  for (const Case& c : cases) {
+    const std::string ckpt = (dir_ / (std::string(c.name) + "-ckpt")).string();
+    Job first;
+    first.plan = c.first_plan;
+    first.world = 2;
+    first.checkpoint_dir = ckpt;
+    first.args = TrainArgs("tiny-skip", 5, Dump(std::string(c.name) + "-first"));
+    ExpectAllZero(Run(first, std::string(c.name) + "-a"), c.name);
+    Job second = first;
+    second.plan = c.second_plan;
+    second.world = c.second_world;
+    second.args = TrainArgs("tiny-skip", 10, Dump(c.name));
+    ExpectAllZero(Run(second, std::string(c.name) + "-b"), c.name);
+    EXPECT_NE(ReadText(Log(std::string(c.name) + "-b", 0)).find("resumed from step-5"),
+              std::string::npos);
+    EXPECT_LE(MaxDiff(ref, Dump(c.name)), kTolerance) << c.name;
+  }
+}
+
+TEST_F(WorkerProcessTest, BadPlanExitsTwoWithMessage) {
+  Job job;
+  job.plan = R"({"layout":"data","global_batch":16,"replicas":[
+    {"batch":12,"stages":[{"rank":0,"layers":[0,6]}]},
+    {"batch":3,"stages":[{"rank":1,"layers":[0,6]}]}]})";
+  job.world = 2;
+  job.args = TrainArgs("tiny-skip", 2, Dump("bad"));
+  auto codes = Run(job, "bad");
+  ASSERT_EQ(codes.size(), 2u);
+  EXPECT_EQ(codes[0], 2);
+  EXPECT_NE(ReadText(Log("bad", 0)).find("global_batch"), std::string::npos)
+      << ReadText(Log("bad", 0));
+  Job unknown;
+  unknown.args = {"--model", "no-such-model", "--steps", "1"};
+  EXPECT_EQ(Run(unknown, "unknown")[0], 2);
+}
+
+#ifdef TESSERA_HAVE_WORKER_DATA
+TEST_F(WorkerProcessTest, ColorizationLossFalls) {
+  const std::string images = (dir_ / "images").string();
+  pid_t gen =
+      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "32", "--size", "24"},
+            {}, (dir_ / "gen.log").string());
+  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  Job job;
+  job.args = {
+      "--model",     "colorize-unet", "--data", images,    "--image-size", "16",   "--width",
+      "4",           "--batch",       "8",      "--steps", "30",           "--lr", "0.01",
+      "--optimizer", "adam",          "--seed", "3"};
+  ExpectAllZero(Run(job, "color"), "color");
+  auto losses = ProgressLosses(Progress("color", 0));
+  ASSERT_EQ(losses.size(), 30u);
+  const double first = (losses[0] + losses[1] + losses[2]) / 3;
+  const double last = (losses[27] + losses[28] + losses[29]) / 3;
+  EXPECT_LT(last, first * 0.9) << "first " << first << " last " << last;
+}
+#endif
+
+}  // namespace
+}  // namespace tessera::worker

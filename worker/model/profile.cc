@@ -1,0 +1,212 @@
+#include "worker/model/profile.h"
+
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace tessera::worker {
+namespace {
+
+// Wraps the current CPU allocator and counts live bytes.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  void set_base(c10::Allocator* base) { base_ = base; }
+  int64_t live() const { return live_.load(); }
+
+  c10::DataPtr allocate(size_t n) const override {
+    c10::DataPtr inner = base_->allocate(n);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    auto* ctx = new Ctx{std::move(inner), static_cast<int64_t>(n), &live_};
+    live_.fetch_add(static_cast<int64_t>(n));
+    return c10::DataPtr(data, ctx, &Delete, device);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+ private:
+  struct Ctx {
+    c10::DataPtr inner;
+    int64_t bytes;
+    std::atomic<int64_t>* live;
+  };
+  static void Delete(void* p) {
+    auto* ctx = static_cast<Ctx*>(p);
+    ctx->live->fetch_sub(ctx->bytes);
+    delete ctx;
+  }
+
+  c10::Allocator* base_ = nullptr;
+  mutable std::atomic<int64_t> live_{0};
+};
+
+// Never destroyed: tensors allocated through it may outlive the profile.
+CountingAllocator& Counter() {
+  static auto* counter = new CountingAllocator();
+  return *counter;
+}
+
+constexpr uint8_t kAllocatorPriority = 100;
+
+// Installs the counting allocator for its lifetime.
+class CountingScope {
+ public:
+  CountingScope() : previous_(c10::GetCPUAllocator()) {
+    if (previous_ != &Counter()) {
+      Counter().set_base(previous_);
+      c10::SetCPUAllocator(&Counter(), kAllocatorPriority);
+    }
+  }
+  ~CountingScope() {
+    if (previous_ != &Counter()) c10::SetCPUAllocator(previous_, kAllocatorPriority);
+  }
+  CountingScope(const CountingScope&) = delete;
+  CountingScope& operator=(const CountingScope&) = delete;
+
+ private:
+  c10::Allocator* previous_;
+};
+
+int64_t Bytes(const torch::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+std::vector<int64_t> PerSampleShape(const torch::Tensor& t) {
+  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
+  if (!s.empty()) s.erase(s.begin());
+  return s;
+}
+
+// A fresh leaf copy of `a` whose floating tensors require grad.
+Activation Leaf(const Activation& a) {
+  auto leaf = [](const torch::Tensor& t) {
+    torch::Tensor c = t.detach();
+    if (c.is_floating_point()) c.requires_grad_(true);
+    return c;
+  };
+  Activation out;
+  out.main = leaf(a.main);
+  for (const auto& c : a.carry) out.carry.push_back(leaf(c));
+  return out;
+}
+
+Activation Detached(const Activation& a) {
+  Activation out;
+  out.main = a.main.detach();
+  for (const auto& c : a.carry) out.carry.push_back(c.detach());
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Backward(const Activation& out) {
+  std::vector<torch::Tensor> roots, grads;
+  auto add = [&](const torch::Tensor& t) {
+    if (t.defined() && t.requires_grad()) {
+      roots.push_back(t);
+      grads.push_back(torch::ones_like(t));
+    }
+  };
+  add(out.main);
+  for (const auto& c : out.carry) add(c);
+  if (!roots.empty()) torch::autograd::backward(roots, grads);
+}
+
+}  // namespace
+
+Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
+                                    const std::vector<int64_t>& in_shape, int repeats) {
+  if (batch < 1) return InvalidArgument("batch must be at least 1", "batch");
+  if (repeats < 1) return InvalidArgument("repeats must be at least 1", "repeats");
+  if (in_shape.empty() ||
+      std::any_of(in_shape.begin(), in_shape.end(), [](int64_t d) { return d < 1; })) {
+    return InvalidArgument("in_shape must be non-empty and positive", "in_shape");
+  }
+  const size_t n = model.num_layers();
+  // Snapshot what profiling changes.
+  std::vector<std::pair<std::string, torch::Tensor>> buffers = model.NamedBuffers(0, n);
+  std::vector<torch::Tensor> saved;
+  for (const auto& b : buffers) saved.push_back(b.second.detach().clone());
+  std::vector<bool> was_training;
+  for (size_t i = 0; i < n; ++i) was_training.push_back(model.layer(i).layer->is_training());
+
+  nlohmann::json layers = nlohmann::json::array();
+  Status status;
+  try {
+    CountingScope counting;
+    model.SetTraining(true);
+    std::vector<int64_t> shape = {batch};
+    shape.insert(shape.end(), in_shape.begin(), in_shape.end());
+    Activation current;
+    current.main = torch::randn(shape);
+    for (size_t i = 0; i < n; ++i) {
+      Layer& layer = *model.layer(i).layer;
+      std::vector<double> fwd, bwd;
+      int64_t kept = 0;
+      Activation out;
+      for (int r = 0; r <= repeats; ++r) {  // r == 0 is the warm-up
+        out = Activation();                 // free the previous run's output before measuring
+        Activation in = Leaf(current);
+        const int64_t live_before = Counter().live();
+        const auto t0 = std::chrono::steady_clock::now();
+        out = layer.Forward(std::move(in));
+        const double f_ms = MsSince(t0);
+        const int64_t live_after = Counter().live();
+        const auto t1 = std::chrono::steady_clock::now();
+        Backward(out);
+        const double b_ms = MsSince(t1);
+        if (r == 0) continue;
+        fwd.push_back(f_ms);
+        bwd.push_back(b_ms);
+        kept = std::max(kept, live_after - live_before);
+      }
+      int64_t param_bytes = 0;
+      for (const auto& p : layer.parameters()) param_bytes += Bytes(p);
+      int64_t out_bytes = Bytes(out.main);
+      for (const auto& c : out.carry) out_bytes += Bytes(c);
+      const std::vector<int64_t> per_sample_in = PerSampleShape(current.main);
+      const double flops = layer.ForwardFlopsPerSample(per_sample_in);
+      layers.push_back({{"name", model.layer(i).name},
+                        {"fwd_ms", Median(fwd)},
+                        {"bwd_ms", Median(bwd)},
+                        {"fwd_flops", flops * static_cast<double>(batch)},
+                        {"fwd_flops_per_sample", flops},
+                        {"param_bytes", param_bytes},
+                        {"activation_bytes_per_sample", kept / batch},
+                        {"output_bytes_per_sample", out_bytes / batch},
+                        {"in_shape", per_sample_in},
+                        {"out_shape", PerSampleShape(out.main)}});
+      current = Detached(out);
+    }
+  } catch (const std::exception& e) {
+    status =
+        InvalidArgument(std::string("profiling ") + model.name() + ": " + e.what(), "in_shape");
+  }
+  // Restore running statistics, gradients and training flags.
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(saved[i]);
+  }
+  for (const auto& p : model.NamedParameters(0, n)) {
+    torch::Tensor t = p.second;
+    t.mutable_grad() = torch::Tensor();
+  }
+  for (size_t i = 0; i < n; ++i) model.layer(i).layer->train(was_training[i]);
+  if (!status.ok()) return status;
+  return nlohmann::json{{"model", model.name()}, {"device", "cpu"},
+                        {"batch", batch},        {"in_shape", in_shape},
+                        {"repeats", repeats},    {"layers", std::move(layers)}};
+}
+
+}  // namespace tessera::worker

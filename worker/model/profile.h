@@ -1,0 +1,46 @@
+// ProfileModel: per-layer cost measurements that the planner consumes
+// (the `tessera-worker profile` command prints them).
+//
+// For each layer, in order, on CPU and in training mode:
+//   fwd_ms / bwd_ms     median wall time of the layer's forward / backward for
+//                       the whole batch over `repeats` runs (after one warm-up)
+//   fwd_flops           estimated forward FLOPs for the whole batch
+//                       (Layer::ForwardFlopsPerSample x batch); also
+//                       fwd_flops_per_sample
+//   param_bytes         bytes of the layer's parameters
+//   activation_bytes_per_sample
+//                       bytes the layer's forward leaves allocated until its
+//                       backward (saved tensors and outputs), measured with a
+//                       counting CPU allocator, divided by batch
+//   output_bytes_per_sample
+//                       bytes of the Activation crossing a cut after this
+//                       layer (main + every carry tensor), divided by batch
+//   in_shape / out_shape  per-sample shape of the main tensor
+// Returns {"model", "device":"cpu", "batch", "in_shape", "layers":[...]}.
+//
+// Batch-norm running statistics are restored and parameter gradients
+// cleared afterwards, so the model is left as it was (training flag
+// included). While it runs, the process-wide CPU allocator is wrapped by a
+// counting one: call it from one thread with no concurrent torch work.
+// REQUIRES: no BatchNormSync installed on the model (profiling is local).
+// Errors: kInvalidArgument for batch < 1, repeats < 1, an empty or
+// non-positive in_shape, or an input shape the model rejects.
+#ifndef TESSERA_WORKER_MODEL_PROFILE_H_
+#define TESSERA_WORKER_MODEL_PROFILE_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/model/layered_model.h"
+
+namespace tessera::worker {
+
+// in_shape: per-sample input shape, e.g. {1, 64, 64} for colorize-unet.
+Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
+                                    const std::vector<int64_t>& in_shape, int repeats);
+
+}  // namespace tessera::worker
+
+#endif  // TESSERA_WORKER_MODEL_PROFILE_H_

@@ -1,0 +1,290 @@
+#include "worker/runtime/collectives.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef TESSERA_HAVE_CUDA_TORCH
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <map>
+
+namespace tessera::worker {
+namespace {
+
+class DoneWork : public CommWork {
+ public:
+  explicit DoneWork(Status s = Status::Ok()) : s_(std::move(s)) {}
+  Status Wait() override { return s_; }
+
+ private:
+  Status s_;
+};
+
+class C10dWork : public CommWork {
+ public:
+  C10dWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> keep)
+      : work_(std::move(work)), keep_(std::move(keep)) {}
+  Status Wait() override {
+    if (!work_) return Status::Ok();
+    try {
+      work_->wait();
+      work_.reset();
+      keep_.clear();
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      work_.reset();
+      return Unavailable(std::string("collective failed: ") + e.what());
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<torch::Tensor> keep_;  // buffers must outlive the operation
+};
+
+class LocalCollectives : public Collectives {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::unique_ptr<CommWork> AllReduceSumAsync(std::vector<torch::Tensor>) override {
+    return std::make_unique<DoneWork>();
+  }
+  Status Broadcast(std::vector<torch::Tensor>, int) override { return Status::Ok(); }
+  Status Barrier() override { return Status::Ok(); }
+  std::unique_ptr<CommWork> SendAsync(std::vector<torch::Tensor>, int, int) override {
+    return std::make_unique<DoneWork>(FailedPrecondition("send in a group of one"));
+  }
+  Status Recv(std::vector<torch::Tensor>, int, int) override {
+    return FailedPrecondition("recv in a group of one");
+  }
+  Status StoreSet(const std::string& key, const std::string& value) override {
+    kv_[key] = value;
+    return Status::Ok();
+  }
+  Result<std::string> StoreGet(const std::string& key) override {
+    auto it = kv_.find(key);
+    if (it == kv_.end()) return NotFound("no key " + key);
+    return it->second;
+  }
+
+ private:
+  std::map<std::string, std::string> kv_;
+};
+
+class C10dCollectives : public Collectives {
+ public:
+  C10dCollectives(c10::intrusive_ptr<c10d::ProcessGroup> pg, c10::intrusive_ptr<c10d::Store> store)
+      : pg_(std::move(pg)), store_(std::move(store)) {}
+  int rank() const override { return pg_->getRank(); }
+  int size() const override { return pg_->getSize(); }
+
+  std::unique_ptr<CommWork> AllReduceSumAsync(std::vector<torch::Tensor> tensors) override {
+    try {
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = c10d::ReduceOp::SUM;
+      auto work = pg_->allreduce(tensors, opts);
+      return std::make_unique<C10dWork>(std::move(work), std::move(tensors));
+    } catch (const std::exception& e) {
+      return std::make_unique<DoneWork>(Unavailable(std::string("allreduce: ") + e.what()));
+    }
+  }
+  Status Broadcast(std::vector<torch::Tensor> tensors, int root) override {
+    try {
+      // Gloo broadcasts one tensor per call on CPU.
+      for (auto& t : tensors) {
+        std::vector<torch::Tensor> one{t};
+        c10d::BroadcastOptions opts;
+        opts.rootRank = root;
+        pg_->broadcast(one, opts)->wait();
+      }
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      return Unavailable(std::string("broadcast: ") + e.what());
+    }
+  }
+  Status Barrier() override {
+    try {
+      pg_->barrier()->wait();
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      return Unavailable(std::string("barrier: ") + e.what());
+    }
+  }
+  std::unique_ptr<CommWork> SendAsync(std::vector<torch::Tensor> tensors, int dst,
+                                      int tag) override {
+    try {
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (auto& t : tensors) {
+        std::vector<torch::Tensor> one{t};
+        works.push_back(pg_->send(one, dst, tag));
+      }
+      return std::make_unique<MultiWork>(std::move(works), std::move(tensors));
+    } catch (const std::exception& e) {
+      return std::make_unique<DoneWork>(Unavailable(std::string("send: ") + e.what()));
+    }
+  }
+  Status Recv(std::vector<torch::Tensor> tensors, int src, int tag) override {
+    try {
+      for (auto& t : tensors) {
+        std::vector<torch::Tensor> one{t};
+        pg_->recv(one, src, tag)->wait();
+      }
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      return Unavailable(std::string("recv: ") + e.what());
+    }
+  }
+  Status StoreSet(const std::string& key, const std::string& value) override {
+    try {
+      store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      return Unavailable(std::string("store set: ") + e.what());
+    }
+  }
+  Result<std::string> StoreGet(const std::string& key) override {
+    try {
+      auto v = store_->get(key);
+      return std::string(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      return Unavailable(std::string("store get ") + key + ": " + e.what());
+    }
+  }
+
+ private:
+  class MultiWork : public CommWork {
+   public:
+    MultiWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::vector<torch::Tensor> keep)
+        : works_(std::move(works)), keep_(std::move(keep)) {}
+    Status Wait() override {
+      try {
+        for (auto& w : works_) w->wait();
+        works_.clear();
+        keep_.clear();
+        return Status::Ok();
+      } catch (const std::exception& e) {
+        works_.clear();
+        return Unavailable(std::string("send failed: ") + e.what());
+      }
+    }
+
+   private:
+    std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+    std::vector<torch::Tensor> keep_;
+  };
+
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+Result<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const ConnectOptions& opt) {
+  try {
+    if (opt.backend == Backend::kNccl) {
+#ifdef TESSERA_HAVE_CUDA_TORCH
+      auto o = c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = opt.op_timeout;
+      return c10::intrusive_ptr<c10d::ProcessGroup>(
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o));
+#else
+      return FailedPrecondition("NCCL requested but this build has no CUDA LibTorch");
+#endif
+    }
+    auto o = c10d::ProcessGroupGloo::Options::create(opt.op_timeout);
+    o->devices.push_back(opt.gloo_host.empty()
+                             ? c10d::ProcessGroupGloo::createDefaultDevice()
+                             : c10d::ProcessGroupGloo::createDeviceForHostname(opt.gloo_host));
+    return c10::intrusive_ptr<c10d::ProcessGroup>(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o));
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("process group setup failed: ") + e.what());
+  }
+}
+
+class C10dWorld : public World {
+ public:
+  C10dWorld(c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<Collectives> world, int rank,
+            ConnectOptions options)
+      : store_(std::move(store)), world_(std::move(world)), rank_(rank), options_(options) {}
+  Collectives& world() override { return *world_; }
+  Result<std::unique_ptr<Collectives>> NewGroup(const std::string& name,
+                                                const std::vector<int>& ranks) override {
+    int group_rank = -1;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] == rank_) group_rank = static_cast<int>(i);
+    }
+    if (group_rank < 0) return InvalidArgument("rank is not a member of group " + name);
+    if (ranks.size() == 1) return MakeLocalCollectives();
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
+    TESSERA_ASSIGN_OR_RETURN(
+        auto pg, MakeProcessGroup(prefixed, group_rank, static_cast<int>(ranks.size()), options_));
+    return std::unique_ptr<Collectives>(std::make_unique<C10dCollectives>(std::move(pg), store_));
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::unique_ptr<Collectives> world_;
+  int rank_;
+  ConnectOptions options_;
+};
+
+class LocalWorld : public World {
+ public:
+  LocalWorld() : world_(MakeLocalCollectives()) {}
+  Collectives& world() override { return *world_; }
+  Result<std::unique_ptr<Collectives>> NewGroup(const std::string&,
+                                                const std::vector<int>&) override {
+    return MakeLocalCollectives();
+  }
+
+ private:
+  std::unique_ptr<Collectives> world_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collectives> MakeLocalCollectives() { return std::make_unique<LocalCollectives>(); }
+
+std::unique_ptr<World> MakeLocalWorld() { return std::make_unique<LocalWorld>(); }
+
+Result<Backend> BackendForDevice(const std::string& device) {
+  if (device.empty() || device == "cpu" || device.rfind("cpu:", 0) == 0) return Backend::kGloo;
+  if (device.rfind("cuda", 0) == 0) {
+#ifdef TESSERA_HAVE_CUDA_TORCH
+    return Backend::kNccl;
+#else
+    return FailedPrecondition("device " + device +
+                              " needs a CUDA LibTorch; this build is CPU-only");
+#endif
+  }
+  return InvalidArgument("unknown device \"" + device + "\"", "TESSERA_DEVICE");
+}
+
+Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions options) {
+  if (options.gloo_host.empty() &&
+      (env.master_addr == "localhost" || env.master_addr.rfind("127.", 0) == 0)) {
+    options.gloo_host = "127.0.0.1";
+  }
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    so.isServer = env.rank == 0;
+    so.numWorkers = static_cast<size_t>(env.world_size);
+    so.waitWorkers = true;
+    so.timeout = options.store_timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+  } catch (const std::exception& e) {
+    return Unavailable("rendezvous with " + env.master_addr + ":" +
+                       std::to_string(env.master_port) + " failed: " + e.what());
+  }
+  auto world_store = c10::make_intrusive<c10d::PrefixStore>("world", store);
+  TESSERA_ASSIGN_OR_RETURN(auto pg,
+                           MakeProcessGroup(world_store, env.rank, env.world_size, options));
+  auto world = std::make_unique<C10dCollectives>(std::move(pg), store);
+  return std::unique_ptr<World>(
+      std::make_unique<C10dWorld>(store, std::move(world), env.rank, options));
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,40 @@
+// BatchSource: where a rank's training samples come from.
+//
+// Samples are numbered globally and endlessly: step s uses ids
+// [s * global_batch, (s + 1) * global_batch); replica r takes the slice at
+// its sample_offset, and micro-batches are sub-slices. The sample an id maps
+// to depends only on the id and the seed, never on the layout, so any layout
+// (and a resume onto another layout) sees the same data for the same step.
+//
+// Thread safety: a source is used by one thread.
+#ifndef TESSERA_WORKER_RUNTIME_DATA_SOURCE_H_
+#define TESSERA_WORKER_RUNTIME_DATA_SOURCE_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+
+namespace tessera::worker {
+
+struct SampleBatch {
+  torch::Tensor input;
+  torch::Tensor target;
+};
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Samples [first_id, first_id + count).
+  virtual Result<SampleBatch> Load(int64_t first_id, int64_t count) = 0;
+};
+
+// Regression data for the tiny models: x ~ N(0, 1)^features drawn from a
+// generator seeded by (seed, id); target = sin(x W) for a fixed W.
+std::unique_ptr<BatchSource> MakeSyntheticSource(int64_t features, int64_t outputs, uint64_t seed);
+
+}  // namespace tessera::worker
+
+#endif  // TESSERA_WORKER_RUNTIME_DATA_SOURCE_H_

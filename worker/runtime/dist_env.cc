@@ -1,0 +1,86 @@
+#include "worker/runtime/dist_env.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace tessera::worker {
+namespace {
+
+Result<int64_t> ParseInt(const std::string& name, const std::string& text) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing characters");
+    return static_cast<int64_t>(v);
+  } catch (const std::exception&) {
+    return InvalidArgument("must be an integer, got \"" + text + "\"", name);
+  }
+}
+
+Status ReadInt(const EnvGetter& get, const std::string& name, int* out) {
+  auto v = get(name);
+  if (!v || v->empty()) return Status::Ok();
+  TESSERA_ASSIGN_OR_RETURN(int64_t parsed, ParseInt(name, *v));
+  *out = static_cast<int>(parsed);
+  return Status::Ok();
+}
+
+void ReadString(const EnvGetter& get, const std::string& name, std::string* out) {
+  auto v = get(name);
+  if (v && !v->empty()) *out = *v;
+}
+
+}  // namespace
+
+Result<DistEnv> ReadDistEnv(const EnvGetter& get) {
+  DistEnv env;
+  auto ws = get("WORLD_SIZE");
+  env.distributed = ws.has_value() && !ws->empty();
+  TESSERA_RETURN_IF_ERROR(ReadInt(get, "WORLD_SIZE", &env.world_size));
+  TESSERA_RETURN_IF_ERROR(ReadInt(get, "RANK", &env.rank));
+  TESSERA_RETURN_IF_ERROR(ReadInt(get, "LOCAL_RANK", &env.local_rank));
+  TESSERA_RETURN_IF_ERROR(ReadInt(get, "LOCAL_WORLD_SIZE", &env.local_world_size));
+  TESSERA_RETURN_IF_ERROR(ReadInt(get, "MASTER_PORT", &env.master_port));
+  TESSERA_RETURN_IF_ERROR(ReadInt(get, "TESSERA_ATTEMPT", &env.attempt));
+  ReadString(get, "MASTER_ADDR", &env.master_addr);
+  ReadString(get, "TESSERA_JOB_ID", &env.job_id);
+  ReadString(get, "TESSERA_PLAN", &env.plan_path);
+  ReadString(get, "TESSERA_CHECKPOINT_DIR", &env.checkpoint_dir);
+  ReadString(get, "TESSERA_PROGRESS_FILE", &env.progress_file);
+  ReadString(get, "TESSERA_DEVICE", &env.device);
+  if (env.world_size <= 0) return InvalidArgument("must be positive", "WORLD_SIZE");
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    return InvalidArgument("RANK " + std::to_string(env.rank) +
+                               " outside [0, WORLD_SIZE=" + std::to_string(env.world_size) + ")",
+                           "RANK");
+  }
+  if (env.master_port <= 0 || env.master_port > 65535) {
+    return InvalidArgument("must be a TCP port", "MASTER_PORT");
+  }
+  if (!env.plan_path.empty() && !env.distributed) {
+    return InvalidArgument("TESSERA_PLAN is set but WORLD_SIZE is not", "WORLD_SIZE");
+  }
+  if (auto speed = get("TESSERA_DEVICE_SPEED"); speed && !speed->empty()) {
+    try {
+      size_t used = 0;
+      env.device_speed = std::stod(*speed, &used);
+      if (used != speed->size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      return InvalidArgument("must be a number, got \"" + *speed + "\"", "TESSERA_DEVICE_SPEED");
+    }
+    if (!(env.device_speed > 0.0)) {
+      return InvalidArgument("must be positive", "TESSERA_DEVICE_SPEED");
+    }
+  }
+  return env;
+}
+
+EnvGetter ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+}  // namespace tessera::worker

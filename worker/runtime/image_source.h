@@ -1,0 +1,37 @@
+// Adapters from worker/model + worker/data to the runtime: image batches by
+// global sample id, the per-sample input shape of a reference model, and the
+// sample-image generator. Built only when both libraries are present.
+//
+// Sample id -> (epoch = id / n, position = id % n) -> image
+// EpochPermutation(seed, epoch, n)[position], loaded with the dataset's
+// deterministic per-(seed, epoch, image) augmentation, so every layout and
+// every resume sees the same samples for the same step.
+#ifndef TESSERA_WORKER_RUNTIME_IMAGE_SOURCE_H_
+#define TESSERA_WORKER_RUNTIME_IMAGE_SOURCE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/model/layered_model.h"
+#include "worker/runtime/data_source.h"
+
+namespace tessera::worker {
+
+// kInvalidArgument for a model without an image task or a bad folder.
+Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
+                                                     const std::string& model_name,
+                                                     int64_t image_size, uint64_t seed);
+
+// Per-sample input shape of a reference model, e.g. {1, S, S} for colorize-unet.
+Result<std::vector<int64_t>> ModelInputShape(const std::string& model_name, int64_t image_size);
+
+// Classes of the generated sample images (classifier num_classes).
+int64_t SampleImageClasses();
+
+Status WriteSampleImages(const std::string& dir, int64_t count, int64_t size, uint64_t seed);
+
+}  // namespace tessera::worker
+
+#endif  // TESSERA_WORKER_RUNTIME_IMAGE_SOURCE_H_

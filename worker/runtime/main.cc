@@ -1,0 +1,160 @@
+// tessera-worker: the reference LibTorch worker.
+//
+//   tessera-worker train --model NAME --data DIR [--steps N] [--lr F] ...
+//   tessera-worker profile --model NAME [--batch B]
+//   tessera-worker gen-images --out DIR --count N --size S
+//
+// Exit codes: 0 success (also after SIGTERM when a checkpoint was saved),
+// 2 bad arguments or plan (message on stderr), 1 runtime failure.
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "worker/runtime/dist_env.h"
+#include "worker/runtime/trainer.h"
+
+#ifdef TESSERA_HAVE_WORKER_MODEL
+#include "worker/model/profile.h"
+#endif
+#ifdef TESSERA_HAVE_WORKER_DATA
+#include "worker/runtime/image_source.h"
+#endif
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void OnSigterm(int) { g_stop.store(true); }
+
+int ExitCodeFor(const tessera::Status& s) {
+  return s.code() == tessera::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+int Fail(const tessera::Status& s) {
+  std::fprintf(stderr, "tessera-worker: %s\n", s.ToString().c_str());
+  return ExitCodeFor(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  using namespace tessera::worker;
+  CLI::App app{"tessera-worker: reference LibTorch worker"};
+  app.require_subcommand(1);
+
+  TrainOptions opt;
+  auto* train = app.add_subcommand("train", "train a model (torchrun environment, TESSERA_PLAN)");
+  train->add_option("--model", opt.model, "model name")->required();
+  train->add_option("--data", opt.data_dir, "image folder (unused by tiny-* models)");
+  train->add_option("--steps", opt.steps, "total optimizer steps")->check(CLI::NonNegativeNumber);
+  train->add_option("--lr", opt.lr, "learning rate (at --base-batch when given)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--seed", opt.seed, "seed for parameters and data order");
+  train->add_option("--image-size", opt.image_size, "square crop size")->check(CLI::PositiveNumber);
+  train->add_option("--width", opt.width, "base channel count")->check(CLI::PositiveNumber);
+  train->add_option("--batch", opt.batch, "global batch without TESSERA_PLAN")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--micro-batches", opt.micro_batches, "micro-batches without TESSERA_PLAN")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--checkpoint-every-steps", opt.checkpoint_every_steps)
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--checkpoint-every-s", opt.checkpoint_every_s)->check(CLI::NonNegativeNumber);
+  train->add_option("--base-batch", opt.base_batch, "batch at which --lr is given")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--warmup-steps", opt.warmup_steps)->check(CLI::NonNegativeNumber);
+  train->add_option("--optimizer", opt.optimizer.kind, "sgd | adam")
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  train->add_option("--momentum", opt.optimizer.momentum)->check(CLI::Range(0.0, 1.0));
+  train->add_option("--weight-decay", opt.optimizer.weight_decay)->check(CLI::NonNegativeNumber);
+  train->add_option("--bucket-mb", opt.bucket_mb, "gradient all-reduce bucket size")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--threads", opt.threads, "intra-op threads")->check(CLI::PositiveNumber);
+  train->add_flag("!--no-amp", opt.amp, "CUDA: no autocast / loss scaling");
+  train->add_flag("--loss-scaling", opt.loss_scaling,
+                  "dynamic loss scaling on any device (always on with CUDA autocast)");
+  train->add_option("--dump-params", opt.dump_params_dir,
+                    "test hook: write final parameters (by name) into this folder");
+
+  std::string profile_model;
+  int64_t profile_batch = 8;
+  int64_t profile_size = 64;
+  int64_t profile_width = 16;
+  int profile_repeats = 3;
+  auto* profile = app.add_subcommand("profile", "print the model's per-layer profile as JSON");
+  profile->add_option("--model", profile_model)->required();
+  profile->add_option("--batch", profile_batch)->check(CLI::PositiveNumber);
+  profile->add_option("--image-size", profile_size)->check(CLI::PositiveNumber);
+  profile->add_option("--width", profile_width)->check(CLI::PositiveNumber);
+  profile->add_option("--repeats", profile_repeats)->check(CLI::PositiveNumber);
+
+  std::string gen_out;
+  int64_t gen_count = 16;
+  int64_t gen_size = 64;
+  uint64_t gen_seed = 1;
+  auto* gen = app.add_subcommand("gen-images", "write generated sample images");
+  gen->add_option("--out", gen_out)->required();
+  gen->add_option("--count", gen_count)->check(CLI::PositiveNumber);
+  gen->add_option("--size", gen_size)->check(CLI::PositiveNumber);
+  gen->add_option("--seed", gen_seed);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  if (*train) {
+    std::signal(SIGTERM, OnSigterm);
+    auto env = ReadDistEnv(ProcessEnv());
+    if (!env.ok()) return Fail(env.status());
+    Result<TrainOutcome> out = RunTraining(opt, *env, g_stop);
+    if (!out.ok()) return Fail(out.status());
+    if (out->stopped) {
+      if (out->checkpoint_saved) {
+        std::fprintf(stderr, "tessera-worker: stopped at step %lld after saving a checkpoint\n",
+                     static_cast<long long>(out->final_step));
+        return 0;
+      }
+      std::fprintf(stderr,
+                   "tessera-worker: stopped at step %lld without a checkpoint "
+                   "(no TESSERA_CHECKPOINT_DIR)\n",
+                   static_cast<long long>(out->final_step));
+      return 1;
+    }
+    return 0;
+  }
+  if (*profile) {
+#ifdef TESSERA_HAVE_WORKER_MODEL
+    ModelConfig mc;
+    mc.image_size = profile_size;
+    mc.width = profile_width;
+#ifdef TESSERA_HAVE_WORKER_DATA
+    if (profile_model == "classifier-resnet") mc.num_classes = SampleImageClasses();
+#endif
+    auto model = BuildModel(profile_model, mc);
+    if (!model.ok()) return Fail(model.status());
+    auto shape = ModelInputShape(**model, profile_size);
+    if (!shape.ok()) return Fail(shape.status());
+    auto json = ProfileModel(**model, profile_batch, *shape, profile_repeats);
+    if (!json.ok()) return Fail(json.status());
+    std::cout << json->dump(1) << "\n";
+    return 0;
+#else
+    return Fail(Unimplemented("profile needs worker/model (not in this build)"));
+#endif
+  }
+  if (*gen) {
+#ifdef TESSERA_HAVE_WORKER_DATA
+    Status s = WriteSampleImages(gen_out, gen_count, gen_size, gen_seed);
+    if (!s.ok()) return Fail(s);
+    return 0;
+#else
+    return Fail(Unimplemented("gen-images needs worker/data (not in this build)"));
+#endif
+  }
+  return 2;
+}

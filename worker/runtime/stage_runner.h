@@ -1,0 +1,97 @@
+// StageRunner: one rank's forward and backward work for one optimizer step,
+// for every layout (data parallel is a pipeline of one stage).
+//
+// The replica's batch share is split into micro-batches; each micro-batch's
+// loss is scaled by micro_batch_size / global_batch so the gradients summed
+// over micro-batches and then over replicas (GradReducer) equal the gradient
+// of the mean loss over the whole global batch.
+//
+// Between stages an Activation travels as: a header (int64 [kHeaderLen]:
+// count, then per tensor dtype, ndim, dims) and then each tensor; gradients
+// come back for every floating tensor in the same order. Sends are
+// asynchronous and waited at the end of the step, receives block. Schedules:
+//   GPipe: F0 F1 ... F(M-1) then B0 ... B(M-1)
+//   1F1B:  min(S-s-1, M) warm-up forwards, then alternate F and B, then drain.
+// The reducer is armed before the last backward, so bucket all-reduces
+// overlap that backward.
+//
+// Thread safety: not thread-safe; one runner per rank.
+#ifndef TESSERA_WORKER_RUNTIME_STAGE_RUNNER_H_
+#define TESSERA_WORKER_RUNTIME_STAGE_RUNNER_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/model/layered_model.h"
+#include "worker/runtime/collectives.h"
+#include "worker/runtime/data_source.h"
+#include "worker/runtime/grad_reducer.h"
+#include "worker/runtime/plan.h"
+
+namespace tessera::worker {
+
+constexpr int64_t kHeaderLen = 256;
+
+struct StageConfig {
+  LayeredModel* model = nullptr;
+  RankRole role;
+  int64_t global_batch = 0;
+  int64_t micro_batches = 1;  // EffectiveMicroBatches(plan)
+  Schedule schedule = Schedule::k1F1B;
+  Collectives* p2p = nullptr;  // world group: ranks are world ranks
+  BatchSource* data = nullptr;
+  GradReducer* reducer = nullptr;  // may be null (no replicas)
+  double device_speed = 1.0;       // < 1 sleeps after compute to emulate a slower device
+  torch::Device device = torch::kCPU;
+  // Where p2p buffers live: CPU for Gloo, the GPU for NCCL.
+  torch::Device comm_device = torch::kCPU;
+  // Mixed precision: autocast around the forward (CUDA builds only) and a
+  // loss multiplier for loss scaling (1 = off); gradients come out scaled.
+  bool autocast = false;
+  double loss_scale = 1.0;
+};
+
+struct StepStats {
+  double loss_contribution = 0;  // sum over micro-batches of scaled losses (last stage)
+  double compute_s = 0;          // forward, backward (incl. emulated slowdown)
+  double comm_s = 0;             // waiting for gradient all-reduce and sends
+  double bubble_s = 0;           // waiting for a neighbour stage's activations or gradients
+};
+
+class StageRunner {
+ public:
+  explicit StageRunner(StageConfig config) : c_(std::move(config)) {}
+  void set_loss_scale(double scale) { c_.loss_scale = scale; }
+  // Runs forward and backward of all micro-batches of one step whose global
+  // batch starts at sample `step_first_id`; the reduced gradients are left in
+  // the parameters' .grad.
+  Result<StepStats> RunStep(int64_t step_first_id);
+
+ private:
+  struct InFlight {
+    std::vector<torch::Tensor> inputs;   // leaves that received activations (non-first stage)
+    std::vector<torch::Tensor> outputs;  // tensors sent on (non-last stage)
+    torch::Tensor loss;                  // last stage
+  };
+  Status Forward(int64_t step_first_id, int64_t mb);
+  Status Backward(int64_t mb);
+  void Slowdown(double compute_s);
+
+  StageConfig c_;
+  std::vector<int64_t> sizes_;
+  std::vector<int64_t> offsets_;
+  std::vector<InFlight> flight_;
+  std::vector<std::unique_ptr<CommWork>> sends_;
+  StepStats stats_;
+};
+
+// Activation <-> flat tensor list with header, exposed for tests.
+Result<std::vector<torch::Tensor>> PackActivation(const Activation& act);
+Result<std::vector<torch::Tensor>> ShapesFromHeader(const torch::Tensor& header);
+
+}  // namespace tessera::worker
+
+#endif  // TESSERA_WORKER_RUNTIME_STAGE_RUNNER_H_

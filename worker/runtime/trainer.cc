@@ -1,0 +1,470 @@
+#include "worker/runtime/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/collectives.h"
+#include "worker/runtime/data_source.h"
+#include "worker/runtime/grad_reducer.h"
+#include "worker/runtime/plan.h"
+#include "worker/runtime/stage_runner.h"
+#include "worker/runtime/tiny_models.h"
+
+#ifdef TESSERA_HAVE_WORKER_DATA
+#include "worker/runtime/image_source.h"
+#endif
+
+namespace tessera::worker {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+constexpr char kRngTensor[] = "__rng__.cpu";
+
+// BatchNormSync over one owner group's process group.
+class GroupBatchNormSync : public BatchNormSync {
+ public:
+  explicit GroupBatchNormSync(Collectives* comm) : comm_(comm) {}
+  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> flat;
+    for (auto& t : tensors) flat.push_back(t.contiguous());
+    Status s = comm_->AllReduceSum(flat);
+    if (!s.ok()) throw std::runtime_error("batch-norm sync: " + s.ToString());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!flat[i].is_same(tensors[i])) tensors[i].copy_(flat[i]);
+    }
+  }
+
+ private:
+  Collectives* comm_;
+};
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read plan file " + path, "TESSERA_PLAN");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<Plan> MakePlan(const TrainOptions& o, const DistEnv& env, int64_t num_layers) {
+  Plan plan;
+  if (!env.plan_path.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, ReadTextFile(env.plan_path));
+    Result<Plan> parsed = ParsePlan(text);
+    if (!parsed.ok()) return parsed.status().WithPrefix("TESSERA_PLAN " + env.plan_path);
+    plan = std::move(parsed).value();
+  } else if (env.world_size > 1) {
+    // torchrun without a plan: even data parallel over the world.
+    if (o.batch < env.world_size) {
+      return InvalidArgument("--batch must be at least WORLD_SIZE", "batch");
+    }
+    plan.layout = Layout::kData;
+    plan.global_batch = o.batch;
+    plan.micro_batches = o.micro_batches;
+    auto shares = SplitMicroBatches(o.batch, env.world_size);
+    for (int r = 0; r < env.world_size; ++r) {
+      plan.replicas.push_back(ReplicaPlan{shares[static_cast<size_t>(r)], {{r, 0, num_layers}}});
+    }
+  } else {
+    if (o.batch <= 0) return InvalidArgument("must be positive", "batch");
+    if (o.micro_batches <= 0) return InvalidArgument("must be positive", "micro-batches");
+    plan = SingleProcessPlan(o.batch, o.micro_batches, num_layers);
+  }
+  Status v = ValidatePlan(plan, env.world_size, num_layers);
+  if (!v.ok()) return v.WithPrefix("plan");
+  return plan;
+}
+
+NamedTensors OwnedParams(const LayeredModel& m, const RankRole& role) {
+  return m.NamedParameters(static_cast<size_t>(role.layer_begin),
+                           static_cast<size_t>(role.layer_end));
+}
+NamedTensors OwnedBuffers(const LayeredModel& m, const RankRole& role) {
+  return m.NamedBuffers(static_cast<size_t>(role.layer_begin), static_cast<size_t>(role.layer_end));
+}
+
+std::string LayerFileName(const RankRole& role, const std::string& prefix) {
+  return prefix + "layers-" + std::to_string(role.layer_begin) + "-" +
+         std::to_string(role.layer_end) + ".bin";
+}
+
+class ProgressWriter {
+ public:
+  explicit ProgressWriter(const std::string& path) {
+    if (!path.empty()) f_ = std::fopen(path.c_str(), "a");
+  }
+  ~ProgressWriter() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  bool ok() const { return f_ != nullptr; }
+  void Write(const nlohmann::json& line) {
+    if (f_ == nullptr) return;
+    const std::string s = line.dump() + "\n";
+    std::fwrite(s.data(), 1, s.size(), f_);
+    std::fflush(f_);
+  }
+
+ private:
+  FILE* f_ = nullptr;
+};
+
+torch::Tensor GetRngState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void SetRngState(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Dynamic loss scaling (as torch.cuda.amp.GradScaler): start at 2^16, halve
+// and skip the step when any rank sees a non-finite gradient, double after
+// 2000 good steps.
+class LossScaler {
+ public:
+  double scale() const { return scale_; }
+  // Unscales the gradients in place; false if a step must be skipped.
+  Result<bool> UnscaleAndCheck(const NamedTensors& params, Collectives& world,
+                               torch::Device comm_device) {
+    torch::NoGradGuard no_grad;
+    bool finite = true;
+    for (const auto& [n, p] : params) {
+      if (!p.grad().defined()) continue;
+      p.mutable_grad().mul_(1.0 / scale_);
+      if (!torch::isfinite(p.grad()).all().item<bool>()) finite = false;
+    }
+    auto flag = torch::tensor({finite ? 0.0 : 1.0},
+                              torch::TensorOptions(torch::kFloat64).device(comm_device));
+    TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flag}));
+    if (flag.item<double>() > 0) {
+      scale_ *= 0.5;
+      good_steps_ = 0;
+      return false;
+    }
+    if (++good_steps_ >= 2000) {
+      scale_ *= 2.0;
+      good_steps_ = 0;
+    }
+    return true;
+  }
+
+ private:
+  double scale_ = 65536.0;
+  int64_t good_steps_ = 0;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<LayeredModel>> BuildModel(const std::string& name,
+                                                 const ModelConfig& config) {
+  if (IsTinyModelName(name)) return MakeTinyModel(name, config);
+#ifdef TESSERA_HAVE_WORKER_MODEL
+  try {
+    return MakeModel(name, config);
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("model construction failed: ") + e.what(), "model");
+  }
+#else
+  return InvalidArgument("unknown model \"" + name + "\" (this build has only tiny-mlp, tiny-skip)",
+                         "model");
+#endif
+}
+
+namespace {
+
+Result<std::unique_ptr<BatchSource>> BuildSource(const TrainOptions& o, const LayeredModel& model) {
+  if (IsTinyModelName(o.model)) {
+    return MakeSyntheticSource(kTinyInputFeatures, kTinyOutputs, o.seed);
+  }
+#ifdef TESSERA_HAVE_WORKER_DATA
+  return MakeImageSource(o.data_dir, model.name(), o.image_size, o.seed);
+#else
+  return InvalidArgument("this build has no image data library; use a tiny-* model", "data");
+#endif
+}
+
+struct Runtime {
+  std::shared_ptr<LayeredModel> model;
+  Plan plan;
+  RankRole role;
+  std::unique_ptr<World> world;
+  std::vector<std::unique_ptr<Collectives>> groups;
+  std::vector<std::shared_ptr<BatchNormSync>> syncs;
+};
+
+}  // namespace
+
+Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
+                                 const std::atomic<bool>& stop_requested) {
+  torch::set_num_threads(std::max(1, o.threads));
+  if (o.steps < 0) return InvalidArgument("must not be negative", "steps");
+  if (!(o.lr > 0)) return InvalidArgument("must be positive", "lr");
+  if (o.base_batch < 0 || o.warmup_steps < 0) {
+    return InvalidArgument("must not be negative", "base-batch");
+  }
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
+  torch::Device device(torch::kCPU);
+  try {
+    device = torch::Device(env.device);
+  } catch (const std::exception& e) {
+    return InvalidArgument("bad device \"" + env.device + "\"", "TESSERA_DEVICE");
+  }
+
+  ModelConfig mc;
+  mc.width = o.width;
+  mc.image_size = o.image_size;
+  mc.seed = o.seed;
+#ifdef TESSERA_HAVE_WORKER_DATA
+  if (o.model == "classifier-resnet") mc.num_classes = SampleImageClasses();
+#endif
+  Runtime rt;
+  TESSERA_ASSIGN_OR_RETURN(rt.model, BuildModel(o.model, mc));
+  LayeredModel& model = *rt.model;
+  const int64_t num_layers = static_cast<int64_t>(model.num_layers());
+  TESSERA_ASSIGN_OR_RETURN(rt.plan, MakePlan(o, env, num_layers));
+  TESSERA_ASSIGN_OR_RETURN(rt.role, RoleForRank(rt.plan, env.rank));
+  const RankRole& role = rt.role;
+  TESSERA_ASSIGN_OR_RETURN(auto source, BuildSource(o, model));
+  if (device.type() != torch::kCPU) {
+    for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).layer->to(device);
+  }
+  model.SetTraining(true);
+
+  // Rendezvous and groups.
+  if (env.world_size > 1) {
+    ConnectOptions co;
+    co.backend = backend;
+    TESSERA_ASSIGN_OR_RETURN(rt.world, ConnectWorld(env, co));
+  } else {
+    rt.world = MakeLocalWorld();
+  }
+  Collectives& world = rt.world->world();
+  const auto owner_groups = LayerOwnerGroups(rt.plan, num_layers);
+  GradReducer reducer;
+  const size_t bucket_bytes = static_cast<size_t>(std::max(0.001, o.bucket_mb) * 1024 * 1024);
+  for (size_t gi = 0; gi < owner_groups.size(); ++gi) {
+    const OwnerGroup& g = owner_groups[gi];
+    if (std::find(g.ranks.begin(), g.ranks.end(), env.rank) == g.ranks.end()) continue;
+    if (g.ranks.size() == 1) continue;
+    TESSERA_ASSIGN_OR_RETURN(auto comm,
+                             rt.world->NewGroup("owners-" + std::to_string(gi), g.ranks));
+    NamedTensors params, state;
+    for (int64_t l : g.layers) {
+      for (auto& p : model.NamedParameters(static_cast<size_t>(l), static_cast<size_t>(l + 1))) {
+        params.push_back(p);
+        state.push_back(p);
+      }
+      for (auto& b : model.NamedBuffers(static_cast<size_t>(l), static_cast<size_t>(l + 1))) {
+        state.push_back(b);
+      }
+    }
+    // Replicas start from replica 0's parameters, as DDP does.
+    std::vector<torch::Tensor> to_sync;
+    for (auto& [n, t] : state) to_sync.push_back(t.detach());
+    TESSERA_RETURN_IF_ERROR(comm->Broadcast(to_sync, 0));
+    auto sync = std::make_shared<GroupBatchNormSync>(comm.get());
+    for (int64_t l : g.layers) model.layer(static_cast<size_t>(l)).layer->SetBatchNormSync(sync);
+    rt.syncs.push_back(sync);
+    reducer.AddGroup(comm.get(), params, bucket_bytes);
+    rt.groups.push_back(std::move(comm));
+  }
+
+  TESSERA_ASSIGN_OR_RETURN(NamedOptimizer optimizer,
+                           NamedOptimizer::Make(o.optimizer, OwnedParams(model, role)));
+
+  // Resume.
+  int64_t step = 0;
+  int64_t samples_seen = 0;
+  if (!env.checkpoint_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(env.checkpoint_dir, ec);
+    int64_t chosen = -1;
+    if (world.rank() == 0) {
+      std::vector<std::string> skipped;
+      auto m = FindNewestCheckpoint(env.checkpoint_dir, &skipped);
+      for (const auto& s : skipped) std::fprintf(stderr, "checkpoint skipped: %s\n", s.c_str());
+      if (m) chosen = m->step;
+      TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(chosen)));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
+      try {
+        chosen = std::stoll(v);
+      } catch (const std::exception&) {
+        return Internal("bad resume step in the store: " + v);
+      }
+    }
+    if (chosen >= 0) {
+      TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(env.checkpoint_dir, chosen));
+      if (m.model != o.model) {
+        return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" +
+                                  m.model + "\", not \"" + o.model + "\"");
+      }
+      TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
+      std::set<std::string> available;
+      for (auto& [n, f] : locations) available.insert(n);
+      std::vector<std::string> wanted;
+      NamedTensors owned = OwnedParams(model, role);
+      for (auto& b : OwnedBuffers(model, role)) owned.push_back(b);
+      for (auto& [n, t] : owned) wanted.push_back(n);
+      for (auto& [n, t] : OwnedParams(model, role)) {
+        for (auto it = available.lower_bound(n + "#");
+             it != available.end() && it->rfind(n + "#", 0) == 0; ++it) {
+          wanted.push_back(*it);
+        }
+      }
+      if (available.count(kRngTensor)) wanted.push_back(kRngTensor);
+      TESSERA_ASSIGN_OR_RETURN(auto loaded, LoadTensors(env.checkpoint_dir, m, wanted));
+      torch::NoGradGuard no_grad;
+      for (auto& [n, t] : owned) {
+        const torch::Tensor& src = loaded.at(n);
+        if (src.sizes() != t.sizes()) {
+          return FailedPrecondition("checkpoint tensor " + n + " has another shape than the model");
+        }
+        t.copy_(src.to(t.device()));
+      }
+      optimizer.LoadState(loaded);
+      if (loaded.count(kRngTensor)) SetRngState(loaded.at(kRngTensor));
+      step = m.step;
+      samples_seen = m.samples_seen;
+      std::fprintf(stderr, "rank %d resumed from %s (%zu tensors)\n", env.rank,
+                   StepDirName(chosen).c_str(), loaded.size());
+    }
+  }
+  const int64_t base_step = step;
+  const int64_t base_samples = samples_seen;
+
+  StageConfig sc;
+  sc.model = &model;
+  sc.role = role;
+  sc.global_batch = rt.plan.global_batch;
+  sc.micro_batches = EffectiveMicroBatches(rt.plan);
+  sc.schedule = rt.plan.schedule;
+  sc.p2p = &world;
+  sc.data = source.get();
+  sc.reducer = &reducer;
+  sc.device_speed = env.device_speed;
+  sc.device = device;
+  sc.comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
+  const bool amp = o.amp && device.is_cuda();
+  sc.autocast = amp;
+  std::optional<LossScaler> scaler;
+  if (amp || o.loss_scaling) scaler.emplace();
+  StageRunner runner(sc);
+  ProgressWriter progress(env.progress_file);
+
+  auto save = [&](int64_t at_step) -> Status {
+    CheckpointContent c;
+    c.step = at_step;
+    c.global_batch = rt.plan.global_batch;
+    c.samples_seen = base_samples + (at_step - base_step) * rt.plan.global_batch;
+    c.model = o.model;
+    c.layout = std::string(LayoutName(rt.plan.layout));
+    if (role.replica == 0) {
+      c.file_name = LayerFileName(role, "");
+      c.tensors = OwnedParams(model, role);
+      for (auto& b : OwnedBuffers(model, role)) c.tensors.push_back(b);
+      for (auto& s : optimizer.StateTensors()) c.tensors.push_back(s);
+      if (role.stage == 0) c.tensors.emplace_back(kRngTensor, GetRngState());
+    }
+    return SaveCheckpoint(world, env.checkpoint_dir, c);
+  };
+
+  TrainOutcome outcome;
+  auto last_save = Clock::now();
+  while (step < o.steps) {
+    const auto step_start = Clock::now();
+    double lr = o.lr;
+    if (o.base_batch > 0) {
+      lr *= static_cast<double>(rt.plan.global_batch) / static_cast<double>(o.base_batch);
+    }
+    if (o.warmup_steps > 0 && step < o.warmup_steps) {
+      lr *= static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+    }
+    const int64_t first_id = base_samples + (step - base_step) * rt.plan.global_batch;
+    StepStats stats;
+    try {
+      if (scaler) runner.set_loss_scale(scaler->scale());
+      TESSERA_ASSIGN_OR_RETURN(stats, runner.RunStep(first_id));
+      auto t0 = Clock::now();
+      bool apply = true;
+      if (scaler) {
+        TESSERA_ASSIGN_OR_RETURN(
+            apply, scaler->UnscaleAndCheck(OwnedParams(model, role), world, sc.comm_device));
+      }
+      if (apply) optimizer.Step(lr);
+      optimizer.ZeroGrad();
+      stats.compute_s += Since(t0);
+    } catch (const std::exception& e) {
+      return Internal("step " + std::to_string(step) + " failed: " + e.what());
+    }
+    ++step;
+    // One small all-reduce so every rank takes the same decisions.
+    auto t0 = Clock::now();
+    const bool time_due =
+        world.rank() == 0 && o.checkpoint_every_s > 0 && Since(last_save) >= o.checkpoint_every_s;
+    torch::Tensor flags =
+        torch::tensor({role.last_stage() ? stats.loss_contribution : 0.0, time_due ? 1.0 : 0.0,
+                       stop_requested.load() ? 1.0 : 0.0},
+                      torch::TensorOptions(torch::kFloat64).device(sc.comm_device));
+    TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flags}));
+    stats.comm_s += Since(t0);
+    flags = flags.to(torch::kCPU);
+    const double loss = flags[0].item<double>();
+    const bool stop = flags[2].item<double>() > 0;
+    const double wall = Since(step_start);
+    progress.Write({{"step", step},
+                    {"loss", loss},
+                    {"samples_per_s", wall > 0 ? rt.plan.global_batch / wall : 0.0},
+                    {"compute_s", stats.compute_s},
+                    {"comm_s", stats.comm_s},
+                    {"bubble_s", stats.bubble_s},
+                    {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count()},
+                    {"rank", env.rank}});
+    outcome.checkpoint_saved = false;
+    const bool due = (o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
+                     flags[1].item<double>() > 0 || stop || step == o.steps;
+    if (!env.checkpoint_dir.empty() && due) {
+      TESSERA_RETURN_IF_ERROR(save(step));
+      last_save = Clock::now();
+      outcome.checkpoint_saved = true;
+    }
+    if (stop) {
+      outcome.stopped = true;
+      break;
+    }
+  }
+  outcome.final_step = step;
+  if (!o.dump_params_dir.empty() && role.replica == 0) {
+    std::error_code ec;
+    fs::create_directories(o.dump_params_dir, ec);
+    NamedTensors t = OwnedParams(model, role);
+    for (auto& b : OwnedBuffers(model, role)) t.push_back(b);
+    TESSERA_RETURN_IF_ERROR(WriteTensorFile(
+        (fs::path(o.dump_params_dir) / LayerFileName(role, "params-")).string(), t, nullptr));
+  }
+  TESSERA_RETURN_IF_ERROR(world.Barrier());
+  return outcome;
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,73 @@
+// RunTraining: the training loop of one worker rank for every layout.
+//
+// Setup: build the model; read and validate the plan (or make a
+// single-process / even data-parallel one); rendezvous; create one c10d
+// group per distinct layer owner set (in plan order); install a
+// BatchNormSync on replicated layers; broadcast replica 0's parameters;
+// resume from the newest complete checkpoint (only the tensors of the
+// layers this rank owns).
+// Each step: StageRunner forward/backward + bucketed gradient all-reduce,
+// optimizer step with linearly scaled, warmed-up learning rate, one small
+// world all-reduce carrying [loss, checkpoint-now, stop-requested] so every
+// rank takes the same decisions, one progress line, periodic checkpoints
+// (every K steps, every S seconds by rank 0's clock, on SIGTERM).
+//
+// Thread safety: call once per process.
+#ifndef TESSERA_WORKER_RUNTIME_TRAINER_H_
+#define TESSERA_WORKER_RUNTIME_TRAINER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "worker/model/layered_model.h"
+#include "worker/runtime/dist_env.h"
+#include "worker/runtime/optimizer.h"
+
+namespace tessera::worker {
+
+struct TrainOptions {
+  std::string model;
+  std::string data_dir;
+  int64_t steps = 100;  // total optimizer steps (a resumed run continues to this)
+  double lr = 0.01;
+  uint64_t seed = 1;
+  int64_t image_size = 64;
+  int64_t width = 16;
+  int64_t batch = 16;         // global batch without a plan
+  int64_t micro_batches = 1;  // without a plan
+  int64_t checkpoint_every_steps = 0;
+  double checkpoint_every_s = 0;
+  int64_t base_batch = 0;  // linear LR scaling reference; 0 = none
+  int64_t warmup_steps = 0;
+  OptimizerConfig optimizer;
+  double bucket_mb = 25.0;
+  int threads = 1;
+  std::string dump_params_dir;  // test hook: replica 0 writes final params here
+  // Mixed precision: autocast + dynamic loss scaling, only on CUDA devices of
+  // a CUDA build ("auto" = on there). loss_scaling forces dynamic loss
+  // scaling on any device (power-of-two scales: exact on float32).
+  bool amp = true;
+  bool loss_scaling = false;
+};
+
+struct TrainOutcome {
+  int64_t final_step = 0;
+  bool stopped = false;           // a stop (SIGTERM) was requested
+  bool checkpoint_saved = false;  // the last action was a successful checkpoint
+};
+
+// Errors: kInvalidArgument for bad options or plan (exit code 2), others are
+// runtime failures (exit code 1).
+Result<TrainOutcome> RunTraining(const TrainOptions& options, const DistEnv& env,
+                                 const std::atomic<bool>& stop_requested);
+
+// Model by name: the tiny test models (tiny_models.h) or MakeModel's.
+Result<std::shared_ptr<LayeredModel>> BuildModel(const std::string& name,
+                                                 const ModelConfig& config);
+
+}  // namespace tessera::worker
+
+#endif  // TESSERA_WORKER_RUNTIME_TRAINER_H_
