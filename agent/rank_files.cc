@@ -52,7 +52,7 @@ RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::Worker
 }
 
 std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t max_lines,
-                                     size_t max_line_bytes) {
+                                     size_t max_line_bytes, size_t max_total_bytes) {
   // Enough bytes for max_lines average lines; long lines are cut anyway.
   const int64_t window = static_cast<int64_t>(max_lines * 512 + max_line_bytes);
   std::vector<std::string> lines;
@@ -68,10 +68,16 @@ std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t ma
     size_t from = part.size() > want ? part.size() - want : 0;
     lines.insert(lines.begin(), part.begin() + static_cast<std::ptrdiff_t>(from), part.end());
   }
+  size_t total = 0;
   for (auto& line : lines) {
+    while (!line.empty() && line.back() == '\r') line.pop_back();
+    if (auto cr = line.rfind('\r'); cr != std::string::npos) line.erase(0, cr + 1);
     if (line.size() > max_line_bytes) line.resize(max_line_bytes);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    total += line.size() + 1;
   }
+  size_t drop = 0;
+  while (drop < lines.size() && total > max_total_bytes) total -= lines[drop++].size() + 1;
+  lines.erase(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(drop));
   return lines;
 }
 

@@ -31,10 +31,14 @@ struct RankPaths {
 RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::WorkerKey& key);
 
 // The last `max_lines` lines of `log` (continuing into log.1 when the live
-// file holds fewer). A final line without newline is included. Lines longer
-// than `max_line_bytes` are cut.
+// file holds fewer). A final line without newline is included. A line
+// rewritten with '\r' (progress bars) keeps only its last rewrite, as a
+// terminal shows it. Lines longer than `max_line_bytes` are cut, and the
+// oldest lines are dropped until all fit in `max_total_bytes`, so heartbeats
+// stay small whatever a worker prints.
 std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t max_lines = 100,
-                                     size_t max_line_bytes = 4096);
+                                     size_t max_line_bytes = 1024,
+                                     size_t max_total_bytes = 16 * 1024);
 
 // The last complete (newline-terminated) line of `progress` that parses as
 // JSON; null when none.

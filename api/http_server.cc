@@ -1,6 +1,7 @@
 #include "api/http_server.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>

@@ -74,6 +74,8 @@ class HttpServer {
   Status Start();
 
   // Graceful stop (see above). Idempotent; also fine if never started.
+  // Blocks for at most shutdown_grace + 1 s plus the longest running
+  // handler call. REQUIRES: not called from inside the handler.
   void Stop();
 
   // The bound port (the ephemeral one when options.port was 0); 0 before

@@ -39,6 +39,7 @@ std::vector<int> CoarseMicroBatches(int64_t max_m) {
     out.push_back(static_cast<int>(p));
     if (p >= 2 && p + p / 2 <= max_m) out.push_back(static_cast<int>(p + p / 2));
   }
+  if (max_m >= 1) out.push_back(static_cast<int>(max_m));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -58,7 +59,14 @@ void ScanMicroBatches(int64_t max_m, const std::function<double(int)>& f) {
   };
   int best = 1;
   double best_v = kInf;
-  for (int m : CoarseMicroBatches(max_m)) {
+  // Memory rounding (ceil(b / M)) makes the curve bumpy: small ranges are scanned whole.
+  std::vector<int> first;
+  if (max_m <= 32) {
+    for (int m = 1; m <= max_m; ++m) first.push_back(m);
+  } else {
+    first = CoarseMicroBatches(max_m);
+  }
+  for (int m : first) {
     const double v = eval(m);
     if (v < best_v) {
       best_v = v;
@@ -119,7 +127,10 @@ class Search {
   void Run() {
     if (Wants(Layout::kData)) SearchData();
     if (Wants(Layout::kPipeline)) SearchPipeline();
-    if (Wants(Layout::kHybrid)) SearchHybrid();
+    if (Wants(Layout::kHybrid)) {
+      SearchHybrid();
+      Polish(Layout::kHybrid);
+    }
     if (req_.kind == JobKind::kInfer && (Wants(Layout::kTiled)) &&
         (req_.image || req_.layout == Layout::kTiled)) {
       SearchTiled();
@@ -150,6 +161,90 @@ class Search {
     auto& list = reasons_[layout];
     if (list.size() >= kMaxReasonsPerLayout) return;
     if (std::find(list.begin(), list.end(), reason) == list.end()) list.push_back(reason);
+  }
+
+  // Final local search on the best plan of a layout, scored by the full cost model
+  // (so the all-reduce, which the partition DP does not see, is weighed too): move a
+  // stage boundary by one layer, one sample between replicas, swap two stages'
+  // devices inside a replica, change M by one. Small plans only (<= 16 devices).
+  void Polish(Layout layout) {
+    for (int iter = 0; iter < 200; ++iter) {
+      auto it = best_.find(layout);
+      if (it == best_.end()) return;
+      const Candidate base = it->second.first;
+      const double before = it->second.second.step_s;
+      int devices = 0;
+      for (const CandidateReplica& r : base.replicas) devices += static_cast<int>(r.stages.size());
+      if (devices > 16) return;
+      auto improved = [&](const Candidate& c) { return Consider(c) < before * (1 - 1e-12); };
+      bool moved = false;
+      const int R = static_cast<int>(base.replicas.size());
+      for (int r = 0; r < R && !moved; ++r) {
+        const int S = static_cast<int>(base.replicas[r].stages.size());
+        for (int i = 0; i + 1 < S && !moved; ++i) {
+          for (int delta : {-1, 1}) {
+            Candidate c = base;
+            auto& st = c.replicas[r].stages;
+            st[i].end += delta;
+            st[i + 1].begin += delta;
+            if (st[i].end <= st[i].begin || st[i + 1].end <= st[i + 1].begin) continue;
+            if ((moved = improved(c))) break;
+          }
+        }
+        for (int i = 0; i < S && !moved; ++i) {
+          for (int j = i + 1; j < S && !moved; ++j) {
+            Candidate c = base;
+            std::swap(c.replicas[r].stages[i].device, c.replicas[r].stages[j].device);
+            moved = improved(c);
+          }
+        }
+      }
+      // Exchange two devices between replicas.
+      for (int a = 0; a < R && !moved; ++a) {
+        for (int b = a + 1; b < R && !moved; ++b) {
+          for (size_t i = 0; i < base.replicas[a].stages.size() && !moved; ++i) {
+            for (size_t j = 0; j < base.replicas[b].stages.size() && !moved; ++j) {
+              Candidate c = base;
+              std::swap(c.replicas[a].stages[i].device, c.replicas[b].stages[j].device);
+              moved = improved(c);
+            }
+          }
+        }
+      }
+      // The same boundary in every replica at once (the largest stage sets the all-reduce).
+      for (int i = 0; i < 16 && !moved; ++i) {
+        for (int delta : {-1, 1}) {
+          Candidate c = base;
+          bool any = false, ok = true;
+          for (auto& rep : c.replicas) {
+            auto& st = rep.stages;
+            if (i + 1 >= static_cast<int>(st.size())) continue;
+            st[i].end += delta;
+            st[i + 1].begin += delta;
+            ok &= st[i].end > st[i].begin && st[i + 1].end > st[i + 1].begin;
+            any = true;
+          }
+          if (!any || !ok) continue;
+          if ((moved = improved(c))) break;
+        }
+      }
+      for (int a = 0; a < R && !moved; ++a) {
+        for (int b = 0; b < R && !moved; ++b) {
+          if (a == b || base.replicas[a].batch <= base.micro_batches) continue;
+          Candidate c = base;
+          --c.replicas[a].batch;
+          ++c.replicas[b].batch;
+          moved = improved(c);
+        }
+      }
+      for (int delta : {-1, 1}) {
+        if (moved) break;
+        Candidate c = base;
+        c.micro_batches += delta;
+        if (c.micro_batches >= 1) moved = improved(c);
+      }
+      if (!moved) return;
+    }
   }
 
   // ---- data parallel ----
@@ -350,11 +445,117 @@ class Search {
         return best;
       });
     }
+    ImprovePipelineOrder();
     if (best_.find(Layout::kPipeline) == best_.end() && K >= 2 && Wants(Layout::kPipeline)) {
       Note(Layout::kPipeline, "no partition of " + std::to_string(cm_.num_layers()) +
                                   " layers over up to " + std::to_string(K) +
                                   " devices fits in memory");
     }
+  }
+
+  // Local search around the best pipeline: other orders of its devices (all of them
+  // when cheap, else pairwise swaps), swapping in unused devices, then the
+  // micro-batch count again for the order found. Bounded by a work budget.
+  void ImprovePipelineOrder() {
+    auto it = best_.find(Layout::kPipeline);
+    if (it == best_.end()) return;
+    const int64_t B = req_.global_batch;
+    const double L = cm_.num_layers();
+    std::vector<int> order;
+    for (const CandidateStage& st : it->second.first.replicas[0].stages) order.push_back(st.device);
+    int m = it->second.first.micro_batches;
+    double best = it->second.second.step_s;
+    constexpr double kBudget = 4e6;  // partition-steps spent on this search
+    auto score = [&](const std::vector<int>& ord, int micro) {
+      auto p = PartitionLayers(cm_, ord, {B, micro, schedule_});
+      if (!p) return kInf;
+      Candidate c;
+      c.micro_batches = micro;
+      c.schedule = schedule_;
+      c.replicas.push_back(CandidateReplica{B, p->stages});
+      return Consider(c);
+    };
+    auto take = [&](const std::vector<int>& ord) {
+      const double v = score(ord, m);
+      if (v < best * (1 - 1e-12)) {
+        best = v;
+        order = ord;
+        return true;
+      }
+      return false;
+    };
+    const int max_depth = MaxStages();
+    // Small problems: every ordered subset of the free devices (at this m).
+    {
+      const int n = static_cast<int>(free_.size());
+      double ordered = 0, p = 1;
+      for (int k = 1; k <= std::min(n, max_depth); ++k) {
+        p *= n - k + 1;
+        if (k >= 2) ordered += p;
+      }
+      if (n <= 8 && ordered * max_depth * L * L <= kBudget) {
+        for (int mask = 1; mask < (1 << n); ++mask) {
+          std::vector<int> t;
+          for (int i = 0; i < n; ++i) {
+            if (mask & (1 << i)) t.push_back(free_[i]);
+          }
+          if (t.size() < 2 || static_cast<int>(t.size()) > max_depth) continue;
+          std::sort(t.begin(), t.end());
+          do {
+            take(t);
+          } while (std::next_permutation(t.begin(), t.end()));
+        }
+      }
+    }
+    for (int round = 0; round < 4; ++round) {
+      const double before = best;
+      const int S = static_cast<int>(order.size());
+      const double dp_cost = S * L * L;  // one partition, roughly
+      double perms = 1;
+      for (int i = 2; i <= S; ++i) perms *= i;
+      if (perms * dp_cost <= kBudget) {
+        std::vector<int> p = order;
+        std::sort(p.begin(), p.end());
+        do {
+          take(p);
+        } while (std::next_permutation(p.begin(), p.end()));
+      } else if (S * S / 2.0 * dp_cost <= kBudget) {
+        for (int i = 0; i < S; ++i) {
+          for (int j = i + 1; j < S; ++j) {
+            std::vector<int> t = order;
+            std::swap(t[i], t[j]);
+            take(t);
+          }
+        }
+      }
+      // Replace a stage's device by an unused one, insert one, or drop one.
+      std::vector<int> unused;
+      for (int d : free_) {
+        if (std::find(order.begin(), order.end(), d) == order.end()) unused.push_back(d);
+      }
+      if (static_cast<double>(unused.size() + 1) * (2 * S + 1) * dp_cost <= kBudget) {
+        const std::vector<int> base = order;
+        for (int u : unused) {
+          for (int i = 0; i < S; ++i) {
+            std::vector<int> t = base;
+            t[i] = u;
+            take(t);
+          }
+          for (int i = 0; i <= S && S < max_depth; ++i) {
+            std::vector<int> t = base;
+            t.insert(t.begin() + i, u);
+            take(t);
+          }
+        }
+        for (int i = 0; i < S && S > 2; ++i) {
+          std::vector<int> t = base;
+          t.erase(t.begin() + i);
+          take(t);
+        }
+      }
+      if (!(best < before * (1 - 1e-12))) break;
+    }
+    ScanMicroBatches(B, [&](int micro) { return score(order, micro); });
   }
 
   // ---- hybrid ----
@@ -477,6 +678,66 @@ class Search {
       if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(std::move(g));
     };
     const int maxp = std::min(opt_.max_pipeline_stages, cm_.num_layers());
+    // Devices that hold the whole model stay single replicas; the others are pooled
+    // into pipelines: all together, per node, or in pairs.
+    {
+      const int L = cm_.num_layers();
+      const double need = cm_.WeightBytes(0, L) + cm_.ActivationBytesPerSample(0, L);
+      std::vector<std::vector<int>> singles;
+      std::vector<int> rest;
+      for (int d : by_node_) {
+        if (static_cast<double>(cm_.device(d).usable_bytes) >= need) {
+          singles.push_back({d});
+        } else {
+          rest.push_back(d);
+        }
+      }
+      if (!singles.empty() && rest.size() >= 2) {
+        auto g = singles;
+        if (static_cast<int>(rest.size()) <= maxp) g.push_back(rest);
+        add(g);
+        g = singles;
+        for (const auto& devs : node_devices_) {
+          std::vector<int> mine;
+          for (int d : devs) {
+            if (std::find(rest.begin(), rest.end(), d) != rest.end()) mine.push_back(d);
+          }
+          if (mine.size() >= 2 && static_cast<int>(mine.size()) <= maxp) g.push_back(mine);
+        }
+        add(g);
+        g = singles;
+        for (size_t i = 0; i + 1 < rest.size(); i += 2) g.push_back({rest[i], rest[i + 1]});
+        add(g);
+      }
+      // Each small device joins one of the slowest whole-model devices (the fastest
+      // small device the slowest one), balancing replica speeds.
+      if (!singles.empty() && !rest.empty()) {
+        auto speed_of = [&](int d) { return cm_.device(d).model_seconds; };
+        std::vector<std::vector<int>> g = singles;
+        std::stable_sort(g.begin(), g.end(), [&](const auto& a, const auto& b) {
+          return speed_of(a[0]) > speed_of(b[0]);
+        });
+        std::vector<int> small = rest;
+        std::stable_sort(small.begin(), small.end(),
+                         [&](int a, int b) { return speed_of(a) < speed_of(b); });
+        for (size_t i = 0; i < small.size() && i < g.size(); ++i) g[i].push_back(small[i]);
+        if (small.size() > g.size() + 1) {
+          g.emplace_back(small.begin() + static_cast<std::ptrdiff_t>(g.size()), small.end());
+        }
+        add(g);
+      }
+      // Heterogeneous speeds: the q fastest devices alone, the others in pairs.
+      if (by_speed_.size() <= 16) {
+        for (size_t q = 1; q + 2 <= by_speed_.size(); ++q) {
+          std::vector<std::vector<int>> g;
+          for (size_t i = 0; i < q; ++i) g.push_back({by_speed_[i]});
+          for (size_t i = q; i + 1 < by_speed_.size(); i += 2) {
+            g.push_back({by_speed_[i], by_speed_[i + 1]});
+          }
+          add(g);
+        }
+      }
+    }
     // One replica per node; one per (node, type).
     add(node_devices_);
     {

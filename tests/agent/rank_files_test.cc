@@ -48,6 +48,28 @@ TEST(RankFiles, LogTailCutsLongLines) {
   for (const auto& l : tail) EXPECT_LE(l.size(), 64u);
 }
 
+TEST(RankFiles, LogTailKeepsTheLastRewriteOfProgressBars) {
+  TempDir dir;
+  WriteFile(dir.path() / "worker.log", "epoch 1\n 10%\r 50%\r100%\r\ndone\n");
+  EXPECT_EQ(ReadLogTail(dir.path() / "worker.log"),
+            (std::vector<std::string>{"epoch 1", "100%", "done"}));
+}
+
+TEST(RankFiles, LogTailStaysWithinTheByteBudget) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += std::string(900, 'a' + i % 26) + "\n";
+  text += "last\n";
+  WriteFile(dir.path() / "worker.log", text);
+  auto tail = ReadLogTail(dir.path() / "worker.log", 100, 1024, 8000);
+  size_t total = 0;
+  for (const auto& l : tail) total += l.size() + 1;
+  EXPECT_LE(total, 8000u);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_EQ(tail.back(), "last");
+  EXPECT_EQ(tail.size(), 9u);
+}
+
 TEST(RankFiles, MissingLogIsEmptyTail) {
   TempDir dir;
   EXPECT_TRUE(ReadLogTail(dir.path() / "none.log").empty());

@@ -55,6 +55,12 @@ bool DecodeJpegRaw(const uint8_t* data, size_t size, JpegError* err, Image* out)
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  if (static_cast<uint64_t>(cinfo.image_width) * cinfo.image_height > (uint64_t{1} << 28)) {
+    std::snprintf(err->message, sizeof(err->message), "dimensions %ux%u out of range",
+                  cinfo.image_width, cinfo.image_height);
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   cinfo.out_color_space = cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   out->width = cinfo.output_width;

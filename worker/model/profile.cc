@@ -6,41 +6,53 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace tessera::worker {
 namespace {
 
-// Wraps the current CPU allocator and counts live bytes.
+// Wraps the current CPU allocator and counts live bytes. It keeps the raw
+// allocator contract (data == context, raw_deleter) that MKL-DNN relies on.
 class CountingAllocator final : public c10::Allocator {
  public:
-  void set_base(c10::Allocator* base) { base_ = base; }
+  // REQUIRES: base has a raw deleter (the default CPU allocator does).
+  void set_base(c10::Allocator* base) {
+    std::lock_guard<std::mutex> lock(mu_);
+    base_ = base;
+    base_deleter_ = base->raw_deleter();
+  }
   int64_t live() const { return live_.load(); }
+  bool can_wrap(c10::Allocator* base) const { return base->raw_deleter() != nullptr; }
 
   c10::DataPtr allocate(size_t n) const override {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
+    if (data == nullptr || data != inner.get_context()) return inner;  // cannot count it
     const c10::Device device = inner.device();
-    auto* ctx = new Ctx{std::move(inner), static_cast<int64_t>(n), &live_};
+    inner.release_context();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sizes_[data] = Entry{static_cast<int64_t>(n), base_deleter_};
+    }
     live_.fetch_add(static_cast<int64_t>(n));
-    return c10::DataPtr(data, ctx, &Delete, device);
+    return c10::DataPtr(data, data, &Delete, device);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
 
  private:
-  struct Ctx {
-    c10::DataPtr inner;
+  struct Entry {
     int64_t bytes;
-    std::atomic<int64_t>* live;
+    c10::DeleterFnPtr deleter;
   };
-  static void Delete(void* p) {
-    auto* ctx = static_cast<Ctx*>(p);
-    ctx->live->fetch_sub(ctx->bytes);
-    delete ctx;
-  }
+  static void Delete(void* p);
 
+  mutable std::mutex mu_;
   c10::Allocator* base_ = nullptr;
+  c10::DeleterFnPtr base_deleter_ = nullptr;
+  mutable std::unordered_map<void*, Entry> sizes_;
   mutable std::atomic<int64_t> live_{0};
 };
 
@@ -50,25 +62,42 @@ CountingAllocator& Counter() {
   return *counter;
 }
 
+void CountingAllocator::Delete(void* p) {
+  CountingAllocator& c = Counter();
+  Entry entry{0, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(c.mu_);
+    auto it = c.sizes_.find(p);
+    if (it != c.sizes_.end()) {
+      entry = it->second;
+      c.sizes_.erase(it);
+    }
+  }
+  c.live_.fetch_sub(entry.bytes);
+  if (entry.deleter != nullptr) entry.deleter(p);
+}
+
 constexpr uint8_t kAllocatorPriority = 100;
 
 // Installs the counting allocator for its lifetime.
 class CountingScope {
  public:
   CountingScope() : previous_(c10::GetCPUAllocator()) {
-    if (previous_ != &Counter()) {
+    if (previous_ != &Counter() && Counter().can_wrap(previous_)) {
+      installed_ = true;
       Counter().set_base(previous_);
       c10::SetCPUAllocator(&Counter(), kAllocatorPriority);
     }
   }
   ~CountingScope() {
-    if (previous_ != &Counter()) c10::SetCPUAllocator(previous_, kAllocatorPriority);
+    if (installed_) c10::SetCPUAllocator(previous_, kAllocatorPriority);
   }
   CountingScope(const CountingScope&) = delete;
   CountingScope& operator=(const CountingScope&) = delete;
 
  private:
   c10::Allocator* previous_;
+  bool installed_ = false;
 };
 
 int64_t Bytes(const torch::Tensor& t) {

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "worker/runtime/dist_env.h"
+#include "worker/runtime/tiny_models.h"
 #include "worker/runtime/trainer.h"
 
 #ifdef TESSERA_HAVE_WORKER_MODEL
@@ -137,7 +138,9 @@ int main(int argc, char** argv) {
 #endif
     auto model = BuildModel(profile_model, mc);
     if (!model.ok()) return Fail(model.status());
-    auto shape = ModelInputShape(**model, profile_size);
+    auto shape = IsTinyModelName(profile_model)
+                     ? Result<std::vector<int64_t>>(std::vector<int64_t>{kTinyInputFeatures})
+                     : ModelInputShape(profile_model, profile_size);
     if (!shape.ok()) return Fail(shape.status());
     auto json = ProfileModel(**model, profile_batch, *shape, profile_repeats);
     if (!json.ok()) return Fail(json.status());

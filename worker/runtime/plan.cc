@@ -233,6 +233,19 @@ std::vector<OwnerGroup> LayerOwnerGroups(const Plan& plan, int64_t num_layers) {
   return groups;
 }
 
+bool OwnerGroupsShareStagePositions(const Plan& plan, int64_t num_layers) {
+  for (const OwnerGroup& g : LayerOwnerGroups(plan, num_layers)) {
+    std::set<std::pair<int, int>> positions;
+    for (int rank : g.ranks) {
+      auto role = RoleForRank(plan, rank);
+      if (!role.ok()) return false;
+      positions.emplace(role->stage, role->num_stages);
+    }
+    if (positions.size() > 1) return false;
+  }
+  return true;
+}
+
 int64_t EffectiveMicroBatches(const Plan& plan) {
   int64_t m = plan.micro_batches;
   for (const ReplicaPlan& rep : plan.replicas) m = std::min(m, rep.batch);

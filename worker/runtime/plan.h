@@ -82,6 +82,12 @@ struct OwnerGroup {
 };
 std::vector<OwnerGroup> LayerOwnerGroups(const Plan& plan, int64_t num_layers);
 
+// True when, in every owner group, all members sit at the same stage index of
+// pipelines of the same length, so 1F1B issues their collectives (synchronized
+// batch norm) in the same order. When false the trainer runs GPipe for models
+// with batch norm: all forwards then all backwards is the same order for all.
+bool OwnerGroupsShareStagePositions(const Plan& plan, int64_t num_layers);
+
 // Micro-batch count every replica uses: min(micro_batches, smallest replica
 // batch), so all replicas run the same number of micro-batches.
 int64_t EffectiveMicroBatches(const Plan& plan);

@@ -358,6 +358,15 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   sc.global_batch = rt.plan.global_batch;
   sc.micro_batches = EffectiveMicroBatches(rt.plan);
   sc.schedule = rt.plan.schedule;
+  if (sc.schedule == Schedule::k1F1B && !model.NamedBuffers(0, model.num_layers()).empty() &&
+      !OwnerGroupsShareStagePositions(rt.plan, num_layers)) {
+    // Synchronized batch norm needs the same collective order on every owner.
+    sc.schedule = Schedule::kGPipe;
+    if (env.rank == 0) {
+      std::fprintf(stderr, "replicas are cut differently and the model has batch norm: "
+                           "running GPipe instead of 1F1B\n");
+    }
+  }
   sc.p2p = &world;
   sc.data = source.get();
   sc.reducer = &reducer;

@@ -110,7 +110,10 @@ class JobControllerTest : public ::testing::Test {
 
   std::vector<std::string> EventTrail(api::JobId id) {
     std::vector<std::string> out;
-    for (const auto& e : *store_->ListEvents(id, 0, 1000)) out.push_back(e.to_state);
+    auto events = store_->ListEvents(id, 0, 1000);
+    EXPECT_TRUE(events.ok());
+    if (!events.ok()) return out;
+    for (const auto& e : events.value()) out.push_back(e.to_state);
     return out;
   }
 
@@ -204,9 +207,10 @@ TEST_F(JobControllerTest, DeadNodeTriggersReplanOnSurvivors) {
     ASSERT_EQ(d.desired.size(), 1u) << n->name;
     EXPECT_EQ(d.desired[0].key.attempt, 2);
   }
-  auto events = *store_->ListEvents(id, 0, 100);
+  auto events = store_->ListEvents(id, 0, 100);
+  ASSERT_TRUE(events.ok());
   bool saw_lost = false;
-  for (const auto& e : events) {
+  for (const auto& e : events.value()) {
     if (e.to_state == "recovering") {
       saw_lost = e.reason.find("node " + victim + " lost") != std::string::npos;
     }

@@ -57,13 +57,21 @@ class InProcessGroup {
   std::vector<torch::Tensor> sum_, result_;
 };
 
+// reduce_backward = false skips the gradient all-reduce (the second call of
+// each step): a negative control showing that the backward collective matters.
 class GroupSync : public BatchNormSync {
  public:
-  explicit GroupSync(InProcessGroup* group) : group_(group) {}
-  void AllReduceSum(std::vector<torch::Tensor>& tensors) override { group_->AllReduceSum(tensors); }
+  GroupSync(InProcessGroup* group, bool reduce_backward)
+      : group_(group), reduce_backward_(reduce_backward) {}
+  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
+    if (!reduce_backward_ && calls_++ % 2 == 1) return;
+    group_->AllReduceSum(tensors);
+  }
 
  private:
   InProcessGroup* group_;
+  bool reduce_backward_;
+  int calls_ = 0;
 };
 
 struct ReplicaResult {
@@ -99,6 +107,36 @@ struct SplitCase {
   std::vector<int64_t> shares;
 };
 
+// One training step per replica, each on its own thread with its slice of x.
+std::vector<ReplicaResult> RunReplicas(const torch::Tensor& x, const torch::Tensor& w,
+                                       const std::vector<int64_t>& shares, InProcessGroup* group,
+                                       bool reduce_backward) {
+  std::vector<ReplicaResult> got(shares.size());
+  std::vector<std::exception_ptr> errors(shares.size());
+  std::vector<std::thread> threads;
+  int64_t offset = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    const int64_t begin = offset, n = shares[r];
+    offset += n;
+    threads.emplace_back([&, r, begin, n] {
+      try {
+        SyncBatchNorm bn(x.size(1));
+        Randomize(bn);
+        bn.train();
+        GroupSync sync(group, reduce_backward);
+        got[r] = Step(bn, x.narrow(0, begin, n), w.narrow(0, begin, n), &sync);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return got;
+}
+
 class SyncBatchNormTest : public ::testing::TestWithParam<SplitCase> {};
 
 // SyncBatchNorm over replicas == single-process batch norm over the union.
@@ -117,29 +155,7 @@ TEST_P(SyncBatchNormTest, MatchesBatchNormOnTheFullBatch) {
   ReplicaResult want = Step(full, x, w, nullptr);  // native batch norm
 
   InProcessGroup group(static_cast<int>(shares.size()));
-  std::vector<ReplicaResult> got(shares.size());
-  std::vector<std::exception_ptr> errors(shares.size());
-  std::vector<std::thread> threads;
-  int64_t offset = 0;
-  for (size_t r = 0; r < shares.size(); ++r) {
-    const int64_t begin = offset, n = shares[r];
-    offset += n;
-    threads.emplace_back([&, r, begin, n] {
-      try {
-        SyncBatchNorm bn(c);
-        Randomize(bn);
-        bn.train();
-        GroupSync sync(&group);
-        got[r] = Step(bn, x.narrow(0, begin, n), w.narrow(0, begin, n), &sync);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  const std::vector<ReplicaResult> got = RunReplicas(x, w, shares, &group, true);
   // One forward and one backward collective per replica.
   EXPECT_EQ(group.calls(), 2 * static_cast<int64_t>(shares.size()));
 
@@ -157,6 +173,22 @@ TEST_P(SyncBatchNormTest, MatchesBatchNormOnTheFullBatch) {
   EXPECT_LT((torch::cat(dxs) - want.dx).abs().max().item<double>(), 1e-5);
   EXPECT_LT((dweight - want.dweight).abs().max().item<double>(), 1e-4);
   EXPECT_LT((dbias - want.dbias).abs().max().item<double>(), 1e-4);
+}
+
+// Negative control: with the forward all-reduce only, outputs still match but
+// input gradients do not (the cross-replica terms of d mean / d var are lost).
+TEST(SyncBatchNormBackwardTest, GradientsNeedTheBackwardAllReduce) {
+  torch::manual_seed(13);
+  const torch::Tensor x = torch::randn({6, 2, 3, 3}) + 0.5;
+  const torch::Tensor w = torch::randn({6, 2, 3, 3});
+  SyncBatchNorm full(2);
+  Randomize(full);
+  full.train();
+  const ReplicaResult want = Step(full, x, w, nullptr);
+  InProcessGroup group(2);
+  const auto got = RunReplicas(x, w, {3, 3}, &group, /*reduce_backward=*/false);
+  EXPECT_LT((torch::cat({got[0].y, got[1].y}) - want.y).abs().max().item<double>(), 1e-5);
+  EXPECT_GT((torch::cat({got[0].dx, got[1].dx}) - want.dx).abs().max().item<double>(), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, SyncBatchNormTest,
@@ -178,7 +210,7 @@ TEST(SyncBatchNormLocalTest, LocalStatisticsDifferFromGlobal) {
 
 TEST(SyncBatchNormLocalTest, EvalUsesRunningStatisticsAndNoCollective) {
   InProcessGroup group(1);
-  GroupSync sync(&group);
+  GroupSync sync(&group, true);
   SyncBatchNorm bn(2);
   bn.eval();
   const torch::Tensor x = torch::randn({2, 2, 3, 3});

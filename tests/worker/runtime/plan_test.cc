@@ -129,6 +129,16 @@ TEST(PlanTest, OwnerGroupsFollowDifferentCuts) {
   EXPECT_EQ(groups[2].layers.size(), 5u);
 }
 
+TEST(PlanTest, StagePositionsOfOwnerGroups) {
+  auto plan = ParsePlan(kHybrid);
+  ASSERT_TRUE(plan.ok());
+  // Rank 2 (stage 0) shares layers 7, 8 with rank 1 (stage 1).
+  EXPECT_FALSE(OwnerGroupsShareStagePositions(*plan, 14));
+  plan->replicas[1].stages[0].layer_end = 7;
+  plan->replicas[1].stages[1].layer_begin = 7;
+  EXPECT_TRUE(OwnerGroupsShareStagePositions(*plan, 14));
+}
+
 TEST(PlanTest, MicroBatchSplit) {
   EXPECT_EQ(SplitMicroBatches(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
   EXPECT_EQ(SplitMicroBatches(2, 4), (std::vector<int64_t>{1, 1}));
