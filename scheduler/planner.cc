@@ -416,34 +416,47 @@ class Search {
     if (K < 1) return;
     const int64_t B = req_.global_batch;
     const bool small = K <= 8;
-    for (const std::vector<int>& rev : PipelineOrders()) {
-      ScanMicroBatches(B, [&](int m) {
-        PartitionParams params{B, m, schedule_};
-        auto all = PartitionAllDepths(cm_, rev, params, K);
-        double best = kInf;
-        for (int S = 1; S <= static_cast<int>(all.size()); ++S) {
-          if (all[S - 1]) {
-            Candidate c;
-            c.micro_batches = m;
-            c.schedule = schedule_;
-            c.replicas.push_back(CandidateReplica{B, all[S - 1]->stages});
-            best = std::min(best, Consider(c));
-          }
-          if (!small || S < 2) continue;
-          // Small pipelines: the same devices in other orders.
-          std::vector<int> subset(rev.begin(), rev.begin() + S);
-          for (const std::vector<int>& order : SubsetOrders(subset)) {
-            auto p = PartitionLayers(cm_, order, params);
-            if (!p) continue;
-            Candidate c;
-            c.micro_batches = m;
-            c.schedule = schedule_;
-            c.replicas.push_back(CandidateReplica{B, p->stages});
-            best = std::min(best, Consider(c));
-          }
+    std::vector<std::vector<int>> orders = PipelineOrders();
+    auto scan = [&](const std::vector<int>& rev, int m) {
+      PartitionParams params{B, m, schedule_};
+      auto all = PartitionAllDepths(cm_, rev, params, K);
+      double best = kInf;
+      for (int S = 1; S <= static_cast<int>(all.size()); ++S) {
+        if (all[S - 1]) {
+          Candidate c;
+          c.micro_batches = m;
+          c.schedule = schedule_;
+          c.replicas.push_back(CandidateReplica{B, all[S - 1]->stages});
+          best = std::min(best, Consider(c));
         }
-        return best;
-      });
+        if (!small || S < 2) continue;
+        // Small pipelines: the same devices in other orders.
+        std::vector<int> subset(rev.begin(), rev.begin() + S);
+        for (const std::vector<int>& order : SubsetOrders(subset)) {
+          auto p = PartitionLayers(cm_, order, params);
+          if (!p) continue;
+          Candidate c;
+          c.micro_batches = m;
+          c.schedule = schedule_;
+          c.replicas.push_back(CandidateReplica{B, p->stages});
+          best = std::min(best, Consider(c));
+        }
+      }
+      return best;
+    };
+    if (!small && orders.size() > 2) {
+      // Large pipelines: rank the orders at one typical micro-batch count and scan
+      // M only for the two best.
+      const int m_ref = static_cast<int>(std::min<int64_t>(B, 4 * K));
+      std::vector<std::pair<double, size_t>> ranked;
+      for (size_t i = 0; i < orders.size(); ++i) ranked.emplace_back(scan(orders[i], m_ref), i);
+      std::sort(ranked.begin(), ranked.end());
+      std::vector<std::vector<int>> keep;
+      for (size_t i = 0; i < 2; ++i) keep.push_back(orders[ranked[i].second]);
+      orders = std::move(keep);
+    }
+    for (const std::vector<int>& rev : orders) {
+      ScanMicroBatches(B, [&](int m) { return scan(rev, m); });
     }
     ImprovePipelineOrder();
     if (best_.find(Layout::kPipeline) == best_.end() && K >= 2 && Wants(Layout::kPipeline)) {

@@ -232,6 +232,27 @@ TEST(GanTest, ShapesNamesAndLosses) {
     opt.step();
   }
   EXPECT_LT(d_loss().item<double>(), first);
+
+  // A few generator steps against the fixed discriminator lower the pix2pix
+  // objective (adversarial + lambda * L1).
+  auto& gen = *gan->generator;
+  std::vector<torch::Tensor> g_params;
+  for (const auto& [n, p] : gen.NamedParameters(0, gen.num_layers())) g_params.push_back(p);
+  torch::optim::Adam g_opt(g_params, torch::optim::AdamOptions(2e-3));
+  auto g_loss = [&] {
+    Activation f = gen.Forward({gray, {}}, 0, gen.num_layers());
+    torch::Tensor logits =
+        d.Forward({DiscriminatorInput(gray, f.main), {}}, 0, d.num_layers()).main;
+    return GeneratorLoss(logits, f.main, real, gan->l1_weight).total;
+  };
+  const double g_first = g_loss().item<double>();
+  for (int i = 0; i < 10; ++i) {
+    g_opt.zero_grad();
+    torch::Tensor l = g_loss();
+    l.backward();
+    g_opt.step();
+  }
+  EXPECT_LT(g_loss().item<double>(), g_first);
 }
 
 }  // namespace
