@@ -778,9 +778,11 @@ class Search {
       }
       size_t smallest_node = by_node_.size();
       for (const auto& devs : node_devices_) smallest_node = std::min(smallest_node, devs.size());
-      // Replicas spanning nodes only when some node cannot host a whole replica.
-      for (size_t j = 0; static_cast<size_t>(p) > smallest_node && j + p <= by_node_.size();
-           j += p) {
+      // Replicas spanning nodes only when some node cannot host a whole replica; on
+      // large clusters only whole multiples of the smallest node.
+      const bool spans = static_cast<size_t>(p) > smallest_node &&
+                         (free_.size() <= 128 || p % std::max<size_t>(smallest_node, 1) == 0);
+      for (size_t j = 0; spans && j + p <= by_node_.size(); j += p) {
         across.emplace_back(by_node_.begin() + j, by_node_.begin() + j + p);
       }
       add(chunks);
