@@ -10,6 +10,7 @@
 // again on the next beat (level-triggered protocol, api/agent_protocol.h).
 //
 // Construction and use (see agent/main.cc):
+//   inventory_options.benchmark = [](const std::string& d) { return RunDeviceBenchmark(d); };
 //   SystemInventoryProvider inventory(inventory_options);
 //   ProcessSupervisor supervisor(supervisor_options);
 //   supervisor.Recover();                       // re-adopt previous workers

@@ -50,6 +50,14 @@ class ControlPlane {
 
   virtual Result<std::vector<Node>> ListNodes(const Principal& who) = 0;
 
+  // The last `tail` lines (1..100) of a rank's log in the job's newest
+  // attempt, as that rank's agent last reported them. kNotFound when no
+  // agent reported a log for that rank.
+  virtual Result<std::vector<std::string>> JobLogs(const Principal& who, JobId id, int64_t rank,
+                                                   int64_t tail) {
+    return Unimplemented("logs are not available from this control plane");
+  }
+
   // Dry run of the planner for a spec: ranked plans with reasons, as JSON.
   // kUnimplemented until a planner is wired in.
   virtual Result<Json> PreviewPlan(const Principal& who, const JobSpec& spec) = 0;

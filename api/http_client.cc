@@ -120,10 +120,10 @@ struct HttpClient::Impl {
     stream->expires_at(deadline);
     http::async_write(*stream, req, [&](beast::error_code e, size_t) { ec = e; });
     RunAll();
-    if (ec) {
-      *stale = IsStaleConnection(ec);
-      return TransportError("send to", ec);
-    }
+    beast::error_code write_ec = ec;
+    if (write_ec && !IsStaleConnection(write_ec)) return TransportError("send to", write_ec);
+    // When the write failed because the server closed early, it may still
+    // have answered first (413 for a body over its limit): read that answer.
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBody);
     if (req.method() == http::verb::head) parser.skip(true);
@@ -135,6 +135,10 @@ struct HttpClient::Impl {
     });
     RunAll();
     if (ec) {
+      if (write_ec) {
+        *stale = true;
+        return TransportError("send to", write_ec);
+      }
       *stale = got == 0 && IsStaleConnection(ec);
       return TransportError("read from", ec);
     }
@@ -149,7 +153,7 @@ struct HttpClient::Impl {
       auto [it, inserted] = out.headers.emplace(name, std::string(field.value()));
       if (!inserted) it->second += ", " + std::string(field.value());
     }
-    if (!res.keep_alive()) Close();
+    if (!res.keep_alive() || write_ec) Close();
     return out;
   }
 };

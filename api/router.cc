@@ -188,12 +188,10 @@ Response ListEvents(Call& c) {
 
 Response JobLogs(Call& c) {
   TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
-  (void)id;
   TESSERA_ROUTE_ASSIGN(int64_t rank, QueryInt(c, "rank", 0, 0, kMaxDevices - 1));
-  TESSERA_ROUTE_ASSIGN(int64_t tail, QueryInt(c, "tail", 100, 1, 10000));
-  (void)rank;
-  (void)tail;
-  return ErrorResponse(Unimplemented("job logs are not served by this version of tesserad"));
+  TESSERA_ROUTE_ASSIGN(int64_t tail, QueryInt(c, "tail", 100, 1, 100));
+  TESSERA_ROUTE_ASSIGN(std::vector<std::string> lines, c.cp.JobLogs(c.who, id, rank, tail));
+  return JsonResponse(200, Json{{"job_id", id}, {"rank", rank}, {"lines", std::move(lines)}});
 }
 
 Response ListNodes(Call& c) {

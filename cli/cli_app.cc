@@ -368,6 +368,38 @@ void AddEvents(CLI::App& app, CliContext& ctx) {
   });
 }
 
+void AddLogs(CLI::App& app, CliContext& ctx) {
+  struct Flags {
+    std::string id;
+    int64_t rank = 0, tail = 100;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("logs", "last lines of one rank's log");
+  cmd->add_option("id", f->id, "job id")->required();
+  cmd->add_option("--rank", f->rank, "rank (default 0)");
+  cmd->add_option("--tail", f->tail, "lines (1..100, default 100)");
+  cmd->callback([&ctx, f] {
+    Result<int64_t> id = ParseJobId(f->id);
+    if (!id.ok()) {
+      PrintError(ctx.err, id.status());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    Json logs;
+    ctx.exit_code =
+        CallApi(ctx, "GET",
+                "/api/v1/jobs/" + std::to_string(*id) + "/logs?rank=" + std::to_string(f->rank) +
+                    "&tail=" + std::to_string(f->tail),
+                "", &logs);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, logs, [&](const Json& l) {
+      for (const Json& line : l.value("lines", Json::array())) {
+        if (line.is_string()) ctx.out << line.get<std::string>() << "\n";
+      }
+    });
+  });
+}
+
 void AddNodes(CLI::App& app, CliContext& ctx) {
   CLI::App* cmd = app.add_subcommand("nodes", "nodes and their devices");
   cmd->callback([&ctx] {
@@ -474,6 +506,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   AddJobCommand(app, ctx, "job", "show one job", "GET", "");
   AddJobCommand(app, ctx, "cancel", "cancel a job", "POST", "/cancel");
   AddEvents(app, ctx);
+  AddLogs(app, ctx);
   AddNodes(app, ctx);
   AddPlan(app, ctx);
   AddEntrypoints(app, ctx);

@@ -6,6 +6,7 @@
 //   submit FILE | submit --name N --entrypoint E --global-batch B ...
 //   jobs [--state S] [--owner U] [--limit N] [--after ID]
 //   job ID | cancel ID | events ID [--after N] [--limit N]
+//   logs ID [--rank R] [--tail N]
 //   nodes | plan FILE | entrypoints [list | add NAME [--command P] | rm NAME]
 //
 // Output: human tables by default, the API's JSON with --json. An API error

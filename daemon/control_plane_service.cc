@@ -136,27 +136,6 @@ Result<std::vector<api::Node>> ControlPlaneService::ListNodes(const api::Princip
   return store_->ListNodes();
 }
 
-Result<std::vector<std::string>> ControlPlaneService::SweepNodeHealth() {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-  const int64_t now = clock_->NowUnixMillis();
-  const int64_t suspect_after = 3 * options_.heartbeat_interval.count();
-  const int64_t dead_after = options_.node_dead_timeout.count();
-  std::vector<std::string> died;
-  for (const api::Node& n : nodes) {
-    const int64_t silent = now - n.last_heartbeat_ms;
-    std::string health = n.health;
-    if (silent > dead_after) {
-      health = "dead";
-    } else if (silent > suspect_after && n.health == "healthy") {
-      health = "suspect";
-    }
-    if (health == n.health) continue;
-    TESSERA_RETURN_IF_ERROR(store_->SetNodeHealth(n.name, health));
-    if (health == "dead") died.push_back(n.name);
-  }
-  return died;
-}
-
 Result<api::Json> ControlPlaneService::PreviewPlan(const api::Principal& who,
                                                    const api::JobSpec& spec) {
   if (!options_.planner) return Unimplemented("planner not wired yet");
@@ -217,11 +196,37 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
     Status s = store_->SetJobProgress(job, w->progress);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;  // unknown jobs: ignored
   }
+  {
+    std::lock_guard lock(logs_mu_);
+    for (const api::WorkerStatus& w : req.workers) {
+      LogTail& tail = logs_[{w.key.job_id, w.key.rank}];
+      if (w.key.attempt < tail.attempt) continue;  // an older attempt's leftovers
+      tail.attempt = w.key.attempt;
+      if (!w.log_tail.empty()) tail.lines = w.log_tail;
+    }
+  }
 
   api::HeartbeatResponse resp;
   TESSERA_ASSIGN_OR_RETURN(resp.desired, ComputeDesiredWorkers(req));
   resp.heartbeat_interval_ms = options_.heartbeat_interval.count();
   return api::ToJson(resp);
+}
+
+Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Principal& who,
+                                                             api::JobId id, int64_t rank,
+                                                             int64_t tail) {
+  TESSERA_RETURN_IF_ERROR(VisibleJob(who, id).status());
+  if (rank < 0) return InvalidArgument("must be >= 0", "rank");
+  if (tail < 1 || tail > 100) return InvalidArgument("must be between 1 and 100", "tail");
+  std::lock_guard lock(logs_mu_);
+  auto it = logs_.find({id, rank});
+  if (it == logs_.end() || it->second.lines.empty()) {
+    return NotFound("no log reported for rank " + std::to_string(rank) + " of job " +
+                    std::to_string(id));
+  }
+  const auto& lines = it->second.lines;
+  size_t n = std::min(lines.size(), static_cast<size_t>(tail));
+  return std::vector<std::string>(lines.end() - static_cast<std::ptrdiff_t>(n), lines.end());
 }
 
 // ---------------------------------------------------------------- health, metrics

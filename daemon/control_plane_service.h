@@ -22,6 +22,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,9 +49,6 @@ using DesiredWorkersFn =
 
 struct ControlPlaneOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
-  // A node silent for longer is dead; for longer than 3 heartbeat intervals
-  // it is suspect (SweepNodeHealth).
-  std::chrono::milliseconds node_dead_timeout{10000};
   PlannerFn planner;                 // optional
   DesiredWorkersFn desired_workers;  // optional
 };
@@ -68,6 +68,8 @@ class ControlPlaneService : public api::ControlPlane {
   Result<std::vector<api::Event>> ListEvents(const api::Principal& who, api::JobId id,
                                              int64_t after, int64_t limit) override;
   Result<std::vector<api::Node>> ListNodes(const api::Principal& who) override;
+  Result<std::vector<std::string>> JobLogs(const api::Principal& who, api::JobId id, int64_t rank,
+                                           int64_t tail) override;
   Result<api::Json> PreviewPlan(const api::Principal& who, const api::JobSpec& spec) override;
 
   Result<std::vector<api::Entrypoint>> ListEntrypoints(const api::Principal& who) override;
@@ -88,11 +90,6 @@ class ControlPlaneService : public api::ControlPlane {
   Result<api::Job> ApplyJobEvent(api::JobId id, JobEvent event, std::string_view reason,
                                  std::optional<api::Json> plan = std::nullopt);
 
-  // Marks nodes whose last heartbeat is older than node_dead_timeout "dead"
-  // and older than 3 heartbeat intervals "suspect" (persisted). Returns the
-  // names of nodes that became dead in this sweep.
-  Result<std::vector<std::string>> SweepNodeHealth();
-
   // Makes Ready() answer kUnavailable (the daemon is stopping).
   void SetStopping() { stopping_ = true; }
 
@@ -109,6 +106,14 @@ class ControlPlaneService : public api::ControlPlane {
   Clock* const clock_;
   const ControlPlaneOptions options_;
   std::atomic<bool> stopping_{false};
+
+  // Log tails from heartbeats, per (job, rank): the newest attempt's lines.
+  struct LogTail {
+    int64_t attempt = 0;
+    std::vector<std::string> lines;
+  };
+  std::mutex logs_mu_;
+  std::map<std::pair<api::JobId, int64_t>, LogTail> logs_;
 };
 
 }  // namespace tessera::daemon

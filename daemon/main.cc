@@ -200,7 +200,6 @@ int main(int argc, char** argv) {
 
   daemon::ControlPlaneOptions cp;
   cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
-  cp.node_dead_timeout = std::chrono::milliseconds(config.dead_after_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {
     return controller.Preview(spec);
   };

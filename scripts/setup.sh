@@ -16,7 +16,10 @@ PACKAGES=(
   libpng-dev libjpeg-dev
   clang libclang-rt-14-dev
   iproute2 procps curl
+  chromium nodejs
 )
+# Web UI test (tests/web): npm comes inside some nodejs builds, else apart.
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

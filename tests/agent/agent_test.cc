@@ -30,9 +30,10 @@ class StaticInventory final : public InventoryProvider {
     return inv_;
   }
   void Refresh(NodeInventory* inventory) override { ++refreshes; }
-  int loads = 0;
-  int refreshes = 0;
-  bool fail_next_load = false;
+  // Read by the test thread while Agent::Run loads on its own thread.
+  std::atomic<int> loads{0};
+  std::atomic<int> refreshes{0};
+  std::atomic<bool> fail_next_load{false};
 
  private:
   NodeInventory inv_;

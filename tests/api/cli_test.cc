@@ -233,6 +233,15 @@ TEST_F(CliTest, EntrypointsAddListRemove) {
   EXPECT_TRUE(cp_.entrypoints.empty());
 }
 
+TEST_F(CliTest, LogsPrintLines) {
+  cp_.logs = std::vector<std::string>{"step 1", "step 2"};
+  ASSERT_EQ(Run({"logs", "3", "--rank", "1", "--tail", "2"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "step 1\nstep 2\n");
+  EXPECT_EQ(cp_.last_logs_rank_tail, (std::pair<int64_t, int64_t>{1, 2}));
+  EXPECT_EQ(Run({"logs", "3", "--tail", "500"}), kExitApiError);
+  EXPECT_EQ(err_.str().rfind("error: tail: ", 0), 0u) << err_.str();
+}
+
 TEST_F(CliTest, NodesTable) {
   api::Node n;
   n.name = "boxA";

@@ -30,6 +30,9 @@ class FakeControlPlane : public ControlPlane {
   std::optional<Json> last_heartbeat;
   std::vector<Node> nodes;
   std::vector<Entrypoint> entrypoints;
+  // Log lines JobLogs returns; unset: the interface's default (unimplemented).
+  std::optional<std::vector<std::string>> logs;
+  std::optional<std::pair<int64_t, int64_t>> last_logs_rank_tail;
 
   Result<Principal> Authenticate(std::string_view token) override {
     if (token == "user-token") return Principal{"alice", Role::kUser};
@@ -98,6 +101,16 @@ class FakeControlPlane : public ControlPlane {
       if (ev.id > after && static_cast<int64_t>(out.size()) < limit) out.push_back(ev);
     }
     return out;
+  }
+  Result<std::vector<std::string>> JobLogs(const Principal& who, JobId id, int64_t rank,
+                                           int64_t tail) override {
+    {
+      std::lock_guard lock(mu_);
+      if (auto e = TakeError()) return *e;
+      last_logs_rank_tail = {rank, tail};
+      if (logs) return *logs;
+    }
+    return ControlPlane::JobLogs(who, id, rank, tail);
   }
   Result<std::vector<Node>> ListNodes(const Principal& who) override {
     std::lock_guard lock(mu_);

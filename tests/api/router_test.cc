@@ -106,6 +106,7 @@ const ErrorRow kErrorRows[] = {
     {"bad_escape", "GET", "/api/v1/jobs?owner=%zz", "user-token", "", 400, "owner"},
     {"events_limit", "GET", "/api/v1/jobs/1/events?limit=100000", "user-token", "", 400, "limit"},
     {"logs_rank", "GET", "/api/v1/jobs/1/logs?rank=-1", "user-token", "", 400, "rank"},
+    {"logs_tail", "GET", "/api/v1/jobs/1/logs?tail=101", "user-token", "", 400, "tail"},
     {"logs_unimplemented", "GET", "/api/v1/jobs/1/logs", "user-token", "", 501, ""},
     {"plan_unimplemented", "POST", "/api/v1/plans", "user-token", kSpec, 501, ""},
     {"unknown_route", "GET", "/api/v1/nothing", "user-token", "", 404, ""},
@@ -202,6 +203,17 @@ TEST_F(RouterTest, EventsWithCursor) {
   ASSERT_EQ(j["events"].size(), 1u);
   EXPECT_EQ(j["events"][0]["to"], "pending");
   EXPECT_EQ(j["next_after"], j["events"][0]["id"]);
+}
+
+TEST_F(RouterTest, LogsPassRankAndTail) {
+  cp_.logs = std::vector<std::string>{"step 1 loss 0.9", "step 2 loss 0.8"};
+  Response r = Call(MakeRequest("GET", "/api/v1/jobs/4/logs?rank=3&tail=2"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = BodyJson(r);
+  EXPECT_EQ(j["job_id"], 4);
+  EXPECT_EQ(j["rank"], 3);
+  EXPECT_EQ(j["lines"][1], "step 2 loss 0.8");
+  EXPECT_EQ(cp_.last_logs_rank_tail, (std::pair<int64_t, int64_t>{3, 2}));
 }
 
 TEST_F(RouterTest, NodesAndEntrypoints) {

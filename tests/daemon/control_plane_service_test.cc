@@ -45,7 +45,6 @@ class ControlPlaneServiceTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
     options.heartbeat_interval = std::chrono::milliseconds(1000);
-    options.node_dead_timeout = std::chrono::milliseconds(10000);
     service_ = std::make_unique<ControlPlaneService>(store_.get(), &clock_, std::move(options));
   }
 
@@ -275,6 +274,25 @@ TEST_F(ControlPlaneServiceTest, HeartbeatRegistersNodeDevicesAndProgress) {
       << "rank 0's progress is the job's";
 }
 
+TEST_F(ControlPlaneServiceTest, JobLogsServeTheNewestAttemptsReportedTail) {
+  const api::Job job = Submit(kAlice);
+  api::WorkerStatus old = Worker(job.id, 0, nullptr);
+  old.log_tail = {"old attempt"};
+  api::WorkerStatus w = Worker(job.id, 0, nullptr);
+  w.key.attempt = 2;
+  w.log_tail = {"line 1", "line 2", "line 3"};
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL", {w})).ok());
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxM", {old})).ok());  // stale report
+
+  auto logs = service_->JobLogs(kAlice, job.id, 0, 2);
+  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+  EXPECT_EQ(*logs, (std::vector<std::string>{"line 2", "line 3"}));
+  EXPECT_EQ(service_->JobLogs(kBob, job.id, 0, 2).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->JobLogs(kAlice, job.id, 1, 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->JobLogs(kAlice, job.id, 0, 0).status().field(), "tail");
+  EXPECT_EQ(service_->JobLogs(kAlice, job.id, -1, 5).status().field(), "rank");
+}
+
 TEST_F(ControlPlaneServiceTest, HeartbeatRefusesMalformedInput) {
   EXPECT_EQ(service_->Heartbeat(api::Json{{"node", 5}}).status().code(),
             StatusCode::kInvalidArgument);
@@ -368,24 +386,6 @@ TEST_F(ControlPlaneServiceTest, ApplyJobEventWalksTheLifeCycleAndCountsAttempts)
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_->ListAttempts(job.id)->size(), 2u);
   EXPECT_EQ(service_->ListEvents(kAlice, job.id, 0, 100)->size(), 10u);
-}
-
-TEST_F(ControlPlaneServiceTest, SweepMarksSilentNodesSuspectThenDead) {
-  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("old")).ok());
-  clock_.Advance(std::chrono::milliseconds(3500));
-  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("fresh")).ok());
-  auto died = service_->SweepNodeHealth();
-  ASSERT_TRUE(died.ok());
-  EXPECT_TRUE(died->empty());
-  EXPECT_EQ(store_->GetNode("old")->health, "suspect");
-  EXPECT_EQ(store_->GetNode("fresh")->health, "healthy");
-  clock_.Advance(std::chrono::milliseconds(7000));
-  died = service_->SweepNodeHealth();
-  ASSERT_TRUE(died.ok());
-  EXPECT_EQ(*died, std::vector<std::string>{"old"});
-  EXPECT_EQ(store_->GetNode("old")->health, "dead");
-  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("old")).ok());
-  EXPECT_EQ(store_->GetNode("old")->health, "healthy") << "a heartbeat revives a node";
 }
 
 TEST_F(ControlPlaneServiceTest, ReadyFollowsStoreAndStopping) {

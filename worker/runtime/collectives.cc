@@ -12,6 +12,9 @@
 namespace tessera::worker {
 namespace {
 
+// c10 errors carry a stack trace after the first line.
+std::string FirstLine(const std::string& what) { return what.substr(0, what.find('\n')); }
+
 class DoneWork : public CommWork {
  public:
   explicit DoneWork(Status s = Status::Ok()) : s_(std::move(s)) {}
@@ -34,7 +37,7 @@ class C10dWork : public CommWork {
       return Status::Ok();
     } catch (const std::exception& e) {
       work_.reset();
-      return Unavailable(std::string("collective failed: ") + e.what());
+      return Unavailable(std::string("collective failed: ") + FirstLine(e.what()));
     }
   }
 
@@ -81,12 +84,18 @@ class C10dCollectives : public Collectives {
 
   std::unique_ptr<CommWork> AllReduceSumAsync(std::vector<torch::Tensor> tensors) override {
     try {
-      c10d::AllreduceOptions opts;
-      opts.reduceOp = c10d::ReduceOp::SUM;
-      auto work = pg_->allreduce(tensors, opts);
-      return std::make_unique<C10dWork>(std::move(work), std::move(tensors));
+      // c10d's tensor list means one tensor per device, so each tensor of
+      // ours is its own all-reduce (issued in order on every rank).
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (auto& t : tensors) {
+        std::vector<torch::Tensor> one{t};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = c10d::ReduceOp::SUM;
+        works.push_back(pg_->allreduce(one, opts));
+      }
+      return std::make_unique<MultiWork>(std::move(works), std::move(tensors));
     } catch (const std::exception& e) {
-      return std::make_unique<DoneWork>(Unavailable(std::string("allreduce: ") + e.what()));
+      return std::make_unique<DoneWork>(Unavailable("allreduce: " + FirstLine(e.what())));
     }
   }
   Status Broadcast(std::vector<torch::Tensor> tensors, int root) override {
@@ -100,7 +109,7 @@ class C10dCollectives : public Collectives {
       }
       return Status::Ok();
     } catch (const std::exception& e) {
-      return Unavailable(std::string("broadcast: ") + e.what());
+      return Unavailable(std::string("broadcast: ") + FirstLine(e.what()));
     }
   }
   Status Barrier() override {
@@ -108,7 +117,7 @@ class C10dCollectives : public Collectives {
       pg_->barrier()->wait();
       return Status::Ok();
     } catch (const std::exception& e) {
-      return Unavailable(std::string("barrier: ") + e.what());
+      return Unavailable(std::string("barrier: ") + FirstLine(e.what()));
     }
   }
   std::unique_ptr<CommWork> SendAsync(std::vector<torch::Tensor> tensors, int dst,
@@ -121,7 +130,7 @@ class C10dCollectives : public Collectives {
       }
       return std::make_unique<MultiWork>(std::move(works), std::move(tensors));
     } catch (const std::exception& e) {
-      return std::make_unique<DoneWork>(Unavailable(std::string("send: ") + e.what()));
+      return std::make_unique<DoneWork>(Unavailable(std::string("send: ") + FirstLine(e.what())));
     }
   }
   Status Recv(std::vector<torch::Tensor> tensors, int src, int tag) override {
@@ -132,7 +141,7 @@ class C10dCollectives : public Collectives {
       }
       return Status::Ok();
     } catch (const std::exception& e) {
-      return Unavailable(std::string("recv: ") + e.what());
+      return Unavailable(std::string("recv: ") + FirstLine(e.what()));
     }
   }
   Status StoreSet(const std::string& key, const std::string& value) override {
@@ -140,7 +149,7 @@ class C10dCollectives : public Collectives {
       store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
       return Status::Ok();
     } catch (const std::exception& e) {
-      return Unavailable(std::string("store set: ") + e.what());
+      return Unavailable(std::string("store set: ") + FirstLine(e.what()));
     }
   }
   Result<std::string> StoreGet(const std::string& key) override {
@@ -165,7 +174,7 @@ class C10dCollectives : public Collectives {
         return Status::Ok();
       } catch (const std::exception& e) {
         works_.clear();
-        return Unavailable(std::string("send failed: ") + e.what());
+        return Unavailable(std::string("send failed: ") + FirstLine(e.what()));
       }
     }
 
@@ -198,7 +207,7 @@ Result<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
     return c10::intrusive_ptr<c10d::ProcessGroup>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o));
   } catch (const std::exception& e) {
-    return Unavailable(std::string("process group setup failed: ") + e.what());
+    return Unavailable(std::string("process group setup failed: ") + FirstLine(e.what()));
   }
 }
 

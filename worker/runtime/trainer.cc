@@ -363,8 +363,9 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     // Synchronized batch norm needs the same collective order on every owner.
     sc.schedule = Schedule::kGPipe;
     if (env.rank == 0) {
-      std::fprintf(stderr, "replicas are cut differently and the model has batch norm: "
-                           "running GPipe instead of 1F1B\n");
+      std::fprintf(stderr,
+                   "replicas are cut differently and the model has batch norm: "
+                   "running GPipe instead of 1F1B\n");
     }
   }
   sc.p2p = &world;

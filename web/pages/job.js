@@ -1,0 +1,221 @@
+// Job page: state and progress (GET /api/v1/jobs/{id}), the plan diagram,
+// loss and samples/s charts from the progress samples this tab collects,
+// the event timeline (GET .../events, incremental), a rank's log tail
+// (GET .../logs?rank=&tail=) and the cancel button.
+
+import { api } from '../api.js';
+import { h, fill, badge, fmtTime, fmtDuration, fmtNumber, fmtAgo, progressBar, jobProgress,
+         TERMINAL_STATES } from '../util.js';
+import { recordProgress } from '../samples.js';
+import { planDiagram, unwrapPlan } from '../plan.js';
+import { LineChart } from '../chart.js';
+
+function eventKind(e) {
+  if (e.to === 'failed' || e.to === 'recovering') return 'bad';
+  if (e.from === 'recovering' || e.to === 'succeeded') return 'good';
+  if (e.to === 'cancelled') return 'warn';
+  return '';
+}
+
+function eventItem(e) {
+  return h('li', { class: `event ${eventKind(e)}`, 'data-to': e.to },
+    h('time', { datetime: new Date(Number(e.ts_ms)).toISOString() }, fmtTime(e.ts_ms)),
+    h('div', { class: 'event-body' },
+      h('span', { class: 'event-change' }, e.from ? badge(e.from) : null,
+        e.from ? ' → ' : '', badge(e.to)),
+      e.attempt ? h('span', { class: 'muted' }, ` attempt ${e.attempt}`) : null,
+      e.reason ? h('div', { class: 'event-reason' }, e.reason) : null));
+}
+
+// Ranks of a stored plan: [{rank, node, device}] in rank order.
+function ranksOf(storedPlan) {
+  if (storedPlan && Array.isArray(storedPlan.ranks)) {
+    return storedPlan.ranks.map((r, i) => ({ rank: i, label: `${r.node}:${r.device_index}` }));
+  }
+  const plan = unwrapPlan(storedPlan);
+  const out = [];
+  for (const r of (plan && plan.replicas) || []) {
+    for (const s of r.stages || []) for (const d of s.devices || []) {
+      out.push({ rank: out.length, label: d });
+    }
+  }
+  return out;
+}
+
+export function mountJob(main, id) {
+  document.title = `Job #${id} · Tessera`;
+  const title = h('h1', {}, `Job #${id}`);
+  const stateEl = h('span', { id: 'job-state' });
+  const cancel = h('button', { type: 'button', id: 'cancel-button', class: 'danger',
+                               disabled: true }, 'Cancel job');
+  const cancelMsg = h('p', { class: 'field-error', role: 'alert' });
+  const overview = h('dl', { class: 'kv overview' });
+  const progress = h('div', { class: 'job-progress' });
+  const planBox = h('div', { id: 'job-plan' }, h('p', { class: 'muted' }, 'Loading…'));
+  const lossChart = new LineChart('Loss', { color: '#dc2626' });
+  const speedChart = new LineChart('Samples / s', { color: '#2563eb' });
+  const events = h('ol', { class: 'timeline', id: 'events', 'aria-label': 'Events, oldest first' });
+  const eventsEmpty = h('p', { class: 'muted' }, 'No events yet.');
+  const rankSelect = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
+  const tailSelect = h('select', { id: 'log-tail' },
+    [50, 200, 1000].map((n) => h('option', { value: String(n), selected: n === 200 }, `${n} lines`)));
+  const logStatus = h('p', { class: 'muted', id: 'log-status' });
+  const logPre = h('pre', { class: 'log', id: 'log', tabindex: '0', 'aria-label': 'Log tail' });
+
+  fill(main,
+    h('div', { class: 'page-head' }, title, stateEl,
+      h('div', { class: 'spacer' }), cancel),
+    cancelMsg,
+    h('div', { class: 'job-grid' },
+      h('section', { class: 'card', 'aria-labelledby': 'ov-h' },
+        h('h2', { id: 'ov-h' }, 'Overview'), progress, overview),
+      h('section', { class: 'card', 'aria-labelledby': 'plan-h' },
+        h('h2', { id: 'plan-h' }, 'Plan'), planBox),
+      h('section', { class: 'card charts', 'aria-labelledby': 'charts-h' },
+        h('h2', { id: 'charts-h' }, 'Training'),
+        h('p', { class: 'muted small' }, 'Progress samples collected while this page polls.'),
+        h('div', { class: 'chart-row' }, lossChart.el, speedChart.el)),
+      h('section', { class: 'card events', 'aria-labelledby': 'ev-h' },
+        h('h2', { id: 'ev-h' }, 'Events'), eventsEmpty, events),
+      h('section', { class: 'card logs', 'aria-labelledby': 'log-h' },
+        h('h2', { id: 'log-h' }, 'Log tail'),
+        h('div', { class: 'toolbar' },
+          h('div', { class: 'field inline' }, h('label', { for: 'log-rank' }, 'Rank'), rankSelect),
+          h('div', { class: 'field inline' }, h('label', { for: 'log-tail' }, 'Tail'), tailSelect)),
+        logStatus, logPre)));
+
+  let job = null;
+  let eventsAfter = 0;
+  let planKey = '';
+  let ranksKey = '';
+  let logsUnavailable = false;  // 501: this tesserad serves no logs; stop asking
+  let lastLogText = null;
+
+  cancel.addEventListener('click', async () => {
+    cancel.disabled = true;
+    cancelMsg.textContent = '';
+    try {
+      job = await api.cancel(id);
+      render();
+    } catch (e) {
+      cancelMsg.textContent = `Cancel failed: ${e.message}`;
+      cancel.disabled = false;
+    }
+  });
+  const restartLogs = () => {
+    logsUnavailable = false;
+    lastLogText = null;
+    pollLogs();
+  };
+  rankSelect.addEventListener('change', restartLogs);
+  tailSelect.addEventListener('change', restartLogs);
+
+  function render() {
+    const s = job.spec || {};
+    title.textContent = `Job #${job.id} ${s.name || ''}`;
+    document.title = `Job #${job.id} ${s.name || ''} · Tessera`;
+    fill(stateEl, badge(job.state));
+    cancel.disabled = TERMINAL_STATES.has(job.state);
+    const samples = recordProgress(job);
+    const p = jobProgress(job, samples.filter((x) => x.attempt === job.attempt));
+    const pr = p.progress || {};
+    fill(progress,
+      progressBar(p.fraction, `Job ${job.id} progress`),
+      h('p', { class: 'progress-text' },
+        p.step !== null ? `step ${p.step}${p.steps ? ` of ${p.steps}` : ''}` : 'no progress yet',
+        Number.isFinite(p.fraction) ? ` · ${Math.round(p.fraction * 100)}%` : '',
+        p.eta_s !== null ? ` · ETA ${fmtDuration(p.eta_s)}` : '',
+        Number.isFinite(Number(pr.loss)) ? ` · loss ${fmtNumber(pr.loss, 4)}` : '',
+        Number.isFinite(Number(pr.samples_per_s)) ? ` · ${fmtNumber(pr.samples_per_s, 1)} samples/s`
+                                                  : ''));
+    const rows = [
+      ['Owner', job.owner],
+      ['Entrypoint', s.entrypoint],
+      ['Arguments', (s.args || []).join(' ') || '–'],
+      ['Kind', s.kind || 'train'],
+      ['Global batch', s.global_batch],
+      ['Devices', `${s.min_devices ?? 1}–${s.max_devices ? s.max_devices : 'any'}`],
+      ['Layout', s.layout || 'auto'],
+      ['Attempt', `${job.attempt}${s.max_attempts ? ` of ${s.max_attempts}` : ''}`],
+      ['Created', fmtTime(job.created_ms)],
+      ['Updated', `${fmtTime(job.updated_ms)} (${fmtAgo(job.updated_ms)})`],
+      ['Reason', job.reason || '–'],
+    ];
+    fill(overview, rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, String(v ?? '–'))]));
+
+    const key = JSON.stringify(job.plan ?? null);
+    if (key !== planKey) {
+      planKey = key;
+      fill(planBox, unwrapPlan(job.plan) ? planDiagram(job.plan)
+        : h('p', { class: 'muted' }, TERMINAL_STATES.has(job.state) ? 'The job was never placed.'
+                                                                     : 'Not placed yet.'));
+      const ranks = ranksOf(job.plan);
+      const rk = JSON.stringify(ranks);
+      if (rk !== ranksKey && ranks.length) {
+        ranksKey = rk;
+        const chosen = rankSelect.value;
+        fill(rankSelect, ranks.map((r) => h('option', { value: String(r.rank),
+                                                        selected: String(r.rank) === chosen },
+                                            `rank ${r.rank} (${r.label})`)));
+      }
+    }
+    const pts = samples.filter((x) => x.step !== null);
+    lossChart.set(pts.map((x) => ({ x: x.step, y: x.loss })));
+    speedChart.set(pts.map((x) => ({ x: x.step, y: x.samples_per_s })));
+  }
+
+  async function pollEvents() {
+    for (let page = 0; page < 10; page++) {
+      const r = await api.events(id, eventsAfter);
+      const list = r.events || [];
+      for (const e of list) events.append(eventItem(e));
+      if (list.length) eventsAfter = list[list.length - 1].id;
+      eventsEmpty.hidden = events.children.length > 0;
+      if (r.next_after === null || r.next_after === undefined || !list.length) break;
+    }
+  }
+
+  async function pollLogs() {
+    if (logsUnavailable) return;
+    const rank = rankSelect.value || '0';
+    try {
+      const r = await api.logs(id, rank, tailSelect.value);
+      const text = (r.lines || []).join('\n');
+      logStatus.textContent = `rank ${r.rank ?? rank} · ${(r.lines || []).length} lines`;
+      if (text !== lastLogText) {
+        const atBottom = logPre.scrollTop + logPre.clientHeight >= logPre.scrollHeight - 4;
+        lastLogText = text;
+        logPre.textContent = text || '(empty)';
+        if (atBottom) logPre.scrollTop = logPre.scrollHeight;
+      }
+    } catch (e) {
+      if (e.status === 501) {
+        logsUnavailable = true;
+        logStatus.textContent = 'This tesserad does not serve logs yet (501).';
+        logPre.textContent = '';
+      } else if (e.status === 404) {
+        logStatus.textContent = `No log for rank ${rank} yet.`;
+      } else {
+        logStatus.textContent = `Log tail unavailable: ${e.message}`;
+      }
+    }
+  }
+
+  return {
+    async tick() {
+      try {
+        job = await api.job(id);
+      } catch (e) {
+        if (e.status === 404 || e.status === 403 || e.status === 400) {
+          title.textContent = `Job #${id}`;
+          fill(planBox, h('p', { class: 'error-text' }, e.message));
+          fill(stateEl, badge(e.status === 404 ? 'not found' : 'unavailable', 'failed'));
+          return;
+        }
+        throw e;
+      }
+      render();
+      await Promise.all([pollEvents(), pollLogs()]);
+    },
+  };
+}

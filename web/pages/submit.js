@@ -1,0 +1,208 @@
+// Submit page: a job spec form checked in the browser (spec.js), a plan
+// preview from POST /api/v1/plans, and POST /api/v1/jobs. Errors, the
+// browser's or the API's (error.field), are shown next to their field.
+
+import { api } from '../api.js';
+import { h, fill } from '../util.js';
+import { buildSpec, formFieldOf, FIELDS } from '../spec.js';
+import { planPreview } from '../plan.js';
+
+// Remembered across visits in this tab so a half-written form survives.
+let draft = null;
+
+function field(name, label, control, help) {
+  control.id = `f-${name}`;
+  control.name = name;
+  const ids = [help ? `f-${name}-help` : null, `f-${name}-error`].filter(Boolean).join(' ');
+  control.setAttribute('aria-describedby', ids);
+  return h('div', { class: 'field', 'data-field': name },
+    h('label', { for: `f-${name}` }, label),
+    control,
+    help ? h('p', { id: `f-${name}-help`, class: 'help' }, help) : null,
+    h('p', { id: `f-${name}-error`, class: 'field-error' }));
+}
+
+const input = (attrs = {}) => h('input', { type: 'text', autocomplete: 'off', ...attrs });
+const number = (attrs = {}) => h('input', { type: 'text', inputmode: 'numeric', autocomplete: 'off',
+                                            ...attrs });
+const select = (options, value) => h('select', {},
+  options.map(([v, text]) => h('option', { value: v, selected: v === value }, text)));
+
+export function mountSubmit(main) {
+  document.title = 'Submit a job · Tessera';
+  const datalist = h('datalist', { id: 'entrypoint-options' });
+  const form = h('form', { class: 'card submit-form', novalidate: true,
+                           'aria-labelledby': 'submit-h' },
+    h('h2', { id: 'submit-h' }, 'Job spec'),
+    h('p', { id: 'form-error', class: 'field-error form-error', role: 'alert' }),
+    h('div', { class: 'grid2' },
+      field('name', 'Name', input({ required: true, placeholder: 'colorize-1890s' }),
+            'Letters, digits, ".", "_" and "-".'),
+      field('kind', 'Kind', select([['train', 'train'], ['infer', 'infer']], 'train'))),
+    field('entrypoint', 'Entrypoint', input({ required: true, list: 'entrypoint-options',
+                                              placeholder: 'builtin:colorize-unet' }),
+          'builtin:<model> or an allowed cmd:<program>.'),
+    datalist,
+    field('args', 'Arguments', h('textarea', { rows: 3, spellcheck: 'false' }), 'One per line.'),
+    h('div', { class: 'grid2' },
+      field('global_batch', 'Global batch', number({ required: true, value: '32' })),
+      field('steps', 'Steps', number({ value: '1000' }), 'Required for training.')),
+    h('div', { class: 'grid2' },
+      field('min_devices', 'Min devices', number({ value: '1' })),
+      field('max_devices', 'Max devices', number({ value: '0' }), '0 means no limit.')),
+    field('layout', 'Layout', select([['auto', 'auto (planner picks)'], ['data', 'data parallel'],
+                                      ['pipeline', 'pipeline'], ['hybrid', 'hybrid'],
+                                      ['tiled', 'tiled (inference)']], 'auto')),
+    h('details', { class: 'more' }, h('summary', {}, 'More options'),
+      h('div', { class: 'grid2' },
+        field('priority', 'Priority', number({ value: '0' }), '-1000 to 1000.'),
+        field('max_attempts', 'Max attempts', number({ value: '3' }))),
+      field('checkpoint_every_s', 'Checkpoint every (s)', number({ value: '300' })),
+      field('dataset', 'Dataset', input({ placeholder: '/data/scans' }), 'Absolute path.'),
+      field('output', 'Output', input({ placeholder: '/data/out' }), 'Absolute path.'),
+      field('checkpoint', 'Checkpoint', input({}), 'Absolute path (inference: weights to load).'),
+      field('env', 'Environment', h('textarea', { rows: 2, spellcheck: 'false' }),
+            'KEY=value, one per line.')),
+    h('div', { class: 'actions' },
+      h('button', { type: 'button', id: 'preview-button' }, 'Preview plan'),
+      h('button', { type: 'submit', class: 'primary', id: 'submit-button' }, 'Submit job')));
+
+  const preview = h('div', { id: 'plan-preview', 'aria-live': 'polite' },
+    h('p', { class: 'muted' }, 'Fill in the form to see how the planner would place the job.'));
+  fill(main,
+    h('div', { class: 'page-head' }, h('h1', {}, 'Submit a job')),
+    h('div', { class: 'submit-layout' },
+      form,
+      h('section', { class: 'card', 'aria-labelledby': 'preview-h' },
+        h('h2', { id: 'preview-h' }, 'Plan preview'), preview)));
+
+  const control = (name) => form.elements.namedItem(name);
+  if (draft) for (const [k, v] of Object.entries(draft)) if (control(k)) control(k).value = v;
+
+  function values() {
+    const v = {};
+    for (const name of FIELDS) v[name] = control(name).value;
+    return v;
+  }
+
+  function clearErrors() {
+    for (const name of FIELDS) showError(name, '');
+    form.querySelector('#form-error').textContent = '';
+  }
+
+  function showError(name, message) {
+    const el = form.querySelector(`#f-${name}-error`);
+    el.textContent = message;
+    const c = control(name);
+    if (message) c.setAttribute('aria-invalid', 'true');
+    else c.removeAttribute('aria-invalid');
+    if (message) {
+      const details = c.closest('details');
+      if (details) details.open = true;
+    }
+  }
+
+  function showErrors(errors, focus) {
+    clearErrors();
+    const names = FIELDS.filter((f) => errors[f]);
+    for (const f of names) showError(f, errors[f]);
+    if (focus && names.length) control(names[0]).focus();
+    return names.length === 0;
+  }
+
+  // An ApiError next to its field, or above the form.
+  function showApiError(e, what) {
+    clearErrors();
+    const f = formFieldOf(e.field);
+    const msg = e.field && f && e.field !== f ? `${e.field}: ${e.message}` : e.message;
+    if (f) {
+      showError(f, msg);
+      control(f).focus();
+    } else {
+      form.querySelector('#form-error').textContent = `${what} failed: ${msg}`;
+    }
+  }
+
+  let previewSeq = 0;
+  async function runPreview({ focusErrors = false } = {}) {
+    const { spec, errors } = buildSpec(values());
+    if (!showErrors(errors, focusErrors)) {
+      fill(preview, h('p', { class: 'muted' }, 'Fix the marked fields to see a plan.'));
+      return;
+    }
+    const seq = ++previewSeq;
+    preview.setAttribute('aria-busy', 'true');
+    try {
+      const set = await api.plan(spec);
+      if (seq !== previewSeq) return;
+      fill(preview, planPreview(set, { deviceNames }));
+    } catch (e) {
+      if (seq !== previewSeq) return;
+      if (e.status === 501) {
+        fill(preview, h('p', { class: 'muted' }, 'This tesserad has no planner wired in (501); ' +
+                                                 'the job can still be submitted.'));
+      } else {
+        if (formFieldOf(e.field)) showApiError(e, 'Plan preview');
+        fill(preview, h('p', { class: 'error-text' }, `No preview: ${e.message}`));
+      }
+    } finally {
+      if (seq === previewSeq) preview.removeAttribute('aria-busy');
+    }
+  }
+
+  let timer = null;
+  form.addEventListener('input', () => {
+    draft = values();
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const { errors } = buildSpec(values());
+      if (Object.keys(errors).length === 0) runPreview();
+    }, 700);
+  });
+  form.querySelector('#preview-button').addEventListener('click', () => {
+    clearTimeout(timer);
+    runPreview({ focusErrors: true });
+  });
+
+  let submitting = false;
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearTimeout(timer);
+    if (submitting) return;
+    const { spec, errors } = buildSpec(values());
+    if (!showErrors(errors, true)) return;
+    submitting = true;
+    const button = form.querySelector('#submit-button');
+    button.disabled = true;
+    button.textContent = 'Submitting…';
+    try {
+      const job = await api.submit(spec);
+      draft = null;
+      location.hash = `#/jobs/${job.id}`;
+    } catch (e) {
+      showApiError(e, 'Submit');
+    } finally {
+      submitting = false;
+      button.disabled = false;
+      button.textContent = 'Submit job';
+    }
+  });
+
+  // The allow-list for the entrypoint field, and device names for the diagram.
+  const deviceNames = new Map();
+  api.entrypoints().then(({ entrypoints = [] }) => {
+    fill(datalist, entrypoints.map((e) => h('option', { value: e.name },
+      e.description || e.command || e.name)));
+  }).catch(() => {});
+  api.nodes().then(({ nodes = [] }) => {
+    for (const n of nodes) for (const d of n.devices || []) {
+      deviceNames.set(`${n.name}:${d.index}`, d.name);
+    }
+  }).catch(() => {});
+  control('name').focus();
+  return {
+    unmount() {
+      clearTimeout(timer);
+    },
+  };
+}
