@@ -24,7 +24,7 @@ struct DaemonConfig {
   std::string web_dir;                     // static UI; default: web/ beside the binary's source
   std::string checkpoint_root;             // default: <state_dir>/checkpoints
   std::string join_token_file;             // agents' join token; default: <state_dir>/join-token
-  int64_t io_threads = 2;
+  int64_t io_threads = 32;  // handlers block on the group commit: one per in-flight submit
   int64_t body_limit_bytes = 1 << 20;
   int64_t idle_timeout_ms = 30'000;
   int64_t heartbeat_interval_ms = 1000;

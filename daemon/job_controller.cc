@@ -301,12 +301,19 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
   std::set<std::string> backfilled;        // devices taken by jobs placed behind the head
   for (const api::Job& job : pending) {
     std::set<std::string> busy = BusyDevicesLocked();
-    auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec);
+    auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
+    if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
+                        plans.status().code() == StatusCode::kInvalidArgument)) {
+      // Not a matter of waiting: the job can never be planned.
+      auto failed = StepLocked(job, JobEvent::kFail, "cannot plan: " + plans.status().message());
+      if (!failed.ok()) return failed.status();
+      continue;
+    }
     if (!plans.ok() || plans->plans.empty()) {
       std::string why = plans.ok() ? "no plan" : plans.status().message();
       waiting_[job.id] = why;
       // Only a job that would fit on the idle cluster blocks the jobs behind it.
-      if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec).ok()) head = job;
+      if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec, options_.builtin_profiles).ok()) head = job;
       continue;
     }
     const scheduler::Plan& best = plans->plans.front();
@@ -315,7 +322,7 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
       // those placed behind it (this one included).
       std::set<std::string> held = backfilled;
       for (const auto& d : best.Devices()) held.insert(d.ToString());
-      if (!PlanJob(SnapshotOf(nodes, held), head->spec).ok()) {
+      if (!PlanJob(SnapshotOf(nodes, held), head->spec, options_.builtin_profiles).ok()) {
         waiting_[job.id] = "waiting behind job " + std::to_string(head->id) +
                            " (placing it now would delay that job)";
         continue;
@@ -332,7 +339,7 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
 Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                                   const std::set<std::string>& busy,
                                   std::set<std::string>* placed_devices) {
-  auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec);
+  auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
   if (!plans.ok()) return Status::Ok();  // raced with a node change; next tick retries
   const scheduler::Plan& best = plans->plans.front();
   api::Json plan_json = scheduler::ToJson(best);
@@ -375,7 +382,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
 Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
   std::lock_guard lock(mu_);
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-  TESSERA_ASSIGN_OR_RETURN(scheduler::PlanSet plans, PlanJob(SnapshotOf(nodes, BusyDevicesLocked()), spec));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::PlanSet plans, PlanJob(SnapshotOf(nodes, BusyDevicesLocked()), spec, options_.builtin_profiles));
   return scheduler::ToJson(plans);
 }
 

@@ -41,6 +41,7 @@
 #include "daemon/attempt_launch.h"
 #include "daemon/failure_detector.h"
 #include "daemon/job_state_machine.h"
+#include "daemon/planning.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
@@ -52,6 +53,7 @@ struct JobControllerOptions {
   int64_t max_retry_backoff_ms = 10'000;
   int64_t launch_timeout_ms = 120'000;  // starting -> every rank running
   int64_t stop_wait_ms = 10'000;        // how long a re-plan waits for old ranks to stop
+  ProfileLookup builtin_profiles;       // measured profiles of builtin models
 };
 
 class JobController {

@@ -28,6 +28,7 @@
 #include "daemon/control_plane_service.h"
 #include "daemon/daemon_config.h"
 #include "daemon/job_controller.h"
+#include "daemon/profile_cache.h"
 #include "daemon/sqlite_store.h"
 
 namespace fs = std::filesystem;
@@ -192,6 +193,12 @@ int main(int argc, char** argv) {
   jc.launch.checkpoint_root = fs::absolute(config.CheckpointRoot()).string();
   jc.retry_backoff_ms = config.retry_backoff_ms;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
+  // Plans cut builtin models where the worker's layers are: measure them once.
+  daemon::ProfileCache profiles(fs::path(config.state_dir) / "profiles",
+                                {"colorize-unet", "denoiser-dncnn", "classifier-resnet"},
+                                daemon::WorkerProfileSource(config.worker_binary));
+  profiles.StartWarmup();
+  jc.builtin_profiles = [&profiles](const std::string& model) { return profiles.Get(model); };
   daemon::JobController controller(store.get(), clock, jc);
   if (Status st = controller.Recover(); !st.ok()) {
     spdlog::critical("cannot rebuild the controller's state: {}", st.ToString());

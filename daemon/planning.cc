@@ -1,6 +1,5 @@
 #include "daemon/planning.h"
 
-#include "scheduler/builtin_profiles.h"
 #include "scheduler/planner.h"
 
 namespace tessera::daemon {
@@ -68,20 +67,17 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
   return r;
 }
 
-Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec) {
+Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin) {
   if (!spec.entrypoint.starts_with(kBuiltinPrefix)) return GenericProfile();
   std::string model = spec.entrypoint.substr(kBuiltinPrefix.size());
-  auto profile = scheduler::BuiltinProfile(model);
-  if (!profile.ok()) {
-    return InvalidArgument("no profile for builtin model \"" + model + "\"", "entrypoint");
-  }
-  return profile;
+  if (!builtin) return FailedPrecondition("no model profiles are configured");
+  return builtin(model);
 }
 
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
-                                   const api::JobSpec& spec) {
+                                   const api::JobSpec& spec, const ProfileLookup& builtin) {
   TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec));
-  TESSERA_ASSIGN_OR_RETURN(scheduler::ModelProfile profile, ProfileOf(spec));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::ModelProfile profile, ProfileOf(spec, builtin));
   return scheduler::MakePlans(snapshot, profile, request);
 }
 

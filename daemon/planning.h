@@ -12,6 +12,7 @@
 #ifndef TESSERA_DAEMON_PLANNING_H_
 #define TESSERA_DAEMON_PLANNING_H_
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,13 +34,19 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
 // kInvalidArgument naming the field when the spec cannot become a request.
 Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec);
 
-// The model profile a spec is planned with.
-Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec);
+// The measured profile of a builtin model, by name ("colorize-unet"); see
+// daemon/profile_cache.h.
+using ProfileLookup = std::function<Result<scheduler::ModelProfile>(const std::string& model)>;
+
+// The model profile a spec is planned with: the builtin model's measured
+// profile, or the generic one for a registered command.
+Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin);
 
 // Ranked plans for the spec on the snapshot. kFailedPrecondition, with every
-// layout's reason, when nothing fits.
+// layout's reason, when nothing fits; the lookup's error when the model has
+// no profile (yet).
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
-                                   const api::JobSpec& spec);
+                                   const api::JobSpec& spec, const ProfileLookup& builtin);
 
 }  // namespace tessera::daemon
 

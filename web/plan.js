@@ -2,7 +2,7 @@
 // data-parallel replica, one box per device of each pipeline stage holding
 // its layer range [begin, end), its batch share and its predicted time.
 
-import { h, fmtBytes, fmtNumber } from './util.js';
+import { h, fmtBytes, fmtNumber, fmtDuration } from './util.js';
 
 // A job's stored plan wraps the planner's plan ({job_id, attempt, plan,
 // rank_plan, ranks}); a dry run answers the plan itself.
@@ -16,11 +16,13 @@ export function unwrapPlan(p) {
 function fmtSeconds(s) {
   if (!Number.isFinite(Number(s))) return '–';
   const v = Number(s);
+  if (v >= 120) return fmtDuration(v);
   return v < 1 ? `${fmtNumber(v * 1000, 1)} ms` : `${fmtNumber(v, 2)} s`;
 }
 
 function pct(x) {
-  return `${fmtNumber(x * 100, 1)}%`;
+  if (x > 0 && x < 0.001) return '<0.1%';
+  return `${Number((x * 100).toFixed(1))}%`;
 }
 
 // deviceNames: optional Map "node:index" -> device name.
@@ -48,8 +50,8 @@ export function planDiagram(plan, { deviceNames = new Map(), title } = {}) {
       h('div', { class: 'dev-id' }, d),
       deviceNames.get(d) ? h('div', { class: 'dev-name' }, deviceNames.get(d)) : null,
       h('div', { class: 'dev-layers', title: `half-open range [${layers[0]}, ${layers[1]})` },
-        `layers ${layers[0]}–${layers[1] - 1}`, h('span', { class: 'muted' },
-                                                 ` (${layers[1] - layers[0]})`)),
+        layers[1] - layers[0] === 1 ? `layer ${layers[0]}` : `layers ${layers[0]}–${layers[1] - 1}`,
+        h('span', { class: 'muted' }, ` (${layers[1] - layers[0]})`)),
       h('div', {}, `batch ${r.batch}`, Number.isFinite(share) ? ` (${pct(share)})` : ''),
       h('div', {}, `${fmtSeconds(s.time_s)}`, Number(plan.pp) > 1 ? ' / micro-batch' : ' / step'),
       mem[d] || s.peak_mem_bytes
@@ -71,7 +73,9 @@ export function planDiagram(plan, { deviceNames = new Map(), title } = {}) {
         (Number.isFinite(Number(pred.bubble)) ? ` · bubble ${pct(Number(pred.bubble))}` : '') +
         (Number.isFinite(Number(pred.comm)) ? ` · comm ${pct(Number(pred.comm))}` : ''))),
     plan.why ? h('p', { class: 'plan-why' }, plan.why) : null,
-    h('div', { class: 'replicas' }, rows));
+    // Pure data parallel: one box per replica, laid side by side.
+    h('div', { class: replicas.every((r) => (r.stages || []).length <= 1) ? 'replicas flat'
+                                                                          : 'replicas' }, rows));
 }
 
 // The dry-run answer: best plan drawn, other ranked plans summarised, and

@@ -41,13 +41,25 @@ export function fmtBytes(n) {
     v /= 1024;
     i++;
   }
-  return `${v >= 100 || i === 0 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
+  return `${v >= 100 || i === 0 ? Math.round(v) : Number(v.toFixed(1))} ${units[i]}`;
+}
+
+// Compute speed from TFLOPS: "312 TFLOPS", "3.1 GFLOPS" (emulated devices
+// measure the CPU they run on).
+export function fmtFlops(tflops) {
+  const t = Number(tflops);
+  if (!Number.isFinite(t) || t <= 0) return '–';
+  if (t >= 1) return `${fmtNumber(t, 1)} TFLOPS`;
+  if (t >= 0.001) return `${fmtNumber(t * 1000, 1)} GFLOPS`;
+  return `${fmtNumber(t * 1e6, 1)} MFLOPS`;
 }
 
 export function fmtNumber(v, digits = 2) {
   if (v === undefined || v === null || !Number.isFinite(Number(v))) return '–';
   const n = Number(v);
   if (Math.abs(n) >= 1000) return Math.round(n).toLocaleString('en');
+  // Small values keep two significant digits instead of rounding to 0.
+  if (n !== 0 && Math.abs(n) < 10 ** -digits * 10) return Number(n.toPrecision(2)).toString();
   return Number(n.toFixed(digits)).toString();
 }
 

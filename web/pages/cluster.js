@@ -1,7 +1,7 @@
 // Cluster page: every node with its health and devices (GET /api/v1/nodes).
 
 import { api } from '../api.js';
-import { h, fill, badge, fmtBytes, fmtNumber, fmtAgo, progressBar } from '../util.js';
+import { h, fill, badge, fmtBytes, fmtNumber, fmtFlops, fmtAgo, progressBar } from '../util.js';
 
 function deviceCard(d) {
   const memFrac = d.memory_bytes ? Number(d.memory_used_bytes || 0) / Number(d.memory_bytes) : NaN;
@@ -21,7 +21,7 @@ function deviceCard(d) {
       h('dd', {}, `${fmtBytes(d.memory_used_bytes || 0)} / ${fmtBytes(d.memory_bytes)}`,
         progressBar(memFrac, `${id} memory used`)),
       h('dt', {}, 'Speed'),
-      h('dd', {}, d.measured_tflops ? `${fmtNumber(d.measured_tflops, 1)} TFLOPS measured`
+      h('dd', {}, d.measured_tflops ? `${fmtFlops(d.measured_tflops)} measured`
                                     : 'not measured',
         d.relative_speed ? h('span', { class: 'muted' }, ` · ×${fmtNumber(d.relative_speed, 2)}`) : null),
       h('dt', {}, 'Utilization'),
@@ -60,7 +60,7 @@ export function mountCluster(main) {
         (b, d) => b + (Number(d.measured_tflops) || 0), 0), 0);
       const text = nodes.length
         ? `${healthy} of ${nodes.length} nodes healthy · ${devices} devices · ` +
-          `${fmtNumber(tflops, 1)} TFLOPS measured`
+          `${fmtFlops(tflops)} measured in all`
         : 'No nodes have joined yet. Start tessera-agent on each machine.';
       if (summary.textContent !== text) summary.textContent = text;
       // Rebuild only when something changed, so focus and selection survive.

@@ -85,6 +85,11 @@ export function mountJob(main, id) {
         logStatus, logPre)));
 
   let job = null;
+  const deviceNames = new Map();  // "node:index" -> device name, for the plan diagram
+  api.nodes().then(({ nodes = [] }) => {
+    for (const n of nodes) for (const d of n.devices || []) deviceNames.set(`${n.name}:${d.index}`, d.name);
+    planKey = '';  // redraw with names
+  }).catch(() => {});
   let eventsAfter = 0;
   let planKey = '';
   let ranksKey = '';
@@ -146,7 +151,7 @@ export function mountJob(main, id) {
     const key = JSON.stringify(job.plan ?? null);
     if (key !== planKey) {
       planKey = key;
-      fill(planBox, unwrapPlan(job.plan) ? planDiagram(job.plan)
+      fill(planBox, unwrapPlan(job.plan) ? planDiagram(job.plan, { deviceNames })
         : h('p', { class: 'muted' }, TERMINAL_STATES.has(job.state) ? 'The job was never placed.'
                                                                      : 'Not placed yet.'));
       const ranks = ranksOf(job.plan);
@@ -168,7 +173,10 @@ export function mountJob(main, id) {
     for (let page = 0; page < 10; page++) {
       const r = await api.events(id, eventsAfter);
       const list = r.events || [];
+      // Follow new events when the reader is at the newest one.
+      const atBottom = events.scrollTop + events.clientHeight >= events.scrollHeight - 4;
       for (const e of list) events.append(eventItem(e));
+      if (list.length && atBottom) events.scrollTop = events.scrollHeight;
       if (list.length) eventsAfter = list[list.length - 1].id;
       eventsEmpty.hidden = events.children.length > 0;
       if (r.next_after === null || r.next_after === undefined || !list.length) break;
@@ -182,6 +190,7 @@ export function mountJob(main, id) {
       const r = await api.logs(id, rank, tailSelect.value);
       const text = (r.lines || []).join('\n');
       logStatus.textContent = `rank ${r.rank ?? rank} · ${(r.lines || []).length} lines`;
+      logPre.hidden = false;
       if (text !== lastLogText) {
         const atBottom = logPre.scrollTop + logPre.clientHeight >= logPre.scrollHeight - 4;
         lastLogText = text;
@@ -193,6 +202,7 @@ export function mountJob(main, id) {
         logsUnavailable = true;
         logStatus.textContent = 'This tesserad does not serve logs yet (501).';
         logPre.textContent = '';
+        logPre.hidden = true;
       } else if (e.status === 404) {
         logStatus.textContent = `No log for rank ${rank} yet.`;
       } else {

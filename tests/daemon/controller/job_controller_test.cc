@@ -8,6 +8,7 @@
 
 #include "common/fake_clock.h"
 #include "daemon/sqlite_store.h"
+#include "scheduler/model_profile.h"
 
 namespace tessera::daemon {
 namespace {
@@ -322,6 +323,71 @@ TEST_F(JobControllerTest, PreviewShowsPlansWithoutPlacing) {
   EXPECT_EQ((*preview)["plans"][0]["layout"], "data");
   auto none = controller_->Preview(CmdSpec(5));
   EXPECT_FALSE(none.ok());
+}
+
+}  // namespace
+}  // namespace tessera::daemon
+
+namespace tessera::daemon {
+namespace {
+
+TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
+  // Profiles measured by the worker arrive late: the job waits, then runs.
+  bool ready = false;
+  options_.builtin_profiles = [&ready](const std::string& model) -> Result<scheduler::ModelProfile> {
+    if (model != "colorize-unet") return NotFound("no builtin model \"" + model + "\"");
+    if (!ready) return Unavailable("measuring the profile of " + model);
+    scheduler::ModelProfile p;
+    p.name = model;
+    for (const char* n : {"enc0", "down1", "up1", "head"}) {
+      scheduler::Layer l;
+      l.name = n;
+      l.forward_flops = 1e8;
+      l.parameter_bytes = 1 << 16;
+      l.activation_bytes = 1 << 18;
+      l.output_bytes = 1 << 16;
+      p.layers.push_back(l);
+    }
+    p.input_bytes = 64 * 64 * 4;
+    p.nominal_image_px = 64;
+    return p;
+  };
+  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobSpec spec = CmdSpec(2);
+  spec.entrypoint = "builtin:colorize-unet";
+  api::JobId id = Submit(spec);
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kPending);
+  EXPECT_NE(controller_->WaitingReason(id).find("measuring"), std::string::npos);
+  ready = true;
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kStarting);
+  auto d = Beat(a);
+  ASSERT_FALSE(d.desired.empty());
+  EXPECT_EQ(d.desired[0].argv[0], "/usr/bin/tessera-worker");
+  EXPECT_EQ(d.desired[0].argv[1], "train");
+  // The rank plan's layer ranges cover exactly the profile's 4 layers.
+  const api::Json& replicas = d.desired[0].plan["replicas"];
+  int covered = 0;
+  for (const auto& r : replicas) {
+    int last = 0;
+    for (const auto& st : r["stages"]) {
+      EXPECT_EQ(st["layers"][0].get<int>(), last);
+      last = st["layers"][1].get<int>();
+    }
+    covered = last;
+  }
+  EXPECT_EQ(covered, 4);
+
+  api::JobSpec gan = CmdSpec(1);
+  gan.entrypoint = "builtin:gan-pix2pix";
+  api::JobId gan_id = Submit(gan);
+  ASSERT_TRUE(controller_->Tick().ok());
+  api::Job failed = *store_->GetJob(gan_id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_NE(failed.reason.find("cannot plan"), std::string::npos) << failed.reason;
 }
 
 }  // namespace

@@ -1,0 +1,116 @@
+#include "daemon/profile_cache.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/profile_json.h"
+
+namespace tessera::daemon {
+namespace fs = std::filesystem;
+
+ProfileSource WorkerProfileSource(std::string worker_binary) {
+  return [binary = std::move(worker_binary)](const std::string& model) -> Result<std::string> {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return Unavailable("pipe failed");
+    char err_path[] = "/tmp/tessera-profile-XXXXXX";
+    int err_fd = ::mkstemp(err_path);
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(out[0]);
+      ::close(out[1]);
+      return Unavailable("fork failed");
+    }
+    if (pid == 0) {
+      ::dup2(out[1], 1);
+      if (err_fd >= 0) ::dup2(err_fd, 2);
+      const char* argv[] = {binary.c_str(), "profile", "--model", model.c_str(), nullptr};
+      ::execv(argv[0], const_cast<char* const*>(argv));
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    ::close(out[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::string err;
+    if (err_fd >= 0) {
+      std::ifstream in(err_path);
+      std::stringstream s;
+      s << in.rdbuf();
+      err = s.str();
+      ::close(err_fd);
+      ::unlink(err_path);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return Unavailable("`" + binary + " profile --model " + model + "` failed: " +
+                         (err.empty() ? "exit status " + std::to_string(status) : err));
+    }
+    return text;
+  };
+}
+
+ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, ProfileSource source)
+    : dir_(std::move(dir)), models_(std::move(models)), source_(std::move(source)) {}
+
+ProfileCache::~ProfileCache() {
+  if (warmup_.joinable()) warmup_.join();
+}
+
+void ProfileCache::StartWarmup() {
+  std::lock_guard lock(mu_);
+  if (warmup_.joinable()) return;
+  warmup_ = std::thread([this] {
+    for (const std::string& model : models_) {
+      Result<scheduler::ModelProfile> p = Load(model);
+      if (p.ok()) {
+        spdlog::info("model profile ready: {} ({} layers)", model, p->layers.size());
+      } else {
+        spdlog::warn("model {} cannot be planned: {}", model, p.status().ToString());
+      }
+      std::lock_guard lock(mu_);
+      ready_.insert_or_assign(model, std::move(p));
+    }
+  });
+}
+
+Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model) {
+  fs::path file = dir_ / (model + ".json");
+  std::string text;
+  if (std::ifstream in(file); in) {
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(text, source_(model));
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    fs::path tmp = file.string() + ".tmp";
+    std::ofstream(tmp) << text;
+    fs::rename(tmp, file, ec);
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Internal("profile of " + model + " is not JSON");
+  return scheduler::ModelProfileFromWorkerJson(j);
+}
+
+Result<scheduler::ModelProfile> ProfileCache::Get(const std::string& model) {
+  std::lock_guard lock(mu_);
+  auto it = ready_.find(model);
+  if (it != ready_.end()) return it->second;
+  for (const auto& m : models_) {
+    if (m == model) return Unavailable("measuring the profile of " + model + "; retrying");
+  }
+  return NotFound("no builtin model \"" + model + "\"");
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,76 @@
+#include "scheduler/profile_json.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tessera::scheduler {
+namespace {
+
+Result<double> Number(const nlohmann::json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return InvalidArgument("must be a number", where + key);
+  double v = it->get<double>();
+  if (v < 0) return InvalidArgument("must not be negative", where + key);
+  return v;
+}
+
+}  // namespace
+
+Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("profile must be a JSON object", "profile");
+  ModelProfile p;
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_string()) return InvalidArgument("must be a string", "model");
+  p.name = model->get<std::string>();
+  TESSERA_ASSIGN_OR_RETURN(double batch, Number(j, "batch", ""));
+  if (batch < 1) return InvalidArgument("must be at least 1", "batch");
+
+  auto shape = j.find("in_shape");
+  if (shape == j.end() || !shape->is_array() || shape->empty()) {
+    return InvalidArgument("must be a non-empty array", "in_shape");
+  }
+  int64_t elements = 1;
+  for (const auto& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 1) {
+      return InvalidArgument("must hold positive integers", "in_shape");
+    }
+    elements *= d.get<int64_t>();
+  }
+  p.input_bytes = elements * 4;
+  if (shape->size() == 3) p.nominal_image_px = static_cast<int>((*shape)[1].get<int64_t>());
+
+  auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_array() || layers->empty()) {
+    return InvalidArgument("must be a non-empty array", "layers");
+  }
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const nlohmann::json& l = (*layers)[i];
+    const std::string where = "layers[" + std::to_string(i) + "].";
+    if (!l.is_object() || !l.contains("name") || !l["name"].is_string()) {
+      return InvalidArgument("must be a string", where + "name");
+    }
+    Layer layer;
+    layer.name = l["name"].get<std::string>();
+    double flops = 0;
+    if (l.contains("fwd_flops_per_sample")) {
+      TESSERA_ASSIGN_OR_RETURN(flops, Number(l, "fwd_flops_per_sample", where));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(double total, Number(l, "fwd_flops", where));
+      flops = total / batch;
+    }
+    // A layer with no arithmetic (a reshape, a pool) still costs a little.
+    layer.forward_flops = std::max(flops, 1.0);
+    TESSERA_ASSIGN_OR_RETURN(double params, Number(l, "param_bytes", where));
+    TESSERA_ASSIGN_OR_RETURN(double act, Number(l, "activation_bytes_per_sample", where));
+    TESSERA_ASSIGN_OR_RETURN(double out, Number(l, "output_bytes_per_sample", where));
+    layer.parameter_bytes = static_cast<int64_t>(params);
+    layer.activation_bytes = static_cast<int64_t>(act);
+    layer.output_bytes = static_cast<int64_t>(out);
+    p.layers.push_back(std::move(layer));
+  }
+  p.estimated = false;
+  TESSERA_RETURN_IF_ERROR(p.Validate());
+  return p;
+}
+
+}  // namespace tessera::scheduler

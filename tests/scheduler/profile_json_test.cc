@@ -1,0 +1,71 @@
+#include "scheduler/profile_json.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::scheduler {
+namespace {
+
+nlohmann::json WorkerProfile() {
+  return {{"model", "colorize-unet"},
+          {"device", "cpu"},
+          {"batch", 4},
+          {"in_shape", {1, 64, 64}},
+          {"layers",
+           {{{"name", "enc0"},
+             {"fwd_flops", 4.0e8},
+             {"fwd_flops_per_sample", 1.0e8},
+             {"param_bytes", 4096},
+             {"activation_bytes_per_sample", 262144},
+             {"output_bytes_per_sample", 131072}},
+            {{"name", "head"},
+             {"fwd_flops", 0},
+             {"param_bytes", 132},
+             {"activation_bytes_per_sample", 32768},
+             {"output_bytes_per_sample", 32768}}}}};
+}
+
+TEST(ProfileJsonTest, ConvertsTheWorkersMeasuredLayers) {
+  auto p = ModelProfileFromWorkerJson(WorkerProfile());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->name, "colorize-unet");
+  EXPECT_FALSE(p->estimated);
+  EXPECT_EQ(p->nominal_image_px, 64);
+  EXPECT_EQ(p->input_bytes, 64 * 64 * 4);
+  ASSERT_EQ(p->layers.size(), 2u);
+  EXPECT_EQ(p->layers[0].name, "enc0");
+  EXPECT_DOUBLE_EQ(p->layers[0].forward_flops, 1.0e8);
+  EXPECT_EQ(p->layers[0].activation_bytes, 262144);
+  EXPECT_EQ(p->layers[0].output_bytes, 131072);
+  EXPECT_DOUBLE_EQ(p->layers[1].forward_flops, 1.0) << "no-FLOP layers keep a token cost";
+}
+
+TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
+  struct Row {
+    const char* what;
+    std::function<void(nlohmann::json&)> mutate;
+    const char* field;
+  };
+  const Row rows[] = {
+      {"no model", [](nlohmann::json& j) { j.erase("model"); }, "model"},
+      {"batch 0", [](nlohmann::json& j) { j["batch"] = 0; }, "batch"},
+      {"bad shape", [](nlohmann::json& j) { j["in_shape"] = {1, -2}; }, "in_shape"},
+      {"no layers", [](nlohmann::json& j) { j["layers"] = nlohmann::json::array(); }, "layers"},
+      {"nameless layer", [](nlohmann::json& j) { j["layers"][1].erase("name"); },
+       "layers[1].name"},
+      {"negative bytes", [](nlohmann::json& j) { j["layers"][0]["param_bytes"] = -1; },
+       "layers[0].param_bytes"},
+      {"no flops", [](nlohmann::json& j) { j["layers"][1].erase("fwd_flops"); },
+       "layers[1].fwd_flops"},
+  };
+  for (const Row& r : rows) {
+    nlohmann::json j = WorkerProfile();
+    r.mutate(j);
+    auto p = ModelProfileFromWorkerJson(j);
+    ASSERT_FALSE(p.ok()) << r.what;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << r.what;
+    EXPECT_EQ(p.status().field(), r.field) << r.what;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
