@@ -67,7 +67,8 @@ Json ToJson(const HeartbeatRequest& r) {
               {"address", r.address},
               {"agent_started_ms", r.agent_started_ms},
               {"devices", devices},
-              {"workers", workers}};
+              {"workers", workers},
+              {"wait_ms", r.wait_ms}};
 }
 
 Json ToJson(const WorkerLaunch& l) {
@@ -92,7 +93,12 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(Field(j, "agent_started_ms", Json::value_t::number_integer, "an integer"));
   TESSERA_RETURN_IF_ERROR(Field(j, "devices", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "workers", Json::value_t::array, "an array"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "wait_ms", Json::value_t::number_integer, "an integer"));
   HeartbeatRequest r;
+  r.wait_ms = Get<int64_t>(j, "wait_ms", 0);
+  if (r.wait_ms < 0 || r.wait_ms > 60'000) {
+    return InvalidArgument("must be between 0 and 60000", "wait_ms");
+  }
   r.node = Get<std::string>(j, "node", "");
   if (r.node.empty()) return InvalidArgument("must name the node", "node");
   r.address = Get<std::string>(j, "address", "");

@@ -53,6 +53,10 @@ struct HeartbeatRequest {
   int64_t agent_started_ms = 0;
   std::vector<Device> devices;
   std::vector<WorkerStatus> workers;
+  // Long poll: the controller may hold the answer up to this long while the
+  // node has nothing to change, and answers at once when its desired set
+  // changes. 0: answer at once (the agent has news to report next).
+  int64_t wait_ms = 0;
 };
 
 // What the node must run. The agent builds the process from these fields:

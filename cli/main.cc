@@ -4,12 +4,11 @@
 #include <vector>
 
 #include "cli/cli_app.h"
+#include "cli/token_commands.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
-  // Local commands that do not talk to the API (e.g. `token create|list|revoke`
-  // on the controller's SQLite store) are registered here:
-  //   std::vector<tessera::cli::CommandRegistrar> local = {tessera::daemon::RegisterTokenCommands};
-  std::vector<tessera::cli::CommandRegistrar> local;
+  // `token` works on the controller's local store, not through the API.
+  std::vector<tessera::cli::CommandRegistrar> local = {tessera::cli::RegisterTokenCommands};
   return tessera::cli::RunCli(args, std::cout, std::cerr, local);
 }

@@ -16,9 +16,12 @@ export class LineChart {
     new ResizeObserver(() => this.draw()).observe(this.canvas);
   }
 
-  // points: [{x, y}] sorted by x
+  // points: [{x, y}]; a later point for the same x (a resumed attempt
+  // repeating steps) replaces the earlier one.
   set(points) {
-    this.points = points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
+    const byX = new Map();
+    for (const p of points) if (Number.isFinite(p.x) && Number.isFinite(p.y)) byX.set(p.x, p);
+    this.points = [...byX.values()].sort((a, b) => a.x - b.x);
     const last = this.points[this.points.length - 1];
     this.canvas.setAttribute('aria-label', last
       ? `${this.title}: ${this.points.length} samples, latest ${fmtNumber(last.y, 3)}${this.unit} at step ${last.x}`

@@ -4,8 +4,8 @@
 
 import { h, fmtBytes, fmtNumber, fmtDuration } from './util.js';
 
-// A job's stored plan wraps the planner's plan ({job_id, attempt, plan,
-// rank_plan, ranks}); a dry run answers the plan itself.
+// A job's `plan` and each dry-run plan are the planner's plan JSON; a
+// wrapper with the plan under "plan" (an attempt record) is accepted too.
 export function unwrapPlan(p) {
   if (!p || typeof p !== 'object') return null;
   if (Array.isArray(p.replicas)) return p;
@@ -51,7 +51,8 @@ export function planDiagram(plan, { deviceNames = new Map(), title } = {}) {
       deviceNames.get(d) ? h('div', { class: 'dev-name' }, deviceNames.get(d)) : null,
       h('div', { class: 'dev-layers', title: `half-open range [${layers[0]}, ${layers[1]})` },
         layers[1] - layers[0] === 1 ? `layer ${layers[0]}` : `layers ${layers[0]}–${layers[1] - 1}`,
-        h('span', { class: 'muted' }, ` (${layers[1] - layers[0]})`)),
+        layers[1] - layers[0] > 1 ? h('span', { class: 'muted' }, ` (${layers[1] - layers[0]})`)
+                                  : null),
       h('div', {}, `batch ${r.batch}`, Number.isFinite(share) ? ` (${pct(share)})` : ''),
       h('div', {}, `${fmtSeconds(s.time_s)}`, Number(plan.pp) > 1 ? ' / micro-batch' : ' / step'),
       mem[d] || s.peak_mem_bytes

@@ -10,9 +10,13 @@ import { recordProgress } from '../samples.js';
 import { planDiagram, unwrapPlan } from '../plan.js';
 import { LineChart } from '../chart.js';
 
+// A later attempt reaching running is a recovery (recovering -> pending ->
+// planned -> starting -> running, resumed from the last checkpoint).
+const isRecovery = (e) => e.to === 'running' && Number(e.attempt) > 1;
+
 function eventKind(e) {
   if (e.to === 'failed' || e.to === 'recovering') return 'bad';
-  if (e.from === 'recovering' || e.to === 'succeeded') return 'good';
+  if (isRecovery(e) || e.to === 'succeeded') return 'good';
   if (e.to === 'cancelled') return 'warn';
   return '';
 }
@@ -24,6 +28,7 @@ function eventItem(e) {
       h('span', { class: 'event-change' }, e.from ? badge(e.from) : null,
         e.from ? ' → ' : '', badge(e.to)),
       e.attempt ? h('span', { class: 'muted' }, ` attempt ${e.attempt}`) : null,
+      isRecovery(e) ? [' ', badge('recovered', 'succeeded')] : null,
       e.reason ? h('div', { class: 'event-reason' }, e.reason) : null));
 }
 
@@ -58,7 +63,8 @@ export function mountJob(main, id) {
   const eventsEmpty = h('p', { class: 'muted' }, 'No events yet.');
   const rankSelect = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
   const tailSelect = h('select', { id: 'log-tail' },
-    [50, 200, 1000].map((n) => h('option', { value: String(n), selected: n === 200 }, `${n} lines`)));
+    // The API serves at most the last 100 lines (docs/rest-api.md).
+    [20, 50, 100].map((n) => h('option', { value: String(n), selected: n === 100 }, `${n} lines`)));
   const logStatus = h('p', { class: 'muted', id: 'log-status' });
   const logPre = h('pre', { class: 'log', id: 'log', tabindex: '0', 'aria-label': 'Log tail' });
 
@@ -173,10 +179,7 @@ export function mountJob(main, id) {
     for (let page = 0; page < 10; page++) {
       const r = await api.events(id, eventsAfter);
       const list = r.events || [];
-      // Follow new events when the reader is at the newest one.
-      const atBottom = events.scrollTop + events.clientHeight >= events.scrollHeight - 4;
       for (const e of list) events.append(eventItem(e));
-      if (list.length && atBottom) events.scrollTop = events.scrollHeight;
       if (list.length) eventsAfter = list[list.length - 1].id;
       eventsEmpty.hidden = events.children.length > 0;
       if (r.next_after === null || r.next_after === undefined || !list.length) break;
@@ -186,8 +189,11 @@ export function mountJob(main, id) {
   async function pollLogs() {
     if (logsUnavailable) return;
     const rank = rankSelect.value || '0';
+    const tail = tailSelect.value;
+    const stale = () => rank !== (rankSelect.value || '0') || tail !== tailSelect.value;
     try {
-      const r = await api.logs(id, rank, tailSelect.value);
+      const r = await api.logs(id, rank, tail);
+      if (stale()) return;  // the reader picked another rank meanwhile
       const text = (r.lines || []).join('\n');
       logStatus.textContent = `rank ${r.rank ?? rank} · ${(r.lines || []).length} lines`;
       logPre.hidden = false;
@@ -198,6 +204,7 @@ export function mountJob(main, id) {
         if (atBottom) logPre.scrollTop = logPre.scrollHeight;
       }
     } catch (e) {
+      if (stale()) return;
       if (e.status === 501) {
         logsUnavailable = true;
         logStatus.textContent = 'This tesserad does not serve logs yet (501).';
@@ -205,6 +212,8 @@ export function mountJob(main, id) {
         logPre.hidden = true;
       } else if (e.status === 404) {
         logStatus.textContent = `No log for rank ${rank} yet.`;
+        logPre.hidden = true;
+        lastLogText = null;
       } else {
         logStatus.textContent = `Log tail unavailable: ${e.message}`;
       }
