@@ -77,8 +77,14 @@ Status Agent::Beat() {
     d.busy = busy.count(d.index) > 0;
   }
   request.workers = actual;
+  request.wait_ms = next_wait_ms_;
+  std::map<api::WorkerKey, api::WorkerState> states;
+  for (const auto& w : actual) states[w.key] = w.state;
+  const bool news = states != reported_;
 
+  const auto sent = clock_->SteadyNow();
   auto answer = transport_->Heartbeat(api::ToJson(request));
+  const auto took = clock_->SteadyNow() - sent;
   Status lost;
   if (!answer.ok()) {
     lost = answer.status();
@@ -93,6 +99,15 @@ Status Agent::Beat() {
                                kMinInterval, kMaxInterval);
       }
       ReconcileActions actions = Reconcile(response.desired, actual);
+      const bool acted =
+          !actions.stop.empty() || !actions.start.empty() || !actions.forget.empty();
+      reported_ = std::move(states);
+      // Report what changed at once; otherwise long-poll for new work. A
+      // controller that answered a poll at once without news for us (it does
+      // not hold answers) is asked again only after an interval.
+      const bool held = request.wait_ms > 0 && took >= std::chrono::milliseconds(request.wait_ms / 2);
+      beat_again_now_ = acted || news || held || request.wait_ms == 0;
+      next_wait_ms_ = (acted || news) ? 0 : std::min<int64_t>(interval_.count(), 3000);
       for (const auto& key : actions.stop) {
         spdlog::info("stopping worker {} (no longer desired)", KeyText(key));
         supervisor_->Stop(key);
@@ -121,6 +136,8 @@ Status Agent::Beat() {
     }
   }
   if (!lost.ok()) {
+    beat_again_now_ = false;  // retry after an interval
+    next_wait_ms_ = 0;
     ++failed_beats_in_row_;
     // Log the first failure and then every 30th, not every beat.
     if (failed_beats_in_row_ == 1 || failed_beats_in_row_ % 30 == 0) {
@@ -173,7 +190,7 @@ void Agent::Run() {
     auto now = steady::now();
     if (now >= next_beat) {
       Beat().IgnoreError();  // logged inside; the next beat retries
-      next_beat = steady::now() + interval_;
+      next_beat = beat_again_now_ ? steady::now() : steady::now() + interval_;
     }
     if (watchdog && steady::now() >= next_ping) {
       if (notifier_) notifier_->Watchdog();

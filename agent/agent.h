@@ -67,8 +67,17 @@ class Agent {
 
   // One heartbeat and reconcile. Returns the transport's or the answer's
   // error when the beat was lost (nothing was changed then).
+  // Long poll: a beat after which nothing changed asks the controller to
+  // hold its answer up to one interval (wait_ms), so new work arrives at
+  // once; a beat that started, stopped or saw a worker end is followed at
+  // once by a beat with wait_ms = 0 that reports it.
   // REQUIRES: Init() succeeded.
   Status Beat();
+
+  // Whether the loop should beat again without waiting (see Beat), and the
+  // wait_ms the next beat asks for.
+  bool beat_again_now() const { return beat_again_now_; }
+  int64_t next_wait_ms() const { return next_wait_ms_; }
 
   // Beats until RequestStop(); reloads the inventory after RequestReload().
   // On return: STOPPING=1 sent, workers stopped if stop_workers_on_exit.
@@ -97,6 +106,10 @@ class Agent {
   std::chrono::milliseconds interval_;
   int64_t successful_beats_ = 0;
   int64_t failed_beats_in_row_ = 0;
+  int64_t next_wait_ms_ = 0;     // the first beat reports at once
+  bool beat_again_now_ = false;
+  // State of every worker as last reported, to notice changes.
+  std::map<api::WorkerKey, api::WorkerState> reported_;
   // Device indices of every launch the controller asked for, for `busy`.
   std::map<api::WorkerKey, std::vector<int64_t>> devices_of_;
 

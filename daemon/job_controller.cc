@@ -76,26 +76,60 @@ Status JobController::Recover() {
   return Status::Ok();
 }
 
+std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string& node) const {
+  std::vector<api::WorkerLaunch> out;
+  for (const auto& [id, active] : active_) {
+    for (const RankLaunch& r : active.launch.ranks) {
+      if (r.node == node) out.push_back(r.launch);
+    }
+  }
+  return out;
+}
+
 api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& request) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
   api::HeartbeatResponse response;
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
-  for (const auto& [id, active] : active_) {
-    for (const RankLaunch& r : active.launch.ranks) {
-      if (r.node == request.node) response.desired.push_back(r.launch);
+  response.desired = DesiredForLocked(request.node);
+  if (request.wait_ms > 0 && !shutting_down_) {
+    std::set<api::WorkerKey> desired, reported;
+    for (const auto& l : response.desired) desired.insert(l.key);
+    for (const auto& w : request.workers) reported.insert(w.key);
+    if (desired == reported) {
+      // Nothing for the node to do: hold the answer until that changes.
+      const uint64_t seen = generation_;
+      changed_.wait_for(lock, std::chrono::milliseconds(request.wait_ms),
+                        [&] { return generation_ != seen || shutting_down_; });
+      response.desired = DesiredForLocked(request.node);
+      reports_[request.node].seen = clock_->SteadyNow();  // alive while held
     }
   }
   return response;
 }
 
+void JobController::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    shutting_down_ = true;
+  }
+  changed_.notify_all();
+}
+
 Status JobController::Tick() {
-  std::lock_guard lock(mu_);
-  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-  std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
-  TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
-  TESSERA_RETURN_IF_ERROR(RetryRecoveringLocked(health));
-  return PlaceQueuedLocked(nodes);
+  std::unique_lock lock(mu_);
+  const uint64_t before = generation_;
+  Status st = [&]() -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+    std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
+    TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
+    TESSERA_RETURN_IF_ERROR(RetryRecoveringLocked(health));
+    return PlaceQueuedLocked(nodes);
+  }();
+  const bool changed = generation_ != before;
+  lock.unlock();
+  if (changed) changed_.notify_all();  // release held heartbeats
+  return st;
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
@@ -164,6 +198,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
                             api::JobStateName(job->state))
           .IgnoreError();
       it = active_.erase(it);
+      ++generation_;
       continue;
     }
 
@@ -249,6 +284,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       retry_at_[job->id] = clock_->SteadyNow() + std::chrono::milliseconds(backoff);
     }
     it = active_.erase(it);
+    ++generation_;
   }
   return Status::Ok();
 }
@@ -376,6 +412,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                               .status());
   for (const RankLaunch& r : launch->ranks) placed_devices->insert(DeviceKey(r.node, r.device_index));
   active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+  ++generation_;
   return Status::Ok();
 }
 

@@ -27,6 +27,7 @@
 #define TESSERA_DAEMON_JOB_CONTROLLER_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -64,8 +65,14 @@ class JobController {
   Status Recover();
 
   // Records a node's report and returns every worker the node should run.
+  // Long poll: when request.wait_ms > 0 and the node already runs exactly
+  // its desired set, the answer is held until that set changes or wait_ms
+  // passes, so a new launch reaches the agent at once.
   // REQUIRES: the request passed HeartbeatRequestFromJson.
   api::HeartbeatResponse OnHeartbeat(const api::HeartbeatRequest& request);
+
+  // Releases every held heartbeat (the daemon is stopping).
+  void Shutdown();
 
   // One pass: node health, attempt outcomes, retries, placement.
   Status Tick();
@@ -107,7 +114,12 @@ class JobController {
   const JobControllerOptions options_;
   const std::chrono::steady_clock::time_point started_;
 
+  std::vector<api::WorkerLaunch> DesiredForLocked(const std::string& node) const;
+
   std::mutex mu_;
+  std::condition_variable changed_;  // signalled when active_ changes
+  uint64_t generation_ = 0;          // bumped with every change of active_
+  bool shutting_down_ = false;
   std::map<api::JobId, Active> active_;
   std::map<std::string, Report> reports_;
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;

@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
   }
   Notify("STOPPING=1");
   service.SetStopping();
+  controller.Shutdown();  // answers held heartbeats now
   server.Stop();  // finishes in-flight requests
   {
     std::lock_guard lock(loop_mu);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "common/fake_clock.h"
 #include "daemon/sqlite_store.h"
@@ -388,6 +389,45 @@ TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   api::Job failed = *store_->GetJob(gan_id);
   EXPECT_EQ(failed.state, JobState::kFailed);
   EXPECT_NE(failed.reason.find("cannot plan"), std::string::npos) << failed.reason;
+}
+
+}  // namespace
+}  // namespace tessera::daemon
+
+namespace tessera::daemon {
+namespace {
+
+TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {
+  api::Node a = MakeNode("a", 1, 20);
+  Beat(a);
+  api::HeartbeatRequest idle;
+  idle.node = "a";
+  idle.wait_ms = 100;
+  // Nothing to do: the answer is held for wait_ms.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(controller_->OnHeartbeat(idle).desired.empty());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(90));
+
+  // A poll held for up to 20 s returns with the launch once the job is placed.
+  idle.wait_ms = 20'000;
+  api::HeartbeatResponse held;
+  std::thread poller([&] { held = controller_->OnHeartbeat(idle); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  api::JobId id = Submit(CmdSpec(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  poller.join();
+  ASSERT_EQ(held.desired.size(), 1u);
+  EXPECT_EQ(held.desired[0].key.job_id, id);
+
+  // A node that reports exactly its desired set is held; one that does not
+  // (it has a worker to start) is answered at once.
+  api::HeartbeatRequest behind;
+  behind.node = "a";
+  behind.wait_ms = 20'000;
+  EXPECT_EQ(controller_->OnHeartbeat(behind).desired.size(), 1u);
+  controller_->Shutdown();
+  behind.workers = Running(held);
+  EXPECT_EQ(controller_->OnHeartbeat(behind).desired.size(), 1u) << "shutdown releases polls";
 }
 
 }  // namespace
