@@ -1,5 +1,7 @@
 #include "agent/supervisor.h"
 
+#include <fstream>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -51,7 +53,24 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
 }
 
 // True when /proc/<pid>/environ is readable and lacks one of `want`.
+bool OwnEnvironContradicts(pid_t pid, const EnvMap& want);
+
+// The recorded pid is the worker's shim, whose environment is the agent's;
+// the identity is in the environment of the worker, its child.
 bool EnvironContradicts(pid_t pid, const EnvMap& want) {
+  if (!OwnEnvironContradicts(pid, want)) return false;
+  auto children =
+      ReadWholeFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  if (!children) return true;
+  std::istringstream in(*children);
+  pid_t child = 0;
+  while (in >> child) {
+    if (!OwnEnvironContradicts(child, want)) return false;
+  }
+  return true;
+}
+
+bool OwnEnvironContradicts(pid_t pid, const EnvMap& want) {
   auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/environ");
   if (!text || text->empty()) return false;  // unreadable: rely on start time
   EnvMap have;
@@ -283,7 +302,48 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
       const int keep = err_pipe[1];
       if (keep > 3) ::close_range(3, static_cast<unsigned>(keep - 1), 0);
       ::close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
-      ::execve(argv[0], argv.data(), envp.data());
+      // This process stays as the worker's shim: it waits for the worker and
+      // writes its exit code to <rank dir>/exit_code, so an agent that
+      // re-adopts the worker after a restart still learns how it ended.
+      // It ignores TERM/INT/HUP (the group's stop signals are for the worker)
+      // but dies with it on SIGKILL.
+      pid_t worker = ::fork();
+      if (worker == 0) {
+        ::execve(argv[0], argv.data(), envp.data());
+        err = errno;
+        ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
+        (void)ignored;
+        ::_exit(static_cast<int>(kExitCodeLaunchFailed));
+      }
+      if (worker > 0) {
+        ::signal(SIGTERM, SIG_IGN);
+        ::signal(SIGINT, SIG_IGN);
+        ::signal(SIGHUP, SIG_IGN);
+        ::close(err_pipe[1]);
+        int status = 0;
+        while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
+        }
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        char text[16];
+        int len = 0;
+        int v = code;
+        char digits[12];
+        do {
+          digits[len++] = static_cast<char>('0' + v % 10);
+          v /= 10;
+        } while (v > 0 && len < 11);
+        for (int i = 0; i < len; ++i) text[i] = digits[len - 1 - i];
+        text[len] = '\n';
+        int fd = ::open("exit_code.tmp", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+          ssize_t ignored = ::write(fd, text, static_cast<size_t>(len + 1));
+          (void)ignored;
+          ::fsync(fd);
+          ::close(fd);
+          ::rename("exit_code.tmp", "exit_code");
+        }
+        ::_exit(code);
+      }
       err = errno;
     }
     ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
@@ -457,6 +517,12 @@ void ProcessSupervisor::PollLocked(Worker& w) {
     auto stat = ReadProcStat(w.pid);
     pid_reused = stat && stat->start_ticks != w.start_ticks;
     ended = !stat || stat->state == 'Z' || pid_reused;
+    if (ended && !pid_reused) {
+      // The worker's shim recorded how it ended.
+      std::ifstream in(w.paths.dir / "exit_code");
+      int64_t recorded = 0;
+      if (in >> recorded) code = recorded;
+    }
   }
   if (ended) {
     // Whatever the leader left behind in its group ends with it (unless the

@@ -17,8 +17,7 @@ import { mountJob } from './pages/job.js';
 const POLL_MS = 1000;
 const main = document.getElementById('main');
 const liveStatus = document.getElementById('live-status');
-let current = null;  // {tick, unmount} of the mounted page
-let ticking = false;
+let current = null;  // {tick, unmount, busy} of the mounted page
 let loginNotice = '';
 
 function parseHash() {
@@ -89,6 +88,9 @@ function mountLogin() {
 }
 
 function route() {
+  // A control with the same id on the next page (a filter, a pager button)
+  // gets focus back, so keyboard users keep their place.
+  const focusedId = main.contains(document.activeElement) ? document.activeElement.id : '';
   if (current && current.unmount) current.unmount();
   current = null;
   const { parts, params } = parseHash();
@@ -123,7 +125,12 @@ function route() {
   }
   // Move focus to the new page's heading for keyboard and screen reader users,
   // unless the page already focused something.
-  if (!main.contains(document.activeElement)) {
+  const again = focusedId && document.getElementById(focusedId);
+  if (again && main.contains(again) && !again.disabled) {
+    again.focus({ preventScroll: true });
+  } else if (!main.contains(document.activeElement)) {
+    // Enabled only once data is in (the Next button): retried after a poll.
+    if (again && current) current.restoreFocus = focusedId;
     const heading = main.querySelector('h1');
     if (heading) {
       heading.setAttribute('tabindex', '-1');
@@ -134,19 +141,24 @@ function route() {
 }
 
 async function tick() {
-  if (ticking || !current || !current.tick || document.hidden) return;
-  ticking = true;
   const page = current;
+  if (!page || !page.tick || page.busy || document.hidden) return;
+  page.busy = true;  // never two polls of one page at once
   try {
     await page.tick();
     if (page === current) liveStatus.dataset.state = 'ok';
+    const el = page === current && page.restoreFocus
+      ? document.getElementById(page.restoreFocus) : null;
+    page.restoreFocus = null;
+    const lost = !main.contains(document.activeElement) || document.activeElement.tagName === 'H1';
+    if (el && !el.disabled && lost) el.focus({ preventScroll: true });
   } catch (e) {
     if (page === current) {
       liveStatus.dataset.state = 'error';
       liveStatus.textContent = `Update failed: ${e.message}`;
     }
   } finally {
-    ticking = false;
+    page.busy = false;
   }
   if (page === current && liveStatus.dataset.state === 'ok') {
     liveStatus.textContent = `Live · updated ${new Date().toLocaleTimeString('en-GB')}`;

@@ -10,7 +10,7 @@ const RESERVED_ENV = new Set(['RANK', 'WORLD_SIZE', 'GROUP_RANK', 'NODE_RANK',
                               'CUDA_VISIBLE_DEVICES']);
 const RESERVED_ENV_PREFIXES = ['MASTER_', 'LOCAL_', 'TESSERA_'];
 
-// The form fields, in form order: [field, label].
+// The form fields (JobSpec keys), in form order.
 export const FIELDS = ['name', 'kind', 'entrypoint', 'args', 'global_batch', 'steps', 'layout',
                        'min_devices', 'max_devices', 'priority', 'max_attempts',
                        'checkpoint_every_s', 'dataset', 'output', 'checkpoint', 'env'];

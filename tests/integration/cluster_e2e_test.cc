@@ -113,7 +113,7 @@ class ClusterE2ETest : public ::testing::Test {
 };
 
 TEST_F(ClusterE2ETest, NodeKilledMidRunIsReplannedOnSurvivorsAndResumes) {
-  api::JobId id = Submit(2, 3, /*steps=*/30, /*sleep_s=*/0.1);
+  api::JobId id = Submit(2, 3, /*steps=*/60, /*sleep_s=*/0.1);
   ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 30s))
       << cluster_->JobState(id);
   std::set<std::string> nodes = PlannedNodes(id);

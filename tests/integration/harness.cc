@@ -96,7 +96,7 @@ std::string BinaryPath(const std::string& name) {
   throw std::invalid_argument("unknown binary " + name);
 }
 
-Cluster::Cluster(std::string name) {
+Cluster::Cluster(std::string name, bool fast) : fast_(fast) {
   dir_ = fs::temp_directory_path() / ("tessera-e2e-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir_);
   fs::create_directories(dir_);
@@ -118,13 +118,15 @@ void Cluster::StartController(const std::string& extra_config) {
   {
     std::ofstream c(config);
     c << "state_dir: " << state.string() << "\n"
-      << "port: " << port_ << "\n"  // 0 first; the same port after a restart
-      << "heartbeat_interval_ms: 200\n"
-      << "dead_after_ms: 1500\n"
-      << "retry_backoff_ms: 200\n"
-      << "schedule_interval_ms: 50\n"
-      << "stop_grace_ms: 1000\n"
-      << extra_config;
+      << "port: " << port_ << "\n";  // 0 first; the same port after a restart
+    if (fast_) {
+      c << "heartbeat_interval_ms: 200\n"
+        << "dead_after_ms: 1500\n"
+        << "retry_backoff_ms: 200\n"
+        << "schedule_interval_ms: 50\n"
+        << "stop_grace_ms: 1000\n";
+    }
+    c << extra_config;
   }
   fs::remove(state / "tesserad.port");
   controller_ = std::make_unique<Process>(
@@ -164,7 +166,7 @@ void Cluster::StartAgent(const std::string& node, const std::string& inventory_y
                                    "--inventory",
                                    inventory.string(),
                                    "--heartbeat-ms",
-                                   "200"};
+                                   fast_ ? "200" : "1000"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   agents_[node] = std::make_unique<Process>(argv, std::map<std::string, std::string>{},
                                             dir_ / ("agent-" + node + ".log"));

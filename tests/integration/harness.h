@@ -54,7 +54,9 @@ std::string BinaryPath(const std::string& name);  // from compile definitions
 
 class Cluster {
  public:
-  explicit Cluster(std::string name);
+  // fast: test timings (200 ms heartbeats, 1.5 s dead timeout); otherwise
+  // the daemon's and agents' embedded defaults.
+  explicit Cluster(std::string name, bool fast = true);
   ~Cluster();
 
   const std::filesystem::path& dir() const { return dir_; }
@@ -90,6 +92,7 @@ class Cluster {
   uint16_t port_ = 0;
   std::string admin_token_;
   int controller_starts_ = 0;
+  bool fast_ = true;
 };
 
 }  // namespace tessera::testing

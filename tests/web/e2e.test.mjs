@@ -462,9 +462,13 @@ try {
     await page.locator(`tr[data-job="${jobA}"]`).waitFor();
     const next = page.getByRole('button', { name: /Next/ });
     await waitFor(() => next.isEnabled(), 5000, 'Next enabled');
-    await next.click();
+    // By keyboard: Enter on Next; focus stays on Next for the following page.
+    await next.focus();
+    await page.keyboard.press('Enter');
     await page.locator(`tr[data-job="${jobB}"]`).waitFor();
-    await next.click();
+    await waitFor(() => page.evaluate(() => document.activeElement.id === 'jobs-next'), 5000,
+                  'focus kept on Next');
+    await page.keyboard.press('Enter');
     await page.locator(`tr[data-job="${jobC}"]`).waitFor();
     await page.getByRole('button', { name: /Previous/ }).click();
     await page.locator(`tr[data-job="${jobB}"]`).waitFor();

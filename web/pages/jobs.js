@@ -56,8 +56,8 @@ export function mountJobs(main, params) {
   sizeSelect.addEventListener('change', first);
   const tbody = h('tbody', {});
   const summary = h('p', { class: 'muted', 'aria-live': 'polite' }, 'Loading jobs…');
-  const prev = h('button', { type: 'button', disabled: after === 0 }, '← Previous');
-  const next = h('button', { type: 'button', disabled: true }, 'Next →');
+  const prev = h('button', { type: 'button', id: 'jobs-prev', disabled: after === 0 }, '← Previous');
+  const next = h('button', { type: 'button', id: 'jobs-next', disabled: true }, 'Next →');
   let nextAfter = null;
   const link = (a) => `#/jobs?${new URLSearchParams({ ...(state ? { state } : {}),
                                                        ...(limit !== 20 ? { limit: String(limit) } : {}),
