@@ -5,6 +5,10 @@
 //
 // Usage: node e2e.test.mjs --tesserad PATH --agent PATH --web-dir DIR
 //                          --worker PATH --artifacts DIR [--chromium PATH]
+//                          [--worker-binary PATH]
+// --worker is the cmd: entrypoint program (checkpointing_worker.sh);
+// --worker-binary is tessera-worker, which tesserad runs to profile builtin
+// models for dry runs (without it the phone preview uses the cmd: one).
 // Prints one line per check and a closing "N passed, M failed"; exits 1 on
 // any failure. TESSERA_KEEP_TEST_DIRS=1 keeps the cluster's temp dir.
 
@@ -142,6 +146,7 @@ async function startCluster() {
     'retry_backoff_ms: 200',
     'schedule_interval_ms: 50',
     'stop_grace_ms: 1000',
+    ...(args['worker-binary'] ? [`worker_binary: ${path.resolve(args['worker-binary'])}`] : []),
     '',
   ].join('\n'));
   const d = start('tesserad', [args.tesserad, '--config', config]);
@@ -276,6 +281,14 @@ async function fillJobForm(page, { name, args: jobArgs, steps, min, max, batch =
   await page.getByLabel('Steps').fill(String(steps));
   await page.getByLabel('Min devices').fill(String(min));
   await page.getByLabel('Max devices').fill(String(max));
+}
+
+// Interrupted (Ctrl-C, a TERM from a runner): still stop the cluster.
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.once(sig, () => {
+    console.log(`FAIL interrupted by ${sig}`);
+    stopCluster().finally(() => process.exit(1));
+  });
 }
 
 // ------------------------------------------------------------------ the test
