@@ -30,6 +30,9 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
     if (pid == 0) {
       ::dup2(out[1], 1);
       if (err_fd >= 0) ::dup2(err_fd, 2);
+      // Inherit nothing else: above all not the daemon's listening socket,
+      // which would keep the port taken if the daemon died first.
+      ::close_range(3, ~0U, 0);
       const char* argv[] = {binary.c_str(), "profile", "--model", model.c_str(), nullptr};
       ::execv(argv[0], const_cast<char* const*>(argv));
       ::_exit(127);
