@@ -326,6 +326,16 @@ std::set<std::string> JobController::BusyDevicesLocked() const {
 }
 
 Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
+  // Nothing can be placed without a free device: skip reading the queue.
+  const std::set<std::string> held = BusyDevicesLocked();
+  bool any_free = false;
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy") continue;
+    for (const api::Device& d : n.devices) {
+      any_free = any_free || !held.contains(DeviceKey(n.name, d.index));
+    }
+  }
+  if (!any_free) return Status::Ok();
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
   if (pending.empty()) return Status::Ok();
   std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {

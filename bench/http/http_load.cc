@@ -8,7 +8,7 @@
 // and prints p50/p99/max latency.
 //
 // Usage: http_load --port P --token T [--clients 32] [--seconds 5]
-//                  [--get-rate 1000] [--get-seconds 5]
+//                  [--get-rate 1000] [--get-seconds 5] [--pause-s 2]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -37,7 +37,7 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   CLI::App app{"http_load: submissions/s and GET latency against tesserad"};
   int port = 0, clients = 32, get_rate = 1000;
-  double seconds = 5, get_seconds = 5;
+  double seconds = 5, get_seconds = 5, pause_s = 2;
   std::string token, host = "127.0.0.1";
   app.add_option("--port", port)->required();
   app.add_option("--token", token)->required();
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds);
   app.add_option("--get-rate", get_rate);
   app.add_option("--get-seconds", get_seconds);
+  app.add_option("--pause-s", pause_s, "quiet time between the phases");
   CLI11_PARSE(app, argc, argv);
 
   // ---- phase 1: durable submissions ----
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
   if (ids.empty()) return 1;
 
   // ---- phase 2: GET latency at a fixed rate ----
+  std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
   const int get_threads = 8;
   std::vector<std::vector<double>> lat(get_threads);
   std::atomic<int64_t> get_errors{0};

@@ -354,7 +354,7 @@ TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
     return p;
   };
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-  api::Node a = MakeNode("a", 2, 20);
+  api::Node a = MakeNode("a", 3, 20);  // one device stays free for the GAN job
   Beat(a);
   api::JobSpec spec = CmdSpec(2);
   spec.entrypoint = "builtin:colorize-unet";
