@@ -101,8 +101,11 @@ api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& r
       const uint64_t seen = generation_;
       changed_.wait_for(lock, std::chrono::milliseconds(request.wait_ms),
                         [&] { return generation_ != seen || shutting_down_; });
+      // The node counts as seen when its request arrived, not when the held
+      // answer leaves: a hold is at most one interval, well inside the
+      // suspect threshold, and a node that died while held is not kept
+      // alive by its own dangling request.
       response.desired = DesiredForLocked(request.node);
-      reports_[request.node].seen = clock_->SteadyNow();  // alive while held
     }
   }
   return response;
