@@ -99,13 +99,13 @@ Status Agent::Beat() {
                                kMinInterval, kMaxInterval);
       }
       ReconcileActions actions = Reconcile(response.desired, actual);
-      const bool acted =
-          !actions.stop.empty() || !actions.start.empty() || !actions.forget.empty();
+      const bool acted = !actions.stop.empty() || !actions.start.empty() || !actions.forget.empty();
       reported_ = std::move(states);
       // Report what changed at once; otherwise long-poll for new work. A
       // controller that answered a poll at once without news for us (it does
       // not hold answers) is asked again only after an interval.
-      const bool held = request.wait_ms > 0 && took >= std::chrono::milliseconds(request.wait_ms / 2);
+      const bool held =
+          request.wait_ms > 0 && took >= std::chrono::milliseconds(request.wait_ms / 2);
       beat_again_now_ = acted || news || held || request.wait_ms == 0;
       next_wait_ms_ = (acted || news) ? 0 : std::min<int64_t>(interval_.count(), 3000);
       for (const auto& key : actions.stop) {

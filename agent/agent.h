@@ -106,7 +106,7 @@ class Agent {
   std::chrono::milliseconds interval_;
   int64_t successful_beats_ = 0;
   int64_t failed_beats_in_row_ = 0;
-  int64_t next_wait_ms_ = 0;     // the first beat reports at once
+  int64_t next_wait_ms_ = 0;  // the first beat reports at once
   bool beat_again_now_ = false;
   // State of every worker as last reported, to notice changes.
   std::map<api::WorkerKey, api::WorkerState> reported_;

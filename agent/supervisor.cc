@@ -1,7 +1,5 @@
 #include "agent/supervisor.h"
 
-#include <fstream>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <system_error>
 

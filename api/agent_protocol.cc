@@ -6,8 +6,8 @@ namespace {
 Status Field(const Json& j, const char* key, Json::value_t want, const char* what) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
-  bool good = it->type() == want ||
-              (want == Json::value_t::number_integer && it->is_number_unsigned());
+  bool good =
+      it->type() == want || (want == Json::value_t::number_integer && it->is_number_unsigned());
   if (!good) return InvalidArgument(std::string("must be ") + what, key);
   return Status::Ok();
 }
@@ -41,9 +41,12 @@ Json KeyJson(const WorkerKey& k) {
 
 std::string_view WorkerStateName(WorkerState state) {
   switch (state) {
-    case WorkerState::kRunning: return "running";
-    case WorkerState::kExited: return "exited";
-    case WorkerState::kStopping: return "stopping";
+    case WorkerState::kRunning:
+      return "running";
+    case WorkerState::kExited:
+      return "exited";
+    case WorkerState::kStopping:
+      return "stopping";
   }
   return "unknown";
 }
@@ -63,12 +66,9 @@ Json ToJson(const HeartbeatRequest& r) {
   for (const auto& d : r.devices) devices.push_back(ToJson(d));
   Json workers = Json::array();
   for (const auto& w : r.workers) workers.push_back(ToJson(w));
-  return Json{{"node", r.node},
-              {"address", r.address},
-              {"agent_started_ms", r.agent_started_ms},
-              {"devices", devices},
-              {"workers", workers},
-              {"wait_ms", r.wait_ms}};
+  return Json{
+      {"node", r.node},     {"address", r.address}, {"agent_started_ms", r.agent_started_ms},
+      {"devices", devices}, {"workers", workers},   {"wait_ms", r.wait_ms}};
 }
 
 Json ToJson(const WorkerLaunch& l) {
@@ -90,7 +90,8 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("heartbeat must be a JSON object");
   TESSERA_RETURN_IF_ERROR(Field(j, "node", Json::value_t::string, "a string"));
   TESSERA_RETURN_IF_ERROR(Field(j, "address", Json::value_t::string, "a string"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "agent_started_ms", Json::value_t::number_integer, "an integer"));
+  TESSERA_RETURN_IF_ERROR(
+      Field(j, "agent_started_ms", Json::value_t::number_integer, "an integer"));
   TESSERA_RETURN_IF_ERROR(Field(j, "devices", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "workers", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "wait_ms", Json::value_t::number_integer, "an integer"));

@@ -48,8 +48,8 @@ struct WorkerStatus {
 };
 
 struct HeartbeatRequest {
-  std::string node;          // unique node name
-  std::string address;       // address other nodes reach this one at
+  std::string node;     // unique node name
+  std::string address;  // address other nodes reach this one at
   int64_t agent_started_ms = 0;
   std::vector<Device> devices;
   std::vector<WorkerStatus> workers;

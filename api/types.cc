@@ -267,8 +267,8 @@ Result<Job> JobFromJson(const Json& j) {
 }
 
 Json ToJson(const Event& e) {
-  return Json{{"id", e.id},           {"job_id", e.job_id},   {"ts_ms", e.ts_ms},
-              {"from", e.from_state}, {"to", e.to_state},     {"attempt", e.attempt},
+  return Json{{"id", e.id},           {"job_id", e.job_id}, {"ts_ms", e.ts_ms},
+              {"from", e.from_state}, {"to", e.to_state},   {"attempt", e.attempt},
               {"reason", e.reason}};
 }
 
@@ -350,9 +350,9 @@ Result<Node> NodeFromJson(const Json& j) {
       auto d = DeviceFromJson((*devices)[i]);
       if (!d.ok()) {
         Status e = d.status();
-        return Status(e.code(), e.message(),
-                      "devices[" + std::to_string(i) + "]" + (e.field().empty() ? "" : ".") +
-                          e.field());
+        return Status(
+            e.code(), e.message(),
+            "devices[" + std::to_string(i) + "]" + (e.field().empty() ? "" : ".") + e.field());
       }
       n.devices.push_back(*std::move(d));
     }

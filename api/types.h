@@ -11,12 +11,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -61,11 +60,11 @@ struct JobSpec {
   int64_t global_batch = 0;
   int64_t steps = 0;
   int64_t checkpoint_every_s = 300;
-  std::string layout = "auto";    // auto | data | pipeline | hybrid | tiled
+  std::string layout = "auto";  // auto | data | pipeline | hybrid | tiled
   int64_t priority = 0;
   int64_t max_attempts = 3;
   int64_t min_devices = 1;
-  int64_t max_devices = 0;        // 0: no upper limit
+  int64_t max_devices = 0;  // 0: no upper limit
   std::map<std::string, std::string> env;
 
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
@@ -76,12 +75,12 @@ struct Job {
   std::string owner;
   JobSpec spec;
   JobState state = JobState::kPending;
-  int64_t attempt = 0;        // number of attempts started so far
-  int64_t created_ms = 0;     // Unix millis
+  int64_t attempt = 0;     // number of attempts started so far
+  int64_t created_ms = 0;  // Unix millis
   int64_t updated_ms = 0;
-  std::string reason;         // why the job is in its state (last event)
-  Json plan;                  // the chosen plan, or null
-  Json progress;              // latest progress summary, or null
+  std::string reason;  // why the job is in its state (last event)
+  Json plan;           // the chosen plan, or null
+  Json progress;       // latest progress summary, or null
 };
 
 // One recorded state change of a job (append-only).
@@ -89,7 +88,7 @@ struct Event {
   int64_t id = 0;
   JobId job_id = 0;
   int64_t ts_ms = 0;
-  std::string from_state;     // empty for the submission event
+  std::string from_state;  // empty for the submission event
   std::string to_state;
   int64_t attempt = 0;
   std::string reason;
@@ -97,16 +96,16 @@ struct Event {
 
 struct Device {
   std::string node;
-  int64_t index = 0;              // index on its node
-  std::string name;               // e.g. "NVIDIA A100-SXM4-80GB" or "cpu"
+  int64_t index = 0;  // index on its node
+  std::string name;   // e.g. "NVIDIA A100-SXM4-80GB" or "cpu"
   std::string uuid;
-  std::string type;               // "cuda" | "cpu"
+  std::string type;  // "cuda" | "cpu"
   int64_t memory_bytes = 0;
   int64_t memory_used_bytes = 0;
-  double utilization = 0.0;       // 0..1
-  double measured_tflops = 0.0;   // matmul throughput measured by the agent
+  double utilization = 0.0;      // 0..1
+  double measured_tflops = 0.0;  // matmul throughput measured by the agent
   double mem_bandwidth_gbps = 0.0;
-  double relative_speed = 1.0;    // emulated devices: declared speed factor
+  double relative_speed = 1.0;  // emulated devices: declared speed factor
   std::string compute_capability;
   int64_t sm_count = 0;
   bool emulated = false;

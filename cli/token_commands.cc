@@ -90,9 +90,9 @@ void RegisterTokenCommands(CLI::App& app, CliContext& ctx) {
         continue;
       }
       char line[256];
-      std::snprintf(line, sizeof line, "%-17s %-13s %-6s %-11s %s\n", t.id.c_str(),
-                    t.user.c_str(), std::string(api::RoleName(t.role)).c_str(),
-                    Time(t.created_ms).c_str(), t.revoked_ms ? Time(*t.revoked_ms).c_str() : "-");
+      std::snprintf(line, sizeof line, "%-17s %-13s %-6s %-11s %s\n", t.id.c_str(), t.user.c_str(),
+                    std::string(api::RoleName(t.role)).c_str(), Time(t.created_ms).c_str(),
+                    t.revoked_ms ? Time(*t.revoked_ms).c_str() : "-");
       ctx.out << line;
     }
     if (ctx.json) ctx.out << out.dump() << "\n";

@@ -11,8 +11,7 @@ namespace tessera {
 
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(int64_t start_unix_millis = 1'700'000'000'000)
-      : unix_ms_(start_unix_millis) {}
+  explicit FakeClock(int64_t start_unix_millis = 1'700'000'000'000) : unix_ms_(start_unix_millis) {}
 
   int64_t NowUnixMillis() const override { return unix_ms_.load(); }
   std::chrono::steady_clock::time_point SteadyNow() const override {

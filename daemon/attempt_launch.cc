@@ -11,9 +11,7 @@ std::vector<std::string> CommandLine(const api::Job& job, const EntrypointComman
   std::vector<std::string> argv;
   constexpr std::string_view kBuiltin = "builtin:";
   if (entrypoint.name.starts_with(kBuiltin)) {
-    argv = {options.worker_binary,
-            s.kind == api::JobKind::kInfer ? "infer" : "train",
-            "--model",
+    argv = {options.worker_binary, s.kind == api::JobKind::kInfer ? "infer" : "train", "--model",
             entrypoint.name.substr(kBuiltin.size())};
     if (!s.dataset.empty()) {
       argv.insert(argv.end(), {"--data", s.dataset});
@@ -105,8 +103,7 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     l.env["MASTER_PORT"] = std::to_string(MasterPortFor(job.id, attempt, options));
     l.env["TESSERA_JOB_ID"] = std::to_string(job.id);
     l.env["TESSERA_ATTEMPT"] = std::to_string(attempt);
-    l.env["TESSERA_CHECKPOINT_DIR"] =
-        options.checkpoint_root + "/job-" + std::to_string(job.id);
+    l.env["TESSERA_CHECKPOINT_DIR"] = options.checkpoint_root + "/job-" + std::to_string(job.id);
     l.device_indices = {dev.index};
     l.plan = out.rank_plan;
     out.ranks.push_back(std::move(r));
@@ -121,8 +118,11 @@ api::Json ToJson(const AttemptLaunch& a) {
     l.erase("plan");  // stored once, in rank_plan
     ranks.push_back({{"node", r.node}, {"device_index", r.device_index}, {"launch", l}});
   }
-  return {{"job_id", a.job_id}, {"attempt", a.attempt}, {"plan", a.plan},
-          {"rank_plan", a.rank_plan}, {"ranks", ranks}};
+  return {{"job_id", a.job_id},
+          {"attempt", a.attempt},
+          {"plan", a.plan},
+          {"rank_plan", a.rank_plan},
+          {"ranks", ranks}};
 }
 
 Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j) {

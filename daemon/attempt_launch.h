@@ -37,8 +37,8 @@ struct RankLaunch {
 struct AttemptLaunch {
   api::JobId job_id = 0;
   int64_t attempt = 0;
-  api::Json plan;       // the scheduler's plan as JSON (shown by the API)
-  api::Json rank_plan;  // what TESSERA_PLAN holds
+  api::Json plan;                 // the scheduler's plan as JSON (shown by the API)
+  api::Json rank_plan;            // what TESSERA_PLAN holds
   std::vector<RankLaunch> ranks;  // index == rank
 };
 

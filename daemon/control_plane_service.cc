@@ -213,8 +213,8 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
 }
 
 Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Principal& who,
-                                                             api::JobId id, int64_t rank,
-                                                             int64_t tail) {
+                                                              api::JobId id, int64_t rank,
+                                                              int64_t tail) {
   TESSERA_RETURN_IF_ERROR(VisibleJob(who, id).status());
   if (rank < 0) return InvalidArgument("must be >= 0", "rank");
   if (tail < 1 || tail > 100) return InvalidArgument("must be between 1 and 100", "tail");

@@ -24,10 +24,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <utility>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api/agent_protocol.h"

@@ -28,13 +28,13 @@ struct DaemonConfig {
   int64_t body_limit_bytes = 1 << 20;
   int64_t idle_timeout_ms = 30'000;
   int64_t heartbeat_interval_ms = 1000;
-  int64_t suspect_after_missed = 2;   // beats missed before a node is suspect
-  int64_t dead_after_ms = 3000;       // silence before a node is dead
+  int64_t suspect_after_missed = 2;    // beats missed before a node is suspect
+  int64_t dead_after_ms = 3000;        // silence before a node is dead
   int64_t schedule_interval_ms = 100;  // controller loop period
-  int64_t retry_backoff_ms = 500;     // first re-plan delay; doubles per attempt
+  int64_t retry_backoff_ms = 500;      // first re-plan delay; doubles per attempt
   int64_t max_retry_backoff_ms = 10'000;
-  int64_t stop_grace_ms = 5000;       // SIGTERM -> SIGKILL for cancelled ranks
-  std::string worker_binary;          // builtin entrypoints; default: beside tesserad
+  int64_t stop_grace_ms = 5000;  // SIGTERM -> SIGKILL for cancelled ranks
+  std::string worker_binary;     // builtin entrypoints; default: beside tesserad
   std::string log_level = "info";
 
   std::string DbPath() const;

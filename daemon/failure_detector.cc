@@ -4,9 +4,12 @@ namespace tessera::daemon {
 
 std::string_view NodeHealthName(NodeHealth health) {
   switch (health) {
-    case NodeHealth::kHealthy: return "healthy";
-    case NodeHealth::kSuspect: return "suspect";
-    case NodeHealth::kDead: return "dead";
+    case NodeHealth::kHealthy:
+      return "healthy";
+    case NodeHealth::kSuspect:
+      return "suspect";
+    case NodeHealth::kDead:
+      return "dead";
   }
   return "dead";
 }

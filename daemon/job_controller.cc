@@ -1,9 +1,9 @@
 #include "daemon/job_controller.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "daemon/planning.h"
 #include "scheduler/plan_json.h"
@@ -54,11 +54,12 @@ Status JobController::Recover() {
     TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, AllJobsIn(store_, state));
     for (const api::Job& job : jobs) {
       auto attempt = store_->GetAttempt(job.id, job.attempt);
-      Result<AttemptLaunch> launch =
-          attempt.ok() ? AttemptLaunchFromJson(attempt->plan) : Result<AttemptLaunch>(attempt.status());
+      Result<AttemptLaunch> launch = attempt.ok() ? AttemptLaunchFromJson(attempt->plan)
+                                                  : Result<AttemptLaunch>(attempt.status());
       if (!launch.ok()) {
-        auto st = StepLocked(job, JobEvent::kFail,
-                             "cannot resume after controller restart: " + launch.status().message());
+        auto st =
+            StepLocked(job, JobEvent::kFail,
+                       "cannot resume after controller restart: " + launch.status().message());
         if (!st.ok()) return st.status();
         continue;
       }
@@ -197,8 +198,9 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     if (!job.ok()) return job.status();
     if (job->state != JobState::kStarting && job->state != JobState::kRunning) {
       // Cancelled (or failed) from outside: drop it from every desired set.
-      store_->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(),
-                            api::JobStateName(job->state))
+      store_
+          ->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(),
+                          api::JobStateName(job->state))
           .IgnoreError();
       it = active_.erase(it);
       ++generation_;
@@ -221,8 +223,8 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
         missing.push_back(r.launch.key.rank);
         // A running rank its (reporting) node no longer lists is gone.
         if (job->state == JobState::kRunning && reports_.contains(r.node) && vanished.empty()) {
-          vanished = "rank " + std::to_string(r.launch.key.rank) + " is no longer reported by " +
-                     r.node;
+          vanished =
+              "rank " + std::to_string(r.launch.key.rank) + " is no longer reported by " + r.node;
         }
       } else if (w->state == api::WorkerState::kExited) {
         if (w->exit_code == 0) {
@@ -251,8 +253,8 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     } else if (done == world) {
       if (job->state == JobState::kStarting) {
         // Finished before we saw them all running: record both steps.
-        auto r = StepLocked(*job, JobEvent::kAllRunning, "all " + std::to_string(world) +
-                                                             " ranks started");
+        auto r = StepLocked(*job, JobEvent::kAllRunning,
+                            "all " + std::to_string(world) + " ranks started");
         if (!r.ok()) return r.status();
         job = *r;
       }
@@ -261,8 +263,8 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     } else if (job->state == JobState::kStarting && missing.empty()) {
       event = JobEvent::kAllRunning;
       reason = "all " + std::to_string(world) + " ranks running";
-    } else if (job->state == JobState::kStarting && SteadyMs(it->second.launched_at) >
-                                                        options_.launch_timeout_ms) {
+    } else if (job->state == JobState::kStarting &&
+               SteadyMs(it->second.launched_at) > options_.launch_timeout_ms) {
       event = JobEvent::kRankFailed;
       reason = "ranks " + RankList(missing) + " did not start within " +
                std::to_string(options_.launch_timeout_ms / 1000) + " s";
@@ -346,8 +348,8 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
     return a.id < b.id;
   });
 
-  std::optional<api::Job> head;            // first job that must wait for busy devices
-  std::set<std::string> backfilled;        // devices taken by jobs placed behind the head
+  std::optional<api::Job> head;      // first job that must wait for busy devices
+  std::set<std::string> backfilled;  // devices taken by jobs placed behind the head
   for (const api::Job& job : pending) {
     std::set<std::string> busy = BusyDevicesLocked();
     auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
@@ -362,7 +364,8 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
       std::string why = plans.ok() ? "no plan" : plans.status().message();
       waiting_[job.id] = why;
       // Only a job that would fit on the idle cluster blocks the jobs behind it.
-      if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec, options_.builtin_profiles).ok()) head = job;
+      if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec, options_.builtin_profiles).ok())
+        head = job;
       continue;
     }
     const scheduler::Plan& best = plans->plans.front();
@@ -423,7 +426,8 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                                          std::to_string(launch->ranks.size()) + " ranks (" +
                                          std::string(scheduler::LayoutName(best.layout)) + ")")
                               .status());
-  for (const RankLaunch& r : launch->ranks) placed_devices->insert(DeviceKey(r.node, r.device_index));
+  for (const RankLaunch& r : launch->ranks)
+    placed_devices->insert(DeviceKey(r.node, r.device_index));
   active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
   ++generation_;
   return Status::Ok();
@@ -432,7 +436,8 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
 Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
   std::lock_guard lock(mu_);
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-  TESSERA_ASSIGN_OR_RETURN(scheduler::PlanSet plans, PlanJob(SnapshotOf(nodes, BusyDevicesLocked()), spec, options_.builtin_profiles));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::PlanSet plans, PlanJob(SnapshotOf(nodes, BusyDevicesLocked()),
+                                                             spec, options_.builtin_profiles));
   return scheduler::ToJson(plans);
 }
 

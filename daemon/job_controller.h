@@ -50,7 +50,7 @@ namespace tessera::daemon {
 struct JobControllerOptions {
   FailureDetectorOptions detector;
   LaunchOptions launch;
-  int64_t retry_backoff_ms = 500;       // delay before the first re-plan
+  int64_t retry_backoff_ms = 500;  // delay before the first re-plan
   int64_t max_retry_backoff_ms = 10'000;
   int64_t launch_timeout_ms = 120'000;  // starting -> every rank running
   int64_t stop_wait_ms = 10'000;        // how long a re-plan waits for old ranks to stop

@@ -6,7 +6,9 @@
 // RELOADING=1/READY=1 around a SIGHUP reload, STOPPING=1 on SIGTERM, after
 // which in-flight requests finish and the store is closed cleanly.
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -18,9 +20,6 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
-
-#include <openssl/rand.h>
-#include <spdlog/spdlog.h>
 
 #include "api/http_server.h"
 #include "api/router.h"
@@ -103,8 +102,9 @@ Result<std::string> EnsureJoinToken(const daemon::DaemonConfig& config) {
 Status BootstrapAdmin(daemon::Store* store, const daemon::DaemonConfig& config) {
   TESSERA_ASSIGN_OR_RETURN(auto tokens, store->ListTokens());
   if (!tokens.empty()) return Status::Ok();
-  TESSERA_ASSIGN_OR_RETURN(auto issued, store->CreateToken("admin", api::Role::kAdmin,
-                                                           SystemClock::Default()->NowUnixMillis()));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto issued,
+      store->CreateToken("admin", api::Role::kAdmin, SystemClock::Default()->NowUnixMillis()));
   fs::path path = fs::path(config.state_dir) / "admin-token";
   TESSERA_RETURN_IF_ERROR(WriteSecret(path, issued.plaintext));
   spdlog::info("first start: created an admin token in {}", path.string());
@@ -224,8 +224,7 @@ int main(int argc, char** argv) {
   http.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
   http.body_limit = static_cast<size_t>(config.body_limit_bytes);
   http.on_listening = [&config](uint16_t bound) {
-    WriteSecret(fs::path(config.state_dir) / "tesserad.port", std::to_string(bound))
-        .IgnoreError();
+    WriteSecret(fs::path(config.state_dir) / "tesserad.port", std::to_string(bound)).IgnoreError();
     spdlog::info("listening on {}:{}", config.listen_address, bound);
     Notify("READY=1\nSTATUS=listening on port " + std::to_string(bound));
   };
@@ -288,7 +287,7 @@ int main(int argc, char** argv) {
   Notify("STOPPING=1");
   service.SetStopping();
   controller.Shutdown();  // answers held heartbeats now
-  server.Stop();  // finishes in-flight requests
+  server.Stop();          // finishes in-flight requests
   {
     std::lock_guard lock(loop_mu);
     stop = true;

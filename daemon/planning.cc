@@ -51,8 +51,8 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
 
 Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
   scheduler::JobRequest r;
-  r.kind = spec.kind == api::JobKind::kInfer ? scheduler::JobKind::kInfer
-                                             : scheduler::JobKind::kTrain;
+  r.kind =
+      spec.kind == api::JobKind::kInfer ? scheduler::JobKind::kInfer : scheduler::JobKind::kTrain;
   r.global_batch = spec.global_batch;
   r.min_devices = static_cast<int>(spec.min_devices);
   r.max_devices = static_cast<int>(spec.max_devices);

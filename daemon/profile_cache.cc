@@ -1,14 +1,13 @@
 #include "daemon/profile_cache.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <sstream>
 
 #include "scheduler/profile_json.h"
 

@@ -48,8 +48,9 @@ struct Sample {
 };
 
 Sample RunOnce(int rep, const std::string& worker) {
-  const char* fast2 = "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 1.0}\n"
-                      "  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 1.0}\n";
+  const char* fast2 =
+      "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 1.0}\n"
+      "  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 1.0}\n";
   Cluster cluster("recovery-bench-" + std::to_string(rep), /*fast=*/false);
   cluster.StartController();
   for (const char* n : {"boxa", "boxb", "boxc"}) cluster.StartAgent(n, fast2);
@@ -115,8 +116,9 @@ int main(int argc, char** argv) {
   std::vector<double> a, b, c;
   for (int r = 0; r < reps; ++r) {
     Sample s = RunOnce(r, fs::absolute(worker).string());
-    std::fprintf(stderr, "rep %d: submit->running %.2f s, kill->detected %.2f s, kill->running %.2f s\n",
-                 r, s.submit_to_running, s.kill_to_detected, s.kill_to_running);
+    std::fprintf(stderr,
+                 "rep %d: submit->running %.2f s, kill->detected %.2f s, kill->running %.2f s\n", r,
+                 s.submit_to_running, s.kill_to_detected, s.kill_to_running);
     if (s.submit_to_running >= 0) a.push_back(s.submit_to_running);
     if (s.kill_to_detected >= 0) b.push_back(s.kill_to_detected);
     if (s.kill_to_running >= 0) c.push_back(s.kill_to_running);

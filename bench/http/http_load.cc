@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   }
   for (auto& t : threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("| phase | clients | requests | errors | rate (/s) | p50 (ms) | p99 (ms) | max (ms) |\n");
+  std::printf(
+      "| phase | clients | requests | errors | rate (/s) | p50 (ms) | p99 (ms) | max (ms) |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   std::printf("| durable submit | %d | %lld | %lld | %.0f | | | |\n", clients,
               static_cast<long long>(acked.load()), static_cast<long long>(errors.load()),

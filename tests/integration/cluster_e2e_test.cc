@@ -28,8 +28,8 @@ const char* kTwoSlow = R"yaml(devices:
 class ClusterE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = std::make_unique<Cluster>(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    cluster_ =
+        std::make_unique<Cluster>(::testing::UnitTest::GetInstance()->current_test_info()->name());
     cluster_->StartController();
     cluster_->StartAgent("boxa", kTwoFast);
     cluster_->StartAgent("boxb", kOneFast);
@@ -47,17 +47,16 @@ class ClusterE2ETest : public ::testing::Test {
 
   api::JobId Submit(int min_devices, int max_devices, int steps, double sleep_s) {
     int status = 0;
-    api::Json job = cluster_->PostJson(
-        "/api/v1/jobs",
-        {{"name", "e2e"},
-         {"entrypoint", "cmd:checkpointing-worker"},
-         {"args", {std::to_string(steps), std::to_string(sleep_s)}},
-         {"global_batch", 12},
-         {"steps", steps},
-         {"min_devices", min_devices},
-         {"max_devices", max_devices},
-         {"max_attempts", 4}},
-        &status);
+    api::Json job = cluster_->PostJson("/api/v1/jobs",
+                                       {{"name", "e2e"},
+                                        {"entrypoint", "cmd:checkpointing-worker"},
+                                        {"args", {std::to_string(steps), std::to_string(sleep_s)}},
+                                        {"global_batch", 12},
+                                        {"steps", steps},
+                                        {"min_devices", min_devices},
+                                        {"max_devices", max_devices},
+                                        {"max_attempts", 4}},
+                                       &status);
     EXPECT_EQ(status, 201) << job.dump();
     return job.value("id", api::JobId{0});
   }
@@ -119,16 +118,20 @@ TEST_F(ClusterE2ETest, NodeKilledMidRunIsReplannedOnSurvivorsAndResumes) {
   std::set<std::string> nodes = PlannedNodes(id);
   ASSERT_EQ(nodes.size() >= 1, true);
   // Let it checkpoint a few steps, then kill a node that holds a rank.
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(cluster_->dir() / "controller" / "checkpoints" /
-                                              ("job-" + std::to_string(id)) / "step"); },
-                      20s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return fs::exists(cluster_->dir() / "controller" / "checkpoints" /
+                          ("job-" + std::to_string(id)) / "step");
+      },
+      20s));
   std::this_thread::sleep_for(500ms);
   std::string victim = *nodes.begin();
   cluster_->StopAgent(victim, SIGKILL);
   EXPECT_GT(KillProcessesUnder(cluster_->dir() / ("agent-" + victim)), 0);
 
   ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "succeeded"; }, 90s))
-      << cluster_->JobState(id) << "\n" << cluster_->controller()->Log();
+      << cluster_->JobState(id) << "\n"
+      << cluster_->controller()->Log();
   std::vector<std::string> trail = Trail(id);
   auto has = [&](const std::string& s) {
     return std::find(trail.begin(), trail.end(), s) != trail.end();
@@ -146,7 +149,7 @@ TEST_F(ClusterE2ETest, NodeKilledMidRunIsReplannedOnSurvivorsAndResumes) {
   std::string trace = Trace(id);
   EXPECT_NE(trace.find("2 0 "), std::string::npos) << trace;
   EXPECT_EQ(trace.find("2 0 2 start 0\n"), std::string::npos) << "attempt 2 started from scratch\n"
-                                                               << trace;
+                                                              << trace;
   EXPECT_EQ(trace.find("2 0 3 start 0\n"), std::string::npos) << trace;
 }
 
@@ -159,7 +162,8 @@ TEST_F(ClusterE2ETest, ControllerKill9AndRestartDoesNotRestartRunningJob) {
   ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "succeeded"; }, 60s))
       << cluster_->JobState(id);
   std::vector<std::string> trail = Trail(id);
-  EXPECT_EQ(std::count(trail.begin(), trail.end(), "starting"), 1) << ::testing::PrintToString(trail);
+  EXPECT_EQ(std::count(trail.begin(), trail.end(), "starting"), 1)
+      << ::testing::PrintToString(trail);
   EXPECT_EQ(std::count(trail.begin(), trail.end(), "recovering"), 0);
 }
 
@@ -175,8 +179,8 @@ TEST_F(ClusterE2ETest, AgentRestartLeavesNoOrphansAndJobStateStaysRight) {
   EXPECT_EQ(std::count(trail.begin(), trail.end(), "starting"), 1)
       << ::testing::PrintToString(trail);
   // No worker outlives the job.
-  EXPECT_TRUE(WaitFor([&] { return KillProcessesUnder(cluster_->dir() / ("agent-" + node)) == 0; },
-                      5s));
+  EXPECT_TRUE(
+      WaitFor([&] { return KillProcessesUnder(cluster_->dir() / ("agent-" + node)) == 0; }, 5s));
 }
 
 TEST_F(ClusterE2ETest, CancelStopsEveryRank) {

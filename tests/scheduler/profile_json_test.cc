@@ -48,10 +48,13 @@ TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
   const Row rows[] = {
       {"no model", [](nlohmann::json& j) { j.erase("model"); }, "model"},
       {"batch 0", [](nlohmann::json& j) { j["batch"] = 0; }, "batch"},
-      {"bad shape", [](nlohmann::json& j) { j["in_shape"] = {1, -2}; }, "in_shape"},
+      {"bad shape",
+       [](nlohmann::json& j) {
+         j["in_shape"] = {1, -2};
+       },
+       "in_shape"},
       {"no layers", [](nlohmann::json& j) { j["layers"] = nlohmann::json::array(); }, "layers"},
-      {"nameless layer", [](nlohmann::json& j) { j["layers"][1].erase("name"); },
-       "layers[1].name"},
+      {"nameless layer", [](nlohmann::json& j) { j["layers"][1].erase("name"); }, "layers[1].name"},
       {"negative bytes", [](nlohmann::json& j) { j["layers"][0]["param_bytes"] = -1; },
        "layers[0].param_bytes"},
       {"no flops", [](nlohmann::json& j) { j["layers"][1].erase("fwd_flops"); },

@@ -25,7 +25,7 @@
 namespace tessera::worker {
 
 struct Activation {
-  torch::Tensor main;               // [N, C, H, W] or [N, F]
+  torch::Tensor main;                // [N, C, H, W] or [N, F]
   std::vector<torch::Tensor> carry;  // tensors kept for later layers, in push order
 };
 
@@ -98,8 +98,7 @@ class LayeredModel {
     return out;
   }
   // Same for buffers (batch-norm running statistics).
-  std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers(size_t begin,
-                                                                  size_t end) const {
+  std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers(size_t begin, size_t end) const {
     std::vector<std::pair<std::string, torch::Tensor>> out;
     for (size_t i = begin; i < end; ++i) {
       for (const auto& b : layers_[i].layer->named_buffers(/*recurse=*/true)) {
@@ -128,8 +127,7 @@ class LayeredModel {
 // Builds a reference model by name: "colorize-unet", "denoiser-dncnn",
 // "classifier-resnet" ("gan-pix2pix" is built by MakeGan in gan.h).
 // kInvalidArgument for an unknown name.
-Result<std::shared_ptr<LayeredModel>> MakeModel(const std::string& name,
-                                                const ModelConfig& config);
+Result<std::shared_ptr<LayeredModel>> MakeModel(const std::string& name, const ModelConfig& config);
 
 }  // namespace tessera::worker
 

@@ -6,14 +6,14 @@ namespace tessera::daemon {
 namespace {
 
 TEST(FailureDetectorTest, ClassifiesBySilence) {
-  FailureDetectorOptions o{.heartbeat_interval_ms = 1000, .suspect_after_missed = 2,
-                           .dead_after_ms = 3000};
+  FailureDetectorOptions o{
+      .heartbeat_interval_ms = 1000, .suspect_after_missed = 2, .dead_after_ms = 3000};
   struct Row {
     int64_t silence_ms;
     NodeHealth want;
   };
   const Row rows[] = {
-      {0, NodeHealth::kHealthy},    {999, NodeHealth::kHealthy}, {2000, NodeHealth::kHealthy},
+      {0, NodeHealth::kHealthy},    {999, NodeHealth::kHealthy},  {2000, NodeHealth::kHealthy},
       {2001, NodeHealth::kSuspect}, {3000, NodeHealth::kSuspect}, {3001, NodeHealth::kDead},
       {60'000, NodeHealth::kDead},
   };

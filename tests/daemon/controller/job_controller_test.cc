@@ -161,8 +161,8 @@ TEST_F(JobControllerTest, PlacesGangAndHandsEachNodeItsRanks) {
   Beat(b, Exited(db, 0));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
-  EXPECT_EQ(EventTrail(id), (std::vector<std::string>{"pending", "planned", "starting", "running",
-                                                      "succeeded"}));
+  EXPECT_EQ(EventTrail(id),
+            (std::vector<std::string>{"pending", "planned", "starting", "running", "succeeded"}));
   // A finished job is no longer desired anywhere.
   EXPECT_TRUE(Beat(a).desired.empty());
 }
@@ -285,8 +285,8 @@ TEST_F(JobControllerTest, CancelledJobLeavesDesiredSet) {
   api::JobId id = Submit(CmdSpec(1));
   ASSERT_TRUE(controller_->Tick().ok());
   ASSERT_EQ(Beat(a).desired.size(), 1u);
-  JobTransition t{id, JobState::kStarting, JobState::kCancelled, "cancelled by alice", 1,
-                  std::nullopt, clock_.NowUnixMillis()};
+  JobTransition t{id, JobState::kStarting, JobState::kCancelled,  "cancelled by alice",
+                  1,  std::nullopt,        clock_.NowUnixMillis()};
   ASSERT_TRUE(store_->TransitionJob(t).ok());
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_TRUE(Beat(a).desired.empty());
@@ -335,7 +335,8 @@ namespace {
 TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   // Profiles measured by the worker arrive late: the job waits, then runs.
   bool ready = false;
-  options_.builtin_profiles = [&ready](const std::string& model) -> Result<scheduler::ModelProfile> {
+  options_.builtin_profiles =
+      [&ready](const std::string& model) -> Result<scheduler::ModelProfile> {
     if (model != "colorize-unet") return NotFound("no builtin model \"" + model + "\"");
     if (!ready) return Unavailable("measuring the profile of " + model);
     scheduler::ModelProfile p;

@@ -4,9 +4,8 @@
 
 #include <atomic>
 #include <fstream>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace tessera::daemon {
 namespace {
