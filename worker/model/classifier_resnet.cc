@@ -10,24 +10,6 @@
 namespace tessera::worker {
 namespace {
 
-class StemLayer : public Layer {
- public:
-  explicit StemLayer(int64_t width) {
-    conv_ = register_module("conv", std::make_shared<ConvBnAct>(ConvSpec{.in = 3, .out = width}));
-  }
-  Activation Forward(Activation a) override {
-    a.main = conv_->Forward(a.main, bn_sync_.get());
-    return a;
-  }
-  double ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const override {
-    auto [h, w] = SpatialDims(in_shape);
-    return conv_->Flops(h, w);
-  }
-
- private:
-  std::shared_ptr<ConvBnAct> conv_;
-};
-
 // conv-bn-relu, conv-bn, + shortcut (1x1 conv-bn when the shape changes), relu.
 class BasicBlockLayer : public Layer {
  public:
@@ -102,7 +84,7 @@ class FcLayer : public Layer {
 std::shared_ptr<LayeredModel> BuildClassifierResnet(const ModelConfig& config) {
   const int64_t w = config.width;
   std::vector<NamedLayer> layers;
-  layers.push_back({"stem", std::make_shared<StemLayer>(w)});
+  layers.push_back({"stem", std::make_shared<ConvLayer>(ConvSpec{.in = 3, .out = w})});
   layers.push_back({"block1", std::make_shared<BasicBlockLayer>(w, w, 1)});
   layers.push_back({"block2", std::make_shared<BasicBlockLayer>(w, 2 * w, 2)});
   layers.push_back({"block3", std::make_shared<BasicBlockLayer>(2 * w, 2 * w, 1)});

@@ -72,4 +72,19 @@ double DoubleConv::Flops(int64_t h, int64_t w) const {
   return f + conv2_->Flops(h, w);
 }
 
+ConvLayer::ConvLayer(const ConvSpec& spec, bool keep_input) : keep_input_(keep_input) {
+  conv_ = register_module("conv", std::make_shared<ConvBnAct>(spec));
+}
+
+Activation ConvLayer::Forward(Activation a) {
+  if (keep_input_) a.carry.push_back(a.main);
+  a.main = conv_->Forward(a.main, bn_sync_.get());
+  return a;
+}
+
+double ConvLayer::ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const {
+  auto [h, w] = SpatialDims(in_shape);
+  return conv_->Flops(h, w);
+}
+
 }  // namespace tessera::worker

@@ -64,6 +64,20 @@ class DoubleConv : public torch::nn::Module {
   std::shared_ptr<ConvBnAct> conv2_;
 };
 
+// A layer that is one ConvBnAct: the classifier's stem, DnCNN's input and
+// middle layers, the PatchGAN's convolutions. With keep_input, the layer's
+// input is pushed to Activation.carry first (DnCNN subtracts it at the end).
+class ConvLayer : public Layer {
+ public:
+  explicit ConvLayer(const ConvSpec& spec, bool keep_input = false);
+  Activation Forward(Activation a) override;
+  double ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const override;
+
+ private:
+  std::shared_ptr<ConvBnAct> conv_;
+  bool keep_input_;
+};
+
 // Spatial dims (H, W) of a [C, H, W] shape; {1, 1} for shorter shapes.
 std::pair<int64_t, int64_t> SpatialDims(const std::vector<int64_t>& in_shape);
 

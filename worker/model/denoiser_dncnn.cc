@@ -10,45 +10,6 @@
 namespace tessera::worker {
 namespace {
 
-class DncnnInLayer : public Layer {
- public:
-  DncnnInLayer(int64_t channels, int64_t width) {
-    conv_ = register_module("conv", std::make_shared<ConvBnAct>(ConvSpec{
-                                        .in = channels, .out = width, .batch_norm = false}));
-  }
-  Activation Forward(Activation a) override {
-    a.carry.push_back(a.main);
-    a.main = conv_->Forward(a.main, bn_sync_.get());
-    return a;
-  }
-  double ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const override {
-    auto [h, w] = SpatialDims(in_shape);
-    return conv_->Flops(h, w);
-  }
-
- private:
-  std::shared_ptr<ConvBnAct> conv_;
-};
-
-class DncnnMidLayer : public Layer {
- public:
-  explicit DncnnMidLayer(int64_t width) {
-    conv_ =
-        register_module("conv", std::make_shared<ConvBnAct>(ConvSpec{.in = width, .out = width}));
-  }
-  Activation Forward(Activation a) override {
-    a.main = conv_->Forward(a.main, bn_sync_.get());
-    return a;
-  }
-  double ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const override {
-    auto [h, w] = SpatialDims(in_shape);
-    return conv_->Flops(h, w);
-  }
-
- private:
-  std::shared_ptr<ConvBnAct> conv_;
-};
-
 class DncnnOutLayer : public Layer {
  public:
   DncnnOutLayer(int64_t width, int64_t channels) {
@@ -78,9 +39,13 @@ class DncnnOutLayer : public Layer {
 std::shared_ptr<LayeredModel> BuildDenoiserDncnn(const ModelConfig& config,
                                                  const DncnnOptions& options) {
   std::vector<NamedLayer> layers;
-  layers.push_back({"in", std::make_shared<DncnnInLayer>(options.channels, config.width)});
+  layers.push_back(
+      {"in", std::make_shared<ConvLayer>(
+                 ConvSpec{.in = options.channels, .out = config.width, .batch_norm = false},
+                 /*keep_input=*/true)});
   for (int64_t i = 1; i <= options.middle_layers; ++i) {
-    layers.push_back({"mid" + std::to_string(i), std::make_shared<DncnnMidLayer>(config.width)});
+    layers.push_back({"mid" + std::to_string(i), std::make_shared<ConvLayer>(ConvSpec{
+                                                     .in = config.width, .out = config.width})});
   }
   layers.push_back({"out", std::make_shared<DncnnOutLayer>(config.width, options.channels)});
   return std::make_shared<ReferenceModel>("denoiser-dncnn", TaskKind::kImageToImage,

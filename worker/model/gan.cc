@@ -11,24 +11,6 @@
 namespace tessera::worker {
 namespace {
 
-class PatchConvLayer : public Layer {
- public:
-  explicit PatchConvLayer(const ConvSpec& spec) {
-    conv_ = register_module("conv", std::make_shared<ConvBnAct>(spec));
-  }
-  Activation Forward(Activation a) override {
-    a.main = conv_->Forward(a.main, bn_sync_.get());
-    return a;
-  }
-  double ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const override {
-    auto [h, w] = SpatialDims(in_shape);
-    return conv_->Flops(h, w);
-  }
-
- private:
-  std::shared_ptr<ConvBnAct> conv_;
-};
-
 std::vector<NamedLayer> BuildPatchGan(int64_t width) {
   const int64_t w = width;
   auto spec = [](int64_t in, int64_t out, int64_t stride, bool bn, Act act) {
@@ -41,16 +23,14 @@ std::vector<NamedLayer> BuildPatchGan(int64_t width) {
                     .act = act};
   };
   std::vector<NamedLayer> layers;
+  layers.push_back({"d_conv1", std::make_shared<ConvLayer>(spec(4, w, 2, false, Act::kLeakyRelu))});
   layers.push_back(
-      {"d_conv1", std::make_shared<PatchConvLayer>(spec(4, w, 2, false, Act::kLeakyRelu))});
+      {"d_conv2", std::make_shared<ConvLayer>(spec(w, 2 * w, 2, true, Act::kLeakyRelu))});
   layers.push_back(
-      {"d_conv2", std::make_shared<PatchConvLayer>(spec(w, 2 * w, 2, true, Act::kLeakyRelu))});
+      {"d_conv3", std::make_shared<ConvLayer>(spec(2 * w, 4 * w, 2, true, Act::kLeakyRelu))});
   layers.push_back(
-      {"d_conv3", std::make_shared<PatchConvLayer>(spec(2 * w, 4 * w, 2, true, Act::kLeakyRelu))});
-  layers.push_back(
-      {"d_conv4", std::make_shared<PatchConvLayer>(spec(4 * w, 8 * w, 1, true, Act::kLeakyRelu))});
-  layers.push_back(
-      {"d_out", std::make_shared<PatchConvLayer>(spec(8 * w, 1, 1, false, Act::kNone))});
+      {"d_conv4", std::make_shared<ConvLayer>(spec(4 * w, 8 * w, 1, true, Act::kLeakyRelu))});
+  layers.push_back({"d_out", std::make_shared<ConvLayer>(spec(8 * w, 1, 1, false, Act::kNone))});
   return layers;
 }
 
