@@ -13,6 +13,7 @@ Result<DataTask> TaskFor(const std::string& model_name) {
   if (model_name == "colorize-unet") return DataTask::kColorize;
   if (model_name == "denoiser-dncnn") return DataTask::kDenoise;
   if (model_name == "classifier-resnet") return DataTask::kClassify;
+  if (model_name == "gan-pix2pix") return DataTask::kGan;
   return InvalidArgument("model \"" + model_name + "\" has no image training task", "model");
 }
 
@@ -75,7 +76,7 @@ Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
 
 Result<std::vector<int64_t>> ModelInputShape(const std::string& model_name, int64_t image_size) {
   TESSERA_ASSIGN_OR_RETURN(DataTask task, TaskFor(model_name));
-  const int64_t c = task == DataTask::kColorize ? 1 : 3;
+  const int64_t c = task == DataTask::kColorize || task == DataTask::kGan ? 1 : 3;
   return std::vector<int64_t>{c, image_size, image_size};
 }
 

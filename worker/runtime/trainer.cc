@@ -22,6 +22,7 @@
 #include "worker/runtime/tiny_models.h"
 
 #ifdef TESSERA_HAVE_WORKER_DATA
+#include "worker/runtime/gan_trainer.h"
 #include "worker/runtime/image_source.h"
 #endif
 
@@ -221,6 +222,9 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   if (o.base_batch < 0 || o.warmup_steps < 0) {
     return InvalidArgument("must not be negative", "base-batch");
   }
+#ifdef TESSERA_HAVE_WORKER_DATA
+  if (o.model == kGanModelName) return RunGanTraining(o, env, stop_requested);
+#endif
   TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
   torch::Device device(torch::kCPU);
   try {

@@ -495,6 +495,89 @@ TEST_F(WorkerProcessTest, SyncBatchNormDataParallelAndHybridEqualSingleProcess) 
   ExpectAllZero(Run(hybrid, "bn-hybrid"), "bn-hybrid");
   EXPECT_LE(MaxDiff(Dump("bn-single"), Dump("bn-hybrid")), kTolerance);
 }
+// gan-pix2pix (13 layers: generator then discriminator; 48-pixel crops keep
+// the discriminator's batch-norm statistics well conditioned) trains data parallel
+// only: 2 ranks (even without a plan, 5:3 with one) equal one process on the
+// full batch for both networks; a checkpoint of 2 steps written by one
+// process resumes on 2 ranks to the same parameters.
+TEST_F(WorkerProcessTest, GanDataParallelEqualsSingleProcess) {
+  const std::string images = (dir_ / "images").string();
+  pid_t gen =
+      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "16", "--size", "52"},
+            {}, (dir_ / "gen.log").string());
+  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  auto args = [&](int steps, const std::string& dump) {
+    return std::vector<std::string>{
+        "--model", "gan-pix2pix", "--data",  images, "--image-size",  "48",
+        "--width", "4",           "--batch", "8",    "--steps",       std::to_string(steps),
+        "--lr",    "0.01",        "--seed",  "3",    "--dump-params", dump};
+  };
+  Job single;
+  single.args = args(3, Dump("gan-single"));
+  ExpectAllZero(Run(single, "gan-single"), "gan-single");
+  const auto params = ReadParams(Dump("gan-single"));
+  bool has_g = false, has_d = false;
+  for (const auto& [k, v] : params) {
+    has_g = has_g || k.rfind("g_", 0) == 0;
+    has_d = has_d || k.rfind("d_", 0) == 0;
+  }
+  EXPECT_TRUE(has_g && has_d);
+  std::ifstream progress(Progress("gan-single", 0));
+  std::string line;
+  ASSERT_TRUE(std::getline(progress, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_TRUE(j.contains("loss") && j.contains("d_loss")) << line;
+
+  Job even;
+  even.world = 2;
+  even.args = args(3, Dump("gan-even"));
+  ExpectAllZero(Run(even, "gan-even"), "gan-even");
+  EXPECT_LE(MaxDiff(Dump("gan-single"), Dump("gan-even")), kTolerance);
+
+  Job uneven;
+  uneven.world = 2;
+  uneven.plan = R"({"layout":"data","global_batch":8,"replicas":[
+    {"batch":5,"stages":[{"rank":0,"layers":[0,13]}]},
+    {"batch":3,"stages":[{"rank":1,"layers":[0,13]}]}]})";
+  uneven.args = args(3, Dump("gan-uneven"));
+  ExpectAllZero(Run(uneven, "gan-uneven"), "gan-uneven");
+  EXPECT_LE(MaxDiff(Dump("gan-single"), Dump("gan-uneven")), kTolerance);
+
+  const std::string ckpt = (dir_ / "gan-ckpt").string();
+  Job first;
+  first.checkpoint_dir = ckpt;
+  first.args = args(2, Dump("gan-first"));
+  ExpectAllZero(Run(first, "gan-first"), "gan-first");
+  Job resumed;
+  resumed.world = 2;
+  resumed.checkpoint_dir = ckpt;
+  resumed.args = args(3, Dump("gan-resumed"));
+  ExpectAllZero(Run(resumed, "gan-resumed"), "gan-resumed");
+  EXPECT_NE(ReadText(Log("gan-resumed", 0)).find("resumed from step-"), std::string::npos)
+      << ReadText(Log("gan-resumed", 0));
+  EXPECT_LE(MaxDiff(Dump("gan-single"), Dump("gan-resumed")), kTolerance);
+}
+
+TEST_F(WorkerProcessTest, GanPipelinePlanExitsTwo) {
+  const std::string images = (dir_ / "images").string();
+  pid_t gen =
+      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "8", "--size", "52"},
+            {}, (dir_ / "gen.log").string());
+  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  Job job;
+  job.world = 2;
+  job.plan = R"({"layout":"pipeline","global_batch":8,"micro_batches":2,"replicas":[
+    {"batch":8,"stages":[{"rank":0,"layers":[0,7]},{"rank":1,"layers":[7,13]}]}]})";
+  job.args = {"--model", "gan-pix2pix", "--data", images,    "--image-size",
+              "48",      "--width",     "4",      "--steps", "1"};
+  auto codes = Run(job, "gan-pipe");
+  ASSERT_EQ(codes.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[static_cast<size_t>(r)], 2);
+    EXPECT_NE(ReadText(Log("gan-pipe", r)).find("data parallel only"), std::string::npos)
+        << ReadText(Log("gan-pipe", r));
+  }
+}
 #endif
 
 }  // namespace

@@ -1,0 +1,378 @@
+#include "worker/runtime/gan_trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "worker/model/gan.h"
+#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/collectives.h"
+#include "worker/runtime/grad_reducer.h"
+#include "worker/runtime/image_source.h"
+#include "worker/runtime/optimizer.h"
+#include "worker/runtime/plan.h"
+
+namespace tessera::worker {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+constexpr char kRngTensor[] = "__rng__.cpu";
+constexpr char kCheckpointFile[] = "gan.bin";
+
+class WorldBatchNormSync : public BatchNormSync {
+ public:
+  explicit WorldBatchNormSync(Collectives* comm) : comm_(comm) {}
+  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> flat;
+    for (auto& t : tensors) flat.push_back(t.contiguous());
+    Status s = comm_->AllReduceSum(flat);
+    if (!s.ok()) throw std::runtime_error("batch-norm sync: " + s.ToString());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!flat[i].is_same(tensors[i])) tensors[i].copy_(flat[i]);
+    }
+  }
+
+ private:
+  Collectives* comm_;
+};
+
+Result<Plan> MakeGanPlan(const TrainOptions& o, const DistEnv& env, int64_t num_layers) {
+  Plan plan;
+  if (!env.plan_path.empty()) {
+    std::ifstream in(env.plan_path);
+    if (!in) return InvalidArgument("cannot read plan file " + env.plan_path, "TESSERA_PLAN");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Result<Plan> parsed = ParsePlan(ss.str());
+    if (!parsed.ok()) return parsed.status().WithPrefix("TESSERA_PLAN " + env.plan_path);
+    plan = std::move(parsed).value();
+    if (plan.layout != Layout::kData) {
+      return InvalidArgument(std::string(kGanModelName) +
+                                 " trains data parallel only: the plan's layout is \"" +
+                                 std::string(LayoutName(plan.layout)) + "\", not \"data\"",
+                             "TESSERA_PLAN");
+    }
+  } else if (env.world_size > 1) {
+    if (o.batch < env.world_size) {
+      return InvalidArgument("--batch must be at least WORLD_SIZE", "batch");
+    }
+    plan.layout = Layout::kData;
+    plan.global_batch = o.batch;
+    plan.micro_batches = 1;
+    auto shares = SplitMicroBatches(o.batch, env.world_size);
+    for (int r = 0; r < env.world_size; ++r) {
+      plan.replicas.push_back(ReplicaPlan{shares[static_cast<size_t>(r)], {{r, 0, num_layers}}});
+    }
+  } else {
+    if (o.batch <= 0) return InvalidArgument("must be positive", "batch");
+    plan = SingleProcessPlan(o.batch, 1, num_layers);
+  }
+  Status v = ValidatePlan(plan, env.world_size, num_layers);
+  if (!v.ok()) return v.WithPrefix("plan");
+  for (const ReplicaPlan& r : plan.replicas) {
+    if (r.stages.size() != 1) {
+      return InvalidArgument(std::string(kGanModelName) + " trains data parallel only",
+                             "TESSERA_PLAN");
+    }
+  }
+  return plan;
+}
+
+torch::Tensor GetRngState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void SetRngState(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+NamedTensors AllParams(const LayeredModel& m) { return m.NamedParameters(0, m.num_layers()); }
+NamedTensors AllBuffers(const LayeredModel& m) { return m.NamedBuffers(0, m.num_layers()); }
+
+}  // namespace
+
+Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
+                                    const std::atomic<bool>& stop_requested) {
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
+  torch::Device device(torch::kCPU);
+  try {
+    device = torch::Device(env.device);
+  } catch (const std::exception& e) {
+    return InvalidArgument("bad device \"" + env.device + "\"", "TESSERA_DEVICE");
+  }
+  const torch::Device comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
+
+  ModelConfig mc;
+  mc.width = o.width;
+  mc.image_size = o.image_size;
+  mc.seed = o.seed;
+  Result<Gan> made = [&]() -> Result<Gan> {
+    try {
+      return MakeGan(o.model, mc);
+    } catch (const std::exception& e) {
+      return InvalidArgument(std::string("model construction failed: ") + e.what(), "model");
+    }
+  }();
+  TESSERA_ASSIGN_OR_RETURN(Gan gan, std::move(made));
+  LayeredModel& gen = *gan.generator;
+  LayeredModel& disc = *gan.discriminator;
+  const int64_t num_layers = static_cast<int64_t>(gen.num_layers() + disc.num_layers());
+  TESSERA_ASSIGN_OR_RETURN(Plan plan, MakeGanPlan(o, env, num_layers));
+  TESSERA_ASSIGN_OR_RETURN(RankRole role, RoleForRank(plan, env.rank));
+  TESSERA_ASSIGN_OR_RETURN(auto source, MakeImageSource(o.data_dir, o.model, o.image_size, o.seed));
+  if (device.type() != torch::kCPU) {
+    for (size_t i = 0; i < gen.num_layers(); ++i) gen.layer(i).layer->to(device);
+    for (size_t i = 0; i < disc.num_layers(); ++i) disc.layer(i).layer->to(device);
+  }
+  gen.SetTraining(true);
+  disc.SetTraining(true);
+
+  std::unique_ptr<World> world_holder;
+  if (env.world_size > 1) {
+    ConnectOptions co;
+    co.backend = backend;
+    TESSERA_ASSIGN_OR_RETURN(world_holder, ConnectWorld(env, co));
+  } else {
+    world_holder = MakeLocalWorld();
+  }
+  Collectives& world = world_holder->world();
+
+  // One reducer per network over a group of all replicas; replicas start from
+  // rank 0's parameters and buffers.
+  const size_t bucket_bytes = static_cast<size_t>(std::max(0.001, o.bucket_mb) * 1024 * 1024);
+  GradReducer g_reducer, d_reducer;
+  std::vector<std::unique_ptr<Collectives>> groups;
+  std::shared_ptr<BatchNormSync> sync;
+  if (env.world_size > 1) {
+    std::vector<int> ranks;
+    for (int r = 0; r < env.world_size; ++r) ranks.push_back(r);
+    TESSERA_ASSIGN_OR_RETURN(auto g_comm, world_holder->NewGroup("gan-generator", ranks));
+    TESSERA_ASSIGN_OR_RETURN(auto d_comm, world_holder->NewGroup("gan-discriminator", ranks));
+    std::vector<torch::Tensor> to_sync;
+    for (const LayeredModel* m : {&gen, &disc}) {
+      for (auto& [n, t] : AllParams(*m)) to_sync.push_back(t.detach());
+      for (auto& [n, t] : AllBuffers(*m)) to_sync.push_back(t.detach());
+    }
+    TESSERA_RETURN_IF_ERROR(world.Broadcast(to_sync, 0));
+    sync = std::make_shared<WorldBatchNormSync>(&world);
+    gen.SetBatchNormSync(sync);
+    disc.SetBatchNormSync(sync);
+    g_reducer.AddGroup(g_comm.get(), AllParams(gen), bucket_bytes);
+    d_reducer.AddGroup(d_comm.get(), AllParams(disc), bucket_bytes);
+    groups.push_back(std::move(g_comm));
+    groups.push_back(std::move(d_comm));
+  }
+  TESSERA_ASSIGN_OR_RETURN(NamedOptimizer g_opt, NamedOptimizer::Make(o.optimizer, AllParams(gen)));
+  TESSERA_ASSIGN_OR_RETURN(NamedOptimizer d_opt,
+                           NamedOptimizer::Make(o.optimizer, AllParams(disc)));
+
+  auto state_tensors = [&]() {
+    NamedTensors t;
+    for (const LayeredModel* m : {&gen, &disc}) {
+      for (auto& p : AllParams(*m)) t.push_back(p);
+      for (auto& b : AllBuffers(*m)) t.push_back(b);
+    }
+    return t;
+  };
+
+  // Resume.
+  int64_t step = 0;
+  int64_t samples_seen = 0;
+  if (!env.checkpoint_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(env.checkpoint_dir, ec);
+    int64_t chosen = -1;
+    if (world.rank() == 0) {
+      std::vector<std::string> skipped;
+      auto m = FindNewestCheckpoint(env.checkpoint_dir, &skipped);
+      for (const auto& s : skipped) std::fprintf(stderr, "checkpoint skipped: %s\n", s.c_str());
+      if (m) chosen = m->step;
+      TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(chosen)));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
+      try {
+        chosen = std::stoll(v);
+      } catch (const std::exception&) {
+        return Internal("bad resume step in the store: " + v);
+      }
+    }
+    if (chosen >= 0) {
+      TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(env.checkpoint_dir, chosen));
+      if (m.model != o.model) {
+        return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" +
+                                  m.model + "\", not \"" + o.model + "\"");
+      }
+      TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
+      std::vector<std::string> wanted;
+      for (auto& [n, f] : locations) wanted.push_back(n);
+      TESSERA_ASSIGN_OR_RETURN(auto loaded, LoadTensors(env.checkpoint_dir, m, wanted));
+      torch::NoGradGuard no_grad;
+      for (auto& [n, t] : state_tensors()) {
+        auto it = loaded.find(n);
+        if (it == loaded.end()) return FailedPrecondition("checkpoint lacks tensor " + n);
+        if (it->second.sizes() != t.sizes()) {
+          return FailedPrecondition("checkpoint tensor " + n + " has another shape than the model");
+        }
+        t.copy_(it->second.to(t.device()));
+      }
+      g_opt.LoadState(loaded);
+      d_opt.LoadState(loaded);
+      if (loaded.count(kRngTensor)) SetRngState(loaded.at(kRngTensor));
+      step = m.step;
+      samples_seen = m.samples_seen;
+      std::fprintf(stderr, "rank %d resumed from %s (%zu tensors)\n", env.rank,
+                   StepDirName(chosen).c_str(), loaded.size());
+    }
+  }
+  const int64_t base_step = step;
+  const int64_t base_samples = samples_seen;
+
+  auto save = [&](int64_t at_step) -> Status {
+    CheckpointContent c;
+    c.step = at_step;
+    c.global_batch = plan.global_batch;
+    c.samples_seen = base_samples + (at_step - base_step) * plan.global_batch;
+    c.model = o.model;
+    c.layout = std::string(LayoutName(plan.layout));
+    if (role.replica == 0) {
+      c.file_name = kCheckpointFile;
+      c.tensors = state_tensors();
+      for (auto& s : g_opt.StateTensors()) c.tensors.push_back(s);
+      for (auto& s : d_opt.StateTensors()) c.tensors.push_back(s);
+      c.tensors.emplace_back(kRngTensor, GetRngState());
+    }
+    return SaveCheckpoint(world, env.checkpoint_dir, c);
+  };
+
+  FILE* progress = env.progress_file.empty() ? nullptr : std::fopen(env.progress_file.c_str(), "a");
+  struct Closer {
+    FILE* f;
+    ~Closer() {
+      if (f != nullptr) std::fclose(f);
+    }
+  } closer{progress};
+
+  const double weight =
+      static_cast<double>(role.replica_batch) / static_cast<double>(plan.global_batch);
+  TrainOutcome outcome;
+  auto last_save = Clock::now();
+  while (step < o.steps) {
+    const auto step_start = Clock::now();
+    double lr = o.lr;
+    if (o.base_batch > 0) {
+      lr *= static_cast<double>(plan.global_batch) / static_cast<double>(o.base_batch);
+    }
+    if (o.warmup_steps > 0 && step < o.warmup_steps) {
+      lr *= static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+    }
+    const int64_t first_id =
+        base_samples + (step - base_step) * plan.global_batch + role.sample_offset;
+    double compute_s = 0, comm_s = 0, g_loss = 0, d_loss = 0;
+    try {
+      auto t0 = Clock::now();
+      TESSERA_ASSIGN_OR_RETURN(SampleBatch batch, source->Load(first_id, role.replica_batch));
+      const torch::Tensor gray = batch.input.to(device);
+      const torch::Tensor real = batch.target.to(device);
+      const size_t gl = gen.num_layers(), dl = disc.num_layers();
+      torch::Tensor fake = gen.Forward(Activation{gray, {}}, 0, gl).main;
+
+      // (a) discriminator on real vs detached fake.
+      torch::Tensor real_logits =
+          disc.Forward(Activation{DiscriminatorInput(gray, real), {}}, 0, dl).main;
+      torch::Tensor fake_logits =
+          disc.Forward(Activation{DiscriminatorInput(gray, fake.detach()), {}}, 0, dl).main;
+      torch::Tensor dl_t = DiscriminatorLoss(real_logits, fake_logits);
+      d_loss = dl_t.item<double>() * weight;
+      d_reducer.Arm();
+      (dl_t * weight).backward();
+      double waited = 0;
+      TESSERA_RETURN_IF_ERROR(d_reducer.Finish(&waited));
+      comm_s += waited;
+      d_opt.Step(lr);
+      d_opt.ZeroGrad();
+
+      // (b) generator: adversarial + l1_weight * L1 through the updated D.
+      torch::Tensor gen_logits =
+          disc.Forward(Activation{DiscriminatorInput(gray, fake), {}}, 0, dl).main;
+      GeneratorLossParts parts = GeneratorLoss(gen_logits, fake, real, gan.l1_weight);
+      g_loss = parts.total.item<double>() * weight;
+      g_reducer.Arm();
+      (parts.total * weight).backward();
+      TESSERA_RETURN_IF_ERROR(g_reducer.Finish(&waited));
+      comm_s += waited;
+      g_opt.Step(lr);
+      g_opt.ZeroGrad();
+      d_opt.ZeroGrad();  // gradients the generator's backward left in D
+      compute_s = Since(t0) - comm_s;
+    } catch (const std::exception& e) {
+      return Internal("step " + std::to_string(step) + " failed: " + e.what());
+    }
+    ++step;
+    auto t0 = Clock::now();
+    const bool time_due =
+        world.rank() == 0 && o.checkpoint_every_s > 0 && Since(last_save) >= o.checkpoint_every_s;
+    torch::Tensor flags =
+        torch::tensor({g_loss, d_loss, time_due ? 1.0 : 0.0, stop_requested.load() ? 1.0 : 0.0},
+                      torch::TensorOptions(torch::kFloat64).device(comm_device));
+    TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flags}));
+    comm_s += Since(t0);
+    flags = flags.to(torch::kCPU);
+    const bool stop = flags[3].item<double>() > 0;
+    const double wall = Since(step_start);
+    if (progress != nullptr) {
+      nlohmann::json line = {{"step", step},
+                             {"loss", flags[0].item<double>()},
+                             {"d_loss", flags[1].item<double>()},
+                             {"samples_per_s", wall > 0 ? plan.global_batch / wall : 0.0},
+                             {"compute_s", compute_s},
+                             {"comm_s", comm_s},
+                             {"bubble_s", 0.0},
+                             {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()},
+                             {"rank", env.rank}};
+      const std::string s = line.dump() + "\n";
+      std::fwrite(s.data(), 1, s.size(), progress);
+      std::fflush(progress);
+    }
+    outcome.checkpoint_saved = false;
+    const bool due = (o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
+                     flags[2].item<double>() > 0 || stop || step == o.steps;
+    if (!env.checkpoint_dir.empty() && due) {
+      TESSERA_RETURN_IF_ERROR(save(step));
+      last_save = Clock::now();
+      outcome.checkpoint_saved = true;
+    }
+    if (stop) {
+      outcome.stopped = true;
+      break;
+    }
+  }
+  outcome.final_step = step;
+  if (!o.dump_params_dir.empty() && role.replica == 0) {
+    std::error_code ec;
+    fs::create_directories(o.dump_params_dir, ec);
+    TESSERA_RETURN_IF_ERROR(WriteTensorFile(
+        (fs::path(o.dump_params_dir) / "params-gan.bin").string(), state_tensors(), nullptr));
+  }
+  TESSERA_RETURN_IF_ERROR(world.Barrier());
+  return outcome;
+}
+
+}  // namespace tessera::worker
