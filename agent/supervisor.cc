@@ -105,6 +105,14 @@ std::optional<int64_t> ReadExitCode(const RankPaths& paths) {
   return j["exit_code"].get<int64_t>();
 }
 
+// The exit code the worker's shim wrote when the worker ended, if it did.
+std::optional<int64_t> ReadShimExitCode(const RankPaths& paths) {
+  std::ifstream in(paths.dir / "exit_code");
+  int64_t code = 0;
+  if (in >> code) return code;
+  return std::nullopt;
+}
+
 void AppendToLog(const std::filesystem::path& log, const std::string& line) {
   int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
@@ -191,8 +199,9 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       ++report.adopted;
     } else {
       // The worker ended while no agent watched (or its pid was reused):
-      // drop the pid file, remember the key as ended with an unknown code.
-      MarkExitedLocked(w, kExitCodeUnknown);
+      // drop the pid file, remember the key as ended with the code its shim
+      // recorded, or an unknown code.
+      MarkExitedLocked(w, ReadShimExitCode(w.paths).value_or(kExitCodeUnknown));
       std::filesystem::remove(w.paths.pid, ec);
       workers_[w.key] = std::move(w);
       ++report.dropped;
@@ -516,12 +525,7 @@ void ProcessSupervisor::PollLocked(Worker& w) {
     auto stat = ReadProcStat(w.pid);
     pid_reused = stat && stat->start_ticks != w.start_ticks;
     ended = !stat || stat->state == 'Z' || pid_reused;
-    if (ended && !pid_reused) {
-      // The worker's shim recorded how it ended.
-      std::ifstream in(w.paths.dir / "exit_code");
-      int64_t recorded = 0;
-      if (in >> recorded) code = recorded;
-    }
+    if (ended) code = ReadShimExitCode(w.paths).value_or(kExitCodeUnknown);
   }
   if (ended) {
     // Whatever the leader left behind in its group ends with it (unless the

@@ -27,10 +27,13 @@ const char* kTwoSlow = R"yaml(devices:
 
 class ClusterE2ETest : public ::testing::Test {
  protected:
+  // Lines added to the controller's config (see Cluster::StartController).
+  virtual std::string ExtraConfig() const { return ""; }
+
   void SetUp() override {
     cluster_ =
         std::make_unique<Cluster>(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    cluster_->StartController();
+    cluster_->StartController(ExtraConfig());
     cluster_->StartAgent("boxa", kTwoFast);
     cluster_->StartAgent("boxb", kOneFast);
     cluster_->StartAgent("boxc", kTwoSlow);
@@ -167,7 +170,15 @@ TEST_F(ClusterE2ETest, ControllerKill9AndRestartDoesNotRestartRunningJob) {
   EXPECT_EQ(std::count(trail.begin(), trail.end(), "recovering"), 0);
 }
 
-TEST_F(ClusterE2ETest, AgentRestartLeavesNoOrphansAndJobStateStaysRight) {
+// An agent restart loads LibTorch and reads its inventory before the first
+// beat; on a loaded 2-core machine that can outlast the 1.5 s test timeout,
+// so this test uses the production dead timeout (3 s) plus margin.
+class AgentRestartE2ETest : public ClusterE2ETest {
+ protected:
+  std::string ExtraConfig() const override { return "dead_after_ms: 6000\n"; }
+};
+
+TEST_F(AgentRestartE2ETest, AgentRestartLeavesNoOrphansAndJobStateStaysRight) {
   api::JobId id = Submit(3, 3, /*steps=*/30, /*sleep_s=*/0.1);
   ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 30s));
   std::string node = *PlannedNodes(id).begin();

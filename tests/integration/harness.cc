@@ -120,11 +120,13 @@ void Cluster::StartController(const std::string& extra_config) {
     c << "state_dir: " << state.string() << "\n"
       << "port: " << port_ << "\n";  // 0 first; the same port after a restart
     if (fast_) {
-      c << "heartbeat_interval_ms: 200\n"
-        << "dead_after_ms: 1500\n"
-        << "retry_backoff_ms: 200\n"
-        << "schedule_interval_ms: 50\n"
-        << "stop_grace_ms: 1000\n";
+      // Test timings, unless extra_config sets the key itself.
+      for (const char* kv :
+           {"heartbeat_interval_ms: 200", "dead_after_ms: 1500", "retry_backoff_ms: 200",
+            "schedule_interval_ms: 50", "stop_grace_ms: 1000"}) {
+        std::string key = std::string(kv).substr(0, std::string(kv).find(':') + 1);
+        if (extra_config.find(key) == std::string::npos) c << kv << "\n";
+      }
     }
     c << extra_config;
   }
