@@ -2,6 +2,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
 namespace tessera::worker {
 namespace {
 
@@ -36,6 +42,68 @@ class SyntheticSource : public BatchSource {
 
 std::unique_ptr<BatchSource> MakeSyntheticSource(int64_t features, int64_t outputs, uint64_t seed) {
   return std::make_unique<SyntheticSource>(features, outputs, seed);
+}
+
+namespace {
+
+class PrefetchingSource : public BatchSource {
+ public:
+  PrefetchingSource(std::unique_ptr<BatchSource> inner, int64_t stride)
+      : inner_(std::move(inner)), stride_(stride) {}
+  ~PrefetchingSource() override {
+    for (auto& [key, pending] : pending_) pending.wait();
+  }
+
+  Result<SampleBatch> Load(int64_t first_id, int64_t count) override {
+    const std::pair<int64_t, int64_t> key{first_id, count};
+    std::optional<Result<SampleBatch>> batch;
+    if (auto it = pending_.find(key); it != pending_.end()) {
+      batch.emplace(it->second.get());
+      pending_.erase(it);
+    } else {
+      batch.emplace(LoadLocked(first_id, count));
+    }
+    // Requests that will never come (a changed batch split) are dropped.
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->first.first < first_id) {
+        it->second.wait();
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const std::pair<int64_t, int64_t> next{first_id + stride_, count};
+    if (stride_ > 0 && pending_.size() < kMaxPending && !pending_.contains(next)) {
+      pending_.emplace(next, std::async(std::launch::async, [this, next] {
+                         return LoadLocked(next.first, next.second);
+                       }));
+    }
+    return *std::move(batch);
+  }
+
+ private:
+  static constexpr size_t kMaxPending = 16;
+
+  Result<SampleBatch> LoadLocked(int64_t first_id, int64_t count) {
+    std::lock_guard lock(mu_);
+    try {
+      return inner_->Load(first_id, count);
+    } catch (const std::exception& e) {
+      return Internal(std::string("loading samples failed: ") + e.what());
+    }
+  }
+
+  std::unique_ptr<BatchSource> inner_;
+  const int64_t stride_;
+  std::mutex mu_;  // one load of inner_ at a time
+  std::map<std::pair<int64_t, int64_t>, std::future<Result<SampleBatch>>> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> MakePrefetchingSource(std::unique_ptr<BatchSource> inner,
+                                                   int64_t stride) {
+  return std::make_unique<PrefetchingSource>(std::move(inner), stride);
 }
 
 }  // namespace tessera::worker

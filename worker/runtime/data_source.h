@@ -31,6 +31,15 @@ class BatchSource {
   virtual Result<SampleBatch> Load(int64_t first_id, int64_t count) = 0;
 };
 
+// Wraps `inner` so that loading overlaps compute: after serving samples
+// [first, first + count) it prepares [first + stride, first + stride + count)
+// on a background thread (stride = the global batch: the same slice of the
+// next step). A request that was prepared is served from it; any other is
+// loaded at once. The samples are exactly those `inner` gives, so results do
+// not depend on prefetching. `inner` is only ever used by one thread at a time.
+std::unique_ptr<BatchSource> MakePrefetchingSource(std::unique_ptr<BatchSource> inner,
+                                                   int64_t stride);
+
 // Regression data for the tiny models: x ~ N(0, 1)^features drawn from a
 // generator seeded by (seed, id); target = sin(x W) for a fixed W.
 std::unique_ptr<BatchSource> MakeSyntheticSource(int64_t features, int64_t outputs, uint64_t seed);

@@ -247,7 +247,10 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   TESSERA_ASSIGN_OR_RETURN(rt.plan, MakePlan(o, env, num_layers));
   TESSERA_ASSIGN_OR_RETURN(rt.role, RoleForRank(rt.plan, env.rank));
   const RankRole& role = rt.role;
-  TESSERA_ASSIGN_OR_RETURN(auto source, BuildSource(o, model));
+  TESSERA_ASSIGN_OR_RETURN(auto built, BuildSource(o, model));
+  // Each step's slice of the next step is loaded while this one computes.
+  std::unique_ptr<BatchSource> source =
+      MakePrefetchingSource(std::move(built), rt.plan.global_batch);
   if (device.type() != torch::kCPU) {
     for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).layer->to(device);
   }
