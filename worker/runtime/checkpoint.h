@@ -48,6 +48,13 @@ std::optional<Manifest> FindNewestCheckpoint(const std::string& dir,
                                              std::vector<std::string>* skipped);
 // Reads <dir>/step-<step>/manifest.json.
 Result<Manifest> ReadManifest(const std::string& dir, int64_t step);
+
+// Every rank resumes from the same checkpoint: rank 0 picks the newest
+// complete one in `dir` (printing why others were skipped) and shares its
+// step through the world's store. nullopt when there is none. Creates `dir`.
+// kFailedPrecondition when the checkpoint is of another model.
+Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, const std::string& dir,
+                                                        const std::string& model);
 Status WriteManifestAtomically(const std::string& dir, const Manifest& manifest);
 
 // Reads the named tensors from a chosen checkpoint; kNotFound if one is absent.

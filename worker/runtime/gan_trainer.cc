@@ -195,29 +195,10 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   int64_t step = 0;
   int64_t samples_seen = 0;
   if (!env.checkpoint_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(env.checkpoint_dir, ec);
-    int64_t chosen = -1;
-    if (world.rank() == 0) {
-      std::vector<std::string> skipped;
-      auto m = FindNewestCheckpoint(env.checkpoint_dir, &skipped);
-      for (const auto& s : skipped) std::fprintf(stderr, "checkpoint skipped: %s\n", s.c_str());
-      if (m) chosen = m->step;
-      TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(chosen)));
-    } else {
-      TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
-      try {
-        chosen = std::stoll(v);
-      } catch (const std::exception&) {
-        return Internal("bad resume step in the store: " + v);
-      }
-    }
-    if (chosen >= 0) {
-      TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(env.checkpoint_dir, chosen));
-      if (m.model != o.model) {
-        return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" +
-                                  m.model + "\", not \"" + o.model + "\"");
-      }
+    TESSERA_ASSIGN_OR_RETURN(std::optional<Manifest> resume,
+                             AgreeOnResumeCheckpoint(world, env.checkpoint_dir, o.model));
+    if (resume) {
+      const Manifest& m = *resume;
       TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
       std::vector<std::string> wanted;
       for (auto& [n, f] : locations) wanted.push_back(n);
@@ -237,7 +218,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       step = m.step;
       samples_seen = m.samples_seen;
       std::fprintf(stderr, "rank %d resumed from %s (%zu tensors)\n", env.rank,
-                   StepDirName(chosen).c_str(), loaded.size());
+                   StepDirName(m.step).c_str(), loaded.size());
     }
   }
   const int64_t base_step = step;
