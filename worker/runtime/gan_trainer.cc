@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "worker/model/gan.h"
+#include "worker/runtime/batch_norm_sync.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/grad_reducer.h"
@@ -30,24 +31,6 @@ double Since(Clock::time_point t0) {
 
 constexpr char kRngTensor[] = "__rng__.cpu";
 constexpr char kCheckpointFile[] = "gan.bin";
-
-class WorldBatchNormSync : public BatchNormSync {
- public:
-  explicit WorldBatchNormSync(Collectives* comm) : comm_(comm) {}
-  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> flat;
-    for (auto& t : tensors) flat.push_back(t.contiguous());
-    Status s = comm_->AllReduceSum(flat);
-    if (!s.ok()) throw std::runtime_error("batch-norm sync: " + s.ToString());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!flat[i].is_same(tensors[i])) tensors[i].copy_(flat[i]);
-    }
-  }
-
- private:
-  Collectives* comm_;
-};
 
 Result<Plan> MakeGanPlan(const TrainOptions& o, const DistEnv& env, int64_t num_layers) {
   Plan plan;
@@ -170,7 +153,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       for (auto& [n, t] : AllBuffers(*m)) to_sync.push_back(t.detach());
     }
     TESSERA_RETURN_IF_ERROR(world.Broadcast(to_sync, 0));
-    sync = std::make_shared<WorldBatchNormSync>(&world);
+    sync = std::make_shared<CollectivesBatchNormSync>(&world);
     gen.SetBatchNormSync(sync);
     disc.SetBatchNormSync(sync);
     g_reducer.AddGroup(g_comm.get(), AllParams(gen), bucket_bytes);

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "worker/runtime/batch_norm_sync.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/data_source.h"
@@ -36,25 +37,6 @@ double Since(Clock::time_point t0) {
 }
 
 constexpr char kRngTensor[] = "__rng__.cpu";
-
-// BatchNormSync over one owner group's process group.
-class GroupBatchNormSync : public BatchNormSync {
- public:
-  explicit GroupBatchNormSync(Collectives* comm) : comm_(comm) {}
-  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> flat;
-    for (auto& t : tensors) flat.push_back(t.contiguous());
-    Status s = comm_->AllReduceSum(flat);
-    if (!s.ok()) throw std::runtime_error("batch-norm sync: " + s.ToString());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!flat[i].is_same(tensors[i])) tensors[i].copy_(flat[i]);
-    }
-  }
-
- private:
-  Collectives* comm_;
-};
 
 Result<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path);
@@ -288,7 +270,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     std::vector<torch::Tensor> to_sync;
     for (auto& [n, t] : state) to_sync.push_back(t.detach());
     TESSERA_RETURN_IF_ERROR(comm->Broadcast(to_sync, 0));
-    auto sync = std::make_shared<GroupBatchNormSync>(comm.get());
+    auto sync = std::make_shared<CollectivesBatchNormSync>(comm.get());
     for (int64_t l : g.layers) model.layer(static_cast<size_t>(l)).layer->SetBatchNormSync(sync);
     rt.syncs.push_back(sync);
     reducer.AddGroup(comm.get(), params, bucket_bytes);

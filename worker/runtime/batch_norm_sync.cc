@@ -1,0 +1,18 @@
+#include "worker/runtime/batch_norm_sync.h"
+
+#include <stdexcept>
+
+namespace tessera::worker {
+
+void CollectivesBatchNormSync::AllReduceSum(std::vector<torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat;
+  for (auto& t : tensors) flat.push_back(t.contiguous());
+  Status s = comm_->AllReduceSum(flat);
+  if (!s.ok()) throw std::runtime_error("batch-norm sync: " + s.ToString());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!flat[i].is_same(tensors[i])) tensors[i].copy_(flat[i]);
+  }
+}
+
+}  // namespace tessera::worker
