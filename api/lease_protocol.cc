@@ -20,10 +20,10 @@ Result<T> Member(const Json& j, const char* key, T fallback, const std::string& 
     good = it->is_string();
   }
   if (!good) {
-    const char* what = std::is_same_v<T, bool>        ? "a boolean"
-                       : std::is_integral_v<T>        ? "an integer"
+    const char* what = std::is_same_v<T, bool>       ? "a boolean"
+                       : std::is_integral_v<T>       ? "an integer"
                        : std::is_floating_point_v<T> ? "a number"
-                                                      : "a string";
+                                                     : "a string";
     return InvalidArgument(std::string("must be ") + what, prefix + key);
   }
   return it->get<T>();
@@ -71,9 +71,12 @@ Json ToJson(const InferenceProgress& p) {
                        {"images", d.images},
                        {"images_per_s", d.images_per_s}});
   }
-  Json j = {{"images_total", p.images_total},   {"images_done", p.images_done},
-            {"chunks_total", p.chunks_total},   {"chunks_done", p.chunks_done},
-            {"chunks_leased", p.chunks_leased}, {"images_per_s", p.images_per_s},
+  Json j = {{"images_total", p.images_total},
+            {"images_done", p.images_done},
+            {"chunks_total", p.chunks_total},
+            {"chunks_done", p.chunks_done},
+            {"chunks_leased", p.chunks_leased},
+            {"images_per_s", p.images_per_s},
             {"devices", devices}};
   j["eta_s"] = p.eta_s < 0 ? Json(nullptr) : Json(p.eta_s);
   return j;

@@ -39,8 +39,8 @@ namespace tessera::api {
 
 struct CompletedChunk {
   int64_t chunk = 0;
-  int64_t images = 0;   // images of the chunk this rank processed (skipped ones excluded)
-  double seconds = 0;   // wall seconds the rank spent on the chunk
+  int64_t images = 0;  // images of the chunk this rank processed (skipped ones excluded)
+  double seconds = 0;  // wall seconds the rank spent on the chunk
 };
 
 struct LeaseRequest {

@@ -150,6 +150,24 @@ Status FaultyStore::CheckAgentJoinToken(std::string_view plaintext) {
   return base_->CheckAgentJoinToken(plaintext);
 }
 
+Status FaultyStore::InsertChunks(api::JobId job,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  TESSERA_FAULT_(Write);
+  return base_->InsertChunks(job, chunks);
+}
+Result<ChunkLeaseResult> FaultyStore::LeaseChunks(const ChunkLeaseRequest& request) {
+  TESSERA_FAULT_(Write);
+  return base_->LeaseChunks(request);
+}
+Result<ChunkCounts> FaultyStore::CountChunks(api::JobId job) {
+  TESSERA_FAULT_(Read);
+  return base_->CountChunks(job);
+}
+Result<std::vector<InferChunk>> FaultyStore::ListChunks(api::JobId job) {
+  TESSERA_FAULT_(Read);
+  return base_->ListChunks(job);
+}
+
 #undef TESSERA_FAULT_
 
 }  // namespace tessera::daemon

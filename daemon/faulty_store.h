@@ -70,6 +70,11 @@ class FaultyStore final : public Store {
   Status SetAgentJoinToken(std::string_view plaintext) override;
   Status CheckAgentJoinToken(std::string_view plaintext) override;
 
+  Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
+  Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
+  Result<ChunkCounts> CountChunks(api::JobId job) override;
+  Result<std::vector<InferChunk>> ListChunks(api::JobId job) override;
+
   StoreStats Stats() override { return base_->Stats(); }
 
  private:

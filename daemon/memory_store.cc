@@ -306,4 +306,88 @@ StoreStats MemoryStore::Stats() {
   return s;
 }
 
+// ------------------------------------------------------------ infer chunks
+
+Status MemoryStore::InsertChunks(api::JobId job,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (!jobs_.contains(job)) return NotFound(JobNotFound(job));
+  auto& stored = chunks_[job];
+  if (!stored.empty()) return AlreadyExists("job " + std::to_string(job) + " already has chunks");
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    InferChunk c;
+    c.job_id = job;
+    c.chunk = static_cast<int64_t>(i);
+    c.items = chunks[i];
+    stored.push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
+ChunkCounts MemoryStore::CountChunksLocked(api::JobId job) const {
+  ChunkCounts counts;
+  auto it = chunks_.find(job);
+  if (it == chunks_.end()) return counts;
+  for (const InferChunk& c : it->second) {
+    const auto images = static_cast<int64_t>(c.items.size());
+    ++counts.chunks_total;
+    counts.images_total += images;
+    if (c.state == ChunkState::kDone) {
+      ++counts.chunks_done;
+      counts.images_done += images;
+    } else if (c.state == ChunkState::kLeased) {
+      ++counts.chunks_leased;
+    }
+  }
+  return counts;
+}
+
+Result<ChunkLeaseResult> MemoryStore::LeaseChunks(const ChunkLeaseRequest& r) {
+  TESSERA_RETURN_IF_ERROR(ValidateChunkLeaseRequest(r));
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (!jobs_.contains(r.job_id)) return NotFound(JobNotFound(r.job_id));
+  ChunkLeaseResult out;
+  std::vector<InferChunk>& chunks = chunks_[r.job_id];
+  for (int64_t done : r.completed) {
+    if (done < 0 || done >= static_cast<int64_t>(chunks.size())) continue;
+    InferChunk& c = chunks[static_cast<size_t>(done)];
+    if (c.state == ChunkState::kDone) continue;
+    c.state = ChunkState::kDone;
+    c.attempt = r.attempt;
+    c.rank = r.rank;
+    c.done_ms = r.now_ms;
+    ++out.newly_done;
+  }
+  for (InferChunk& c : chunks) {
+    if (c.state == ChunkState::kLeased && c.attempt == r.attempt && c.rank == r.rank) {
+      c.lease_until_ms = r.lease_until_ms;
+    }
+  }
+  for (InferChunk& c : chunks) {
+    if (static_cast<int64_t>(out.leased.size()) >= r.max_chunks) break;
+    if (!ChunkLeasable(c, r)) continue;
+    c.state = ChunkState::kLeased;
+    c.attempt = r.attempt;
+    c.rank = r.rank;
+    c.lease_until_ms = r.lease_until_ms;
+    out.leased.push_back(c);
+  }
+  out.counts = CountChunksLocked(r.job_id);
+  return out;
+}
+
+Result<ChunkCounts> MemoryStore::CountChunks(api::JobId job) {
+  std::lock_guard lock(mu_);
+  return CountChunksLocked(job);
+}
+
+Result<std::vector<InferChunk>> MemoryStore::ListChunks(api::JobId job) {
+  std::lock_guard lock(mu_);
+  auto it = chunks_.find(job);
+  if (it == chunks_.end()) return std::vector<InferChunk>{};
+  return it->second;
+}
+
 }  // namespace tessera::daemon

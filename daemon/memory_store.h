@@ -57,9 +57,16 @@ class MemoryStore final : public Store {
   Status SetAgentJoinToken(std::string_view plaintext) override;
   Status CheckAgentJoinToken(std::string_view plaintext) override;
 
+  Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
+  Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
+  Result<ChunkCounts> CountChunks(api::JobId job) override;
+  Result<std::vector<InferChunk>> ListChunks(api::JobId job) override;
+
   StoreStats Stats() override;
 
  private:
+  ChunkCounts CountChunksLocked(api::JobId job) const;
+
   struct StoredToken {
     TokenInfo info;
     std::string salt;
@@ -76,6 +83,7 @@ class MemoryStore final : public Store {
   std::map<std::string, StoredToken, std::less<>> tokens_;  // by id
   std::map<std::string, api::Entrypoint, std::less<>> entrypoints_;
   std::optional<std::pair<std::string, std::string>> join_token_;  // salt, hash
+  std::map<api::JobId, std::vector<InferChunk>> chunks_;
   uint64_t writes_ = 0;
 };
 

@@ -104,10 +104,27 @@ CREATE TABLE agent_join_token (
 );
 )sql";
 
+// Version 2: inference chunks (api/lease_protocol.h).
+constexpr std::string_view kMigration2 = R"sql(
+CREATE TABLE infer_chunks (
+  job_id          INTEGER NOT NULL REFERENCES jobs (id),
+  chunk           INTEGER NOT NULL CHECK (chunk >= 0),
+  items           TEXT    NOT NULL,          -- JSON array of item paths
+  images          INTEGER NOT NULL,          -- number of items
+  state           TEXT    NOT NULL CHECK (state IN ('pending', 'leased', 'done')),
+  attempt         INTEGER NOT NULL DEFAULT 0,
+  rank            INTEGER NOT NULL DEFAULT -1,
+  lease_until_ms  INTEGER NOT NULL DEFAULT 0,
+  done_ms         INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (job_id, chunk)
+);
+CREATE INDEX infer_chunks_by_state ON infer_chunks (job_id, state, chunk);
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
-  static const std::vector<std::string_view> kMigrations = {kMigration1};
+  static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2};
   return kMigrations;
 }
 

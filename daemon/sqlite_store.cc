@@ -1,5 +1,6 @@
 #include "daemon/sqlite_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -127,6 +128,62 @@ Status OpenConnection(const std::string& path, int flags, int busy_timeout_ms, s
 }
 
 Status Closed() { return Unavailable("store is closed"); }
+
+Status CheckJobExists(sqlite3* db, api::JobId job) {
+  TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, "SELECT 1 FROM jobs WHERE id = ?"));
+  q.Bind(1, job);
+  TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return NotFound("job " + std::to_string(job) + " not found");
+  return Status::Ok();
+}
+
+Result<ChunkCounts> CountChunksOn(sqlite3* db, api::JobId job) {
+  ChunkCounts c;
+  TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db,
+                                                 "SELECT state, COUNT(*), SUM(images) "
+                                                 "FROM infer_chunks WHERE job_id = ? "
+                                                 "GROUP BY state"));
+  q.Bind(1, job);
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) break;
+    const std::string state = q.Text(0);
+    const int64_t chunks = q.Int(1), images = q.Int(2);
+    c.chunks_total += chunks;
+    c.images_total += images;
+    if (state == "done") {
+      c.chunks_done += chunks;
+      c.images_done += images;
+    } else if (state == "leased") {
+      c.chunks_leased += chunks;
+    }
+  }
+  return c;
+}
+
+// Columns: chunk, items, state, attempt, rank, lease_until_ms, done_ms.
+constexpr std::string_view kChunkColumns =
+    "chunk, items, state, attempt, rank, lease_until_ms, done_ms";
+
+Result<InferChunk> ChunkFromRow(const Stmt& q, api::JobId job) {
+  InferChunk c;
+  c.job_id = job;
+  c.chunk = q.Int(0);
+  TESSERA_ASSIGN_OR_RETURN(api::Json items, ParseJsonColumn(q, 1, "chunk items"));
+  if (!items.is_array()) return Internal("stored chunk items are not an array");
+  for (const api::Json& item : items) {
+    if (!item.is_string()) return Internal("stored chunk item is not a string");
+    c.items.push_back(item.get<std::string>());
+  }
+  auto state = ParseChunkState(q.Text(2));
+  if (!state) return Internal("stored chunk state is unknown: " + q.Text(2));
+  c.state = *state;
+  c.attempt = q.Int(3);
+  c.rank = q.Int(4);
+  c.lease_until_ms = q.Int(5);
+  c.done_ms = q.Int(6);
+  return c;
+}
 
 }  // namespace
 
@@ -838,6 +895,144 @@ Status SqliteStore::CheckAgentJoinToken(std::string_view plaintext) {
   TESSERA_ASSIGN_OR_RETURN(std::string computed, SaltedSha256(salt, plaintext));
   if (!ConstantTimeEquals(computed, hash)) return Unauthenticated("wrong join token");
   return Status::Ok();
+}
+
+// ------------------------------------------------------------ infer chunks
+
+Status SqliteStore::InsertChunks(api::JobId job,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  std::vector<std::string> texts;
+  texts.reserve(chunks.size());
+  for (const auto& items : chunks) texts.push_back(*JsonColumn(api::Json(items)));
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_RETURN_IF_ERROR(CheckJobExists(db, job));
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt any, Stmt::Prepare(db, "SELECT 1 FROM infer_chunks WHERE job_id = ? LIMIT 1"));
+    any.Bind(1, job);
+    TESSERA_ASSIGN_OR_RETURN(bool exists, any.Step());
+    if (exists) return AlreadyExists("job " + std::to_string(job) + " already has chunks");
+    TESSERA_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
+                                                     "INSERT INTO infer_chunks "
+                                                     "(job_id, chunk, items, images, state) "
+                                                     "VALUES (?, ?, ?, ?, 'pending')"));
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      ins.Reset()
+          .Bind(1, job)
+          .Bind(2, static_cast<int64_t>(i))
+          .Bind(3, std::string_view(texts[i]))
+          .Bind(4, static_cast<int64_t>(chunks[i].size()));
+      TESSERA_RETURN_IF_ERROR(ins.Run());
+    }
+    return Status::Ok();
+  });
+}
+
+Result<ChunkLeaseResult> SqliteStore::LeaseChunks(const ChunkLeaseRequest& r) {
+  TESSERA_RETURN_IF_ERROR(ValidateChunkLeaseRequest(r));
+  ChunkLeaseResult out;
+  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+    out = ChunkLeaseResult{};
+    TESSERA_RETURN_IF_ERROR(CheckJobExists(db, r.job_id));
+    TESSERA_ASSIGN_OR_RETURN(Stmt done, Stmt::Prepare(db,
+                                                      "UPDATE infer_chunks SET state = 'done', "
+                                                      "attempt = ?, rank = ?, done_ms = ? "
+                                                      "WHERE job_id = ? AND chunk = ? "
+                                                      "AND state <> 'done'"));
+    for (int64_t chunk : r.completed) {
+      done.Reset()
+          .Bind(1, r.attempt)
+          .Bind(2, r.rank)
+          .Bind(3, r.now_ms)
+          .Bind(4, r.job_id)
+          .Bind(5, chunk);
+      TESSERA_RETURN_IF_ERROR(done.Run());
+      out.newly_done += sqlite3_changes(db);
+    }
+    TESSERA_ASSIGN_OR_RETURN(Stmt renew, Stmt::Prepare(db,
+                                                       "UPDATE infer_chunks SET lease_until_ms = ? "
+                                                       "WHERE job_id = ? AND state = 'leased' "
+                                                       "AND attempt = ? AND rank = ?"));
+    renew.Bind(1, r.lease_until_ms).Bind(2, r.job_id).Bind(3, r.attempt).Bind(4, r.rank);
+    TESSERA_RETURN_IF_ERROR(renew.Run());
+    if (r.max_chunks > 0) {
+      // Pending chunks and reclaimable leases, lowest numbers first.
+      std::vector<InferChunk> candidates;
+      for (std::string_view where :
+           {"state = 'pending'", "state = 'leased' AND (lease_until_ms <= ? OR attempt < ?)"}) {
+        TESSERA_ASSIGN_OR_RETURN(
+            Stmt q, Stmt::Prepare(db, "SELECT " + std::string(kChunkColumns) +
+                                          " FROM infer_chunks WHERE job_id = ? AND " +
+                                          std::string(where) + " ORDER BY chunk LIMIT ?"));
+        q.Bind(1, r.job_id);
+        if (where == "state = 'pending'") {
+          q.Bind(2, r.max_chunks);
+        } else {
+          q.Bind(2, r.now_ms).Bind(3, r.attempt).Bind(4, r.max_chunks);
+        }
+        while (true) {
+          TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+          if (!row) break;
+          TESSERA_ASSIGN_OR_RETURN(InferChunk c, ChunkFromRow(q, r.job_id));
+          candidates.push_back(std::move(c));
+        }
+      }
+      std::sort(candidates.begin(), candidates.end(),
+                [](const InferChunk& a, const InferChunk& b) { return a.chunk < b.chunk; });
+      if (candidates.size() > static_cast<size_t>(r.max_chunks)) {
+        candidates.resize(static_cast<size_t>(r.max_chunks));
+      }
+      TESSERA_ASSIGN_OR_RETURN(Stmt lease,
+                               Stmt::Prepare(db,
+                                             "UPDATE infer_chunks SET state = 'leased', "
+                                             "attempt = ?, rank = ?, lease_until_ms = ? "
+                                             "WHERE job_id = ? AND chunk = ?"));
+      for (InferChunk& c : candidates) {
+        lease.Reset()
+            .Bind(1, r.attempt)
+            .Bind(2, r.rank)
+            .Bind(3, r.lease_until_ms)
+            .Bind(4, r.job_id)
+            .Bind(5, c.chunk);
+        TESSERA_RETURN_IF_ERROR(lease.Run());
+        c.state = ChunkState::kLeased;
+        c.attempt = r.attempt;
+        c.rank = r.rank;
+        c.lease_until_ms = r.lease_until_ms;
+        out.leased.push_back(std::move(c));
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(out.counts, CountChunksOn(db, r.job_id));
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<ChunkCounts> SqliteStore::CountChunks(api::JobId job) {
+  ChunkCounts counts;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(counts, CountChunksOn(db, job));
+    return Status::Ok();
+  }));
+  return counts;
+}
+
+Result<std::vector<InferChunk>> SqliteStore::ListChunks(api::JobId job) {
+  std::vector<InferChunk> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    out.clear();
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, "SELECT " + std::string(kChunkColumns) +
+                                                           " FROM infer_chunks WHERE job_id = ? "
+                                                           "ORDER BY chunk"));
+    q.Bind(1, job);
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      TESSERA_ASSIGN_OR_RETURN(InferChunk c, ChunkFromRow(q, job));
+      out.push_back(std::move(c));
+    }
+    return Status::Ok();
+  }));
+  return out;
 }
 
 }  // namespace tessera::daemon

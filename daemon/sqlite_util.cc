@@ -82,6 +82,13 @@ Result<bool> Stmt::Step() {
   return SqliteStatus(db_, rc, "step");
 }
 
+Stmt& Stmt::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_rc_ = SQLITE_OK;
+  return *this;
+}
+
 Status Stmt::Run() {
   while (true) {
     TESSERA_ASSIGN_OR_RETURN(bool row, Step());

@@ -48,6 +48,8 @@ class Stmt {
 
   // true: a row is ready; false: done.
   Result<bool> Step();
+  // Makes the statement ready to run again with new bindings.
+  Stmt& Reset();
   // Steps to completion (for statements without result rows).
   Status Run();
 

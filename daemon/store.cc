@@ -37,6 +37,40 @@ Status ValidateEntrypoint(const api::Entrypoint& e) {
   return InvalidArgument("must be builtin:<name> or cmd:<name>", "name");
 }
 
+std::string_view ChunkStateName(ChunkState state) {
+  switch (state) {
+    case ChunkState::kPending:
+      return "pending";
+    case ChunkState::kLeased:
+      return "leased";
+    case ChunkState::kDone:
+      return "done";
+  }
+  return "unknown";
+}
+
+std::optional<ChunkState> ParseChunkState(std::string_view name) {
+  for (ChunkState s : {ChunkState::kPending, ChunkState::kLeased, ChunkState::kDone}) {
+    if (ChunkStateName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+Status ValidateChunkLeaseRequest(const ChunkLeaseRequest& r) {
+  if (r.attempt < 1) return InvalidArgument("must be >= 1", "attempt");
+  if (r.rank < 0) return InvalidArgument("must be >= 0", "rank");
+  if (r.max_chunks < 0) return InvalidArgument("must be >= 0", "max_chunks");
+  if (r.lease_until_ms < r.now_ms)
+    return InvalidArgument("must not be before now", "lease_until_ms");
+  return Status::Ok();
+}
+
+bool ChunkLeasable(const InferChunk& c, const ChunkLeaseRequest& r) {
+  if (c.state == ChunkState::kPending) return true;
+  if (c.state != ChunkState::kLeased) return false;
+  return c.lease_until_ms <= r.now_ms || c.attempt < r.attempt;
+}
+
 int64_t ClampStoreLimit(int64_t limit) { return std::clamp<int64_t>(limit, 1, 1000); }
 
 }  // namespace tessera::daemon

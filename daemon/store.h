@@ -70,6 +70,52 @@ struct JobAttempt {
   friend bool operator==(const JobAttempt&, const JobAttempt&) = default;
 };
 
+// ---- inference chunks ----
+// An infer job's input, split into chunks that ranks lease (api/lease_protocol.h).
+enum class ChunkState { kPending, kLeased, kDone };
+std::string_view ChunkStateName(ChunkState state);  // "pending" | "leased" | "done"
+
+struct InferChunk {
+  api::JobId job_id = 0;
+  int64_t chunk = 0;  // 0-based, dense per job
+  std::vector<std::string> items;
+  ChunkState state = ChunkState::kPending;
+  int64_t attempt = 0;  // holder of the lease (kLeased) or the attempt that finished it (kDone)
+  int64_t rank = -1;
+  int64_t lease_until_ms = 0;
+  int64_t done_ms = 0;
+  friend bool operator==(const InferChunk&, const InferChunk&) = default;
+};
+
+// One lease call: record `completed` as done, renew what (attempt, rank)
+// holds, and lease up to max_chunks more. A chunk can be leased when it is
+// pending, or leased with lease_until_ms <= now_ms, or leased by an attempt
+// older than `attempt` (that attempt ended). Lowest chunk numbers first.
+struct ChunkLeaseRequest {
+  api::JobId job_id = 0;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  std::vector<int64_t> completed;  // chunk numbers whose outputs are on disk
+  int64_t max_chunks = 1;
+  int64_t now_ms = 0;
+  int64_t lease_until_ms = 0;
+};
+
+struct ChunkCounts {
+  int64_t chunks_total = 0;
+  int64_t chunks_done = 0;
+  int64_t chunks_leased = 0;  // leased, expired or not
+  int64_t images_total = 0;
+  int64_t images_done = 0;
+  friend bool operator==(const ChunkCounts&, const ChunkCounts&) = default;
+};
+
+struct ChunkLeaseResult {
+  std::vector<InferChunk> leased;  // newly leased chunks
+  int64_t newly_done = 0;          // chunks of `completed` that were not done before
+  ChunkCounts counts;              // after the call
+};
+
 // An API token without its secret.
 struct TokenInfo {
   std::string id;  // public part of the token, also the key to revoke it
@@ -186,6 +232,20 @@ class Store {
   // kUnauthenticated when no join token is set or it does not match.
   virtual Status CheckAgentJoinToken(std::string_view plaintext) = 0;
 
+  // ---- inference chunks ----
+  // Writes every chunk of an infer job (numbered from 0) in one transaction.
+  // kNotFound when the job is missing; kAlreadyExists when it has chunks.
+  virtual Status InsertChunks(api::JobId job,
+                              const std::vector<std::vector<std::string>>& chunks) = 0;
+  // See ChunkLeaseRequest. Completing a chunk that is already done, or that
+  // the job does not have, changes nothing (the call stays idempotent under
+  // retries); everything happens in one transaction, durable on return.
+  virtual Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) = 0;
+  // All zero for a job without chunks.
+  virtual Result<ChunkCounts> CountChunks(api::JobId job) = 0;
+  // Every chunk of the job, by number (tests and tools; large for big jobs).
+  virtual Result<std::vector<InferChunk>> ListChunks(api::JobId job) = 0;
+
   // ---- metrics ----
   virtual StoreStats Stats() = 0;
 };
@@ -194,6 +254,10 @@ class Store {
 Status ValidateNode(const api::Node& node);
 Status ValidateNodeHealth(std::string_view health);
 Status ValidateEntrypoint(const api::Entrypoint& entrypoint);
+Status ValidateChunkLeaseRequest(const ChunkLeaseRequest& request);
+std::optional<ChunkState> ParseChunkState(std::string_view name);
+// Whether `chunk` may be leased by `request` (see ChunkLeaseRequest).
+bool ChunkLeasable(const InferChunk& chunk, const ChunkLeaseRequest& request);
 // Clamps a page size to 1..1000.
 int64_t ClampStoreLimit(int64_t limit);
 
