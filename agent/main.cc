@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000));
   supervisor_options.log_max_bytes = log_max_bytes;
   supervisor_options.log_keep = log_keep;
+  // Infer ranks lease their chunks from the controller the agent talks to.
+  supervisor_options.base_env = DefaultBaseEnv();
+  (*supervisor_options.base_env)["TESSERA_CONTROLLER_URL"] = controller;
   ProcessSupervisor supervisor(supervisor_options);
   auto transport = HttpAgentTransport::Create(controller, join_token);
   if (!transport.ok()) {

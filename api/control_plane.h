@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/lease_protocol.h"
 #include "api/types.h"
 #include "common/status.h"
 
@@ -56,6 +57,16 @@ class ControlPlane {
   virtual Result<std::vector<std::string>> JobLogs(const Principal& who, JobId id, int64_t rank,
                                                    int64_t tail) {
     return Unimplemented("logs are not available from this control plane");
+  }
+
+  // The chunk lease route of infer jobs (api/lease_protocol.h), called by
+  // the job's ranks with their lease token (TESSERA_LEASE_TOKEN).
+  // kUnauthenticated unless lease_token belongs to (job, request.attempt);
+  // kFailedPrecondition when that attempt is no longer the job's current
+  // one, or the job is not an infer job; kNotFound for a missing job.
+  virtual Result<LeaseResponse> LeaseChunks(JobId job, std::string_view lease_token,
+                                            const LeaseRequest& request) {
+    return Unimplemented("chunk leases are not available from this control plane");
   }
 
   // Dry run of the planner for a spec: ranked plans with reasons, as JSON.

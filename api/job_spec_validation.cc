@@ -128,7 +128,18 @@ Status ValidateJobSpec(const JobSpec& s) {
       CheckAbsolutePath(s.dataset, "dataset", infer, "is required for infer jobs"));
   TESSERA_RETURN_IF_ERROR(
       CheckAbsolutePath(s.output, "output", infer, "is required for infer jobs"));
-  TESSERA_RETURN_IF_ERROR(CheckAbsolutePath(s.checkpoint, "checkpoint", false, ""));
+  TESSERA_RETURN_IF_ERROR(CheckAbsolutePath(s.checkpoint, "checkpoint",
+                                            infer && s.entrypoint.starts_with("builtin:"),
+                                            "is required for infer jobs of builtin models"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(s.image_width, 0, kMaxImageSide, "image_width"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(s.image_height, 0, kMaxImageSide, "image_height"));
+  if ((s.image_width == 0) != (s.image_height == 0)) {
+    return InvalidArgument("set both image_width and image_height, or neither",
+                           s.image_width == 0 ? "image_width" : "image_height");
+  }
+  if (s.image_width != 0 && !infer) {
+    return InvalidArgument("is only valid for infer jobs", "image_width");
+  }
 
   if (s.args.size() > kMaxArgs) {
     return InvalidArgument("must have at most " + std::to_string(kMaxArgs) + " entries", "args");

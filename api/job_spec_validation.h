@@ -16,7 +16,8 @@
 //   max_devices    0 (no limit) or min_devices..4096
 //   dataset        absolute path when set; required for infer
 //   output         absolute path when set; required for infer
-//   checkpoint     absolute path when set
+//   checkpoint     absolute path when set; required for infer of builtin models
+//   image_width, image_height  infer only: 0 (nominal) or 1..100,000, both or neither
 //   args           at most 64 entries of at most 4096 bytes
 //   env            at most 64 entries; keys [A-Z_][A-Z0-9_]*, not reserved
 //                  (RANK, WORLD_SIZE, GROUP_RANK, NODE_RANK,
@@ -41,6 +42,7 @@ inline constexpr int64_t kMaxCheckpointEverySeconds = 86'400;
 inline constexpr int64_t kMaxPriority = 1000;
 inline constexpr int64_t kMaxAttempts = 100;
 inline constexpr int64_t kMaxDevices = 4096;
+inline constexpr int64_t kMaxImageSide = 100'000;
 inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxArgs = 64;
 inline constexpr size_t kMaxEnv = 64;

@@ -8,6 +8,7 @@
 #include "api/agent_protocol.h"
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
+#include "api/lease_protocol.h"
 #include "api/static_files.h"
 #include "api/url.h"
 
@@ -30,6 +31,8 @@ struct Call {
 };
 
 using RouteFn = Response (*)(Call&);
+
+std::string_view BearerToken(const Request& req);
 
 struct Route {
   RouteInfo info;
@@ -194,6 +197,14 @@ Response JobLogs(Call& c) {
   return JsonResponse(200, Json{{"job_id", id}, {"rank", rank}, {"lines", std::move(lines)}});
 }
 
+Response LeaseChunks(Call& c) {
+  TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
+  TESSERA_ROUTE_ASSIGN(Json j, ParseBody(c));
+  TESSERA_ROUTE_ASSIGN(LeaseRequest request, LeaseRequestFromJson(j));
+  TESSERA_ROUTE_ASSIGN(LeaseResponse answer, c.cp.LeaseChunks(id, BearerToken(c.req), request));
+  return JsonResponse(200, ToJson(answer));
+}
+
 Response ListNodes(Call& c) {
   TESSERA_ROUTE_ASSIGN(std::vector<Node> nodes, c.cp.ListNodes(c.who));
   Json list = Json::array();
@@ -299,6 +310,7 @@ const std::vector<Route>& Routes() {
       {{"POST", "/api/v1/jobs/{id}/cancel", RouteAuth::kUser, {}}, &CancelJob},
       {{"GET", "/api/v1/jobs/{id}/events", RouteAuth::kUser, {"after", "limit"}}, &ListEvents},
       {{"GET", "/api/v1/jobs/{id}/logs", RouteAuth::kUser, {"rank", "tail"}}, &JobLogs},
+      {{"POST", "/api/v1/jobs/{id}/leases", RouteAuth::kLease, {}}, &LeaseChunks},
       {{"GET", "/api/v1/nodes", RouteAuth::kUser, {}}, &ListNodes},
       {{"POST", "/api/v1/plans", RouteAuth::kUser, {}}, &PreviewPlan},
       {{"GET", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &ListEntrypoints},
@@ -440,6 +452,11 @@ Response Dispatch(const Request& req, ControlPlane& cp, const RouterOptions& opt
       call.who = *std::move(who);
       break;
     }
+    case RouteAuth::kLease:
+      if (BearerToken(req).empty()) {
+        return Unauthorized("missing \"Authorization: Bearer <lease token>\"");
+      }
+      break;
     case RouteAuth::kAgent: {
       std::string_view token = BearerToken(req);
       if (token.empty()) return Unauthorized("missing \"Authorization: Bearer <join token>\"");

@@ -55,7 +55,9 @@ struct Response {
 // A JSON error response for a non-OK Status.
 Response ErrorResponse(const Status& status);
 
-enum class RouteAuth { kNone, kUser, kAgent };
+// kLease: a rank's chunk lease token; the route hands it to the control
+// plane, which checks it against the job and attempt in the body.
+enum class RouteAuth { kNone, kUser, kAgent, kLease };
 
 // One entry of the route table; docs/rest-api.md and api/openapi.yaml list
 // the same routes (a test keeps openapi.yaml in step with this table).

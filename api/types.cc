@@ -180,6 +180,8 @@ Json ToJson(const JobSpec& s) {
       {"dataset", s.dataset},
       {"output", s.output},
       {"checkpoint", s.checkpoint},
+      {"image_width", s.image_width},
+      {"image_height", s.image_height},
       {"global_batch", s.global_batch},
       {"steps", s.steps},
       {"checkpoint_every_s", s.checkpoint_every_s},
@@ -208,6 +210,8 @@ Result<JobSpec> JobSpecFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.String("dataset", &s.dataset));
   TESSERA_RETURN_IF_ERROR(r.String("output", &s.output));
   TESSERA_RETURN_IF_ERROR(r.String("checkpoint", &s.checkpoint));
+  TESSERA_RETURN_IF_ERROR(r.Int("image_width", &s.image_width));
+  TESSERA_RETURN_IF_ERROR(r.Int("image_height", &s.image_height));
   TESSERA_RETURN_IF_ERROR(r.Int("global_batch", &s.global_batch));
   TESSERA_RETURN_IF_ERROR(r.Int("steps", &s.steps));
   TESSERA_RETURN_IF_ERROR(r.Int("checkpoint_every_s", &s.checkpoint_every_s));
@@ -233,6 +237,7 @@ Json ToJson(const Job& job) {
       {"reason", job.reason},
       {"plan", job.plan},
       {"progress", job.progress},
+      {"inference", job.inference},
   };
 }
 
@@ -263,6 +268,7 @@ Result<Job> JobFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.String("reason", &job.reason));
   TESSERA_RETURN_IF_ERROR(r.Raw("plan", &job.plan));
   TESSERA_RETURN_IF_ERROR(r.Raw("progress", &job.progress));
+  TESSERA_RETURN_IF_ERROR(r.Raw("inference", &job.inference));
   return job;
 }
 

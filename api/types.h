@@ -57,6 +57,10 @@ struct JobSpec {
   std::string dataset;            // input folder or list file
   std::string output;             // infer: output folder
   std::string checkpoint;         // infer: checkpoint to load
+  // infer: size of the largest scans (0: the model's nominal size); lets the
+  // planner choose tiled inference for images too large for one device.
+  int64_t image_width = 0;
+  int64_t image_height = 0;
   int64_t global_batch = 0;
   int64_t steps = 0;
   int64_t checkpoint_every_s = 300;
@@ -81,6 +85,7 @@ struct Job {
   std::string reason;  // why the job is in its state (last event)
   Json plan;           // the chosen plan, or null
   Json progress;       // latest progress summary, or null
+  Json inference;      // infer jobs: api::InferenceProgress as JSON, or null
 };
 
 // One recorded state change of a job (append-only).

@@ -68,11 +68,17 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     replicas.push_back({{"batch", replica.batch}, {"stages", stages}});
   }
   if (slots.empty()) return InvalidArgument("plan has no stage", "plan");
+  out.infer = job.spec.kind == api::JobKind::kInfer;
   out.rank_plan = {{"layout", scheduler::LayoutName(plan.layout)},
                    {"global_batch", job.spec.global_batch},
                    {"micro_batches", plan.micro_batches},
                    {"schedule", scheduler::ScheduleName(plan.schedule)},
                    {"replicas", replicas}};
+  if (plan.tiling) {
+    out.rank_plan["tiling"] = {{"tile_px", plan.tiling->tile_px},
+                               {"overlap_px", plan.tiling->overlap_px},
+                               {"tiles_per_image", plan.tiling->tiles_per_image}};
+  }
 
   auto master = addresses.find(slots[0].device.node);
   if (master == addresses.end()) {
@@ -118,11 +124,8 @@ api::Json ToJson(const AttemptLaunch& a) {
     l.erase("plan");  // stored once, in rank_plan
     ranks.push_back({{"node", r.node}, {"device_index", r.device_index}, {"launch", l}});
   }
-  return {{"job_id", a.job_id},
-          {"attempt", a.attempt},
-          {"plan", a.plan},
-          {"rank_plan", a.rank_plan},
-          {"ranks", ranks}};
+  return {{"job_id", a.job_id},       {"attempt", a.attempt}, {"plan", a.plan},
+          {"rank_plan", a.rank_plan}, {"infer", a.infer},     {"ranks", ranks}};
 }
 
 Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j) {
@@ -132,6 +135,7 @@ Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j) {
     a.attempt = j.at("attempt").get<int64_t>();
     a.plan = j.at("plan");
     a.rank_plan = j.at("rank_plan");
+    a.infer = j.value("infer", false);
     for (const api::Json& r : j.at("ranks")) {
       RankLaunch rl;
       rl.node = r.at("node").get<std::string>();

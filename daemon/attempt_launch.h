@@ -9,7 +9,11 @@
 // line of its entrypoint, and the rank plan the worker reads from
 // TESSERA_PLAN:
 //   {"layout", "global_batch", "micro_batches", "schedule",
-//    "replicas": [{"batch", "stages": [{"rank", "device", "layers": [b, e]}]}]}
+//    "replicas": [{"batch", "stages": [{"rank", "device", "layers": [b, e]}]}],
+//    "tiling": {"tile_px", "overlap_px", "tiles_per_image"}   (tiled plans only)}
+// Ranks of an infer job also get TESSERA_LEASE_TOKEN, added by the
+// controller when it hands the launch to an agent (never stored), and
+// TESSERA_CONTROLLER_URL from their agent.
 // The AttemptLaunch is stored with the attempt (ToJson/FromJson), so a
 // restarted controller hands agents exactly what they were running.
 //
@@ -39,6 +43,7 @@ struct AttemptLaunch {
   int64_t attempt = 0;
   api::Json plan;                 // the scheduler's plan as JSON (shown by the API)
   api::Json rank_plan;            // what TESSERA_PLAN holds
+  bool infer = false;             // an infer job: ranks lease chunks
   std::vector<RankLaunch> ranks;  // index == rank
 };
 

@@ -77,11 +77,66 @@ Result<api::JobPage> ControlPlaneService::ListJobs(const api::Principal& who,
     }
     q.owner = who.user;
   }
-  return store_->ListJobs(q);
+  TESSERA_ASSIGN_OR_RETURN(api::JobPage page, store_->ListJobs(q));
+  for (api::Job& job : page.jobs) job = WithInference(std::move(job));
+  return page;
 }
 
 Result<api::Job> ControlPlaneService::GetJob(const api::Principal& who, api::JobId id) {
-  return VisibleJob(who, id);
+  TESSERA_ASSIGN_OR_RETURN(api::Job job, VisibleJob(who, id));
+  return WithInference(std::move(job));
+}
+
+// ---------------------------------------------------------------- inference
+
+api::Json ControlPlaneService::InferenceProgressOf(const api::Job& job) {
+  if (job.spec.kind != api::JobKind::kInfer) return nullptr;
+  auto counts = store_->CountChunks(job.id);
+  if (!counts.ok() || counts->chunks_total == 0) return nullptr;
+  return api::ToJson(tracker_.Progress(job.id, job.attempt, *counts, job.plan));
+}
+
+api::Job ControlPlaneService::WithInference(api::Job job) {
+  job.inference = InferenceProgressOf(job);
+  return job;
+}
+
+Result<api::LeaseResponse> ControlPlaneService::LeaseChunks(api::JobId id,
+                                                            std::string_view lease_token,
+                                                            const api::LeaseRequest& request) {
+  if (options_.lease_tokens == nullptr ||
+      !options_.lease_tokens->Check(lease_token, id, request.attempt)) {
+    return Unauthenticated("not the lease token of job " + std::to_string(id) + " attempt " +
+                           std::to_string(request.attempt));
+  }
+  TESSERA_ASSIGN_OR_RETURN(api::Job job, store_->GetJob(id));
+  if (job.spec.kind != api::JobKind::kInfer) {
+    return FailedPrecondition("job " + std::to_string(id) + " is not an infer job");
+  }
+  const bool live = job.state == api::JobState::kStarting || job.state == api::JobState::kRunning;
+  if (job.attempt != request.attempt || !live) {
+    return FailedPrecondition("attempt " + std::to_string(request.attempt) + " of job " +
+                              std::to_string(id) + " is no longer running");
+  }
+  const int64_t now = clock_->NowUnixMillis();
+  const int64_t lease_ms = options_.lease_duration.count();
+  ChunkLeaseRequest lease{id,  request.attempt, request.rank, {}, request.max_chunks,
+                          now, now + lease_ms};
+  for (const api::CompletedChunk& c : request.completed) lease.completed.push_back(c.chunk);
+  TESSERA_ASSIGN_OR_RETURN(ChunkLeaseResult result, store_->LeaseChunks(lease));
+  for (const api::CompletedChunk& c : request.completed) {
+    tracker_.Record(id, request.attempt, request.rank, c.images, c.seconds);
+  }
+  api::LeaseResponse out;
+  out.lease_ms = lease_ms;
+  out.finished =
+      result.counts.chunks_total > 0 && result.counts.chunks_done == result.counts.chunks_total;
+  for (InferChunk& c : result.leased) out.chunks.push_back({c.chunk, std::move(c.items)});
+  if (out.chunks.empty() && !out.finished) {
+    // Other ranks hold the rest; one of their leases may come back.
+    out.retry_after_ms = std::clamp<int64_t>(lease_ms / 10, 50, 1000);
+  }
+  return out;
 }
 
 Result<api::Job> ControlPlaneService::CancelJob(const api::Principal& who, api::JobId id) {
@@ -236,6 +291,36 @@ Status ControlPlaneService::Ready() {
   return store_->Health();
 }
 
+void ControlPlaneService::AppendInferenceMetrics(std::string* out) {
+  api::JobQuery running;
+  running.state = api::JobState::kRunning;
+  running.limit = 1000;
+  auto page = store_->ListJobs(running);
+  if (!page.ok()) return;
+  std::string total, done, rate;
+  for (const api::Job& job : page->jobs) {
+    api::Json p = InferenceProgressOf(job);
+    if (p.is_null()) continue;
+    const std::string label = "{job=\"" + std::to_string(job.id) + "\"} ";
+    total += "tessera_infer_images_total" + label +
+             std::to_string(p["images_total"].get<int64_t>()) + "\n";
+    done += "tessera_infer_images_done" + label + std::to_string(p["images_done"].get<int64_t>()) +
+            "\n";
+    rate += "tessera_infer_images_per_second" + label +
+            FormatDouble(p["images_per_s"].get<double>()) + "\n";
+  }
+  *out +=
+      "# HELP tessera_infer_images_total Images in a running infer job's input.\n"
+      "# TYPE tessera_infer_images_total gauge\n" +
+      total +
+      "# HELP tessera_infer_images_done Images of a running infer job written and recorded.\n"
+      "# TYPE tessera_infer_images_done gauge\n" +
+      done +
+      "# HELP tessera_infer_images_per_second Images per second of a running infer job (all "
+      "ranks).\n# TYPE tessera_infer_images_per_second gauge\n" +
+      rate;
+}
+
 void ControlPlaneService::AppendMetrics(std::string* out) {
   auto counts = store_->CountJobsByState();
   if (counts.ok()) {
@@ -245,6 +330,7 @@ void ControlPlaneService::AppendMetrics(std::string* out) {
               std::to_string(n) + "\n";
     }
   }
+  AppendInferenceMetrics(out);
   const StoreStats stats = store_->Stats();
   const HistogramSnapshot& h = stats.commit_seconds;
   *out +=

@@ -33,7 +33,9 @@
 #include "api/agent_protocol.h"
 #include "api/control_plane.h"
 #include "common/clock.h"
+#include "daemon/inference_tracker.h"
 #include "daemon/job_state_machine.h"
+#include "daemon/lease_tokens.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
@@ -49,6 +51,11 @@ using DesiredWorkersFn =
 
 struct ControlPlaneOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
+  // Checks the ranks' chunk lease tokens; without it every lease call is
+  // refused (kUnauthenticated). Not owned; must outlive the service.
+  const LeaseTokens* lease_tokens = nullptr;
+  // How long a chunk lease lasts without renewal.
+  std::chrono::milliseconds lease_duration{30'000};
   PlannerFn planner;                 // optional
   DesiredWorkersFn desired_workers;  // optional
 };
@@ -71,6 +78,8 @@ class ControlPlaneService : public api::ControlPlane {
   Result<std::vector<std::string>> JobLogs(const api::Principal& who, api::JobId id, int64_t rank,
                                            int64_t tail) override;
   Result<api::Json> PreviewPlan(const api::Principal& who, const api::JobSpec& spec) override;
+  Result<api::LeaseResponse> LeaseChunks(api::JobId job, std::string_view lease_token,
+                                         const api::LeaseRequest& request) override;
 
   Result<std::vector<api::Entrypoint>> ListEntrypoints(const api::Principal& who) override;
   Status AllowEntrypoint(const api::Principal& who, const api::Entrypoint& entrypoint) override;
@@ -90,6 +99,10 @@ class ControlPlaneService : public api::ControlPlane {
   Result<api::Job> ApplyJobEvent(api::JobId id, JobEvent event, std::string_view reason,
                                  std::optional<api::Json> plan = std::nullopt);
 
+  // The job's inference progress (null for train jobs or before its input
+  // was split into chunks).
+  api::Json InferenceProgressOf(const api::Job& job);
+
   // Makes Ready() answer kUnavailable (the daemon is stopping).
   void SetStopping() { stopping_ = true; }
 
@@ -102,8 +115,13 @@ class ControlPlaneService : public api::ControlPlane {
   // The job if `who` may see it: kNotFound / kPermissionDenied otherwise.
   Result<api::Job> VisibleJob(const api::Principal& who, api::JobId id);
 
+  void AppendInferenceMetrics(std::string* out);
+  // The job with its inference progress attached.
+  api::Job WithInference(api::Job job);
+
   Store* const store_;
   Clock* const clock_;
+  InferenceTracker tracker_;
   const ControlPlaneOptions options_;
   std::atomic<bool> stopping_{false};
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "daemon/infer_input.h"
 #include "daemon/planning.h"
 #include "scheduler/plan_json.h"
 
@@ -31,6 +32,12 @@ Result<std::vector<api::Job>> AllJobsIn(Store* store, JobState state) {
     q.after = *page.next_after;
   }
   return out;
+}
+
+// Whether every chunk of an infer job is done (false when unknown).
+bool InferInputDone(Store* store, api::JobId job) {
+  auto counts = store->CountChunks(job);
+  return counts.ok() && counts->chunks_total > 0 && counts->chunks_done == counts->chunks_total;
 }
 
 std::string RankList(const std::vector<int64_t>& ranks) {
@@ -81,7 +88,12 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   std::vector<api::WorkerLaunch> out;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (r.node == node) out.push_back(r.launch);
+      if (r.node != node) continue;
+      out.push_back(r.launch);
+      if (active.launch.infer && options_.lease_tokens != nullptr) {
+        out.back().env["TESSERA_LEASE_TOKEN"] =
+            options_.lease_tokens->For(active.launch.job_id, active.launch.attempt);
+      }
     }
   }
   return out;
@@ -250,6 +262,9 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     } else if (!failed.empty() || !vanished.empty()) {
       event = JobEvent::kRankFailed;
       reason = failed.empty() ? vanished : failed;
+    } else if (done == world && launch.infer && !InferInputDone(store_, job->id)) {
+      event = JobEvent::kRankFailed;
+      reason = "all " + std::to_string(world) + " ranks exited before every chunk was done";
     } else if (done == world) {
       if (job->state == JobState::kStarting) {
         // Finished before we saw them all running: record both steps.
@@ -388,6 +403,27 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
   return Status::Ok();
 }
 
+Result<bool> JobController::PrepareInferInputLocked(const api::Job& job) {
+  if (job.spec.kind != api::JobKind::kInfer) return true;
+  TESSERA_ASSIGN_OR_RETURN(ChunkCounts counts, store_->CountChunks(job.id));
+  if (counts.chunks_total > 0) return true;
+  // The whole input is listed once, before the first attempt; later
+  // attempts lease what is left. (A very large folder holds the controller
+  // loop while it is listed.)
+  auto items = ListInferInputs(job.spec.dataset);
+  if (!items.ok()) {
+    auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + items.status().message());
+    if (!r.ok()) return r.status();
+    return false;
+  }
+  Status inserted =
+      store_->InsertChunks(job.id, SplitIntoChunks(*items, options_.infer_chunk_images));
+  if (!inserted.ok() && inserted.code() != StatusCode::kAlreadyExists) return inserted;
+  spdlog::info("job {}: {} input images in chunks of {}", job.id, items->size(),
+               options_.infer_chunk_images);
+  return true;
+}
+
 Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                                   const std::set<std::string>& busy,
                                   std::set<std::string>* placed_devices) {
@@ -404,6 +440,8 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                         "entrypoint " + job.spec.entrypoint + " is no longer allowed");
     return r.ok() ? Status::Ok() : r.status();
   }
+  TESSERA_ASSIGN_OR_RETURN(bool input_ready, PrepareInferInputLocked(job));
+  if (!input_ready) return Status::Ok();
   const int64_t attempt = job.attempt + 1;
   auto launch = BuildAttemptLaunch(job, attempt, best, plan_json,
                                    EntrypointCommand{entry->name, entry->command}, addresses,

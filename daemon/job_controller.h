@@ -42,6 +42,7 @@
 #include "daemon/attempt_launch.h"
 #include "daemon/failure_detector.h"
 #include "daemon/job_state_machine.h"
+#include "daemon/lease_tokens.h"
 #include "daemon/planning.h"
 #include "daemon/store.h"
 
@@ -55,6 +56,10 @@ struct JobControllerOptions {
   int64_t launch_timeout_ms = 120'000;  // starting -> every rank running
   int64_t stop_wait_ms = 10'000;        // how long a re-plan waits for old ranks to stop
   ProfileLookup builtin_profiles;       // measured profiles of builtin models
+  // Infer jobs: images per chunk, and the tokens their ranks lease chunks
+  // with (not owned; without it infer ranks get no token and cannot lease).
+  int64_t infer_chunk_images = 32;
+  const LeaseTokens* lease_tokens = nullptr;
 };
 
 class JobController {
@@ -98,6 +103,9 @@ class JobController {
   Status CheckActiveLocked(const std::map<std::string, NodeHealth>& health);
   Status RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health);
   Status PlaceQueuedLocked(const std::vector<api::Node>& nodes);
+  // Lists an infer job's input and stores it as chunks, once. Fails the job
+  // (returns false) when the input cannot be read.
+  Result<bool> PrepareInferInputLocked(const api::Job& job);
   Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                      const std::set<std::string>& busy, std::set<std::string>* placed_devices);
   // Applies a state-machine event and records it.

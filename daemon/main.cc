@@ -27,6 +27,7 @@
 #include "daemon/control_plane_service.h"
 #include "daemon/daemon_config.h"
 #include "daemon/job_controller.h"
+#include "daemon/lease_tokens.h"
 #include "daemon/profile_cache.h"
 #include "daemon/sqlite_store.h"
 
@@ -186,8 +187,23 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Infer ranks lease chunks with per-attempt tokens derived from this key;
+  // keeping it across restarts keeps running ranks' tokens valid.
+  const fs::path lease_key_path = fs::path(config.state_dir) / "lease-key";
+  auto lease_key = ReadFirstLine(lease_key_path);
+  if (!lease_key.ok()) {
+    lease_key = RandomHex(32);
+    if (Status st = WriteSecret(lease_key_path, *lease_key); !st.ok()) {
+      spdlog::critical("cannot write the lease key: {}", st.ToString());
+      return 1;
+    }
+  }
+  const daemon::LeaseTokens lease_tokens(*lease_key);
+
   Clock* clock = SystemClock::Default();
   daemon::JobControllerOptions jc;
+  jc.infer_chunk_images = config.infer_chunk_images;
+  jc.lease_tokens = &lease_tokens;
   jc.detector = {config.heartbeat_interval_ms, config.suspect_after_missed, config.dead_after_ms};
   jc.launch.worker_binary = config.worker_binary;
   jc.launch.checkpoint_root = fs::absolute(config.CheckpointRoot()).string();
@@ -207,6 +223,8 @@ int main(int argc, char** argv) {
 
   daemon::ControlPlaneOptions cp;
   cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
+  cp.lease_tokens = &lease_tokens;
+  cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {
     return controller.Preview(spec);
   };

@@ -59,6 +59,10 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
   auto layout = scheduler::ParseLayout(spec.layout);
   if (!layout) return InvalidArgument("unknown layout", "layout");
   r.layout = *layout;
+  if (spec.image_width > 0 && spec.image_height > 0) {
+    r.image = scheduler::ImageSize{static_cast<int>(spec.image_width),
+                                   static_cast<int>(spec.image_height)};
+  }
   // An opaque command can only run as data parallel: it owns all its layers.
   if (!spec.entrypoint.starts_with(kBuiltinPrefix) && r.layout == scheduler::Layout::kAuto) {
     r.layout = scheduler::Layout::kData;

@@ -112,6 +112,17 @@ class FakeControlPlane : public ControlPlane {
     }
     return ControlPlane::JobLogs(who, id, rank, tail);
   }
+  std::optional<std::pair<JobId, LeaseRequest>> last_lease;
+  Result<LeaseResponse> LeaseChunks(JobId id, std::string_view token,
+                                    const LeaseRequest& request) override {
+    std::lock_guard lock(mu_);
+    if (token != "lease-token") return Unauthenticated("not a lease token");
+    last_lease = {id, request};
+    LeaseResponse out;
+    out.chunks = {{0, {"scan-0001.png"}}};
+    out.lease_ms = 30000;
+    return out;
+  }
   Result<std::vector<Node>> ListNodes(const Principal& who) override {
     std::lock_guard lock(mu_);
     if (auto e = TakeError()) return *e;

@@ -114,6 +114,33 @@ const Row kRows[] = {
     {"dataset_relative", [](JobSpec& s) { s.dataset = "scans"; }, "dataset"},
     {"dataset_nul", [](JobSpec& s) { s.dataset = std::string("/srv/\0x", 7); }, "dataset"},
     {"checkpoint_relative", [](JobSpec& s) { s.checkpoint = "ckpt"; }, "checkpoint", true},
+    {"infer_builtin_needs_checkpoint", [](JobSpec& s) { s.checkpoint = ""; }, "checkpoint", true},
+    {"infer_command_needs_no_checkpoint",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:restore";
+       s.checkpoint = "";
+     },
+     nullptr, true},
+    {"image_size_ok",
+     [](JobSpec& s) {
+       s.image_width = 12000;
+       s.image_height = 9000;
+     },
+     nullptr, true},
+    {"image_width_alone", [](JobSpec& s) { s.image_width = 12000; }, "image_height", true},
+    {"image_height_alone", [](JobSpec& s) { s.image_height = 9000; }, "image_width", true},
+    {"image_too_large",
+     [](JobSpec& s) {
+       s.image_width = 100001;
+       s.image_height = 10;
+     },
+     "image_width", true},
+    {"image_size_for_training",
+     [](JobSpec& s) {
+       s.image_width = 100;
+       s.image_height = 100;
+     },
+     "image_width"},
     {"args_too_many", [](JobSpec& s) { s.args.assign(65, "x"); }, "args"},
     {"args_64_ok", [](JobSpec& s) { s.args.assign(64, "x"); }, nullptr},
     {"arg_nul", [](JobSpec& s) { s.args[1] = std::string("a\0", 2); }, "args[1]"},

@@ -108,6 +108,21 @@ const ErrorRow kErrorRows[] = {
     {"logs_rank", "GET", "/api/v1/jobs/1/logs?rank=-1", "user-token", "", 400, "rank"},
     {"logs_tail", "GET", "/api/v1/jobs/1/logs?tail=101", "user-token", "", 400, "tail"},
     {"logs_unimplemented", "GET", "/api/v1/jobs/1/logs", "user-token", "", 501, ""},
+    {"lease_no_token", "POST", "/api/v1/jobs/1/leases", "", R"({"attempt":1,"rank":0})", 401, ""},
+    {"lease_user_token", "POST", "/api/v1/jobs/1/leases", "user-token", R"({"attempt":1,"rank":0})",
+     401, ""},
+    {"lease_bad_json", "POST", "/api/v1/jobs/1/leases", "lease-token", "{", 400, "body"},
+    {"lease_no_attempt", "POST", "/api/v1/jobs/1/leases", "lease-token", R"({"rank":0})", 400,
+     "attempt"},
+    {"lease_max_chunks", "POST", "/api/v1/jobs/1/leases", "lease-token",
+     R"({"attempt":1,"rank":0,"max_chunks":65})", 400, "max_chunks"},
+    {"lease_completed_type", "POST", "/api/v1/jobs/1/leases", "lease-token",
+     R"({"attempt":1,"rank":0,"completed":[{"chunk":"x"}]})", 400, "completed[0].chunk"},
+    {"lease_seconds_negative", "POST", "/api/v1/jobs/1/leases", "lease-token",
+     R"({"attempt":1,"rank":0,"completed":[{"chunk":1,"seconds":-1}]})", 400,
+     "completed[0].seconds"},
+    {"lease_id_bad", "POST", "/api/v1/jobs/x/leases", "lease-token", R"({"attempt":1,"rank":0})",
+     400, "id"},
     {"plan_unimplemented", "POST", "/api/v1/plans", "user-token", kSpec, 501, ""},
     {"unknown_route", "GET", "/api/v1/nothing", "user-token", "", 404, ""},
     {"unknown_root_no_static", "GET", "/index.html", "", "", 404, ""},
@@ -303,12 +318,35 @@ TEST(RouteTableTest, EveryApiRouteNeedsAuth) {
   for (const RouteInfo& r : RouteTable()) {
     if (r.pattern.starts_with("/api/v1/agent/")) {
       EXPECT_EQ(r.auth, RouteAuth::kAgent) << r.pattern;
+    } else if (r.pattern.ends_with("/leases")) {
+      EXPECT_EQ(r.auth, RouteAuth::kLease) << r.pattern;
     } else if (r.pattern.starts_with("/api/")) {
       EXPECT_EQ(r.auth, RouteAuth::kUser) << r.pattern;
     } else {
       EXPECT_EQ(r.auth, RouteAuth::kNone) << r.pattern;
     }
   }
+}
+
+TEST_F(RouterTest, LeaseRouteHandsTheTokenAndRequestToTheControlPlane) {
+  Response r = Call(MakeRequest("POST", "/api/v1/jobs/4/leases", "lease-token",
+                                R"({"attempt":2,"rank":1,"max_chunks":3,)"
+                                R"("completed":[{"chunk":5,"images":32,"seconds":1.5}]})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(cp_.last_lease.has_value());
+  EXPECT_EQ(cp_.last_lease->first, 4);
+  const LeaseRequest& req = cp_.last_lease->second;
+  EXPECT_EQ(req.attempt, 2);
+  EXPECT_EQ(req.rank, 1);
+  EXPECT_EQ(req.max_chunks, 3);
+  ASSERT_EQ(req.completed.size(), 1u);
+  EXPECT_EQ(req.completed[0].images, 32);
+  EXPECT_DOUBLE_EQ(req.completed[0].seconds, 1.5);
+  auto answer = LeaseResponseFromJson(BodyJson(r));
+  ASSERT_TRUE(answer.ok()) << r.body;
+  ASSERT_EQ(answer->chunks.size(), 1u);
+  EXPECT_EQ(answer->chunks[0].items, (std::vector<std::string>{"scan-0001.png"}));
+  EXPECT_EQ(answer->lease_ms, 30000);
 }
 
 // ---- static files ----

@@ -1,0 +1,37 @@
+// InferInput: what an infer job reads, listed and split into chunks.
+//
+// Purpose: the controller lists a job's input once, before its first
+// attempt, and stores it as chunks (Store::InsertChunks) that ranks lease.
+// - A folder: every image file below it (.png, .jpg, .jpeg, any case),
+//   recursively, as paths relative to the folder, in byte order. Hidden
+//   entries (names starting with '.') are skipped, so a worker's temporary
+//   files never become inputs.
+// - A list file: one path per line; blank lines and lines starting with '#'
+//   are skipped; relative paths are relative to the list file's folder.
+// An item may not contain a ".." component (outputs are written under the
+// job's output folder at the item's relative path).
+//
+// Errors: kInvalidArgument naming "dataset" for a missing or unreadable
+// input, an input without images, or a bad line (with its number).
+// Thread safety: pure functions over the filesystem.
+#ifndef TESSERA_DAEMON_INFER_INPUT_H_
+#define TESSERA_DAEMON_INFER_INPUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tessera::daemon {
+
+Result<std::vector<std::string>> ListInferInputs(const std::string& dataset);
+
+// Consecutive chunks of at most `chunk_size` items, in order.
+// REQUIRES: chunk_size >= 1.
+std::vector<std::vector<std::string>> SplitIntoChunks(const std::vector<std::string>& items,
+                                                      int64_t chunk_size);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_INFER_INPUT_H_

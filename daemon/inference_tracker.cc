@@ -1,0 +1,80 @@
+#include "daemon/inference_tracker.h"
+
+#include <string>
+#include <vector>
+
+namespace tessera::daemon {
+namespace {
+
+// Device names in rank order from a scheduler plan's JSON.
+std::vector<std::string> RankDevices(const api::Json& plan) {
+  std::vector<std::string> out;
+  if (!plan.is_object()) return out;
+  auto replicas = plan.find("replicas");
+  if (replicas == plan.end() || !replicas->is_array()) return out;
+  for (const api::Json& replica : *replicas) {
+    auto stages = replica.find("stages");
+    if (stages == replica.end() || !stages->is_array()) continue;
+    for (const api::Json& stage : *stages) {
+      auto devices = stage.find("devices");
+      bool named = devices != stage.end() && devices->is_array() && !devices->empty() &&
+                   (*devices)[0].is_string();
+      out.push_back(named ? (*devices)[0].get<std::string>() : std::string());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void InferenceTracker::Record(api::JobId job, int64_t attempt, int64_t rank, int64_t images,
+                              double seconds) {
+  std::lock_guard lock(mu_);
+  JobWork& work = jobs_[job];
+  if (attempt < work.attempt) return;  // a straggler of an ended attempt
+  if (attempt > work.attempt) work = JobWork{attempt, {}};
+  RankWork& r = work.ranks[rank];
+  r.images += images;
+  r.seconds += seconds;
+}
+
+api::InferenceProgress InferenceTracker::Progress(api::JobId job, int64_t attempt,
+                                                  const ChunkCounts& counts,
+                                                  const api::Json& plan) const {
+  api::InferenceProgress p;
+  p.images_total = counts.images_total;
+  p.images_done = counts.images_done;
+  p.chunks_total = counts.chunks_total;
+  p.chunks_done = counts.chunks_done;
+  p.chunks_leased = counts.chunks_leased;
+  const std::vector<std::string> devices = RankDevices(plan);
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job);
+  if (it != jobs_.end() && it->second.attempt == attempt) {
+    for (const auto& [rank, work] : it->second.ranks) {
+      api::DeviceThroughput t;
+      t.rank = rank;
+      if (rank >= 0 && static_cast<size_t>(rank) < devices.size()) {
+        t.device = devices[static_cast<size_t>(rank)];
+      }
+      t.images = work.images;
+      t.images_per_s = work.seconds > 0 ? static_cast<double>(work.images) / work.seconds : 0;
+      p.images_per_s += t.images_per_s;
+      p.devices.push_back(std::move(t));
+    }
+  }
+  const int64_t left = p.images_total - p.images_done;
+  if (left == 0 && p.images_total > 0) {
+    p.eta_s = 0;
+  } else if (p.images_per_s > 0) {
+    p.eta_s = static_cast<double>(left) / p.images_per_s;
+  }
+  return p;
+}
+
+void InferenceTracker::Forget(api::JobId job) {
+  std::lock_guard lock(mu_);
+  jobs_.erase(job);
+}
+
+}  // namespace tessera::daemon

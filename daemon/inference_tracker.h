@@ -1,0 +1,51 @@
+// InferenceTracker: how fast each rank of an infer job works, for progress.
+//
+// Purpose: the lease route records every chunk a rank reports (images
+// processed, seconds spent); Progress() combines that with the job's chunk
+// counts from the store into api::InferenceProgress:
+// - a rank's images/s = images it processed / seconds it spent on them, in
+//   the job's current attempt (a new attempt starts from zero);
+// - the job's images/s = the sum over its ranks (all of them busy);
+// - ETA = images not yet done / the job's images/s (unknown without a rate).
+// Devices are named from the job's plan, ranks numbered replica by replica,
+// stage by stage (as daemon/attempt_launch.h numbers them).
+// Rates live in memory only: after a controller restart they start again.
+//
+// Ownership: owns its counters. Thread safety: every method is safe to call
+// concurrently.
+#ifndef TESSERA_DAEMON_INFERENCE_TRACKER_H_
+#define TESSERA_DAEMON_INFERENCE_TRACKER_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "api/lease_protocol.h"
+#include "api/types.h"
+#include "daemon/store.h"
+
+namespace tessera::daemon {
+
+class InferenceTracker {
+ public:
+  void Record(api::JobId job, int64_t attempt, int64_t rank, int64_t images, double seconds);
+  api::InferenceProgress Progress(api::JobId job, int64_t attempt, const ChunkCounts& counts,
+                                  const api::Json& plan) const;
+  void Forget(api::JobId job);
+
+ private:
+  struct RankWork {
+    int64_t images = 0;
+    double seconds = 0;
+  };
+  struct JobWork {
+    int64_t attempt = 0;
+    std::map<int64_t, RankWork> ranks;
+  };
+  mutable std::mutex mu_;
+  std::map<api::JobId, JobWork> jobs_;
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_INFERENCE_TRACKER_H_

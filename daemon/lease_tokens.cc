@@ -1,0 +1,36 @@
+#include "daemon/lease_tokens.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "daemon/token_crypto.h"
+
+namespace tessera::daemon {
+
+LeaseTokens::LeaseTokens(std::string key) : key_(std::move(key)) {}
+
+Result<LeaseTokens> LeaseTokens::WithRandomKey() {
+  TESSERA_ASSIGN_OR_RETURN(std::string key, RandomHex(32));
+  return LeaseTokens(std::move(key));
+}
+
+std::string LeaseTokens::For(api::JobId job, int64_t attempt) const {
+  const std::string message = "lease:" + std::to_string(job) + ":" + std::to_string(attempt);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "tsl_";
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+bool LeaseTokens::Check(std::string_view token, api::JobId job, int64_t attempt) const {
+  return ConstantTimeEquals(token, For(job, attempt));
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,42 @@
+// LeaseTokens: the bearer tokens that let a rank of an infer job lease chunks.
+//
+// Purpose: each attempt of a job gets its own token, HMAC-SHA256(key,
+// "lease:<job>:<attempt>"), handed to its ranks in TESSERA_LEASE_TOKEN with
+// the heartbeat answer. Nothing is stored: the controller recomputes the
+// token to check it, so tokens survive a controller restart when the key
+// does (tesserad keeps it in <state>/lease-key, mode 0600), and a token of
+// one job or attempt is worthless for another.
+//
+// Ownership: a value holding the key. Thread safety: const methods are safe
+// to call concurrently.
+#ifndef TESSERA_DAEMON_LEASE_TOKENS_H_
+#define TESSERA_DAEMON_LEASE_TOKENS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace tessera::daemon {
+
+class LeaseTokens {
+ public:
+  // REQUIRES: key is not empty (use at least 32 random bytes).
+  explicit LeaseTokens(std::string key);
+  // A token set with a fresh random key (tests; a daemon without a state dir).
+  static Result<LeaseTokens> WithRandomKey();
+
+  // "tsl_" + 64 hex digits.
+  std::string For(api::JobId job, int64_t attempt) const;
+  // Constant-time comparison with For(job, attempt).
+  bool Check(std::string_view token, api::JobId job, int64_t attempt) const;
+
+ private:
+  std::string key_;
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_LEASE_TOKENS_H_

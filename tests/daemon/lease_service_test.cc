@@ -1,0 +1,188 @@
+// The chunk lease side of ControlPlaneService, on a real SQLite file:
+// tokens, fencing of ended attempts, durable completion, progress, metrics.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "common/fake_clock.h"
+#include "daemon/control_plane_service.h"
+#include "daemon/lease_tokens.h"
+#include "daemon/sqlite_store.h"
+#include "tests/daemon/temp_dir.h"
+
+namespace tessera::daemon {
+namespace {
+
+using api::JobState;
+
+const api::Principal kAlice{"alice", api::Role::kUser};
+
+TEST(LeaseTokensTest, TokenBelongsToOneJobAndAttempt) {
+  LeaseTokens tokens("key-one");
+  const std::string t = tokens.For(7, 2);
+  EXPECT_TRUE(t.starts_with("tsl_"));
+  EXPECT_EQ(t.size(), 4u + 64u);
+  EXPECT_TRUE(tokens.Check(t, 7, 2));
+  EXPECT_FALSE(tokens.Check(t, 7, 3));
+  EXPECT_FALSE(tokens.Check(t, 8, 2));
+  EXPECT_FALSE(LeaseTokens("key-two").Check(t, 7, 2)) << "another key, another token";
+  EXPECT_FALSE(tokens.Check("", 7, 2));
+  auto random = LeaseTokens::WithRandomKey();
+  ASSERT_TRUE(random.ok());
+  EXPECT_NE(random->For(7, 2), t);
+}
+
+class LeaseServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = SqliteStore::Open(dir_.File("tessera.db"));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+    ControlPlaneOptions options;
+    options.lease_tokens = &tokens_;
+    options.lease_duration = std::chrono::milliseconds(10'000);
+    service_ = std::make_unique<ControlPlaneService>(store_.get(), &clock_, options);
+  }
+
+  // An infer job of `chunks` chunks of 4 images, moved to running attempt 1.
+  api::Job RunningInferJob(int chunks, api::JobKind kind = api::JobKind::kInfer) {
+    api::JobSpec spec;
+    spec.name = "restore";
+    spec.kind = kind;
+    spec.entrypoint = "builtin:colorize-unet";
+    spec.dataset = "/srv/scans";
+    spec.output = "/srv/out";
+    spec.global_batch = 8;
+    auto job = service_->SubmitJob(kAlice, spec);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    std::vector<std::vector<std::string>> split(static_cast<size_t>(chunks));
+    for (int c = 0; c < chunks; ++c) {
+      for (int i = 0; i < 4; ++i) split[c].push_back(std::to_string(c) + "-" + std::to_string(i));
+    }
+    EXPECT_TRUE(store_->InsertChunks(job->id, split).ok());
+    api::Json plan = {{"replicas",
+                       {{{"batch", 4}, {"stages", {{{"devices", {"fast:0"}}}}}},
+                        {{"batch", 4}, {"stages", {{{"devices", {"slow:0"}}}}}}}}};
+    for (JobEvent e : {JobEvent::kPlan, JobEvent::kLaunch, JobEvent::kAllRunning}) {
+      auto moved = service_->ApplyJobEvent(
+          job->id, e, "", e == JobEvent::kPlan ? std::optional<api::Json>(plan) : std::nullopt);
+      EXPECT_TRUE(moved.ok()) << moved.status().ToString();
+    }
+    return *store_->GetJob(job->id);
+  }
+
+  Result<api::LeaseResponse> Lease(const api::Job& job, int64_t rank, int64_t max,
+                                   std::vector<api::CompletedChunk> done = {},
+                                   int64_t attempt = 1) {
+    api::LeaseRequest r{attempt, rank, max, std::move(done)};
+    return service_->LeaseChunks(job.id, tokens_.For(job.id, attempt), r);
+  }
+
+  testing::TempDir dir_;
+  FakeClock clock_;
+  LeaseTokens tokens_{"test-lease-key"};
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<ControlPlaneService> service_;
+};
+
+TEST_F(LeaseServiceTest, WrongTokenIsUnauthenticated) {
+  api::Job job = RunningInferJob(2);
+  api::LeaseRequest r{1, 0, 1, {}};
+  struct Case {
+    std::string token;
+  } cases[] = {{""}, {"tsl_00"}, {tokens_.For(job.id, 2)}, {tokens_.For(job.id + 1, 1)}};
+  for (const Case& c : cases) {
+    auto answer = service_->LeaseChunks(job.id, c.token, r);
+    EXPECT_EQ(answer.status().code(), StatusCode::kUnauthenticated) << c.token;
+  }
+  ControlPlaneService without(store_.get(), &clock_, {});
+  EXPECT_EQ(without.LeaseChunks(job.id, tokens_.For(job.id, 1), r).status().code(),
+            StatusCode::kUnauthenticated);
+}
+
+TEST_F(LeaseServiceTest, OnlyTheCurrentAttemptOfAnInferJobLeases) {
+  api::Job train = RunningInferJob(1, api::JobKind::kTrain);
+  EXPECT_EQ(Lease(train, 0, 1).status().code(), StatusCode::kFailedPrecondition);
+  api::Job job = RunningInferJob(2);
+  auto stale = Lease(job, 0, 1, {}, /*attempt=*/2);
+  EXPECT_EQ(stale.status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(service_->ApplyJobEvent(job.id, JobEvent::kCancel, "stop").ok());
+  EXPECT_EQ(Lease(job, 0, 1).status().code(), StatusCode::kFailedPrecondition)
+      << "a cancelled job leases nothing";
+}
+
+TEST_F(LeaseServiceTest, RanksShareTheChunksUntilFinished) {
+  api::Job job = RunningInferJob(3);
+  auto a = Lease(job, 0, 2);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->chunks.size(), 2u);
+  EXPECT_EQ(a->chunks[0].items, (std::vector<std::string>{"0-0", "0-1", "0-2", "0-3"}));
+  EXPECT_EQ(a->lease_ms, 10'000);
+  EXPECT_FALSE(a->finished);
+  auto b = Lease(job, 1, 2);
+  ASSERT_EQ(b->chunks.size(), 1u);
+  EXPECT_EQ(b->chunks[0].chunk, 2);
+  auto wait = Lease(job, 1, 1, {{2, 4, 2.0}});
+  ASSERT_TRUE(wait.ok());
+  EXPECT_TRUE(wait->chunks.empty());
+  EXPECT_FALSE(wait->finished) << "rank 0 still holds two chunks";
+  EXPECT_GT(wait->retry_after_ms, 0);
+  auto done = Lease(job, 0, 1, {{0, 4, 1.0}, {1, 4, 1.0}});
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->finished);
+  EXPECT_EQ(done->retry_after_ms, 0);
+  EXPECT_EQ(store_->CountChunks(job.id)->chunks_done, 3) << "completion is in the store";
+}
+
+TEST_F(LeaseServiceTest, SilentRankLosesItsLeaseToAnother) {
+  api::Job job = RunningInferJob(1);
+  ASSERT_EQ(Lease(job, 0, 1)->chunks.size(), 1u);
+  clock_.Advance(std::chrono::milliseconds(9'999));
+  EXPECT_TRUE(Lease(job, 1, 1)->chunks.empty());
+  clock_.Advance(std::chrono::milliseconds(1));
+  auto taken = Lease(job, 1, 1);
+  ASSERT_EQ(taken->chunks.size(), 1u) << "the lease of rank 0 expired";
+}
+
+TEST_F(LeaseServiceTest, JobShowsProgressRatesAndEta) {
+  api::Job job = RunningInferJob(4);
+  EXPECT_TRUE(service_->GetJob(kAlice, job.id)->inference.is_object());
+  ASSERT_TRUE(Lease(job, 0, 2).ok());
+  ASSERT_TRUE(Lease(job, 1, 1).ok());
+  ASSERT_TRUE(Lease(job, 0, 0, {{0, 4, 0.5}, {1, 4, 0.5}}).ok());  // 8 images/s
+  ASSERT_TRUE(Lease(job, 1, 0, {{2, 4, 2.0}}).ok());               // 2 images/s
+  auto got = service_->GetJob(kAlice, job.id);
+  ASSERT_TRUE(got.ok());
+  auto p = api::InferenceProgressFromJson(got->inference);
+  ASSERT_TRUE(p.ok()) << got->inference.dump();
+  EXPECT_EQ(p->images_total, 16);
+  EXPECT_EQ(p->images_done, 12);
+  EXPECT_EQ(p->chunks_done, 3);
+  EXPECT_DOUBLE_EQ(p->images_per_s, 10.0);
+  EXPECT_DOUBLE_EQ(p->eta_s, 0.4);
+  ASSERT_EQ(p->devices.size(), 2u);
+  EXPECT_EQ(p->devices[0].device, "fast:0");
+  EXPECT_DOUBLE_EQ(p->devices[0].images_per_s, 8.0);
+  EXPECT_EQ(p->devices[1].device, "slow:0");
+  EXPECT_EQ(p->devices[1].images, 4);
+  auto page = service_->ListJobs(kAlice, api::JobQuery{});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->jobs.at(0).inference, got->inference);
+
+  std::string metrics;
+  service_->AppendMetrics(&metrics);
+  const std::string label = "{job=\"" + std::to_string(job.id) + "\"} ";
+  EXPECT_NE(metrics.find("tessera_infer_images_total" + label + "16\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tessera_infer_images_done" + label + "12\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tessera_infer_images_per_second" + label + "10\n"), std::string::npos);
+}
+
+TEST_F(LeaseServiceTest, TrainJobsHaveNoInferenceProgress) {
+  api::Job train = RunningInferJob(0, api::JobKind::kTrain);
+  EXPECT_TRUE(service_->GetJob(kAlice, train.id)->inference.is_null());
+}
+
+}  // namespace
+}  // namespace tessera::daemon
