@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/fake_clock.h"
@@ -429,6 +430,111 @@ TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {
   controller_->Shutdown();
   behind.workers = Running(held);
   EXPECT_EQ(controller_->OnHeartbeat(behind).desired.size(), 1u) << "shutdown releases polls";
+}
+
+}  // namespace
+}  // namespace tessera::daemon
+
+namespace tessera::daemon {
+namespace {
+
+// Infer jobs: the input becomes chunks, ranks get a lease token, and the job
+// succeeds only once every chunk is done.
+class InferControllerTest : public JobControllerTest {
+ protected:
+  void SetUp() override {
+    JobControllerTest::SetUp();
+    options_.lease_tokens = &tokens_;
+    options_.infer_chunk_images = 4;
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
+  api::JobSpec InferSpec(const std::string& dataset) {
+    api::JobSpec s = CmdSpec(2);
+    s.kind = api::JobKind::kInfer;
+    s.steps = 0;
+    s.dataset = dataset;
+    s.output = (dir_ / "out").string();
+    return s;
+  }
+
+  std::string InputFolder(int images) {
+    auto in = dir_ / "in";
+    std::filesystem::create_directories(in);
+    for (int i = 0; i < images; ++i) {
+      std::ofstream(in / ("scan-" + std::to_string(1000 + i) + ".png")) << "png";
+    }
+    return in.string();
+  }
+
+  LeaseTokens tokens_{"controller-test-key"};
+};
+
+TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobId id = Submit(InferSpec(InputFolder(10)));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kStarting);
+  EXPECT_EQ(*store_->CountChunks(id), (ChunkCounts{3, 0, 0, 10, 0}));
+  auto chunks = store_->ListChunks(id);
+  ASSERT_TRUE(chunks.ok());
+  EXPECT_EQ(chunks->at(0).items.front(), "scan-1000.png");
+  EXPECT_EQ(chunks->at(2).items, (std::vector<std::string>{"scan-1008.png", "scan-1009.png"}));
+
+  auto desired = Beat(a);
+  ASSERT_EQ(desired.desired.size(), 2u);
+  for (const api::WorkerLaunch& l : desired.desired) {
+    ASSERT_TRUE(l.env.contains("TESSERA_LEASE_TOKEN"));
+    EXPECT_TRUE(tokens_.Check(l.env.at("TESSERA_LEASE_TOKEN"), id, 1));
+  }
+  // The token is handed out, never stored with the attempt.
+  auto attempt = store_->GetAttempt(id, 1);
+  ASSERT_TRUE(attempt.ok());
+  EXPECT_EQ(attempt->plan.dump().find("TESSERA_LEASE_TOKEN"), std::string::npos);
+}
+
+TEST_F(InferControllerTest, UnreadableInputFailsTheJobWithTheReason) {
+  Beat(MakeNode("a", 2, 20));
+  api::JobId id = Submit(InferSpec((dir_ / "no-such-folder").string()));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_NE(store_->GetJob(id)->reason.find("cannot read the input"), std::string::npos)
+      << store_->GetJob(id)->reason;
+}
+
+TEST_F(InferControllerTest, RanksThatExitBeforeEveryChunkIsDoneDoNotSucceed) {
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobId id = Submit(InferSpec(InputFolder(8)));
+  ASSERT_TRUE(controller_->Tick().ok());
+  auto desired = Beat(a);
+  Beat(a, Running(desired));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  // One chunk done, then every rank exits 0.
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {}, 1, 0, 1000}).ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {0}, 0, 0, 1000}).ok());
+  Beat(a, Exited(desired, 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kRecovering);
+  EXPECT_NE(store_->GetJob(id)->reason.find("before every chunk was done"), std::string::npos);
+}
+
+TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobId id = Submit(InferSpec(InputFolder(4)));
+  ASSERT_TRUE(controller_->Tick().ok());
+  auto desired = Beat(a);
+  Beat(a, Running(desired));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {}, 1, 0, 1000}).ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {0}, 0, 0, 1000}).ok());
+  Beat(a, Exited(desired, 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
 }
 
 }  // namespace
