@@ -1,12 +1,16 @@
 #include "cli/cli_app.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <ctime>
+#include <iostream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "api/http_client.h"
 #include "api/http_status.h"
@@ -14,6 +18,7 @@
 #include "api/types.h"
 #include "api/url.h"
 #include "cli/job_spec_file.h"
+#include "cli/progress_view.h"
 
 namespace tessera::cli {
 namespace {
@@ -114,7 +119,7 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
   }
 }
 
-void PrintJobDetail(std::ostream& out, const Json& job) {
+void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
   const Json& spec = job.contains("spec") ? job["spec"] : Json::object();
   PrintTable(out, {{"id:", Str(job, "id")},
                    {"name:", Str(spec, "name")},
@@ -132,6 +137,10 @@ void PrintJobDetail(std::ostream& out, const Json& job) {
   if (job.contains("plan") && !job["plan"].is_null()) out << "plan: " << job["plan"].dump() << "\n";
   if (job.contains("progress") && !job["progress"].is_null()) {
     out << "progress: " << job["progress"].dump() << "\n";
+  }
+  if (job.contains("inference") && job["inference"].is_object()) {
+    auto p = api::InferenceProgressFromJson(job["inference"]);
+    if (p.ok()) out << FormatInferenceProgress(*p, terminal);
   }
 }
 
@@ -306,24 +315,45 @@ void AddJobs(CLI::App& app, CliContext& ctx) {
 void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char* help,
                    const char* method, const char* suffix) {
   auto id = std::make_shared<std::string>();
+  auto watch = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(name, help);
   cmd->add_option("id", *id, "job id")->required();
-  cmd->callback([&ctx, id, method, suffix, name] {
+  if (std::string_view(method) == "GET") {
+    cmd->add_flag("--watch", *watch,
+                  "follow an infer job's progress (a live bar on a terminal) until it ends");
+  }
+  cmd->callback([&ctx, id, watch, method, suffix, name] {
     Result<int64_t> parsed = ParseJobId(*id);
     if (!parsed.ok()) {
       PrintError(ctx.err, parsed.status());
       ctx.exit_code = kExitUsage;
       return;
     }
+    const std::string target = "/api/v1/jobs/" + std::to_string(*parsed) + suffix;
     Json job;
-    ctx.exit_code =
-        CallApi(ctx, method, "/api/v1/jobs/" + std::to_string(*parsed) + suffix, "", &job);
+    ctx.exit_code = CallApi(ctx, method, target, "", &job);
     if (ctx.exit_code != kExitOk) return;
+    while (*watch && !ctx.json) {
+      auto state = api::ParseJobState(Str(job, "state"));
+      if (state && api::IsTerminal(*state)) break;
+      std::string line = "job " + Str(job, "id") + " " + Str(job, "state");
+      if (job.contains("inference") && job["inference"].is_object()) {
+        auto p = api::InferenceProgressFromJson(job["inference"]);
+        if (p.ok()) line += "  " + InferenceProgressLine(*p, ctx.terminal);
+      }
+      // A terminal redraws one line; a pipe gets a line per poll.
+      ctx.out << (ctx.terminal ? "\r\x1b[K" : "") << line << (ctx.terminal ? "" : "\n")
+              << std::flush;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      ctx.exit_code = CallApi(ctx, method, target, "", &job);
+      if (ctx.exit_code != kExitOk) return;
+    }
+    if (*watch && ctx.terminal) ctx.out << "\n";
     Emit(ctx, job, [&](const Json& j) {
       if (std::string_view(name) == "cancel") {
         ctx.out << "job " << Str(j, "id") << " is " << Str(j, "state") << "\n";
       } else {
-        PrintJobDetail(ctx.out, j);
+        PrintJobDetail(ctx.out, j, ctx.terminal);
       }
     });
   });
@@ -483,6 +513,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
            const std::vector<CommandRegistrar>& extra_commands, EnvLookup env) {
   CliContext ctx{out, err};
   ctx.env = std::move(env);
+  ctx.terminal = &out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
   CLI::App app{"tessera: talk to a Tessera cluster (tesserad REST API)", "tessera"};
   app.require_subcommand(1);
   std::string server, token, config;

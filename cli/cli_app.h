@@ -46,6 +46,7 @@ struct CliContext {
   std::ostream& err;
   ClientFlags flags;  // filled by the global options before a command runs
   bool json = false;
+  bool terminal = false;  // out is a terminal: progress bars, live redraws
   EnvLookup env = ProcessEnv;
   int exit_code = kExitOk;  // a command's callback sets it
 };
