@@ -114,6 +114,20 @@ export function progressBar(fraction, label) {
 // Progress of a job: {fraction, step, steps, eta_s} from job.progress and
 // job.spec.steps. `observed` is [{t_ms, step}] seen by this page (for ETA).
 export function jobProgress(job, observed = []) {
+  const inf = job.inference && typeof job.inference === 'object' ? job.inference : null;
+  if (inf) {
+    // Infer jobs count images, not steps: {unit: 'images', devices: [...]}.
+    const total = Number(inf.images_total) || 0;
+    const doneImages = job.state === 'succeeded' ? total : Number(inf.images_done) || 0;
+    const eta = !TERMINAL_STATES.has(job.state) && Number.isFinite(Number(inf.eta_s)) &&
+      inf.eta_s !== null ? Number(inf.eta_s) : null;
+    return {
+      fraction: total > 0 ? Math.min(1, doneImages / total) : NaN,
+      step: doneImages, steps: total, eta_s: eta, unit: 'images',
+      images_per_s: Number(inf.images_per_s) || 0, devices: inf.devices || [],
+      progress: job.progress && typeof job.progress === 'object' ? job.progress : null,
+    };
+  }
   const p = job.progress && typeof job.progress === 'object' ? job.progress : null;
   const steps = Number(job.spec && job.spec.steps) || 0;
   const done = job.state === 'succeeded';
@@ -136,5 +150,5 @@ export function jobProgress(job, observed = []) {
       }
     }
   }
-  return { fraction, step, steps, eta_s: eta, progress: p };
+  return { fraction, step, steps, eta_s: eta, unit: 'steps', progress: p };
 }

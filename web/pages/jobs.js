@@ -14,7 +14,8 @@ function jobRow(job, now) {
   const observed = recordProgress(job).filter((s) => s.attempt === job.attempt);
   const p = jobProgress(job, observed);
   const stepText = p.step !== null
-    ? `${p.step}${p.steps ? ` / ${p.steps}` : ''} steps` : (p.steps ? `0 / ${p.steps} steps` : '');
+    ? `${p.step}${p.steps ? ` / ${p.steps}` : ''} ${p.unit}`
+    : (p.steps ? `0 / ${p.steps} ${p.unit}` : '');
   return h('tr', { 'data-job': job.id, 'data-state': job.state },
     h('td', { 'data-label': 'Job' },
       h('a', { href: `#/jobs/${job.id}` }, `#${job.id} ${job.spec ? job.spec.name : ''}`)),
