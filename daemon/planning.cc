@@ -1,5 +1,7 @@
 #include "daemon/planning.h"
 
+#include <algorithm>
+
 #include "scheduler/planner.h"
 
 namespace tessera::daemon {
@@ -34,6 +36,10 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     if (n.health != "healthy") continue;
     scheduler::Node node;
     node.name = n.name;
+    // Nodes reporting one address run on one machine (several agents in a demo):
+    // their CPU and emulated devices share its cores. The agents do not report a
+    // core count yet, so host_cpu_cores stays 0 (sharing not modelled).
+    node.host = n.address;
     for (const api::Device& d : n.devices) {
       scheduler::Device dev;
       dev.index = static_cast<int>(d.index);
@@ -42,6 +48,15 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       dev.tflops = d.measured_tflops;
       dev.memory_bandwidth_bytes_per_s = d.mem_bandwidth_gbps * 1e9;
       dev.busy = d.busy || busy.contains(n.name + ":" + std::to_string(d.index));
+      // The worker's profile measures layer times on the CPU. A CPU device uses them
+      // as they are; an emulated GPU computes on the CPU and sleeps to run at its
+      // declared speed, which can only slow it down (a speed above 1 runs at 1).
+      if (d.emulated || d.type == "cpu") {
+        dev.measured_as = "cpu";
+        dev.uses_host_cpu = true;
+        if (d.emulated && d.relative_speed > 0)
+          dev.relative_speed = std::min(1.0, d.relative_speed);
+      }
       node.devices.push_back(dev);
     }
     snapshot.nodes.push_back(std::move(node));

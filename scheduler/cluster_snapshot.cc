@@ -45,6 +45,9 @@ Status ClusterSnapshot::Validate() const {
     if (!ValidLink(n.intra_node) || !ValidLink(n.network)) {
       return InvalidArgument("link bandwidth must be positive and latency non-negative", field);
     }
+    if (!(n.host_cpu_cores >= 0)) {
+      return InvalidArgument("must be non-negative", field + ".host_cpu_cores");
+    }
     std::set<int> indices;
     for (size_t j = 0; j < n.devices.size(); ++j) {
       const Device& d = n.devices[j];
@@ -57,6 +60,9 @@ Status ClusterSnapshot::Validate() const {
       }
       if (d.tflops < 0 || d.tflops_half < 0 || d.memory_bandwidth_bytes_per_s < 0) {
         return InvalidArgument("throughput must be non-negative", dfield + ".tflops");
+      }
+      if (!(d.relative_speed > 0)) {
+        return InvalidArgument("must be positive", dfield + ".relative_speed");
       }
     }
   }

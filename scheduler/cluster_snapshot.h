@@ -1,10 +1,11 @@
 // ClusterSnapshot: the plain picture of the cluster the planner plans on.
 //
 // Purpose: nodes, their devices (memory, measured throughput, memory bandwidth,
-// busy or free) and the links between devices: a node's internal link (PCIe by
-// default), optional device-pair overrides (NVLink), each node's network link and
-// optional node-pair overrides. The daemon builds one from agent reports; tests
-// build them by hand.
+// busy or free, which measured layer times apply), the links between devices: a
+// node's internal link (PCIe by default), optional device-pair overrides (NVLink),
+// each node's network link and optional node-pair overrides; and which devices
+// compute on a host's shared CPU cores (CPU and emulated devices). The daemon
+// builds one from agent reports; tests build them by hand.
 // Ownership: a plain value; the planner only reads it.
 // Thread safety: a value; const methods are safe from any thread.
 #ifndef TESSERA_SCHEDULER_CLUSTER_SNAPSHOT_H_
@@ -44,6 +45,15 @@ struct Device {
   double tflops_half = 0;    // at fp16/bf16; 0 means 2 x tflops
   double memory_bandwidth_bytes_per_s = 0;  // 0: memory-bound term ignored
   bool busy = false;                        // held by another job: never planned on
+  // Measured layer times: when the profile has measured milliseconds for the type
+  // `measured_as` (empty: `type`), this device's times are those divided by
+  // `relative_speed`. An emulated GPU: "cpu" (the worker's profile is measured on
+  // the CPU) and its emulated speed (<= 1: the worker can only slow down).
+  std::string measured_as;
+  double relative_speed = 1.0;  // > 0
+  // Computes on its host's CPU cores (a CPU device or an emulated GPU), so ranks of
+  // one host that compute at once share Node::host_cpu_cores.
+  bool uses_host_cpu = false;
 };
 
 struct Node {
@@ -51,6 +61,13 @@ struct Node {
   std::vector<Device> devices;
   Link intra_node{16e9, 10e-6};  // between two devices of this node (PCIe default)
   Link network{1.25e9, 50e-6};   // this node's network interface (10 GbE default)
+  // The machine the node runs on; nodes naming one host share its CPU cores
+  // (several agents on one machine, as in a demo). Empty: the node's own name.
+  std::string host;
+  // Effective parallel cores of the host for its uses_host_cpu devices (what n
+  // concurrent single-threaded ranks achieve together, in units of one rank
+  // alone); 0: CPU sharing is not modelled. Nodes of one host: the largest counts.
+  double host_cpu_cores = 0;
 };
 
 // Overrides the link between two devices of one node (e.g. an NVLink pair).

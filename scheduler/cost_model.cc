@@ -55,11 +55,13 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   }
 
   // Speed classes: devices with equal type and throughput figures.
-  std::map<std::tuple<std::string, double, double, double>, int> classes;
+  std::map<std::tuple<std::string, double, double, double, std::string, double>, int> classes;
   std::vector<const Device*> class_rep;
+  std::map<std::string, int> host_index;
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
     for (const Device& d : cluster.nodes[n].devices) {
-      auto key = std::make_tuple(d.type, d.tflops, d.tflops_half, d.memory_bandwidth_bytes_per_s);
+      auto key = std::make_tuple(d.type, d.tflops, d.tflops_half, d.memory_bandwidth_bytes_per_s,
+                                 d.measured_as, d.relative_speed);
       auto [it, inserted] = classes.emplace(key, static_cast<int>(class_rep.size()));
       if (inserted) class_rep.push_back(&d);
       DeviceInfo info;
@@ -71,6 +73,17 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       info.usable_bytes = static_cast<int64_t>(static_cast<double>(d.memory_bytes) *
                                                (1.0 - request.memory_reserve_fraction));
       info.busy = d.busy;
+      info.relative_speed = d.relative_speed;
+      info.memory_bandwidth_bytes_per_s = d.memory_bandwidth_bytes_per_s;
+      if (d.uses_host_cpu && cluster.nodes[n].host_cpu_cores > 0) {
+        const std::string& host =
+            cluster.nodes[n].host.empty() ? cluster.nodes[n].name : cluster.nodes[n].host;
+        auto [h, added] = host_index.emplace(host, static_cast<int>(cm.host_cores_.size()));
+        if (added) cm.host_cores_.push_back(0);
+        cm.host_cores_[h->second] =
+            std::max(cm.host_cores_[h->second], cluster.nodes[n].host_cpu_cores);
+        info.cpu_host = h->second;
+      }
       cm.devices_.push_back(std::move(info));
     }
   }
@@ -86,18 +99,19 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       const Layer& layer = model.layers[l];
       const double moved = cm.in_[l] + cm.out_[l];
       double f, b;
-      auto mf = layer.measured_forward_ms.find(d->type);
+      const std::string& measured = d->measured_as.empty() ? d->type : d->measured_as;
+      auto mf = layer.measured_forward_ms.find(measured);
       if (mf != layer.measured_forward_ms.end()) {
-        f = mf->second / 1e3;
+        f = mf->second / 1e3 / d->relative_speed;
       } else if (flops_per_s <= 0) {
         f = kUnusableSeconds;
       } else {
         f = layer.forward_flops / flops_per_s;
         if (bw > 0) f = std::max(f, moved / bw);
       }
-      auto mb = layer.measured_backward_ms.find(d->type);
+      auto mb = layer.measured_backward_ms.find(measured);
       if (mb != layer.measured_backward_ms.end()) {
-        b = mb->second / 1e3;
+        b = mb->second / 1e3 / d->relative_speed;
       } else if (flops_per_s <= 0) {
         b = kUnusableSeconds;
       } else {
@@ -205,7 +219,8 @@ double CostModel::StageSeconds(int dev, int begin, int end, double micro, int ne
   double t = micro * ComputeSeconds(dev, begin, end) + options_.micro_batch_overhead_s;
   if (next >= 0) {
     const Link l = LinkBetween(dev, next);
-    t += l.latency_s + micro * OutputBytes(end - 1) / l.bandwidth_bytes_per_s;
+    t += options_.forward_send_messages * l.latency_s +
+         micro * OutputBytes(end - 1) / l.bandwidth_bytes_per_s;
   }
   if (training_ && prev >= 0) {
     const Link l = LinkBetween(dev, prev);
@@ -230,6 +245,17 @@ double CostModel::RingAllReduceSeconds(double bytes, int participants, const Lin
   const double n = participants;
   return 2.0 * (n - 1) / n * bytes / slowest.bandwidth_bytes_per_s +
          2.0 * (n - 1) * slowest.latency_s;
+}
+
+double CostModel::CpuContention(double busy_threads, double cores) {
+  if (cores <= 0) return 1;
+  return std::max(1.0, busy_threads / cores);
+}
+
+double CostModel::OptimizerSeconds(int dev, int begin, int end) const {
+  const double bw = devices_[dev].memory_bandwidth_bytes_per_s;
+  if (!training_ || bw <= 0) return 0;
+  return options_.optimizer_weight_passes * WeightBytes(begin, end) / bw;
 }
 
 Evaluation CostModel::Evaluate(const Candidate& c) const {
@@ -265,25 +291,14 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
   }
   if (total_batch != global_batch_) return fail("batch shares do not sum to the global batch");
 
-  ev.stage_time_s.resize(R);
+  // Memory: independent of time.
   ev.stage_memory_bytes.resize(R);
-  double worst = -1;
-  std::vector<double> p2p(R, 0);
-  std::vector<double> replica_time(R, 0);
   for (int r = 0; r < R; ++r) {
     const CandidateReplica& rep = c.replicas[r];
     const int S = static_cast<int>(rep.stages.size());
-    const double micro = static_cast<double>(rep.batch) / M;
     const int64_t micro_ceil = (rep.batch + M - 1) / M;
-    double sum = 0, max_t = 0, send_sum = 0, send_at_max = 0;
-    int argmax = 0;
     for (int s = 0; s < S; ++s) {
       const CandidateStage& st = rep.stages[s];
-      const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
-      const int prev = s > 0 ? rep.stages[s - 1].device : -1;
-      const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev);
-      const double compute =
-          micro * ComputeSeconds(st.device, st.begin, st.end) + options_.micro_batch_overhead_s;
       const double mem =
           StageMemoryBytes(st.begin, st.end, micro_ceil, InFlight(c.schedule, M, S, s));
       const DeviceInfo& d = devices_[st.device];
@@ -292,40 +307,42 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
                     "," + std::to_string(st.end) + ") need " + Gb(mem) + ", " +
                     Gb(static_cast<double>(d.usable_bytes)) + " usable");
       }
-      ev.stage_time_s[r].push_back(t);
       ev.stage_memory_bytes[r].push_back(static_cast<int64_t>(mem));
-      sum += t;
-      send_sum += t - compute;
-      if (t > max_t) {
-        max_t = t;
-        argmax = s;
-        send_at_max = t - compute;
-      }
-    }
-    replica_time[r] = sum + (M - 1) * max_t;
-    p2p[r] = send_sum + (M - 1) * send_at_max;
-    if (replica_time[r] > worst) {
-      worst = replica_time[r];
-      ev.critical_replica = r;
-      ev.bottleneck_stage = argmax;
     }
   }
 
-  double visible = 0;
+  // Step-end vote: one tiny all-reduce over every rank, ring in plan order.
+  double vote = 0;
+  {
+    std::vector<int> ranks;
+    for (const CandidateReplica& rep : c.replicas) {
+      for (const CandidateStage& s : rep.stages) ranks.push_back(s.device);
+    }
+    const int n = static_cast<int>(ranks.size());
+    if (n >= 2) {
+      double latency = 0;
+      for (int i = 0; i < n; ++i) {
+        latency = std::max(latency, LinkBetween(ranks[i], ranks[(i + 1) % n]).latency_s);
+      }
+      vote = RingAllReduceSeconds(0, n, Link{1, latency});
+    }
+  }
+
+  // Gradient all-reduce inputs: the largest gradient any device holds and the
+  // slowest link of the ring over replicas in a canonical order (first stage's device).
+  double grad_bytes = 0;
+  Link slowest{std::numeric_limits<double>::infinity(), 0};
   if (training_ && R >= 2) {
-    double grad_bytes = 0;
     for (const CandidateReplica& rep : c.replicas) {
       for (const CandidateStage& s : rep.stages) {
         grad_bytes = std::max(grad_bytes, ParameterBytes(s.begin, s.end));
       }
     }
-    // Ring over replicas in a canonical order: by the first stage's device.
     std::vector<int> order(R);
     for (int r = 0; r < R; ++r) order[r] = r;
     std::sort(order.begin(), order.end(), [&](int a, int b) {
       return c.replicas[a].stages[0].device < c.replicas[b].stages[0].device;
     });
-    Link slowest{std::numeric_limits<double>::infinity(), 0};
     const int pairs = R == 2 ? 1 : R;
     for (int i = 0; i < pairs; ++i) {
       const CandidateReplica& a = c.replicas[order[i]];
@@ -339,17 +356,107 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
         }
       }
     }
-    const double ar = RingAllReduceSeconds(grad_bytes, R, slowest);
-    const double buckets =
-        std::max(1.0, std::ceil(grad_bytes / static_cast<double>(options_.gradient_bucket_bytes)));
-    const CandidateReplica& crit = c.replicas[ev.critical_replica];
-    const CandidateStage& bs = crit.stages[ev.bottleneck_stage];
-    const double window =
-        static_cast<double>(crit.batch) / M * BackwardSeconds(bs.device, bs.begin, bs.end);
-    visible = std::max(ar / buckets, ar - window);
   }
-  ev.allreduce_s = visible;
-  ev.step_s = worst + visible;
+  const double ar = training_ && R >= 2 ? RingAllReduceSeconds(grad_bytes, R, slowest) : 0;
+  const double buckets =
+      std::max(1.0, std::ceil(grad_bytes / static_cast<double>(options_.gradient_bucket_bytes)));
+
+  // One timing pass with every shared-CPU host's compute slowed by its factor.
+  std::vector<double> p2p(R, 0);
+  auto time_pass = [&](const std::vector<double>& factor) {
+    auto slow = [&](int dev) {
+      const int h = devices_[dev].cpu_host;
+      return h >= 0 ? factor[h] : 1.0;
+    };
+    ev.stage_time_s.assign(R, {});
+    double worst = -1;
+    for (int r = 0; r < R; ++r) {
+      const CandidateReplica& rep = c.replicas[r];
+      const int S = static_cast<int>(rep.stages.size());
+      const double micro = static_cast<double>(rep.batch) / M;
+      double sum = 0, max_t = 0, send_sum = 0, send_at_max = 0;
+      int argmax = 0;
+      for (int s = 0; s < S; ++s) {
+        const CandidateStage& st = rep.stages[s];
+        const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
+        const int prev = s > 0 ? rep.stages[s - 1].device : -1;
+        const double work = micro * ComputeSeconds(st.device, st.begin, st.end);
+        const double extra = work * (slow(st.device) - 1);
+        const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev) + extra;
+        const double compute = work + extra + options_.micro_batch_overhead_s;
+        ev.stage_time_s[r].push_back(t);
+        sum += t;
+        send_sum += t - compute;
+        if (t > max_t) {
+          max_t = t;
+          argmax = s;
+          send_at_max = t - compute;
+        }
+      }
+      const double replica_time = sum + (M - 1) * max_t;
+      p2p[r] = send_sum + (M - 1) * send_at_max;
+      if (replica_time > worst) {
+        worst = replica_time;
+        ev.critical_replica = r;
+        ev.bottleneck_stage = argmax;
+      }
+    }
+    double visible = 0;
+    if (ar > 0) {
+      const CandidateReplica& crit = c.replicas[ev.critical_replica];
+      const CandidateStage& bs = crit.stages[ev.bottleneck_stage];
+      const double window = static_cast<double>(crit.batch) / M *
+                            BackwardSeconds(bs.device, bs.begin, bs.end) * slow(bs.device);
+      visible = std::max(ar / buckets, ar - window);
+    }
+    double optimizer = 0;
+    for (const CandidateReplica& rep : c.replicas) {
+      for (const CandidateStage& s : rep.stages) {
+        optimizer =
+            std::max(optimizer, OptimizerSeconds(s.device, s.begin, s.end) * slow(s.device));
+      }
+    }
+    ev.allreduce_s = visible;
+    ev.step_end_s = optimizer + vote;
+    ev.step_s = worst + visible + ev.step_end_s;
+    return worst;
+  };
+
+  std::vector<double> factor(host_cores_.size(), 1.0);
+  double worst = time_pass(factor);
+  if (!host_cores_.empty()) {
+    // Threads busy on each shared-CPU host, averaged over the uncontended critical
+    // path (the window in which the ranks compute). An emulated device slower than
+    // its measured type sleeps for the rest of its time. Sleeping is proportional to
+    // the (slowed) compute, so the factor scales that window by itself: the fixed point.
+    std::vector<double> busy(host_cores_.size(), 0);
+    for (const CandidateReplica& rep : c.replicas) {
+      for (const CandidateStage& s : rep.stages) {
+        const DeviceInfo& d = devices_[s.device];
+        if (d.cpu_host < 0) continue;
+        busy[d.cpu_host] += static_cast<double>(rep.batch) *
+                            ComputeSeconds(s.device, s.begin, s.end) *
+                            std::min(1.0, d.relative_speed) * options_.cpu_threads_per_rank;
+      }
+    }
+    // The host's CPU work must fit in the window: cores x T(f) >= busy, where T(f) is
+    // the critical path with the host's compute slowed by f (per-micro-batch overheads
+    // and sends do not slow down). f <- max(1, f x busy / (cores x T(f))) rises to the
+    // smallest such f: T is linear in f, so each round closes the gap by the share of
+    // the window that does not slow down.
+    for (int round = 0; round < 32; ++round) {
+      bool moved = false;
+      for (size_t h = 0; h < host_cores_.size(); ++h) {
+        const double next =
+            std::max(factor[h], CpuContention(factor[h] * busy[h] / worst, host_cores_[h]));
+        moved = moved || next > factor[h] * (1 + 1e-4);
+        factor[h] = next;
+      }
+      if (!moved) break;
+      worst = time_pass(factor);
+    }
+    for (double f : factor) ev.cpu_contention = std::max(ev.cpu_contention, f);
+  }
   ev.samples_per_s = static_cast<double>(global_batch_) / ev.step_s;
   const CandidateReplica& crit = c.replicas[ev.critical_replica];
   const int S = static_cast<int>(crit.stages.size());
@@ -358,7 +465,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
     for (double t : ev.stage_time_s[ev.critical_replica]) sum += t;
     ev.bubble = 1.0 - M * sum / (S * worst);
   }
-  ev.comm = (visible + p2p[ev.critical_replica]) / ev.step_s;
+  ev.comm = (ev.allreduce_s + p2p[ev.critical_replica]) / ev.step_s;
   ev.feasible = true;
   return ev;
 }

@@ -29,6 +29,15 @@ struct CostModelOptions {
   double compute_efficiency = 0.5;           // share of measured matmul TFLOPS layers reach
   double micro_batch_overhead_s = 2e-4;      // per stage per micro-batch (launches, sync)
   int64_t gradient_bucket_bytes = 25 << 20;  // the worker's all-reduce bucket size
+  // Intra-op threads each rank computes with (the worker's --threads); ranks on a
+  // host's shared CPU cores (Device::uses_host_cpu) demand this many cores while busy.
+  int cpu_threads_per_rank = 1;
+  // Times the optimizer step reads and writes a stage's weights (parameters, gradients,
+  // optimizer state) per step; divided by the device's memory bandwidth.
+  double optimizer_weight_passes = 2.0;
+  // Messages per forward activation send (the worker sends a shape header, then the
+  // tensors), each paying the link latency; gradients go back in one message.
+  int forward_send_messages = 2;
 };
 
 // One row of the device table: every device of the snapshot, busy ones included.
@@ -41,6 +50,9 @@ struct DeviceInfo {
   int64_t usable_bytes = 0;  // memory_bytes x (1 - memory_reserve_fraction)
   double model_seconds = 0;  // per sample, whole model, forward (+ backward when training)
   bool busy = false;
+  double relative_speed = 1.0;              // Device::relative_speed
+  double memory_bandwidth_bytes_per_s = 0;  // 0: no optimizer-step term
+  int cpu_host = -1;  // index of the shared-CPU host it computes on; -1: none modelled
 };
 
 struct CandidateStage {
@@ -67,7 +79,9 @@ struct Evaluation {
   double samples_per_s = 0;
   double bubble = 0;
   double comm = 0;
-  double allreduce_s = 0;  // visible (not overlapped) part
+  double allreduce_s = 0;     // visible (not overlapped) part
+  double step_end_s = 0;      // optimizer step of the slowest stage + the step-end vote
+  double cpu_contention = 1;  // largest shared-CPU slowdown factor of any host (>= 1)
   int critical_replica = 0;
   int bottleneck_stage = 0;                              // in the critical replica
   std::vector<std::vector<double>> stage_time_s;         // [replica][stage], per micro-batch
@@ -127,6 +141,14 @@ class CostModel {
 
   // Ring all-reduce of `bytes` over `participants`: 2(N-1)/N x bytes / bw + 2(N-1) x latency.
   static double RingAllReduceSeconds(double bytes, int participants, const Link& slowest);
+  // Shared-CPU slowdown of a host whose ranks keep `busy_threads` threads busy on
+  // average over the step, on `cores` effective cores: max(1, busy_threads / cores).
+  static double CpuContention(double busy_threads, double cores);
+  // Seconds of the optimizer step over layers [begin, end) on a device (0 without
+  // memory bandwidth or when inferring).
+  double OptimizerSeconds(int dev, int begin, int end) const;
+  // Effective cores of a shared-CPU host (DeviceInfo::cpu_host).
+  double HostCores(int host) const { return host_cores_[host]; }
 
   // Checks and predicts one candidate. Never fails: infeasible candidates come
   // back with feasible == false and a reason.
@@ -163,6 +185,7 @@ class CostModel {
   int num_nodes_ = 0;
   std::vector<Link> node_links_;
   std::unordered_map<int64_t, Link> device_links_;
+  std::vector<double> host_cores_;  // per shared-CPU host: effective cores
 };
 
 }  // namespace tessera::scheduler

@@ -39,6 +39,14 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
   p.input_bytes = elements * 4;
   if (shape->size() == 3) p.nominal_image_px = static_cast<int>((*shape)[1].get<int64_t>());
 
+  std::string device;
+  if (auto d = j.find("device"); d != j.end()) {
+    if (!d->is_string() || d->get<std::string>().empty()) {
+      return InvalidArgument("must be a non-empty string", "device");
+    }
+    device = d->get<std::string>();
+  }
+
   auto layers = j.find("layers");
   if (layers == j.end() || !layers->is_array() || layers->empty()) {
     return InvalidArgument("must be a non-empty array", "layers");
@@ -66,6 +74,12 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
     layer.parameter_bytes = static_cast<int64_t>(params);
     layer.activation_bytes = static_cast<int64_t>(act);
     layer.output_bytes = static_cast<int64_t>(out);
+    if (!device.empty() && l.contains("fwd_ms")) {
+      TESSERA_ASSIGN_OR_RETURN(double fwd_ms, Number(l, "fwd_ms", where));
+      TESSERA_ASSIGN_OR_RETURN(double bwd_ms, Number(l, "bwd_ms", where));
+      layer.measured_forward_ms[device] = fwd_ms / batch;
+      layer.measured_backward_ms[device] = bwd_ms / batch;
+    }
     p.layers.push_back(std::move(layer));
   }
   p.estimated = false;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,11 @@ TEST(CostModelTest, LinksNvlinkNodeDefaultAndOverride) {
 
 TEST(CostModelTest, PipelineStepAndBubbleForIdenticalStages) {
   // Two identical stages, no sends of note: T = (M + S - 1) t, bubble (S-1)/(M+S-1).
+  // One message per send, so the forward and the gradient send cost the same.
   const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
-  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  CostModelOptions options;
+  options.forward_send_messages = 1;
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8), options);
   Candidate c;
   c.micro_batches = 4;
   c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
@@ -90,7 +94,9 @@ TEST(CostModelTest, PipelineStepAndBubbleForIdenticalStages) {
   const double link_latency = 10e-6;
   const double t = 2 * 3e-4 + cm.options().micro_batch_overhead_s + link_latency;
   EXPECT_NEAR(ev.stage_time_s[0][0], t, 1e-12);
-  EXPECT_NEAR(ev.step_s, 5 * t, 1e-9);
+  EXPECT_NEAR(ev.stage_time_s[0][1], t, 1e-12);
+  EXPECT_NEAR(ev.step_end_s, 2 * link_latency, 1e-12);  // step-end vote of 2 ranks
+  EXPECT_NEAR(ev.step_s, 5 * t + ev.step_end_s, 1e-9);
   EXPECT_NEAR(ev.bubble, 1.0 / 5, 1e-9);
 }
 
@@ -108,8 +114,136 @@ TEST(CostModelTest, DataParallelAllReduceOverlapsWithBackward) {
   const double buckets = 8;  // ceil(200 MB / 25 MiB)
   const double compute = 4 * cm.ComputeSeconds(0, 0, 2) + cm.options().micro_batch_overhead_s;
   EXPECT_NEAR(ev.allreduce_s, std::max(ar / buckets, ar - window), 1e-12);
-  EXPECT_NEAR(ev.step_s, compute + ev.allreduce_s, 1e-12);
+  EXPECT_NEAR(ev.step_s, compute + ev.allreduce_s + ev.step_end_s, 1e-12);
   EXPECT_GT(ev.comm, 0);
+}
+
+TEST(CostModelTest, ForwardSendPaysOneLatencyPerMessage) {
+  // Stage 0 sends header + tensors (2 latencies); stage 1 sends gradients (1 latency).
+  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  Candidate c;
+  c.micro_batches = 4;
+  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
+  const Evaluation ev = cm.Evaluate(c);
+  ASSERT_TRUE(ev.feasible) << ev.reason;
+  EXPECT_NEAR(ev.stage_time_s[0][0] - ev.stage_time_s[0][1], 10e-6, 1e-12);
+}
+
+// Emulated devices: measured CPU times divided by the device's relative speed.
+struct MeasuredAsCase {
+  std::string name;
+  std::string measured_as;
+  double relative_speed;
+  double forward_s;  // of the measured layer, per sample
+};
+
+class MeasuredAsTest : public ::testing::TestWithParam<MeasuredAsCase> {};
+
+TEST_P(MeasuredAsTest, ForwardSeconds) {
+  ModelProfile m = ModelBuilder().Layers(1, 2, 10, 1, 1).Build();
+  m.layers[0].measured_forward_ms["cpu"] = 4.0;
+  m.layers[0].measured_backward_ms["cpu"] = 8.0;
+  ClusterSnapshot cluster = ClusterBuilder().Node("a").Gpu("A100 (emulated)", 24, 40).Build();
+  cluster.nodes[0].devices[0].measured_as = GetParam().measured_as;
+  cluster.nodes[0].devices[0].relative_speed = GetParam().relative_speed;
+  const CostModel cm = CostModel::Create(cluster, m, Train(4));
+  EXPECT_NEAR(cm.ForwardSeconds(0, 0, 1), GetParam().forward_s, 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, MeasuredAsTest,
+    ::testing::Values(MeasuredAsCase{"own_type_has_no_measurement_flops", "", 1.0, 1e-4},
+                      MeasuredAsCase{"measured_as_cpu", "cpu", 1.0, 4e-3},
+                      MeasuredAsCase{"half_speed_takes_twice_as_long", "cpu", 0.5, 8e-3},
+                      MeasuredAsCase{"unknown_measured_type_falls_back_to_flops", "tpu", 0.5,
+                                     1e-4}),
+    [](const auto& info) { return info.param.name; });
+
+// Devices computing on one host's shared CPU cores: the CPU work of the step must
+// fit in cores x step; sleeping (slower emulated) devices use CPU only while computing.
+struct SharedCpuCase {
+  std::string name;
+  double host_cores;
+  std::vector<double> speeds;  // one data-parallel replica per device
+  std::vector<int64_t> shares;
+  double contention;  // expected largest slowdown factor
+};
+
+class SharedCpuTest : public ::testing::TestWithParam<SharedCpuCase> {};
+
+TEST_P(SharedCpuTest, ComputeSlowsByTheHostsOversubscription) {
+  const SharedCpuCase& tc = GetParam();
+  ModelProfile m = ModelBuilder().Layers(1, 2, 0.001, 1, 1).Build();
+  m.layers[0].measured_forward_ms["cpu"] = 10.0;
+  m.layers[0].measured_backward_ms["cpu"] = 20.0;  // 30 ms per sample at speed 1
+  ClusterBuilder b;
+  b.Node("a");
+  for (size_t i = 0; i < tc.speeds.size(); ++i) b.Gpu("emu", 24, 1);
+  ClusterSnapshot cluster = b.Build();
+  cluster.nodes[0].host_cpu_cores = tc.host_cores;
+  for (size_t i = 0; i < tc.speeds.size(); ++i) {
+    Device& d = cluster.nodes[0].devices[i];
+    d.measured_as = "cpu";
+    d.relative_speed = tc.speeds[i];
+    d.uses_host_cpu = true;
+  }
+  int64_t batch = 0;
+  Candidate c;
+  for (size_t i = 0; i < tc.shares.size(); ++i) {
+    c.replicas.push_back({tc.shares[i], {{static_cast<int>(i), 0, 1}}});
+    batch += tc.shares[i];
+  }
+  const CostModel cm = CostModel::Create(cluster, m, Train(batch));
+  const Evaluation ev = cm.Evaluate(c);
+  ASSERT_TRUE(ev.feasible) << ev.reason;
+  // Slightly less than the ratio: the per-micro-batch overhead does not slow down.
+  EXPECT_NEAR(ev.cpu_contention, tc.contention, 3e-3);
+  // The slowest replica computes for share x 30 ms / speed x contention.
+  double longest = 0;
+  for (size_t i = 0; i < tc.shares.size(); ++i) {
+    longest = std::max(longest, static_cast<double>(tc.shares[i]) * 0.03 / tc.speeds[i]);
+  }
+  const double o = cm.options().micro_batch_overhead_s;
+  EXPECT_NEAR(ev.stage_time_s[ev.critical_replica][0], longest * tc.contention + o, 1e-3);
+  double cpu_work = 0;
+  for (int64_t s : tc.shares) cpu_work += static_cast<double>(s) * 0.03;
+  if (tc.host_cores > 0) {
+    EXPECT_GE(ev.step_s * tc.host_cores, cpu_work * (1 - 1e-3)) << "CPU work must fit";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, SharedCpuTest,
+    ::testing::Values(
+        // 0 cores: sharing not modelled.
+        SharedCpuCase{"not_modelled", 0, {1, 1, 1, 1}, {4, 4, 4, 4}, 1.0},
+        // 2 ranks on 2 cores: no slowdown.
+        SharedCpuCase{"one_core_each", 2, {1, 1}, {4, 4}, 1.0},
+        // 4 ranks busy the whole window on 2 cores: twice as slow (less the overhead).
+        SharedCpuCase{"four_ranks_two_cores", 2, {1, 1, 1, 1}, {4, 4, 4, 4}, 2.0},
+        // 2 fast + 2 half-speed with shares 2:1: the slow ones sleep half their time,
+        // so 3 cores' worth of work on 2 cores.
+        SharedCpuCase{"half_speed_devices_sleep", 2, {1, 0.5, 1, 0.5}, {8, 4, 8, 4}, 1.5}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(CostModelTest, StepEndAddsOptimizerPassAndVote) {
+  // 10 MB of parameters, Adam: 40 MB of weights read and written once at 10 GB/s = 8 ms;
+  // the vote over 2 ranks on PCIe (10 us) costs 2 latencies.
+  const ModelProfile m = ModelBuilder().Layers(1, 2, 10, 1, 1).Build();
+  ClusterSnapshot cluster = TwoFastOneNode();
+  for (Device& d : cluster.nodes[0].devices) d.memory_bandwidth_bytes_per_s = 10e9;
+  const CostModel cm = CostModel::Create(cluster, m, Train(8));
+  EXPECT_NEAR(cm.OptimizerSeconds(0, 0, 1), 2 * 40e6 / 10e9, 1e-12);
+  Candidate single;
+  single.replicas.push_back({8, {{0, 0, 1}}});
+  EXPECT_NEAR(cm.Evaluate(single).step_end_s, 8e-3, 1e-12) << "one rank: no vote";
+  Candidate pair;
+  pair.replicas.push_back({4, {{0, 0, 1}}});
+  pair.replicas.push_back({4, {{1, 0, 1}}});
+  EXPECT_NEAR(cm.Evaluate(pair).step_end_s, 8e-3 + 2 * 10e-6, 1e-12);
+  const CostModel infer = CostModel::Create(cluster, m, Infer(8));
+  EXPECT_EQ(infer.OptimizerSeconds(0, 0, 1), 0);
 }
 
 struct BadCandidateCase {

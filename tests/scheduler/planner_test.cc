@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <string>
@@ -100,6 +101,28 @@ TEST(PlannerTest, InvalidArgumentNamesTheField) {
   auto got = MakePlans(ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(), Medium(), r);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().field(), "max_devices");
+}
+
+TEST(PlannerTest, BadSharedCpuFiguresNameTheField) {
+  struct Row {
+    const char* what;
+    std::function<void(ClusterSnapshot&)> mutate;
+    const char* field;
+  };
+  const Row rows[] = {
+      {"zero relative speed", [](ClusterSnapshot& c) { c.nodes[0].devices[1].relative_speed = 0; },
+       "nodes[0].devices[1].relative_speed"},
+      {"negative cores", [](ClusterSnapshot& c) { c.nodes[0].host_cpu_cores = -1; },
+       "nodes[0].host_cpu_cores"},
+  };
+  for (const Row& row : rows) {
+    ClusterSnapshot c = ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build();
+    row.mutate(c);
+    auto got = MakePlans(c, Medium(), Train(8));
+    ASSERT_FALSE(got.ok()) << row.what;
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << row.what;
+    EXPECT_EQ(got.status().field(), row.field) << row.what;
+  }
 }
 
 // ---- shapes of the answer ----

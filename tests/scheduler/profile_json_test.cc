@@ -24,9 +24,15 @@ nlohmann::json WorkerProfile() {
              {"output_bytes_per_sample", 32768}}}}};
 }
 
+bool WorkerProfileHasNoTimes() {
+  auto p = ModelProfileFromWorkerJson(WorkerProfile());
+  return p.ok() && p->layers[0].measured_forward_ms.empty();
+}
+
 TEST(ProfileJsonTest, ConvertsTheWorkersMeasuredLayers) {
   auto p = ModelProfileFromWorkerJson(WorkerProfile());
   ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->layers[0].measured_forward_ms.empty()) << "no fwd_ms: FLOP-based";
   EXPECT_EQ(p->name, "colorize-unet");
   EXPECT_FALSE(p->estimated);
   EXPECT_EQ(p->nominal_image_px, 64);
@@ -37,6 +43,20 @@ TEST(ProfileJsonTest, ConvertsTheWorkersMeasuredLayers) {
   EXPECT_EQ(p->layers[0].activation_bytes, 262144);
   EXPECT_EQ(p->layers[0].output_bytes, 131072);
   EXPECT_DOUBLE_EQ(p->layers[1].forward_flops, 1.0) << "no-FLOP layers keep a token cost";
+}
+
+TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevice) {
+  nlohmann::json j = WorkerProfile();
+  j["layers"][0]["fwd_ms"] = 8.0;  // whole batch of 4
+  j["layers"][0]["bwd_ms"] = 20.0;
+  j["layers"][1]["fwd_ms"] = 0.4;
+  j["layers"][1]["bwd_ms"] = 1.2;
+  auto p = ModelProfileFromWorkerJson(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->layers[0].measured_forward_ms.at("cpu"), 2.0);
+  EXPECT_DOUBLE_EQ(p->layers[0].measured_backward_ms.at("cpu"), 5.0);
+  EXPECT_DOUBLE_EQ(p->layers[1].measured_backward_ms.at("cpu"), 0.3);
+  EXPECT_TRUE(WorkerProfileHasNoTimes()) << "the base fixture carries no fwd_ms";
 }
 
 TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
@@ -59,6 +79,15 @@ TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
        "layers[0].param_bytes"},
       {"no flops", [](nlohmann::json& j) { j["layers"][1].erase("fwd_flops"); },
        "layers[1].fwd_flops"},
+      {"empty device", [](nlohmann::json& j) { j["device"] = ""; }, "device"},
+      {"fwd_ms without bwd_ms", [](nlohmann::json& j) { j["layers"][0]["fwd_ms"] = 1.0; },
+       "layers[0].bwd_ms"},
+      {"negative ms",
+       [](nlohmann::json& j) {
+         j["layers"][0]["fwd_ms"] = -1.0;
+         j["layers"][0]["bwd_ms"] = 1.0;
+       },
+       "layers[0].fwd_ms"},
   };
   for (const Row& r : rows) {
     nlohmann::json j = WorkerProfile();

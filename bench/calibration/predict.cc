@@ -1,0 +1,144 @@
+// tessera-predict: the planner's best plan of one layout for a cluster snapshot
+// and a worker profile, as scheduler::ToJson(PlanSet) on stdout.
+//
+//   tessera-predict --snapshot s.json --profile p.json --layout data --global-batch 32
+//                   [--optimizer-state-multiplier 1] [--threads-per-rank 1]
+//                   [--micro-batch-overhead SECONDS]
+//
+// s.json: {"nodes":[{"name", "host", "host_cpu_cores",
+//                     "intra_node":{"bandwidth_bytes_per_s","latency_s"}, "network":{...},
+//                     "devices":[{"index","type","memory_bytes","tflops",
+//                                 "memory_bandwidth_bytes_per_s","measured_as",
+//                                 "relative_speed","uses_host_cpu"}]}],
+//          "node_links":[{"a","b","link":{...}}]}   (every field but names optional)
+// p.json: what `tessera-worker profile` prints (scheduler::ModelProfileFromWorkerJson).
+// Exit codes: 0 plans printed, 2 bad arguments or input, 1 no feasible plan.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/plan_json.h"
+#include "scheduler/planner.h"
+#include "scheduler/profile_json.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace tessera::scheduler;
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return json::parse(s.str());
+}
+
+Link LinkOf(const json& j, Link fallback) {
+  fallback.bandwidth_bytes_per_s = j.value("bandwidth_bytes_per_s", fallback.bandwidth_bytes_per_s);
+  fallback.latency_s = j.value("latency_s", fallback.latency_s);
+  return fallback;
+}
+
+ClusterSnapshot SnapshotOf(const json& j) {
+  ClusterSnapshot snap;
+  for (const json& n : j.at("nodes")) {
+    Node node;
+    node.name = n.at("name").get<std::string>();
+    node.host = n.value("host", "");
+    node.host_cpu_cores = n.value("host_cpu_cores", 0.0);
+    if (n.contains("intra_node")) node.intra_node = LinkOf(n["intra_node"], node.intra_node);
+    if (n.contains("network")) node.network = LinkOf(n["network"], node.network);
+    for (const json& d : n.at("devices")) {
+      Device dev;
+      dev.index = d.value("index", static_cast<int>(node.devices.size()));
+      dev.type = d.value("type", "cpu");
+      dev.memory_bytes = d.value("memory_bytes", int64_t{16} << 30);
+      dev.tflops = d.value("tflops", 0.0);
+      dev.memory_bandwidth_bytes_per_s = d.value("memory_bandwidth_bytes_per_s", 0.0);
+      dev.measured_as = d.value("measured_as", "");
+      dev.relative_speed = d.value("relative_speed", 1.0);
+      dev.uses_host_cpu = d.value("uses_host_cpu", false);
+      node.devices.push_back(std::move(dev));
+    }
+    snap.nodes.push_back(std::move(node));
+  }
+  for (const json& l : j.value("node_links", json::array())) {
+    snap.node_links.push_back(NodeLink{l.at("a").get<std::string>(), l.at("b").get<std::string>(),
+                                       LinkOf(l.at("link"), {})});
+  }
+  return snap;
+}
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "tessera-predict: %s\nusage: tessera-predict --snapshot S.json --profile P.json "
+               "--layout data|pipeline|hybrid|auto --global-batch B "
+               "[--optimizer-state-multiplier K] [--threads-per-rank T] "
+               "[--micro-batch-overhead S]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string snapshot_path, profile_path, layout_name = "auto";
+  int64_t global_batch = 0;
+  double optimizer_multiplier = -1;
+  int threads = 1;
+  double micro_overhead = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) return Usage(("missing value for " + arg).c_str());
+    const std::string value = argv[++i];
+    if (arg == "--snapshot") {
+      snapshot_path = value;
+    } else if (arg == "--profile") {
+      profile_path = value;
+    } else if (arg == "--layout") {
+      layout_name = value;
+    } else if (arg == "--global-batch") {
+      global_batch = std::atoll(value.c_str());
+    } else if (arg == "--optimizer-state-multiplier") {
+      optimizer_multiplier = std::atof(value.c_str());
+    } else if (arg == "--micro-batch-overhead") {
+      micro_overhead = std::atof(value.c_str());
+    } else if (arg == "--threads-per-rank") {
+      threads = std::atoi(value.c_str());
+    } else {
+      return Usage(("unknown option " + arg).c_str());
+    }
+  }
+  if (snapshot_path.empty() || profile_path.empty()) return Usage("--snapshot and --profile");
+  auto layout = ParseLayout(layout_name == "any" ? "auto" : layout_name);
+  if (!layout) return Usage("unknown layout");
+  try {
+    const ClusterSnapshot snapshot = SnapshotOf(ReadJson(snapshot_path));
+    auto profile = ModelProfileFromWorkerJson(ReadJson(profile_path));
+    if (!profile.ok()) return Usage(profile.status().ToString().c_str());
+    if (optimizer_multiplier >= 0) profile->optimizer_state_multiplier = optimizer_multiplier;
+    JobRequest request;
+    request.kind = JobKind::kTrain;
+    request.global_batch = global_batch;
+    request.layout = *layout;
+    PlannerOptions options;
+    options.cost.cpu_threads_per_rank = threads;
+    if (micro_overhead >= 0) options.cost.micro_batch_overhead_s = micro_overhead;
+    auto plans = MakePlans(snapshot, *profile, request, options);
+    if (!plans.ok()) {
+      std::fprintf(stderr, "tessera-predict: %s\n", plans.status().ToString().c_str());
+      return plans.status().code() == tessera::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << ToJson(*plans).dump(1) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    return Usage(e.what());
+  }
+}
