@@ -21,9 +21,12 @@ class CollectivesBatchNormSync : public BatchNormSync {
   // Throws std::runtime_error when the all-reduce fails (it runs inside
   // autograd, which has no Status channel); the trainer catches it.
   void AllReduceSum(std::vector<torch::Tensor>& tensors) override;
+  // Seconds spent in AllReduceSum so far (mostly waiting for peers).
+  double wait_s() const { return wait_s_; }
 
  private:
   Collectives* comm_;
+  double wait_s_ = 0;
 };
 
 }  // namespace tessera::worker

@@ -79,6 +79,18 @@ Result<std::vector<torch::Tensor>> ShapesFromHeader(const torch::Tensor& header)
   return out;
 }
 
+StageRunner::ComputeStart StageRunner::BeginCompute() const {
+  return {Clock::now(), c_.collective_wait_s ? c_.collective_wait_s() : 0.0};
+}
+
+void StageRunner::EndCompute(const ComputeStart& start) {
+  // Time spent waiting for peers inside the compute (batch-norm all-reduce)
+  // is not this device's work: it is not slowed down.
+  const double waited = (c_.collective_wait_s ? c_.collective_wait_s() : 0.0) - start.waited_s;
+  Slowdown(std::max(0.0, Since(start.t0) - waited));
+  stats_.compute_s += Since(start.t0);
+}
+
 void StageRunner::Slowdown(double compute_s) {
   if (c_.device_speed > 0 && c_.device_speed < 1.0) {
     const double extra = compute_s * (1.0 / c_.device_speed - 1.0);
@@ -114,7 +126,7 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     act.main = tensors[0];
     act.carry.assign(tensors.begin() + 1, tensors.end());
   }
-  auto t0 = Clock::now();
+  const ComputeStart t0 = BeginCompute();
   Activation out;
   {
     AutocastScope autocast(c_.autocast);
@@ -134,9 +146,7 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     stats_.loss_contribution += loss.item<double>();
     f.loss = c_.loss_scale != 1.0 ? loss * c_.loss_scale : loss;
   }
-  const double dt = Since(t0);
-  Slowdown(dt);
-  stats_.compute_s += Since(t0);
+  EndCompute(t0);
   if (!role.last_stage()) {
     f.outputs.push_back(out.main);
     for (auto& t : out.carry) f.outputs.push_back(t);
@@ -153,11 +163,9 @@ Status StageRunner::Backward(int64_t mb) {
   const RankRole& role = c_.role;
   InFlight& f = flight_[static_cast<size_t>(mb)];
   if (role.last_stage()) {
-    auto t0 = Clock::now();
+    const ComputeStart t0 = BeginCompute();
     f.loss.backward();
-    const double dt = Since(t0);
-    Slowdown(dt);
-    stats_.compute_s += Since(t0);
+    EndCompute(t0);
   } else {
     std::vector<torch::Tensor> grads;
     for (const auto& o : f.outputs) {
@@ -178,11 +186,9 @@ Status StageRunner::Backward(int64_t mb) {
       }
       ++gi;
     }
-    auto t0 = Clock::now();
+    const ComputeStart t0 = BeginCompute();
     if (!outs.empty()) torch::autograd::backward(outs, gs);
-    const double dt = Since(t0);
-    Slowdown(dt);
-    stats_.compute_s += Since(t0);
+    EndCompute(t0);
   }
   if (!role.first_stage()) {
     std::vector<torch::Tensor> in_grads;

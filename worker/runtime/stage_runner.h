@@ -21,6 +21,8 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,6 +47,9 @@ struct StageConfig {
   BatchSource* data = nullptr;
   GradReducer* reducer = nullptr;  // may be null (no replicas)
   double device_speed = 1.0;       // < 1 sleeps after compute to emulate a slower device
+  // Seconds spent so far waiting in collectives that run inside the compute
+  // (batch-norm all-reduce); the emulated slowdown leaves them out. Optional.
+  std::function<double()> collective_wait_s;
   torch::Device device = torch::kCPU;
   // Where p2p buffers live: CPU for Gloo, the GPU for NCCL.
   torch::Device comm_device = torch::kCPU;
@@ -78,6 +83,14 @@ class StageRunner {
   };
   Status Forward(int64_t step_first_id, int64_t mb);
   Status Backward(int64_t mb);
+  struct ComputeStart {
+    std::chrono::steady_clock::time_point t0;
+    double waited_s = 0;
+  };
+  ComputeStart BeginCompute() const;
+  // Sleeps for the emulated slowdown of the compute since `start` (less the
+  // collective waits in it) and adds the whole span to the step's compute.
+  void EndCompute(const ComputeStart& start);
   void Slowdown(double compute_s);
 
   StageConfig c_;

@@ -191,7 +191,7 @@ struct Runtime {
   RankRole role;
   std::unique_ptr<World> world;
   std::vector<std::unique_ptr<Collectives>> groups;
-  std::vector<std::shared_ptr<BatchNormSync>> syncs;
+  std::vector<std::shared_ptr<CollectivesBatchNormSync>> syncs;
 };
 
 }  // namespace
@@ -342,6 +342,11 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   sc.data = source.get();
   sc.reducer = &reducer;
   sc.device_speed = env.device_speed;
+  sc.collective_wait_s = [&rt] {
+    double s = 0;
+    for (const auto& sync : rt.syncs) s += sync->wait_s();
+    return s;
+  };
   sc.device = device;
   sc.comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
   const bool amp = o.amp && device.is_cuda();
