@@ -1,9 +1,14 @@
 #include "tests/integration/harness.h"
 
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -14,7 +19,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 Process::Process(std::vector<std::string> argv, std::map<std::string, std::string> env,
-                 fs::path log)
+                 fs::path log, std::string netns)
     : log_(std::move(log)) {
   std::vector<std::string> envs;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -30,6 +35,14 @@ Process::Process(std::vector<std::string> argv, std::map<std::string, std::strin
     if (f != nullptr) {
       ::dup2(fileno(f), 1);
       ::dup2(fileno(f), 2);
+    }
+    if (!netns.empty()) {
+      int fd = ::open(netns.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+        std::perror(("setns " + netns).c_str());
+        ::_exit(126);
+      }
+      ::close(fd);
     }
     std::vector<char*> args, envp;
     for (auto& a : argv) args.push_back(a.data());
@@ -93,6 +106,9 @@ std::string BinaryPath(const std::string& name) {
   if (name == "tesserad") return TESSERA_TESSERAD_BINARY;
   if (name == "tessera-agent") return TESSERA_AGENT_BINARY;
   if (name == "tessera") return TESSERA_CLI_BINARY;
+#ifdef TESSERA_WORKER_BINARY
+  if (name == "tessera-worker") return TESSERA_WORKER_BINARY;
+#endif
   throw std::invalid_argument("unknown binary " + name);
 }
 
@@ -100,6 +116,22 @@ Cluster::Cluster(std::string name, bool fast) : fast_(fast) {
   dir_ = fs::temp_directory_path() / ("tessera-e2e-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir_);
   fs::create_directories(dir_);
+  std::string why;
+  const char* no_netns = std::getenv("TESSERA_TEST_NO_NETNS");
+  if (no_netns != nullptr && *no_netns != '\0' && std::string(no_netns) != "0") {
+    why = "TESSERA_TEST_NO_NETNS is set";
+  } else if (auto lab = NetworkLab::Create(); lab.ok()) {
+    lab_ = *std::move(lab);
+    controller_host_ = lab_->hub_address();
+  } else {
+    why = lab.status().message();
+  }
+  std::string line = "[ cluster  ] network: " + network_mode() + " (" +
+                     (lab_ ? lab_->Describe() + ", tesserad on " + controller_host_ : why) + ")";
+  std::fprintf(stderr, "%s\n", line.c_str());
+  if (::testing::UnitTest::GetInstance()->current_test_info() != nullptr) {
+    ::testing::Test::RecordProperty("network", network_mode());
+  }
 }
 
 Cluster::~Cluster() {
@@ -107,8 +139,22 @@ Cluster::~Cluster() {
   controller_.reset();
   // Workers run in their own process groups; kill any left by killed agents.
   ::system(("pkill -9 -f " + dir_.string() + " >/dev/null 2>&1").c_str());
+  lab_.reset();  // after every process in its namespaces is gone
   std::error_code ec;
   if (std::getenv("TESSERA_KEEP_TEST_DIRS") == nullptr) fs::remove_all(dir_, ec);
+}
+
+std::string Cluster::controller_url() const {
+  return "http://" + controller_host_ + ":" + std::to_string(port_);
+}
+
+std::string Cluster::node_address(const std::string& node) const {
+  auto it = node_addresses_.find(node);
+  return it == node_addresses_.end() ? "127.0.0.1" : it->second;
+}
+
+std::string Cluster::node_netns(const std::string& node) const {
+  return lab_ ? lab_->NamespaceName(node) : "";
 }
 
 void Cluster::StartController(const std::string& extra_config) {
@@ -119,6 +165,9 @@ void Cluster::StartController(const std::string& extra_config) {
     std::ofstream c(config);
     c << "state_dir: " << state.string() << "\n"
       << "port: " << port_ << "\n";  // 0 first; the same port after a restart
+    if (lab_ && extra_config.find("listen_address:") == std::string::npos) {
+      c << "listen_address: " << controller_host_ << "\n";
+    }
     if (fast_) {
       // Test timings, unless extra_config sets the key itself.
       for (const char* kv :
@@ -156,9 +205,20 @@ void Cluster::StartAgent(const std::string& node, const std::string& inventory_y
   fs::create_directories(state);
   fs::path inventory = dir_ / (node + "-inventory.yaml");
   std::ofstream(inventory) << inventory_yaml;
+  std::string netns;
+  if (lab_) {
+    auto address = lab_->AddNode(node);
+    if (!address.ok()) {
+      throw std::runtime_error("namespace for " + node + ": " + address.status().ToString());
+    }
+    node_addresses_[node] = *address;
+    netns = lab_->NamespacePath(node);
+  }
   std::vector<std::string> argv = {BinaryPath("tessera-agent"),
                                    "--controller",
-                                   "http://127.0.0.1:" + std::to_string(port_),
+                                   controller_url(),
+                                   "--address",
+                                   node_address(node),
                                    "--join-token-file",
                                    (dir_ / "controller" / "join-token").string(),
                                    "--node",
@@ -171,7 +231,7 @@ void Cluster::StartAgent(const std::string& node, const std::string& inventory_y
                                    fast_ ? "200" : "1000"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   agents_[node] = std::make_unique<Process>(argv, std::map<std::string, std::string>{},
-                                            dir_ / ("agent-" + node + ".log"));
+                                            dir_ / ("agent-" + node + ".log"), netns);
 }
 
 void Cluster::StopAgent(const std::string& node, int sig) {
@@ -185,7 +245,7 @@ void Cluster::StopAgent(const std::string& node, int sig) {
 }
 
 std::unique_ptr<api::HttpClient> Cluster::Client(const std::string& token) {
-  auto c = std::make_unique<api::HttpClient>("127.0.0.1", port_, 10s);
+  auto c = std::make_unique<api::HttpClient>(controller_host_, port_, 10s);
   c->SetBearerToken(token.empty() ? admin_token_ : token);
   return c;
 }

@@ -1,8 +1,17 @@
 // Test harness for end-to-end tests: real tesserad and tessera-agent
-// processes on loopback, each with its own state folder under one temp dir.
+// processes, each with its own state folder under one temp dir.
+//
+// Networking: where the test may create network namespaces (root with
+// CAP_NET_ADMIN/CAP_SYS_ADMIN and `ip`; see netns.h), every agent, and so its
+// workers, runs in its own namespace with its own address on a private bridge,
+// and tesserad listens on the bridge's address; otherwise everything runs on
+// loopback. TESSERA_TEST_NO_NETNS=1 forces loopback. The same tests run in
+// both modes: reach the controller through Client() / controller_host() /
+// controller_url(), never through a literal 127.0.0.1. The mode is printed
+// once per Cluster and recorded as the test property "network".
 //
 // Ownership: a Cluster owns its processes and kills (SIGKILL) whatever is
-// still running when destroyed, then removes its temp dir.
+// still running when destroyed, then deletes its namespaces and its temp dir.
 // Thread safety: none; one test thread drives it.
 #ifndef TESSERA_TESTS_INTEGRATION_HARNESS_H_
 #define TESSERA_TESTS_INTEGRATION_HARNESS_H_
@@ -20,14 +29,17 @@
 
 #include "api/http_client.h"
 #include "api/types.h"
+#include "tests/integration/netns.h"
 
 namespace tessera::testing {
 
 // A child process started with fork/exec; stdout/stderr go to a log file.
+// With `netns` (a /run/netns/<name> path) the child enters that network
+// namespace (setns) before exec, so pid() is the program's own pid.
 class Process {
  public:
   Process(std::vector<std::string> argv, std::map<std::string, std::string> env,
-          std::filesystem::path log);
+          std::filesystem::path log, std::string netns = "");
   ~Process();  // SIGKILLs and reaps if still running
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
@@ -68,10 +80,26 @@ class Cluster {
   Process* controller() { return controller_.get(); }
   uint16_t port() const { return port_; }
   const std::string& admin_token() const { return admin_token_; }
+  // Where tesserad listens: 127.0.0.1, or the bridge's address with
+  // namespaces. Both the test process and every node reach it there.
+  const std::string& controller_host() const { return controller_host_; }
+  std::string controller_url() const;  // "http://host:port"
+
+  // true when nodes run in their own network namespaces.
+  bool namespaces() const { return lab_ != nullptr; }
+  // "namespaces" or "loopback".
+  std::string network_mode() const { return namespaces() ? "namespaces" : "loopback"; }
 
   // Starts an agent named `node` whose inventory declares `inventory_yaml`.
+  // With namespaces it runs in the node's namespace (made on first start and
+  // kept for restarts) and announces the node's address (--address).
   void StartAgent(const std::string& node, const std::string& inventory_yaml,
                   const std::vector<std::string>& extra_args = {});
+  // The address a started node's agent announces (MASTER_ADDR of ranks it
+  // hosts first): 127.0.0.1 on loopback.
+  std::string node_address(const std::string& node) const;
+  // The node's network namespace name, "" on loopback.
+  std::string node_netns(const std::string& node) const;
   Process* agent(const std::string& node) { return agents_.at(node).get(); }
   void StopAgent(const std::string& node, int sig);
 
@@ -89,6 +117,9 @@ class Cluster {
   std::filesystem::path dir_;
   std::unique_ptr<Process> controller_;
   std::map<std::string, std::unique_ptr<Process>> agents_;
+  std::unique_ptr<NetworkLab> lab_;  // null on loopback
+  std::string controller_host_ = "127.0.0.1";
+  std::map<std::string, std::string> node_addresses_;
   uint16_t port_ = 0;
   std::string admin_token_;
   int controller_starts_ = 0;

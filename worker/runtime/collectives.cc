@@ -7,6 +7,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <map>
 
 namespace tessera::worker {
@@ -201,14 +207,48 @@ Result<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
 #endif
     }
     auto o = c10d::ProcessGroupGloo::Options::create(opt.op_timeout);
-    o->devices.push_back(opt.gloo_host.empty()
-                             ? c10d::ProcessGroupGloo::createDefaultDevice()
-                             : c10d::ProcessGroupGloo::createDeviceForHostname(opt.gloo_host));
+    if (!opt.gloo_host.empty()) {
+      o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt.gloo_host));
+    } else if (!opt.gloo_interface.empty()) {
+      o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(opt.gloo_interface));
+    } else {
+      o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
     return c10::intrusive_ptr<c10d::ProcessGroup>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o));
   } catch (const std::exception& e) {
     return Unavailable(std::string("process group setup failed: ") + FirstLine(e.what()));
   }
+}
+
+// This host's address on the route to host:port: the source address the
+// kernel picks for a UDP socket connected there (connect sends nothing).
+// Empty when the host does not resolve or no route leads there.
+std::string LocalAddressToward(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
+  std::string local;
+  for (addrinfo* a = found; a != nullptr && local.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    sockaddr_storage self{};
+    socklen_t len = sizeof(self);
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0) {
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* ip =
+          self.ss_family == AF_INET6
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&self)->sin6_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&self)->sin_addr);
+      if (::inet_ntop(self.ss_family, ip, text, sizeof(text)) != nullptr) local = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return local;
 }
 
 class C10dWorld : public World {
@@ -271,9 +311,24 @@ Result<Backend> BackendForDevice(const std::string& device) {
 }
 
 Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions options) {
-  if (options.gloo_host.empty() &&
-      (env.master_addr == "localhost" || env.master_addr.rfind("127.", 0) == 0)) {
-    options.gloo_host = "127.0.0.1";
+  if (options.gloo_host.empty() && options.gloo_interface.empty()) {
+    if (!env.gloo_socket_ifname.empty()) {
+      options.gloo_interface = env.gloo_socket_ifname;
+    } else if (env.master_addr == "localhost" || env.master_addr.rfind("127.", 0) == 0) {
+      options.gloo_host = "127.0.0.1";
+    } else {
+      // Not the host name's address: it may be a loopback one (Debian's
+      // 127.0.1.1) or absent where this rank runs (a network namespace).
+      options.gloo_host = LocalAddressToward(env.master_addr, env.master_port);
+    }
+  }
+  if (env.world_size > 1) {
+    const std::string where = !options.gloo_host.empty() ? options.gloo_host
+                              : !options.gloo_interface.empty()
+                                  ? "interface " + options.gloo_interface
+                                  : "the host name's address";
+    std::fprintf(stderr, "rank %d: gloo on %s (MASTER_ADDR %s)\n", env.rank, where.c_str(),
+                 env.master_addr.c_str());
   }
   c10::intrusive_ptr<c10d::Store> store;
   try {

@@ -79,9 +79,15 @@ struct ConnectOptions {
   std::chrono::milliseconds store_timeout{60'000};
   std::chrono::milliseconds op_timeout{300'000};
   Backend backend = Backend::kGloo;
-  // Address Gloo binds to; empty = the host name's address. ConnectWorld uses
-  // 127.0.0.1 when MASTER_ADDR is a loopback address.
+  // Address Gloo binds to and announces to its peers. When empty, ConnectWorld
+  // picks, in order: the interface named by GLOO_SOCKET_IFNAME; 127.0.0.1 when
+  // MASTER_ADDR is a loopback address; otherwise this host's address on the
+  // route to MASTER_ADDR (the interface that reaches the other nodes, which
+  // the host name need not resolve to, e.g. inside a network namespace).
   std::string gloo_host;
+  // Network interface Gloo binds to (set by ConnectWorld from
+  // GLOO_SOCKET_IFNAME); used only when gloo_host is empty.
+  std::string gloo_interface;
 };
 
 // Rendezvous through the TCPStore (rank 0 hosts it) and build the world group.

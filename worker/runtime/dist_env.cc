@@ -48,6 +48,8 @@ Result<DistEnv> ReadDistEnv(const EnvGetter& get) {
   ReadString(get, "TESSERA_CHECKPOINT_DIR", &env.checkpoint_dir);
   ReadString(get, "TESSERA_PROGRESS_FILE", &env.progress_file);
   ReadString(get, "TESSERA_DEVICE", &env.device);
+  ReadString(get, "GLOO_SOCKET_IFNAME", &env.gloo_socket_ifname);
+  env.gloo_socket_ifname = env.gloo_socket_ifname.substr(0, env.gloo_socket_ifname.find(','));
   if (env.world_size <= 0) return InvalidArgument("must be positive", "WORLD_SIZE");
   if (env.rank < 0 || env.rank >= env.world_size) {
     return InvalidArgument("RANK " + std::to_string(env.rank) +
