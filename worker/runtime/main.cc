@@ -3,6 +3,12 @@
 //   tessera-worker train --model NAME --data DIR [--steps N] [--lr F] ...
 //   tessera-worker profile --model NAME [--batch B]
 //   tessera-worker gen-images --out DIR --count N --size S
+//   tessera-worker infer --model NAME --data DIR|LIST --output DIR --checkpoint DIR
+//                        [--local] [--max-tile-px N] [--width W] [--threads T]
+//
+// infer: chunks come from the controller (TESSERA_CONTROLLER_URL,
+// TESSERA_LEASE_TOKEN, TESSERA_JOB_ID, TESSERA_ATTEMPT) or, with --local,
+// from --data itself (no controller; see worker/runtime/inference.h).
 //
 // Exit codes: 0 success (also after SIGTERM when a checkpoint was saved),
 // 2 bad arguments or plan (message on stderr), 1 runtime failure.
@@ -10,6 +16,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "worker/runtime/dist_env.h"
@@ -21,6 +28,8 @@
 #endif
 #ifdef TESSERA_HAVE_WORKER_DATA
 #include "worker/runtime/image_source.h"
+#include "worker/runtime/inference.h"
+#include "worker/runtime/tiling.h"
 #endif
 
 namespace {
@@ -101,6 +110,33 @@ int main(int argc, char** argv) {
   gen->add_option("--size", gen_size)->check(CLI::PositiveNumber);
   gen->add_option("--seed", gen_seed);
 
+  CLI::App* infer = nullptr;
+#ifdef TESSERA_HAVE_WORKER_DATA
+  InferOptions infer_opt;
+  infer = app.add_subcommand(
+      "infer", "run a trained model over a folder or list file (chunk leases, atomic outputs)");
+  infer->add_option("--model", infer_opt.model, "model name")->required();
+  infer->add_option("--data", infer_opt.data, "input folder or list file")->required();
+  infer->add_option("--output", infer_opt.output, "output folder")->required();
+  infer
+      ->add_option("--checkpoint", infer_opt.checkpoint,
+                   "checkpoint directory (newest complete step-N is loaded)")
+      ->required();
+  infer->add_option("--width", infer_opt.width, "base channel count (default: from checkpoint)")
+      ->check(CLI::NonNegativeNumber);
+  infer
+      ->add_option("--max-tile-px", infer_opt.max_tile_px,
+                   "tile images larger than this side (default: whole images)")
+      ->check(CLI::NonNegativeNumber);
+  infer->add_option("--threads", infer_opt.threads, "intra-op threads")->check(CLI::PositiveNumber);
+  infer->add_option("--max-chunks", infer_opt.max_chunks, "chunks asked for per lease")
+      ->check(CLI::Range(1, 64));
+  infer->add_flag("--local", infer_opt.local,
+                  "no controller: process every image of --data (ranks share it out)");
+  infer->add_option("--chunk-size", infer_opt.local_chunk_size, "--local: images per chunk")
+      ->check(CLI::PositiveNumber);
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,10 +180,30 @@ int main(int argc, char** argv) {
     if (!shape.ok()) return Fail(shape.status());
     auto json = ProfileModel(**model, profile_batch, *shape, profile_repeats);
     if (!json.ok()) return Fail(json.status());
+#ifdef TESSERA_HAVE_WORKER_DATA
+    // Tiled inference: receptive-field radius and stride (null: not tileable).
+    auto geometry = TileGeometryForModel(profile_model);
+    (*json)["halo_px"] = geometry.ok() ? nlohmann::json(geometry->halo_px) : nlohmann::json();
+    (*json)["align_px"] = geometry.ok() ? nlohmann::json(geometry->align_px) : nlohmann::json();
+#endif
     std::cout << json->dump(1) << "\n";
     return 0;
 #else
     return Fail(Unimplemented("profile needs worker/model (not in this build)"));
+#endif
+  }
+  if (infer != nullptr && *infer) {
+#ifdef TESSERA_HAVE_WORKER_DATA
+    std::signal(SIGTERM, OnSigterm);
+    auto env = ReadDistEnv(ProcessEnv());
+    if (!env.ok()) return Fail(env.status());
+    if (const char* url = std::getenv("TESSERA_CONTROLLER_URL")) infer_opt.controller_url = url;
+    if (const char* token = std::getenv("TESSERA_LEASE_TOKEN")) infer_opt.lease_token = token;
+    Result<InferOutcome> out = RunInference(infer_opt, *env, g_stop);
+    if (!out.ok()) return Fail(out.status());
+    return 0;
+#else
+    return Fail(Unimplemented("infer needs worker/model and worker/data (not in this build)"));
 #endif
   }
   if (*gen) {

@@ -1,0 +1,412 @@
+// Inference in process: halo bounds measured on the real models, tiled ==
+// whole image for every image model, item/output naming, the rank plan, and
+// the infer loop against the in-memory chunk queue (every item once, resume
+// after a simulated crash, byte-equal outputs, unreadable inputs).
+#include "worker/runtime/inference.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/worker/runtime/infer_test_util.h"
+
+namespace tessera::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::BuildTestNet;
+using testing::FilesUnder;
+using testing::MakeTempDir;
+using testing::TestImage;
+using testing::WriteTestCheckpoint;
+
+constexpr int64_t kWidth = 4;
+
+std::unique_ptr<InferenceModel> TestModel(const std::string& name, uint64_t seed = 3) {
+  auto built = BuildTestNet(name, kWidth, seed);
+  EXPECT_TRUE(built.ok()) << built.status().ToString();
+  auto m = InferenceModel::FromNet(name, built->net);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+int64_t InputChannelsOf(const std::string& name) {
+  return name == "colorize-unet" || name == "gan-pix2pix" ? 1 : 3;
+}
+
+// Perturbing one input pixel changes outputs only within the declared halo
+// (eval mode: batch norm is per-pixel affine, so this is the receptive field).
+TEST(InferenceModelTest, HaloCoversTheMeasuredReceptiveField) {
+  for (const std::string name : {"colorize-unet", "denoiser-dncnn", "gan-pix2pix"}) {
+    auto model = TestModel(name);
+    const int64_t side = 192, c = InputChannelsOf(name);
+    torch::manual_seed(11);
+    const torch::Tensor base_in = torch::rand({c, side, side}) * 2 - 1;
+    auto base = model->Forward(base_in);
+    ASSERT_TRUE(base.ok()) << base.status().ToString();
+    int64_t reach = 0;
+    for (int64_t p = 88; p < 96; ++p) {  // every alignment phase of the U-Net
+      torch::Tensor in = base_in.clone();
+      in.select(1, p).select(1, p) += 50.0;
+      auto out = model->Forward(in);
+      ASSERT_TRUE(out.ok());
+      const torch::Tensor changed = ((*out - *base).abs().amax(0) > 0).nonzero();
+      ASSERT_GT(changed.size(0), 0) << name;
+      const torch::Tensor dist = (changed - p).abs().amax(1);
+      reach = std::max(reach, dist.max().item<int64_t>());
+    }
+    EXPECT_LE(reach, model->geometry().halo_px) << name;
+    EXPECT_GE(reach, model->geometry().halo_px / 2) << name << ": halo far too generous";
+  }
+}
+
+// Tiled output equals the whole-image output within float tolerance, for an
+// image that fits whole and needs several tiles in both directions.
+TEST(InferenceModelTest, TiledEqualsWholeImage) {
+  for (const std::string name : {"colorize-unet", "denoiser-dncnn", "gan-pix2pix"}) {
+    auto model = TestModel(name);
+    const Image image = TestImage(203, 150, 2, 5);
+    auto input = model->Prepare(image);
+    ASSERT_TRUE(input.ok());
+    auto whole = RunImage(*model, *input, std::nullopt);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    const TileGeometry g = model->geometry();
+    auto spec =
+        EffectiveTileSpec({.tile_px = 2 * g.halo_px + 3 * g.align_px + 8, .overlap_px = 0}, g);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    const TileGrid grid = MakeTileGrid(PadTo(150, g.align_px), PadTo(203, g.align_px), *spec);
+    EXPECT_GE(grid.rows, 2) << name;
+    EXPECT_GE(grid.cols, 2) << name;
+    auto tiled = RunImage(*model, *input, *spec);
+    ASSERT_TRUE(tiled.ok()) << tiled.status().ToString();
+    ASSERT_EQ(tiled->sizes(), whole->sizes());
+    EXPECT_EQ(whole->size(1), 150);
+    EXPECT_EQ(whole->size(2), 203);
+    const double diff = (*tiled - *whole).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << name << " tiles of " << spec->tile_px;
+  }
+}
+
+TEST(InferenceModelTest, ClassifierRunsWholeAndRefusesTiling) {
+  auto model = TestModel("classifier-resnet");
+  EXPECT_FALSE(model->spatial());
+  EXPECT_EQ(model->output_extension(), ".json");
+  auto input = model->Prepare(TestImage(40, 33, 1, 2));
+  ASSERT_TRUE(input.ok());
+  auto out = RunImage(*model, *input, TileSpec{16, 0});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->dim(), 1);
+  EXPECT_EQ(out->size(0), static_cast<int64_t>(SamplePatternNames().size()));
+}
+
+TEST(InferenceItemsTest, OutputPaths) {
+  struct Case {
+    std::string item, ext, expect;  // expect "" = error
+  };
+  const Case cases[] = {
+      {"a/0001.png", ".png", "/out/a/0001.png"},
+      {"a/0001.JPG", ".png", "/out/a/0001.JPG.png"},
+      {"x.png", ".json", "/out/x.png.json"},
+      {"/data/in/b/c.png", ".png", "/out/b/c.png"},
+      {"/elsewhere/c.png", ".png", "/out/elsewhere/c.png"},
+      {"./a/../b.png", ".png", "/out/b.png"},
+      {"../escape.png", ".png", ""},
+      {"a/../../escape.png", ".png", ""},
+      {"", ".png", ""},
+  };
+  for (const Case& c : cases) {
+    auto p = OutputPathFor("/out", "/data/in", c.item, c.ext);
+    if (c.expect.empty()) {
+      EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << c.item;
+    } else {
+      ASSERT_TRUE(p.ok()) << c.item << ": " << p.status().ToString();
+      EXPECT_EQ(*p, c.expect) << c.item;
+    }
+  }
+}
+
+TEST(InferenceItemsTest, ListsFoldersAndListFiles) {
+  const fs::path dir = MakeTempDir("items");
+  fs::create_directories(dir / "in" / "sub");
+  fs::create_directories(dir / "in" / "out");
+  for (const char* f : {"in/b.png", "in/a.JPG", "in/sub/c.jpeg", "in/notes.txt", "in/.hidden.png",
+                        "in/out/done.png"}) {
+    std::ofstream(dir / f) << "x";
+  }
+  auto items = ListInputItems((dir / "in").string(), (dir / "in" / "out").string());
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  EXPECT_EQ(*items, (std::vector<std::string>{"a.JPG", "b.png", "sub/c.jpeg"}));
+  std::ofstream(dir / "list.txt") << "# scans\n\nin/b.png\n  /abs/x.png\r\n";
+  auto listed = ListInputItems((dir / "list.txt").string());
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(*listed, (std::vector<std::string>{"in/b.png", "/abs/x.png"}));
+  EXPECT_EQ(DataRoot((dir / "list.txt").string()), dir.string());
+  EXPECT_EQ(DataRoot((dir / "in").string()), (dir / "in").string());
+  EXPECT_EQ(ListInputItems((dir / "missing").string()).status().field(), "data");
+  fs::create_directories(dir / "empty");
+  EXPECT_EQ(ListInputItems((dir / "empty").string()).status().code(), StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
+}
+
+TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
+  auto plan = ParseInferPlan(
+      R"({"layout":"tiled","global_batch":6,"replicas":[
+           {"batch":3,"stages":[{"rank":0,"device":"a:0","layers":[0,9]}]},
+           {"batch":2,"stages":[{"rank":2,"device":"b:0","layers":[0,9]}]},
+           {"batch":1,"stages":[{"rank":1,"device":"c:0","layers":[0,9]}]}],
+          "tiling":{"tile_px":512,"overlap_px":184,"tiles_per_image":6}})",
+      3);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->layout, "tiled");
+  EXPECT_EQ(plan->rank_weights, (std::vector<int64_t>{3, 1, 2}));
+  ASSERT_TRUE(plan->tiling.has_value());
+  EXPECT_EQ(plan->tiling->tile_px, 512);
+  EXPECT_EQ(plan->tiling->overlap_px, 184);
+  struct Bad {
+    std::string json, field;
+  };
+  const Bad bad[] = {
+      {R"({"replicas":[{"batch":1,"stages":[{"rank":5}]}]})", "replicas[0].stages[0].rank"},
+      {R"({"replicas":[{"batch":-1,"stages":[]}]})", "replicas[0].batch"},
+      {R"({"tiling":{"tile_px":"big"}})", "tiling.tile_px"},
+      {R"({"layout":3})", "layout"},
+  };
+  for (const Bad& b : bad) {
+    auto p = ParseInferPlan(b.json, 3);
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << b.json;
+    EXPECT_EQ(p.status().field(), b.field) << b.json;
+  }
+  EXPECT_EQ(ParseInferPlan("{", 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- the loop against the in-memory controller ----
+
+class InferLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("infer");
+    data_ = dir_ / "scans";
+    fs::create_directories(data_ / "box1");
+    for (int i = 0; i < 7; ++i) {
+      const Image img = TestImage(40 + 8 * (i % 3), 32 + 4 * i, i % 6, static_cast<uint64_t>(i));
+      const fs::path p = data_ / (i < 3 ? "box1" : "") / ("scan-" + std::to_string(i) + ".png");
+      ASSERT_TRUE(WritePng(p.string(), img).ok());
+      items_.push_back(p.lexically_relative(data_).generic_string());
+    }
+    std::sort(items_.begin(), items_.end());
+    env_.progress_file = (dir_ / "progress.jsonl").string();
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  std::string Checkpoint(const std::string& model) {
+    const fs::path ck = dir_ / ("ck-" + model);
+    if (!fs::exists(ck)) {
+      auto built = BuildTestNet(model, kWidth, 9);
+      EXPECT_TRUE(built.ok());
+      EXPECT_TRUE(WriteTestCheckpoint(ck.string(), model, *built).ok());
+    }
+    return ck.string();
+  }
+
+  InferOptions Options(const std::string& model, const std::string& out) {
+    InferOptions o;
+    o.model = model;
+    o.data = data_.string();
+    o.output = (dir_ / out).string();
+    o.checkpoint = Checkpoint(model);
+    return o;
+  }
+
+  fs::path dir_, data_;
+  std::vector<std::string> items_;
+  DistEnv env_;
+  std::atomic<bool> stop_{false};
+};
+
+TEST_F(InferLoopTest, EveryItemWrittenOnceAndReported) {
+  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
+  auto source = queue->ForRank(0);
+  InferOptions o = Options("colorize-unet", "out");
+  auto outcome = RunInference(o, env_, stop_, source.get());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(outcome->written, 7);
+  EXPECT_EQ(outcome->skipped, 0);
+  EXPECT_EQ(outcome->chunks, 3);
+  auto files = FilesUnder(o.output);
+  ASSERT_EQ(files.size(), items_.size());  // no temporary file left
+  for (const std::string& item : items_) {
+    ASSERT_TRUE(files.count(item)) << item;
+    auto img = DecodePng(std::vector<uint8_t>(files[item].begin(), files[item].end()), item);
+    ASSERT_TRUE(img.ok());
+    auto src = ReadImage((data_ / item).string());
+    EXPECT_EQ(img->width, src->width);
+    EXPECT_EQ(img->height, src->height);
+    EXPECT_EQ(img->channels, 3);
+  }
+  int64_t reported = 0;
+  for (const auto& r : queue->Records()) {
+    EXPECT_EQ(r.times_completed, 1);
+    reported += r.images_reported;
+  }
+  EXPECT_EQ(reported, 7);
+  // One progress line per chunk, in the JSON-lines format of training.
+  std::ifstream progress(env_.progress_file);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(progress, line);)
+    lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines.back().at("images_done").get<int>(), 7);
+  EXPECT_EQ(lines.back().at("chunks_done").get<int>(), 3);
+  EXPECT_GT(lines.back().at("images_per_s").get<double>(), 0.0);
+  EXPECT_EQ(lines.back().at("rank").get<int>(), 0);
+}
+
+// A crash in the middle of chunk 1 (after writing its first item, and while
+// writing the second: a temporary file is left), then the lease comes back:
+// the rerun skips what is on disk, removes the temporary file, and the outputs
+// are byte-equal to an uninterrupted run.
+TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
+  auto clean_queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
+  auto clean_source = clean_queue->ForRank(0);
+  InferOptions clean = Options("denoiser-dncnn", "clean");
+  ASSERT_TRUE(RunInference(clean, env_, stop_, clean_source.get()).ok());
+
+  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
+  InferOptions o = Options("denoiser-dncnn", "out");
+  int seen = 0;
+  o.write_faults = [&seen](AtomicWriteStep step, const std::string&) -> Status {
+    if (step == AtomicWriteStep::kAfterSync && ++seen == 5) return Internal("simulated kill -9");
+    return Status::Ok();
+  };
+  {
+    auto source = queue->ForRank(0);
+    auto crashed = RunInference(o, env_, stop_, source.get());
+    EXPECT_EQ(crashed.status().code(), StatusCode::kInternal);
+  }
+  auto partial = FilesUnder(o.output);
+  EXPECT_EQ(partial.size(), 5u);  // 4 outputs + 1 temporary file
+  int temps = 0;
+  for (const auto& [name, bytes] : partial)
+    temps += IsTempFileName(fs::path(name).filename().string());
+  EXPECT_EQ(temps, 1);
+  EXPECT_TRUE(queue->Records()[0].done);
+  EXPECT_FALSE(queue->Records()[1].done);
+
+  queue->ReleaseRank(0);  // the controller notices the crash
+  o.write_faults = nullptr;
+  auto source = queue->ForRank(1);
+  auto resumed = RunInference(o, env_, stop_, source.get());
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->skipped, 1);  // scan-3 was written before the crash
+  EXPECT_EQ(resumed->written, 3);
+  EXPECT_EQ(queue->Records()[1].images_reported, 2);
+  EXPECT_EQ(FilesUnder(o.output), FilesUnder(clean.output));
+}
+
+// Two ranks (threads) sharing the queue produce the same bytes as one rank.
+TEST_F(InferLoopTest, TwoRanksWriteTheSameBytesAsOne) {
+  auto one_queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
+  auto one_source = one_queue->ForRank(0);
+  InferOptions one = Options("gan-pix2pix", "one");
+  ASSERT_TRUE(RunInference(one, env_, stop_, one_source.get()).ok());
+
+  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
+  InferOptions two = Options("gan-pix2pix", "two");
+  std::vector<Result<InferOutcome>> results(2, Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      DistEnv env;
+      env.rank = r;
+      auto source = queue->ForRank(r);
+      results[static_cast<size_t>(r)] = RunInference(two, env, stop_, source.get());
+    });
+  }
+  for (auto& t : threads) t.join();
+  int64_t written = 0;
+  for (auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    written += r->written;
+  }
+  EXPECT_EQ(written, 7);
+  EXPECT_EQ(FilesUnder(two.output), FilesUnder(one.output));
+  EXPECT_EQ(FilesUnder(one.output).size(), 7u);
+}
+
+// A stop (SIGTERM) finishes the current image, reports the chunks of the
+// lease already finished, and leaves the interrupted chunk to expire.
+TEST_F(InferLoopTest, StopReportsFinishedChunksOfTheLease) {
+  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
+  auto source = queue->ForRank(0);
+  InferOptions o = Options("denoiser-dncnn", "out");
+  o.max_chunks = 3;  // chunks 0, 1, 2 in one lease
+  int processed = 0;
+  o.before_item = [&](const std::string&) {
+    if (++processed == 3) stop_ = true;  // while the first item of chunk 1 runs
+    return Status::Ok();
+  };
+  auto outcome = RunInference(o, env_, stop_, source.get());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_TRUE(outcome->stopped);
+  EXPECT_EQ(outcome->written, 3);
+  const auto records = queue->Records();
+  EXPECT_TRUE(records[0].done);
+  EXPECT_EQ(records[0].images_reported, 2);
+  EXPECT_FALSE(records[1].done);
+  EXPECT_EQ(FilesUnder(o.output).size(), 3u);
+}
+
+TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
+  std::ofstream(data_ / "broken.png") << "not a png";
+  items_.push_back("broken.png");
+  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
+  auto source = queue->ForRank(0);
+  InferOptions o = Options("classifier-resnet", "out");
+  auto outcome = RunInference(o, env_, stop_, source.get());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(outcome->failed, 1);
+  EXPECT_EQ(outcome->written, 7);
+  auto files = FilesUnder(o.output);
+  ASSERT_TRUE(files.count("broken.png.json.error.txt"));
+  EXPECT_NE(files["broken.png.json.error.txt"].find("broken.png"), std::string::npos);
+  const auto j = nlohmann::json::parse(files.at(items_[0] + ".json"));
+  EXPECT_EQ(j.at("item"), items_[0]);
+  EXPECT_EQ(j.at("scores").size(), SamplePatternNames().size());
+  double sum = 0;
+  for (double s : j.at("scores")) sum += s;
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+}
+
+TEST_F(InferLoopTest, BadSetupIsAnInvalidArgument) {
+  auto queue = MemoryChunkQueue::Create(items_, {});
+  auto source = queue->ForRank(0);
+  struct Case {
+    std::function<void(InferOptions&)> change;
+    std::string field;
+  };
+  const Case cases[] = {
+      {[](InferOptions& o) { o.checkpoint = "/nonexistent/ck"; }, "checkpoint"},
+      {[this](InferOptions& o) { o.checkpoint = (dir_ / "scans").string(); }, "checkpoint"},
+      {[this](InferOptions& o) { o.checkpoint = Checkpoint("denoiser-dncnn"); }, "checkpoint"},
+      {[](InferOptions& o) { o.model = "resnet-9000"; }, "model"},
+      {[](InferOptions& o) { o.data = "/nonexistent/scans"; }, "data"},
+      {[](InferOptions& o) { o.max_tile_px = 64; }, "tile_px"},  // < 2 x 56 + 8
+  };
+  for (const Case& c : cases) {
+    InferOptions o = Options("colorize-unet", "out");
+    c.change(o);
+    auto r = RunInference(o, env_, stop_, source.get());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument)
+        << c.field << ": " << r.status().ToString();
+    EXPECT_EQ(r.status().field(), c.field) << r.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::worker
