@@ -1,0 +1,206 @@
+// Archive-scale inference end to end: the real tesserad and three real
+// tessera-agents run `tessera-worker infer` of a trained colorization model
+// over 10,000 generated images. Mid-run one worker is killed (kill -9), later
+// a whole node (agent and workers, kill -9). The job recovers on its own and
+// every output is present exactly once, no partial file remains, and each is
+// byte-equal to a single-process run (`tessera-worker infer --local`).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tests/integration/harness.h"
+
+namespace tessera::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+#ifdef TESSERA_E2E_HAVE_WORKER
+
+constexpr int kImages = 10'000;
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every regular file below `root`, by path relative to it.
+std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
+  std::map<std::string, fs::path> out;
+  if (!fs::exists(root)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) out[e.path().lexically_relative(root).generic_string()] = e.path();
+  }
+  return out;
+}
+
+// Runs a tool to completion; fails the test on a non-zero exit.
+void RunTool(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const fs::path& log, std::chrono::seconds timeout) {
+  Process p(argv, env, log);
+  auto code = p.Wait(timeout);
+  ASSERT_TRUE(code.has_value()) << argv[1] << " timed out\n" << p.Log();
+  ASSERT_EQ(*code, 0) << argv[1] << " failed\n" << p.Log();
+}
+
+// SIGKILLs the tessera-worker processes an agent started (their working
+// folder is under the agent's state folder). Returns how many.
+int KillWorkersUnder(const fs::path& dir) {
+  int killed = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
+    if (ec || cwd.string().rfind(dir.string(), 0) != 0) continue;
+    fs::path exe = fs::read_symlink(entry.path() / "exe", ec);
+    if (ec || exe.filename() != "tessera-worker") continue;
+    ::kill(std::stoi(name), SIGKILL);
+    ++killed;
+  }
+  return killed;
+}
+
+// SIGKILLs every process under `dir`: the agent's workers and their shims.
+int KillProcessesUnder(const fs::path& dir) {
+  int killed = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
+    if (!ec && cwd.string().rfind(dir.string(), 0) == 0) {
+      ::kill(std::stoi(name), SIGKILL);
+      ++killed;
+    }
+  }
+  return killed;
+}
+
+// Nodes holding ranks of the job's current plan.
+std::set<std::string> PlannedNodesOf(Cluster& cluster, api::JobId id) {
+  std::set<std::string> nodes;
+  api::Json job = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
+  for (const auto& r : job["plan"]["replicas"]) {
+    for (const auto& s : r["stages"]) {
+      for (const auto& d : s["devices"]) {
+        std::string dev = d.get<std::string>();
+        nodes.insert(dev.substr(0, dev.find(':')));
+      }
+    }
+  }
+  return nodes;
+}
+
+TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
+  Cluster cluster("inference");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path in = cluster.dir() / "scans", ckpt = cluster.dir() / "model",
+                 ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
+
+  // The collection, a trained model, and the single-process reference.
+  RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages), "--size",
+           "16"},
+          {}, cluster.dir() / "gen.log", 300s);
+  RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps", "2",
+           "--width", "4", "--image-size", "16", "--batch", "4", "--checkpoint-every-steps", "1"},
+          {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}}, cluster.dir() / "train.log", 300s);
+  RunTool({worker, "infer", "--local", "--model", "colorize-unet", "--data", in.string(),
+           "--output", ref.string(), "--checkpoint", ckpt.string(), "--threads", "1"},
+          {}, cluster.dir() / "reference.log", 600s);
+  const auto reference = FilesBelow(ref);
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
+
+  cluster.StartController("worker_binary: " + worker +
+                          "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
+  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 1.0}\n";
+  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
+  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s))
+      << cluster.controller()->Log();
+
+  int status = 0;
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   {{"name", "colorize-archive"},
+                                    {"kind", "infer"},
+                                    {"entrypoint", "builtin:colorize-unet"},
+                                    {"dataset", in.string()},
+                                    {"output", out.string()},
+                                    {"checkpoint", ckpt.string()},
+                                    {"args", {"--threads", "1"}},
+                                    {"global_batch", 3},
+                                    {"min_devices", 2},
+                                    {"max_devices", 3},
+                                    {"layout", "data"},
+                                    {"max_attempts", 5}},
+                                   &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  auto images_done = [&] {
+    api::Json j = cluster.GetJson(target);
+    return j["inference"].is_object() ? j["inference"]["images_done"].get<int64_t>() : 0;
+  };
+  auto state = [&] { return cluster.JobState(id); };
+
+  // 1. One worker dies mid-run.
+  ASSERT_TRUE(WaitFor([&] { return images_done() >= 1500 || state() == "succeeded"; }, 240s))
+      << state() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(state(), "running") << "the run must still be going to kill a worker in it";
+  ASSERT_GT(KillWorkersUnder(cluster.dir() / "agent-boxb"), 0);
+  ASSERT_TRUE(WaitFor([&] { return state() == "recovering"; }, 30s)) << state();
+  ASSERT_TRUE(WaitFor([&] { return state() == "running"; }, 60s)) << state();
+
+  // 2. Later a whole node dies: its agent and its workers.
+  const int64_t after_first = images_done();
+  ASSERT_TRUE(
+      WaitFor([&] { return images_done() >= after_first + 1500 || state() == "succeeded"; }, 240s))
+      << state();
+  ASSERT_EQ(state(), "running") << "the run must still be going to kill a node in it";
+  const std::set<std::string> planned = PlannedNodesOf(cluster, id);
+  const std::string victim = planned.contains("boxc") ? "boxc" : *planned.begin();
+  cluster.agent(victim)->Kill9();
+  KillProcessesUnder(cluster.dir() / ("agent-" + victim));
+
+  ASSERT_TRUE(WaitFor([&] { return state() == "succeeded" || state() == "failed"; }, 400s))
+      << state() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(state(), "succeeded") << cluster.GetJson(target).dump(2);
+
+  // The events show both recoveries.
+  int recoveries = 0;
+  for (const auto& e : cluster.Events(id)) recoveries += e.to_state == "recovering";
+  EXPECT_GE(recoveries, 2);
+  api::Json final_job = cluster.GetJson(target);
+  EXPECT_EQ(final_job["inference"]["images_done"], kImages);
+  EXPECT_EQ(final_job["inference"]["images_total"], kImages);
+
+  // Every output exactly once, nothing else (no temporary or partial file),
+  // each byte-equal to the single-process run.
+  const auto outputs = FilesBelow(out);
+  EXPECT_EQ(outputs.size(), reference.size());
+  int missing = 0, different = 0, extra = 0;
+  for (const auto& [name, path] : reference) {
+    auto it = outputs.find(name);
+    if (it == outputs.end()) {
+      ++missing;
+    } else if (ReadAll(it->second) != ReadAll(path)) {
+      ++different;
+    }
+  }
+  for (const auto& [name, path] : outputs) extra += !reference.contains(name);
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(different, 0);
+  EXPECT_EQ(extra, 0) << "temporary or unexpected files left in the output folder";
+}
+
+#endif  // TESSERA_E2E_HAVE_WORKER
+
+}  // namespace
+}  // namespace tessera::testing
