@@ -13,7 +13,10 @@
 //
 // One call reports what was finished (recorded durably before the answer)
 // and asks for more; a call with max_chunks 0 only reports and renews. Every
-// call renews all leases the rank holds. A lease not renewed within lease_ms,
+// call renews all leases the rank holds. A call asking for chunks says the
+// rank holds nothing but what it reports: chunks still leased to it are sent
+// again first, so an answer lost in transit (and the call retried) loses no
+// work. A report repeated by a retry is harmless. A lease not renewed within lease_ms,
 // or held by an attempt that ended, goes back to the queue. `finished` is
 // true when every chunk of the job is done: the rank then exits 0. An empty
 // `chunks` with finished false means other ranks hold the rest: ask again

@@ -365,6 +365,15 @@ Result<ChunkLeaseResult> MemoryStore::LeaseChunks(const ChunkLeaseRequest& r) {
       c.lease_until_ms = r.lease_until_ms;
     }
   }
+  if (r.max_chunks > 0) {
+    // Chunks the rank still holds (an answer it never got) come first.
+    for (InferChunk& c : chunks) {
+      if (static_cast<int64_t>(out.leased.size()) >= r.max_chunks) break;
+      if (c.state == ChunkState::kLeased && c.attempt == r.attempt && c.rank == r.rank) {
+        out.leased.push_back(c);
+      }
+    }
+  }
   for (InferChunk& c : chunks) {
     if (static_cast<int64_t>(out.leased.size()) >= r.max_chunks) break;
     if (!ChunkLeasable(c, r)) continue;

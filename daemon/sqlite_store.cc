@@ -955,8 +955,24 @@ Result<ChunkLeaseResult> SqliteStore::LeaseChunks(const ChunkLeaseRequest& r) {
     renew.Bind(1, r.lease_until_ms).Bind(2, r.job_id).Bind(3, r.attempt).Bind(4, r.rank);
     TESSERA_RETURN_IF_ERROR(renew.Run());
     if (r.max_chunks > 0) {
-      // Pending chunks and reclaimable leases, lowest numbers first.
+      // Chunks the rank still holds (an answer it never got) come first,
+      // then pending chunks and reclaimable leases, lowest numbers first.
       std::vector<InferChunk> candidates;
+      {
+        TESSERA_ASSIGN_OR_RETURN(
+            Stmt held, Stmt::Prepare(db, "SELECT " + std::string(kChunkColumns) +
+                                             " FROM infer_chunks WHERE job_id = ? AND "
+                                             "state = 'leased' AND attempt = ? AND rank = ? "
+                                             "ORDER BY chunk LIMIT ?"));
+        held.Bind(1, r.job_id).Bind(2, r.attempt).Bind(3, r.rank).Bind(4, r.max_chunks);
+        while (true) {
+          TESSERA_ASSIGN_OR_RETURN(bool row, held.Step());
+          if (!row) break;
+          TESSERA_ASSIGN_OR_RETURN(InferChunk c, ChunkFromRow(held, r.job_id));
+          candidates.push_back(std::move(c));
+        }
+      }
+      const size_t resent = candidates.size();
       for (std::string_view where :
            {"state = 'pending'", "state = 'leased' AND (lease_until_ms <= ? OR attempt < ?)"}) {
         TESSERA_ASSIGN_OR_RETURN(
@@ -976,7 +992,7 @@ Result<ChunkLeaseResult> SqliteStore::LeaseChunks(const ChunkLeaseRequest& r) {
           candidates.push_back(std::move(c));
         }
       }
-      std::sort(candidates.begin(), candidates.end(),
+      std::sort(candidates.begin() + static_cast<std::ptrdiff_t>(resent), candidates.end(),
                 [](const InferChunk& a, const InferChunk& b) { return a.chunk < b.chunk; });
       if (candidates.size() > static_cast<size_t>(r.max_chunks)) {
         candidates.resize(static_cast<size_t>(r.max_chunks));

@@ -88,9 +88,12 @@ struct InferChunk {
 };
 
 // One lease call: record `completed` as done, renew what (attempt, rank)
-// holds, and lease up to max_chunks more. A chunk can be leased when it is
-// pending, or leased with lease_until_ms <= now_ms, or leased by an attempt
-// older than `attempt` (that attempt ended). Lowest chunk numbers first.
+// holds, and lease up to max_chunks more. A call asking for chunks
+// (max_chunks > 0) says the rank holds nothing but `completed`: chunks still
+// leased to it (granted by an answer it never received) are handed to it
+// again first. Then a chunk can be leased when it is pending, or leased with
+// lease_until_ms <= now_ms, or leased by an attempt older than `attempt`
+// (that attempt ended). Lowest chunk numbers first.
 struct ChunkLeaseRequest {
   api::JobId job_id = 0;
   int64_t attempt = 0;

@@ -589,6 +589,22 @@ TEST_P(StoreTest, LeasesOfAnEndedAttemptAreReclaimedAtOnce) {
   EXPECT_TRUE(stale->leased.empty()) << "an older attempt cannot take a newer one's lease";
 }
 
+TEST_P(StoreTest, AskingAgainResendsChunksTheRankNeverGot) {
+  api::Job job = Insert("alice", "infer");
+  ASSERT_TRUE(store_->InsertChunks(job.id, ChunksOf(4, 1)).ok());
+  // Rank 0's answer granting chunks 0 and 1 is lost; it retries the call.
+  ASSERT_TRUE(store_->LeaseChunks(LeaseBy(job.id, 1, 0, 2, 100)).ok());
+  ASSERT_TRUE(store_->LeaseChunks(LeaseBy(job.id, 1, 1, 1, 100)).ok());  // rank 1: chunk 2
+  auto retry = store_->LeaseChunks(LeaseBy(job.id, 1, 0, 2, 110));
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(Numbers(retry->leased), (std::vector<int64_t>{0, 1}));
+  // Having finished 0, it asks for 2: it gets 1 again, then a new one.
+  auto next = store_->LeaseChunks(LeaseBy(job.id, 1, 0, 2, 120, {0}));
+  EXPECT_EQ(Numbers(next->leased), (std::vector<int64_t>{1, 3}));
+  // A renewal (max_chunks 0) hands out nothing.
+  EXPECT_TRUE(store_->LeaseChunks(LeaseBy(job.id, 1, 0, 0, 130))->leased.empty());
+}
+
 TEST_P(StoreTest, LeaseRefusesBadRequests) {
   api::Job job = Insert("alice", "infer");
   EXPECT_EQ(store_->LeaseChunks(LeaseBy(999, 1, 0, 1, 100)).status().code(), StatusCode::kNotFound);
