@@ -82,6 +82,14 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
     }
     p.layers.push_back(std::move(layer));
   }
+  // Receptive-field radius of an image-to-image model (tiling); null or
+  // absent for a model that cannot be tiled.
+  if (auto halo = j.find("halo_px"); halo != j.end() && !halo->is_null()) {
+    if (!halo->is_number_integer() || halo->get<int64_t>() < 0) {
+      return InvalidArgument("must be a non-negative integer", "halo_px");
+    }
+    p.halo_px = static_cast<int>(halo->get<int64_t>());
+  }
   p.estimated = false;
   TESSERA_RETURN_IF_ERROR(p.Validate());
   return p;

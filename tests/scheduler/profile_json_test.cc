@@ -59,6 +59,15 @@ TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevic
   EXPECT_TRUE(WorkerProfileHasNoTimes()) << "the base fixture carries no fwd_ms";
 }
 
+TEST(ProfileJsonTest, HaloComesFromTheWorkerWhenItCanTile) {
+  nlohmann::json j = WorkerProfile();
+  EXPECT_EQ(ModelProfileFromWorkerJson(j)->halo_px, 0) << "absent: not tileable";
+  j["halo_px"] = nullptr;
+  EXPECT_EQ(ModelProfileFromWorkerJson(j)->halo_px, 0) << "null: not tileable";
+  j["halo_px"] = 56;
+  EXPECT_EQ(ModelProfileFromWorkerJson(j)->halo_px, 56);
+}
+
 TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
   struct Row {
     const char* what;
@@ -80,6 +89,8 @@ TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
       {"no flops", [](nlohmann::json& j) { j["layers"][1].erase("fwd_flops"); },
        "layers[1].fwd_flops"},
       {"empty device", [](nlohmann::json& j) { j["device"] = ""; }, "device"},
+      {"negative halo", [](nlohmann::json& j) { j["halo_px"] = -3; }, "halo_px"},
+      {"text halo", [](nlohmann::json& j) { j["halo_px"] = "56"; }, "halo_px"},
       {"fwd_ms without bwd_ms", [](nlohmann::json& j) { j["layers"][0]["fwd_ms"] = 1.0; },
        "layers[0].bwd_ms"},
       {"negative ms",
