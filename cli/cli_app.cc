@@ -169,7 +169,7 @@ struct SubmitFlags {
   std::string file;
   std::string name, kind, entrypoint, dataset, output, checkpoint, layout;
   int64_t global_batch = 0, steps = 0, checkpoint_every_s = 0, priority = 0, max_attempts = 0,
-          min_devices = 0, max_devices = 0;
+          min_devices = 0, max_devices = 0, image_width = 0, image_height = 0;
   std::vector<std::string> args;
   std::vector<std::string> env;
   bool dry_run = false;
@@ -200,6 +200,8 @@ Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f) {
   if (given("--max-attempts")) spec.max_attempts = f.max_attempts;
   if (given("--min-devices")) spec.min_devices = f.min_devices;
   if (given("--max-devices")) spec.max_devices = f.max_devices;
+  if (given("--image-width")) spec.image_width = f.image_width;
+  if (given("--image-height")) spec.image_height = f.image_height;
   if (given("--arg")) spec.args = f.args;
   for (const std::string& kv : f.env) {
     size_t eq = kv.find('=');
@@ -215,7 +217,7 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
   cmd->add_option("--name", f->name, "job name");
   cmd->add_option("--kind", f->kind, "train or infer");
   cmd->add_option("--entrypoint", f->entrypoint, "builtin:<model> or cmd:<registered name>");
-  cmd->add_option("--dataset", f->dataset, "input folder (absolute path)");
+  cmd->add_option("--dataset", f->dataset, "input folder or list file (absolute path)");
   cmd->add_option("--output", f->output, "infer: output folder (absolute path)");
   cmd->add_option("--checkpoint", f->checkpoint, "infer: checkpoint to load");
   cmd->add_option("--layout", f->layout, "auto|data|pipeline|hybrid|tiled");
@@ -226,6 +228,8 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
   cmd->add_option("--max-attempts", f->max_attempts, "attempts before the job fails");
   cmd->add_option("--min-devices", f->min_devices, "fewest devices to run on");
   cmd->add_option("--max-devices", f->max_devices, "most devices (0: no limit)");
+  cmd->add_option("--image-width", f->image_width, "infer: width of the largest scans (px)");
+  cmd->add_option("--image-height", f->image_height, "infer: height of the largest scans (px)");
   cmd->add_option("--arg", f->args, "argument for the entrypoint (repeatable)");
   cmd->add_option("--env", f->env, "KEY=VALUE for every rank (repeatable)");
 }

@@ -193,6 +193,33 @@ TEST_F(CliTest, SubmitWithFlagsThenListAndShow) {
   EXPECT_EQ(api::Json::parse(out_.str())["state"], "cancelled");
 }
 
+TEST_F(CliTest, SubmitInferJobAndShowItsProgress) {
+  ASSERT_EQ(Run({"submit", "--name", "colorize-1931", "--kind", "infer", "--entrypoint",
+                 "builtin:colorize-unet", "--dataset", "/srv/scans", "--output", "/srv/out",
+                 "--checkpoint", "/srv/ckpt", "--global-batch", "4", "--image-width", "12000",
+                 "--image-height", "9000"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(cp_.last_spec->kind, api::JobKind::kInfer);
+  EXPECT_EQ(cp_.last_spec->image_width, 12000);
+  EXPECT_EQ(cp_.last_spec->image_height, 9000);
+
+  api::InferenceProgress p;
+  p.images_total = 400;
+  p.images_done = 100;
+  p.chunks_total = 13;
+  p.chunks_done = 3;
+  p.images_per_s = 25;
+  p.eta_s = 12;
+  p.devices = {{0, "boxa:0", 100, 25}};
+  cp_.SetInference(1, api::ToJson(p));
+  ASSERT_EQ(Run({"job", "1"}), kExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("images   100 / 400  25.0%\n"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("speed    25.0 images/s  eta 12.0 s\n"), std::string::npos);
+  EXPECT_NE(out_.str().find("rank 0   boxa:0   100 images   25.0 images/s\n"), std::string::npos);
+  EXPECT_EQ(out_.str().find("[#"), std::string::npos) << "no bar when not on a terminal";
+}
+
 TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
   TempDir dir;
   std::string file = dir.Write(

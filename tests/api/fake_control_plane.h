@@ -112,6 +112,11 @@ class FakeControlPlane : public ControlPlane {
     }
     return ControlPlane::JobLogs(who, id, rank, tail);
   }
+  // Attaches inference progress to a job (what GetJob returns).
+  void SetInference(JobId id, Json inference) {
+    std::lock_guard lock(mu_);
+    jobs_.at(id).inference = std::move(inference);
+  }
   std::optional<std::pair<JobId, LeaseRequest>> last_lease;
   Result<LeaseResponse> LeaseChunks(JobId id, std::string_view token,
                                     const LeaseRequest& request) override {
