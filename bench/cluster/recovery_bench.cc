@@ -33,16 +33,6 @@ int64_t NowMs() {
       .count();
 }
 
-void KillUnder(const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code ec;
-    fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
-    if (!ec && cwd.string().rfind(dir.string(), 0) == 0) ::kill(std::stoi(name), SIGKILL);
-  }
-}
-
 struct Sample {
   double submit_to_running = -1, kill_to_detected = -1, kill_to_running = -1;
 };
@@ -89,7 +79,7 @@ Sample RunOnce(int rep, const std::string& worker) {
   victim = victim.substr(0, victim.find(':'));
   const int64_t killed = NowMs();
   cluster.StopAgent(victim, SIGKILL);
-  KillUnder(cluster.dir() / ("agent-" + victim));
+  tessera::testing::KillProcessesUnder(cluster.dir() / ("agent-" + victim));
   if (!WaitFor([&] { return event_time("running", 2) > 0; }, 60s)) return s;
   s.kill_to_detected = (event_time("recovering", 1) - killed) / 1000.0;
   s.kill_to_running = (event_time("running", 2) - killed) / 1000.0;

@@ -29,21 +29,6 @@ const char* kTwoSlow = R"yaml(devices:
   - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.35}
 )yaml";
 
-// Nodes holding ranks of the job's current plan.
-std::set<std::string> PlannedNodes(Cluster& cluster, api::JobId id) {
-  std::set<std::string> nodes;
-  api::Json job = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
-  for (const auto& r : job["plan"]["replicas"]) {
-    for (const auto& s : r["stages"]) {
-      for (const auto& d : s["devices"]) {
-        std::string dev = d.get<std::string>();
-        nodes.insert(dev.substr(0, dev.find(':')));
-      }
-    }
-  }
-  return nodes;
-}
-
 class ClusterE2ETest : public ::testing::Test {
  protected:
   // Lines added to the controller's config (see Cluster::StartController).
@@ -83,9 +68,7 @@ class ClusterE2ETest : public ::testing::Test {
     return job.value("id", api::JobId{0});
   }
 
-  std::set<std::string> PlannedNodes(api::JobId id) {
-    return tessera::testing::PlannedNodes(*cluster_, id);
-  }
+  std::set<std::string> PlannedNodes(api::JobId id) { return cluster_->PlannedNodes(id); }
 
   std::vector<std::string> Trail(api::JobId id) {
     std::vector<std::string> out;
@@ -99,24 +82,6 @@ class ClusterE2ETest : public ::testing::Test {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
-  }
-
-  // Kills (SIGKILL) every process whose working directory lies under `dir`:
-  // the workers an agent started in its state folder.
-  int KillProcessesUnder(const fs::path& dir) {
-    int killed = 0;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::error_code ec;
-      fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
-      if (ec) continue;
-      if (cwd.string().rfind(dir.string(), 0) == 0) {
-        ::kill(std::stoi(name), SIGKILL);
-        ++killed;
-      }
-    }
-    return killed;
   }
 
   std::unique_ptr<Cluster> cluster_;
@@ -320,7 +285,7 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
       << ::testing::PrintToString(RankLogs(cluster, "nodea", id)) << "\n"
       << ::testing::PrintToString(RankLogs(cluster, "nodeb", id)) << "\n"
       << cluster.controller()->Log();
-  EXPECT_EQ(PlannedNodes(cluster, id), (std::set<std::string>{"nodea", "nodeb"}));
+  EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"nodea", "nodeb"}));
 
   // One rank per node; each bound Gloo to its own node's address, the one on
   // the route to MASTER_ADDR (loopback: 127.0.0.1), and both met at the

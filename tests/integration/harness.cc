@@ -112,6 +112,38 @@ std::string BinaryPath(const std::string& name) {
   throw std::invalid_argument("unknown binary " + name);
 }
 
+int KillProcessesUnder(const fs::path& dir, const std::string& exe_name) {
+  int killed = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
+    if (ec || cwd.string().rfind(dir.string(), 0) != 0) continue;
+    if (!exe_name.empty()) {
+      fs::path exe = fs::read_symlink(entry.path() / "exe", ec);
+      if (ec || exe.filename() != exe_name) continue;
+    }
+    if (::kill(std::stoi(name), SIGKILL) == 0) ++killed;
+  }
+  return killed;
+}
+
+std::set<std::string> Cluster::PlannedNodes(api::JobId id) {
+  std::set<std::string> nodes;
+  api::Json job = GetJson("/api/v1/jobs/" + std::to_string(id));
+  if (!job.contains("plan") || !job["plan"].is_object()) return nodes;
+  for (const auto& r : job["plan"]["replicas"]) {
+    for (const auto& s : r["stages"]) {
+      for (const auto& d : s["devices"]) {
+        std::string dev = d.get<std::string>();
+        nodes.insert(dev.substr(0, dev.find(':')));
+      }
+    }
+  }
+  return nodes;
+}
+
 Cluster::Cluster(std::string name, bool fast) : fast_(fast) {
   dir_ = fs::temp_directory_path() / ("tessera-e2e-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir_);

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ class Process {
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
 std::string BinaryPath(const std::string& name);  // from compile definitions
+
+// SIGKILLs every process whose working folder lies under `dir` (an agent's
+// state folder holds its workers' rank folders); with `exe_name`, only
+// processes running that program (e.g. "tessera-worker"). Returns how many.
+int KillProcessesUnder(const std::filesystem::path& dir, const std::string& exe_name = "");
 
 class Cluster {
  public:
@@ -112,6 +118,8 @@ class Cluster {
   std::string JobState(api::JobId id);
   std::vector<api::Event> Events(api::JobId id);
   int HealthyNodes();
+  // Nodes holding ranks of the job's current plan.
+  std::set<std::string> PlannedNodes(api::JobId id);
 
  private:
   std::filesystem::path dir_;

@@ -49,55 +49,6 @@ void RunTool(const std::vector<std::string>& argv, const std::map<std::string, s
   ASSERT_EQ(*code, 0) << argv[1] << " failed\n" << p.Log();
 }
 
-// SIGKILLs the tessera-worker processes an agent started (their working
-// folder is under the agent's state folder). Returns how many.
-int KillWorkersUnder(const fs::path& dir) {
-  int killed = 0;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code ec;
-    fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
-    if (ec || cwd.string().rfind(dir.string(), 0) != 0) continue;
-    fs::path exe = fs::read_symlink(entry.path() / "exe", ec);
-    if (ec || exe.filename() != "tessera-worker") continue;
-    ::kill(std::stoi(name), SIGKILL);
-    ++killed;
-  }
-  return killed;
-}
-
-// SIGKILLs every process under `dir`: the agent's workers and their shims.
-int KillProcessesUnder(const fs::path& dir) {
-  int killed = 0;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code ec;
-    fs::path cwd = fs::read_symlink(entry.path() / "cwd", ec);
-    if (!ec && cwd.string().rfind(dir.string(), 0) == 0) {
-      ::kill(std::stoi(name), SIGKILL);
-      ++killed;
-    }
-  }
-  return killed;
-}
-
-// Nodes holding ranks of the job's current plan.
-std::set<std::string> PlannedNodesOf(Cluster& cluster, api::JobId id) {
-  std::set<std::string> nodes;
-  api::Json job = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
-  for (const auto& r : job["plan"]["replicas"]) {
-    for (const auto& s : r["stages"]) {
-      for (const auto& d : s["devices"]) {
-        std::string dev = d.get<std::string>();
-        nodes.insert(dev.substr(0, dev.find(':')));
-      }
-    }
-  }
-  return nodes;
-}
-
 TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
   Cluster cluster("inference");
   const std::string worker = BinaryPath("tessera-worker");
@@ -153,7 +104,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
       << state() << "\n"
       << cluster.controller()->Log();
   ASSERT_EQ(state(), "running") << "the run must still be going to kill a worker in it";
-  ASSERT_GT(KillWorkersUnder(cluster.dir() / "agent-boxb"), 0);
+  ASSERT_GT(KillProcessesUnder(cluster.dir() / "agent-boxb", "tessera-worker"), 0);
   ASSERT_TRUE(WaitFor([&] { return state() == "recovering"; }, 30s)) << state();
   ASSERT_TRUE(WaitFor([&] { return state() == "running"; }, 60s)) << state();
 
@@ -163,7 +114,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
       WaitFor([&] { return images_done() >= after_first + 1500 || state() == "succeeded"; }, 240s))
       << state();
   ASSERT_EQ(state(), "running") << "the run must still be going to kill a node in it";
-  const std::set<std::string> planned = PlannedNodesOf(cluster, id);
+  const std::set<std::string> planned = cluster.PlannedNodes(id);
   const std::string victim = planned.contains("boxc") ? "boxc" : *planned.begin();
   cluster.agent(victim)->Kill9();
   KillProcessesUnder(cluster.dir() / ("agent-" + victim));
