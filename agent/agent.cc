@@ -72,6 +72,7 @@ Status Agent::Beat() {
     if (it != devices_of_.end()) busy.insert(it->second.begin(), it->second.end());
   }
   request.devices = inventory_.devices;
+  for (const DeviceLink& l : inventory_.links) request.links.push_back(ToProtocol(l));
   for (auto& d : request.devices) {
     d.node = options_.node;
     d.busy = busy.count(d.index) > 0;

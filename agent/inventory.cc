@@ -31,13 +31,12 @@ const api::Device* NodeInventory::Find(int64_t index) const {
   return nullptr;
 }
 
-api::Json ToJson(const DeviceLink& link) {
-  return api::Json{{"a", link.a},
-                   {"b", link.b},
-                   {"kind", LinkKindName(link.kind)},
-                   {"nvlink_count", link.nvlink_count},
-                   {"topology", link.topology}};
+api::DeviceLink ToProtocol(const DeviceLink& link) {
+  return api::DeviceLink{link.a, link.b, std::string(LinkKindName(link.kind)), link.nvlink_count,
+                         link.topology};
 }
+
+api::Json ToJson(const DeviceLink& link) { return api::ToJson(ToProtocol(link)); }
 
 SystemInventoryProvider::SystemInventoryProvider(InventoryOptions options)
     : options_(std::move(options)) {}

@@ -1,8 +1,8 @@
 // NodeInventory: what one node offers the cluster, as the agent sees it.
 //
 // An inventory is the list of devices (api::Device, the shape the controller
-// stores) plus the links between GPU pairs, which the protocol does not carry
-// yet (api::Device has no link field; see agent/README.md).
+// stores) plus the links between GPU pairs, which every heartbeat carries
+// (api::DeviceLink) so the planner prefers NVLink neighbours.
 //
 // Sources, combined by LoadInventory():
 //   - NVML discovery (agent/nvml_discovery.h): real NVIDIA GPUs, when
@@ -62,6 +62,8 @@ struct NodeInventory {
 };
 
 api::Json ToJson(const DeviceLink& link);
+// The protocol's form of a discovered link (kind "nvlink", "pcie", "system", "unknown").
+api::DeviceLink ToProtocol(const DeviceLink& link);
 
 // Produces the node's inventory. The agent calls Load() at start and on
 // SIGHUP, Refresh() before every heartbeat (utilization, memory used).

@@ -64,11 +64,14 @@ Json ToJson(const WorkerStatus& w) {
 Json ToJson(const HeartbeatRequest& r) {
   Json devices = Json::array();
   for (const auto& d : r.devices) devices.push_back(ToJson(d));
+  Json links = Json::array();
+  for (const auto& l : r.links) links.push_back(ToJson(l));
   Json workers = Json::array();
   for (const auto& w : r.workers) workers.push_back(ToJson(w));
   return Json{
-      {"node", r.node},     {"address", r.address}, {"agent_started_ms", r.agent_started_ms},
-      {"devices", devices}, {"workers", workers},   {"wait_ms", r.wait_ms}};
+      {"node", r.node},      {"address", r.address}, {"agent_started_ms", r.agent_started_ms},
+      {"devices", devices},  {"links", links},       {"workers", workers},
+      {"wait_ms", r.wait_ms}};
 }
 
 Json ToJson(const WorkerLaunch& l) {
@@ -93,6 +96,7 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(
       Field(j, "agent_started_ms", Json::value_t::number_integer, "an integer"));
   TESSERA_RETURN_IF_ERROR(Field(j, "devices", Json::value_t::array, "an array"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "links", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "workers", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "wait_ms", Json::value_t::number_integer, "an integer"));
   HeartbeatRequest r;
@@ -109,6 +113,13 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
       auto d = DeviceFromJson((*it)[i]);
       if (!d.ok()) return Nested(d.status(), "devices[" + std::to_string(i) + "]");
       r.devices.push_back(*std::move(d));
+    }
+  }
+  if (auto it = j.find("links"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto l = DeviceLinkFromJson((*it)[i]);
+      if (!l.ok()) return Nested(l.status(), "links[" + std::to_string(i) + "]");
+      r.links.push_back(*std::move(l));
     }
   }
   if (auto it = j.find("workers"); it != j.end() && it->is_array()) {

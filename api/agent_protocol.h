@@ -52,6 +52,7 @@ struct HeartbeatRequest {
   std::string address;  // address other nodes reach this one at
   int64_t agent_started_ms = 0;
   std::vector<Device> devices;
+  std::vector<DeviceLink> links;  // how the node's devices reach each other
   std::vector<WorkerStatus> workers;
   // Long poll: the controller may hold the answer up to this long while the
   // node has nothing to change, and answers at once when its desired set

@@ -332,14 +332,39 @@ Result<Device> DeviceFromJson(const Json& j) {
   return d;
 }
 
+Json ToJson(const DeviceLink& l) {
+  return Json{{"a", l.a},
+              {"b", l.b},
+              {"kind", l.kind},
+              {"nvlink_count", l.nvlink_count},
+              {"topology", l.topology}};
+}
+
+Result<DeviceLink> DeviceLinkFromJson(const Json& j) {
+  DeviceLink l;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.Int("a", &l.a));
+  TESSERA_RETURN_IF_ERROR(r.Int("b", &l.b));
+  TESSERA_RETURN_IF_ERROR(r.String("kind", &l.kind));
+  TESSERA_RETURN_IF_ERROR(r.Int("nvlink_count", &l.nvlink_count));
+  TESSERA_RETURN_IF_ERROR(r.String("topology", &l.topology));
+  if (l.a < 0 || l.b <= l.a) return InvalidArgument("needs 0 <= a < b", "b");
+  if (l.kind != "nvlink" && l.kind != "pcie" && l.kind != "system" && l.kind != "unknown") {
+    return InvalidArgument("must be nvlink, pcie, system or unknown", "kind");
+  }
+  if (l.nvlink_count < 0) return InvalidArgument("must be >= 0", "nvlink_count");
+  return l;
+}
+
 Json ToJson(const Node& n) {
   Json devices = Json::array();
   for (const auto& d : n.devices) devices.push_back(ToJson(d));
-  return Json{{"name", n.name},
-              {"address", n.address},
-              {"health", n.health},
-              {"last_heartbeat_ms", n.last_heartbeat_ms},
-              {"devices", devices}};
+  Json links = Json::array();
+  for (const auto& l : n.links) links.push_back(ToJson(l));
+  return Json{{"name", n.name},     {"address", n.address},
+              {"health", n.health}, {"last_heartbeat_ms", n.last_heartbeat_ms},
+              {"devices", devices}, {"links", links}};
 }
 
 Result<Node> NodeFromJson(const Json& j) {
@@ -361,6 +386,17 @@ Result<Node> NodeFromJson(const Json& j) {
             "devices[" + std::to_string(i) + "]" + (e.field().empty() ? "" : ".") + e.field());
       }
       n.devices.push_back(*std::move(d));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(st);
+  if (const Json* links = r.Array("links", &st)) {
+    for (size_t i = 0; i < links->size(); ++i) {
+      auto l = DeviceLinkFromJson((*links)[i]);
+      if (!l.ok()) {
+        Status e = l.status();
+        return Status(e.code(), e.message(), "links[" + std::to_string(i) + "]." + e.field());
+      }
+      n.links.push_back(*std::move(l));
     }
   }
   TESSERA_RETURN_IF_ERROR(st);

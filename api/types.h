@@ -117,12 +117,25 @@ struct Device {
   bool busy = false;
 };
 
+// How two devices of one node reach each other, as the agent discovered it
+// (NVML): "nvlink" (nvlink_count active links), "pcie" (one CPU socket),
+// "system" (across sockets) or "unknown".
+struct DeviceLink {
+  int64_t a = 0;  // device indices on the node, a < b
+  int64_t b = 0;
+  std::string kind = "unknown";
+  int64_t nvlink_count = 0;
+  std::string topology;  // NVML topology level, e.g. "hostbridge"; may be empty
+  friend bool operator==(const DeviceLink&, const DeviceLink&) = default;
+};
+
 struct Node {
   std::string name;
   std::string address;
   std::string health = "healthy";  // healthy | suspect | dead
   int64_t last_heartbeat_ms = 0;
   std::vector<Device> devices;
+  std::vector<DeviceLink> links;  // device pairs with a known link
 };
 
 struct Principal {
@@ -166,6 +179,8 @@ Result<JobSpec> JobSpecFromJson(const Json& j);
 Result<Job> JobFromJson(const Json& j);
 Result<Event> EventFromJson(const Json& j);
 Result<Device> DeviceFromJson(const Json& j);
+Json ToJson(const DeviceLink& l);
+Result<DeviceLink> DeviceLinkFromJson(const Json& j);
 Result<Node> NodeFromJson(const Json& j);
 
 }  // namespace tessera::api

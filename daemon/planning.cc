@@ -1,6 +1,7 @@
 #include "daemon/planning.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "scheduler/planner.h"
 
@@ -25,6 +26,17 @@ scheduler::ModelProfile GenericProfile() {
   p.input_bytes = 1 << 20;
   p.estimated = true;
   return p;
+}
+
+// Nominal figures for a discovered link kind (per direction): an NVLink
+// adds ~25 GB/s per link (NVLink 3), a path across CPU sockets runs at about
+// half of PCIe 4 x16. A plain or unknown PCIe path keeps the node default.
+std::optional<scheduler::Link> LinkOf(const api::DeviceLink& l) {
+  if (l.kind == "nvlink" && l.nvlink_count > 0) {
+    return scheduler::Link{25e9 * static_cast<double>(l.nvlink_count), 5e-6};
+  }
+  if (l.kind == "system") return scheduler::Link{8e9, 20e-6};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -58,6 +70,13 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
           dev.relative_speed = std::min(1.0, d.relative_speed);
       }
       node.devices.push_back(dev);
+    }
+    // Links the agent discovered override the node's default (PCIe) link.
+    for (const api::DeviceLink& l : n.links) {
+      auto link = LinkOf(l);
+      if (!link) continue;
+      snapshot.device_links.push_back({scheduler::DeviceId{n.name, static_cast<int>(l.a)},
+                                       scheduler::DeviceId{n.name, static_cast<int>(l.b)}, *link});
     }
     snapshot.nodes.push_back(std::move(node));
   }

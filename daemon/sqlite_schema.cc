@@ -121,10 +121,15 @@ CREATE TABLE infer_chunks (
 CREATE INDEX infer_chunks_by_state ON infer_chunks (job_id, state, chunk);
 )sql";
 
+// Version 3: how a node's devices reach each other (api::DeviceLink, JSON).
+constexpr std::string_view kMigration3 = R"sql(
+ALTER TABLE nodes ADD COLUMN links TEXT NOT NULL DEFAULT '[]';
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
-  static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2};
+  static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3};
   return kMigrations;
 }
 

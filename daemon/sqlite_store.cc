@@ -99,12 +99,21 @@ Status LoadDevices(sqlite3* db, api::Node* node) {
   return Status::Ok();
 }
 
-api::Node NodeFromRow(const Stmt& q) {
+// Columns: name, address, health, last_heartbeat_ms, links.
+Result<api::Node> NodeFromRow(const Stmt& q) {
   api::Node n;
   n.name = q.Text(0);
   n.address = q.Text(1);
   n.health = q.Text(2);
   n.last_heartbeat_ms = q.Int(3);
+  TESSERA_ASSIGN_OR_RETURN(api::Json links, ParseJsonColumn(q, 4, "node links"));
+  if (links.is_array()) {
+    for (const api::Json& l : links) {
+      auto link = api::DeviceLinkFromJson(l);
+      if (!link.ok()) return Internal("stored link: " + link.status().ToString());
+      n.links.push_back(*std::move(link));
+    }
+  }
   return n;
 }
 
@@ -638,17 +647,23 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
     copy.node = node.name;
     details.push_back(*JsonColumn(api::ToJson(copy)));
   }
+  api::Json links = api::Json::array();
+  for (const api::DeviceLink& l : node.links) links.push_back(api::ToJson(l));
+  const std::string links_text = *JsonColumn(links);
   return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt up, Stmt::Prepare(db,
-                               "INSERT INTO nodes (name, address, health, last_heartbeat_ms) "
-                               "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                               "address = excluded.address, health = excluded.health, "
-                               "last_heartbeat_ms = excluded.last_heartbeat_ms"));
+        Stmt up,
+        Stmt::Prepare(db,
+                      "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links) "
+                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                      "address = excluded.address, health = excluded.health, "
+                      "last_heartbeat_ms = excluded.last_heartbeat_ms, "
+                      "links = excluded.links"));
     up.Bind(1, std::string_view(node.name))
         .Bind(2, std::string_view(node.address))
         .Bind(3, std::string_view(node.health))
-        .Bind(4, node.last_heartbeat_ms);
+        .Bind(4, node.last_heartbeat_ms)
+        .Bind(5, std::string_view(links_text));
     TESSERA_RETURN_IF_ERROR(up.Run());
     TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM devices WHERE node = ?"));
     del.Bind(1, std::string_view(node.name));
@@ -676,12 +691,12 @@ Result<api::Node> SqliteStore::GetNode(std::string_view name) {
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt q, Stmt::Prepare(db,
-                              "SELECT name, address, health, last_heartbeat_ms FROM nodes "
+                              "SELECT name, address, health, last_heartbeat_ms, links FROM nodes "
                               "WHERE name = ?"));
     q.Bind(1, name);
     TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
     if (!row) return NotFound("node " + std::string(name) + " not found");
-    node = NodeFromRow(q);
+    TESSERA_ASSIGN_OR_RETURN(node, NodeFromRow(q));
     return LoadDevices(db, &node);
   }));
   return node;
@@ -692,12 +707,13 @@ Result<std::vector<api::Node>> SqliteStore::ListNodes() {
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt q, Stmt::Prepare(db,
-                              "SELECT name, address, health, last_heartbeat_ms FROM nodes "
+                              "SELECT name, address, health, last_heartbeat_ms, links FROM nodes "
                               "ORDER BY name"));
     while (true) {
       TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
       if (!row) break;
-      out.push_back(NodeFromRow(q));
+      TESSERA_ASSIGN_OR_RETURN(api::Node n, NodeFromRow(q));
+      out.push_back(std::move(n));
     }
     for (api::Node& n : out) TESSERA_RETURN_IF_ERROR(LoadDevices(db, &n));
     return Status::Ok();

@@ -20,6 +20,15 @@ Status ValidateNode(const api::Node& node) {
                              "devices[" + std::to_string(i) + "].index");
     }
   }
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  for (size_t i = 0; i < node.links.size(); ++i) {
+    const api::DeviceLink& l = node.links[i];
+    const std::string field = "links[" + std::to_string(i) + "]";
+    if (!seen.contains(l.a) || !seen.contains(l.b) || l.a >= l.b) {
+      return InvalidArgument("must join two devices of the node, a < b", field);
+    }
+    if (!pairs.insert({l.a, l.b}).second) return InvalidArgument("duplicate device pair", field);
+  }
   return Status::Ok();
 }
 

@@ -172,6 +172,29 @@ TEST_F(AgentTest, RunsDesiredWorkerReportsProgressThenExitAndNeverRestartsIt) {
   EXPECT_EQ(ReadFile(state_.path() / "starts.txt"), "started\n");
 }
 
+TEST(AgentLinksTest, EveryBeatCarriesTheDiscoveredLinks) {
+  NodeInventory inv = TwoEmulatedDevices();
+  inv.links = {{0, 1, LinkKind::kNvLink, 4, "internal"}};
+  StaticInventory inventory(inv);
+  TempDir state;
+  SupervisorOptions o;
+  o.state_dir = state.path();
+  ProcessSupervisor supervisor(o);
+  FakeAgentTransport transport;
+  transport.SetHandler(
+      [](const api::HeartbeatRequest&) { return api::ToJson(api::HeartbeatResponse{}); });
+  CountingNotifier notifier;
+  AgentOptions options;
+  options.node = "node-a";
+  Agent agent(options, &transport, &inventory, &supervisor, &notifier);
+  ASSERT_TRUE(agent.Init().ok());
+  ASSERT_TRUE(agent.Beat().ok());
+  ASSERT_FALSE(transport.received().empty());
+  const std::vector<api::DeviceLink> links = transport.received().back().links;
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0], (api::DeviceLink{0, 1, "nvlink", 4, "internal"}));
+}
+
 TEST_F(AgentTest, DroppedMessagesHealOnTheNextBeat) {
   WorkerKey key{2, 1, 0};
   controller_.Want({ShellLaunch(key, "exec sleep 60")});

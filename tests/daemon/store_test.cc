@@ -356,6 +356,36 @@ TEST_P(StoreTest, UpsertNodeReplacesDevicesAndKeepsEmulatedFlag) {
   EXPECT_EQ(store_->GetNode("nope").status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(StoreTest, UpsertNodeKeepsDeviceLinks) {
+  api::Node n;
+  n.name = "boxA";
+  n.devices = {Dev(0, false), Dev(1, false), Dev(2, false)};
+  n.links = {{0, 1, "nvlink", 4, "internal"}, {0, 2, "system", 0, "system"}};
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  auto got = store_->GetNode("boxA");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->links, n.links);
+  EXPECT_EQ(store_->ListNodes()->at(0).links, n.links);
+  n.links = {};
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  EXPECT_TRUE(store_->GetNode("boxA")->links.empty()) << "a heartbeat replaces the links";
+
+  struct Case {
+    api::DeviceLink link;
+    std::string why;
+  } bad[] = {{{0, 7, "pcie", 0, ""}, "unknown device"},
+             {{1, 0, "pcie", 0, ""}, "a > b"},
+             {{1, 1, "pcie", 0, ""}, "a == b"}};
+  for (const Case& c : bad) {
+    n.links = {c.link};
+    Status s = store_->UpsertNode(n);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.why;
+    EXPECT_EQ(s.field(), "links[0]") << c.why;
+  }
+  n.links = {{0, 1, "pcie", 0, ""}, {0, 1, "nvlink", 2, ""}};
+  EXPECT_EQ(store_->UpsertNode(n).field(), "links[1]") << "duplicate pair";
+}
+
 TEST_P(StoreTest, UpsertNodeRefusesBadInput) {
   api::Node unnamed;
   EXPECT_EQ(store_->UpsertNode(unnamed).code(), StatusCode::kInvalidArgument);

@@ -1,0 +1,63 @@
+// SnapshotOf: what the planner sees of the nodes tesserad knows.
+#include "daemon/planning.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::daemon {
+namespace {
+
+api::Node NodeWith(const std::string& name, int devices, std::vector<api::DeviceLink> links,
+                   std::string health = "healthy") {
+  api::Node n;
+  n.name = name;
+  n.address = "10.0.0.1";
+  n.health = std::move(health);
+  for (int i = 0; i < devices; ++i) {
+    api::Device d;
+    d.node = name;
+    d.index = i;
+    d.name = "A100";
+    d.type = "cuda";
+    d.memory_bytes = int64_t{80} << 30;
+    d.measured_tflops = 100;
+    n.devices.push_back(d);
+  }
+  n.links = std::move(links);
+  return n;
+}
+
+TEST(SnapshotOfTest, DiscoveredLinksOverrideTheNodesPcieDefault) {
+  struct Case {
+    api::DeviceLink link;
+    double bandwidth;  // 0: no override
+  } cases[] = {
+      {{0, 1, "nvlink", 2, "internal"}, 50e9}, {{0, 1, "nvlink", 12, "internal"}, 300e9},
+      {{0, 1, "system", 0, "system"}, 8e9},    {{0, 1, "pcie", 0, "hostbridge"}, 0},
+      {{0, 1, "unknown", 0, ""}, 0},
+  };
+  for (const Case& c : cases) {
+    scheduler::ClusterSnapshot s = SnapshotOf({NodeWith("boxa", 2, {c.link})}, {});
+    ASSERT_TRUE(s.Validate().ok()) << c.link.kind;
+    if (c.bandwidth == 0) {
+      EXPECT_TRUE(s.device_links.empty()) << c.link.kind;
+      continue;
+    }
+    ASSERT_EQ(s.device_links.size(), 1u) << c.link.kind;
+    EXPECT_EQ(s.device_links[0].a.ToString(), "boxa:0");
+    EXPECT_EQ(s.device_links[0].b.ToString(), "boxa:1");
+    EXPECT_DOUBLE_EQ(s.device_links[0].link.bandwidth_bytes_per_s, c.bandwidth) << c.link.kind;
+  }
+}
+
+TEST(SnapshotOfTest, NodesThatAreNotHealthyAreLeftOutWithTheirLinks) {
+  auto s =
+      SnapshotOf({NodeWith("boxa", 2, {{0, 1, "nvlink", 4, ""}}, "dead"), NodeWith("boxb", 1, {})},
+                 {"boxb:0"});
+  ASSERT_EQ(s.nodes.size(), 1u);
+  EXPECT_EQ(s.nodes[0].name, "boxb");
+  EXPECT_TRUE(s.device_links.empty());
+  EXPECT_TRUE(s.nodes[0].devices[0].busy);
+}
+
+}  // namespace
+}  // namespace tessera::daemon
