@@ -168,6 +168,21 @@ TEST(DistEnvTest, ReadsTorchrunVariables) {
   EXPECT_EQ(env->master_port, 29400);
   EXPECT_DOUBLE_EQ(env->device_speed, 0.5);
   EXPECT_EQ(env->device, "cpu");
+  EXPECT_EQ(env->gloo_socket_ifname, "") << "unset: Gloo picks the route to MASTER_ADDR";
+}
+
+TEST(DistEnvTest, GlooInterfaceIsTheFirstOfTorchrunsList) {
+  struct Case {
+    std::string value, interface;
+  } cases[] = {{"eth1", "eth1"}, {"ib0,eth0", "ib0"}, {"", ""}};
+  for (const Case& c : cases) {
+    auto env = ReadDistEnv([&](const std::string& k) -> std::optional<std::string> {
+      if (k == "GLOO_SOCKET_IFNAME") return c.value;
+      return std::nullopt;
+    });
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    EXPECT_EQ(env->gloo_socket_ifname, c.interface) << c.value;
+  }
 }
 
 TEST(DistEnvTest, RejectsBadValues) {
