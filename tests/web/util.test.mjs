@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jobProgress } from '../../web/util.js';
+import { linkSummary } from '../../web/pages/cluster.js';
 
 test('train jobs count steps', () => {
   const p = jobProgress({ state: 'running', spec: { steps: 200, global_batch: 8 },
@@ -35,4 +36,11 @@ test('an infer job without a rate has no eta; a finished one is full', () => {
                              inference: { images_total: 10, images_done: 7, eta_s: 0 } });
   assert.equal(done.fraction, 1);
   assert.equal(done.eta_s, null);
+});
+
+test('node links read as pairs and kinds', () => {
+  assert.equal(linkSummary([{ a: 0, b: 1, kind: 'nvlink', nvlink_count: 4 },
+                            { a: 0, b: 2, kind: 'system', nvlink_count: 0 }]),
+               '0–1 NVLink ×4 · 0–2 across sockets');
+  assert.equal(linkSummary([]), '');
 });

@@ -29,8 +29,17 @@ function deviceCard(d) {
         progressBar(utilFrac, `${id} utilization`))));
 }
 
+// "0–1 NVLink ×4 · 0–2 across sockets": how the node's GPUs reach each other.
+export function linkSummary(links = []) {
+  const kinds = { nvlink: 'NVLink', pcie: 'PCIe', system: 'across sockets', unknown: 'unknown' };
+  return links.map((l) => `${l.a}–${l.b} ${kinds[l.kind] || l.kind}` +
+                          (l.kind === 'nvlink' && l.nvlink_count ? ` ×${l.nvlink_count}` : ''))
+    .join(' · ');
+}
+
 function nodeCard(n, now) {
   const devices = n.devices || [];
+  const links = linkSummary(n.links || []);
   return h('section', { class: 'card node', 'aria-labelledby': `node-${n.name}`,
                         'data-node': n.name },
     h('div', { class: 'node-head' },
@@ -39,6 +48,8 @@ function nodeCard(n, now) {
     h('p', { class: 'muted' }, n.address || 'no address',
       ` · last heartbeat ${fmtAgo(n.last_heartbeat_ms, now)}`,
       ` · ${devices.length} device${devices.length === 1 ? '' : 's'}`),
+    links ? h('p', { class: 'muted links', 'aria-label': `Links of ${n.name}` }, `Links: ${links}`)
+          : null,
     devices.length ? h('ul', { class: 'devices', 'aria-label': `Devices of ${n.name}` },
                        devices.map(deviceCard))
       : h('p', { class: 'muted' }, 'No devices reported.'));
@@ -64,7 +75,7 @@ export function mountCluster(main) {
         : 'No nodes have joined yet. Start tessera-agent on each machine.';
       if (summary.textContent !== text) summary.textContent = text;
       // Rebuild only when something changed, so focus and selection survive.
-      const key = JSON.stringify(nodes.map((n) => [n.name, n.health, n.devices,
+      const key = JSON.stringify(nodes.map((n) => [n.name, n.health, n.devices, n.links,
                                                    Math.floor((now - n.last_heartbeat_ms) / 1000)]));
       if (key === lastKey) return;
       lastKey = key;
