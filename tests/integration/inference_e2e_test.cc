@@ -151,6 +151,81 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
   EXPECT_EQ(extra, 0) << "temporary or unexpected files left in the output folder";
 }
 
+// Scans larger than the model's nominal size with layout "tiled": the
+// planner cuts them into overlapping tiles shared by device speed across the
+// three nodes; rank 0 gathers and writes. Every output is byte-equal to one
+// process tiling the same scan with the same tile size.
+TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
+  Cluster cluster("inference-tiled");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path in = cluster.dir() / "scans", ckpt = cluster.dir() / "model",
+                 out = cluster.dir() / "colorized", ref = cluster.dir() / "reference";
+  RunTool({worker, "gen-images", "--out", in.string(), "--count", "2", "--size", "640"}, {},
+          cluster.dir() / "gen.log", 120s);
+  RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps", "1",
+           "--width", "4", "--image-size", "16", "--batch", "2", "--checkpoint-every-steps", "1"},
+          {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}}, cluster.dir() / "train.log", 300s);
+
+  cluster.StartController("worker_binary: " + worker + "\n");
+  // Devices too small to hold a 640 px scan whole (the planner estimates 256 bytes of
+  // activations per pixel for this model): it must be tiled.
+  const char* fast = "devices:\n  - {name: \"A (emulated)\", memory: 28MiB, relative_speed: 1.0}\n";
+  const char* slow = "devices:\n  - {name: \"B (emulated)\", memory: 28MiB, relative_speed: 0.5}\n";
+  cluster.StartAgent("boxa", fast);
+  cluster.StartAgent("boxb", fast);
+  cluster.StartAgent("boxc", slow);
+  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s));
+
+  int status = 0;
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   {{"name", "tiled-scans"},
+                                    {"kind", "infer"},
+                                    {"entrypoint", "builtin:colorize-unet"},
+                                    {"dataset", in.string()},
+                                    {"output", out.string()},
+                                    {"checkpoint", ckpt.string()},
+                                    {"args", {"--threads", "1"}},
+                                    {"global_batch", 1},
+                                    {"min_devices", 3},
+                                    {"max_devices", 3},
+                                    {"image_width", 640},
+                                    {"image_height", 640},
+                                    {"layout", "tiled"}},
+                                   &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  const bool ended = WaitFor(
+      [&] { return cluster.JobState(id) == "succeeded" || cluster.JobState(id) == "failed"; }, 60s);
+  if (!ended) {
+    std::string trail;
+    for (const auto& e : cluster.Events(id)) trail += e.to_state + ": " + e.reason + "\n";
+    api::Json spec = cluster.GetJson("/api/v1/jobs/" + std::to_string(id))["spec"];
+    FAIL() << "job did not end\n"
+           << cluster.PostJson("/api/v1/plans", spec).dump(2) << "\n"
+           << trail << cluster.GetJson("/api/v1/jobs/" + std::to_string(id)).dump(2) << "\n"
+           << cluster.controller()->Log();
+  }
+  api::Json done = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
+  ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+  ASSERT_EQ(done["plan"]["layout"], "tiled") << done["plan"].dump(2);
+  EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"boxa", "boxb", "boxc"}));
+  const int tile_px = done["plan"]["tiling"]["tile_px"].get<int>();
+  ASSERT_GT(tile_px, 0);
+  ASSERT_LT(tile_px, 640) << "the scans must not fit one tile";
+
+  RunTool({worker, "infer", "--local", "--model", "colorize-unet", "--data", in.string(),
+           "--output", ref.string(), "--checkpoint", ckpt.string(), "--threads", "1",
+           "--max-tile-px", std::to_string(tile_px)},
+          {}, cluster.dir() / "reference.log", 300s);
+  const auto reference = FilesBelow(ref), outputs = FilesBelow(out);
+  ASSERT_EQ(reference.size(), 2u);
+  ASSERT_EQ(outputs.size(), reference.size());
+  for (const auto& [name, path] : reference) {
+    ASSERT_TRUE(outputs.contains(name)) << name;
+    EXPECT_EQ(ReadAll(outputs.at(name)), ReadAll(path)) << name;
+  }
+}
+
 #endif  // TESSERA_E2E_HAVE_WORKER
 
 }  // namespace
