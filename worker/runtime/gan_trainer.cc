@@ -19,6 +19,7 @@
 #include "worker/runtime/image_source.h"
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/plan.h"
+#include "worker/runtime/progress_writer.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -224,13 +225,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
     return SaveCheckpoint(world, env.checkpoint_dir, c);
   };
 
-  FILE* progress = env.progress_file.empty() ? nullptr : std::fopen(env.progress_file.c_str(), "a");
-  struct Closer {
-    FILE* f;
-    ~Closer() {
-      if (f != nullptr) std::fclose(f);
-    }
-  } closer{progress};
+  ProgressWriter progress(env.progress_file);
 
   const double weight =
       static_cast<double>(role.replica_batch) / static_cast<double>(plan.global_batch);
@@ -299,21 +294,18 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
     flags = flags.to(torch::kCPU);
     const bool stop = flags[3].item<double>() > 0;
     const double wall = Since(step_start);
-    if (progress != nullptr) {
-      nlohmann::json line = {{"step", step},
-                             {"loss", flags[0].item<double>()},
-                             {"d_loss", flags[1].item<double>()},
-                             {"samples_per_s", wall > 0 ? plan.global_batch / wall : 0.0},
-                             {"compute_s", compute_s},
-                             {"comm_s", comm_s},
-                             {"bubble_s", 0.0},
-                             {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count()},
-                             {"rank", env.rank}};
-      const std::string s = line.dump() + "\n";
-      std::fwrite(s.data(), 1, s.size(), progress);
-      std::fflush(progress);
+    if (progress.ok()) {
+      progress.Write({{"step", step},
+                      {"loss", flags[0].item<double>()},
+                      {"d_loss", flags[1].item<double>()},
+                      {"samples_per_s", wall > 0 ? plan.global_batch / wall : 0.0},
+                      {"compute_s", compute_s},
+                      {"comm_s", comm_s},
+                      {"bubble_s", 0.0},
+                      {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count()},
+                      {"rank", env.rank}});
     }
     outcome.checkpoint_saved = false;
     const bool due = (o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||

@@ -20,6 +20,7 @@
 #include "worker/model/gan.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
+#include "worker/runtime/progress_writer.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -56,28 +57,6 @@ Result<std::shared_ptr<LayeredModel>> BuildNet(const std::string& name, const Mo
   }
   return MakeModel(name, mc);
 }
-
-// One JSON line per report: to the progress file, or stdout without one.
-class ProgressWriter {
- public:
-  explicit ProgressWriter(const std::string& path) {
-    if (!path.empty()) f_ = std::fopen(path.c_str(), "a");
-  }
-  ~ProgressWriter() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
-  ProgressWriter(const ProgressWriter&) = delete;
-  ProgressWriter& operator=(const ProgressWriter&) = delete;
-  void Write(const json& line) {
-    FILE* out = f_ != nullptr ? f_ : stdout;
-    const std::string s = line.dump() + "\n";
-    std::fwrite(s.data(), 1, s.size(), out);
-    std::fflush(out);
-  }
-
- private:
-  FILE* f_ = nullptr;
-};
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -725,7 +704,7 @@ Status ReportDone(ChunkSource& source, const std::vector<api::CompletedChunk>& c
 Status LeaseLoop(const LoopContext& ctx, ChunkSource& source, const std::atomic<bool>& stop,
                  InferOutcome* outcome) {
   const InferOptions& o = *ctx.options;
-  ProgressWriter progress(ctx.env->progress_file);
+  ProgressWriter progress(ctx.env->progress_file, /*stdout_fallback=*/true);
   std::vector<api::CompletedChunk> completed;
   const auto start = SteadyClock::now();
   int64_t images_done = 0;

@@ -19,6 +19,7 @@
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/grad_reducer.h"
 #include "worker/runtime/plan.h"
+#include "worker/runtime/progress_writer.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/runtime/tiny_models.h"
 
@@ -87,26 +88,6 @@ std::string LayerFileName(const RankRole& role, const std::string& prefix) {
   return prefix + "layers-" + std::to_string(role.layer_begin) + "-" +
          std::to_string(role.layer_end) + ".bin";
 }
-
-class ProgressWriter {
- public:
-  explicit ProgressWriter(const std::string& path) {
-    if (!path.empty()) f_ = std::fopen(path.c_str(), "a");
-  }
-  ~ProgressWriter() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
-  bool ok() const { return f_ != nullptr; }
-  void Write(const nlohmann::json& line) {
-    if (f_ == nullptr) return;
-    const std::string s = line.dump() + "\n";
-    std::fwrite(s.data(), 1, s.size(), f_);
-    std::fflush(f_);
-  }
-
- private:
-  FILE* f_ = nullptr;
-};
 
 torch::Tensor GetRngState() {
   auto gen = at::detail::getDefaultCPUGenerator();

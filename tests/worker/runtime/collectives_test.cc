@@ -10,23 +10,13 @@
 #include <functional>
 #include <thread>
 
+#include "tests/worker/runtime/process_util.h"
 #include "worker/runtime/grad_reducer.h"
 
 namespace tessera::worker {
 namespace {
 
-int FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
+using testing::FreeLoopbackPort;
 
 // Runs body(rank, world) on two threads, each with its own connected World.
 void RunTwoRanks(const std::function<void(int, World&)>& body) {

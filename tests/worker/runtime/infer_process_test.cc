@@ -23,6 +23,7 @@
 
 #include "tests/worker/runtime/infer_test_util.h"
 #include "tests/worker/runtime/lease_server_fixture.h"
+#include "tests/worker/runtime/process_util.h"
 #include "worker/runtime/atomic_output.h"
 
 namespace tessera::worker {
@@ -31,74 +32,14 @@ namespace {
 namespace fs = std::filesystem;
 using testing::BuildTestNet;
 using testing::FilesUnder;
+using testing::FreeLoopbackPort;
 using testing::MakeTempDir;
 using testing::ReadBytes;
+using testing::Spawn;
 using testing::TestImage;
 using testing::WriteTestCheckpoint;
 
-extern "C" char** environ;
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-pid_t Spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-            const std::string& log_path) {
-  static const char* kOwned[] = {"RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                                 "MASTER_ADDR=", "MASTER_PORT=", "TESSERA_"};
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv(*e);
-    bool owned = false;
-    for (const char* p : kOwned) owned = owned || kv.rfind(p, 0) == 0;
-    if (!owned) env_strings.push_back(kv);
-  }
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> argv, envp;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Exit code, 128 + signal when killed, -1 on timeout (then killed).
-int WaitExit(pid_t pid, int timeout_s = 120) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (true) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      if (WIFEXITED(status)) return WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-      return -1;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
+int WaitExit(pid_t pid, int timeout_s = 120) { return testing::WaitExit(pid, timeout_s); }
 
 class InferProcessTest : public ::testing::Test {
  protected:
@@ -148,7 +89,7 @@ class InferProcessTest : public ::testing::Test {
   std::vector<pid_t> StartRanks(const std::string& tag, int world,
                                 const std::vector<std::string>& args, const std::string& plan,
                                 std::map<std::string, std::string> extra = {}) {
-    const std::string port = std::to_string(FreePort());
+    const std::string port = std::to_string(FreeLoopbackPort());
     const std::string plan_path = (dir_ / (tag + "-plan.json")).string();
     std::ofstream(plan_path) << plan;
     std::vector<pid_t> pids;
