@@ -94,7 +94,7 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
     if (model.precision != Precision::kFp32) tf = d->tflops_half > 0 ? d->tflops_half : 2 * tf;
     const double flops_per_s = tf * 1e12 * eff;
     const double bw = d->memory_bandwidth_bytes_per_s;
-    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0);
+    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0), fixed(L + 1, 0);
     for (int l = 0; l < L; ++l) {
       const Layer& layer = model.layers[l];
       const double moved = cm.in_[l] + cm.out_[l];
@@ -122,7 +122,19 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       }
       fwd[l + 1] = fwd[l] + f;
       bwd[l + 1] = bwd[l] + b;
+      // Per-call part: not per sample, so not scaled by the image size.
+      double per_call = 0;
+      if (auto ff = layer.measured_forward_fixed_ms.find(measured);
+          ff != layer.measured_forward_fixed_ms.end()) {
+        per_call += ff->second / 1e3 / d->relative_speed;
+      }
+      if (auto bf = layer.measured_backward_fixed_ms.find(measured);
+          cm.training_ && bf != layer.measured_backward_fixed_ms.end()) {
+        per_call += bf->second / 1e3 / d->relative_speed;
+      }
+      fixed[l + 1] = fixed[l] + per_call;
     }
+    cm.fixed_prefix_.push_back(std::move(fixed));
     cm.fwd_prefix_.push_back(std::move(fwd));
     cm.bwd_prefix_.push_back(std::move(bwd));
   }
@@ -214,9 +226,16 @@ Link CostModel::LinkBetween(int a, int b) const {
   return node_links_[devices_[a].node * num_nodes_ + devices_[b].node];
 }
 
+double CostModel::MessageLatency(int a, int b) const {
+  const double delay =
+      devices_[a].cpu_host >= 0 || devices_[b].cpu_host >= 0 ? options_.message_delay_s : 0.0;
+  return LinkBetween(a, b).latency_s + delay;
+}
+
 double CostModel::StageSeconds(int dev, int begin, int end, double micro, int next,
                                int prev) const {
-  double t = micro * ComputeSeconds(dev, begin, end) + options_.micro_batch_overhead_s;
+  double t = micro * ComputeSeconds(dev, begin, end) + FixedSeconds(dev, begin, end) +
+             options_.micro_batch_overhead_s;
   if (next >= 0) {
     const Link l = LinkBetween(dev, next);
     t += options_.forward_send_messages * l.latency_s +
@@ -227,6 +246,23 @@ double CostModel::StageSeconds(int dev, int begin, int end, double micro, int ne
     t += l.latency_s + micro * OutputBytes(begin - 1) / l.bandwidth_bytes_per_s;
   }
   return t;
+}
+
+double CostModel::RoundTripMessageSeconds(int a, int b, int boundary, double micro) const {
+  const Link l = LinkBetween(a, b);
+  return (options_.forward_send_messages + 1) * MessageLatency(a, b) +
+         2 * micro * OutputBytes(boundary - 1) / l.bandwidth_bytes_per_s;
+}
+
+double CostModel::ReplicaSeconds(const std::vector<double>& stage_s,
+                                 const std::vector<double>& cycle_s, int micro_batches) {
+  double sum = 0, beat = 0;
+  for (double t : stage_s) {
+    sum += t;
+    beat = std::max(beat, t);
+  }
+  for (double c : cycle_s) beat = std::max(beat, c);
+  return sum + (micro_batches - 1) * beat;
 }
 
 int CostModel::InFlight(Schedule schedule, int micro_batches, int stages, int stage) {
@@ -374,18 +410,27 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
       const CandidateReplica& rep = c.replicas[r];
       const int S = static_cast<int>(rep.stages.size());
       const double micro = static_cast<double>(rep.batch) / M;
-      double sum = 0, max_t = 0, send_sum = 0, send_at_max = 0;
+      double max_t = 0, send_sum = 0, send_at_max = 0, prev_busy = 0;
       int argmax = 0;
+      std::vector<double> cycles;
       for (int s = 0; s < S; ++s) {
         const CandidateStage& st = rep.stages[s];
         const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
         const int prev = s > 0 ? rep.stages[s - 1].device : -1;
-        const double work = micro * ComputeSeconds(st.device, st.begin, st.end);
+        const double work = micro * ComputeSeconds(st.device, st.begin, st.end) +
+                            FixedSeconds(st.device, st.begin, st.end);
         const double extra = work * (slow(st.device) - 1);
         const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev) + extra;
         const double compute = work + extra + options_.micro_batch_overhead_s;
         ev.stage_time_s[r].push_back(t);
-        sum += t;
+        // 1F1B: stage s-1's backward + forward of one micro-batch and stage s's run in a
+        // cycle of two micro-batches with the round trip's messages.
+        if (training_ && c.schedule == Schedule::k1F1B && prev >= 0) {
+          cycles.push_back(
+              (prev_busy + compute + RoundTripMessageSeconds(prev, st.device, st.begin, micro)) /
+              2);
+        }
+        prev_busy = compute;
         send_sum += t - compute;
         if (t > max_t) {
           max_t = t;
@@ -393,7 +438,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
           send_at_max = t - compute;
         }
       }
-      const double replica_time = sum + (M - 1) * max_t;
+      const double replica_time = ReplicaSeconds(ev.stage_time_s[r], cycles, M);
       p2p[r] = send_sum + (M - 1) * send_at_max;
       if (replica_time > worst) {
         worst = replica_time;
@@ -434,9 +479,10 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
       for (const CandidateStage& s : rep.stages) {
         const DeviceInfo& d = devices_[s.device];
         if (d.cpu_host < 0) continue;
-        busy[d.cpu_host] += static_cast<double>(rep.batch) *
-                            ComputeSeconds(s.device, s.begin, s.end) *
-                            std::min(1.0, d.relative_speed) * options_.cpu_threads_per_rank;
+        busy[d.cpu_host] +=
+            (static_cast<double>(rep.batch) * ComputeSeconds(s.device, s.begin, s.end) +
+             M * FixedSeconds(s.device, s.begin, s.end)) *
+            std::min(1.0, d.relative_speed) * options_.cpu_threads_per_rank;
       }
     }
     // The host's CPU work must fit in the window: cores x T(f) >= busy, where T(f) is

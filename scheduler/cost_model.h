@@ -38,6 +38,11 @@ struct CostModelOptions {
   // Messages per forward activation send (the worker sends a shape header, then the
   // tensors), each paying the link latency; gradients go back in one message.
   int forward_send_messages = 2;
+  // Extra wait of every point-to-point message that starts or ends on a device computing
+  // on a shared host CPU (DeviceInfo::cpu_host >= 0): its I/O thread and the receiving
+  // rank wait for a core while ranks compute. A wait, not work of the sender: it enters
+  // the 1F1B round trip between adjacent stages (RoundTripSeconds), not stage times.
+  double message_delay_s = 0;
 };
 
 // One row of the device table: every device of the snapshot, busy ones included.
@@ -101,6 +106,12 @@ class CostModel {
   const CostModelOptions& options() const { return options_; }
   int64_t global_batch() const { return global_batch_; }
 
+  // Seconds per micro-batch of layers [begin, end) on a device that do not depend on the
+  // micro-batch size (measured fixed ms; 0 without them), forward (+ backward when training).
+  double FixedSeconds(int dev, int begin, int end) const {
+    const auto& p = FixedPrefix(dev);
+    return p[end] - p[begin];
+  }
   // Per-sample seconds of layers [begin, end) on a device. Backward is 0 for inference.
   double ForwardSeconds(int dev, int begin, int end) const;
   double BackwardSeconds(int dev, int begin, int end) const;
@@ -119,6 +130,18 @@ class CostModel {
   double LayerIoBytes(int layer) const { return (in_[layer] + out_[layer]) * pixel_scale_; }
 
   Link LinkBetween(int a, int b) const;
+  // Latency of one point-to-point message from a to b as the round trip sees it: the
+  // link's latency plus message_delay_s when either device computes on a shared host CPU.
+  double MessageLatency(int a, int b) const;
+  // Messages of one 1F1B round trip between adjacent stages on devices a (before) and
+  // b, cut after layer boundary - 1, per micro-batch of `micro` samples: the gradient
+  // message back and the forward_send_messages activation messages, each
+  // MessageLatency, plus the bytes both ways.
+  double RoundTripMessageSeconds(int a, int b, int boundary, double micro) const;
+  // Replica time: fill and drain (sum of stage times) + (M - 1) beats; a beat is the
+  // slowest stage or the slowest 1F1B round-trip cycle (`cycle_s`, may be empty).
+  static double ReplicaSeconds(const std::vector<double>& stage_s,
+                               const std::vector<double>& cycle_s, int micro_batches);
 
   // Raw prefix sums for inner loops (index l: sum over layers [0, l)), already
   // scaled: ComputePrefix(dev)[e] - ComputePrefix(dev)[b] == ComputeSeconds(dev, b, e),
@@ -126,6 +149,9 @@ class CostModel {
   // ActivationBytesPerSample.
   const std::vector<double>& ComputePrefix(int dev) const {
     return compute_prefix_[devices_[dev].speed_class];
+  }
+  const std::vector<double>& FixedPrefix(int dev) const {
+    return fixed_prefix_[devices_[dev].speed_class];
   }
   const std::vector<double>& WeightPrefix() const { return weight_prefix_; }
   const std::vector<double>& ActivationPrefix() const { return act_scaled_prefix_; }
@@ -175,6 +201,7 @@ class CostModel {
   std::vector<std::vector<double>> fwd_prefix_;
   std::vector<std::vector<double>> bwd_prefix_;
   std::vector<std::vector<double>> compute_prefix_;  // scaled fwd (+ bwd when training)
+  std::vector<std::vector<double>> fixed_prefix_;    // per micro-batch fwd (+ bwd)
   std::vector<double> weight_prefix_;
   std::vector<double> act_scaled_prefix_;
   std::vector<double> param_prefix_;

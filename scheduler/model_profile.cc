@@ -37,6 +37,12 @@ Status ModelProfile::Validate() const {
     for (const auto& [type, ms] : l.measured_backward_ms) {
       if (ms < 0) return InvalidArgument("must be non-negative", f + ".measured_backward_ms");
     }
+    for (const auto& [type, ms] : l.measured_forward_fixed_ms) {
+      if (ms < 0) return InvalidArgument("must be non-negative", f + ".measured_forward_fixed_ms");
+    }
+    for (const auto& [type, ms] : l.measured_backward_fixed_ms) {
+      if (ms < 0) return InvalidArgument("must be non-negative", f + ".measured_backward_fixed_ms");
+    }
   }
   return Status::Ok();
 }

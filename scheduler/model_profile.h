@@ -32,6 +32,11 @@ struct Layer {
   // device's type they replace the FLOP-based estimate for that device.
   std::map<std::string, double> measured_forward_ms;
   std::map<std::string, double> measured_backward_ms;
+  // Measured milliseconds per micro-batch (per call) on top of the per-sample times
+  // above, keyed like them: what a small micro-batch costs beyond its samples
+  // (kernel launches, small-matrix inefficiency). Absent: 0.
+  std::map<std::string, double> measured_forward_fixed_ms;
+  std::map<std::string, double> measured_backward_fixed_ms;
   int64_t parameter_bytes = 0;   // at the profile's precision
   int64_t activation_bytes = 0;  // kept per sample until the backward pass
   int64_t output_bytes = 0;      // crossing to the next layer per sample (incl. skips)

@@ -53,7 +53,9 @@ std::optional<Partition> ScorePartition(const CostModel& cost, std::vector<Candi
   const int M = params.micro_batches;
   const double micro = static_cast<double>(params.batch) / M;
   const int64_t micro_ceil = (params.batch + M - 1) / M;
-  double sum = 0, max_t = 0;
+  double max_t = 0;
+  std::vector<double> times(S), cycles;
+  const bool cycled = cost.training() && params.schedule == Schedule::k1F1B;
   for (int s = 0; s < S; ++s) {
     const CandidateStage& st = stages[s];
     const double mem = cost.StageMemoryBytes(st.begin, st.end, micro_ceil,
@@ -62,13 +64,23 @@ std::optional<Partition> ScorePartition(const CostModel& cost, std::vector<Candi
     const double t =
         cost.StageSeconds(st.device, st.begin, st.end, micro, s + 1 < S ? stages[s + 1].device : -1,
                           s > 0 ? stages[s - 1].device : -1);
-    sum += t;
+    times[s] = t;
     max_t = std::max(max_t, t);
+    if (cycled && s > 0) {  // the 1F1B round trip, as CostModel::Evaluate
+      const CandidateStage& ps = stages[s - 1];
+      auto busy = [&](const CandidateStage& x) {
+        return micro * cost.ComputeSeconds(x.device, x.begin, x.end) +
+               cost.FixedSeconds(x.device, x.begin, x.end) + cost.options().micro_batch_overhead_s;
+      };
+      cycles.push_back((busy(ps) + busy(st) +
+                        cost.RoundTripMessageSeconds(ps.device, st.device, st.begin, micro)) /
+                       2);
+    }
   }
   Partition p;
   p.stages = std::move(stages);
   p.bottleneck_s = max_t;
-  p.replica_s = sum + (M - 1) * max_t;
+  p.replica_s = CostModel::ReplicaSeconds(times, cycles, M);
   return p;
 }
 
@@ -107,6 +119,7 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
     for (int k = 0; k < K; ++k) {
       const int dev = rev[k];
       const std::vector<double>& C = cost.ComputePrefix(dev);
+      const std::vector<double>& F = cost.FixedPrefix(dev);
       const double usable = static_cast<double>(cost.device(dev).usable_bytes);
       const bool has_next = k > 0;
       const bool has_prev_dev = k + 1 < K;
@@ -134,7 +147,7 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
           }
           const double act = train ? A[L] - A[a] : io_max;
           const double mem = W[L] - W[a] + act_factor * act;
-          const double t = micro * (C[L] - C[a]) + fixed;
+          const double t = micro * (C[L] - C[a]) + (F[L] - F[a]) + fixed;
           if (mem <= usable && t <= cap) best = Cell{t, t, L};
           h[k][a] = best;
           continue;
@@ -145,7 +158,7 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
           if (!train) io_max = std::max(io_max, io_bytes[e - 1]);
           const double act = train ? A[e] - A[a] : io_max;
           if (W[e] - W[a] + act_factor * act > usable) break;  // grows with e
-          const double base = micro * (C[e] - C[a]) + fixed;
+          const double base = micro * (C[e] - C[a]) + (F[e] - F[a]) + fixed;
           if (base > cap) break;                                 // grows with e
           if (!min_sum && base > best.max * (1 + 1e-12)) break;  // cannot win any more
           const Cell& rest = rest_row[e];

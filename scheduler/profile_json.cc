@@ -77,8 +77,21 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
     if (!device.empty() && l.contains("fwd_ms")) {
       TESSERA_ASSIGN_OR_RETURN(double fwd_ms, Number(l, "fwd_ms", where));
       TESSERA_ASSIGN_OR_RETURN(double bwd_ms, Number(l, "bwd_ms", where));
-      layer.measured_forward_ms[device] = fwd_ms / batch;
-      layer.measured_backward_ms[device] = bwd_ms / batch;
+      // Optional per-call part (fitted by the worker from a second, smaller batch):
+      // the batch's time is fixed + batch x per-sample.
+      double fwd_fixed = 0, bwd_fixed = 0;
+      if (l.contains("fwd_fixed_ms")) {
+        TESSERA_ASSIGN_OR_RETURN(fwd_fixed, Number(l, "fwd_fixed_ms", where));
+        TESSERA_ASSIGN_OR_RETURN(bwd_fixed, Number(l, "bwd_fixed_ms", where));
+        if (fwd_fixed > fwd_ms)
+          return InvalidArgument("must not exceed fwd_ms", where + "fwd_fixed_ms");
+        if (bwd_fixed > bwd_ms)
+          return InvalidArgument("must not exceed bwd_ms", where + "bwd_fixed_ms");
+        layer.measured_forward_fixed_ms[device] = fwd_fixed;
+        layer.measured_backward_fixed_ms[device] = bwd_fixed;
+      }
+      layer.measured_forward_ms[device] = (fwd_ms - fwd_fixed) / batch;
+      layer.measured_backward_ms[device] = (bwd_ms - bwd_fixed) / batch;
     }
     p.layers.push_back(std::move(layer));
   }

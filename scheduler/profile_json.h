@@ -22,7 +22,9 @@ namespace tessera::scheduler {
 // Input: {"model", "batch", "in_shape":[C,H,W], optional "device", "layers":[{"name",
 // "fwd_flops_per_sample" | "fwd_flops", "param_bytes",
 // "activation_bytes_per_sample", "output_bytes_per_sample", optional "fwd_ms" and
-// "bwd_ms" (whole batch; used when "device" is present)}]}.
+// "bwd_ms" (whole batch; used when "device" is present), optional "fwd_fixed_ms" and
+// "bwd_fixed_ms" (the per-call part of fwd_ms / bwd_ms: per-sample = (ms - fixed) / batch,
+// fixed becomes measured_*_fixed_ms per micro-batch)}]}.
 // kInvalidArgument naming the field when a field is missing or malformed.
 Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j);
 

@@ -12,6 +12,14 @@ On this one machine:
          loopback all-reduce bandwidth and latency;
        - a 2-stage pipeline of negligible compute, 32 micro-batches -> the per
          micro-batch overhead of a stage (message wake-ups on this host);
+       - a 2-stage pipeline of the real model, a speed-1.0 device of one node then a
+         speed-0.5 device of the other, layers cut where the two stages' compute is most
+         even (by the profile), M = 4 -> the per-message delay under compute load (the
+         cost model's message_delay_s: it shows only when the 1F1B round trip binds, i.e.
+         with balanced stages), fitted by bisection on tessera-predict --evaluate of that
+         very plan;
+     The profile is taken at two batch sizes (--profile-batch and --fixed-batch) so
+     every layer's time splits into a per-call part and a per-sample part.
   3. builds an emulated mixed cluster: 2 "nodes" on this host, each with one fast
      (speed 1.0) and one slow (speed 0.5) emulated GPU; every device measured as
      "cpu" with its relative speed, sharing the host's cores;
@@ -75,6 +83,8 @@ class Runner:
         cmd = self.prefix() + [self.a.worker, "profile", "--model", self.a.model, "--batch",
                                str(self.a.profile_batch), "--image-size", str(self.a.image_size),
                                "--width", str(self.a.width), "--repeats", str(self.a.repeats)]
+        if self.a.fixed_batch > 0:
+            cmd += ["--fixed-batch", str(self.a.fixed_batch)]
         out = subprocess.run(cmd, env=self.base_env(), check=True, capture_output=True,
                              text=True).stdout
         return json.loads(out)
@@ -175,6 +185,8 @@ def main():
     ap.add_argument("--data", default="", help="image folder (reference models; made if empty)")
     ap.add_argument("--global-batch", type=int, default=48)
     ap.add_argument("--profile-batch", type=int, default=16)
+    ap.add_argument("--fixed-batch", type=int, default=4,
+                    help="second, smaller profile batch for per-call layer costs (0: off)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--warmup", type=int, default=4)
@@ -201,7 +213,10 @@ def main():
     with open(prof_path, "w") as f:
         json.dump(profile, f)
     n_layers = len(profile["layers"])
-    per_sample = sum(l["fwd_ms"] + l["bwd_ms"] for l in profile["layers"]) / profile["batch"] / 1e3
+    fixed_total = sum(l.get("fwd_fixed_ms", 0) + l.get("bwd_fixed_ms", 0)
+                      for l in profile["layers"]) / 1e3
+    per_sample = (sum(l["fwd_ms"] + l["bwd_ms"] for l in profile["layers"]) / 1e3
+                  - fixed_total) / profile["batch"]
 
     # 2. Host calibration (configurations not checked below).
     b1 = max(2, args.global_batch // 4)
@@ -209,8 +224,11 @@ def main():
     t2 = run.single(args.model, args.width, 2 * b1)
     slope = (t2 - t1) / b1
     overhead = max(0.0, t1 - b1 * slope)
+    # The step overhead of one rank (M = 1) is the optimizer plus one micro-batch's
+    # per-call layer costs, which the profile already accounts for.
+    opt_time = overhead - fixed_total
     weights = param_bytes(profile) * 3  # parameters, gradients, SGD momentum
-    opt_bw = 2 * weights / overhead if overhead > 1e-4 else 0.0
+    opt_bw = 2 * weights / opt_time if opt_time > 1e-4 else 0.0
     t_four = run.single(args.model, args.width, b1, copies=4)
     cores = min(float(os.cpu_count()), max(1.0, 4 * t1 / t_four))
     # Loopback all-reduce: 2 equal data-parallel ranks, tiny-skip with a big and a small gradient.
@@ -253,15 +271,63 @@ def main():
         for d in node["devices"]:
             speed_of[f"{node['name']}:{d['index']}"] = (node["name"], d["relative_speed"])
 
+    # Per-message delay under compute load: a 2-stage pipeline of the real model, fastest
+    # device of the first node then slowest of the last, cut where the stages' compute is
+    # most even, M = 4 (balanced stages: the round trip binds; not a plan checked below).
+    first = max((d for d in speed_of if speed_of[d][0] == nodes[0]["name"]),
+                key=lambda d: speed_of[d][1])
+    last = min((d for d in speed_of if speed_of[d][0] == nodes[-1]["name"]),
+               key=lambda d: speed_of[d][1])
+    layer_ms = [l["fwd_ms"] + l["bwd_ms"] for l in profile["layers"]]
+    half = min(range(1, n_layers), key=lambda b: abs(sum(layer_ms[:b]) / speed_of[first][1] -
+                                                     sum(layer_ms[b:]) / speed_of[last][1]))
+    fit_plan = {"layout": "pipeline", "micro_batches": 4, "schedule": "1f1b",
+                "replicas": [{"batch": args.global_batch,
+                              "stages": [{"devices": [first], "layers": [0, half]},
+                                         {"devices": [last], "layers": [half, n_layers]}]}]}
+    fit_path = os.path.join(tmp, "plan-delay-fit.json")
+    with open(fit_path, "w") as f:
+        json.dump(fit_plan, f)
+    fit_rank_plan, fit_devices = rank_plan_of(fit_plan, args.global_batch)
+    fit_steps = [run.ranks(args.model, args.width, fit_rank_plan,
+                           [speed_of[d] for d in fit_devices])[0] for _ in range(args.rounds)]
+    fit_measured = statistics.median(fit_steps)
+
+    def evaluate(delay):
+        out = subprocess.run([args.predict, "--snapshot", snap_path, "--profile", prof_path,
+                              "--layout", "pipeline", "--global-batch", str(args.global_batch),
+                              "--optimizer-state-multiplier", "1", "--threads-per-rank",
+                              str(args.threads), "--micro-batch-overhead", repr(mb_overhead),
+                              "--message-delay", repr(delay), "--evaluate", fit_path],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)["step_s"]
+
+    fit_base = evaluate(0.0)
+    lo, hi = 0.0, 0.05
+    if fit_base >= fit_measured:
+        hi = 0.0
+    for _ in range(30):
+        if hi - lo < 1e-6:
+            break
+        mid = (lo + hi) / 2
+        if evaluate(mid) < fit_measured:
+            lo = mid
+        else:
+            hi = mid
+    msg_delay = hi
+
     print(f"model {args.model} width {args.width} image {args.image_size} global batch "
           f"{args.global_batch}, {args.threads} thread/rank, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}, nice {args.nice}")
-    print(f"profile: {per_sample * 1e3:.2f} ms/sample fwd+bwd (batch {profile['batch']}); "
+    print(f"profile: {per_sample * 1e3:.2f} ms/sample + {fixed_total * 1e3:.2f} ms/micro-batch "
+          f"fwd+bwd (batches {profile['batch']}, {profile.get('fixed_batch', '-')}); "
           f"single rank: {slope * 1e3:.2f} ms/sample + {overhead * 1e3:.1f} ms/step "
           f"(optimizer bandwidth {opt_bw / 1e9:.2f} GB/s)")
     print(f"host: {cores:.2f} effective cores (4 ranks at once: {t_four:.3f} s vs {t1:.3f} s); "
           f"loopback all-reduce: {bw / 1e9:.2f} GB/s, {lat * 1e6:.0f} us latency; "
           f"micro-batch overhead {mb_overhead * 1e3:.2f} ms")
+    print(f"message delay under load: {msg_delay * 1e3:.2f} ms (fit: {summary(fit_plan)} "
+          f"measured {fit_measured:.3f} s, predicted {fit_base:.3f} s without delay)")
     print(f"cluster: nodeA {speeds[0]}, {speeds[1]}; nodeB {speeds[2]}, {speeds[3]} "
           f"(emulated, one host)")
 
@@ -271,7 +337,8 @@ def main():
         out = subprocess.run([args.predict, "--snapshot", snap_path, "--profile", prof_path,
                               "--layout", layout, "--global-batch", str(args.global_batch),
                               "--optimizer-state-multiplier", "1", "--threads-per-rank",
-                              str(args.threads), "--micro-batch-overhead", repr(mb_overhead)], capture_output=True, text=True)
+                              str(args.threads), "--micro-batch-overhead", repr(mb_overhead),
+                              "--message-delay", repr(msg_delay)], capture_output=True, text=True)
         if out.returncode != 0:
             results.append((layout, f"no plan: {out.stderr.strip()}", None, None, None))
             continue

@@ -3,7 +3,13 @@
 //
 //   tessera-predict --snapshot s.json --profile p.json --layout data --global-batch 32
 //                   [--optimizer-state-multiplier 1] [--threads-per-rank 1]
-//                   [--micro-batch-overhead SECONDS]
+//                   [--micro-batch-overhead SECONDS] [--message-delay SECONDS]
+//                   [--evaluate PLAN.json]
+//
+// --evaluate: instead of planning, the cost model's prediction of one given plan
+// (a plan object as ToJson(Plan) writes it: "micro_batches", "schedule", "replicas":
+// [{"batch", "stages":[{"devices":["node:i"], "layers":[b, e]}]}]) as
+// {"step_s", "stage_time_s", "allreduce_s", "step_end_s", "cpu_contention"}.
 //
 // s.json: {"nodes":[{"name", "host", "host_cpu_cores",
 //                     "intra_node":{"bandwidth_bytes_per_s","latency_s"}, "network":{...},
@@ -23,6 +29,7 @@
 #include <string>
 
 #include "scheduler/cluster_snapshot.h"
+#include "scheduler/cost_model.h"
 #include "scheduler/plan_json.h"
 #include "scheduler/planner.h"
 #include "scheduler/profile_json.h"
@@ -76,12 +83,49 @@ ClusterSnapshot SnapshotOf(const json& j) {
   return snap;
 }
 
+// The cost model's prediction of one plan (see --evaluate above); exit code as main's.
+int EvaluatePlan(const json& plan, const ClusterSnapshot& snapshot, const ModelProfile& profile,
+                 const JobRequest& request, const CostModelOptions& options) {
+  const CostModel cost = CostModel::Create(snapshot, profile, request, options);
+  Candidate c;
+  c.micro_batches = plan.at("micro_batches").get<int>();
+  c.schedule = plan.value("schedule", "1f1b") == "gpipe" ? Schedule::kGPipe : Schedule::k1F1B;
+  for (const json& r : plan.at("replicas")) {
+    CandidateReplica rep;
+    rep.batch = r.at("batch").get<int64_t>();
+    for (const json& st : r.at("stages")) {
+      const std::string id = st.at("devices").at(0).get<std::string>();
+      int dev = -1;
+      for (int i = 0; i < cost.num_devices(); ++i) {
+        if (cost.device(i).id.ToString() == id) dev = i;
+      }
+      if (dev < 0) throw std::runtime_error("unknown device " + id);
+      rep.stages.push_back(
+          CandidateStage{dev, st.at("layers").at(0).get<int>(), st.at("layers").at(1).get<int>()});
+    }
+    c.replicas.push_back(std::move(rep));
+  }
+  const Evaluation ev = cost.Evaluate(c);
+  if (!ev.feasible) {
+    std::fprintf(stderr, "tessera-predict: infeasible: %s\n", ev.reason.c_str());
+    return 1;
+  }
+  std::cout << json{{"step_s", ev.step_s},
+                    {"stage_time_s", ev.stage_time_s},
+                    {"allreduce_s", ev.allreduce_s},
+                    {"step_end_s", ev.step_end_s},
+                    {"cpu_contention", ev.cpu_contention}}
+                   .dump()
+            << "\n";
+  return 0;
+}
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "tessera-predict: %s\nusage: tessera-predict --snapshot S.json --profile P.json "
                "--layout data|pipeline|hybrid|auto --global-batch B "
                "[--optimizer-state-multiplier K] [--threads-per-rank T] "
-               "[--micro-batch-overhead S]\n",
+               "[--micro-batch-overhead S] [--message-delay S] [--evaluate PLAN.json]\n",
                why);
   return 2;
 }
@@ -94,6 +138,8 @@ int main(int argc, char** argv) {
   double optimizer_multiplier = -1;
   int threads = 1;
   double micro_overhead = -1;
+  double message_delay = -1;
+  std::string evaluate_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return Usage(("missing value for " + arg).c_str());
@@ -110,6 +156,10 @@ int main(int argc, char** argv) {
       optimizer_multiplier = std::atof(value.c_str());
     } else if (arg == "--micro-batch-overhead") {
       micro_overhead = std::atof(value.c_str());
+    } else if (arg == "--message-delay") {
+      message_delay = std::atof(value.c_str());
+    } else if (arg == "--evaluate") {
+      evaluate_path = value;
     } else if (arg == "--threads-per-rank") {
       threads = std::atoi(value.c_str());
     } else {
@@ -131,6 +181,10 @@ int main(int argc, char** argv) {
     PlannerOptions options;
     options.cost.cpu_threads_per_rank = threads;
     if (micro_overhead >= 0) options.cost.micro_batch_overhead_s = micro_overhead;
+    if (message_delay >= 0) options.cost.message_delay_s = message_delay;
+    if (!evaluate_path.empty()) {
+      return EvaluatePlan(ReadJson(evaluate_path), snapshot, *profile, request, options.cost);
+    }
     auto plans = MakePlans(snapshot, *profile, request, options);
     if (!plans.ok()) {
       std::fprintf(stderr, "tessera-predict: %s\n", plans.status().ToString().c_str());

@@ -130,6 +130,132 @@ TEST(CostModelTest, ForwardSendPaysOneLatencyPerMessage) {
   EXPECT_NEAR(ev.stage_time_s[0][0] - ev.stage_time_s[0][1], 10e-6, 1e-12);
 }
 
+// Measured per-call (fixed) milliseconds: paid once per micro-batch, not per sample,
+// divided by the relative speed like the per-sample times.
+struct FixedCostCase {
+  std::string name;
+  bool training;
+  double relative_speed;
+  double micro;          // samples per micro-batch
+  double stage_compute;  // expected m x C + F, seconds
+};
+
+class FixedCostTest : public ::testing::TestWithParam<FixedCostCase> {};
+
+TEST_P(FixedCostTest, StageTimeIsPerSampleTimesMicroPlusFixed) {
+  const FixedCostCase& tc = GetParam();
+  ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 1).Build();
+  for (Layer& l : m.layers) {
+    l.measured_forward_ms["cpu"] = 1.0;  // per sample
+    l.measured_backward_ms["cpu"] = 2.0;
+    l.measured_forward_fixed_ms["cpu"] = 0.5;  // per micro-batch
+    l.measured_backward_fixed_ms["cpu"] = 1.5;
+  }
+  ClusterSnapshot cluster = TwoFastOneNode();
+  cluster.nodes[0].devices[0].measured_as = "cpu";
+  cluster.nodes[0].devices[0].relative_speed = tc.relative_speed;
+  const CostModel cm = CostModel::Create(cluster, m, tc.training ? Train(8) : Infer(8));
+  const double o = cm.options().micro_batch_overhead_s;
+  EXPECT_NEAR(cm.StageSeconds(0, 0, 2, tc.micro, -1, -1), tc.stage_compute + o, 1e-12);
+  // The per-sample part stays per sample.
+  EXPECT_NEAR(cm.ComputeSeconds(0, 0, 2), (tc.training ? 6e-3 : 2e-3) / tc.relative_speed, 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, FixedCostTest,
+    ::testing::Values(
+        // 2 layers x (1 + 2) ms per sample x 4 + 2 x (0.5 + 1.5) ms per call.
+        FixedCostCase{"train_micro_4", true, 1.0, 4, 4 * 6e-3 + 4e-3},
+        // Half the micro-batch: the per-call part stays, so per sample it costs more.
+        FixedCostCase{"train_micro_2", true, 1.0, 2, 2 * 6e-3 + 4e-3},
+        // Half-speed emulated device: both parts twice as long.
+        FixedCostCase{"train_half_speed", true, 0.5, 4, 2 * (4 * 6e-3 + 4e-3)},
+        // Inference: forward only.
+        FixedCostCase{"infer_micro_4", false, 1.0, 4, 4 * 2e-3 + 1e-3}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(CostModelTest, FixedCostIsPaidOncePerMicroBatch) {
+  // One stage, 8 samples: 2 micro-batches pay the per-call part twice, 1 pays it once.
+  ModelProfile m = ModelBuilder().Layers(1, 2, 1, 1, 1).Build();
+  m.layers[0].measured_forward_ms["cpu"] = 1.0;
+  m.layers[0].measured_backward_ms["cpu"] = 2.0;
+  m.layers[0].measured_forward_fixed_ms["cpu"] = 3.0;
+  m.layers[0].measured_backward_fixed_ms["cpu"] = 1.0;
+  ClusterSnapshot cluster = TwoFastOneNode();
+  cluster.nodes[0].devices[0].measured_as = "cpu";
+  const CostModel cm = CostModel::Create(cluster, m, Train(8));
+  Candidate one, two;
+  one.replicas.push_back({8, {{0, 0, 1}}});
+  two = one;
+  two.micro_batches = 2;
+  const Evaluation e1 = cm.Evaluate(one), e2 = cm.Evaluate(two);
+  ASSERT_TRUE(e1.feasible && e2.feasible);
+  EXPECT_NEAR(e2.step_s - e1.step_s, 4e-3 + cm.options().micro_batch_overhead_s, 1e-12);
+}
+
+// message_delay_s: a wait of every point-to-point message of a device on a shared host
+// CPU. It is not work of the sender (stage times stay), but it lengthens the 1F1B round
+// trip between adjacent stages: two identical stages of work w (compute + overhead),
+// forward send 2 messages, gradient 1: cycle = (2 w + 3 (lat + d) + 2 bytes) / 2 against
+// the slower stage's t_0 = w + 2 lat + bytes.
+struct MessageDelayCase {
+  std::string name;
+  bool uses_host_cpu;
+  double delay;
+  double beat_extra;  // per beat, over the same plan without delay
+};
+
+class MessageDelayTest : public ::testing::TestWithParam<MessageDelayCase> {};
+
+TEST_P(MessageDelayTest, LengthensTheRoundTripOnSharedCpuHosts) {
+  const MessageDelayCase& tc = GetParam();
+  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
+  ClusterSnapshot cluster = TwoFastOneNode();
+  cluster.nodes[0].host_cpu_cores = 2;
+  for (Device& d : cluster.nodes[0].devices) d.uses_host_cpu = tc.uses_host_cpu;
+  CostModelOptions with;
+  with.message_delay_s = tc.delay;
+  const CostModel base = CostModel::Create(cluster, m, Train(8));
+  const CostModel delayed = CostModel::Create(cluster, m, Train(8), with);
+  Candidate c;
+  c.micro_batches = 4;
+  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
+  const Evaluation e0 = base.Evaluate(c), e1 = delayed.Evaluate(c);
+  ASSERT_TRUE(e0.feasible && e1.feasible);
+  EXPECT_EQ(e1.stage_time_s, e0.stage_time_s) << "a wait, not the sender's work";
+  EXPECT_NEAR(delayed.MessageLatency(0, 1) - base.MessageLatency(0, 1),
+              tc.uses_host_cpu ? tc.delay : 0.0, 1e-15);
+  EXPECT_NEAR(e1.step_s - e0.step_s, 3 * tc.beat_extra, 1e-12);  // M - 1 = 3 beats
+}
+
+// lat = 10 us (PCIe): with d = 1 ms the cycle beats t_0 by 1.5 d - 0.5 lat.
+INSTANTIATE_TEST_SUITE_P(Table, MessageDelayTest,
+                         ::testing::Values(MessageDelayCase{"shared_cpu", true, 1e-3,
+                                                            1.5e-3 - 0.5 * 10e-6},
+                                           MessageDelayCase{"own_cpu", false, 1e-3, 0},
+                                           // Too small to lift the cycle above the slower stage.
+                                           MessageDelayCase{"below_latency_third", true, 2e-6, 0},
+                                           MessageDelayCase{"no_delay", true, 0, 0}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(CostModelTest, RoundTripCycleWithoutDelayIsTheMeanOfTheStageTimes) {
+  // Without delay the cycle is the mean of the two stage times (each carries its own
+  // sends), so it never exceeds the slower one: the old formula holds exactly.
+  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  Candidate c;
+  c.micro_batches = 4;
+  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
+  const Evaluation ev = cm.Evaluate(c);
+  ASSERT_TRUE(ev.feasible);
+  const auto& t = ev.stage_time_s[0];
+  EXPECT_NEAR(ev.step_s, t[0] + t[1] + 3 * std::max(t[0], t[1]) + ev.step_end_s, 1e-12);
+  const double cycle = (t[0] + t[1]) / 2;
+  EXPECT_NEAR(CostModel::ReplicaSeconds(t, {cycle}, 4), t[0] + t[1] + 3 * std::max(t[0], t[1]),
+              1e-15);
+  EXPECT_NEAR(CostModel::ReplicaSeconds(t, {1.0}, 4), t[0] + t[1] + 3.0, 1e-15);
+}
+
 // Emulated devices: measured CPU times divided by the device's relative speed.
 struct MeasuredAsCase {
   std::string name;

@@ -59,6 +59,24 @@ TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevic
   EXPECT_TRUE(WorkerProfileHasNoTimes()) << "the base fixture carries no fwd_ms";
 }
 
+TEST(ProfileJsonTest, FixedMillisecondsArePerMicroBatchAndLeaveThePerSampleRest) {
+  nlohmann::json j = WorkerProfile();
+  j["layers"][0]["fwd_ms"] = 8.0;  // whole batch of 4: 2 ms per call + 1.5 ms per sample
+  j["layers"][0]["bwd_ms"] = 20.0;
+  j["layers"][0]["fwd_fixed_ms"] = 2.0;
+  j["layers"][0]["bwd_fixed_ms"] = 4.0;
+  j["layers"][1]["fwd_ms"] = 0.4;  // no fixed part: all per sample
+  j["layers"][1]["bwd_ms"] = 1.2;
+  auto p = ModelProfileFromWorkerJson(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->layers[0].measured_forward_ms.at("cpu"), 1.5);
+  EXPECT_DOUBLE_EQ(p->layers[0].measured_backward_ms.at("cpu"), 4.0);
+  EXPECT_DOUBLE_EQ(p->layers[0].measured_forward_fixed_ms.at("cpu"), 2.0);
+  EXPECT_DOUBLE_EQ(p->layers[0].measured_backward_fixed_ms.at("cpu"), 4.0);
+  EXPECT_DOUBLE_EQ(p->layers[1].measured_forward_ms.at("cpu"), 0.1);
+  EXPECT_TRUE(p->layers[1].measured_forward_fixed_ms.empty());
+}
+
 TEST(ProfileJsonTest, HaloComesFromTheWorkerWhenItCanTile) {
   nlohmann::json j = WorkerProfile();
   EXPECT_EQ(ModelProfileFromWorkerJson(j)->halo_px, 0) << "absent: not tileable";
@@ -93,6 +111,21 @@ TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
       {"text halo", [](nlohmann::json& j) { j["halo_px"] = "56"; }, "halo_px"},
       {"fwd_ms without bwd_ms", [](nlohmann::json& j) { j["layers"][0]["fwd_ms"] = 1.0; },
        "layers[0].bwd_ms"},
+      {"fixed above the batch time",
+       [](nlohmann::json& j) {
+         j["layers"][0]["fwd_ms"] = 1.0;
+         j["layers"][0]["bwd_ms"] = 1.0;
+         j["layers"][0]["fwd_fixed_ms"] = 2.0;
+         j["layers"][0]["bwd_fixed_ms"] = 0.5;
+       },
+       "layers[0].fwd_fixed_ms"},
+      {"fwd_fixed_ms without bwd_fixed_ms",
+       [](nlohmann::json& j) {
+         j["layers"][0]["fwd_ms"] = 1.0;
+         j["layers"][0]["bwd_ms"] = 1.0;
+         j["layers"][0]["fwd_fixed_ms"] = 0.5;
+       },
+       "layers[0].bwd_fixed_ms"},
       {"negative ms",
        [](nlohmann::json& j) {
          j["layers"][0]["fwd_ms"] = -1.0;

@@ -238,4 +238,34 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                         {"repeats", repeats},    {"layers", std::move(layers)}};
 }
 
+Result<nlohmann::json> WithFixedCosts(nlohmann::json profile, const nlohmann::json& small) {
+  try {
+    const double big_b = profile.at("batch").get<double>();
+    const double small_b = small.at("batch").get<double>();
+    if (!(small_b >= 1 && small_b < big_b)) {
+      return InvalidArgument("the second profile's batch must be smaller", "fixed_batch");
+    }
+    nlohmann::json& layers = profile.at("layers");
+    const nlohmann::json& other = small.at("layers");
+    if (layers.size() != other.size()) {
+      return InvalidArgument("profiles have different layers", "fixed_batch");
+    }
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (layers[i].at("name") != other[i].at("name")) {
+        return InvalidArgument("profiles have different layers", "fixed_batch");
+      }
+      for (const char* key : {"fwd", "bwd"}) {
+        const double at_big = layers[i].at(std::string(key) + "_ms").get<double>();
+        const double at_small = other[i].at(std::string(key) + "_ms").get<double>();
+        const double fixed = (big_b * at_small - small_b * at_big) / (big_b - small_b);
+        layers[i][std::string(key) + "_fixed_ms"] = std::clamp(fixed, 0.0, at_big);
+      }
+    }
+    profile["fixed_batch"] = small.at("batch");
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("malformed profile: ") + e.what(), "fixed_batch");
+  }
+  return profile;
+}
+
 }  // namespace tessera::worker

@@ -41,6 +41,15 @@ namespace tessera::worker {
 Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                                     const std::vector<int64_t>& in_shape, int repeats);
 
+// Splits each layer's measured time into a per-call part and a per-sample part from
+// `profile` (batch B) and `small`, a profile of the same model at a smaller batch b:
+// time(batch) = fixed + batch x per_sample through both points, so
+// fixed = (B x ms(b) - b x ms(B)) / (B - b), clamped to [0, ms(B)]. Adds "fwd_fixed_ms"
+// and "bwd_fixed_ms" to every layer of `profile` and "fixed_batch": b; the rest of
+// `profile` is unchanged (older readers ignore the new fields).
+// Errors: kInvalidArgument when the layer lists differ or b is not smaller than B.
+Result<nlohmann::json> WithFixedCosts(nlohmann::json profile, const nlohmann::json& small);
+
 }  // namespace tessera::worker
 
 #endif  // TESSERA_WORKER_MODEL_PROFILE_H_

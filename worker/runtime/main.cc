@@ -93,12 +93,18 @@ int main(int argc, char** argv) {
   int64_t profile_size = 64;
   int64_t profile_width = 16;
   int profile_repeats = 3;
+  int64_t profile_fixed_batch = 0;
   auto* profile = app.add_subcommand("profile", "print the model's per-layer profile as JSON");
   profile->add_option("--model", profile_model)->required();
   profile->add_option("--batch", profile_batch)->check(CLI::PositiveNumber);
   profile->add_option("--image-size", profile_size)->check(CLI::PositiveNumber);
   profile->add_option("--width", profile_width)->check(CLI::PositiveNumber);
   profile->add_option("--repeats", profile_repeats)->check(CLI::PositiveNumber);
+  profile
+      ->add_option("--fixed-batch", profile_fixed_batch,
+                   "also profile at this smaller batch and split each layer's time into "
+                   "fwd_fixed_ms/bwd_fixed_ms per call + per sample")
+      ->check(CLI::PositiveNumber);
 
   std::string gen_out;
   int64_t gen_count = 16;
@@ -180,6 +186,12 @@ int main(int argc, char** argv) {
     if (!shape.ok()) return Fail(shape.status());
     auto json = ProfileModel(**model, profile_batch, *shape, profile_repeats);
     if (!json.ok()) return Fail(json.status());
+    if (profile_fixed_batch > 0) {
+      auto small = ProfileModel(**model, profile_fixed_batch, *shape, profile_repeats);
+      if (!small.ok()) return Fail(small.status());
+      json = WithFixedCosts(std::move(*json), *small);
+      if (!json.ok()) return Fail(json.status());
+    }
 #ifdef TESSERA_HAVE_WORKER_DATA
     // Tiled inference: receptive-field radius and stride (null: not tileable).
     auto geometry = TileGeometryForModel(profile_model);

@@ -89,5 +89,47 @@ TEST(ProfileModelTest, RejectsBadArguments) {
   }
 }
 
+nlohmann::json OneLayerProfile(int64_t batch, double fwd_ms, double bwd_ms) {
+  return {{"model", "m"},
+          {"batch", batch},
+          {"layers", {{{"name", "a"}, {"fwd_ms", fwd_ms}, {"bwd_ms", bwd_ms}}}}};
+}
+
+TEST(ProfileModelTest, FixedCostsSplitTimeIntoPerCallAndPerSample) {
+  struct Case {
+    double fwd_small, bwd_small;  // at batch 4
+    double fwd_big, bwd_big;      // at batch 16
+    double fwd_fixed, bwd_fixed;  // expected per-call ms
+  };
+  for (const Case& c : {
+           // fwd 1 ms per call + 0.5 ms per sample (3 ms at 4, 9 at 16); bwd 2 + 1 per sample.
+           Case{3.0, 6.0, 9.0, 18.0, 1.0, 2.0},
+           // Small batch cheaper than proportional: clamped to 0 per call.
+           Case{1.0, 1.0, 8.0, 8.0, 0.0, 0.0},
+           // All per call (time does not grow): fixed = the whole time.
+           Case{2.0, 4.0, 2.0, 4.0, 2.0, 4.0},
+       }) {
+    auto fitted = WithFixedCosts(OneLayerProfile(16, c.fwd_big, c.bwd_big),
+                                 OneLayerProfile(4, c.fwd_small, c.bwd_small));
+    ASSERT_TRUE(fitted.ok()) << fitted.status().ToString();
+    const nlohmann::json& layer = (*fitted)["layers"][0];
+    EXPECT_NEAR(layer["fwd_fixed_ms"].get<double>(), c.fwd_fixed, 1e-12);
+    EXPECT_NEAR(layer["bwd_fixed_ms"].get<double>(), c.bwd_fixed, 1e-12);
+    EXPECT_DOUBLE_EQ(layer["fwd_ms"].get<double>(), c.fwd_big) << "batch times unchanged";
+    EXPECT_EQ((*fitted)["fixed_batch"].get<int64_t>(), 4);
+  }
+}
+
+TEST(ProfileModelTest, FixedCostsNeedASmallerBatchOfTheSameLayers) {
+  auto not_smaller = WithFixedCosts(OneLayerProfile(4, 1, 1), OneLayerProfile(4, 1, 1));
+  ASSERT_FALSE(not_smaller.ok());
+  EXPECT_EQ(not_smaller.status().field(), "fixed_batch");
+  nlohmann::json other = OneLayerProfile(2, 1, 1);
+  other["layers"][0]["name"] = "b";
+  auto different = WithFixedCosts(OneLayerProfile(4, 1, 1), other);
+  ASSERT_FALSE(different.ok());
+  EXPECT_EQ(different.status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tessera::worker
