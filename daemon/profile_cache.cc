@@ -32,7 +32,10 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
       // Inherit nothing else: above all not the daemon's listening socket,
       // which would keep the port taken if the daemon died first.
       ::close_range(3, ~0U, 0);
-      const char* argv[] = {binary.c_str(), "profile", "--model", model.c_str(), nullptr};
+      // A second, small batch separates each layer's per-call cost from its
+      // per-sample cost (small pipeline micro-batches pay the former more often).
+      const char* argv[] = {binary.c_str(),  "profile", "--model", model.c_str(), "--batch", "8",
+                            "--fixed-batch", "2",       nullptr};
       ::execv(argv[0], const_cast<char* const*>(argv));
       ::_exit(127);
     }
@@ -54,7 +57,8 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
       ::unlink(err_path);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      return Unavailable("`" + binary + " profile --model " + model + "` failed: " +
+      return Unavailable("`" + binary + " profile --model " + model +
+                         " --batch 8 --fixed-batch 2` failed: " +
                          (err.empty() ? "exit status " + std::to_string(status) : err));
     }
     return text;
