@@ -187,7 +187,7 @@ def main():
     ap.add_argument("--profile-batch", type=int, default=16)
     ap.add_argument("--fixed-batch", type=int, default=4,
                     help="second, smaller profile batch for per-call layer costs (0: off)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
