@@ -367,6 +367,31 @@ Json ToJson(const Node& n) {
               {"devices", devices}, {"links", links}};
 }
 
+namespace {
+
+// Reads the optional array `key` of r's object into *out with `parse`; an
+// element's error names "key[i].field".
+template <typename T>
+Status ReadList(ObjectReader& r, const char* key, Result<T> (*parse)(const Json&),
+                std::vector<T>* out) {
+  Status st;
+  if (const Json* items = r.Array(key, &st)) {
+    for (size_t i = 0; i < items->size(); ++i) {
+      Result<T> item = parse((*items)[i]);
+      if (!item.ok()) {
+        const Status& e = item.status();
+        return Status(e.code(), e.message(),
+                      std::string(key) + "[" + std::to_string(i) + "]" +
+                          (e.field().empty() ? "" : ".") + e.field());
+      }
+      out->push_back(*std::move(item));
+    }
+  }
+  return st;
+}
+
+}  // namespace
+
 Result<Node> NodeFromJson(const Json& j) {
   Node n;
   ObjectReader r(j, "");
@@ -375,31 +400,8 @@ Result<Node> NodeFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.String("address", &n.address));
   TESSERA_RETURN_IF_ERROR(r.String("health", &n.health));
   TESSERA_RETURN_IF_ERROR(r.Int("last_heartbeat_ms", &n.last_heartbeat_ms));
-  Status st;
-  if (const Json* devices = r.Array("devices", &st)) {
-    for (size_t i = 0; i < devices->size(); ++i) {
-      auto d = DeviceFromJson((*devices)[i]);
-      if (!d.ok()) {
-        Status e = d.status();
-        return Status(
-            e.code(), e.message(),
-            "devices[" + std::to_string(i) + "]" + (e.field().empty() ? "" : ".") + e.field());
-      }
-      n.devices.push_back(*std::move(d));
-    }
-  }
-  TESSERA_RETURN_IF_ERROR(st);
-  if (const Json* links = r.Array("links", &st)) {
-    for (size_t i = 0; i < links->size(); ++i) {
-      auto l = DeviceLinkFromJson((*links)[i]);
-      if (!l.ok()) {
-        Status e = l.status();
-        return Status(e.code(), e.message(), "links[" + std::to_string(i) + "]." + e.field());
-      }
-      n.links.push_back(*std::move(l));
-    }
-  }
-  TESSERA_RETURN_IF_ERROR(st);
+  TESSERA_RETURN_IF_ERROR(ReadList(r, "devices", &DeviceFromJson, &n.devices));
+  TESSERA_RETURN_IF_ERROR(ReadList(r, "links", &DeviceLinkFromJson, &n.links));
   return n;
 }
 
