@@ -98,6 +98,10 @@ api::Json ControlPlaneService::InferenceProgressOf(const api::Job& job) {
 
 api::Job ControlPlaneService::WithInference(api::Job job) {
   job.inference = InferenceProgressOf(job);
+  if (job.state == api::JobState::kPending && options_.waiting_reason) {
+    std::string why = options_.waiting_reason(job.id);
+    if (!why.empty()) job.reason = "waiting: " + why;
+  }
   return job;
 }
 

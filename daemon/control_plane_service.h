@@ -54,6 +54,9 @@ struct ControlPlaneOptions {
   // Checks the ranks' chunk lease tokens; without it every lease call is
   // refused (kUnauthenticated). Not owned; must outlive the service.
   const LeaseTokens* lease_tokens = nullptr;
+  // Why a pending job still waits (the planner's reason), or "": shown as
+  // the job's reason while it is pending. Optional.
+  std::function<std::string(api::JobId)> waiting_reason;
   // How long a chunk lease lasts without renewal.
   std::chrono::milliseconds lease_duration{30'000};
   PlannerFn planner;                 // optional
@@ -116,7 +119,8 @@ class ControlPlaneService : public api::ControlPlane {
   Result<api::Job> VisibleJob(const api::Principal& who, api::JobId id);
 
   void AppendInferenceMetrics(std::string* out);
-  // The job with its inference progress attached.
+  // The job as the API shows it: with its inference progress, and a pending
+  // job's reason saying why it still waits.
   api::Job WithInference(api::Job job);
 
   Store* const store_;

@@ -377,7 +377,7 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
     }
     if (!plans.ok() || plans->plans.empty()) {
       std::string why = plans.ok() ? "no plan" : plans.status().message();
-      waiting_[job.id] = why;
+      SetWaiting(job.id, why);
       // Only a job that would fit on the idle cluster blocks the jobs behind it.
       if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec, options_.builtin_profiles).ok())
         head = job;
@@ -390,15 +390,15 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
       std::set<std::string> held = backfilled;
       for (const auto& d : best.Devices()) held.insert(d.ToString());
       if (!PlanJob(SnapshotOf(nodes, held), head->spec, options_.builtin_profiles).ok()) {
-        waiting_[job.id] = "waiting behind job " + std::to_string(head->id) +
-                           " (placing it now would delay that job)";
+        SetWaiting(job.id, "waiting behind job " + std::to_string(head->id) +
+                               " (placing it now would delay that job)");
         continue;
       }
     }
     std::set<std::string> placed;
     TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, busy, &placed));
     if (head) backfilled.insert(placed.begin(), placed.end());
-    waiting_.erase(job.id);
+    SetWaiting(job.id, "");
   }
   return Status::Ok();
 }
@@ -479,8 +479,17 @@ Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
   return scheduler::ToJson(plans);
 }
 
+void JobController::SetWaiting(api::JobId job, const std::string& why) {
+  std::lock_guard lock(waiting_mu_);
+  if (why.empty()) {
+    waiting_.erase(job);
+  } else {
+    waiting_[job] = why;
+  }
+}
+
 std::string JobController::WaitingReason(api::JobId job) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(waiting_mu_);
   auto it = waiting_.find(job);
   return it == waiting_.end() ? std::string() : it->second;
 }

@@ -86,6 +86,7 @@ class JobController {
   Result<api::Json> Preview(const api::JobSpec& spec);
 
   // Why a pending job is still waiting (the planner's reason), or empty.
+  // Does not wait for a running Tick.
   std::string WaitingReason(api::JobId job);
 
  private:
@@ -131,7 +132,11 @@ class JobController {
   std::map<api::JobId, Active> active_;
   std::map<std::string, Report> reports_;
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
-  std::map<api::JobId, std::string> waiting_;
+  // Why pending jobs wait: written by Tick, read by API calls, so it has its
+  // own lock and a GET never waits for a planning pass.
+  void SetWaiting(api::JobId job, const std::string& why);
+  std::mutex waiting_mu_;
+  std::map<api::JobId, std::string> waiting_;  // guarded by waiting_mu_
 };
 
 }  // namespace tessera::daemon

@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
   daemon::ControlPlaneOptions cp;
   cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
   cp.lease_tokens = &lease_tokens;
+  cp.waiting_reason = [&controller](api::JobId id) { return controller.WaitingReason(id); };
   cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {
     return controller.Preview(spec);

@@ -418,3 +418,33 @@ TEST_F(ControlPlaneServiceTest, StoreWriteFailuresSurfaceAsTheirStatus) {
 
 }  // namespace
 }  // namespace tessera::daemon
+
+namespace tessera::daemon {
+namespace {
+
+TEST(ControlPlaneWaitingTest, PendingJobsSayWhyTheyWait) {
+  testing::TempDir dir;
+  auto store = SqliteStore::Open(dir.File("tessera.db"));
+  ASSERT_TRUE(store.ok());
+  FakeClock clock;
+  ControlPlaneOptions options;
+  options.waiting_reason = [](api::JobId id) {
+    return id == 1 ? std::string("no feasible plan on 3 free devices") : std::string();
+  };
+  ControlPlaneService service(store->get(), &clock, options);
+  auto waiting = service.SubmitJob(kAlice, Spec());
+  auto other = service.SubmitJob(kAlice, Spec());
+  ASSERT_TRUE(waiting.ok() && other.ok());
+  EXPECT_EQ(service.GetJob(kAlice, waiting->id)->reason,
+            "waiting: no feasible plan on 3 free devices");
+  EXPECT_EQ(service.GetJob(kAlice, other->id)->reason, "submitted") << "no reason known";
+  auto page = service.ListJobs(kAlice, api::JobQuery{});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->jobs[0].reason, "waiting: no feasible plan on 3 free devices");
+  // Once it left pending, its own event's reason is shown again.
+  ASSERT_TRUE(service.ApplyJobEvent(waiting->id, JobEvent::kCancel, "cancelled by alice").ok());
+  EXPECT_EQ(service.GetJob(kAlice, waiting->id)->reason, "cancelled by alice");
+}
+
+}  // namespace
+}  // namespace tessera::daemon
