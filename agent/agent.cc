@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "agent/reconciler.h"
 #include "agent/worker_env.h"
@@ -73,6 +74,7 @@ Status Agent::Beat() {
   }
   request.devices = inventory_.devices;
   for (const DeviceLink& l : inventory_.links) request.links.push_back(ToProtocol(l));
+  request.cpu_cores = static_cast<int64_t>(std::thread::hardware_concurrency());
   for (auto& d : request.devices) {
     d.node = options_.node;
     d.busy = busy.count(d.index) > 0;

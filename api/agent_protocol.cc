@@ -69,9 +69,9 @@ Json ToJson(const HeartbeatRequest& r) {
   Json workers = Json::array();
   for (const auto& w : r.workers) workers.push_back(ToJson(w));
   return Json{
-      {"node", r.node},      {"address", r.address}, {"agent_started_ms", r.agent_started_ms},
-      {"devices", devices},  {"links", links},       {"workers", workers},
-      {"wait_ms", r.wait_ms}};
+      {"node", r.node},       {"address", r.address},    {"agent_started_ms", r.agent_started_ms},
+      {"devices", devices},   {"links", links},          {"workers", workers},
+      {"wait_ms", r.wait_ms}, {"cpu_cores", r.cpu_cores}};
 }
 
 Json ToJson(const WorkerLaunch& l) {
@@ -99,10 +99,15 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(Field(j, "links", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "workers", Json::value_t::array, "an array"));
   TESSERA_RETURN_IF_ERROR(Field(j, "wait_ms", Json::value_t::number_integer, "an integer"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "cpu_cores", Json::value_t::number_integer, "an integer"));
   HeartbeatRequest r;
   r.wait_ms = Get<int64_t>(j, "wait_ms", 0);
   if (r.wait_ms < 0 || r.wait_ms > 60'000) {
     return InvalidArgument("must be between 0 and 60000", "wait_ms");
+  }
+  r.cpu_cores = Get<int64_t>(j, "cpu_cores", 0);
+  if (r.cpu_cores < 0 || r.cpu_cores > 65'536) {
+    return InvalidArgument("must be between 0 and 65536", "cpu_cores");
   }
   r.node = Get<std::string>(j, "node", "");
   if (r.node.empty()) return InvalidArgument("must name the node", "node");

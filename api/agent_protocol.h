@@ -53,6 +53,7 @@ struct HeartbeatRequest {
   int64_t agent_started_ms = 0;
   std::vector<Device> devices;
   std::vector<DeviceLink> links;  // how the node's devices reach each other
+  int64_t cpu_cores = 0;          // logical CPU cores of the machine; 0: unknown
   std::vector<WorkerStatus> workers;
   // Long poll: the controller may hold the answer up to this long while the
   // node has nothing to change, and answers at once when its desired set

@@ -362,9 +362,10 @@ Json ToJson(const Node& n) {
   for (const auto& d : n.devices) devices.push_back(ToJson(d));
   Json links = Json::array();
   for (const auto& l : n.links) links.push_back(ToJson(l));
-  return Json{{"name", n.name},     {"address", n.address},
-              {"health", n.health}, {"last_heartbeat_ms", n.last_heartbeat_ms},
-              {"devices", devices}, {"links", links}};
+  return Json{{"name", n.name},          {"address", n.address},
+              {"health", n.health},      {"last_heartbeat_ms", n.last_heartbeat_ms},
+              {"devices", devices},      {"links", links},
+              {"cpu_cores", n.cpu_cores}};
 }
 
 namespace {
@@ -400,6 +401,7 @@ Result<Node> NodeFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.String("address", &n.address));
   TESSERA_RETURN_IF_ERROR(r.String("health", &n.health));
   TESSERA_RETURN_IF_ERROR(r.Int("last_heartbeat_ms", &n.last_heartbeat_ms));
+  TESSERA_RETURN_IF_ERROR(r.Int("cpu_cores", &n.cpu_cores));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "devices", &DeviceFromJson, &n.devices));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "links", &DeviceLinkFromJson, &n.links));
   return n;

@@ -136,6 +136,7 @@ struct Node {
   int64_t last_heartbeat_ms = 0;
   std::vector<Device> devices;
   std::vector<DeviceLink> links;  // device pairs with a known link
+  int64_t cpu_cores = 0;          // logical CPU cores of the node's machine; 0: unknown
 };
 
 struct Principal {

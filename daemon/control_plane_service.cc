@@ -242,6 +242,7 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
   node.last_heartbeat_ms = clock_->NowUnixMillis();
   node.devices = req.devices;
   node.links = req.links;
+  node.cpu_cores = req.cpu_cores;
   for (api::Device& d : node.devices) d.node = req.node;
   TESSERA_RETURN_IF_ERROR(store_->UpsertNode(node));
 

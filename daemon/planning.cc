@@ -49,9 +49,10 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     scheduler::Node node;
     node.name = n.name;
     // Nodes reporting one address run on one machine (several agents in a demo):
-    // their CPU and emulated devices share its cores. The agents do not report a
-    // core count yet, so host_cpu_cores stays 0 (sharing not modelled).
+    // their CPU and emulated devices share the logical cores its agents report
+    // (0, unknown: sharing is not modelled).
     node.host = n.address;
+    node.host_cpu_cores = static_cast<double>(n.cpu_cores);
     for (const api::Device& d : n.devices) {
       scheduler::Device dev;
       dev.index = static_cast<int>(d.index);

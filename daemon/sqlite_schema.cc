@@ -126,10 +126,16 @@ constexpr std::string_view kMigration3 = R"sql(
 ALTER TABLE nodes ADD COLUMN links TEXT NOT NULL DEFAULT '[]';
 )sql";
 
+// Version 4: the logical CPU cores of a node's machine (0: unknown).
+constexpr std::string_view kMigration4 = R"sql(
+ALTER TABLE nodes ADD COLUMN cpu_cores INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
-  static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3};
+  static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3,
+                                                            kMigration4};
   return kMigrations;
 }
 

@@ -99,13 +99,14 @@ Status LoadDevices(sqlite3* db, api::Node* node) {
   return Status::Ok();
 }
 
-// Columns: name, address, health, last_heartbeat_ms, links.
+// Columns: name, address, health, last_heartbeat_ms, links, cpu_cores.
 Result<api::Node> NodeFromRow(const Stmt& q) {
   api::Node n;
   n.name = q.Text(0);
   n.address = q.Text(1);
   n.health = q.Text(2);
   n.last_heartbeat_ms = q.Int(3);
+  n.cpu_cores = q.Int(5);
   TESSERA_ASSIGN_OR_RETURN(api::Json links, ParseJsonColumn(q, 4, "node links"));
   if (links.is_array()) {
     for (const api::Json& l : links) {
@@ -654,16 +655,17 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt up,
         Stmt::Prepare(db,
-                      "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links) "
-                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                      "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links, "
+                      "cpu_cores) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                       "address = excluded.address, health = excluded.health, "
                       "last_heartbeat_ms = excluded.last_heartbeat_ms, "
-                      "links = excluded.links"));
+                      "links = excluded.links, cpu_cores = excluded.cpu_cores"));
     up.Bind(1, std::string_view(node.name))
         .Bind(2, std::string_view(node.address))
         .Bind(3, std::string_view(node.health))
         .Bind(4, node.last_heartbeat_ms)
-        .Bind(5, std::string_view(links_text));
+        .Bind(5, std::string_view(links_text))
+        .Bind(6, node.cpu_cores);
     TESSERA_RETURN_IF_ERROR(up.Run());
     TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM devices WHERE node = ?"));
     del.Bind(1, std::string_view(node.name));
@@ -690,9 +692,10 @@ Result<api::Node> SqliteStore::GetNode(std::string_view name) {
   api::Node node;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt q, Stmt::Prepare(db,
-                              "SELECT name, address, health, last_heartbeat_ms, links FROM nodes "
-                              "WHERE name = ?"));
+        Stmt q, Stmt::Prepare(
+                    db,
+                    "SELECT name, address, health, last_heartbeat_ms, links, cpu_cores FROM nodes "
+                    "WHERE name = ?"));
     q.Bind(1, name);
     TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
     if (!row) return NotFound("node " + std::string(name) + " not found");
@@ -706,9 +709,10 @@ Result<std::vector<api::Node>> SqliteStore::ListNodes() {
   std::vector<api::Node> out;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt q, Stmt::Prepare(db,
-                              "SELECT name, address, health, last_heartbeat_ms, links FROM nodes "
-                              "ORDER BY name"));
+        Stmt q, Stmt::Prepare(
+                    db,
+                    "SELECT name, address, health, last_heartbeat_ms, links, cpu_cores FROM nodes "
+                    "ORDER BY name"));
     while (true) {
       TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
       if (!row) break;

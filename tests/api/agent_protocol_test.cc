@@ -20,6 +20,7 @@ HeartbeatRequest Sample() {
   r.devices[1].index = 1;
   r.links = {{0, 1, "nvlink", 4, "internal"}};
   r.wait_ms = 3000;
+  r.cpu_cores = 16;
   return r;
 }
 
@@ -29,6 +30,7 @@ TEST(AgentProtocolTest, HeartbeatRoundTripKeepsLinks) {
   EXPECT_EQ(back->links, Sample().links);
   EXPECT_EQ(back->devices.size(), 2u);
   EXPECT_EQ(back->wait_ms, 3000);
+  EXPECT_EQ(back->cpu_cores, 16);
 }
 
 TEST(AgentProtocolTest, HeartbeatWithoutLinksIsAccepted) {
@@ -61,13 +63,25 @@ TEST(AgentProtocolTest, BadLinksNameTheField) {
   }
 }
 
+TEST(AgentProtocolTest, CpuCoresMustBeACount) {
+  for (const Json& bad : {Json(-1), Json(70000), Json("2")}) {
+    Json j = ToJson(Sample());
+    j["cpu_cores"] = bad;
+    auto r = HeartbeatRequestFromJson(j);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.status().field(), "cpu_cores");
+  }
+}
+
 TEST(AgentProtocolTest, NodeJsonCarriesLinks) {
   Node n;
   n.name = "boxa";
   n.links = {{0, 2, "system", 0, "system"}};
+  n.cpu_cores = 8;
   auto back = NodeFromJson(ToJson(n));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->links, n.links);
+  EXPECT_EQ(back->cpu_cores, 8);
 }
 
 }  // namespace

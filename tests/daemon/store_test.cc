@@ -361,10 +361,12 @@ TEST_P(StoreTest, UpsertNodeKeepsDeviceLinks) {
   n.name = "boxA";
   n.devices = {Dev(0, false), Dev(1, false), Dev(2, false)};
   n.links = {{0, 1, "nvlink", 4, "internal"}, {0, 2, "system", 0, "system"}};
+  n.cpu_cores = 64;
   ASSERT_TRUE(store_->UpsertNode(n).ok());
   auto got = store_->GetNode("boxA");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->links, n.links);
+  EXPECT_EQ(got->cpu_cores, 64);
   EXPECT_EQ(store_->ListNodes()->at(0).links, n.links);
   n.links = {};
   ASSERT_TRUE(store_->UpsertNode(n).ok());

@@ -49,6 +49,22 @@ TEST(SnapshotOfTest, DiscoveredLinksOverrideTheNodesPcieDefault) {
   }
 }
 
+TEST(SnapshotOfTest, ReportedCoresLetEmulatedDevicesShareTheirHost) {
+  api::Node a = NodeWith("boxa", 2, {}), b = NodeWith("boxb", 1, {});
+  for (api::Node* n : {&a, &b}) {
+    n->cpu_cores = 2;
+    for (api::Device& d : n->devices) d.emulated = true;
+  }
+  auto s = SnapshotOf({a, b}, {});
+  ASSERT_EQ(s.nodes.size(), 2u);
+  EXPECT_EQ(s.nodes[0].host, s.nodes[1].host) << "one address: one machine";
+  EXPECT_DOUBLE_EQ(s.nodes[0].host_cpu_cores, 2);
+  EXPECT_TRUE(s.nodes[0].devices[0].uses_host_cpu);
+  EXPECT_EQ(s.nodes[0].devices[0].measured_as, "cpu");
+  a.cpu_cores = 0;
+  EXPECT_DOUBLE_EQ(SnapshotOf({a}, {}).nodes[0].host_cpu_cores, 0) << "unknown: not modelled";
+}
+
 TEST(SnapshotOfTest, NodesThatAreNotHealthyAreLeftOutWithTheirLinks) {
   auto s =
       SnapshotOf({NodeWith("boxa", 2, {{0, 1, "nvlink", 4, ""}}, "dead"), NodeWith("boxb", 1, {})},
