@@ -20,6 +20,7 @@
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
+#include "worker/runtime/step_end.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -233,13 +234,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   auto last_save = Clock::now();
   while (step < o.steps) {
     const auto step_start = Clock::now();
-    double lr = o.lr;
-    if (o.base_batch > 0) {
-      lr *= static_cast<double>(plan.global_batch) / static_cast<double>(o.base_batch);
-    }
-    if (o.warmup_steps > 0 && step < o.warmup_steps) {
-      lr *= static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-    }
+    const double lr = ScheduledLearningRate(o, plan.global_batch, step);
     const int64_t first_id =
         base_samples + (step - base_step) * plan.global_batch + role.sample_offset;
     double compute_s = 0, comm_s = 0, g_loss = 0, d_loss = 0;
@@ -283,34 +278,18 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       return Internal("step " + std::to_string(step) + " failed: " + e.what());
     }
     ++step;
-    auto t0 = Clock::now();
-    const bool time_due =
-        world.rank() == 0 && o.checkpoint_every_s > 0 && Since(last_save) >= o.checkpoint_every_s;
-    torch::Tensor flags =
-        torch::tensor({g_loss, d_loss, time_due ? 1.0 : 0.0, stop_requested.load() ? 1.0 : 0.0},
-                      torch::TensorOptions(torch::kFloat64).device(comm_device));
-    TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flags}));
-    comm_s += Since(t0);
-    flags = flags.to(torch::kCPU);
-    const bool stop = flags[3].item<double>() > 0;
+    TESSERA_ASSIGN_OR_RETURN(StepEnd end,
+                             AgreeOnStepEnd(world, o, step, {g_loss, d_loss}, Since(last_save),
+                                            stop_requested.load(), comm_device, &comm_s));
+    const bool stop = end.stop;
     const double wall = Since(step_start);
-    if (progress.ok()) {
-      progress.Write({{"step", step},
-                      {"loss", flags[0].item<double>()},
-                      {"d_loss", flags[1].item<double>()},
-                      {"samples_per_s", wall > 0 ? plan.global_batch / wall : 0.0},
-                      {"compute_s", compute_s},
-                      {"comm_s", comm_s},
-                      {"bubble_s", 0.0},
-                      {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count()},
-                      {"rank", env.rank}});
-    }
+    nlohmann::json line =
+        StepProgressLine(step, end.sums[0], wall > 0 ? plan.global_batch / wall : 0.0, compute_s,
+                         comm_s, 0.0, env.rank);
+    line["d_loss"] = end.sums[1];
+    progress.Write(line);
     outcome.checkpoint_saved = false;
-    const bool due = (o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
-                     flags[2].item<double>() > 0 || stop || step == o.steps;
-    if (!env.checkpoint_dir.empty() && due) {
+    if (!env.checkpoint_dir.empty() && end.checkpoint) {
       TESSERA_RETURN_IF_ERROR(save(step));
       last_save = Clock::now();
       outcome.checkpoint_saved = true;

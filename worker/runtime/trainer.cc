@@ -21,6 +21,7 @@
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
 #include "worker/runtime/stage_runner.h"
+#include "worker/runtime/step_end.h"
 #include "worker/runtime/tiny_models.h"
 
 #ifdef TESSERA_HAVE_WORKER_DATA
@@ -358,13 +359,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   auto last_save = Clock::now();
   while (step < o.steps) {
     const auto step_start = Clock::now();
-    double lr = o.lr;
-    if (o.base_batch > 0) {
-      lr *= static_cast<double>(rt.plan.global_batch) / static_cast<double>(o.base_batch);
-    }
-    if (o.warmup_steps > 0 && step < o.warmup_steps) {
-      lr *= static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-    }
+    const double lr = ScheduledLearningRate(o, rt.plan.global_batch, step);
     const int64_t first_id = base_samples + (step - base_step) * rt.plan.global_batch;
     StepStats stats;
     try {
@@ -383,38 +378,20 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
       return Internal("step " + std::to_string(step) + " failed: " + e.what());
     }
     ++step;
-    // One small all-reduce so every rank takes the same decisions.
-    auto t0 = Clock::now();
-    const bool time_due =
-        world.rank() == 0 && o.checkpoint_every_s > 0 && Since(last_save) >= o.checkpoint_every_s;
-    torch::Tensor flags =
-        torch::tensor({role.last_stage() ? stats.loss_contribution : 0.0, time_due ? 1.0 : 0.0,
-                       stop_requested.load() ? 1.0 : 0.0},
-                      torch::TensorOptions(torch::kFloat64).device(sc.comm_device));
-    TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flags}));
-    stats.comm_s += Since(t0);
-    flags = flags.to(torch::kCPU);
-    const double loss = flags[0].item<double>();
-    const bool stop = flags[2].item<double>() > 0;
+    TESSERA_ASSIGN_OR_RETURN(
+        StepEnd end,
+        AgreeOnStepEnd(world, o, step, {role.last_stage() ? stats.loss_contribution : 0.0},
+                       Since(last_save), stop_requested.load(), sc.comm_device, &stats.comm_s));
     const double wall = Since(step_start);
-    progress.Write({{"step", step},
-                    {"loss", loss},
-                    {"samples_per_s", wall > 0 ? rt.plan.global_batch / wall : 0.0},
-                    {"compute_s", stats.compute_s},
-                    {"comm_s", stats.comm_s},
-                    {"bubble_s", stats.bubble_s},
-                    {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count()},
-                    {"rank", env.rank}});
+    progress.Write(StepProgressLine(step, end.sums[0], wall > 0 ? rt.plan.global_batch / wall : 0.0,
+                                    stats.compute_s, stats.comm_s, stats.bubble_s, env.rank));
     outcome.checkpoint_saved = false;
-    const bool due = (o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
-                     flags[1].item<double>() > 0 || stop || step == o.steps;
-    if (!env.checkpoint_dir.empty() && due) {
+    if (!env.checkpoint_dir.empty() && end.checkpoint) {
       TESSERA_RETURN_IF_ERROR(save(step));
       last_save = Clock::now();
       outcome.checkpoint_saved = true;
     }
+    const bool stop = end.stop;
     if (stop) {
       outcome.stopped = true;
       break;
