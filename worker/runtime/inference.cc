@@ -20,6 +20,7 @@
 #include "worker/model/gan.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
+#include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
 
 namespace tessera::worker {
@@ -416,13 +417,7 @@ Result<std::string> OutputPathFor(const std::string& output_dir, const std::stri
 // ---- plan ----
 
 Result<InferPlan> ParseInferPlan(const std::string& json_text, int world_size) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::exception& e) {
-    return InvalidArgument(std::string("plan is not valid JSON: ") + e.what());
-  }
-  if (!doc.is_object()) return InvalidArgument("plan must be a JSON object");
+  TESSERA_ASSIGN_OR_RETURN(json doc, ParsePlanDocument(json_text));
   InferPlan plan;
   plan.rank_weights.assign(static_cast<size_t>(std::max(1, world_size)), 0);
   auto layout = doc.find("layout");

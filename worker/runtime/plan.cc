@@ -39,7 +39,7 @@ std::string_view ScheduleName(Schedule schedule) {
   return schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
 }
 
-Result<Plan> ParsePlan(std::string_view json_text) {
+Result<json> ParsePlanDocument(std::string_view json_text) {
   json doc;
   try {
     doc = json::parse(json_text);
@@ -47,6 +47,11 @@ Result<Plan> ParsePlan(std::string_view json_text) {
     return InvalidArgument(std::string("plan is not valid JSON: ") + e.what());
   }
   if (!doc.is_object()) return InvalidArgument("plan must be a JSON object");
+  return doc;
+}
+
+Result<Plan> ParsePlan(std::string_view json_text) {
+  TESSERA_ASSIGN_OR_RETURN(json doc, ParsePlanDocument(json_text));
   Plan plan;
   auto layout = doc.find("layout");
   if (layout == doc.end() || !layout->is_string()) {

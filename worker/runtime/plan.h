@@ -11,6 +11,7 @@
 #define TESSERA_WORKER_RUNTIME_PLAN_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,10 @@ struct Plan {
   Schedule schedule = Schedule::k1F1B;
   std::vector<ReplicaPlan> replicas;
 };
+
+// The rank plan file's text as a JSON object (training and inference read
+// their own fields from it); kInvalidArgument when it is not one.
+Result<nlohmann::json> ParsePlanDocument(std::string_view json_text);
 
 // Parses the plan JSON. Errors are kInvalidArgument with `field` set to the
 // JSON path ("replicas[1].stages[0].layers").
