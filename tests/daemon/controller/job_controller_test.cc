@@ -468,6 +468,19 @@ class InferControllerTest : public JobControllerTest {
     return in.string();
   }
 
+  // An infer job over `images` images on node_ (2 devices), both ranks
+  // reported running; *desired is what the node was asked to run.
+  api::JobId StartInferJob(int images, api::HeartbeatResponse* desired) {
+    Beat(node_);
+    api::JobId id = Submit(InferSpec(InputFolder(images)));
+    EXPECT_TRUE(controller_->Tick().ok());
+    *desired = Beat(node_);
+    Beat(node_, Running(*desired));
+    EXPECT_TRUE(controller_->Tick().ok());
+    return id;
+  }
+
+  const api::Node node_ = MakeNode("a", 2, 20);
   LeaseTokens tokens_{"controller-test-key"};
 };
 
@@ -505,34 +518,25 @@ TEST_F(InferControllerTest, UnreadableInputFailsTheJobWithTheReason) {
 }
 
 TEST_F(InferControllerTest, RanksThatExitBeforeEveryChunkIsDoneDoNotSucceed) {
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
-  api::JobId id = Submit(InferSpec(InputFolder(8)));
-  ASSERT_TRUE(controller_->Tick().ok());
-  auto desired = Beat(a);
-  Beat(a, Running(desired));
-  ASSERT_TRUE(controller_->Tick().ok());
+  api::HeartbeatResponse desired;
+  api::JobId id = StartInferJob(8, &desired);
   ASSERT_EQ(StateOf(id), JobState::kRunning);
   // One chunk done, then every rank exits 0.
   ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {}, 1, 0, 1000}).ok());
   ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {0}, 0, 0, 1000}).ok());
-  Beat(a, Exited(desired, 0));
+  Beat(node_, Exited(desired, 0));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kRecovering);
   EXPECT_NE(store_->GetJob(id)->reason.find("before every chunk was done"), std::string::npos);
 }
 
 TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
-  api::JobId id = Submit(InferSpec(InputFolder(4)));
-  ASSERT_TRUE(controller_->Tick().ok());
-  auto desired = Beat(a);
-  Beat(a, Running(desired));
-  ASSERT_TRUE(controller_->Tick().ok());
+  api::HeartbeatResponse desired;
+  api::JobId id = StartInferJob(4, &desired);
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
   ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {}, 1, 0, 1000}).ok());
   ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {0}, 0, 0, 1000}).ok());
-  Beat(a, Exited(desired, 0));
+  Beat(node_, Exited(desired, 0));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
 }
