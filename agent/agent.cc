@@ -44,6 +44,11 @@ Status Agent::Init() {
     spdlog::info("link {}-{}: {} ({} NVLinks, topology {})", l.a, l.b, LinkKindName(l.kind),
                  l.nvlink_count, l.topology);
   }
+  if (inventory_.network) {
+    spdlog::info("network link: {:.1f} Mbit/s, {:.3f} ms latency (declared)",
+                 inventory_.network->bandwidth_bytes_per_s * 8 / 1e6,
+                 inventory_.network->latency_s * 1e3);
+  }
   return Status::Ok();
 }
 
@@ -75,6 +80,10 @@ Status Agent::Beat() {
   request.devices = inventory_.devices;
   for (const DeviceLink& l : inventory_.links) request.links.push_back(ToProtocol(l));
   request.cpu_cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  if (inventory_.network) {
+    request.network_bandwidth_bytes_per_s = inventory_.network->bandwidth_bytes_per_s;
+    request.network_latency_s = inventory_.network->latency_s;
+  }
   for (auto& d : request.devices) {
     d.node = options_.node;
     d.busy = busy.count(d.index) > 0;

@@ -103,6 +103,7 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
   }
 
   if (file) {
+    inv.network = file->network;
     // Emulated devices run on the CPU: their figures are the CPU's, scaled.
     BenchmarkFigures cpu_figures;
     if (options_.benchmark) {

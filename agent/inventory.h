@@ -10,7 +10,8 @@
 //   - CPU discovery (agent/cpu_discovery.h): without a GPU the node offers its
 //     CPU as one device of type "cpu".
 //   - An inventory file (agent/inventory_file.h) declaring EMULATED devices;
-//     they replace discovery unless the file says `combine: true`.
+//     they replace discovery unless the file says `combine: true`. It may
+//     also declare the node's network link.
 //   - Device benchmarks (agent/device_benchmark.h), cached in the state dir
 //     (agent/benchmark_cache.h) so restarts reuse them.
 //
@@ -22,11 +23,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agent/device_benchmark.h"
+#include "agent/inventory_file.h"
 #include "api/types.h"
 #include "common/status.h"
 
@@ -56,6 +59,9 @@ struct DeviceLink {
 struct NodeInventory {
   std::vector<api::Device> devices;  // index == position in this vector
   std::vector<DeviceLink> links;
+  // The node's link to the others as the inventory file declares it; absent:
+  // unknown (the planner assumes its default).
+  std::optional<NetworkSpec> network;
 
   // The device with this index, or nullptr.
   const api::Device* Find(int64_t index) const;

@@ -11,6 +11,14 @@
 //       memory: 80GiB       # required: bytes (integer) or <n>[KMGT][i]B
 //       relative_speed: 1.0 # optional, default 1.0, 0 < x <= 1000
 //       tflops: 19.5        # optional declared matmul TFLOPS, > 0
+//   network:                # optional: this node's link to the other nodes
+//     bandwidth: 100Mbit    # required: bits/s with a bit unit (bit, Kbit, Mbit,
+//                           # Gbit, Tbit; Kibit.. binary), or bytes/s with a
+//                           # byte unit (B, KB, MB, GB, TB decimal; K, KiB, M,
+//                           # MiB, .. binary); a plain number is bytes/s; an
+//                           # optional "/s" may follow; > 0
+//     latency: 2ms          # required: one-way, s / ms / us / ns (a plain
+//                           # number is seconds), 0 <= x <= 10 s
 //
 // Unknown keys and bad values are errors whose Status::field() is the path,
 // e.g. "devices[1].memory".
@@ -37,9 +45,18 @@ struct EmulatedDeviceSpec {
   friend bool operator==(const EmulatedDeviceSpec&, const EmulatedDeviceSpec&) = default;
 };
 
+// The link between this node and the others, as the operator declares it
+// (an emulated cluster's nodes cost what their real links would).
+struct NetworkSpec {
+  double bandwidth_bytes_per_s = 0;  // > 0
+  double latency_s = 0;              // one way, >= 0
+  friend bool operator==(const NetworkSpec&, const NetworkSpec&) = default;
+};
+
 struct InventoryFile {
   bool combine = false;  // false: declared devices replace discovery
   std::vector<EmulatedDeviceSpec> devices;
+  std::optional<NetworkSpec> network;  // absent: the node's link is unknown
 };
 
 // Parses the text of an inventory file.
@@ -50,6 +67,15 @@ Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path);
 // "80GiB", "16G", "512MiB", "1024" -> bytes. Decimal (KB, MB, GB, TB) and
 // binary (K, M, G, T, KiB, MiB, GiB, TiB) units; K/M/G/T alone are binary.
 std::optional<int64_t> ParseByteSize(std::string_view text);
+
+// "100Mbit", "1Gbit/s", "12.5MB", "1GiB/s", "1.25e9" -> bytes per second
+// (units as in the format above, case-insensitive); nullopt unless a finite
+// number > 0.
+std::optional<double> ParseBandwidth(std::string_view text);
+
+// "2ms", "250us", "0.5s", "0", "1e-3" -> seconds (s, ms, us, ns; a plain
+// number is seconds); nullopt unless a finite number >= 0.
+std::optional<double> ParseDuration(std::string_view text);
 
 }  // namespace tessera::agent
 

@@ -1,13 +1,17 @@
 #include "api/agent_protocol.h"
 
+#include <cmath>
+
 namespace tessera::api {
 namespace {
 
 Status Field(const Json& j, const char* key, Json::value_t want, const char* what) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
-  bool good =
-      it->type() == want || (want == Json::value_t::number_integer && it->is_number_unsigned());
+  // number_float: any number; number_integer: signed or unsigned integers.
+  bool good = it->type() == want ||
+              (want == Json::value_t::number_integer && it->is_number_unsigned()) ||
+              (want == Json::value_t::number_float && it->is_number());
   if (!good) return InvalidArgument(std::string("must be ") + what, key);
   return Status::Ok();
 }
@@ -68,10 +72,15 @@ Json ToJson(const HeartbeatRequest& r) {
   for (const auto& l : r.links) links.push_back(ToJson(l));
   Json workers = Json::array();
   for (const auto& w : r.workers) workers.push_back(ToJson(w));
-  return Json{
+  Json j{
       {"node", r.node},       {"address", r.address},    {"agent_started_ms", r.agent_started_ms},
       {"devices", devices},   {"links", links},          {"workers", workers},
       {"wait_ms", r.wait_ms}, {"cpu_cores", r.cpu_cores}};
+  if (r.network_bandwidth_bytes_per_s > 0) {
+    j["network_bandwidth_bytes_per_s"] = r.network_bandwidth_bytes_per_s;
+    j["network_latency_s"] = r.network_latency_s;
+  }
+  return j;
 }
 
 Json ToJson(const WorkerLaunch& l) {
@@ -109,6 +118,18 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   if (r.cpu_cores < 0 || r.cpu_cores > 65'536) {
     return InvalidArgument("must be between 0 and 65536", "cpu_cores");
   }
+  TESSERA_RETURN_IF_ERROR(
+      Field(j, "network_bandwidth_bytes_per_s", Json::value_t::number_float, "a number"));
+  TESSERA_RETURN_IF_ERROR(Field(j, "network_latency_s", Json::value_t::number_float, "a number"));
+  r.network_bandwidth_bytes_per_s = Get<double>(j, "network_bandwidth_bytes_per_s", 0.0);
+  if (!(r.network_bandwidth_bytes_per_s >= 0) || !std::isfinite(r.network_bandwidth_bytes_per_s)) {
+    return InvalidArgument("must be a number > 0 (0: unknown)", "network_bandwidth_bytes_per_s");
+  }
+  r.network_latency_s = Get<double>(j, "network_latency_s", 0.0);
+  if (!(r.network_latency_s >= 0) || !std::isfinite(r.network_latency_s)) {
+    return InvalidArgument("must be a number >= 0", "network_latency_s");
+  }
+  if (r.network_bandwidth_bytes_per_s == 0) r.network_latency_s = 0;  // no link known
   r.node = Get<std::string>(j, "node", "");
   if (r.node.empty()) return InvalidArgument("must name the node", "node");
   r.address = Get<std::string>(j, "address", "");

@@ -54,6 +54,11 @@ struct HeartbeatRequest {
   std::vector<Device> devices;
   std::vector<DeviceLink> links;  // how the node's devices reach each other
   int64_t cpu_cores = 0;          // logical CPU cores of the machine; 0: unknown
+  // The node's link to the other nodes as its inventory declares it: bytes/s
+  // (> 0) and one-way latency in seconds (>= 0). Bandwidth 0 (or absent): the
+  // link is unknown and the latency is ignored.
+  double network_bandwidth_bytes_per_s = 0;
+  double network_latency_s = 0;
   std::vector<WorkerStatus> workers;
   // Long poll: the controller may hold the answer up to this long while the
   // node has nothing to change, and answers at once when its desired set

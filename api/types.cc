@@ -362,10 +362,15 @@ Json ToJson(const Node& n) {
   for (const auto& d : n.devices) devices.push_back(ToJson(d));
   Json links = Json::array();
   for (const auto& l : n.links) links.push_back(ToJson(l));
-  return Json{{"name", n.name},          {"address", n.address},
-              {"health", n.health},      {"last_heartbeat_ms", n.last_heartbeat_ms},
-              {"devices", devices},      {"links", links},
-              {"cpu_cores", n.cpu_cores}};
+  Json network = nullptr;
+  if (n.network_bandwidth_bytes_per_s > 0) {
+    network = Json{{"bandwidth_bytes_per_s", n.network_bandwidth_bytes_per_s},
+                   {"latency_s", n.network_latency_s}};
+  }
+  return Json{{"name", n.name},           {"address", n.address},
+              {"health", n.health},       {"last_heartbeat_ms", n.last_heartbeat_ms},
+              {"devices", devices},       {"links", links},
+              {"cpu_cores", n.cpu_cores}, {"network", network}};
 }
 
 namespace {
@@ -404,6 +409,14 @@ Result<Node> NodeFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.Int("cpu_cores", &n.cpu_cores));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "devices", &DeviceFromJson, &n.devices));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "links", &DeviceLinkFromJson, &n.links));
+  api::Json network;
+  TESSERA_RETURN_IF_ERROR(r.Raw("network", &network));
+  if (!network.is_null()) {
+    ObjectReader link(network, "network");
+    TESSERA_RETURN_IF_ERROR(link.CheckObject());
+    TESSERA_RETURN_IF_ERROR(link.Double("bandwidth_bytes_per_s", &n.network_bandwidth_bytes_per_s));
+    TESSERA_RETURN_IF_ERROR(link.Double("latency_s", &n.network_latency_s));
+  }
   return n;
 }
 

@@ -137,6 +137,11 @@ struct Node {
   std::vector<Device> devices;
   std::vector<DeviceLink> links;  // device pairs with a known link
   int64_t cpu_cores = 0;          // logical CPU cores of the node's machine; 0: unknown
+  // The node's link to the other nodes as its agent reports it (declared in
+  // its inventory file): bytes/s and one-way latency in seconds. Bandwidth 0:
+  // unknown (JSON "network": null), the planner assumes its default link.
+  double network_bandwidth_bytes_per_s = 0;
+  double network_latency_s = 0;
 };
 
 struct Principal {

@@ -243,6 +243,8 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
   node.devices = req.devices;
   node.links = req.links;
   node.cpu_cores = req.cpu_cores;
+  node.network_bandwidth_bytes_per_s = req.network_bandwidth_bytes_per_s;
+  node.network_latency_s = req.network_latency_s;
   for (api::Device& d : node.devices) d.node = req.node;
   TESSERA_RETURN_IF_ERROR(store_->UpsertNode(node));
 

@@ -48,6 +48,10 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     if (n.health != "healthy") continue;
     scheduler::Node node;
     node.name = n.name;
+    // The link the node's inventory declares; unknown: the planner's default.
+    if (n.network_bandwidth_bytes_per_s > 0) {
+      node.network = scheduler::Link{n.network_bandwidth_bytes_per_s, n.network_latency_s};
+    }
     // Nodes reporting one address run on one machine (several agents in a demo):
     // their CPU and emulated devices share the logical cores its agents report
     // (0, unknown: sharing is not modelled).

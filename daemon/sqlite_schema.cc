@@ -131,11 +131,18 @@ constexpr std::string_view kMigration4 = R"sql(
 ALTER TABLE nodes ADD COLUMN cpu_cores INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 5: a node's link to the other nodes as its agent reports it
+// (bytes/s, one-way seconds; bandwidth 0: unknown).
+constexpr std::string_view kMigration5 = R"sql(
+ALTER TABLE nodes ADD COLUMN network_bandwidth_bytes_per_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN network_latency_s REAL NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
   static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3,
-                                                            kMigration4};
+                                                            kMigration4, kMigration5};
   return kMigrations;
 }
 

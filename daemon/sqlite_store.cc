@@ -99,7 +99,12 @@ Status LoadDevices(sqlite3* db, api::Node* node) {
   return Status::Ok();
 }
 
-// Columns: name, address, health, last_heartbeat_ms, links, cpu_cores.
+// The columns NodeFromRow reads, in its order.
+constexpr char kNodeColumns[] =
+    "name, address, health, last_heartbeat_ms, links, cpu_cores, network_bandwidth_bytes_per_s, "
+    "network_latency_s";
+
+// Columns: kNodeColumns.
 Result<api::Node> NodeFromRow(const Stmt& q) {
   api::Node n;
   n.name = q.Text(0);
@@ -107,6 +112,8 @@ Result<api::Node> NodeFromRow(const Stmt& q) {
   n.health = q.Text(2);
   n.last_heartbeat_ms = q.Int(3);
   n.cpu_cores = q.Int(5);
+  n.network_bandwidth_bytes_per_s = q.Double(6);
+  n.network_latency_s = q.Double(7);
   TESSERA_ASSIGN_OR_RETURN(api::Json links, ParseJsonColumn(q, 4, "node links"));
   if (links.is_array()) {
     for (const api::Json& l : links) {
@@ -656,16 +663,21 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
         Stmt up,
         Stmt::Prepare(db,
                       "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links, "
-                      "cpu_cores) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                      "cpu_cores, network_bandwidth_bytes_per_s, network_latency_s) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                       "address = excluded.address, health = excluded.health, "
                       "last_heartbeat_ms = excluded.last_heartbeat_ms, "
-                      "links = excluded.links, cpu_cores = excluded.cpu_cores"));
+                      "links = excluded.links, cpu_cores = excluded.cpu_cores, "
+                      "network_bandwidth_bytes_per_s = excluded.network_bandwidth_bytes_per_s, "
+                      "network_latency_s = excluded.network_latency_s"));
     up.Bind(1, std::string_view(node.name))
         .Bind(2, std::string_view(node.address))
         .Bind(3, std::string_view(node.health))
         .Bind(4, node.last_heartbeat_ms)
         .Bind(5, std::string_view(links_text))
-        .Bind(6, node.cpu_cores);
+        .Bind(6, node.cpu_cores)
+        .BindDouble(7, node.network_bandwidth_bytes_per_s)
+        .BindDouble(8, node.network_latency_s);
     TESSERA_RETURN_IF_ERROR(up.Run());
     TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM devices WHERE node = ?"));
     del.Bind(1, std::string_view(node.name));
@@ -691,11 +703,8 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
 Result<api::Node> SqliteStore::GetNode(std::string_view name) {
   api::Node node;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(
-        Stmt q, Stmt::Prepare(
-                    db,
-                    "SELECT name, address, health, last_heartbeat_ms, links, cpu_cores FROM nodes "
-                    "WHERE name = ?"));
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeColumns +
+                                                           " FROM nodes WHERE name = ?"));
     q.Bind(1, name);
     TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
     if (!row) return NotFound("node " + std::string(name) + " not found");
@@ -708,11 +717,8 @@ Result<api::Node> SqliteStore::GetNode(std::string_view name) {
 Result<std::vector<api::Node>> SqliteStore::ListNodes() {
   std::vector<api::Node> out;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(
-        Stmt q, Stmt::Prepare(
-                    db,
-                    "SELECT name, address, health, last_heartbeat_ms, links, cpu_cores FROM nodes "
-                    "ORDER BY name"));
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeColumns +
+                                                           " FROM nodes ORDER BY name"));
     while (true) {
       TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
       if (!row) break;

@@ -65,6 +65,10 @@ Stmt& Stmt::BindBlob(int i, std::string_view v) {
   Note(sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT));
   return *this;
 }
+Stmt& Stmt::BindDouble(int i, double v) {
+  Note(sqlite3_bind_double(stmt_, i, v));
+  return *this;
+}
 Stmt& Stmt::BindNull(int i) {
   Note(sqlite3_bind_null(stmt_, i));
   return *this;
@@ -97,6 +101,7 @@ Status Stmt::Run() {
 }
 
 int64_t Stmt::Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+double Stmt::Double(int col) const { return sqlite3_column_double(stmt_, col); }
 
 std::string Stmt::Text(int col) const {
   const unsigned char* p = sqlite3_column_text(stmt_, col);

@@ -42,6 +42,7 @@ class Stmt {
   Stmt& Bind(int i, int64_t v);
   Stmt& Bind(int i, std::string_view v);  // TEXT
   Stmt& BindBlob(int i, std::string_view v);
+  Stmt& BindDouble(int i, double v);  // REAL
   Stmt& BindNull(int i);
   Stmt& Bind(int i, const std::optional<int64_t>& v);
   Stmt& Bind(int i, const std::optional<std::string>& v);  // TEXT or NULL
@@ -54,6 +55,7 @@ class Stmt {
   Status Run();
 
   int64_t Int(int col) const;
+  double Double(int col) const;
   std::string Text(int col) const;
   std::string Blob(int col) const;
   bool IsNull(int col) const;

@@ -195,6 +195,30 @@ TEST(AgentLinksTest, EveryBeatCarriesTheDiscoveredLinks) {
   EXPECT_EQ(links[0], (api::DeviceLink{0, 1, "nvlink", 4, "internal"}));
 }
 
+TEST(AgentLinksTest, EveryBeatCarriesTheDeclaredNetworkLink) {
+  for (bool declared : {true, false}) {
+    NodeInventory inv = TwoEmulatedDevices();
+    if (declared) inv.network = NetworkSpec{2.5e6, 0.005};
+    StaticInventory inventory(inv);
+    TempDir state;
+    SupervisorOptions o;
+    o.state_dir = state.path();
+    ProcessSupervisor supervisor(o);
+    FakeAgentTransport transport;
+    transport.SetHandler(
+        [](const api::HeartbeatRequest&) { return api::ToJson(api::HeartbeatResponse{}); });
+    AgentOptions options;
+    options.node = "node-a";
+    Agent agent(options, &transport, &inventory, &supervisor, nullptr);
+    ASSERT_TRUE(agent.Init().ok());
+    ASSERT_TRUE(agent.Beat().ok());
+    ASSERT_FALSE(transport.received().empty());
+    const api::HeartbeatRequest sent = transport.received().back();
+    EXPECT_DOUBLE_EQ(sent.network_bandwidth_bytes_per_s, declared ? 2.5e6 : 0) << declared;
+    EXPECT_DOUBLE_EQ(sent.network_latency_s, declared ? 0.005 : 0) << declared;
+  }
+}
+
 TEST_F(AgentTest, DroppedMessagesHealOnTheNextBeat) {
   WorkerKey key{2, 1, 0};
   controller_.Want({ShellLaunch(key, "exec sleep 60")});

@@ -91,10 +91,149 @@ INSTANTIATE_TEST_SUITE_P(
                "devices[0].sped"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The optional `network:` key: the node's declared link.
+struct NetworkRow {
+  const char* name;
+  const char* network;  // the value of `network:` (flow style)
+  double bandwidth_bytes_per_s;
+  double latency_s;
+};
+
+class InventoryFileNetwork : public ::testing::TestWithParam<NetworkRow> {};
+
+TEST_P(InventoryFileNetwork, Parses) {
+  const NetworkRow& row = GetParam();
+  auto parsed = ParseInventoryFile(std::string("devices: [{name: a, memory: 1G}]\nnetwork: ") +
+                                   row.network + "\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_TRUE(parsed->network.has_value());
+  EXPECT_DOUBLE_EQ(parsed->network->bandwidth_bytes_per_s, row.bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(parsed->network->latency_s, row.latency_s);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rows, InventoryFileNetwork,
+    ::testing::Values(
+        NetworkRow{"megabits_milliseconds", "{bandwidth: 100Mbit, latency: 2ms}", 12.5e6, 2e-3},
+        NetworkRow{"gigabits_per_s_microseconds", "{bandwidth: 10Gbit/s, latency: 50us}", 1.25e9,
+                   50e-6},
+        NetworkRow{"decimal_bytes", "{bandwidth: 12.5MB, latency: 0.001s}", 12.5e6, 1e-3},
+        NetworkRow{"binary_bytes_per_s", "{bandwidth: 1GiB/s, latency: 0}", 1073741824.0, 0},
+        NetworkRow{"plain_number_is_bytes", "{bandwidth: 1.25e9, latency: 2.5e-3}", 1.25e9, 2.5e-3},
+        NetworkRow{"block_style_and_case", "\n  bandwidth: 20MBIT\n  latency: 5 ms", 2.5e6, 5e-3},
+        NetworkRow{"json", R"({"bandwidth": "1Kibit", "latency": "1ns"})", 128, 1e-9}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(InventoryFile, NetworkAbsentMeansUnknown) {
+  auto parsed = ParseInventoryFile("devices: [{name: a, memory: 1G}]\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->network.has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NetworkRows, InventoryFileBad,
+    ::testing::Values(
+        BadRow{"network_not_mapping", "devices: [{name: a, memory: 1G}]\nnetwork: 1Gbit\n",
+               "network"},
+        BadRow{"network_empty", "devices: [{name: a, memory: 1G}]\nnetwork:\n", "network"},
+        BadRow{"bandwidth_missing", "devices: [{name: a, memory: 1G}]\nnetwork: {latency: 1ms}\n",
+               "network.bandwidth"},
+        BadRow{"latency_missing", "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: 1Gbit}\n",
+               "network.latency"},
+        BadRow{"bandwidth_zero",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: 0Mbit, latency: 1ms}\n",
+               "network.bandwidth"},
+        BadRow{"bandwidth_negative",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: -5MB, latency: 1ms}\n",
+               "network.bandwidth"},
+        BadRow{"bandwidth_unknown_unit",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: 5Xbit, latency: 1ms}\n",
+               "network.bandwidth"},
+        BadRow{"bandwidth_list",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: [1], latency: 1ms}\n",
+               "network.bandwidth"},
+        BadRow{"latency_negative",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: 1Gbit, latency: -1ms}\n",
+               "network.latency"},
+        BadRow{"latency_unknown_unit",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: 1Gbit, latency: 3min}\n",
+               "network.latency"},
+        BadRow{"latency_too_long",
+               "devices: [{name: a, memory: 1G}]\nnetwork: {bandwidth: 1Gbit, latency: 11s}\n",
+               "network.latency"},
+        BadRow{"unknown_network_field",
+               "devices: [{name: a, memory: 1G}]\n"
+               "network: {bandwidth: 1Gbit, latency: 1ms, jitter: 1ms}\n",
+               "network.jitter"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 struct SizeRow {
   const char* text;
   std::optional<int64_t> bytes;
 };
+
+struct RateRow {
+  const char* text;
+  std::optional<double> value;  // nullopt: refused
+};
+
+void ExpectParses(std::optional<double> (*parse)(std::string_view), const RateRow& row) {
+  std::optional<double> got = parse(row.text);
+  ASSERT_EQ(got.has_value(), row.value.has_value()) << "'" << row.text << "'";
+  if (got) {
+    EXPECT_DOUBLE_EQ(*got, *row.value) << "'" << row.text << "'";
+  }
+}
+
+TEST(ParseBandwidth, Table) {
+  const RateRow rows[] = {
+      {"100Mbit", 12.5e6},
+      {"100mbit/s", 12.5e6},
+      {"1Gbit", 125e6},
+      {"8bit", 1},
+      {"1Kibit", 128},
+      {"1Tbit", 125e9},
+      {"1MB", 1e6},
+      {"1MiB", 1048576},
+      {"1M", 1048576},
+      {"1KB/s", 1000},
+      {"1.5GB", 1.5e9},
+      {"1250", 1250},
+      {"1e3", 1000},
+      {"2B", 2},
+      {"", std::nullopt},
+      {"Mbit", std::nullopt},
+      {"0", std::nullopt},
+      {"-1MB", std::nullopt},
+      {"1Mb it", std::nullopt},
+      {"1Xbit", std::nullopt},
+      {"1bps", std::nullopt},
+      {"1e", std::nullopt},
+      {"0x10", std::nullopt},
+      {"inf", std::nullopt},
+  };
+  for (const auto& row : rows) {
+    ExpectParses(&ParseBandwidth, row);
+  }
+}
+
+TEST(ParseDuration, Table) {
+  const RateRow rows[] = {
+      {"2ms", 2e-3},
+      {"250us", 250e-6},
+      {"1s", 1},
+      {"0.5", 0.5},
+      {"0", 0},
+      {"7 ns", 7e-9},
+      {"", std::nullopt},
+      {"-1ms", std::nullopt},
+      {"1h", std::nullopt},
+      {"ms", std::nullopt},
+  };
+  for (const auto& row : rows) {
+    ExpectParses(&ParseDuration, row);
+  }
+}
 
 TEST(ParseByteSize, Table) {
   const SizeRow rows[] = {

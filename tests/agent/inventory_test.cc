@@ -95,6 +95,23 @@ TEST(SystemInventory, FileDevicesReplaceDiscovery) {
   EXPECT_DOUBLE_EQ(inv->devices[1].relative_speed, 0.5);
 }
 
+TEST(SystemInventory, FileNetworkLinkReachesTheInventory) {
+  TempDir state;
+  WriteFile(state.path() / "inv.yaml",
+            "devices: [{name: e, memory: 1G}]\nnetwork: {bandwidth: 20Mbit, latency: 5ms}\n");
+  SystemInventoryProvider provider(Options(state, state.path() / "inv.yaml"));
+  auto inv = provider.Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_TRUE(inv->network.has_value());
+  EXPECT_DOUBLE_EQ(inv->network->bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(inv->network->latency_s, 0.005);
+  // Without a file the link is unknown.
+  SystemInventoryProvider none(Options(state));
+  auto discovered = none.Load();
+  ASSERT_TRUE(discovered.ok()) << discovered.status().ToString();
+  EXPECT_FALSE(discovered->network.has_value());
+}
+
 TEST(SystemInventory, CombineAddsFileDevicesAfterDiscovered) {
   TempDir state;
   WriteFile(state.path() / "inv.yaml", "combine: true\ndevices: [{name: e, memory: 1G}]\n");

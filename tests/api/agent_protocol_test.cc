@@ -73,6 +73,78 @@ TEST(AgentProtocolTest, CpuCoresMustBeACount) {
   }
 }
 
+TEST(AgentProtocolTest, HeartbeatCarriesTheDeclaredNetworkLink) {
+  HeartbeatRequest r = Sample();
+  r.network_bandwidth_bytes_per_s = 2.5e6;
+  r.network_latency_s = 0.005;
+  Json j = ToJson(r);
+  EXPECT_DOUBLE_EQ(j["network_bandwidth_bytes_per_s"].get<double>(), 2.5e6);
+  auto back = HeartbeatRequestFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->network_bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(back->network_latency_s, 0.005);
+
+  // Unknown (the default) is left out and read back as 0.
+  Json unknown = ToJson(Sample());
+  EXPECT_FALSE(unknown.contains("network_bandwidth_bytes_per_s"));
+  back = HeartbeatRequestFromJson(unknown);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->network_bandwidth_bytes_per_s, 0);
+  EXPECT_EQ(back->network_latency_s, 0);
+}
+
+TEST(AgentProtocolTest, NetworkLinkFields) {
+  struct Case {
+    const char* name;
+    Json bandwidth;  // null: absent
+    Json latency;
+    std::string field;  // "": accepted
+    double want_bandwidth;
+    double want_latency;
+  } cases[] = {
+      {"integer_bandwidth", Json(125000000), Json(0.00005), "", 125e6, 50e-6},
+      {"zero_latency", Json(1e9), Json(0), "", 1e9, 0},
+      {"zero_bandwidth_is_unknown", Json(0), Json(0.002), "", 0, 0},
+      {"latency_without_bandwidth_is_ignored", Json(), Json(0.002), "", 0, 0},
+      {"negative_bandwidth", Json(-1.0), Json(0.001), "network_bandwidth_bytes_per_s", 0, 0},
+      {"text_bandwidth", Json("100Mbit"), Json(0.001), "network_bandwidth_bytes_per_s", 0, 0},
+      {"negative_latency", Json(1e9), Json(-0.001), "network_latency_s", 0, 0},
+      {"text_latency", Json(1e9), Json("2ms"), "network_latency_s", 0, 0},
+  };
+  for (const Case& c : cases) {
+    Json j = ToJson(Sample());
+    if (!c.bandwidth.is_null()) j["network_bandwidth_bytes_per_s"] = c.bandwidth;
+    if (!c.latency.is_null()) j["network_latency_s"] = c.latency;
+    auto r = HeartbeatRequestFromJson(j);
+    if (c.field.empty()) {
+      ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().ToString();
+      EXPECT_DOUBLE_EQ(r->network_bandwidth_bytes_per_s, c.want_bandwidth) << c.name;
+      EXPECT_DOUBLE_EQ(r->network_latency_s, c.want_latency) << c.name;
+    } else {
+      ASSERT_FALSE(r.ok()) << c.name;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.name;
+      EXPECT_EQ(r.status().field(), c.field) << c.name;
+    }
+  }
+}
+
+TEST(AgentProtocolTest, NodeJsonShowsTheNetworkLinkWhenKnown) {
+  Node n;
+  n.name = "boxa";
+  EXPECT_TRUE(ToJson(n)["network"].is_null());
+  n.network_bandwidth_bytes_per_s = 2.5e6;
+  n.network_latency_s = 0.005;
+  Json j = ToJson(n);
+  EXPECT_DOUBLE_EQ(j["network"]["bandwidth_bytes_per_s"].get<double>(), 2.5e6);
+  EXPECT_DOUBLE_EQ(j["network"]["latency_s"].get<double>(), 0.005);
+  auto back = NodeFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->network_bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(back->network_latency_s, 0.005);
+  j["network"]["latency_s"] = "5ms";
+  EXPECT_EQ(NodeFromJson(j).status().field(), "network.latency_s");
+}
+
 TEST(AgentProtocolTest, NodeJsonCarriesLinks) {
   Node n;
   n.name = "boxa";

@@ -274,6 +274,21 @@ TEST_F(ControlPlaneServiceTest, HeartbeatRegistersNodeDevicesAndProgress) {
       << "rank 0's progress is the job's";
 }
 
+TEST_F(ControlPlaneServiceTest, HeartbeatKeepsTheNodesDeclaredNetworkLink) {
+  api::Json beat = HeartbeatJson("boxN");
+  beat["network_bandwidth_bytes_per_s"] = 2.5e6;
+  beat["network_latency_s"] = 0.005;
+  ASSERT_TRUE(service_->Heartbeat(beat).ok());
+  auto nodes = service_->ListNodes(kAlice);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_DOUBLE_EQ((*nodes)[0].network_bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ((*nodes)[0].network_latency_s, 0.005);
+  // A beat without it (an agent restarted without `network:`) forgets it.
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxN")).ok());
+  EXPECT_EQ(service_->ListNodes(kAlice)->at(0).network_bandwidth_bytes_per_s, 0);
+}
+
 TEST_F(ControlPlaneServiceTest, JobLogsServeTheNewestAttemptsReportedTail) {
   const api::Job job = Submit(kAlice);
   api::WorkerStatus old = Worker(job.id, 0, nullptr);

@@ -134,6 +134,35 @@ TEST_F(SqliteStoreTest, MigrationsApplyInOrderAndOnlyOnce) {
   sqlite3_close(db);
 }
 
+TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
+  // A database tesserad wrote before nodes reported their network link.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+    const std::vector<std::string_view> v4(SqliteMigrations().begin(),
+                                           SqliteMigrations().begin() + 4);
+    ASSERT_EQ(*MigrateSqliteSchema(db, 1, v4), 4);
+    sqlite3_close(db);
+    RawDb raw(Path());
+    raw.Exec(
+        "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links, cpu_cores) "
+        "VALUES ('old', '10.0.0.9', 'healthy', 5, '[]', 8)");
+  }
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), LatestSqliteSchemaVersion());
+  auto old = store->GetNode("old");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->cpu_cores, 8);
+  EXPECT_EQ(old->network_bandwidth_bytes_per_s, 0) << "unknown until its agent reports one";
+  EXPECT_EQ(old->network_latency_s, 0);
+  api::Node n = *old;
+  n.network_bandwidth_bytes_per_s = 1.25e9;
+  n.network_latency_s = 50e-6;
+  ASSERT_TRUE(store->UpsertNode(n).ok());
+  EXPECT_DOUBLE_EQ(store->GetNode("old")->network_bandwidth_bytes_per_s, 1.25e9);
+}
+
 TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   api::JobId id = 0;
   std::string token;

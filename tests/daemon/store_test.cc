@@ -79,6 +79,17 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
+  // SQLite: closes the file and opens it again (what a restarted tesserad
+  // reads); the in-memory backends keep what they hold.
+  void Reopen() {
+    if (GetParam() != Backend::kSqlite) return;
+    owned_.reset();
+    auto s = SqliteStore::Open(dir_.File("tessera.db"));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    owned_ = std::move(s).value();
+    store_ = owned_.get();
+  }
+
   api::Job Insert(const std::string& owner, const std::string& name, int64_t now = 1000) {
     auto job = store_->InsertJob(NewJob{owner, Spec(name), now, "submitted"});
     EXPECT_TRUE(job.ok()) << job.status().ToString();
@@ -386,6 +397,40 @@ TEST_P(StoreTest, UpsertNodeKeepsDeviceLinks) {
   }
   n.links = {{0, 1, "pcie", 0, ""}, {0, 1, "nvlink", 2, ""}};
   EXPECT_EQ(store_->UpsertNode(n).field(), "links[1]") << "duplicate pair";
+}
+
+TEST_P(StoreTest, NodeNetworkLinkSurvivesUpsertAndReopen) {
+  api::Node n;
+  n.name = "boxA";
+  n.devices = {Dev(0, true)};
+  n.network_bandwidth_bytes_per_s = 2.5e6;
+  n.network_latency_s = 0.005;
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  auto got = store_->GetNode("boxA");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_DOUBLE_EQ(got->network_bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(got->network_latency_s, 0.005);
+  EXPECT_DOUBLE_EQ(store_->ListNodes()->at(0).network_bandwidth_bytes_per_s, 2.5e6);
+
+  // A second node that reports no link; the first one's link outlives a reopen.
+  api::Node unknown = n;
+  unknown.name = "boxB";
+  unknown.network_bandwidth_bytes_per_s = 0;
+  unknown.network_latency_s = 0;
+  ASSERT_TRUE(store_->UpsertNode(unknown).ok());
+  Reopen();
+  got = store_->GetNode("boxA");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_DOUBLE_EQ(got->network_bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(got->network_latency_s, 0.005);
+  EXPECT_EQ(store_->GetNode("boxB")->network_bandwidth_bytes_per_s, 0);
+
+  // The next heartbeat's link replaces it.
+  n.network_bandwidth_bytes_per_s = 125e6;
+  n.network_latency_s = 50e-6;
+  ASSERT_TRUE(store_->UpsertNode(n).ok());
+  EXPECT_DOUBLE_EQ(store_->GetNode("boxA")->network_bandwidth_bytes_per_s, 125e6);
+  EXPECT_DOUBLE_EQ(store_->GetNode("boxA")->network_latency_s, 50e-6);
 }
 
 TEST_P(StoreTest, UpsertNodeRefusesBadInput) {

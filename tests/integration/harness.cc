@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "agent/inventory_file.h"
+
 namespace tessera::testing {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -158,12 +160,32 @@ Cluster::Cluster(std::string name, bool fast) : fast_(fast) {
   } else {
     why = lab.status().message();
   }
-  std::string line = "[ cluster  ] network: " + network_mode() + " (" +
-                     (lab_ ? lab_->Describe() + ", tesserad on " + controller_host_ : why) + ")";
+  std::string links = "links not shaped";
+  std::string detail = lab_ ? lab_->Describe() + ", tesserad on " + controller_host_ : why;
+  if (!lab_) {
+    detail += "; loopback cannot shape links";
+  } else if (link_shaping() == NetworkLab::Shaping::kFull) {
+    links = "links shaped";
+  } else if (link_shaping() == NetworkLab::Shaping::kRateOnly) {
+    links = "links shaped, rate only";
+    detail += "; no latency: " + link_shaping_note();
+  } else {
+    detail += "; " + link_shaping_note();
+  }
+  std::string line = "[ cluster  ] network: " + network_mode() + ", " + links + " (" + detail + ")";
   std::fprintf(stderr, "%s\n", line.c_str());
   if (::testing::UnitTest::GetInstance()->current_test_info() != nullptr) {
     ::testing::Test::RecordProperty("network", network_mode());
+    ::testing::Test::RecordProperty("links", links.substr(links.find(' ') + 1));
   }
+}
+
+NetworkLab::Shaping Cluster::link_shaping() const {
+  return lab_ ? lab_->link_shaping() : NetworkLab::Shaping::kNone;
+}
+
+std::string Cluster::link_shaping_note() const {
+  return lab_ ? lab_->link_shaping_note() : "loopback cannot shape links";
 }
 
 Cluster::~Cluster() {
@@ -245,6 +267,26 @@ void Cluster::StartAgent(const std::string& node, const std::string& inventory_y
     }
     node_addresses_[node] = *address;
     netns = lab_->NamespacePath(node);
+  }
+  // The link the inventory declares (a bad file is the agent's to refuse).
+  auto declared = agent::ParseInventoryFile(inventory_yaml);
+  if (declared.ok() && declared->network) {
+    const agent::NetworkSpec& link = *declared->network;
+    char declares[160];
+    std::snprintf(declares, sizeof declares,
+                  "[ cluster  ] %s declares %.4g Mbit/s, %.4g ms: ", node.c_str(),
+                  link.bandwidth_bytes_per_s * 8 / 1e6, link.latency_s * 1e3);
+    std::string line = declares;
+    if (link_shaping() == NetworkLab::Shaping::kNone) {
+      line += "not shaped (" + link_shaping_note() + ")";
+    } else {
+      Status shaped = lab_->ShapeNode(node, link.bandwidth_bytes_per_s, link.latency_s);
+      if (!shaped.ok()) {
+        throw std::runtime_error("shaping the link of " + node + ": " + shaped.ToString());
+      }
+      line += "shaped (" + lab_->DescribeShape(node) + ")";
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
   std::vector<std::string> argv = {BinaryPath("tessera-agent"),
                                    "--controller",

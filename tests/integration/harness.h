@@ -10,6 +10,14 @@
 // controller_url(), never through a literal 127.0.0.1. The mode is printed
 // once per Cluster and recorded as the test property "network".
 //
+// Shaped links: when a node's inventory declares `network:` (bandwidth and
+// latency, agent/inventory_file.h), StartAgent shapes that node's veth with
+// tc (NetworkLab::ShapeNode) so the emulated link costs what it declares.
+// Loopback cannot shape. The mode line says which: "network: namespaces,
+// links shaped (...)", "..., links shaped, rate only (...)" (a kernel without
+// netem) or "..., links not shaped (...)"; the test property "links" holds
+// "shaped", "rate only" or "not shaped".
+//
 // Ownership: a Cluster owns its processes and kills (SIGKILL) whatever is
 // still running when destroyed, then deletes its namespaces and its temp dir.
 // Thread safety: none; one test thread drives it.
@@ -95,10 +103,16 @@ class Cluster {
   bool namespaces() const { return lab_ != nullptr; }
   // "namespaces" or "loopback".
   std::string network_mode() const { return namespaces() ? "namespaces" : "loopback"; }
+  // What StartAgent does with a declared `network:` link (kNone on loopback),
+  // and why links are not (fully) shaped.
+  NetworkLab::Shaping link_shaping() const;
+  std::string link_shaping_note() const;
 
   // Starts an agent named `node` whose inventory declares `inventory_yaml`.
   // With namespaces it runs in the node's namespace (made on first start and
-  // kept for restarts) and announces the node's address (--address).
+  // kept for restarts) and announces the node's address (--address); a
+  // `network:` link the inventory declares is shaped where link_shaping()
+  // allows, and said to be unshaped otherwise.
   void StartAgent(const std::string& node, const std::string& inventory_yaml,
                   const std::vector<std::string>& extra_args = {});
   // The address a started node's agent announces (MASTER_ADDR of ranks it

@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -18,9 +20,9 @@ namespace fs = std::filesystem;
 constexpr char kNetnsPrefix[] = "tessera-e2e-";
 constexpr char kNetnsDir[] = "/run/netns";
 
-// The `ip` program: PATH first, then where distributions install it (a
-// non-root PATH often lacks the sbin folders).
-std::string IpBinary() {
+// An iproute2 program (`ip`, `tc`): PATH first, then where distributions
+// install it (a non-root PATH often lacks the sbin folders).
+std::string FindProgram(const std::string& name) {
   std::vector<std::string> dirs;
   if (const char* path = std::getenv("PATH"); path != nullptr) {
     std::stringstream s(path);
@@ -30,18 +32,16 @@ std::string IpBinary() {
   }
   for (const char* d : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) dirs.emplace_back(d);
   for (const auto& d : dirs) {
-    fs::path p = fs::path(d) / "ip";
+    fs::path p = fs::path(d) / name;
     if (::access(p.c_str(), X_OK) == 0) return p.string();
   }
   return "";
 }
 
-// Runs `ip args...` and answers its output (stdout and stderr together);
-// kFailedPrecondition with that output when it fails.
-Result<std::string> Ip(const std::vector<std::string>& args) {
-  static const std::string ip = IpBinary();
-  if (ip.empty()) return FailedPrecondition("no `ip` program (iproute2) found");
-  std::vector<std::string> argv = {ip};
+// Runs `program args...` (a path) and answers its output (stdout and stderr
+// together); kFailedPrecondition with that output when it fails.
+Result<std::string> Run(const std::string& program, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {program};
   argv.insert(argv.end(), args.begin(), args.end());
   std::string line;
   for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
@@ -81,6 +81,34 @@ Result<std::string> Ip(const std::vector<std::string>& args) {
     return FailedPrecondition("`" + line + "` failed: " + out);
   }
   return out;
+}
+
+Result<std::string> Ip(const std::vector<std::string>& args) {
+  static const std::string ip = FindProgram("ip");
+  if (ip.empty()) return FailedPrecondition("no `ip` program (iproute2) found");
+  return Run(ip, args);
+}
+
+Result<std::string> Tc(const std::vector<std::string>& args) {
+  static const std::string tc = FindProgram("tc");
+  if (tc.empty()) return FailedPrecondition("no `tc` program (iproute2) found");
+  return Run(tc, args);
+}
+
+// tc's qdisc arguments for one end of a link: half the one-way latency (a
+// packet crosses two ends) and the bandwidth, as `shaping` allows.
+std::vector<std::string> QdiscArgs(NetworkLab::Shaping shaping, double bandwidth_bytes_per_s,
+                                   double latency_s) {
+  const long long bits_per_s = std::max(8LL, std::llround(bandwidth_bytes_per_s * 8));
+  const std::string rate = std::to_string(bits_per_s) + "bit";
+  if (shaping == NetworkLab::Shaping::kFull) {
+    const long long half_us = std::llround(latency_s / 2 * 1e6);
+    // limit: packets netem may hold (the delay line plus the rate's queue).
+    return {"netem", "delay", std::to_string(half_us) + "us", "rate", rate, "limit", "10000"};
+  }
+  // tbf: a burst of at least 32 KiB or 10 ms of the rate; a queue of 200 ms.
+  const long long burst = std::max(32LL * 1024, std::llround(bandwidth_bytes_per_s / 100));
+  return {"tbf", "rate", rate, "burst", std::to_string(burst), "latency", "200ms"};
 }
 
 bool ProcessRuns(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
@@ -139,9 +167,22 @@ Result<std::unique_ptr<NetworkLab>> NetworkLab::Create() {
   // Probe: a namespace needs CAP_SYS_ADMIN (its bind mount) and CAP_NET_ADMIN.
   const std::string probe = kNetnsPrefix + self + "-probe";
   TESSERA_RETURN_IF_ERROR(Ip({"netns", "add", probe}).status());
+  std::unique_ptr<NetworkLab> l(new NetworkLab());
+  // Which qdisc shapes links here: try each on the probe's loopback.
+  auto netem = Tc(
+      {"-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms", "rate", "1mbit"});
+  if (netem.ok()) {
+    l->shaping_ = Shaping::kFull;
+  } else {
+    (void)Tc({"-n", probe, "qdisc", "del", "dev", "lo", "root"});
+    auto tbf = Tc({"-n", probe, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "1mbit",
+                   "burst", "32768", "latency", "200ms"});
+    l->shaping_ = tbf.ok() ? Shaping::kRateOnly : Shaping::kNone;
+    l->shaping_note_ = netem.status().message();
+    if (!tbf.ok()) l->shaping_note_ += "; " + tbf.status().message();
+  }
   TESSERA_RETURN_IF_ERROR(Ip({"netns", "delete", probe}).status());
 
-  std::unique_ptr<NetworkLab> l(new NetworkLab());
   // A /24 of 198.18.0.0/15 no address or route of this machine uses yet.
   std::string taken;
   for (const auto& args : std::vector<std::vector<std::string>>{{"-o", "-4", "addr", "show"},
@@ -209,6 +250,36 @@ Result<std::string> NetworkLab::AddNode(const std::string& node) {
   }
   nodes_[node] = n;
   return n.address;
+}
+
+Status NetworkLab::ShapeNode(const std::string& node, double bandwidth_bytes_per_s,
+                             double latency_s) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return NotFound("no node " + node + " in the lab");
+  if (shaping_ == Shaping::kNone) {
+    return FailedPrecondition("links cannot be shaped here: " + shaping_note_);
+  }
+  if (!(bandwidth_bytes_per_s > 0) || !(latency_s >= 0)) {
+    return InvalidArgument("needs bandwidth > 0 and latency >= 0");
+  }
+  Node& n = it->second;
+  std::vector<std::string> qdisc = QdiscArgs(shaping_, bandwidth_bytes_per_s, latency_s);
+  std::vector<std::string> root = {"qdisc", "replace", "dev", n.veth, "root"};
+  std::vector<std::string> inside = {"-n", n.netns, "qdisc", "replace", "dev", "eth0", "root"};
+  root.insert(root.end(), qdisc.begin(), qdisc.end());
+  inside.insert(inside.end(), qdisc.begin(), qdisc.end());
+  TESSERA_RETURN_IF_ERROR(Tc(root).status());
+  TESSERA_RETURN_IF_ERROR(Tc(inside).status());
+  n.qdisc = std::move(qdisc);
+  return Status::Ok();
+}
+
+std::string NetworkLab::DescribeShape(const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.qdisc.empty()) return "";
+  std::string out = it->second.veth + " and " + it->second.netns + ":eth0:";
+  for (const auto& a : it->second.qdisc) out += " " + a;
+  return out;
 }
 
 std::string NetworkLab::NamespaceName(const std::string& node) const {

@@ -65,6 +65,33 @@ TEST(SnapshotOfTest, ReportedCoresLetEmulatedDevicesShareTheirHost) {
   EXPECT_DOUBLE_EQ(SnapshotOf({a}, {}).nodes[0].host_cpu_cores, 0) << "unknown: not modelled";
 }
 
+TEST(SnapshotOfTest, ReportedNetworkLinkReplacesTheDefault) {
+  const scheduler::Link fallback = scheduler::Node{}.network;
+  struct Case {
+    const char* name;
+    double bandwidth;  // reported; 0: unknown
+    double latency;
+    scheduler::Link want;
+  } cases[] = {
+      {"declared_20mbit_5ms", 2.5e6, 0.005, {2.5e6, 0.005}},
+      {"declared_zero_latency", 125e6, 0, {125e6, 0}},
+      {"unknown_keeps_default", 0, 0, fallback},
+  };
+  for (const Case& c : cases) {
+    api::Node n = NodeWith("boxa", 1, {});
+    n.network_bandwidth_bytes_per_s = c.bandwidth;
+    n.network_latency_s = c.latency;
+    scheduler::ClusterSnapshot s = SnapshotOf({n, NodeWith("boxb", 1, {})}, {});
+    ASSERT_TRUE(s.Validate().ok()) << c.name;
+    ASSERT_EQ(s.nodes.size(), 2u);
+    EXPECT_DOUBLE_EQ(s.nodes[0].network.bandwidth_bytes_per_s, c.want.bandwidth_bytes_per_s)
+        << c.name;
+    EXPECT_DOUBLE_EQ(s.nodes[0].network.latency_s, c.want.latency_s) << c.name;
+    EXPECT_DOUBLE_EQ(s.nodes[1].network.bandwidth_bytes_per_s, fallback.bandwidth_bytes_per_s)
+        << "a node that reports nothing keeps the default";
+  }
+}
+
 TEST(SnapshotOfTest, NodesThatAreNotHealthyAreLeftOutWithTheirLinks) {
   auto s =
       SnapshotOf({NodeWith("boxa", 2, {{0, 1, "nvlink", 4, ""}}, "dead"), NodeWith("boxb", 1, {})},
