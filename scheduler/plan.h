@@ -6,7 +6,8 @@
 // (the shares sum to the global batch) and the weight its gradients get so the
 // summed update equals the global-batch update. Predictions come from the cost
 // model (scheduler/cost_model.h). A PlanSet holds the plans, best first, and one
-// Rejection per option that was ruled out, with a one-line reason users see.
+// Rejection per option that was ruled out, with a one-line reason users see, and
+// the baselines (hand-made even splits) the chosen plan is compared with.
 // Ownership: plain values. Thread safety: values.
 #ifndef TESSERA_SCHEDULER_PLAN_H_
 #define TESSERA_SCHEDULER_PLAN_H_
@@ -56,6 +57,17 @@ struct Prediction {
   std::map<std::string, int64_t> peak_memory_bytes;  // by "node:index"
 };
 
+// How the chosen plan compares with one plan a lab would run by hand (a baseline,
+// see Baseline): both are scored by the same CostModel::Evaluate.
+struct BaselineScore {
+  std::string name;         // "even_all" | "best_group"
+  std::string description;  // "an even split over all 5 devices", "the 2 A100s alone"
+  bool feasible = false;
+  std::string reason;  // infeasible only: why it cannot run, one line
+  double step_s = 0;   // feasible only: its predicted step time
+  double speedup = 0;  // feasible only: step_s / the chosen plan's predicted step time
+};
+
 struct Plan {
   Layout layout = Layout::kData;
   int dp = 1;  // replicas
@@ -66,6 +78,9 @@ struct Plan {
   std::optional<Tiling> tiling;
   Prediction predicted;
   std::string why;  // why this plan, in one line
+  // The chosen (first) plan of a PlanSet only: its speedup over every baseline (the
+  // same entries as PlanSet::baselines, without their plans). Empty on other plans.
+  std::vector<BaselineScore> baselines;
 
   // All devices of the plan, replica by replica, stage by stage.
   std::vector<DeviceId> Devices() const;
@@ -76,9 +91,23 @@ struct Rejection {
   std::string reason;
 };
 
+// A hand-made plan: data parallel with an even batch split, the plan a lab runs
+// without a planner. Two per job (scheduler/planner.h, "Baselines"):
+//   even_all    an even split over all free devices (at most max_devices);
+//   best_group  an even split over the devices of one speed class (equal type and
+//               throughput), the class with the lowest predicted step time.
+// Shares: global_batch / N each, the remainder one each to the first devices (in
+// device-table order); micro-batches: the smallest M that fits memory.
+struct Baseline : BaselineScore {
+  std::optional<Plan> plan;  // feasible only: the baseline as a data plan
+};
+
 struct PlanSet {
   std::vector<Plan> plans;  // best (lowest predicted step time) first
   std::vector<Rejection> rejected;
+  // even_all then best_group; speedups are over plans.front(). Empty for tiled-only
+  // inference (layout forced to tiled), where a whole-image split is not an option.
+  std::vector<Baseline> baselines;
 };
 
 }  // namespace tessera::scheduler

@@ -6,6 +6,20 @@ namespace tessera::scheduler {
 
 using Json = nlohmann::json;
 
+namespace {
+
+// {name, description, feasible, reason (infeasible only), step_s, speedup}; step_s and
+// speedup are null when infeasible.
+Json ScoreJson(const BaselineScore& b) {
+  Json j{{"name", b.name}, {"description", b.description}, {"feasible", b.feasible}};
+  if (!b.feasible) j["reason"] = b.reason;
+  j["step_s"] = b.feasible ? Json(b.step_s) : Json(nullptr);
+  j["speedup"] = b.feasible ? Json(b.speedup) : Json(nullptr);
+  return j;
+}
+
+}  // namespace
+
 Json ToJson(const Plan& plan) {
   Json j;
   j["layout"] = std::string(LayoutName(plan.layout));
@@ -41,6 +55,11 @@ Json ToJson(const Plan& plan) {
                     {"comm", plan.predicted.comm},
                     {"peak_mem_bytes", mem}};
   j["why"] = plan.why;
+  if (!plan.baselines.empty()) {
+    Json baselines = Json::array();
+    for (const BaselineScore& b : plan.baselines) baselines.push_back(ScoreJson(b));
+    j["baselines"] = baselines;
+  }
   return j;
 }
 
@@ -53,7 +72,13 @@ Json ToJson(const PlanSet& set) {
                                                              : std::string(LayoutName(r.layout))},
                         {"reason", r.reason}});
   }
-  return Json{{"plans", plans}, {"rejected", rejected}};
+  Json baselines = Json::array();
+  for (const Baseline& b : set.baselines) {
+    Json j = ScoreJson(b);
+    j["plan"] = b.plan ? ToJson(*b.plan) : Json(nullptr);
+    baselines.push_back(std::move(j));
+  }
+  return Json{{"plans", plans}, {"rejected", rejected}, {"baselines", baselines}};
 }
 
 }  // namespace tessera::scheduler

@@ -1,6 +1,7 @@
 #include "scheduler/planner.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -1060,6 +1061,175 @@ Plan ToPlan(const CostModel& cm, const Candidate& c, const Evaluation& ev) {
   return p;
 }
 
+namespace {
+
+// ---- baselines: the plans a lab would run by hand ----
+
+// A baseline with its candidate and evaluation (when feasible).
+struct ScoredBaseline {
+  Baseline info;
+  Candidate candidate;
+  Evaluation ev;
+};
+
+// "the 2 A100s alone", "the 3 emulated-0.5 devices alone": model names (a letter,
+// then letters and digits, at least one digit) take a plural s, other types "devices".
+std::string GroupDescription(const std::string& type, int n) {
+  const bool model_name =
+      !type.empty() && std::isalpha(static_cast<unsigned char>(type[0])) &&
+      std::all_of(type.begin(), type.end(),
+                  [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); }) &&
+      std::any_of(type.begin(), type.end(),
+                  [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+  const std::string kind = type.empty() ? "device" : type;
+  std::string noun;
+  if (model_name) {
+    noun = n == 1 ? kind : kind + "s";
+  } else {
+    noun = type.empty() ? (n == 1 ? "device" : "devices")
+                        : (n == 1 ? kind + " device" : kind + " devices");
+  }
+  return "the " + (n == 1 ? std::string() : std::to_string(n) + " ") + noun;
+}
+
+// Data parallel over `devs` (device-table order) with even shares: B / N each, the
+// remainder one each to the first devices; M = the smallest count that fits memory.
+ScoredBaseline EvenSplit(const CostModel& cm, const JobRequest& req, const std::vector<int>& devs,
+                         std::string name, std::string description) {
+  ScoredBaseline out;
+  out.info.name = std::move(name);
+  out.info.description = std::move(description);
+  auto fail = [&out](std::string reason) {
+    out.info.feasible = false;
+    out.info.reason = std::move(reason);
+    return out;
+  };
+  const int k = static_cast<int>(devs.size());
+  const int64_t B = req.global_batch;
+  if (k == 0) return fail("no free device");
+  if (k < req.min_devices) {
+    return fail("the job needs at least " + std::to_string(req.min_devices) + " devices");
+  }
+  if (B < k) {
+    return fail("global batch " + std::to_string(B) + " is less than one sample per device");
+  }
+  const int L = cm.num_layers();
+  const double weights = cm.WeightBytes(0, L);
+  const double act = cm.ActivationBytesPerSample(0, L);
+  Candidate& c = out.candidate;
+  c.schedule = cm.training() ? Schedule::k1F1B : Schedule::kGPipe;
+  int64_t micro = 1;
+  for (int i = 0; i < k; ++i) {
+    const DeviceInfo& d = cm.device(devs[i]);
+    const double usable = static_cast<double>(d.usable_bytes);
+    if (usable < weights + act) {
+      return fail("the whole model needs " + Gb(weights + act) + " for one sample and " +
+                  d.id.ToString() + " has " + Gb(usable) + " usable");
+    }
+    const int64_t share = B / k + (i < B % k ? 1 : 0);
+    c.replicas.push_back(CandidateReplica{share, {CandidateStage{devs[i], 0, L}}});
+    if (act > 0) {
+      const double cap = std::max(1.0, std::floor((usable - weights) / act));
+      micro = std::max(micro, static_cast<int64_t>(std::ceil(static_cast<double>(share) / cap)));
+    }
+  }
+  // Memory grows only with ceil(share / M); the first count that fits is the answer
+  // (a second try covers rounding at the memory limit).
+  const int64_t smallest_share = B / k;
+  for (int64_t m = micro; m <= std::min(smallest_share, micro + 1); ++m) {
+    c.micro_batches = static_cast<int>(m);
+    out.ev = cm.Evaluate(c);
+    if (out.ev.feasible) break;
+  }
+  if (micro > smallest_share) {
+    return fail("shares of " + std::to_string(smallest_share) + " samples need " +
+                std::to_string(micro) + " micro-batches to fit in memory");
+  }
+  if (!out.ev.feasible) return fail(out.ev.reason);
+  out.info.feasible = true;
+  out.info.step_s = out.ev.step_s;
+  return out;
+}
+
+// even_all, then best_group (scheduler/plan.h, Baseline). Linear in the devices.
+std::vector<ScoredBaseline> ScoreBaselines(const CostModel& cm, const JobRequest& req,
+                                           const std::vector<int>& free_devices) {
+  const int n = static_cast<int>(free_devices.size());
+  const int cap = req.max_devices > 0 ? std::min(req.max_devices, n) : n;
+  // The `k` fastest of a list, back in device-table order.
+  auto fastest = [&cm](std::vector<int> devs, int k) {
+    if (static_cast<int>(devs.size()) > k) {
+      std::stable_sort(devs.begin(), devs.end(), [&cm](int a, int b) {
+        return cm.device(a).model_seconds < cm.device(b).model_seconds;
+      });
+      devs.resize(k);
+      std::sort(devs.begin(), devs.end());
+    }
+    return devs;
+  };
+  std::vector<ScoredBaseline> out;
+  std::string all;
+  if (n == 1) {
+    all = "the whole batch on " + cm.device(free_devices[0]).id.ToString();
+  } else if (cap == n) {
+    all = "an even split over all " + std::to_string(n) + " devices";
+  } else {
+    all = "an even split over the " + std::to_string(cap) + " fastest of " + std::to_string(n) +
+          " devices";
+  }
+  out.push_back(EvenSplit(cm, req, fastest(free_devices, cap), "even_all", all));
+
+  std::map<int, std::vector<int>> by_class;
+  std::map<std::string, std::set<int>> classes_of_type;
+  for (int d : free_devices) {
+    by_class[cm.device(d).speed_class].push_back(d);
+    classes_of_type[cm.device(d).type].insert(cm.device(d).speed_class);
+  }
+  std::optional<ScoredBaseline> best;
+  std::vector<std::string> reasons;
+  for (const auto& [cls, devs] : by_class) {
+    const std::vector<int> group = fastest(devs, cap);
+    const DeviceInfo& d = cm.device(group[0]);
+    std::string desc = GroupDescription(d.type, static_cast<int>(group.size()));
+    // One type in several speed classes (emulated speeds): tell them apart by speed.
+    if (classes_of_type[d.type].size() > 1) desc += " at " + Ms(d.model_seconds) + " per sample";
+    if (static_cast<int>(group.size()) < static_cast<int>(devs.size())) {
+      desc += " (of " + std::to_string(devs.size()) + ")";
+    }
+    desc += " alone";
+    ScoredBaseline s = EvenSplit(cm, req, group, "best_group", desc);
+    if (!s.info.feasible) {
+      if (reasons.size() < 3) reasons.push_back(desc + ": " + s.info.reason);
+      continue;
+    }
+    if (!best || s.info.step_s < best->info.step_s) best = std::move(s);
+  }
+  if (!best) {
+    best.emplace();
+    best->info.name = "best_group";
+    best->info.description = "the best group of identical devices";
+    best->info.feasible = false;
+    for (size_t i = 0; i < reasons.size(); ++i) best->info.reason += (i ? "; " : "") + reasons[i];
+    if (by_class.size() > reasons.size()) best->info.reason += "; ...";
+  }
+  out.push_back(std::move(*best));
+  return out;
+}
+
+// "1.42x an even split over all 5 devices, 1.18x the 2 A100s alone"; an infeasible
+// baseline: "<description> does not fit: <reason>".
+std::string SpeedupText(const std::vector<BaselineScore>& scores) {
+  std::string s;
+  for (const BaselineScore& b : scores) {
+    if (!s.empty()) s += ", ";
+    s += b.feasible ? Fmt("%.2fx ", b.speedup) + b.description
+                    : b.description + " does not fit: " + b.reason;
+  }
+  return s;
+}
+
+}  // namespace
+
 Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& model,
                           const JobRequest& request, const PlannerOptions& options) {
   TESSERA_RETURN_IF_ERROR(cluster.Validate());
@@ -1117,12 +1287,37 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
   search.halo_px_ = model.halo_px;
   search.Run();
 
+  // Step 5: the hand-made baselines, scored like every candidate. A baseline faster
+  // than the best data plan found takes its place (the search never returns a plan
+  // slower than a plan a lab would make by hand); forced non-data layouts only
+  // report the comparison. Tiled-only inference has none.
+  std::vector<ScoredBaseline> baselines;
+  if (!(request.kind == JobKind::kInfer && request.layout == Layout::kTiled)) {
+    baselines = ScoreBaselines(cm, request, free_devices);
+  }
+  const ScoredBaseline* winner = nullptr;
+  if (search.Wants(Layout::kData)) {
+    auto data = search.best_.find(Layout::kData);
+    double bar = data == search.best_.end() ? kInf : data->second.second.step_s;
+    for (const ScoredBaseline& b : baselines) {
+      if (b.info.feasible && b.ev.step_s < bar * (1 - 1e-12)) {
+        winner = &b;
+        bar = b.ev.step_s;
+      }
+    }
+    if (winner) search.best_[Layout::kData] = {winner->candidate, winner->ev};
+  }
+
   for (auto& [layout, best] : search.best_) {
     out.plans.push_back(ToPlan(cm, best.first, best.second));
+    if (winner && layout == Layout::kData) {
+      out.plans.back().why = winner->info.description + ": " + out.plans.back().why;
+    }
   }
   if (search.tiled_) out.plans.push_back(*search.tiled_);
-  std::sort(out.plans.begin(), out.plans.end(),
-            [](const Plan& a, const Plan& b) { return a.predicted.step_s < b.predicted.step_s; });
+  std::stable_sort(out.plans.begin(), out.plans.end(), [](const Plan& a, const Plan& b) {
+    return a.predicted.step_s < b.predicted.step_s;
+  });
   std::set<Layout> has_plan;
   for (const Plan& p : out.plans) has_plan.insert(p.layout);
   for (auto& [layout, reasons] : search.reasons_) {
@@ -1130,10 +1325,29 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
     for (const std::string& r : reasons) out.rejected.push_back({layout, r});
   }
   if (!out.plans.empty()) {
-    const double best = out.plans.front().predicted.step_s;
-    out.plans.front().why = "fastest of " + std::to_string(out.plans.size()) + " layouts (" +
-                            std::to_string(search.evaluated_) + " candidates scored); " +
-                            out.plans.front().why;
+    Plan& chosen = out.plans.front();
+    const double best = chosen.predicted.step_s;
+    for (const ScoredBaseline& b : baselines) {
+      Baseline full = b.info;
+      if (full.feasible) {
+        full.speedup = best > 0 ? full.step_s / best : 0;
+        full.plan = ToPlan(cm, b.candidate, b.ev);
+        full.plan->why = full.description + ": " + full.plan->why;
+      }
+      chosen.baselines.push_back(static_cast<const BaselineScore&>(full));
+      out.baselines.push_back(std::move(full));
+    }
+    const std::string layouts = std::to_string(out.plans.size()) + " layouts";
+    const std::string scored = std::to_string(search.evaluated_) + " candidates scored";
+    std::string head = "fastest of " + layouts + " (" + scored + ")";
+    std::string tail = chosen.why;
+    if (winner && chosen.layout == Layout::kData) {
+      head = winner->info.description + " is the best plan found (fastest of " + layouts + ", " +
+             scored + ")";
+      tail = tail.substr(winner->info.description.size() + 2);
+    }
+    if (!chosen.baselines.empty()) head += "; " + SpeedupText(chosen.baselines);
+    chosen.why = head + "; " + tail;
     for (size_t i = 1; i < out.plans.size(); ++i) {
       out.plans[i].why = Fmt("%.2fx the best step time; ", out.plans[i].predicted.step_s / best) +
                          out.plans[i].why;

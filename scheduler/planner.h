@@ -16,6 +16,23 @@
 //   tiled     (inference with an image) tile size and overlap; tiles shared by speed.
 // The best plan of every feasible layout is returned, best first.
 //
+// Baselines: every job that is not tiled-only also gets the two plans a lab would
+// run by hand, scored by the same CostModel::Evaluate (PlanSet::baselines):
+//   even_all    data parallel over all free devices (the max_devices fastest when
+//               capped), even shares (B / N, the remainder one each to the first
+//               devices in device-table order), the smallest M that fits memory;
+//               infeasible, with the reason, when a device cannot hold the model
+//               plus one sample, B < N or N < min_devices.
+//   best_group  the same over the devices of one speed class (equal type and
+//               throughput), for every class; the one with the lowest step time.
+// The planner never returns a best plan predicted slower than a feasible baseline:
+// when one is faster than the best data plan found (and the layout is auto or data)
+// it becomes the data plan, and ranks first when it is the fastest of all ("an even
+// split over all 4 devices is the best plan found"). The first plan's `why` and
+// `baselines` give its speedup over both ("1.42x an even split over all 5 devices,
+// 1.18x the 2 A100s alone") or why one does not fit. Forced pipeline / hybrid
+// layouts report the speedups (possibly below 1) without replacing anything.
+//
 // Infeasible jobs: MakePlans returns kFailedPrecondition whose message lists
 // the reasons, layout by layout ("no free device", "data: doesn't fit on boxB:0
 // ..."). Malformed input returns kInvalidArgument with the offending field.

@@ -25,6 +25,33 @@ function pct(x) {
   return `${Number((x * 100).toFixed(1))}%`;
 }
 
+// The chosen plan's speedup over the hand-made baselines (`plan.baselines` of the
+// chosen plan, or a plan set's `baselines`; scheduler/plan_json.h): one line each,
+// e.g. "1.42× faster than an even split over all 5 devices (step 580 ms)", or
+// "the 2 A100s alone does not fit: ...". Pure: returns [{ name, feasible, text }].
+export function baselineLines(baselines) {
+  if (!Array.isArray(baselines)) return [];
+  return baselines.filter((b) => b && typeof b === 'object').map((b) => {
+    const desc = b.description || b.name || 'baseline';
+    const speedup = Number(b.speedup);
+    if (!b.feasible || b.speedup === null || !Number.isFinite(speedup)) {
+      return { name: b.name, feasible: false,
+               text: `${desc} does not fit${b.reason ? `: ${b.reason}` : ''}` };
+    }
+    const x = speedup.toFixed(2);
+    const how = x === '1.00' ? `as fast as ${desc}`
+      : speedup > 1 ? `${x}× faster than ${desc}` : `${x}× the speed of ${desc}`;
+    return { name: b.name, feasible: true, text: `${how} (step ${fmtSeconds(b.step_s)})` };
+  });
+}
+
+function baselineList(baselines) {
+  const lines = baselineLines(baselines);
+  if (!lines.length) return null;
+  return h('ul', { class: 'plan-baselines', 'aria-label': 'compared with hand-made plans' },
+    lines.map((l) => h('li', { class: l.feasible ? null : 'muted' }, l.text)));
+}
+
 // deviceNames: optional Map "node:index" -> device name.
 export function planDiagram(plan, { deviceNames = new Map(), title } = {}) {
   plan = unwrapPlan(plan);
@@ -74,6 +101,7 @@ export function planDiagram(plan, { deviceNames = new Map(), title } = {}) {
         (Number.isFinite(Number(pred.bubble)) ? ` · bubble ${pct(Number(pred.bubble))}` : '') +
         (Number.isFinite(Number(pred.comm)) ? ` · comm ${pct(Number(pred.comm))}` : ''))),
     plan.why ? h('p', { class: 'plan-why' }, plan.why) : null,
+    baselineList(plan.baselines),
     // Pure data parallel: one box per replica, laid side by side.
     h('div', { class: replicas.every((r) => (r.stages || []).length <= 1) ? 'replicas flat'
                                                                           : 'replicas' }, rows));

@@ -248,6 +248,68 @@ TEST_F(CliTest, ApiErrorsPrintFieldAndMessage) {
   EXPECT_EQ(err_.str(), "error: id: must be a positive job id\n");
 }
 
+// A plan set as scheduler/plan_json.h writes it: two plans, both baselines (one
+// that does not fit), one rejected layout.
+api::Json PlanSetJson() {
+  return api::Json::parse(R"({
+    "plans": [
+      {"layout": "hybrid", "dp": 2, "pp": 2, "micro_batches": 4, "schedule": "1f1b",
+       "replicas": [{"batch": 40, "stages": [{"devices": ["boxa:0"], "layers": [0, 6]},
+                                            {"devices": ["boxa:1"], "layers": [6, 12]}]},
+                    {"batch": 24, "stages": [{"devices": ["boxb:0"], "layers": [0, 5]},
+                                            {"devices": ["boxb:1"], "layers": [5, 12]}]}],
+       "predicted": {"step_s": 0.25, "samples_per_s": 256},
+       "why": "fastest of 2 layouts; 1.42x an even split over all 4 devices, ..."},
+      {"layout": "data", "dp": 2, "pp": 1, "micro_batches": 1, "schedule": "1f1b",
+       "replicas": [{"batch": 40, "stages": [{"devices": ["boxa:0"], "layers": [0, 12]}]},
+                    {"batch": 24, "stages": [{"devices": ["boxb:0"], "layers": [0, 12]}]}],
+       "predicted": {"step_s": 0.3, "samples_per_s": 213.3},
+       "why": "1.20x the best step time"}],
+    "rejected": [{"layout": "pipeline", "reason": "no partition fits"}],
+    "baselines": [
+      {"name": "even_all", "description": "an even split over all 4 devices", "feasible": true,
+       "step_s": 0.355, "speedup": 1.42,
+       "plan": {"layout": "data", "micro_batches": 2, "schedule": "1f1b",
+                "replicas": [{"batch": 16, "stages": [{"devices": ["boxa:0"], "layers": [0, 12]}]},
+                             {"batch": 16, "stages": [{"devices": ["boxa:1"], "layers": [0, 12]}]},
+                             {"batch": 16, "stages": [{"devices": ["boxb:0"], "layers": [0, 12]}]},
+                             {"batch": 16, "stages": [{"devices": ["boxb:1"], "layers": [0, 12]}]}],
+                "predicted": {"step_s": 0.355}}},
+      {"name": "best_group", "description": "the 2 A100s alone", "feasible": false,
+       "reason": "doesn't fit on boxa:0", "step_s": null, "speedup": null, "plan": null}]
+  })");
+}
+
+TEST_F(CliTest, PlanPrintsPlansAndBaselinesAsTables) {
+  cp_.preview = PlanSetJson();
+  const std::vector<std::string> spec = {
+      "plan", "--name",  "colorize", "--entrypoint", "builtin:colorize-unet", "--global-batch",
+      "64",   "--steps", "10"};
+  ASSERT_EQ(Run(spec), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "#  LAYOUT  DEVICES                      MICRO-BATCHES  STEP S  SAMPLES/S  WHY\n"
+            "1  hybrid  boxa:0,boxa:1,boxb:0,boxb:1  4              0.25    256.0      fastest of "
+            "2 layouts; 1.42x an even split over all 4 devices, ...\n"
+            "2  data    boxa:0,boxb:0                1              0.3     213.3      1.20x the "
+            "best step time\n"
+            "\n"
+            "hand-made baselines (SPEEDUP: the best plan over each):\n"
+            "BASELINE    DESCRIPTION                       DEVICES                      STEP S  "
+            "SPEEDUP\n"
+            "even_all    an even split over all 4 devices  boxa:0,boxa:1,boxb:0,boxb:1  0.355   "
+            "1.42x\n"
+            "best_group  the 2 A100s alone                 -                            -       "
+            "does not fit: doesn't fit on boxa:0\n"
+            "\n"
+            "why other layouts lost:\n"
+            "  pipeline: no partition fits\n");
+
+  std::vector<std::string> json = spec;
+  json.insert(json.begin(), "--json");
+  ASSERT_EQ(Run(json), kExitOk) << err_.str();
+  EXPECT_EQ(api::Json::parse(out_.str()), PlanSetJson());
+}
+
 TEST_F(CliTest, EntrypointsAddListRemove) {
   ASSERT_EQ(Run({"entrypoints", "add", "cmd:train", "--command", "/opt/train"},
                 {{"TESSERA_TOKEN", "admin-token"}}),

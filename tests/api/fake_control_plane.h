@@ -33,6 +33,8 @@ class FakeControlPlane : public ControlPlane {
   // Log lines JobLogs returns; unset: the interface's default (unimplemented).
   std::optional<std::vector<std::string>> logs;
   std::optional<std::pair<int64_t, int64_t>> last_logs_rank_tail;
+  // The plan set PreviewPlan returns; unset: unimplemented (no planner wired in).
+  std::optional<Json> preview;
 
   Result<Principal> Authenticate(std::string_view token) override {
     if (token == "user-token") return Principal{"alice", Role::kUser};
@@ -137,6 +139,7 @@ class FakeControlPlane : public ControlPlane {
     std::lock_guard lock(mu_);
     if (auto e = TakeError()) return *e;
     last_spec = spec;
+    if (preview) return *preview;
     return Unimplemented("no planner is wired in");
   }
   Result<std::vector<Entrypoint>> ListEntrypoints(const Principal& who) override {

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jobProgress } from '../../web/util.js';
 import { linkSummary } from '../../web/pages/cluster.js';
+import { baselineLines } from '../../web/plan.js';
 
 test('train jobs count steps', () => {
   const p = jobProgress({ state: 'running', spec: { steps: 200, global_batch: 8 },
@@ -43,4 +44,31 @@ test('node links read as pairs and kinds', () => {
                             { a: 0, b: 2, kind: 'system', nvlink_count: 0 }]),
                '0–1 NVLink ×4 · 0–2 across sockets');
   assert.equal(linkSummary([]), '');
+});
+
+test('the chosen plan names its speedup over both hand-made baselines', () => {
+  const lines = baselineLines([
+    { name: 'even_all', description: 'an even split over all 5 devices', feasible: true,
+      step_s: 0.58, speedup: 1.4213 },
+    { name: 'best_group', description: 'the 2 A100s alone', feasible: true, step_s: 0.41,
+      speedup: 1.0 },
+  ]);
+  assert.deepEqual(lines.map((l) => l.text), [
+    '1.42× faster than an even split over all 5 devices (step 580 ms)',
+    'as fast as the 2 A100s alone (step 410 ms)',
+  ]);
+  assert.ok(lines.every((l) => l.feasible));
+});
+
+test('a baseline that does not fit says why; a missing list is empty', () => {
+  const [line] = baselineLines([
+    { name: 'even_all', description: 'an even split over all 3 devices', feasible: false,
+      reason: "doesn't fit on a:2", step_s: null, speedup: null, plan: null },
+  ]);
+  assert.equal(line.feasible, false);
+  assert.equal(line.text, "an even split over all 3 devices does not fit: doesn't fit on a:2");
+  assert.deepEqual(baselineLines(undefined), []);
+  // A forced layout may be slower than a baseline.
+  assert.equal(baselineLines([{ description: 'x', feasible: true, step_s: 1, speedup: 0.8 }])[0]
+    .text, '0.80× the speed of x (step 1 s)');
 });
