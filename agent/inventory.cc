@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
 #include "agent/benchmark_cache.h"
 #include "agent/cpu_discovery.h"
 #include "agent/device_benchmark.h"
@@ -73,6 +75,11 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
   std::optional<InventoryFile> file;
   if (!options_.inventory_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(file, LoadInventoryFile(options_.inventory_file));
+    const double cores = options_.host_cores > 0
+                             ? options_.host_cores
+                             : static_cast<double>(std::thread::hardware_concurrency());
+    Status fits = CheckEmulationCapacity(*file, cores);
+    if (!fits.ok()) return fits.WithPrefix("inventory file " + options_.inventory_file.string());
   }
   NodeInventory inv;
   const bool discover = !file || file->combine || options_.force_combine;

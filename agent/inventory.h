@@ -94,6 +94,8 @@ struct InventoryOptions {
   DeviceBenchmarkFn benchmark;
   bool rebenchmark = false;    // ignore the cache and measure again
   bool force_combine = false;  // add file devices to discovered ones even without `combine: true`
+  // Cores emulated devices may use (CheckEmulationCapacity); 0: this machine's.
+  double host_cores = 0;
 };
 
 class NvmlLibrary;

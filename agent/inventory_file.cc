@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -302,6 +303,20 @@ Result<InventoryFile> ParseInventoryFile(std::string_view text) {
   }
   if (!have_devices) return InvalidArgument("is required", "devices");
   return file;
+}
+
+Status CheckEmulationCapacity(const InventoryFile& file, double host_cores) {
+  if (host_cores <= 0) return Status::Ok();
+  double sum = 0;
+  for (const auto& d : file.devices) sum += d.relative_speed;
+  if (sum <= host_cores + 1e-9) return Status::Ok();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "the emulated devices' relative speeds add up to %.3g but this host has %.3g "
+                "cores: each emulated device needs its speed's share of one core while it "
+                "computes; lower the speeds (keeping their ratios) so they add up to at most %.3g",
+                sum, host_cores, host_cores);
+  return Status(StatusCode::kFailedPrecondition, buf, "devices");
 }
 
 Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path) {

@@ -64,6 +64,15 @@ Result<InventoryFile> ParseInventoryFile(std::string_view text);
 // Reads and parses `path`; errors name the file in the message.
 Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path);
 
+// Emulated devices compute on this host's CPU: a device of relative speed s
+// keeps s of one core busy while it computes (worker/runtime/emulated_device.h),
+// so the declared speeds together may not exceed the host's cores, or the
+// devices would wait for cores and be slower than declared. kFailedPrecondition
+// (field "devices") naming the sum and the cores when they do; host_cores <= 0
+// skips the check. Agents sharing one host each see only their own file;
+// tesserad warns about the host's total (daemon/planning.h).
+Status CheckEmulationCapacity(const InventoryFile& file, double host_cores);
+
 // "80GiB", "16G", "512MiB", "1024" -> bytes. Decimal (KB, MB, GB, TB) and
 // binary (K, M, G, T, KiB, MiB, GiB, TiB) units; K/M/G/T alone are binary.
 std::optional<int64_t> ParseByteSize(std::string_view text);

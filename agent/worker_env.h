@@ -9,6 +9,9 @@
 //                         cuda:0, the next cuda:1, ...); "cpu" for emulated devices
 //   TESSERA_DEVICE_SPEED  relative speed of the device (emulated: declared speed;
 //                         real: 1); the slowest when a rank spans several
+//   TESSERA_DEVICE_MEMORY emulated devices only: the declared memory in bytes (the
+//                         smallest when a rank spans several); the worker fails
+//                         like a GPU out of memory past it
 //   CUDA_VISIBLE_DEVICES  the rank's real GPUs by UUID (index when unknown);
 //                         empty for CPU and emulated ranks, hiding every GPU
 //   CUDA_DEVICE_ORDER     PCI_BUS_ID, so CUDA and NVML number GPUs alike

@@ -63,7 +63,8 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
       slots.push_back({stage.devices[0]});
       stages.push_back({{"rank", rank},
                         {"device", stage.devices[0].ToString()},
-                        {"layers", {stage.layer_begin, stage.layer_end}}});
+                        {"layers", {stage.layer_begin, stage.layer_end}},
+                        {"peak_memory_bytes", stage.peak_memory_bytes}});
     }
     replicas.push_back({{"batch", replica.batch}, {"stages", stages}});
   }

@@ -138,6 +138,7 @@ Status JobController::Tick() {
   Status st = [&]() -> Status {
     TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
     std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
+    WarnAboutEmulationLocked(nodes);
     TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
     TESSERA_RETURN_IF_ERROR(RetryRecoveringLocked(health));
     return PlaceQueuedLocked(nodes);
@@ -343,6 +344,13 @@ std::set<std::string> JobController::BusyDevicesLocked() const {
     for (const RankLaunch& r : active.launch.ranks) busy.insert(DeviceKey(r.node, r.device_index));
   }
   return busy;
+}
+
+void JobController::WarnAboutEmulationLocked(const std::vector<api::Node>& nodes) {
+  std::vector<std::string> warnings = EmulationCapacityWarnings(nodes);
+  if (warnings == emulation_warnings_) return;  // said once per change
+  for (const std::string& w : warnings) spdlog::warn("{}", w);
+  emulation_warnings_ = std::move(warnings);
 }
 
 Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {

@@ -104,6 +104,8 @@ class JobController {
   Status CheckActiveLocked(const std::map<std::string, NodeHealth>& health);
   Status RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health);
   Status PlaceQueuedLocked(const std::vector<api::Node>& nodes);
+  // Logs EmulationCapacityWarnings (daemon/planning.h) when they change.
+  void WarnAboutEmulationLocked(const std::vector<api::Node>& nodes);
   // Lists an infer job's input and stores it as chunks, once. Fails the job
   // (returns false) when the input cannot be read.
   Result<bool> PrepareInferInputLocked(const api::Job& job);
@@ -132,6 +134,7 @@ class JobController {
   std::map<api::JobId, Active> active_;
   std::map<std::string, Report> reports_;
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
+  std::vector<std::string> emulation_warnings_;  // last logged
   // Why pending jobs wait: written by Tick, read by API calls, so it has its
   // own lock and a GET never waits for a planning pass.
   void SetWaiting(api::JobId job, const std::string& why);

@@ -1,6 +1,8 @@
 #include "daemon/planning.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <optional>
 
 #include "scheduler/planner.h"
@@ -41,6 +43,40 @@ std::optional<scheduler::Link> LinkOf(const api::DeviceLink& l) {
 
 }  // namespace
 
+std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>& nodes) {
+  struct Host {
+    double speed = 0;
+    int64_t cores = 0;
+    std::vector<std::string> nodes;
+  };
+  std::map<std::string, Host> hosts;
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy") continue;
+    double speed = 0;
+    for (const api::Device& d : n.devices) {
+      if (d.emulated) speed += d.relative_speed;
+    }
+    if (speed <= 0) continue;
+    Host& h = hosts[n.address.empty() ? n.name : n.address];
+    h.speed += speed;
+    h.cores = std::max(h.cores, n.cpu_cores);
+    h.nodes.push_back(n.name);
+  }
+  std::vector<std::string> out;
+  for (const auto& [address, h] : hosts) {
+    if (h.cores <= 0 || h.speed <= static_cast<double>(h.cores) + 1e-9) continue;
+    std::string names;
+    for (const std::string& n : h.nodes) names += (names.empty() ? "" : ", ") + n;
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  " on %s declare emulated speeds adding up to %.3g on %lld cores: their devices "
+                  "run slower than declared, so plans are not what they predict",
+                  address.c_str(), h.speed, static_cast<long long>(h.cores));
+    out.push_back("nodes " + names + buf);
+  }
+  return out;
+}
+
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& busy) {
   scheduler::ClusterSnapshot snapshot;
@@ -52,11 +88,6 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     if (n.network_bandwidth_bytes_per_s > 0) {
       node.network = scheduler::Link{n.network_bandwidth_bytes_per_s, n.network_latency_s};
     }
-    // Nodes reporting one address run on one machine (several agents in a demo):
-    // their CPU and emulated devices share the logical cores its agents report
-    // (0, unknown: sharing is not modelled).
-    node.host = n.address;
-    node.host_cpu_cores = static_cast<double>(n.cpu_cores);
     for (const api::Device& d : n.devices) {
       scheduler::Device dev;
       dev.index = static_cast<int>(d.index);
@@ -66,11 +97,11 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       dev.memory_bandwidth_bytes_per_s = d.mem_bandwidth_gbps * 1e9;
       dev.busy = d.busy || busy.contains(n.name + ":" + std::to_string(d.index));
       // The worker's profile measures layer times on the CPU. A CPU device uses them
-      // as they are; an emulated GPU computes on the CPU and sleeps to run at its
-      // declared speed, which can only slow it down (a speed above 1 runs at 1).
+      // as they are; an emulated GPU's compute lasts its CPU time / its declared speed
+      // (worker/runtime/emulated_device.h), which can only slow it down (a speed above
+      // 1 runs at 1).
       if (d.emulated || d.type == "cpu") {
         dev.measured_as = "cpu";
-        dev.uses_host_cpu = true;
         if (d.emulated && d.relative_speed > 0)
           dev.relative_speed = std::min(1.0, d.relative_speed);
       }

@@ -26,6 +26,15 @@
 
 namespace tessera::daemon {
 
+// Hosts whose emulated devices declare more speed than the host has cores. Nodes
+// reporting one address run on one machine (several agents in a demo); an emulated
+// device of relative speed s keeps s of one core busy while it computes
+// (worker/runtime/emulated_device.h), so above the host's cores the devices wait for
+// cores and run slower than declared. One line per such host, naming its nodes, the
+// sum and the cores; empty when every host fits or reports no cores. Each agent
+// checks its own inventory at start (agent/inventory_file.h); this sees them all.
+std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>& nodes);
+
 // Devices that may be planned on: nodes whose health is "healthy", minus the
 // devices in `busy` ("node:index"), which are kept but marked busy.
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,

@@ -45,9 +45,6 @@ Status ClusterSnapshot::Validate() const {
     if (!ValidLink(n.intra_node) || !ValidLink(n.network)) {
       return InvalidArgument("link bandwidth must be positive and latency non-negative", field);
     }
-    if (!(n.host_cpu_cores >= 0)) {
-      return InvalidArgument("must be non-negative", field + ".host_cpu_cores");
-    }
     std::set<int> indices;
     for (size_t j = 0; j < n.devices.size(); ++j) {
       const Device& d = n.devices[j];

@@ -51,9 +51,6 @@ struct Device {
   // the CPU) and its emulated speed (<= 1: the worker can only slow down).
   std::string measured_as;
   double relative_speed = 1.0;  // > 0
-  // Computes on its host's CPU cores (a CPU device or an emulated GPU), so ranks of
-  // one host that compute at once share Node::host_cpu_cores.
-  bool uses_host_cpu = false;
 };
 
 struct Node {
@@ -61,13 +58,6 @@ struct Node {
   std::vector<Device> devices;
   Link intra_node{16e9, 10e-6};  // between two devices of this node (PCIe default)
   Link network{1.25e9, 50e-6};   // this node's network interface (10 GbE default)
-  // The machine the node runs on; nodes naming one host share its CPU cores
-  // (several agents on one machine, as in a demo). Empty: the node's own name.
-  std::string host;
-  // Effective parallel cores of the host for its uses_host_cpu devices (what n
-  // concurrent single-threaded ranks achieve together, in units of one rank
-  // alone); 0: CPU sharing is not modelled. Nodes of one host: the largest counts.
-  double host_cpu_cores = 0;
 };
 
 // Overrides the link between two devices of one node (e.g. an NVLink pair).

@@ -7,17 +7,15 @@
 #include <map>
 #include <tuple>
 
+#include "scheduler/byte_size.h"
+
 namespace tessera::scheduler {
 
 namespace {
 
 constexpr double kUnusableSeconds = 1e9;  // per sample, for a device without throughput
 
-std::string Gb(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GB", bytes / 1e9);
-  return buf;
-}
+std::string Gb(double bytes) { return FormatBytes(bytes); }
 
 int64_t PairKey(int a, int b) {
   if (a > b) std::swap(a, b);
@@ -45,11 +43,13 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   cm.act_prefix_.assign(L + 1, 0);
   cm.out_.resize(L);
   cm.in_.resize(L);
+  cm.transient_.resize(L);
   for (int l = 0; l < L; ++l) {
     const Layer& layer = model.layers[l];
     cm.param_prefix_[l + 1] = cm.param_prefix_[l] + static_cast<double>(layer.parameter_bytes);
     cm.act_prefix_[l + 1] = cm.act_prefix_[l] + static_cast<double>(layer.activation_bytes);
     cm.out_[l] = static_cast<double>(layer.output_bytes);
+    cm.transient_[l] = static_cast<double>(layer.backward_transient_bytes);
     cm.in_[l] = l == 0 ? static_cast<double>(model.input_bytes)
                        : static_cast<double>(model.layers[l - 1].output_bytes);
   }
@@ -57,7 +57,6 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   // Speed classes: devices with equal type and throughput figures.
   std::map<std::tuple<std::string, double, double, double, std::string, double>, int> classes;
   std::vector<const Device*> class_rep;
-  std::map<std::string, int> host_index;
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
     for (const Device& d : cluster.nodes[n].devices) {
       auto key = std::make_tuple(d.type, d.tflops, d.tflops_half, d.memory_bandwidth_bytes_per_s,
@@ -75,15 +74,6 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       info.busy = d.busy;
       info.relative_speed = d.relative_speed;
       info.memory_bandwidth_bytes_per_s = d.memory_bandwidth_bytes_per_s;
-      if (d.uses_host_cpu && cluster.nodes[n].host_cpu_cores > 0) {
-        const std::string& host =
-            cluster.nodes[n].host.empty() ? cluster.nodes[n].name : cluster.nodes[n].host;
-        auto [h, added] = host_index.emplace(host, static_cast<int>(cm.host_cores_.size()));
-        if (added) cm.host_cores_.push_back(0);
-        cm.host_cores_[h->second] =
-            std::max(cm.host_cores_[h->second], cluster.nodes[n].host_cpu_cores);
-        info.cpu_host = h->second;
-      }
       cm.devices_.push_back(std::move(info));
     }
   }
@@ -212,7 +202,9 @@ double CostModel::WeightBytes(int begin, int end) const {
 }
 
 double CostModel::ActivationBytesPerSample(int begin, int end) const {
-  if (training_) return (act_prefix_[end] - act_prefix_[begin]) * pixel_scale_;
+  // The stage's input is held too: a received activation (or the input batch) that
+  // the first layer saves for its backward; the profile counts it in no layer.
+  if (training_) return (act_prefix_[end] - act_prefix_[begin] + in_[begin]) * pixel_scale_;
   double peak = 0;
   for (int l = begin; l < end; ++l) peak = std::max(peak, in_[l] + out_[l]);
   return peak * pixel_scale_;
@@ -224,12 +216,6 @@ Link CostModel::LinkBetween(int a, int b) const {
     if (it != device_links_.end()) return it->second;
   }
   return node_links_[devices_[a].node * num_nodes_ + devices_[b].node];
-}
-
-double CostModel::MessageLatency(int a, int b) const {
-  const double delay =
-      devices_[a].cpu_host >= 0 || devices_[b].cpu_host >= 0 ? options_.message_delay_s : 0.0;
-  return LinkBetween(a, b).latency_s + delay;
 }
 
 double CostModel::StageSeconds(int dev, int begin, int end, double micro, int next,
@@ -250,7 +236,7 @@ double CostModel::StageSeconds(int dev, int begin, int end, double micro, int ne
 
 double CostModel::RoundTripMessageSeconds(int a, int b, int boundary, double micro) const {
   const Link l = LinkBetween(a, b);
-  return (options_.forward_send_messages + 1) * MessageLatency(a, b) +
+  return (options_.forward_send_messages + 1) * l.latency_s +
          2 * micro * OutputBytes(boundary - 1) / l.bandwidth_bytes_per_s;
 }
 
@@ -272,8 +258,20 @@ int CostModel::InFlight(Schedule schedule, int micro_batches, int stages, int st
 
 double CostModel::StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight) const {
   const int held = training_ ? in_flight : 1;
-  return WeightBytes(begin, end) + static_cast<double>(held) * static_cast<double>(micro_ceil) *
-                                       ActivationBytesPerSample(begin, end);
+  double bytes = WeightBytes(begin, end) + static_cast<double>(held) *
+                                               static_cast<double>(micro_ceil) *
+                                               ActivationBytesPerSample(begin, end);
+  if (training_) {
+    // One micro-batch's backward working set (its largest layer's) on top, and the
+    // gradients sent back to the previous stage until it has received them: the worker
+    // frees them once the schedule shows they arrived, at most 2 micro-batches later
+    // in 1F1B, at the step's end in GPipe (stage_runner.h).
+    double transient = 0;
+    for (int l = begin; l < end; ++l) transient = std::max(transient, transient_[l]);
+    const double messages = begin > 0 ? std::max(2, in_flight) * in_[begin] : 0;
+    bytes += static_cast<double>(micro_ceil) * (transient + messages) * pixel_scale_;
+  }
+  return bytes;
 }
 
 double CostModel::RingAllReduceSeconds(double bytes, int participants, const Link& slowest) {
@@ -281,11 +279,6 @@ double CostModel::RingAllReduceSeconds(double bytes, int participants, const Lin
   const double n = participants;
   return 2.0 * (n - 1) / n * bytes / slowest.bandwidth_bytes_per_s +
          2.0 * (n - 1) * slowest.latency_s;
-}
-
-double CostModel::CpuContention(double busy_threads, double cores) {
-  if (cores <= 0) return 1;
-  return std::max(1.0, busy_threads / cores);
 }
 
 double CostModel::OptimizerSeconds(int dev, int begin, int end) const {
@@ -397,112 +390,65 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
   const double buckets =
       std::max(1.0, std::ceil(grad_bytes / static_cast<double>(options_.gradient_bucket_bytes)));
 
-  // One timing pass with every shared-CPU host's compute slowed by its factor.
+  // Stage times, the critical replica and its bottleneck stage.
   std::vector<double> p2p(R, 0);
-  auto time_pass = [&](const std::vector<double>& factor) {
-    auto slow = [&](int dev) {
-      const int h = devices_[dev].cpu_host;
-      return h >= 0 ? factor[h] : 1.0;
-    };
-    ev.stage_time_s.assign(R, {});
-    double worst = -1;
-    for (int r = 0; r < R; ++r) {
-      const CandidateReplica& rep = c.replicas[r];
-      const int S = static_cast<int>(rep.stages.size());
-      const double micro = static_cast<double>(rep.batch) / M;
-      double max_t = 0, send_sum = 0, send_at_max = 0, prev_busy = 0;
-      int argmax = 0;
-      std::vector<double> cycles;
-      for (int s = 0; s < S; ++s) {
-        const CandidateStage& st = rep.stages[s];
-        const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
-        const int prev = s > 0 ? rep.stages[s - 1].device : -1;
-        const double work = micro * ComputeSeconds(st.device, st.begin, st.end) +
-                            FixedSeconds(st.device, st.begin, st.end);
-        const double extra = work * (slow(st.device) - 1);
-        const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev) + extra;
-        const double compute = work + extra + options_.micro_batch_overhead_s;
-        ev.stage_time_s[r].push_back(t);
-        // 1F1B: stage s-1's backward + forward of one micro-batch and stage s's run in a
-        // cycle of two micro-batches with the round trip's messages.
-        if (training_ && c.schedule == Schedule::k1F1B && prev >= 0) {
-          cycles.push_back(
-              (prev_busy + compute + RoundTripMessageSeconds(prev, st.device, st.begin, micro)) /
-              2);
-        }
-        prev_busy = compute;
-        send_sum += t - compute;
-        if (t > max_t) {
-          max_t = t;
-          argmax = s;
-          send_at_max = t - compute;
-        }
+  ev.stage_time_s.assign(R, {});
+  double worst = -1;
+  for (int r = 0; r < R; ++r) {
+    const CandidateReplica& rep = c.replicas[r];
+    const int S = static_cast<int>(rep.stages.size());
+    const double micro = static_cast<double>(rep.batch) / M;
+    double max_t = 0, send_sum = 0, send_at_max = 0, prev_busy = 0;
+    int argmax = 0;
+    std::vector<double> cycles;
+    for (int s = 0; s < S; ++s) {
+      const CandidateStage& st = rep.stages[s];
+      const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
+      const int prev = s > 0 ? rep.stages[s - 1].device : -1;
+      const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev);
+      const double compute = micro * ComputeSeconds(st.device, st.begin, st.end) +
+                             FixedSeconds(st.device, st.begin, st.end) +
+                             options_.micro_batch_overhead_s;
+      ev.stage_time_s[r].push_back(t);
+      // 1F1B: stage s-1's backward + forward of one micro-batch and stage s's run in a
+      // cycle of two micro-batches with the round trip's messages.
+      if (training_ && c.schedule == Schedule::k1F1B && prev >= 0) {
+        cycles.push_back(
+            (prev_busy + compute + RoundTripMessageSeconds(prev, st.device, st.begin, micro)) / 2);
       }
-      const double replica_time = ReplicaSeconds(ev.stage_time_s[r], cycles, M);
-      p2p[r] = send_sum + (M - 1) * send_at_max;
-      if (replica_time > worst) {
-        worst = replica_time;
-        ev.critical_replica = r;
-        ev.bottleneck_stage = argmax;
+      prev_busy = compute;
+      send_sum += t - compute;
+      if (t > max_t) {
+        max_t = t;
+        argmax = s;
+        send_at_max = t - compute;
       }
     }
-    double visible = 0;
-    if (ar > 0) {
-      const CandidateReplica& crit = c.replicas[ev.critical_replica];
-      const CandidateStage& bs = crit.stages[ev.bottleneck_stage];
-      const double window = static_cast<double>(crit.batch) / M *
-                            BackwardSeconds(bs.device, bs.begin, bs.end) * slow(bs.device);
-      visible = std::max(ar / buckets, ar - window);
+    const double replica_time = ReplicaSeconds(ev.stage_time_s[r], cycles, M);
+    p2p[r] = send_sum + (M - 1) * send_at_max;
+    if (replica_time > worst) {
+      worst = replica_time;
+      ev.critical_replica = r;
+      ev.bottleneck_stage = argmax;
     }
-    double optimizer = 0;
-    for (const CandidateReplica& rep : c.replicas) {
-      for (const CandidateStage& s : rep.stages) {
-        optimizer =
-            std::max(optimizer, OptimizerSeconds(s.device, s.begin, s.end) * slow(s.device));
-      }
-    }
-    ev.allreduce_s = visible;
-    ev.step_end_s = optimizer + vote;
-    ev.step_s = worst + visible + ev.step_end_s;
-    return worst;
-  };
-
-  std::vector<double> factor(host_cores_.size(), 1.0);
-  double worst = time_pass(factor);
-  if (!host_cores_.empty()) {
-    // Threads busy on each shared-CPU host, averaged over the uncontended critical
-    // path (the window in which the ranks compute). An emulated device slower than
-    // its measured type sleeps for the rest of its time. Sleeping is proportional to
-    // the (slowed) compute, so the factor scales that window by itself: the fixed point.
-    std::vector<double> busy(host_cores_.size(), 0);
-    for (const CandidateReplica& rep : c.replicas) {
-      for (const CandidateStage& s : rep.stages) {
-        const DeviceInfo& d = devices_[s.device];
-        if (d.cpu_host < 0) continue;
-        busy[d.cpu_host] +=
-            (static_cast<double>(rep.batch) * ComputeSeconds(s.device, s.begin, s.end) +
-             M * FixedSeconds(s.device, s.begin, s.end)) *
-            std::min(1.0, d.relative_speed) * options_.cpu_threads_per_rank;
-      }
-    }
-    // The host's CPU work must fit in the window: cores x T(f) >= busy, where T(f) is
-    // the critical path with the host's compute slowed by f (per-micro-batch overheads
-    // and sends do not slow down). f <- max(1, f x busy / (cores x T(f))) rises to the
-    // smallest such f: T is linear in f, so each round closes the gap by the share of
-    // the window that does not slow down.
-    for (int round = 0; round < 32; ++round) {
-      bool moved = false;
-      for (size_t h = 0; h < host_cores_.size(); ++h) {
-        const double next =
-            std::max(factor[h], CpuContention(factor[h] * busy[h] / worst, host_cores_[h]));
-        moved = moved || next > factor[h] * (1 + 1e-4);
-        factor[h] = next;
-      }
-      if (!moved) break;
-      worst = time_pass(factor);
-    }
-    for (double f : factor) ev.cpu_contention = std::max(ev.cpu_contention, f);
   }
+  double visible = 0;
+  if (ar > 0) {
+    const CandidateReplica& crit = c.replicas[ev.critical_replica];
+    const CandidateStage& bs = crit.stages[ev.bottleneck_stage];
+    const double window =
+        static_cast<double>(crit.batch) / M * BackwardSeconds(bs.device, bs.begin, bs.end);
+    visible = std::max(ar / buckets, ar - window);
+  }
+  double optimizer = 0;
+  for (const CandidateReplica& rep : c.replicas) {
+    for (const CandidateStage& s : rep.stages) {
+      optimizer = std::max(optimizer, OptimizerSeconds(s.device, s.begin, s.end));
+    }
+  }
+  ev.allreduce_s = visible;
+  ev.step_end_s = optimizer + vote;
+  ev.step_s = worst + visible + ev.step_end_s;
   ev.samples_per_s = static_cast<double>(global_batch_) / ev.step_s;
   const CandidateReplica& crit = c.replicas[ev.critical_replica];
   const int S = static_cast<int>(crit.stages.size());

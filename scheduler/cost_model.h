@@ -29,20 +29,12 @@ struct CostModelOptions {
   double compute_efficiency = 0.5;           // share of measured matmul TFLOPS layers reach
   double micro_batch_overhead_s = 2e-4;      // per stage per micro-batch (launches, sync)
   int64_t gradient_bucket_bytes = 25 << 20;  // the worker's all-reduce bucket size
-  // Intra-op threads each rank computes with (the worker's --threads); ranks on a
-  // host's shared CPU cores (Device::uses_host_cpu) demand this many cores while busy.
-  int cpu_threads_per_rank = 1;
   // Times the optimizer step reads and writes a stage's weights (parameters, gradients,
   // optimizer state) per step; divided by the device's memory bandwidth.
   double optimizer_weight_passes = 2.0;
   // Messages per forward activation send (the worker sends a shape header, then the
   // tensors), each paying the link latency; gradients go back in one message.
   int forward_send_messages = 2;
-  // Extra wait of every point-to-point message that starts or ends on a device computing
-  // on a shared host CPU (DeviceInfo::cpu_host >= 0): its I/O thread and the receiving
-  // rank wait for a core while ranks compute. A wait, not work of the sender: it enters
-  // the 1F1B round trip between adjacent stages (RoundTripSeconds), not stage times.
-  double message_delay_s = 0;
 };
 
 // One row of the device table: every device of the snapshot, busy ones included.
@@ -57,7 +49,6 @@ struct DeviceInfo {
   bool busy = false;
   double relative_speed = 1.0;              // Device::relative_speed
   double memory_bandwidth_bytes_per_s = 0;  // 0: no optimizer-step term
-  int cpu_host = -1;  // index of the shared-CPU host it computes on; -1: none modelled
 };
 
 struct CandidateStage {
@@ -84,9 +75,8 @@ struct Evaluation {
   double samples_per_s = 0;
   double bubble = 0;
   double comm = 0;
-  double allreduce_s = 0;     // visible (not overlapped) part
-  double step_end_s = 0;      // optimizer step of the slowest stage + the step-end vote
-  double cpu_contention = 1;  // largest shared-CPU slowdown factor of any host (>= 1)
+  double allreduce_s = 0;  // visible (not overlapped) part
+  double step_end_s = 0;   // optimizer step of the slowest stage + the step-end vote
   int critical_replica = 0;
   int bottleneck_stage = 0;                              // in the critical replica
   std::vector<std::vector<double>> stage_time_s;         // [replica][stage], per micro-batch
@@ -122,21 +112,23 @@ class CostModel {
   double ParameterBytes(int begin, int end) const;
   // Parameters + gradients + optimizer state when training; parameters when inferring.
   double WeightBytes(int begin, int end) const;
-  // Training: activation bytes kept per sample; inference: max over layers of in + out.
+  // Training: activation bytes kept per sample (the layers' and the stage input's);
+  // inference: max over layers of in + out.
   double ActivationBytesPerSample(int begin, int end) const;
   // Bytes per sample leaving layer `layer` for layer + 1.
   double OutputBytes(int layer) const { return out_[layer] * pixel_scale_; }
+  // Bytes per sample entering layer `layer` (its input; layer 0: the model's input).
+  double InputBytes(int layer) const { return in_[layer] * pixel_scale_; }
+  // Training: backward working bytes per sample of layer `layer` (0 when unknown).
+  double TransientBytes(int layer) const { return transient_[layer] * pixel_scale_; }
   // Inference working set of one layer per sample: input + output bytes.
   double LayerIoBytes(int layer) const { return (in_[layer] + out_[layer]) * pixel_scale_; }
 
   Link LinkBetween(int a, int b) const;
-  // Latency of one point-to-point message from a to b as the round trip sees it: the
-  // link's latency plus message_delay_s when either device computes on a shared host CPU.
-  double MessageLatency(int a, int b) const;
   // Messages of one 1F1B round trip between adjacent stages on devices a (before) and
   // b, cut after layer boundary - 1, per micro-batch of `micro` samples: the gradient
-  // message back and the forward_send_messages activation messages, each
-  // MessageLatency, plus the bytes both ways.
+  // message back and the forward_send_messages activation messages, each paying the
+  // link's latency, plus the bytes both ways.
   double RoundTripMessageSeconds(int a, int b, int boundary, double micro) const;
   // Replica time: fill and drain (sum of stage times) + (M - 1) beats; a beat is the
   // slowest stage or the slowest 1F1B round-trip cycle (`cycle_s`, may be empty).
@@ -162,19 +154,16 @@ class CostModel {
   double StageSeconds(int dev, int begin, int end, double micro, int next, int prev) const;
   // Micro-batches whose activations a stage holds at once.
   static int InFlight(Schedule schedule, int micro_batches, int stages, int stage);
-  // Peak bytes of a stage holding `in_flight` micro-batches of `micro_ceil` samples.
+  // Peak bytes of a stage holding `in_flight` micro-batches of `micro_ceil` samples; when
+  // training, plus one micro-batch's backward working set (the largest layer transient)
+  // and max(2, in_flight) micro-batches of gradients sent to the previous stage.
   double StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight) const;
 
   // Ring all-reduce of `bytes` over `participants`: 2(N-1)/N x bytes / bw + 2(N-1) x latency.
   static double RingAllReduceSeconds(double bytes, int participants, const Link& slowest);
-  // Shared-CPU slowdown of a host whose ranks keep `busy_threads` threads busy on
-  // average over the step, on `cores` effective cores: max(1, busy_threads / cores).
-  static double CpuContention(double busy_threads, double cores);
   // Seconds of the optimizer step over layers [begin, end) on a device (0 without
   // memory bandwidth or when inferring).
   double OptimizerSeconds(int dev, int begin, int end) const;
-  // Effective cores of a shared-CPU host (DeviceInfo::cpu_host).
-  double HostCores(int host) const { return host_cores_[host]; }
 
   // Checks and predicts one candidate. Never fails: infeasible candidates come
   // back with feasible == false and a reason.
@@ -206,13 +195,13 @@ class CostModel {
   std::vector<double> act_scaled_prefix_;
   std::vector<double> param_prefix_;
   std::vector<double> act_prefix_;
-  std::vector<double> out_;  // nominal output bytes per layer
-  std::vector<double> in_;   // nominal input bytes per layer
+  std::vector<double> out_;        // nominal output bytes per layer
+  std::vector<double> in_;         // nominal input bytes per layer
+  std::vector<double> transient_;  // nominal backward working bytes per layer
   // Links: node x node matrix (diagonal: the node's internal link) and device-pair overrides.
   int num_nodes_ = 0;
   std::vector<Link> node_links_;
   std::unordered_map<int64_t, Link> device_links_;
-  std::vector<double> host_cores_;  // per shared-CPU host: effective cores
 };
 
 }  // namespace tessera::scheduler

@@ -39,7 +39,10 @@ struct Layer {
   std::map<std::string, double> measured_backward_fixed_ms;
   int64_t parameter_bytes = 0;   // at the profile's precision
   int64_t activation_bytes = 0;  // kept per sample until the backward pass
-  int64_t output_bytes = 0;      // crossing to the next layer per sample (incl. skips)
+  // Working memory per sample while the layer's backward runs, on top of what it
+  // keeps (gradients of its input and output, temporaries); 0: unknown.
+  int64_t backward_transient_bytes = 0;
+  int64_t output_bytes = 0;  // crossing to the next layer per sample (incl. skips)
 };
 
 struct ModelProfile {

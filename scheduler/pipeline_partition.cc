@@ -131,6 +131,7 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
       const int in_flight =
           train ? (params.schedule == Schedule::kGPipe ? M : std::min(M, k + 1)) : 1;
       const double act_factor = in_flight * micro_ceil;
+      const double msg_factor = std::max(2, in_flight);  // as CostModel::StageMemoryBytes
       for (int a = 0; a < L; ++a) h[k][a] = Cell{};
       for (int a = 0; a + k < L; ++a) {
         if (a > 0 && !has_prev_dev) break;  // a stage starting after 0 needs a device before it
@@ -145,19 +146,32 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
           if (!train) {
             for (int l = a; l < L; ++l) io_max = std::max(io_max, io_bytes[l]);
           }
-          const double act = train ? A[L] - A[a] : io_max;
-          const double mem = W[L] - W[a] + act_factor * act;
+          double mem;
+          if (train) {
+            double transient = 0;
+            for (int l = a; l < L; ++l) transient = std::max(transient, cost.TransientBytes(l));
+            // As CostModel::StageMemoryBytes: kept activations and the stage input per
+            // in-flight micro-batch, one micro-batch's backward working set and messages.
+            mem = W[L] - W[a] + act_factor * (A[L] - A[a] + cost.InputBytes(a)) +
+                  micro_ceil * (transient + (a > 0 ? msg_factor * cost.InputBytes(a) : 0));
+          } else {
+            mem = W[L] - W[a] + act_factor * io_max;
+          }
           const double t = micro * (C[L] - C[a]) + (F[L] - F[a]) + fixed;
           if (mem <= usable && t <= cap) best = Cell{t, t, L};
           h[k][a] = best;
           continue;
         }
-        double io_max = 0;
+        double io_max = 0, transient = 0;
         const std::vector<Cell>& rest_row = h[k - 1];
         for (int e = a + 1; e <= L - k; ++e) {
           if (!train) io_max = std::max(io_max, io_bytes[e - 1]);
-          const double act = train ? A[e] - A[a] : io_max;
-          if (W[e] - W[a] + act_factor * act > usable) break;  // grows with e
+          if (train) transient = std::max(transient, cost.TransientBytes(e - 1));
+          const double held =
+              train ? W[e] - W[a] + act_factor * (A[e] - A[a] + cost.InputBytes(a)) +
+                          micro_ceil * (transient + (a > 0 ? msg_factor * cost.InputBytes(a) : 0))
+                    : W[e] - W[a] + act_factor * io_max;
+          if (held > usable) break;  // grows with e
           const double base = micro * (C[e] - C[a]) + (F[e] - F[a]) + fixed;
           if (base > cap) break;                                 // grows with e
           if (!min_sum && base > best.max * (1 + 1e-12)) break;  // cannot win any more

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "scheduler/batch_split.h"
+#include "scheduler/byte_size.h"
 #include "scheduler/pipeline_partition.h"
 #include "scheduler/tiling.h"
 
@@ -30,7 +31,7 @@ std::string Fmt(const char* fmt, double v) {
   return buf;
 }
 
-std::string Gb(double bytes) { return Fmt("%.1f GB", bytes / 1e9); }
+std::string Gb(double bytes) { return FormatBytes(bytes); }
 std::string Ms(double s) { return Fmt("%.2f ms", s * 1e3); }
 
 // Micro-batch counts tried first: 1, 2, 3, 4, 6, 8, 12, 16, ... up to max_m.

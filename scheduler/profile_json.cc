@@ -73,6 +73,10 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
     TESSERA_ASSIGN_OR_RETURN(double out, Number(l, "output_bytes_per_sample", where));
     layer.parameter_bytes = static_cast<int64_t>(params);
     layer.activation_bytes = static_cast<int64_t>(act);
+    if (l.contains("backward_transient_bytes_per_sample")) {
+      TESSERA_ASSIGN_OR_RETURN(double tr, Number(l, "backward_transient_bytes_per_sample", where));
+      layer.backward_transient_bytes = static_cast<int64_t>(tr);
+    }
     layer.output_bytes = static_cast<int64_t>(out);
     if (!device.empty() && l.contains("fwd_ms")) {
       TESSERA_ASSIGN_OR_RETURN(double fwd_ms, Number(l, "fwd_ms", where));

@@ -16,6 +16,8 @@ PACKAGES=(
   libpng-dev libjpeg-dev
   clang libclang-rt-14-dev
   iproute2 procps curl
+  python3-torch python3-numpy
+  ccache
   chromium nodejs
 )
 # Web UI test (tests/web): npm comes inside some nodejs builds, else apart.

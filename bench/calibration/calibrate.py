@@ -7,22 +7,16 @@ On this one machine:
   2. calibrates the host on configurations that are NOT checked below:
        - single rank at two batch sizes: per-sample compute vs the profile, and the
          per-step overhead (optimizer step) -> effective memory bandwidth of that step;
-       - 4 independent single ranks at once -> effective parallel cores of the host;
        - two equal data-parallel ranks with a large and a small gradient -> Gloo
          loopback all-reduce bandwidth and latency;
        - a 2-stage pipeline of negligible compute, 32 micro-batches -> the per
          micro-batch overhead of a stage (message wake-ups on this host);
-       - a 2-stage pipeline of the real model, a speed-1.0 device of one node then a
-         speed-0.5 device of the other, layers cut where the two stages' compute is most
-         even (by the profile), M = 4 -> the per-message delay under compute load (the
-         cost model's message_delay_s: it shows only when the 1F1B round trip binds, i.e.
-         with balanced stages), fitted by bisection on tessera-predict --evaluate of that
-         very plan;
      The profile is taken at two batch sizes (--profile-batch and --fixed-batch) so
      every layer's time splits into a per-call part and a per-sample part.
   3. builds an emulated mixed cluster: 2 "nodes" on this host, each with one fast
-     (speed 1.0) and one slow (speed 0.5) emulated GPU; every device measured as
-     "cpu" with its relative speed, sharing the host's cores;
+     and one slow emulated GPU (--speeds; they must add up to at most the host's
+     cores: an emulated device holds each compute segment for its CPU work / its
+     speed, worker/runtime/emulated_device.h); every device measured as "cpu";
   4. asks the real planner (tessera-predict) for the best plan of each layout;
   5. runs the real worker ranks with that plan (the rank plan as the controller
      builds it: ranks numbered replica by replica, stage by stage; torchrun
@@ -33,141 +27,20 @@ usage: calibrate.py --worker build-sched-rel/worker/runtime/tessera-worker
                     --predict build-sched-rel/bench/calibration/tessera-predict
                     [--model tiny-skip --width 1024 --global-batch 48 --steps 16 --warmup 4]
                     [--rounds 2] [--nice -10]
+The matrix of mixes against hand-made baselines is bench/hetero/hetero_matrix.py.
 Python 3 standard library only.
 """
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Runner:
-    def __init__(self, args, tmp):
-        self.a = args
-        self.tmp = tmp
-        self.count = 0
-
-    def base_env(self):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("TESSERA_") and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
-                                                             "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                                             "MASTER_PORT")}
-        env["OMP_NUM_THREADS"] = str(self.a.threads)
-        return env
-
-    def prefix(self):
-        return ["nice", "-n", str(self.a.nice)] if self.a.nice else []
-
-    def train_cmd(self, model, width, steps, batch=None):
-        cmd = self.prefix() + [self.a.worker, "train", "--model", model, "--steps", str(steps),
-                               "--width", str(width), "--threads", str(self.a.threads),
-                               "--lr", "0.001", "--image-size", str(self.a.image_size)]
-        if self.a.data:
-            cmd += ["--data", self.a.data]
-        if batch is not None:
-            cmd += ["--batch", str(batch)]
-        return cmd
-
-    def profile(self):
-        cmd = self.prefix() + [self.a.worker, "profile", "--model", self.a.model, "--batch",
-                               str(self.a.profile_batch), "--image-size", str(self.a.image_size),
-                               "--width", str(self.a.width), "--repeats", str(self.a.repeats)]
-        if self.a.fixed_batch > 0:
-            cmd += ["--fixed-batch", str(self.a.fixed_batch)]
-        out = subprocess.run(cmd, env=self.base_env(), check=True, capture_output=True,
-                             text=True).stdout
-        return json.loads(out)
-
-    def launch(self, jobs):
-        """jobs: list of (cmd, env extra). Returns each one's progress rows (after warm-up)."""
-        procs = []
-        for cmd, extra in jobs:
-            self.count += 1
-            prog = os.path.join(self.tmp, f"progress-{self.count}.jsonl")
-            env = self.base_env()
-            env.update(extra)
-            env["TESSERA_PROGRESS_FILE"] = prog
-            procs.append((subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True), prog))
-        rows = []
-        for p, prog in procs:
-            _, err = p.communicate()
-            if p.returncode != 0:
-                sys.exit(f"worker failed ({p.returncode}): {err}")
-            with open(prog) as f:
-                rows.append([json.loads(line) for line in f][self.a.warmup:])
-        return rows
-
-    def single(self, model, width, batch, copies=1):
-        rows = self.launch([(self.train_cmd(model, width, self.a.steps, batch), {})] * copies)
-        return statistics.median(batch / x["samples_per_s"] for r in rows for x in r)
-
-    def ranks(self, model, width, rank_plan, devices):
-        """devices: per rank (node, speed). Returns (step_s median, per-rank medians)."""
-        path = os.path.join(self.tmp, f"plan-{self.count}.json")
-        with open(path, "w") as f:
-            json.dump(rank_plan, f)
-        world = len(devices)
-        port = str(free_port())
-        per_node = {}
-        for node, _ in devices:
-            per_node[node] = per_node.get(node, 0) + 1
-        local = {}
-        jobs = []
-        for rank, (node, speed) in enumerate(devices):
-            extra = {"RANK": str(rank), "WORLD_SIZE": str(world),
-                     "LOCAL_RANK": str(local.get(node, 0)),
-                     "LOCAL_WORLD_SIZE": str(per_node[node]), "MASTER_ADDR": "127.0.0.1",
-                     "MASTER_PORT": port, "TESSERA_PLAN": path, "TESSERA_DEVICE": "cpu",
-                     "TESSERA_DEVICE_SPEED": repr(speed)}
-            local[node] = local.get(node, 0) + 1
-            jobs.append((self.train_cmd(model, width, self.a.steps), extra))
-        rows = self.launch(jobs)
-        gb = rank_plan["global_batch"]
-        step = statistics.median(gb / x["samples_per_s"] for x in rows[0])
-        split = [{k: statistics.median(x[k] for x in r) for k in ("compute_s", "comm_s", "bubble_s")}
-                 for r in rows]
-        return step, split
-
-
-def data_plan(n_layers, shares):
-    return {"layout": "data", "global_batch": sum(shares), "micro_batches": 1, "schedule": "1f1b",
-            "replicas": [{"batch": b, "stages": [{"rank": i, "device": f"h:{i}",
-                                                 "layers": [0, n_layers]}]}
-                         for i, b in enumerate(shares)]}
-
-
-def rank_plan_of(plan, global_batch):
-    """As daemon/attempt_launch.cc BuildAttemptLaunch: ranks replica by replica, stage by stage."""
-    replicas, devices = [], []
-    for rep in plan["replicas"]:
-        stages = []
-        for st in rep["stages"]:
-            (dev,) = st["devices"]
-            stages.append({"rank": len(devices), "device": dev, "layers": st["layers"]})
-            devices.append(dev)
-        replicas.append({"batch": rep["batch"], "stages": stages})
-    return {"layout": plan["layout"], "global_batch": global_batch,
-            "micro_batches": plan["micro_batches"], "schedule": plan["schedule"],
-            "replicas": replicas}, devices
-
-
-def summary(plan):
-    reps = []
-    for rep in plan["replicas"]:
-        st = "+".join(f"{s['devices'][0]}[{s['layers'][0]},{s['layers'][1]})" for s in rep["stages"])
-        reps.append(f"{rep['batch']}:{st}")
-    return f"M={plan['micro_batches']} " + " | ".join(reps)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from worker_ranks import Runner, data_plan, rank_plan_of, summary  # noqa: E402
 
 
 def param_bytes(profile):
@@ -193,7 +66,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2, help="measure each layout this many times")
     ap.add_argument("--nice", type=int, default=0, help="run the worker processes at this nice")
-    ap.add_argument("--speeds", default="1.0,0.5,1.0,0.5",
+    ap.add_argument("--speeds", default="0.6,0.3,0.6,0.3",
                     help="emulated speeds of nodeA:0, nodeA:1, nodeB:0, nodeB:1")
     ap.add_argument("--keep", default="", help="keep the profile, snapshot and plans here")
     args = ap.parse_args()
@@ -208,7 +81,8 @@ def main():
     t_start = time.time()
 
     # 1. Profile.
-    profile = run.profile()
+    profile = run.profile(args.model, args.width, args.profile_batch, args.fixed_batch,
+                          args.repeats)
     prof_path = os.path.join(tmp, "profile.json")
     with open(prof_path, "w") as f:
         json.dump(profile, f)
@@ -229,12 +103,11 @@ def main():
     opt_time = overhead - fixed_total
     weights = param_bytes(profile) * 3  # parameters, gradients, SGD momentum
     opt_bw = 2 * weights / opt_time if opt_time > 1e-4 else 0.0
-    t_four = run.single(args.model, args.width, b1, copies=4)
-    cores = min(float(os.cpu_count()), max(1.0, 4 * t1 / t_four))
     # Loopback all-reduce: 2 equal data-parallel ranks, tiny-skip with a big and a small gradient.
     ar = {}
     for w in (1024, 64):
-        step, split = run.ranks("tiny-skip", w, data_plan(6, [16, 16]), [("h", 1.0), ("h", 1.0)])
+        step, split = run.ranks("tiny-skip", w, data_plan(6, [16, 16]),
+                                [{"node": "h", "speed": 1.0}, {"node": "h", "speed": 1.0}])
         ar[w] = (statistics.mean(s["comm_s"] for s in split), 12 * w * w + 64 * w + 16)  # bytes
     (c_big, g_big), (c_small, g_small) = ar[1024], ar[64]
     bw = (g_big - g_small) / max(c_big - c_small, 1e-6)
@@ -247,21 +120,23 @@ def main():
     pipe = {"layout": "pipeline", "global_batch": mb, "micro_batches": mb, "schedule": "1f1b",
             "replicas": [{"batch": mb, "stages": [{"rank": 0, "device": "h:0", "layers": [0, 3]},
                                                   {"rank": 1, "device": "h:1", "layers": [3, 6]}]}]}
-    t_pipe, _ = run.ranks("tiny-skip", 16, pipe, [("h", 1.0), ("h", 1.0)])
+    t_pipe, _ = run.ranks("tiny-skip", 16, pipe,
+                          [{"node": "h", "speed": 1.0}, {"node": "h", "speed": 1.0}])
     mb_overhead = max(2e-4, t_pipe / (mb + 1) - 2 * lat)
 
     # 3. The emulated mixed cluster.
     speeds = [float(s) for s in args.speeds.split(",")]
+    if sum(speeds) > (os.cpu_count() or 1):
+        sys.exit(f"--speeds add up to {sum(speeds):g}, more than this host's {os.cpu_count()} "
+                 "cores: emulated devices would wait for cores")
     names = ["nodeA", "nodeA", "nodeB", "nodeB"]
     nodes = []
     for name in ("nodeA", "nodeB"):
         devs = [{"index": len([1 for n in names[:i] if n == name]), "type": f"emulated-{s}",
                  "memory_bytes": 16 << 30, "memory_bandwidth_bytes_per_s": opt_bw,
-                 "measured_as": profile.get("device", "cpu"), "relative_speed": s,
-                 "uses_host_cpu": True}
+                 "measured_as": profile.get("device", "cpu"), "relative_speed": s}
                 for i, (n, s) in enumerate(zip(names, speeds)) if n == name]
-        nodes.append({"name": name, "host": "localhost", "host_cpu_cores": cores,
-                      "intra_node": link, "network": link, "devices": devs})
+        nodes.append({"name": name, "intra_node": link, "network": link, "devices": devs})
     snapshot = {"nodes": nodes}
     snap_path = os.path.join(tmp, "snapshot.json")
     with open(snap_path, "w") as f:
@@ -269,52 +144,8 @@ def main():
     speed_of = {}
     for node in nodes:
         for d in node["devices"]:
-            speed_of[f"{node['name']}:{d['index']}"] = (node["name"], d["relative_speed"])
-
-    # Per-message delay under compute load: a 2-stage pipeline of the real model, fastest
-    # device of the first node then slowest of the last, cut where the stages' compute is
-    # most even, M = 4 (balanced stages: the round trip binds; not a plan checked below).
-    first = max((d for d in speed_of if speed_of[d][0] == nodes[0]["name"]),
-                key=lambda d: speed_of[d][1])
-    last = min((d for d in speed_of if speed_of[d][0] == nodes[-1]["name"]),
-               key=lambda d: speed_of[d][1])
-    layer_ms = [l["fwd_ms"] + l["bwd_ms"] for l in profile["layers"]]
-    half = min(range(1, n_layers), key=lambda b: abs(sum(layer_ms[:b]) / speed_of[first][1] -
-                                                     sum(layer_ms[b:]) / speed_of[last][1]))
-    fit_plan = {"layout": "pipeline", "micro_batches": 4, "schedule": "1f1b",
-                "replicas": [{"batch": args.global_batch,
-                              "stages": [{"devices": [first], "layers": [0, half]},
-                                         {"devices": [last], "layers": [half, n_layers]}]}]}
-    fit_path = os.path.join(tmp, "plan-delay-fit.json")
-    with open(fit_path, "w") as f:
-        json.dump(fit_plan, f)
-    fit_rank_plan, fit_devices = rank_plan_of(fit_plan, args.global_batch)
-    fit_steps = [run.ranks(args.model, args.width, fit_rank_plan,
-                           [speed_of[d] for d in fit_devices])[0] for _ in range(args.rounds)]
-    fit_measured = statistics.median(fit_steps)
-
-    def evaluate(delay):
-        out = subprocess.run([args.predict, "--snapshot", snap_path, "--profile", prof_path,
-                              "--layout", "pipeline", "--global-batch", str(args.global_batch),
-                              "--optimizer-state-multiplier", "1", "--threads-per-rank",
-                              str(args.threads), "--micro-batch-overhead", repr(mb_overhead),
-                              "--message-delay", repr(delay), "--evaluate", fit_path],
-                             capture_output=True, text=True, check=True)
-        return json.loads(out.stdout)["step_s"]
-
-    fit_base = evaluate(0.0)
-    lo, hi = 0.0, 0.05
-    if fit_base >= fit_measured:
-        hi = 0.0
-    for _ in range(30):
-        if hi - lo < 1e-6:
-            break
-        mid = (lo + hi) / 2
-        if evaluate(mid) < fit_measured:
-            lo = mid
-        else:
-            hi = mid
-    msg_delay = hi
+            speed_of[f"{node['name']}:{d['index']}"] = {"node": node["name"],
+                                                        "speed": d["relative_speed"]}
 
     print(f"model {args.model} width {args.width} image {args.image_size} global batch "
           f"{args.global_batch}, {args.threads} thread/rank, {os.cpu_count()} CPUs, "
@@ -323,22 +154,18 @@ def main():
           f"fwd+bwd (batches {profile['batch']}, {profile.get('fixed_batch', '-')}); "
           f"single rank: {slope * 1e3:.2f} ms/sample + {overhead * 1e3:.1f} ms/step "
           f"(optimizer bandwidth {opt_bw / 1e9:.2f} GB/s)")
-    print(f"host: {cores:.2f} effective cores (4 ranks at once: {t_four:.3f} s vs {t1:.3f} s); "
-          f"loopback all-reduce: {bw / 1e9:.2f} GB/s, {lat * 1e6:.0f} us latency; "
+    print(f"host: loopback all-reduce: {bw / 1e9:.2f} GB/s, {lat * 1e6:.0f} us latency; "
           f"micro-batch overhead {mb_overhead * 1e3:.2f} ms")
-    print(f"message delay under load: {msg_delay * 1e3:.2f} ms (fit: {summary(fit_plan)} "
-          f"measured {fit_measured:.3f} s, predicted {fit_base:.3f} s without delay)")
     print(f"cluster: nodeA {speeds[0]}, {speeds[1]}; nodeB {speeds[2]}, {speeds[3]} "
-          f"(emulated, one host)")
+          f"(emulated, one host, loopback)")
 
     # 4 + 5. Plans, runs, table.
     results = []
     for layout in ("data", "pipeline", "hybrid"):
         out = subprocess.run([args.predict, "--snapshot", snap_path, "--profile", prof_path,
                               "--layout", layout, "--global-batch", str(args.global_batch),
-                              "--optimizer-state-multiplier", "1", "--threads-per-rank",
-                              str(args.threads), "--micro-batch-overhead", repr(mb_overhead),
-                              "--message-delay", repr(msg_delay)], capture_output=True, text=True)
+                              "--optimizer-state-multiplier", "1", "--micro-batch-overhead",
+                              repr(mb_overhead)], capture_output=True, text=True)
         if out.returncode != 0:
             results.append((layout, f"no plan: {out.stderr.strip()}", None, None, None))
             continue

@@ -2,20 +2,19 @@
 // and a worker profile, as scheduler::ToJson(PlanSet) on stdout.
 //
 //   tessera-predict --snapshot s.json --profile p.json --layout data --global-batch 32
-//                   [--optimizer-state-multiplier 1] [--threads-per-rank 1]
-//                   [--micro-batch-overhead SECONDS] [--message-delay SECONDS]
+//                   [--optimizer-state-multiplier 1] [--micro-batch-overhead SECONDS]
 //                   [--evaluate PLAN.json]
 //
 // --evaluate: instead of planning, the cost model's prediction of one given plan
 // (a plan object as ToJson(Plan) writes it: "micro_batches", "schedule", "replicas":
 // [{"batch", "stages":[{"devices":["node:i"], "layers":[b, e]}]}]) as
-// {"step_s", "stage_time_s", "allreduce_s", "step_end_s", "cpu_contention"}.
+// {"step_s", "stage_time_s", "allreduce_s", "step_end_s", "stage_memory_bytes"}.
 //
-// s.json: {"nodes":[{"name", "host", "host_cpu_cores",
+// s.json: {"nodes":[{"name",
 //                     "intra_node":{"bandwidth_bytes_per_s","latency_s"}, "network":{...},
 //                     "devices":[{"index","type","memory_bytes","tflops",
 //                                 "memory_bandwidth_bytes_per_s","measured_as",
-//                                 "relative_speed","uses_host_cpu"}]}],
+//                                 "relative_speed"}]}],
 //          "node_links":[{"a","b","link":{...}}]}   (every field but names optional)
 // p.json: what `tessera-worker profile` prints (scheduler::ModelProfileFromWorkerJson).
 // Exit codes: 0 plans printed, 2 bad arguments or input, 1 no feasible plan.
@@ -58,8 +57,6 @@ ClusterSnapshot SnapshotOf(const json& j) {
   for (const json& n : j.at("nodes")) {
     Node node;
     node.name = n.at("name").get<std::string>();
-    node.host = n.value("host", "");
-    node.host_cpu_cores = n.value("host_cpu_cores", 0.0);
     if (n.contains("intra_node")) node.intra_node = LinkOf(n["intra_node"], node.intra_node);
     if (n.contains("network")) node.network = LinkOf(n["network"], node.network);
     for (const json& d : n.at("devices")) {
@@ -71,7 +68,6 @@ ClusterSnapshot SnapshotOf(const json& j) {
       dev.memory_bandwidth_bytes_per_s = d.value("memory_bandwidth_bytes_per_s", 0.0);
       dev.measured_as = d.value("measured_as", "");
       dev.relative_speed = d.value("relative_speed", 1.0);
-      dev.uses_host_cpu = d.value("uses_host_cpu", false);
       node.devices.push_back(std::move(dev));
     }
     snap.nodes.push_back(std::move(node));
@@ -114,7 +110,7 @@ int EvaluatePlan(const json& plan, const ClusterSnapshot& snapshot, const ModelP
                     {"stage_time_s", ev.stage_time_s},
                     {"allreduce_s", ev.allreduce_s},
                     {"step_end_s", ev.step_end_s},
-                    {"cpu_contention", ev.cpu_contention}}
+                    {"stage_memory_bytes", ev.stage_memory_bytes}}
                    .dump()
             << "\n";
   return 0;
@@ -124,8 +120,8 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "tessera-predict: %s\nusage: tessera-predict --snapshot S.json --profile P.json "
                "--layout data|pipeline|hybrid|auto --global-batch B "
-               "[--optimizer-state-multiplier K] [--threads-per-rank T] "
-               "[--micro-batch-overhead S] [--message-delay S] [--evaluate PLAN.json]\n",
+               "[--optimizer-state-multiplier K] [--micro-batch-overhead S] "
+               "[--evaluate PLAN.json]\n",
                why);
   return 2;
 }
@@ -136,9 +132,7 @@ int main(int argc, char** argv) {
   std::string snapshot_path, profile_path, layout_name = "auto";
   int64_t global_batch = 0;
   double optimizer_multiplier = -1;
-  int threads = 1;
   double micro_overhead = -1;
-  double message_delay = -1;
   std::string evaluate_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -156,12 +150,8 @@ int main(int argc, char** argv) {
       optimizer_multiplier = std::atof(value.c_str());
     } else if (arg == "--micro-batch-overhead") {
       micro_overhead = std::atof(value.c_str());
-    } else if (arg == "--message-delay") {
-      message_delay = std::atof(value.c_str());
     } else if (arg == "--evaluate") {
       evaluate_path = value;
-    } else if (arg == "--threads-per-rank") {
-      threads = std::atoi(value.c_str());
     } else {
       return Usage(("unknown option " + arg).c_str());
     }
@@ -179,9 +169,7 @@ int main(int argc, char** argv) {
     request.global_batch = global_batch;
     request.layout = *layout;
     PlannerOptions options;
-    options.cost.cpu_threads_per_rank = threads;
     if (micro_overhead >= 0) options.cost.micro_batch_overhead_s = micro_overhead;
-    if (message_delay >= 0) options.cost.message_delay_s = message_delay;
     if (!evaluate_path.empty()) {
       return EvaluatePlan(ReadJson(evaluate_path), snapshot, *profile, request, options.cost);
     }

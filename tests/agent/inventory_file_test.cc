@@ -253,3 +253,41 @@ TEST(ParseByteSize, Table) {
 
 }  // namespace
 }  // namespace tessera::agent
+
+namespace tessera::agent {
+namespace {
+
+struct CapacityRow {
+  const char* name;
+  std::vector<double> speeds;
+  double host_cores;
+  bool fits;
+};
+
+class EmulationCapacity : public ::testing::TestWithParam<CapacityRow> {};
+
+TEST_P(EmulationCapacity, SpeedsMustFitTheHostCores) {
+  const CapacityRow& row = GetParam();
+  InventoryFile file;
+  for (double s : row.speeds) file.devices.push_back({"emulated", int64_t{1} << 30, s, {}});
+  Status s = CheckEmulationCapacity(file, row.host_cores);
+  EXPECT_EQ(s.ok(), row.fits) << s.ToString();
+  if (!row.fits) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.field(), "devices");
+    EXPECT_NE(s.message().find("add up to"), std::string::npos) << s.message();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rows, EmulationCapacity,
+    ::testing::Values(CapacityRow{"one_full_core", {1.0}, 2, true},
+                      CapacityRow{"exactly_the_cores", {1.0, 0.5, 0.5}, 2, true},
+                      CapacityRow{"mix_under", {0.5, 0.175, 0.5, 0.175}, 2, true},
+                      CapacityRow{"demo_lab_before", {1.0, 1.0, 0.8, 0.35, 0.35}, 2, false},
+                      CapacityRow{"two_full_on_one_core", {1.0, 1.0}, 1, false},
+                      CapacityRow{"no_core_count_skips", {5.0}, 0, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace tessera::agent

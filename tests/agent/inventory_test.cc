@@ -166,6 +166,7 @@ TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
   CountingBenchmark bench;
   InventoryOptions o = Options(state, state.path() / "inv.yaml");
   o.benchmark = bench.Fn();
+  o.host_cores = 4;  // speeds 0.5 + 2 fit a 4-core host
   SystemInventoryProvider provider(o);
   auto inv = provider.Load();
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();
@@ -178,6 +179,24 @@ TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
   EXPECT_DOUBLE_EQ(inv->devices[1].mem_bandwidth_gbps, 5.0);
   EXPECT_DOUBLE_EQ(inv->devices[2].measured_tflops, 7.0);
   EXPECT_DOUBLE_EQ(inv->devices[2].mem_bandwidth_gbps, 20.0);
+}
+
+TEST(SystemInventory, RefusesEmulatedSpeedsOverTheHostsCores) {
+  TempDir state;
+  WriteFile(state.path() / "inv.yaml",
+            "devices:\n  - {name: a, memory: 1G, relative_speed: 0.8}\n"
+            "  - {name: b, memory: 1G, relative_speed: 0.8}\n");
+  InventoryOptions o = Options(state, state.path() / "inv.yaml");
+  o.host_cores = 1;
+  auto inv = SystemInventoryProvider(o).Load();
+  ASSERT_FALSE(inv.ok());
+  EXPECT_EQ(inv.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(inv.status().field(), "devices");
+  EXPECT_NE(inv.status().message().find("add up to 1.6 but this host has 1 cores"),
+            std::string::npos)
+      << inv.status().message();
+  o.host_cores = 2;
+  EXPECT_TRUE(SystemInventoryProvider(o).Load().ok()) << "1.6 fits 2 cores";
 }
 
 TEST(SystemInventory, FirstStartMeasuresOnceAndCaches) {

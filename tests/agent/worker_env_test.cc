@@ -19,9 +19,11 @@ NodeInventory Inventory() {
   emu.type = "cuda";
   emu.emulated = true;
   emu.relative_speed = 0.5;
+  emu.memory_bytes = int64_t{8} << 30;
   api::Device emu_fast = emu;
   emu_fast.index = 3;
   emu_fast.relative_speed = 2;
+  emu_fast.memory_bytes = int64_t{16} << 30;
   api::Device cpu;
   cpu.index = 4;
   cpu.type = "cpu";
@@ -81,6 +83,14 @@ INSTANTIATE_TEST_SUITE_P(
              {"CUDA_VISIBLE_DEVICES", ""}},
             nullptr},
         Row{"emulated_pair_takes_slowest", {3, 2}, {{"TESSERA_DEVICE_SPEED", "0.5"}}, nullptr},
+        Row{"emulated_memory_is_declared_memory",
+            {3},
+            {{"TESSERA_DEVICE_MEMORY", std::to_string(int64_t{16} << 30)}},
+            nullptr},
+        Row{"emulated_pair_takes_smallest_memory",
+            {3, 2},
+            {{"TESSERA_DEVICE_MEMORY", std::to_string(int64_t{8} << 30)}},
+            nullptr},
         Row{"cpu_device", {4}, {{"TESSERA_DEVICE", "cpu"}, {"TESSERA_DEVICE_SPEED", "1"}}, nullptr},
         Row{"unknown_index", {0, 9}, {}, "device_indices[1]"},
         Row{"mixing_real_and_emulated", {0, 2}, {}, "device_indices"}),

@@ -112,8 +112,6 @@ TEST(PlannerTest, BadSharedCpuFiguresNameTheField) {
   const Row rows[] = {
       {"zero relative speed", [](ClusterSnapshot& c) { c.nodes[0].devices[1].relative_speed = 0; },
        "nodes[0].devices[1].relative_speed"},
-      {"negative cores", [](ClusterSnapshot& c) { c.nodes[0].host_cpu_cores = -1; },
-       "nodes[0].host_cpu_cores"},
   };
   for (const Row& row : rows) {
     ClusterSnapshot c = ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build();

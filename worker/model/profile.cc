@@ -25,6 +25,9 @@ class CountingAllocator final : public c10::Allocator {
     base_deleter_ = base->raw_deleter();
   }
   int64_t live() const { return live_.load(); }
+  // Largest live() since the last ResetPeak().
+  int64_t peak() const { return peak_.load(); }
+  void ResetPeak() { peak_.store(live_.load()); }
   bool can_wrap(c10::Allocator* base) const { return base->raw_deleter() != nullptr; }
 
   c10::DataPtr allocate(size_t n) const override {
@@ -37,7 +40,10 @@ class CountingAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mu_);
       sizes_[data] = Entry{static_cast<int64_t>(n), base_deleter_};
     }
-    live_.fetch_add(static_cast<int64_t>(n));
+    const int64_t now = live_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
     return c10::DataPtr(data, data, &Delete, device);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
@@ -54,6 +60,7 @@ class CountingAllocator final : public c10::Allocator {
   c10::DeleterFnPtr base_deleter_ = nullptr;
   mutable std::unordered_map<void*, Entry> sizes_;
   mutable std::atomic<int64_t> live_{0};
+  mutable std::atomic<int64_t> peak_{0};
 };
 
 // Never destroyed: tensors allocated through it may outlive the profile.
@@ -182,7 +189,7 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
     for (size_t i = 0; i < n; ++i) {
       Layer& layer = *model.layer(i).layer;
       std::vector<double> fwd, bwd;
-      int64_t kept = 0;
+      int64_t kept = 0, transient = 0;
       Activation out;
       for (int r = 0; r <= repeats; ++r) {  // r == 0 is the warm-up
         out = Activation();                 // free the previous run's output before measuring
@@ -192,6 +199,7 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
         out = layer.Forward(std::move(in));
         const double f_ms = MsSince(t0);
         const int64_t live_after = Counter().live();
+        Counter().ResetPeak();
         const auto t1 = std::chrono::steady_clock::now();
         Backward(out);
         const double b_ms = MsSince(t1);
@@ -199,6 +207,9 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
         fwd.push_back(f_ms);
         bwd.push_back(b_ms);
         kept = std::max(kept, live_after - live_before);
+        // Working memory of the backward above what the forward kept: gradients of
+        // the output (made by Backward) and the input, temporaries.
+        transient = std::max(transient, Counter().peak() - live_after);
       }
       int64_t param_bytes = 0;
       for (const auto& p : layer.parameters()) param_bytes += Bytes(p);
@@ -213,6 +224,7 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                         {"fwd_flops_per_sample", flops},
                         {"param_bytes", param_bytes},
                         {"activation_bytes_per_sample", kept / batch},
+                        {"backward_transient_bytes_per_sample", transient / batch},
                         {"output_bytes_per_sample", out_bytes / batch},
                         {"in_shape", per_sample_in},
                         {"out_shape", PerSampleShape(out.main)}});

@@ -74,6 +74,19 @@ Result<DistEnv> ReadDistEnv(const EnvGetter& get) {
       return InvalidArgument("must be positive", "TESSERA_DEVICE_SPEED");
     }
   }
+  if (auto mem = get("TESSERA_DEVICE_MEMORY"); mem && !mem->empty()) {
+    try {
+      size_t used = 0;
+      env.device_memory_bytes = std::stoll(*mem, &used);
+      if (used != mem->size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      return InvalidArgument("must be a number of bytes, got \"" + *mem + "\"",
+                             "TESSERA_DEVICE_MEMORY");
+    }
+    if (env.device_memory_bytes < 0) {
+      return InvalidArgument("must not be negative", "TESSERA_DEVICE_MEMORY");
+    }
+  }
   return env;
 }
 

@@ -26,19 +26,20 @@ struct DistEnv {
   int master_port = 29500;
   std::string job_id;
   int attempt = 0;
-  std::string plan_path;           // TESSERA_PLAN
-  std::string checkpoint_dir;      // TESSERA_CHECKPOINT_DIR
-  std::string progress_file;       // TESSERA_PROGRESS_FILE
-  std::string device = "cpu";      // TESSERA_DEVICE
-  double device_speed = 1.0;       // TESSERA_DEVICE_SPEED, (0, 1] slows compute down
-  std::string gloo_socket_ifname;  // GLOO_SOCKET_IFNAME (first of a comma list), as torchrun
+  std::string plan_path;            // TESSERA_PLAN
+  std::string checkpoint_dir;       // TESSERA_CHECKPOINT_DIR
+  std::string progress_file;        // TESSERA_PROGRESS_FILE
+  std::string device = "cpu";       // TESSERA_DEVICE
+  double device_speed = 1.0;        // TESSERA_DEVICE_SPEED, (0, 1] slows compute down
+  int64_t device_memory_bytes = 0;  // TESSERA_DEVICE_MEMORY: emulated device memory; 0: none
+  std::string gloo_socket_ifname;   // GLOO_SOCKET_IFNAME (first of a comma list), as torchrun
 };
 
 using EnvGetter = std::function<std::optional<std::string>(const std::string& name)>;
 
 // Reads the variables; kInvalidArgument (field = variable name) for malformed
 // numbers, RANK outside [0, WORLD_SIZE), a TESSERA_PLAN without WORLD_SIZE,
-// or a non-positive TESSERA_DEVICE_SPEED.
+// a non-positive TESSERA_DEVICE_SPEED or a negative TESSERA_DEVICE_MEMORY.
 Result<DistEnv> ReadDistEnv(const EnvGetter& get);
 
 // Getter over the process environment (std::getenv).

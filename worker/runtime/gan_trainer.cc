@@ -15,6 +15,8 @@
 #include "worker/runtime/batch_norm_sync.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
+#include "worker/runtime/emulated_device.h"
+#include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/grad_reducer.h"
 #include "worker/runtime/image_source.h"
 #include "worker/runtime/optimizer.h"
@@ -227,6 +229,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   };
 
   ProgressWriter progress(env.progress_file);
+  const EmulatedDevice emulated(env.device_speed, o.threads);
 
   const double weight =
       static_cast<double>(role.replica_batch) / static_cast<double>(plan.global_batch);
@@ -239,8 +242,10 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
         base_samples + (step - base_step) * plan.global_batch + role.sample_offset;
     double compute_s = 0, comm_s = 0, g_loss = 0, d_loss = 0;
     try {
-      auto t0 = Clock::now();
       TESSERA_ASSIGN_OR_RETURN(SampleBatch batch, source->Load(first_id, role.replica_batch));
+      // Three compute segments of the (emulated) device, split where the rank waits
+      // for its gradient all-reduces.
+      EmulatedDevice::Segment seg = emulated.Begin();
       const torch::Tensor gray = batch.input.to(device);
       const torch::Tensor real = batch.target.to(device);
       const size_t gl = gen.num_layers(), dl = disc.num_layers();
@@ -255,9 +260,11 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       d_loss = dl_t.item<double>() * weight;
       d_reducer.Arm();
       (dl_t * weight).backward();
+      compute_s += emulated.End(seg).busy_s;
       double waited = 0;
       TESSERA_RETURN_IF_ERROR(d_reducer.Finish(&waited));
       comm_s += waited;
+      seg = emulated.Begin();
       d_opt.Step(lr);
       d_opt.ZeroGrad();
 
@@ -268,14 +275,16 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       g_loss = parts.total.item<double>() * weight;
       g_reducer.Arm();
       (parts.total * weight).backward();
+      compute_s += emulated.End(seg).busy_s;
       TESSERA_RETURN_IF_ERROR(g_reducer.Finish(&waited));
       comm_s += waited;
+      seg = emulated.Begin();
       g_opt.Step(lr);
       g_opt.ZeroGrad();
       d_opt.ZeroGrad();  // gradients the generator's backward left in D
-      compute_s = Since(t0) - comm_s;
+      compute_s += emulated.End(seg).busy_s;
     } catch (const std::exception& e) {
-      return Internal("step " + std::to_string(step) + " failed: " + e.what());
+      return ComputeFailure("step " + std::to_string(step + 1) + " failed", e);
     }
     ++step;
     TESSERA_ASSIGN_OR_RETURN(StepEnd end,
@@ -287,6 +296,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
         StepProgressLine(step, end.sums[0], wall > 0 ? plan.global_batch / wall : 0.0, compute_s,
                          comm_s, 0.0, env.rank);
     line["d_loss"] = end.sums[1];
+    AddMemoryFields(line, role.predicted_peak_bytes);
     progress.Write(line);
     outcome.checkpoint_saved = false;
     if (!env.checkpoint_dir.empty() && end.checkpoint) {

@@ -228,7 +228,7 @@ Result<std::unique_ptr<InferenceModel>> InferenceModel::Load(const std::string& 
     TESSERA_ASSIGN_OR_RETURN(auto model, FromNet(model_name, net));
     model->checkpoint_step_ = manifest->step;
     model->device_ = dev;
-    model->device_speed_ = device_speed;
+    model->emulated_ = EmulatedDevice(device_speed, torch::get_num_threads());
     return Result<std::unique_ptr<InferenceModel>>(std::move(model));
   } catch (const std::exception& e) {
     return Internal("loading " + model_name + " from " + checkpoint_dir + ": " + e.what());
@@ -262,16 +262,13 @@ Result<torch::Tensor> InferenceModel::Prepare(const Image& image) const {
 Result<torch::Tensor> InferenceModel::Forward(const torch::Tensor& chw) {
   try {
     torch::NoGradGuard no_grad;
-    const auto t0 = SteadyClock::now();
+    // One compute segment of the (emulated) device, as training's (stage_runner.cc).
+    const EmulatedDevice::Segment segment = emulated_.Begin();
     Activation a;
     a.main = chw.unsqueeze(0).to(device_);
     a = net_->Forward(std::move(a), 0, net_->num_layers());
     torch::Tensor out = a.main.squeeze(0).to(torch::kCPU, torch::kFloat).contiguous();
-    if (device_speed_ > 0 && device_speed_ < 1.0) {
-      // Emulated slower device, as training does (stage_runner.cc).
-      const double extra = Since(t0) * (1.0 / device_speed_ - 1.0);
-      std::this_thread::sleep_for(std::chrono::duration<double>(extra));
-    }
+    emulated_.End(segment);
     return out;
   } catch (const std::exception& e) {
     return Internal(name_ + " forward failed: " + e.what());

@@ -59,6 +59,7 @@
 #include "worker/runtime/atomic_output.h"
 #include "worker/runtime/chunk_source.h"
 #include "worker/runtime/dist_env.h"
+#include "worker/runtime/emulated_device.h"
 #include "worker/runtime/tiling.h"
 
 namespace tessera::worker {
@@ -71,7 +72,8 @@ class InferenceModel {
   // all layers. width 0: read from the checkpoint's tensors. Errors are
   // kInvalidArgument (exit code 2): unknown model, no such directory, no
   // complete checkpoint, a checkpoint of another model, shapes that do not
-  // match. device_speed < 1 sleeps after each forward (emulated device).
+  // match. device_speed < 1 makes each forward a compute segment of an emulated
+  // device (worker/runtime/emulated_device.h).
   static Result<std::unique_ptr<InferenceModel>> Load(const std::string& model_name,
                                                       const std::string& checkpoint_dir,
                                                       int64_t width, const std::string& device,
@@ -106,7 +108,7 @@ class InferenceModel {
   TileGeometry geometry_;
   int64_t checkpoint_step_ = 0;
   torch::Device device_{torch::kCPU};
-  double device_speed_ = 1.0;
+  EmulatedDevice emulated_;
 };
 
 // Runs one prepared input [C, H, W]: pads to the alignment, runs the whole

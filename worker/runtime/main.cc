@@ -20,6 +20,7 @@
 #include <iostream>
 
 #include "worker/runtime/dist_env.h"
+#include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/tiny_models.h"
 #include "worker/runtime/trainer.h"
 
@@ -45,6 +46,12 @@ int ExitCodeFor(const tessera::Status& s) {
 int Fail(const tessera::Status& s) {
   std::fprintf(stderr, "tessera-worker: %s\n", s.ToString().c_str());
   return ExitCodeFor(s);
+}
+
+// Counts the rank's CPU tensors; on an emulated device (TESSERA_DEVICE cpu with
+// TESSERA_DEVICE_MEMORY) they may not exceed the device's declared memory.
+void InstallDeviceMemory(const tessera::worker::DistEnv& env) {
+  tessera::worker::EmulatedMemory::Install(env.device == "cpu" ? env.device_memory_bytes : 0);
 }
 
 }  // namespace
@@ -154,7 +161,13 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, OnSigterm);
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());
-    Result<TrainOutcome> out = RunTraining(opt, *env, g_stop);
+    InstallDeviceMemory(*env);
+    Result<TrainOutcome> out = Internal("not run");
+    try {
+      out = RunTraining(opt, *env, g_stop);
+    } catch (const std::exception& e) {
+      out = ComputeFailure("training", e);
+    }
     if (!out.ok()) return Fail(out.status());
     if (out->stopped) {
       if (out->checkpoint_saved) {
@@ -211,7 +224,13 @@ int main(int argc, char** argv) {
     if (!env.ok()) return Fail(env.status());
     if (const char* url = std::getenv("TESSERA_CONTROLLER_URL")) infer_opt.controller_url = url;
     if (const char* token = std::getenv("TESSERA_LEASE_TOKEN")) infer_opt.lease_token = token;
-    Result<InferOutcome> out = RunInference(infer_opt, *env, g_stop);
+    InstallDeviceMemory(*env);
+    Result<InferOutcome> out = Internal("not run");
+    try {
+      out = RunInference(infer_opt, *env, g_stop);
+    } catch (const std::exception& e) {
+      out = ComputeFailure("inference", e);
+    }
     if (!out.ok()) return Fail(out.status());
     return 0;
 #else

@@ -112,6 +112,9 @@ Result<Plan> ParsePlan(std::string_view json_text) {
       }
       sp.layer_begin = (*layers)[0].get<int64_t>();
       sp.layer_end = (*layers)[1].get<int64_t>();
+      TESSERA_ASSIGN_OR_RETURN(
+          sp.predicted_peak_bytes,
+          GetInt(st, "peak_memory_bytes", sf + ".peak_memory_bytes", false, 0));
       rp.stages.push_back(sp);
     }
     plan.replicas.push_back(std::move(rp));
@@ -214,6 +217,7 @@ Result<RankRole> RoleForRank(const Plan& plan, int rank) {
       role.next_rank = s + 1 < rep.stages.size() ? rep.stages[s + 1].rank : -1;
       role.replica_batch = rep.batch;
       role.sample_offset = offset;
+      role.predicted_peak_bytes = rep.stages[s].predicted_peak_bytes;
       return role;
     }
     offset += rep.batch;

@@ -27,6 +27,7 @@ struct StagePlan {
   int rank = 0;
   int64_t layer_begin = 0;  // half-open [layer_begin, layer_end)
   int64_t layer_end = 0;
+  int64_t predicted_peak_bytes = 0;  // the planner's peak memory for this stage; 0: unknown
 };
 
 struct ReplicaPlan {
@@ -69,7 +70,8 @@ struct RankRole {
   int prev_rank = -1;  // previous stage of the same replica, or -1
   int next_rank = -1;  // next stage, or -1
   int64_t replica_batch = 0;
-  int64_t sample_offset = 0;  // first sample of this replica within a global batch
+  int64_t sample_offset = 0;         // first sample of this replica within a global batch
+  int64_t predicted_peak_bytes = 0;  // the planner's peak memory of this stage; 0: unknown
   bool first_stage() const { return prev_rank < 0; }
   bool last_stage() const { return next_rank < 0; }
 };

@@ -1,7 +1,6 @@
 #include "worker/runtime/stage_runner.h"
 
 #include <chrono>
-#include <thread>
 
 #ifdef TESSERA_HAVE_CUDA_TORCH
 #include <ATen/autocast_mode.h>
@@ -79,23 +78,24 @@ Result<std::vector<torch::Tensor>> ShapesFromHeader(const torch::Tensor& header)
   return out;
 }
 
-StageRunner::ComputeStart StageRunner::BeginCompute() const {
-  return {Clock::now(), c_.collective_wait_s ? c_.collective_wait_s() : 0.0};
+void StageRunner::EndCompute(const EmulatedDevice::Segment& start) {
+  const EmulatedDevice::SegmentTimes t = c_.emulated.End(start);
+  stats_.compute_s += t.busy_s;
+  stats_.compute_cpu_s += t.cpu_s;
 }
 
-void StageRunner::EndCompute(const ComputeStart& start) {
-  // Time spent waiting for peers inside the compute (batch-norm all-reduce)
-  // is not this device's work: it is not slowed down.
-  const double waited = (c_.collective_wait_s ? c_.collective_wait_s() : 0.0) - start.waited_s;
-  Slowdown(std::max(0.0, Since(start.t0) - waited));
-  stats_.compute_s += Since(start.t0);
-}
-
-void StageRunner::Slowdown(double compute_s) {
-  if (c_.device_speed > 0 && c_.device_speed < 1.0) {
-    const double extra = compute_s * (1.0 / c_.device_speed - 1.0);
-    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+Status StageRunner::WaitSends(bool forward, int64_t up_to) {
+  Status first;
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    if (it->forward != forward || it->micro_batch > up_to) {
+      ++it;
+      continue;
+    }
+    Status s = it->work->Wait();
+    if (!s.ok() && first.ok()) first = s;
+    it = sends_.erase(it);
   }
+  return first;
 }
 
 Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
@@ -118,6 +118,12 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     for (auto& t : tensors) t = t.to(c_.comm_device);
     TESSERA_RETURN_IF_ERROR(c_.p2p->Recv(tensors, role.prev_rank, ForwardTag(mb)));
     stats_.bubble_s += Since(t0);
+    if (c_.schedule == Schedule::k1F1B) {
+      // 1F1B: the previous stage sends activation mb right after its backward of
+      // mb - (S - s) - 1 (its warm-up is S - s forwards), so it has received our
+      // gradients up to that micro-batch: those sends are done, free their buffers.
+      TESSERA_RETURN_IF_ERROR(WaitSends(false, mb - (role.num_stages - role.stage) - 1));
+    }
     for (auto& t : tensors) {
       t = t.to(c_.device);
       if (t.is_floating_point()) t.set_requires_grad(true);
@@ -126,7 +132,7 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     act.main = tensors[0];
     act.carry.assign(tensors.begin() + 1, tensors.end());
   }
-  const ComputeStart t0 = BeginCompute();
+  const EmulatedDevice::Segment t0 = c_.emulated.Begin();
   Activation out;
   {
     AutocastScope autocast(c_.autocast);
@@ -152,9 +158,10 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     for (auto& t : out.carry) f.outputs.push_back(t);
     TESSERA_ASSIGN_OR_RETURN(auto packed, PackActivation(out));
     for (auto& t : packed) t = t.to(c_.comm_device);
-    sends_.push_back(c_.p2p->SendAsync({packed[0]}, role.next_rank, ForwardTag(mb)));
+    sends_.push_back({true, mb, c_.p2p->SendAsync({packed[0]}, role.next_rank, ForwardTag(mb))});
     packed.erase(packed.begin());
-    sends_.push_back(c_.p2p->SendAsync(std::move(packed), role.next_rank, ForwardTag(mb)));
+    sends_.push_back(
+        {true, mb, c_.p2p->SendAsync(std::move(packed), role.next_rank, ForwardTag(mb))});
   }
   return Status::Ok();
 }
@@ -163,7 +170,7 @@ Status StageRunner::Backward(int64_t mb) {
   const RankRole& role = c_.role;
   InFlight& f = flight_[static_cast<size_t>(mb)];
   if (role.last_stage()) {
-    const ComputeStart t0 = BeginCompute();
+    const EmulatedDevice::Segment t0 = c_.emulated.Begin();
     f.loss.backward();
     EndCompute(t0);
   } else {
@@ -176,6 +183,9 @@ Status StageRunner::Backward(int64_t mb) {
     auto r0 = Clock::now();
     TESSERA_RETURN_IF_ERROR(c_.p2p->Recv(grads, role.next_rank, BackwardTag(mb)));
     stats_.bubble_s += Since(r0);
+    // The next stage computed micro-batch mb before sending its gradient: our
+    // activation sends of mb (and earlier) are done.
+    TESSERA_RETURN_IF_ERROR(WaitSends(true, mb));
     std::vector<torch::Tensor> outs, gs;
     size_t gi = 0;
     for (const auto& o : f.outputs) {
@@ -186,7 +196,7 @@ Status StageRunner::Backward(int64_t mb) {
       }
       ++gi;
     }
-    const ComputeStart t0 = BeginCompute();
+    const EmulatedDevice::Segment t0 = c_.emulated.Begin();
     if (!outs.empty()) torch::autograd::backward(outs, gs);
     EndCompute(t0);
   }
@@ -199,7 +209,8 @@ Status StageRunner::Backward(int64_t mb) {
               ? in.grad().to(c_.comm_device).contiguous()
               : torch::zeros(in.sizes(), in.options().device(c_.comm_device).requires_grad(false)));
     }
-    sends_.push_back(c_.p2p->SendAsync(std::move(in_grads), role.prev_rank, BackwardTag(mb)));
+    sends_.push_back(
+        {false, mb, c_.p2p->SendAsync(std::move(in_grads), role.prev_rank, BackwardTag(mb))});
   }
   f = InFlight{};  // free the graph and saved tensors
   return Status::Ok();
@@ -234,7 +245,7 @@ Result<StepStats> StageRunner::RunStep(int64_t step_first_id) {
   auto t0 = Clock::now();
   Status send_status;
   for (auto& w : sends_) {
-    Status s = w->Wait();
+    Status s = w.work->Wait();
     if (!s.ok() && send_status.ok()) send_status = s;
   }
   sends_.clear();

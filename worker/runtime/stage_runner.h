@@ -9,7 +9,11 @@
 // Between stages an Activation travels as: a header (int64 [kHeaderLen]:
 // count, then per tensor dtype, ndim, dims) and then each tensor; gradients
 // come back for every floating tensor in the same order. Sends are
-// asynchronous and waited at the end of the step, receives block. Schedules:
+// asynchronous, receives block. A send is waited (its buffers freed) once the
+// schedule shows the peer has received it: activation sends of micro-batch i
+// when i's gradient comes back, gradient sends (1F1B) when the previous stage's
+// activation shows it ran their backward; the rest at the end of the step.
+// Schedules:
 //   GPipe: F0 F1 ... F(M-1) then B0 ... B(M-1)
 //   1F1B:  min(S-s-1, M) warm-up forwards, then alternate F and B, then drain.
 // The reducer is armed before the last backward, so bucket all-reduces
@@ -22,7 +26,6 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +33,7 @@
 #include "worker/model/layered_model.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/data_source.h"
+#include "worker/runtime/emulated_device.h"
 #include "worker/runtime/grad_reducer.h"
 #include "worker/runtime/plan.h"
 
@@ -46,10 +50,9 @@ struct StageConfig {
   Collectives* p2p = nullptr;  // world group: ranks are world ranks
   BatchSource* data = nullptr;
   GradReducer* reducer = nullptr;  // may be null (no replicas)
-  double device_speed = 1.0;       // < 1 sleeps after compute to emulate a slower device
-  // Seconds spent so far waiting in collectives that run inside the compute
-  // (batch-norm all-reduce); the emulated slowdown leaves them out. Optional.
-  std::function<double()> collective_wait_s;
+  // Emulated device: every forward and backward is a compute segment that lasts
+  // its CPU work / speed (worker/runtime/emulated_device.h).
+  EmulatedDevice emulated;
   torch::Device device = torch::kCPU;
   // Where p2p buffers live: CPU for Gloo, the GPU for NCCL.
   torch::Device comm_device = torch::kCPU;
@@ -61,7 +64,8 @@ struct StageConfig {
 
 struct StepStats {
   double loss_contribution = 0;  // sum over micro-batches of scaled losses (last stage)
-  double compute_s = 0;          // forward, backward (incl. emulated slowdown)
+  double compute_s = 0;          // forward, backward (busy time of the device)
+  double compute_cpu_s = 0;      // CPU seconds of that compute
   double comm_s = 0;             // waiting for gradient all-reduce and sends
   double bubble_s = 0;           // waiting for a neighbour stage's activations or gradients
 };
@@ -83,21 +87,23 @@ class StageRunner {
   };
   Status Forward(int64_t step_first_id, int64_t mb);
   Status Backward(int64_t mb);
-  struct ComputeStart {
-    std::chrono::steady_clock::time_point t0;
-    double waited_s = 0;
-  };
-  ComputeStart BeginCompute() const;
-  // Sleeps for the emulated slowdown of the compute since `start` (less the
-  // collective waits in it) and adds the whole span to the step's compute.
-  void EndCompute(const ComputeStart& start);
-  void Slowdown(double compute_s);
+  // Waits for (and frees the buffers of) the activation (forward) or gradient sends
+  // of micro-batches <= up_to, which the schedule guarantees are received already;
+  // the first failed send's status.
+  Status WaitSends(bool forward, int64_t up_to);
+  // Ends a compute segment (holding an emulated device) and adds it to the step.
+  void EndCompute(const EmulatedDevice::Segment& start);
 
   StageConfig c_;
   std::vector<int64_t> sizes_;
   std::vector<int64_t> offsets_;
   std::vector<InFlight> flight_;
-  std::vector<std::unique_ptr<CommWork>> sends_;
+  struct PendingSend {
+    bool forward = true;  // activation to the next stage; false: gradient to the previous
+    int64_t micro_batch = 0;
+    std::unique_ptr<CommWork> work;
+  };
+  std::vector<PendingSend> sends_;
   StepStats stats_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "worker/runtime/emulated_memory.h"
+
 namespace tessera::worker {
 
 double ScheduledLearningRate(const TrainOptions& o, int64_t global_batch, int64_t step) {
@@ -52,6 +54,11 @@ nlohmann::json StepProgressLine(int64_t step, double loss, double samples_per_s,
                         std::chrono::system_clock::now().time_since_epoch())
                         .count()},
           {"rank", rank}};
+}
+
+void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes) {
+  if (EmulatedMemory::installed()) line["peak_memory_bytes"] = EmulatedMemory::peak_bytes();
+  if (predicted_peak_bytes > 0) line["predicted_peak_memory_bytes"] = predicted_peak_bytes;
 }
 
 }  // namespace tessera::worker

@@ -17,6 +17,7 @@
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/data_source.h"
+#include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/grad_reducer.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
@@ -323,12 +324,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   sc.p2p = &world;
   sc.data = source.get();
   sc.reducer = &reducer;
-  sc.device_speed = env.device_speed;
-  sc.collective_wait_s = [&rt] {
-    double s = 0;
-    for (const auto& sync : rt.syncs) s += sync->wait_s();
-    return s;
-  };
+  sc.emulated = EmulatedDevice(env.device_speed, o.threads);
   sc.device = device;
   sc.comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
   const bool amp = o.amp && device.is_cuda();
@@ -365,7 +361,8 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     try {
       if (scaler) runner.set_loss_scale(scaler->scale());
       TESSERA_ASSIGN_OR_RETURN(stats, runner.RunStep(first_id));
-      auto t0 = Clock::now();
+      // The optimizer step is device work too: one compute segment.
+      const EmulatedDevice::Segment t0 = sc.emulated.Begin();
       bool apply = true;
       if (scaler) {
         TESSERA_ASSIGN_OR_RETURN(
@@ -373,9 +370,11 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
       }
       if (apply) optimizer.Step(lr);
       optimizer.ZeroGrad();
-      stats.compute_s += Since(t0);
+      const EmulatedDevice::SegmentTimes opt = sc.emulated.End(t0);
+      stats.compute_s += opt.busy_s;
+      stats.compute_cpu_s += opt.cpu_s;
     } catch (const std::exception& e) {
-      return Internal("step " + std::to_string(step) + " failed: " + e.what());
+      return ComputeFailure("step " + std::to_string(step + 1) + " failed", e);
     }
     ++step;
     TESSERA_ASSIGN_OR_RETURN(
@@ -383,8 +382,12 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
         AgreeOnStepEnd(world, o, step, {role.last_stage() ? stats.loss_contribution : 0.0},
                        Since(last_save), stop_requested.load(), sc.comm_device, &stats.comm_s));
     const double wall = Since(step_start);
-    progress.Write(StepProgressLine(step, end.sums[0], wall > 0 ? rt.plan.global_batch / wall : 0.0,
-                                    stats.compute_s, stats.comm_s, stats.bubble_s, env.rank));
+    nlohmann::json line =
+        StepProgressLine(step, end.sums[0], wall > 0 ? rt.plan.global_batch / wall : 0.0,
+                         stats.compute_s, stats.comm_s, stats.bubble_s, env.rank);
+    line["compute_cpu_s"] = stats.compute_cpu_s;
+    AddMemoryFields(line, role.predicted_peak_bytes);
+    progress.Write(line);
     outcome.checkpoint_saved = false;
     if (!env.checkpoint_dir.empty() && end.checkpoint) {
       TESSERA_RETURN_IF_ERROR(save(step));

@@ -49,20 +49,56 @@ TEST(SnapshotOfTest, DiscoveredLinksOverrideTheNodesPcieDefault) {
   }
 }
 
-TEST(SnapshotOfTest, ReportedCoresLetEmulatedDevicesShareTheirHost) {
-  api::Node a = NodeWith("boxa", 2, {}), b = NodeWith("boxb", 1, {});
-  for (api::Node* n : {&a, &b}) {
-    n->cpu_cores = 2;
-    for (api::Device& d : n->devices) d.emulated = true;
-  }
-  auto s = SnapshotOf({a, b}, {});
-  ASSERT_EQ(s.nodes.size(), 2u);
-  EXPECT_EQ(s.nodes[0].host, s.nodes[1].host) << "one address: one machine";
-  EXPECT_DOUBLE_EQ(s.nodes[0].host_cpu_cores, 2);
-  EXPECT_TRUE(s.nodes[0].devices[0].uses_host_cpu);
+TEST(SnapshotOfTest, EmulatedDevicesUseCpuTimesAtTheirSpeedCappedAtOne) {
+  api::Node a = NodeWith("boxa", 2, {});
+  a.devices[0].emulated = true;
+  a.devices[0].relative_speed = 0.25;
+  a.devices[1].emulated = true;
+  a.devices[1].relative_speed = 3;
+  auto s = SnapshotOf({a}, {});
+  ASSERT_EQ(s.nodes.size(), 1u);
   EXPECT_EQ(s.nodes[0].devices[0].measured_as, "cpu");
-  a.cpu_cores = 0;
-  EXPECT_DOUBLE_EQ(SnapshotOf({a}, {}).nodes[0].host_cpu_cores, 0) << "unknown: not modelled";
+  EXPECT_DOUBLE_EQ(s.nodes[0].devices[0].relative_speed, 0.25);
+  EXPECT_DOUBLE_EQ(s.nodes[0].devices[1].relative_speed, 1.0) << "the CPU cannot go faster";
+}
+
+struct CapacityCase {
+  const char* name;
+  std::vector<std::pair<std::string, std::vector<double>>> nodes;  // address, speeds
+  int64_t cores;
+  size_t warnings;
+};
+
+TEST(EmulationCapacityWarningsTest, OneLinePerHostWhoseSpeedsExceedItsCores) {
+  const CapacityCase cases[] = {
+      {"fits", {{"10.0.0.1", {0.5, 0.5}}, {"10.0.0.1", {0.4}}}, 2, 0},
+      {"three_agents_over",
+       {{"10.0.0.1", {1, 1}}, {"10.0.0.1", {0.8}}, {"10.0.0.1", {0.35}}},
+       2,
+       1},
+      {"two_hosts_each_fit", {{"10.0.0.1", {1, 1}}, {"10.0.0.2", {1, 1}}}, 2, 0},
+      {"unknown_cores", {{"10.0.0.1", {5}}}, 0, 0},
+  };
+  for (const CapacityCase& c : cases) {
+    std::vector<api::Node> nodes;
+    for (size_t i = 0; i < c.nodes.size(); ++i) {
+      api::Node n =
+          NodeWith("box" + std::to_string(i), static_cast<int>(c.nodes[i].second.size()), {});
+      n.address = c.nodes[i].first;
+      n.cpu_cores = c.cores;
+      for (size_t j = 0; j < n.devices.size(); ++j) {
+        n.devices[j].emulated = true;
+        n.devices[j].relative_speed = c.nodes[i].second[j];
+      }
+      nodes.push_back(n);
+    }
+    auto w = EmulationCapacityWarnings(nodes);
+    ASSERT_EQ(w.size(), c.warnings) << c.name;
+    if (!w.empty()) {
+      EXPECT_NE(w[0].find("box0, box1, box2"), std::string::npos) << w[0];
+      EXPECT_NE(w[0].find("adding up to 3.15 on 2 cores"), std::string::npos) << w[0];
+    }
+  }
 }
 
 TEST(SnapshotOfTest, ReportedNetworkLinkReplacesTheDefault) {

@@ -64,7 +64,8 @@ struct Job {
   int world = 1;
   std::vector<std::string> args;
   std::string checkpoint_dir;
-  std::string speed;  // TESSERA_DEVICE_SPEED
+  std::string speed;   // TESSERA_DEVICE_SPEED
+  std::string memory;  // TESSERA_DEVICE_MEMORY
 };
 
 class WorkerProcessTest : public ::testing::Test {
@@ -103,6 +104,7 @@ class WorkerProcessTest : public ::testing::Test {
       env["TESSERA_JOB_ID"] = tag;
       if (!job.checkpoint_dir.empty()) env["TESSERA_CHECKPOINT_DIR"] = job.checkpoint_dir;
       if (!job.speed.empty()) env["TESSERA_DEVICE_SPEED"] = job.speed;
+      if (!job.memory.empty()) env["TESSERA_DEVICE_MEMORY"] = job.memory;
       std::vector<std::string> args{TESSERA_WORKER_BINARY, "train"};
       args.insert(args.end(), job.args.begin(), job.args.end());
       pids.push_back(Spawn(args, env, Log(tag, r).string()));
@@ -355,6 +357,37 @@ TEST_F(WorkerProcessTest, CheckpointResumesOntoAnotherLayout) {
               std::string::npos);
     EXPECT_LE(MaxDiff(ref, Dump(c.name)), kTolerance) << c.name;
   }
+}
+
+// An emulated device's declared memory: progress lines report the counted peak next
+// to the planner's prediction; a rank whose tensors exceed the memory fails as a GPU
+// out of memory does, with a message saying so.
+TEST_F(WorkerProcessTest, EmulatedMemoryIsReportedAndEnforced) {
+  Job job;
+  job.plan = R"({"layout":"data","global_batch":16,"micro_batches":1,"replicas":[
+    {"batch":8,"stages":[{"rank":0,"layers":[0,6],"peak_memory_bytes":3000000}]},
+    {"batch":8,"stages":[{"rank":1,"layers":[0,6],"peak_memory_bytes":3000000}]}]})";
+  job.world = 2;
+  job.memory = std::to_string(int64_t{512} << 20);
+  job.args = TrainArgs("tiny-skip", 2, Dump("fits"));
+  ExpectAllZero(Run(job, "fits"), "fits");
+  std::ifstream in(Progress("fits", 0));
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  auto j = nlohmann::json::parse(line);
+  ASSERT_TRUE(j.contains("peak_memory_bytes")) << line;
+  EXPECT_GT(j["peak_memory_bytes"].get<int64_t>(), 16 * 16 * 4) << "weights at least";
+  EXPECT_LT(j["peak_memory_bytes"].get<int64_t>(), int64_t{512} << 20);
+  EXPECT_EQ(j["predicted_peak_memory_bytes"].get<int64_t>(), 3000000);
+
+  Job small = job;
+  small.memory = "20000";  // 20 kB: not even the weights and one batch
+  small.args = TrainArgs("tiny-skip", 2, Dump("oom"));
+  for (int code : Run(small, "oom")) EXPECT_NE(code, 0);
+  const std::string log = ReadText(Log("oom", 0)) + ReadText(Log("oom", 1));
+  EXPECT_NE(log.find("resource_exhausted"), std::string::npos) << log;
+  EXPECT_NE(log.find("emulated device out of memory"), std::string::npos) << log;
+  EXPECT_NE(log.find("TESSERA_DEVICE_MEMORY"), std::string::npos) << log;
 }
 
 TEST_F(WorkerProcessTest, BadPlanExitsTwoWithMessage) {

@@ -1,0 +1,34 @@
+#include "worker/runtime/emulated_device.h"
+
+#include <time.h>
+
+#include <thread>
+
+namespace tessera::worker {
+
+double CpuSeconds(CpuClock clock) {
+  timespec ts{};
+  clock_gettime(clock == CpuClock::kThread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID,
+                &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+EmulatedDevice::EmulatedDevice(double speed, int threads)
+    : speed_(speed > 0 ? speed : 1.0),
+      clock_(threads > 1 ? CpuClock::kProcess : CpuClock::kThread) {}
+
+EmulatedDevice::Segment EmulatedDevice::Begin() const { return {Clock::now(), CpuSeconds(clock_)}; }
+
+EmulatedDevice::SegmentTimes EmulatedDevice::End(const Segment& segment) const {
+  SegmentTimes t;
+  t.cpu_s = CpuSeconds(clock_) - segment.cpu0;
+  if (holds()) {
+    const auto until = segment.wall0 + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(t.cpu_s / speed_));
+    std::this_thread::sleep_until(until);
+  }
+  t.busy_s = std::chrono::duration<double>(Clock::now() - segment.wall0).count();
+  return t;
+}
+
+}  // namespace tessera::worker
