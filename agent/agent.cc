@@ -130,7 +130,8 @@ Status Agent::Beat() {
       }
       for (const auto& launch : actions.start) {
         devices_of_[launch.key] = launch.device_indices;
-        auto env = DeviceEnvFor(launch, inventory_);
+        auto env = DeviceEnvFor(launch, response.desired, inventory_,
+                                static_cast<int64_t>(std::thread::hardware_concurrency()));
         if (!env.ok()) {
           spdlog::error("refusing worker {}: {}", KeyText(launch.key), env.status().ToString());
           supervisor_->Reject(launch, env.status());

@@ -1,6 +1,8 @@
 #include "agent/worker_env.h"
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 #include <sstream>
 
 namespace tessera::agent {
@@ -12,11 +14,50 @@ std::string FormatSpeed(double speed) {
   return out.str();
 }
 
+bool IsRealGpu(const api::Device& d) { return d.type == "cuda" && !d.emulated; }
+
+// How CUDA_VISIBLE_DEVICES names a real GPU.
+std::string VisibleId(const api::Device& d) {
+  return d.uuid.empty() ? std::to_string(d.index) : d.uuid;
+}
+
+std::optional<int64_t> EnvInt(const api::WorkerLaunch& launch, const std::string& name) {
+  auto it = launch.env.find(name);
+  if (it == launch.env.end()) return std::nullopt;
+  const std::string& text = it->second;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// The ranks of `launch`'s job and attempt on this node (itself included), in
+// LOCAL_RANK order (RANK breaks ties and stands in where LOCAL_RANK is absent).
+std::vector<const api::WorkerLaunch*> Siblings(const api::WorkerLaunch& launch,
+                                               const std::vector<api::WorkerLaunch>& desired) {
+  std::vector<const api::WorkerLaunch*> group = {&launch};
+  for (const api::WorkerLaunch& other : desired) {
+    if (other.key.job_id == launch.key.job_id && other.key.attempt == launch.key.attempt &&
+        other.key.rank != launch.key.rank) {
+      group.push_back(&other);
+    }
+  }
+  auto order = [](const api::WorkerLaunch* l) {
+    return std::pair(EnvInt(*l, "LOCAL_RANK").value_or(l->key.rank), l->key.rank);
+  };
+  std::sort(
+      group.begin(), group.end(),
+      [&](const api::WorkerLaunch* a, const api::WorkerLaunch* b) { return order(a) < order(b); });
+  return group;
+}
+
 }  // namespace
 
-Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch, const NodeInventory& inventory) {
+Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
+                            const std::vector<api::WorkerLaunch>& node_desired,
+                            const NodeInventory& inventory, int64_t host_cores) {
   EnvMap env;
-  std::string visible;
+  std::string own_first_gpu;  // VisibleId of the rank's first real GPU
   bool any_real_gpu = false;
   bool any_simulated = false;
   double speed = 0;
@@ -28,11 +69,9 @@ Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch, const NodeInventory
       return InvalidArgument(
           "no device " + std::to_string(launch.device_indices[i]) + " on this node", field);
     }
-    bool real_gpu = d->type == "cuda" && !d->emulated;
-    if (real_gpu) {
+    if (IsRealGpu(*d)) {
+      if (!any_real_gpu) own_first_gpu = VisibleId(*d);
       any_real_gpu = true;
-      if (!visible.empty()) visible += ",";
-      visible += d->uuid.empty() ? std::to_string(d->index) : d->uuid;
     } else {
       any_simulated = true;
     }
@@ -48,12 +87,43 @@ Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch, const NodeInventory
                            "device_indices");
   }
   if (launch.device_indices.empty()) speed = 1.0;
-  env["TESSERA_DEVICE"] = any_real_gpu ? "cuda:0" : "cpu";
+
+  const std::vector<const api::WorkerLaunch*> siblings = Siblings(launch, node_desired);
+  // As torchrun: every GPU of the job on this node, in LOCAL_RANK order, so
+  // cuda:LOCAL_RANK is the rank's own and peers' GPUs are reachable (NVLink).
+  std::vector<std::string> visible;
+  if (any_real_gpu) {
+    for (const api::WorkerLaunch* sibling : siblings) {
+      for (int64_t index : sibling->device_indices) {
+        const api::Device* d = inventory.Find(index);
+        if (d == nullptr || !IsRealGpu(*d)) continue;
+        std::string id = VisibleId(*d);
+        if (std::find(visible.begin(), visible.end(), id) == visible.end()) {
+          visible.push_back(std::move(id));
+        }
+      }
+    }
+  }
+  std::string visible_text;
+  for (const std::string& id : visible) {
+    if (!visible_text.empty()) visible_text += ",";
+    visible_text += id;
+  }
+  const auto own = std::find(visible.begin(), visible.end(), own_first_gpu);
+  env["TESSERA_DEVICE"] =
+      any_real_gpu ? "cuda:" + std::to_string(own - visible.begin()) : std::string("cpu");
   env["TESSERA_DEVICE_SPEED"] = FormatSpeed(speed);
   // An emulated device fails like a GPU when its tensors exceed its memory.
   if (emulated_memory > 0) env["TESSERA_DEVICE_MEMORY"] = std::to_string(emulated_memory);
-  env["CUDA_VISIBLE_DEVICES"] = visible;
+  env["CUDA_VISIBLE_DEVICES"] = visible_text;
   env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  // The node's cores are shared by its ranks of this job, as torchrun does.
+  if (!launch.env.contains("OMP_NUM_THREADS")) {
+    int64_t local_world = EnvInt(launch, "LOCAL_WORLD_SIZE").value_or(0);
+    if (local_world <= 0) local_world = static_cast<int64_t>(siblings.size());
+    env["OMP_NUM_THREADS"] =
+        std::to_string(std::max<int64_t>(1, std::max<int64_t>(1, host_cores) / local_world));
+  }
   return env;
 }
 

@@ -1,28 +1,38 @@
 // Worker environment: the node-local part of the worker env contract.
 //
-// The controller sends RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, TESSERA_JOB_ID, TESSERA_ATTEMPT and
-// TESSERA_CHECKPOINT_DIR in WorkerLaunch.env. The agent adds, from the rank's
-// device_indices and its inventory:
-//   TESSERA_DEVICE        "cpu", or "cuda:0" for a real GPU (CUDA_VISIBLE_DEVICES
-//                         narrows the rank to its devices, so its first one is
-//                         cuda:0, the next cuda:1, ...); "cpu" for emulated devices
+// The controller sends the torchrun contract (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, GROUP_RANK, ..., MASTER_ADDR, MASTER_PORT) and Tessera's
+// own variables (TESSERA_JOB_ID, TESSERA_ATTEMPT, TESSERA_CHECKPOINT_DIR,
+// TESSERA_LOCAL_BATCH, ...) in WorkerLaunch.env. The agent adds, from the
+// rank's device_indices, its siblings on this node and its inventory:
+//   CUDA_VISIBLE_DEVICES  as torchrun: the real GPUs of every rank of the same job
+//                         and attempt on this node, by UUID (index when unknown), in
+//                         LOCAL_RANK order, so rank LOCAL_RANK's GPU is
+//                         cuda:LOCAL_RANK and `torch.cuda.set_device(LOCAL_RANK)`
+//                         works; another job's GPUs stay hidden. Empty for CPU and
+//                         emulated ranks, hiding every GPU
+//   TESSERA_DEVICE        "cpu", or "cuda:<i>" for a real GPU: the rank's first GPU
+//                         within CUDA_VISIBLE_DEVICES (cuda:LOCAL_RANK when every
+//                         rank of the job on this node has one real GPU); "cpu"
+//                         for emulated devices
 //   TESSERA_DEVICE_SPEED  relative speed of the device (emulated: declared speed;
 //                         real: 1); the slowest when a rank spans several
 //   TESSERA_DEVICE_MEMORY emulated devices only: the declared memory in bytes (the
 //                         smallest when a rank spans several); the worker fails
 //                         like a GPU out of memory past it
-//   CUDA_VISIBLE_DEVICES  the rank's real GPUs by UUID (index when unknown);
-//                         empty for CPU and emulated ranks, hiding every GPU
 //   CUDA_DEVICE_ORDER     PCI_BUS_ID, so CUDA and NVML number GPUs alike
+//   OMP_NUM_THREADS       unless the job's env sets it: the rank's share of the
+//                         node's cores, max(1, cores / LOCAL_WORLD_SIZE)
 // The supervisor adds TESSERA_PLAN and TESSERA_PROGRESS_FILE (rank dir paths)
 // and TESSERA_JOB_ID / TESSERA_ATTEMPT / RANK from the WorkerKey.
 // Thread safety: pure function.
 #ifndef TESSERA_AGENT_WORKER_ENV_H_
 #define TESSERA_AGENT_WORKER_ENV_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "agent/inventory.h"
 #include "api/agent_protocol.h"
@@ -32,10 +42,17 @@ namespace tessera::agent {
 
 using EnvMap = std::map<std::string, std::string>;
 
-// Device variables for `launch` on a node with `inventory`. An index the
-// inventory lacks, or a rank mixing real GPUs with CPU/emulated devices, is
-// kInvalidArgument naming "device_indices[i]".
-Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch, const NodeInventory& inventory);
+// Device and thread variables for `launch` on a node with `inventory` and
+// `host_cores` logical cores (0: unknown, taken as 1). `node_desired` is the
+// node's complete desired set (the heartbeat answer); the launches of the same
+// job and attempt in it are `launch`'s siblings, whose real GPUs it also sees
+// (`launch` itself need not be in it). An index the inventory lacks, or a rank
+// mixing real GPUs with CPU/emulated devices, is kInvalidArgument naming
+// "device_indices[i]" / "device_indices"; a sibling's unknown or non-GPU
+// devices are skipped (that sibling is refused on its own).
+Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
+                            const std::vector<api::WorkerLaunch>& node_desired,
+                            const NodeInventory& inventory, int64_t host_cores);
 
 }  // namespace tessera::agent
 

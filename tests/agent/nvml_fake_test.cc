@@ -48,7 +48,7 @@ TEST(NvmlFake, SystemInventoryUsesGpusInsteadOfCpuAndRefreshesUtilization) {
 
   api::WorkerLaunch launch;
   launch.device_indices = {1, 0};
-  auto env = DeviceEnvFor(launch, *inv);
+  auto env = DeviceEnvFor(launch, {}, *inv, 4);
   ASSERT_TRUE(env.ok());
   EXPECT_EQ(env->at("CUDA_VISIBLE_DEVICES"), "GPU-fake-1,GPU-fake-0");
   EXPECT_EQ(env->at("TESSERA_DEVICE"), "cuda:0");
