@@ -47,9 +47,11 @@ bool IsEnvKey(std::string_view key) {
   return true;
 }
 
-constexpr std::array<std::string_view, 5> kReservedEnvKeys = {"RANK", "WORLD_SIZE", "GROUP_RANK",
-                                                              "NODE_RANK", "CUDA_VISIBLE_DEVICES"};
-constexpr std::array<std::string_view, 3> kReservedEnvPrefixes = {"MASTER_", "LOCAL_", "TESSERA_"};
+// The torchrun contract and Tessera's own variables (daemon/attempt_launch.h).
+constexpr std::array<std::string_view, 6> kReservedEnvKeys = {
+    "RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK", "CUDA_VISIBLE_DEVICES"};
+constexpr std::array<std::string_view, 5> kReservedEnvPrefixes = {"MASTER_", "LOCAL_", "ROLE_",
+                                                                  "TORCHELASTIC_", "TESSERA_"};
 
 }  // namespace
 
@@ -101,7 +103,9 @@ Status ValidateJobSpec(const JobSpec& s) {
   TESSERA_RETURN_IF_ERROR(ValidateEntrypointName(s.entrypoint, "entrypoint"));
 
   TESSERA_RETURN_IF_ERROR(CheckRange(s.global_batch, 1, kMaxGlobalBatch, "global_batch"));
-  TESSERA_RETURN_IF_ERROR(CheckRange(s.steps, infer ? 0 : 1, kMaxSteps, "steps"));
+  // Tessera counts a builtin model's steps; a command's script counts its own.
+  const bool steps_required = !infer && s.entrypoint.starts_with("builtin:");
+  TESSERA_RETURN_IF_ERROR(CheckRange(s.steps, steps_required ? 1 : 0, kMaxSteps, "steps"));
   TESSERA_RETURN_IF_ERROR(
       CheckRange(s.checkpoint_every_s, 1, kMaxCheckpointEverySeconds, "checkpoint_every_s"));
 

@@ -7,7 +7,8 @@
 //   name           1..128 chars of [A-Za-z0-9._-]
 //   entrypoint     "builtin:<id>" or "cmd:<id>", id as for name
 //   global_batch   1..1,048,576
-//   steps          train: 1..1e9; infer: 0..1e9
+//   steps          train of a builtin: entrypoint: 1..1e9; otherwise 0..1e9 (a
+//                  command's script knows its own steps; 0: not told)
 //   checkpoint_every_s 1..86,400
 //   layout         auto | data | pipeline | hybrid | tiled (tiled: infer only)
 //   priority       -1000..1000
@@ -20,8 +21,9 @@
 //   image_width, image_height  infer only: 0 (nominal) or 1..100,000, both or neither
 //   args           at most 64 entries of at most 4096 bytes
 //   env            at most 64 entries; keys [A-Z_][A-Z0-9_]*, not reserved
-//                  (RANK, WORLD_SIZE, GROUP_RANK, NODE_RANK,
-//                  CUDA_VISIBLE_DEVICES, MASTER_*, LOCAL_*, TESSERA_*);
+//                  (RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, NODE_RANK,
+//                  CUDA_VISIBLE_DEVICES, MASTER_*, LOCAL_*, ROLE_*,
+//                  TORCHELASTIC_*, TESSERA_*);
 //                  values at most 4096 bytes
 //   every string   no NUL bytes
 //

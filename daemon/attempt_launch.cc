@@ -50,17 +50,23 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
   // Number ranks replica by replica, stage by stage.
   struct Slot {
     scheduler::DeviceId device;
+    size_t replica = 0;
   };
   std::vector<Slot> slots;
   api::Json replicas = api::Json::array();
+  // The first sample of each replica within a global batch.
+  std::vector<int64_t> sample_offset;
+  int64_t global_batch = 0;
   for (const scheduler::Replica& replica : plan.replicas) {
+    sample_offset.push_back(global_batch);
+    global_batch += replica.batch;
     api::Json stages = api::Json::array();
     for (const scheduler::Stage& stage : replica.stages) {
       if (stage.devices.size() != 1) {
         return InvalidArgument("every stage must hold exactly one device", "plan");
       }
       int rank = static_cast<int>(slots.size());
-      slots.push_back({stage.devices[0]});
+      slots.push_back({stage.devices[0], sample_offset.size() - 1});
       stages.push_back({{"rank", rank},
                         {"device", stage.devices[0].ToString()},
                         {"layers", {stage.layer_begin, stage.layer_end}},
@@ -86,7 +92,11 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     return InvalidArgument("planned node " + slots[0].device.node + " is unknown", "plan");
   }
   std::map<std::string, int> per_node;
-  for (const Slot& s : slots) per_node[s.device.node]++;
+  std::map<std::string, int> group_rank;  // nodes in the order of their first rank
+  for (const Slot& s : slots) {
+    per_node[s.device.node]++;
+    group_rank.emplace(s.device.node, static_cast<int>(group_rank.size()));
+  }
   std::map<std::string, int> next_local;
   const int world = static_cast<int>(slots.size());
   const std::vector<std::string> argv = CommandLine(job, entrypoint, options);
@@ -101,16 +111,37 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     api::WorkerLaunch& l = r.launch;
     l.key = {job.id, attempt, rank};
     l.argv = argv;
+    // The job's env first, so the contract below always wins.
     l.env = job.spec.env;
+    // torchrun's contract (torch.distributed.run, "Environment Variables").
     l.env["RANK"] = std::to_string(rank);
     l.env["WORLD_SIZE"] = std::to_string(world);
     l.env["LOCAL_RANK"] = std::to_string(next_local[dev.node]++);
     l.env["LOCAL_WORLD_SIZE"] = std::to_string(per_node[dev.node]);
+    l.env["GROUP_RANK"] = std::to_string(group_rank.at(dev.node));
+    l.env["GROUP_WORLD_SIZE"] = std::to_string(group_rank.size());
+    l.env["ROLE_RANK"] = l.env["RANK"];
+    l.env["ROLE_WORLD_SIZE"] = l.env["WORLD_SIZE"];
+    l.env["ROLE_NAME"] = "default";
     l.env["MASTER_ADDR"] = master->second;
     l.env["MASTER_PORT"] = std::to_string(MasterPortFor(job.id, attempt, options));
+    l.env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt - 1);
+    l.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(job.spec.max_attempts - 1);
+    l.env["TORCHELASTIC_RUN_ID"] = "tessera-job-" + std::to_string(job.id);
+    // The rendezvous store is MASTER_ADDR:MASTER_PORT, hosted by rank 0.
+    l.env.erase("TORCHELASTIC_USE_AGENT_STORE");
+    // NCCL errors and timeouts end the process instead of hanging it.
+    l.env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+    l.env["NCCL_ASYNC_ERROR_HANDLING"] = "1";  // its name before PyTorch 2.2
+    // Tessera's own.
     l.env["TESSERA_JOB_ID"] = std::to_string(job.id);
     l.env["TESSERA_ATTEMPT"] = std::to_string(attempt);
     l.env["TESSERA_CHECKPOINT_DIR"] = options.checkpoint_root + "/job-" + std::to_string(job.id);
+    l.env["TESSERA_COLLECTIVE_TIMEOUT_S"] = std::to_string(options.collective_timeout_s);
+    const size_t replica = slots[rank].replica;
+    l.env["TESSERA_LOCAL_BATCH"] = std::to_string(plan.replicas[replica].batch);
+    l.env["TESSERA_GLOBAL_BATCH"] = std::to_string(global_batch);
+    l.env["TESSERA_SAMPLE_OFFSET"] = std::to_string(sample_offset[replica]);
     l.device_indices = {dev.index};
     l.plan = out.rank_plan;
     out.ranks.push_back(std::move(r));

@@ -2,12 +2,29 @@
 //
 // BuildAttemptLaunch turns a chosen scheduler Plan into ranks: ranks are
 // numbered replica by replica, stage by stage (so rank 0 is the first stage
-// of the first replica and hosts the c10d rendezvous), each with the
-// torchrun-compatible environment (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), TESSERA_JOB_ID,
-// TESSERA_ATTEMPT, TESSERA_CHECKPOINT_DIR, the job's own env, the command
-// line of its entrypoint, and the rank plan the worker reads from
-// TESSERA_PLAN:
+// of the first replica and hosts the c10d rendezvous), each with the job's
+// own env, then (overriding it) the environment torchrun gives a rank:
+//   RANK, WORLD_SIZE, ROLE_RANK (= RANK), ROLE_WORLD_SIZE (= WORLD_SIZE),
+//   ROLE_NAME ("default"), LOCAL_RANK, LOCAL_WORLD_SIZE (ranks on its node),
+//   GROUP_RANK (its node's index among the attempt's nodes, in the order of
+//   their first rank), GROUP_WORLD_SIZE (nodes), MASTER_ADDR, MASTER_PORT,
+//   TORCHELASTIC_RESTART_COUNT (attempt - 1), TORCHELASTIC_MAX_RESTARTS
+//   (max_attempts - 1), TORCHELASTIC_RUN_ID ("tessera-job-<id>"),
+//   TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1;
+//   TORCHELASTIC_USE_AGENT_STORE is never set (rank 0 hosts the store);
+// and Tessera's own:
+//   TESSERA_JOB_ID, TESSERA_ATTEMPT, TESSERA_CHECKPOINT_DIR,
+//   TESSERA_COLLECTIVE_TIMEOUT_S  LaunchOptions::collective_timeout_s: how long a
+//                                 collective may wait, so the survivors of a lost
+//                                 node exit instead of hanging
+//   TESSERA_LOCAL_BATCH           the samples of the rank's replica per step
+//   TESSERA_GLOBAL_BATCH          the samples of all replicas per step
+//   TESSERA_SAMPLE_OFFSET         the first sample of the rank's replica within
+//                                 each global batch (replicas in rank order; the
+//                                 stages of one pipeline replica share it)
+// (the agent adds CUDA_VISIBLE_DEVICES, TESSERA_DEVICE and OMP_NUM_THREADS,
+// agent/worker_env.h); the command line of its entrypoint, and the rank plan
+// the worker reads from TESSERA_PLAN:
 //   {"layout", "global_batch", "micro_batches", "schedule",
 //    "replicas": [{"batch", "stages": [{"rank", "device", "layers": [b, e]}]}],
 //    "tiling": {"tile_px", "overlap_px", "tiles_per_image"}   (tiled plans only)}
@@ -52,6 +69,7 @@ struct LaunchOptions {
   std::string checkpoint_root;  // checkpoints go to <root>/job-<id>
   int master_port_base = 29500;
   int master_port_span = 2000;
+  int collective_timeout_s = 60;  // TESSERA_COLLECTIVE_TIMEOUT_S
 };
 
 // What an entrypoint runs: "builtin:<model>" runs the reference worker,

@@ -62,6 +62,7 @@ Status DaemonConfig::Validate() const {
   TESSERA_RETURN_IF_ERROR(CheckRange(stop_grace_ms, 0, 600'000, "stop_grace_ms"));
   TESSERA_RETURN_IF_ERROR(CheckRange(infer_chunk_images, 1, 100'000, "infer_chunk_images"));
   TESSERA_RETURN_IF_ERROR(CheckRange(lease_ms, 500, 3'600'000, "lease_ms"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(collective_timeout_s, 1, 86'400, "collective_timeout_s"));
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool known = false;
   for (const char* l : kLevels) known = known || log_level == l;
@@ -102,6 +103,7 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"stop_grace_ms", Set(&c->stop_grace_ms, "stop_grace_ms")},
       {"infer_chunk_images", Set(&c->infer_chunk_images, "infer_chunk_images")},
       {"lease_ms", Set(&c->lease_ms, "lease_ms")},
+      {"collective_timeout_s", Set(&c->collective_timeout_s, "collective_timeout_s")},
       {"worker_binary", Set(&c->worker_binary, "worker_binary")},
       {"log_level", Set(&c->log_level, "log_level")},
   };

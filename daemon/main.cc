@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
   jc.detector = {config.heartbeat_interval_ms, config.suspect_after_missed, config.dead_after_ms};
   jc.launch.worker_binary = config.worker_binary;
   jc.launch.checkpoint_root = fs::absolute(config.CheckpointRoot()).string();
+  jc.launch.collective_timeout_s = static_cast<int>(config.collective_timeout_s);
   jc.retry_backoff_ms = config.retry_backoff_ms;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   // Plans cut builtin models where the worker's layers are: measure them once.

@@ -6,9 +6,9 @@
 const NAME_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const ENTRYPOINT_RE = /^(builtin|cmd):[A-Za-z0-9._-]{1,128}$/;
 const ENV_KEY_RE = /^[A-Z_][A-Z0-9_]*$/;
-const RESERVED_ENV = new Set(['RANK', 'WORLD_SIZE', 'GROUP_RANK', 'NODE_RANK',
+const RESERVED_ENV = new Set(['RANK', 'WORLD_SIZE', 'GROUP_RANK', 'GROUP_WORLD_SIZE', 'NODE_RANK',
                               'CUDA_VISIBLE_DEVICES']);
-const RESERVED_ENV_PREFIXES = ['MASTER_', 'LOCAL_', 'TESSERA_'];
+const RESERVED_ENV_PREFIXES = ['MASTER_', 'LOCAL_', 'ROLE_', 'TORCHELASTIC_', 'TESSERA_'];
 
 // The form fields (JobSpec keys), in form order.
 export const FIELDS = ['name', 'kind', 'entrypoint', 'args', 'global_batch', 'steps', 'layout',
@@ -70,8 +70,10 @@ export function buildSpec(values) {
 
   spec.global_batch = intField(values.global_batch, 'global_batch', 1, 1048576,
                                { required: true }, errors);
-  spec.steps = intField(values.steps, 'steps', kind === 'train' ? 1 : 0, 1e9,
-                        { required: kind === 'train' }, errors);
+  // A cmd: script counts its own steps; builtin models need them.
+  const stepsRequired = kind === 'train' && entrypoint.startsWith('builtin:');
+  spec.steps = intField(values.steps, 'steps', stepsRequired ? 1 : 0, 1e9,
+                        { required: stepsRequired }, errors);
   if (spec.steps === undefined) delete spec.steps;
 
   const layout = values.layout || 'auto';

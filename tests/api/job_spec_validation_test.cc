@@ -84,6 +84,24 @@ const Row kRows[] = {
     {"steps_zero_train", [](JobSpec& s) { s.steps = 0; }, "steps"},
     {"steps_too_many", [](JobSpec& s) { s.steps = kMaxSteps + 1; }, "steps"},
     {"steps_zero_infer_ok", [](JobSpec& s) { s.steps = 0; }, nullptr, true},
+    {"steps_optional_for_cmd_train",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:train-ddp";
+       s.steps = 0;
+     },
+     nullptr},
+    {"steps_negative_for_cmd_train",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:train-ddp";
+       s.steps = -1;
+     },
+     "steps"},
+    {"steps_too_many_for_cmd_train",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:train-ddp";
+       s.steps = kMaxSteps + 1;
+     },
+     "steps"},
     {"checkpoint_every_zero", [](JobSpec& s) { s.checkpoint_every_s = 0; }, "checkpoint_every_s"},
     {"checkpoint_every_too_long", [](JobSpec& s) { s.checkpoint_every_s = 86401; },
      "checkpoint_every_s"},
@@ -151,6 +169,12 @@ const Row kRows[] = {
     {"env_master_addr", [](JobSpec& s) { s.env["MASTER_ADDR"] = "x"; }, "env.MASTER_ADDR"},
     {"env_local_rank", [](JobSpec& s) { s.env["LOCAL_RANK"] = "0"; }, "env.LOCAL_RANK"},
     {"env_tessera", [](JobSpec& s) { s.env["TESSERA_PLAN"] = "x"; }, "env.TESSERA_PLAN"},
+    {"env_group_world_size", [](JobSpec& s) { s.env["GROUP_WORLD_SIZE"] = "2"; },
+     "env.GROUP_WORLD_SIZE"},
+    {"env_role", [](JobSpec& s) { s.env["ROLE_NAME"] = "trainer"; }, "env.ROLE_NAME"},
+    {"env_torchelastic", [](JobSpec& s) { s.env["TORCHELASTIC_RUN_ID"] = "x"; },
+     "env.TORCHELASTIC_RUN_ID"},
+    {"env_nccl_ok", [](JobSpec& s) { s.env["NCCL_DEBUG"] = "INFO"; }, nullptr},
     {"env_value_nul", [](JobSpec& s) { s.env["FOO"] = std::string("a\0b", 3); }, "env.FOO"},
     {"env_ranked_prefix_ok", [](JobSpec& s) { s.env["RANKER"] = "x"; }, nullptr},
 };

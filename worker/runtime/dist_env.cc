@@ -87,6 +87,15 @@ Result<DistEnv> ReadDistEnv(const EnvGetter& get) {
       return InvalidArgument("must not be negative", "TESSERA_DEVICE_MEMORY");
     }
   }
+  if (auto timeout = get("TESSERA_COLLECTIVE_TIMEOUT_S"); timeout && !timeout->empty()) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t seconds, ParseInt("TESSERA_COLLECTIVE_TIMEOUT_S", *timeout));
+    if (seconds < 1 || seconds > kMaxCollectiveTimeoutSeconds) {
+      return InvalidArgument(
+          "must be between 1 and " + std::to_string(kMaxCollectiveTimeoutSeconds) + " seconds",
+          "TESSERA_COLLECTIVE_TIMEOUT_S");
+    }
+    env.collective_timeout = std::chrono::seconds(seconds);
+  }
   return env;
 }
 

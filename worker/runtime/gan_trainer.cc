@@ -134,6 +134,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   if (env.world_size > 1) {
     ConnectOptions co;
     co.backend = backend;
+    co.op_timeout = env.collective_timeout;
     TESSERA_ASSIGN_OR_RETURN(world_holder, ConnectWorld(env, co));
   } else {
     world_holder = MakeLocalWorld();

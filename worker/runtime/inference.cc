@@ -861,8 +861,11 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
     TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
     ConnectOptions co;
     co.backend = backend;
-    // Ranks > 0 wait in a broadcast while rank 0 leases, reads and writes.
-    co.op_timeout = std::chrono::minutes(15);
+    // Ranks > 0 wait in a broadcast while rank 0 leases, reads and writes, so
+    // TESSERA_COLLECTIVE_TIMEOUT_S may only lengthen this wait; the agents stop
+    // the survivors of a lost node.
+    co.op_timeout =
+        std::max<std::chrono::milliseconds>(env.collective_timeout, std::chrono::minutes(15));
     TESSERA_ASSIGN_OR_RETURN(world, ConnectWorld(env, co));
     const torch::Device comm_device =
         backend == Backend::kNccl ? torch::Device(env.device) : torch::Device(torch::kCPU);

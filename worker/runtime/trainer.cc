@@ -225,6 +225,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   if (env.world_size > 1) {
     ConnectOptions co;
     co.backend = backend;
+    co.op_timeout = env.collective_timeout;
     TESSERA_ASSIGN_OR_RETURN(rt.world, ConnectWorld(env, co));
   } else {
     rt.world = MakeLocalWorld();

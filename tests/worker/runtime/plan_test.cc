@@ -185,6 +185,21 @@ TEST(DistEnvTest, GlooInterfaceIsTheFirstOfTorchrunsList) {
   }
 }
 
+TEST(DistEnvTest, CollectiveTimeoutFromTheLaunch) {
+  struct Case {
+    std::optional<std::string> value;
+    int64_t seconds;
+  } cases[] = {{std::nullopt, 300}, {"", 300}, {"60", 60}, {"1", 1}, {"86400", 86400}};
+  for (const Case& c : cases) {
+    auto env = ReadDistEnv([&](const std::string& k) -> std::optional<std::string> {
+      if (k == "TESSERA_COLLECTIVE_TIMEOUT_S") return c.value;
+      return std::nullopt;
+    });
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    EXPECT_EQ(env->collective_timeout.count(), c.seconds) << c.value.value_or("(unset)");
+  }
+}
+
 TEST(DistEnvTest, RejectsBadValues) {
   struct Case {
     std::map<std::string, std::string> vars;
@@ -196,6 +211,10 @@ TEST(DistEnvTest, RejectsBadValues) {
       {{{"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT"},
       {{{"TESSERA_PLAN", "p.json"}}, "WORLD_SIZE"},
       {{{"TESSERA_DEVICE_SPEED", "0"}}, "TESSERA_DEVICE_SPEED"},
+      {{{"TESSERA_COLLECTIVE_TIMEOUT_S", "0"}}, "TESSERA_COLLECTIVE_TIMEOUT_S"},
+      {{{"TESSERA_COLLECTIVE_TIMEOUT_S", "-5"}}, "TESSERA_COLLECTIVE_TIMEOUT_S"},
+      {{{"TESSERA_COLLECTIVE_TIMEOUT_S", "90000"}}, "TESSERA_COLLECTIVE_TIMEOUT_S"},
+      {{{"TESSERA_COLLECTIVE_TIMEOUT_S", "60s"}}, "TESSERA_COLLECTIVE_TIMEOUT_S"},
   };
   for (const Case& c : cases) {
     auto env = ReadDistEnv([&](const std::string& k) -> std::optional<std::string> {

@@ -1,0 +1,195 @@
+// BuildAttemptLaunch: the environment every rank of an attempt is started with.
+#include "daemon/attempt_launch.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::daemon {
+namespace {
+
+using EnvMap = std::map<std::string, std::string>;
+
+scheduler::Stage StageOn(const std::string& node, int index, int begin, int end) {
+  scheduler::Stage s;
+  s.devices = {{node, index}};
+  s.layer_begin = begin;
+  s.layer_end = end;
+  return s;
+}
+
+scheduler::Replica ReplicaOf(int64_t batch, std::vector<scheduler::Stage> stages) {
+  scheduler::Replica r;
+  r.batch = batch;
+  r.stages = std::move(stages);
+  return r;
+}
+
+// A 2-node hybrid plan over 12 samples: replica 0 (6 samples) is a pipeline
+// from boxb:0 to boxa:1, replica 1 (2 samples) runs on boxa:0, replica 2
+// (4 samples) on boxb:1. Ranks: 0 = boxb:0, 1 = boxa:1, 2 = boxa:0, 3 = boxb:1;
+// boxb holds rank 0, so it is node (group) 0 although "boxa" sorts first.
+scheduler::Plan TwoNodePlan() {
+  scheduler::Plan p;
+  p.layout = scheduler::Layout::kHybrid;
+  p.dp = 3;
+  p.pp = 2;
+  p.micro_batches = 2;
+  p.replicas = {ReplicaOf(6, {StageOn("boxb", 0, 0, 3), StageOn("boxa", 1, 3, 6)}),
+                ReplicaOf(2, {StageOn("boxa", 0, 0, 6)}), ReplicaOf(4, {StageOn("boxb", 1, 0, 6)})};
+  return p;
+}
+
+api::Job TwoNodeJob() {
+  api::Job job;
+  job.id = 42;
+  job.spec.name = "ddp";
+  job.spec.entrypoint = "cmd:train-ddp";
+  job.spec.global_batch = 12;
+  job.spec.max_attempts = 5;
+  // Validation refuses the reserved keys; the launch must win over them anyway.
+  job.spec.env = {{"OMP_NUM_THREADS", "3"},
+                  {"MY_FLAG", "on"},
+                  {"RANK", "99"},
+                  {"GROUP_WORLD_SIZE", "7"},
+                  {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                  {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+                  {"TESSERA_LOCAL_BATCH", "1000"}};
+  return job;
+}
+
+Result<AttemptLaunch> BuildTwoNodeLaunch() {
+  LaunchOptions options;
+  options.worker_binary = "/usr/bin/tessera-worker";
+  options.checkpoint_root = "/ckpt";
+  options.collective_timeout_s = 45;
+  return BuildAttemptLaunch(TwoNodeJob(), /*attempt=*/3, TwoNodePlan(), api::Json::object(),
+                            {"cmd:train-ddp", "/opt/lab/train.py"},
+                            {{"boxa", "10.0.0.1"}, {"boxb", "10.0.0.2"}}, options);
+}
+
+struct RankRow {
+  int rank;
+  std::string node;
+  int64_t device;
+  EnvMap want;
+};
+
+class TwoNodeLaunch : public ::testing::TestWithParam<RankRow> {};
+
+TEST_P(TwoNodeLaunch, RankEnvironment) {
+  const RankRow& row = GetParam();
+  auto launch = BuildTwoNodeLaunch();
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  ASSERT_EQ(launch->ranks.size(), 4u);
+  const RankLaunch& r = launch->ranks.at(row.rank);
+  EXPECT_EQ(r.node, row.node);
+  EXPECT_EQ(r.device_index, row.device);
+  EXPECT_EQ(r.launch.device_indices, std::vector<int64_t>{row.device});
+  EXPECT_EQ(r.launch.argv, std::vector<std::string>{"/opt/lab/train.py"});
+  const EnvMap common = {
+      {"RANK", std::to_string(row.rank)},
+      {"ROLE_RANK", std::to_string(row.rank)},
+      {"WORLD_SIZE", "4"},
+      {"ROLE_WORLD_SIZE", "4"},
+      {"ROLE_NAME", "default"},
+      {"GROUP_WORLD_SIZE", "2"},
+      {"MASTER_ADDR", "10.0.0.2"},
+      {"MASTER_PORT", std::to_string(MasterPortFor(42, 3, LaunchOptions{}))},
+      {"TORCHELASTIC_RESTART_COUNT", "2"},
+      {"TORCHELASTIC_MAX_RESTARTS", "4"},
+      {"TORCHELASTIC_RUN_ID", "tessera-job-42"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"TESSERA_JOB_ID", "42"},
+      {"TESSERA_ATTEMPT", "3"},
+      {"TESSERA_CHECKPOINT_DIR", "/ckpt/job-42"},
+      {"TESSERA_COLLECTIVE_TIMEOUT_S", "45"},
+      {"TESSERA_GLOBAL_BATCH", "12"},
+      {"OMP_NUM_THREADS", "3"},  // the job's own, kept
+      {"MY_FLAG", "on"},
+  };
+  for (const EnvMap* want : {&common, &row.want}) {
+    for (const auto& [k, v] : *want) {
+      ASSERT_TRUE(r.launch.env.contains(k)) << k;
+      EXPECT_EQ(r.launch.env.at(k), v) << k;
+    }
+  }
+  EXPECT_FALSE(r.launch.env.contains("TORCHELASTIC_USE_AGENT_STORE"))
+      << "rank 0 hosts the store at MASTER_ADDR:MASTER_PORT";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, TwoNodeLaunch,
+    ::testing::Values(RankRow{0,
+                              "boxb",
+                              0,
+                              {{"LOCAL_RANK", "0"},
+                               {"LOCAL_WORLD_SIZE", "2"},
+                               {"GROUP_RANK", "0"},
+                               {"TESSERA_LOCAL_BATCH", "6"},
+                               {"TESSERA_SAMPLE_OFFSET", "0"}}},
+                      // The second stage of replica 0 shares its first stage's samples.
+                      RankRow{1,
+                              "boxa",
+                              1,
+                              {{"LOCAL_RANK", "0"},
+                               {"LOCAL_WORLD_SIZE", "2"},
+                               {"GROUP_RANK", "1"},
+                               {"TESSERA_LOCAL_BATCH", "6"},
+                               {"TESSERA_SAMPLE_OFFSET", "0"}}},
+                      RankRow{2,
+                              "boxa",
+                              0,
+                              {{"LOCAL_RANK", "1"},
+                               {"LOCAL_WORLD_SIZE", "2"},
+                               {"GROUP_RANK", "1"},
+                               {"TESSERA_LOCAL_BATCH", "2"},
+                               {"TESSERA_SAMPLE_OFFSET", "6"}}},
+                      RankRow{3,
+                              "boxb",
+                              1,
+                              {{"LOCAL_RANK", "1"},
+                               {"LOCAL_WORLD_SIZE", "2"},
+                               {"GROUP_RANK", "0"},
+                               {"TESSERA_LOCAL_BATCH", "4"},
+                               {"TESSERA_SAMPLE_OFFSET", "8"}}}),
+    [](const auto& info) { return "rank" + std::to_string(info.param.rank); });
+
+TEST(AttemptLaunchTest, FirstAttemptHasNoRestartsAndOneNodeIsOneGroup) {
+  api::Job job = TwoNodeJob();
+  job.spec.max_attempts = 1;
+  scheduler::Plan plan;
+  plan.replicas = {ReplicaOf(5, {StageOn("boxa", 0, 0, 6)}),
+                   ReplicaOf(7, {StageOn("boxa", 1, 0, 6)})};
+  LaunchOptions options;
+  auto launch = BuildAttemptLaunch(job, 1, plan, api::Json::object(), {"cmd:x", "/bin/x"},
+                                   {{"boxa", "10.0.0.1"}}, options);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  ASSERT_EQ(launch->ranks.size(), 2u);
+  for (const RankLaunch& r : launch->ranks) {
+    EXPECT_EQ(r.launch.env.at("TORCHELASTIC_RESTART_COUNT"), "0");
+    EXPECT_EQ(r.launch.env.at("TORCHELASTIC_MAX_RESTARTS"), "0");
+    EXPECT_EQ(r.launch.env.at("GROUP_RANK"), "0");
+    EXPECT_EQ(r.launch.env.at("GROUP_WORLD_SIZE"), "1");
+    EXPECT_EQ(r.launch.env.at("TESSERA_COLLECTIVE_TIMEOUT_S"), "60") << "the default";
+  }
+  EXPECT_EQ(launch->ranks[1].launch.env.at("TESSERA_LOCAL_BATCH"), "7");
+  EXPECT_EQ(launch->ranks[1].launch.env.at("TESSERA_SAMPLE_OFFSET"), "5");
+}
+
+TEST(AttemptLaunchTest, StoredLaunchKeepsTheContract) {
+  auto launch = BuildTwoNodeLaunch();
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  auto again = AttemptLaunchFromJson(ToJson(*launch));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->ranks.size(), launch->ranks.size());
+  for (size_t i = 0; i < launch->ranks.size(); ++i) {
+    EXPECT_EQ(again->ranks[i].launch.env, launch->ranks[i].launch.env) << i;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::daemon
