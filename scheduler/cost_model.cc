@@ -44,12 +44,14 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   cm.out_.resize(L);
   cm.in_.resize(L);
   cm.transient_.resize(L);
+  cm.bn_prefix_.assign(L + 1, 0);
   for (int l = 0; l < L; ++l) {
     const Layer& layer = model.layers[l];
     cm.param_prefix_[l + 1] = cm.param_prefix_[l] + static_cast<double>(layer.parameter_bytes);
     cm.act_prefix_[l + 1] = cm.act_prefix_[l] + static_cast<double>(layer.activation_bytes);
     cm.out_[l] = static_cast<double>(layer.output_bytes);
     cm.transient_[l] = static_cast<double>(layer.backward_transient_bytes);
+    cm.bn_prefix_[l + 1] = cm.bn_prefix_[l] + layer.batch_norms;
     cm.in_[l] = l == 0 ? static_cast<double>(model.input_bytes)
                        : static_cast<double>(model.layers[l - 1].output_bytes);
   }
@@ -387,6 +389,10 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
     }
   }
   const double ar = training_ && R >= 2 ? RingAllReduceSeconds(grad_bytes, R, slowest) : 0;
+  // Synchronised batch norm: every batch norm all-reduces its statistics over the
+  // replicas in the forward and in the backward of each micro-batch (tiny tensors:
+  // the ring's latency), inside the stage's compute.
+  const double per_batch_norm = training_ && R >= 2 ? 2 * RingAllReduceSeconds(0, R, slowest) : 0;
   const double buckets =
       std::max(1.0, std::ceil(grad_bytes / static_cast<double>(options_.gradient_bucket_bytes)));
 
@@ -405,10 +411,11 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
       const CandidateStage& st = rep.stages[s];
       const int next = s + 1 < S ? rep.stages[s + 1].device : -1;
       const int prev = s > 0 ? rep.stages[s - 1].device : -1;
-      const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev);
+      const double sync = per_batch_norm * (bn_prefix_[st.end] - bn_prefix_[st.begin]);
+      const double t = StageSeconds(st.device, st.begin, st.end, micro, next, prev) + sync;
       const double compute = micro * ComputeSeconds(st.device, st.begin, st.end) +
                              FixedSeconds(st.device, st.begin, st.end) +
-                             options_.micro_batch_overhead_s;
+                             options_.micro_batch_overhead_s + sync;
       ev.stage_time_s[r].push_back(t);
       // 1F1B: stage s-1's backward + forward of one micro-batch and stage s's run in a
       // cycle of two micro-batches with the round trip's messages.

@@ -198,6 +198,7 @@ class CostModel {
   std::vector<double> out_;        // nominal output bytes per layer
   std::vector<double> in_;         // nominal input bytes per layer
   std::vector<double> transient_;  // nominal backward working bytes per layer
+  std::vector<double> bn_prefix_;  // synchronised batch norms in layers [0, l)
   // Links: node x node matrix (diagonal: the node's internal link) and device-pair overrides.
   int num_nodes_ = 0;
   std::vector<Link> node_links_;

@@ -42,6 +42,9 @@ struct Layer {
   // Working memory per sample while the layer's backward runs, on top of what it
   // keeps (gradients of its input and output, temporaries); 0: unknown.
   int64_t backward_transient_bytes = 0;
+  // Synchronised batch norms in the layer: with several data-parallel replicas each
+  // all-reduces its statistics once in the forward and once in the backward.
+  int batch_norms = 0;
   int64_t output_bytes = 0;  // crossing to the next layer per sample (incl. skips)
 };
 

@@ -1308,6 +1308,24 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
     }
     if (winner) search.best_[Layout::kData] = {winner->candidate, winner->ev};
   }
+  // Within the margin of the best baseline, the baseline is kept (PlannerOptions).
+  const ScoredBaseline* kept = nullptr;
+  double kept_over = 0;  // the best other plan's step time, when a baseline is kept
+  if (request.layout == Layout::kAuto && options.baseline_margin > 0) {
+    const ScoredBaseline* base = nullptr;
+    for (const ScoredBaseline& b : baselines) {
+      if (b.info.feasible && (base == nullptr || b.ev.step_s < base->ev.step_s)) base = &b;
+    }
+    double found = search.tiled_ ? search.tiled_->predicted.step_s : kInf;
+    for (const auto& [layout, best] : search.best_) found = std::min(found, best.second.step_s);
+    if (base != nullptr && found < base->ev.step_s * (1 - 1e-12) &&
+        found > base->ev.step_s * (1 - options.baseline_margin)) {
+      kept = base;
+      kept_over = found;
+      winner = base;
+      search.best_[Layout::kData] = {base->candidate, base->ev};
+    }
+  }
 
   for (auto& [layout, best] : search.best_) {
     out.plans.push_back(ToPlan(cm, best.first, best.second));
@@ -1316,7 +1334,11 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
     }
   }
   if (search.tiled_) out.plans.push_back(*search.tiled_);
-  std::stable_sort(out.plans.begin(), out.plans.end(), [](const Plan& a, const Plan& b) {
+  std::stable_sort(out.plans.begin(), out.plans.end(), [&kept](const Plan& a, const Plan& b) {
+    if (kept) {  // the kept baseline (the data plan) goes first
+      const bool ka = a.layout == Layout::kData, kb = b.layout == Layout::kData;
+      if (ka != kb) return ka;
+    }
     return a.predicted.step_s < b.predicted.step_s;
   });
   std::set<Layout> has_plan;
@@ -1342,7 +1364,14 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
     const std::string scored = std::to_string(search.evaluated_) + " candidates scored";
     std::string head = "fastest of " + layouts + " (" + scored + ")";
     std::string tail = chosen.why;
-    if (winner && chosen.layout == Layout::kData) {
+    if (kept) {
+      head = kept->info.description +
+             Fmt(" is kept: the best other plan is predicted only %.1f%% faster",
+                 (1 - kept_over / best) * 100) +
+             Fmt(" (%.0f%% margin; ", options.baseline_margin * 100) + layouts + ", " + scored +
+             ")";
+      tail = tail.substr(kept->info.description.size() + 2);
+    } else if (winner && chosen.layout == Layout::kData) {
       head = winner->info.description + " is the best plan found (fastest of " + layouts + ", " +
              scored + ")";
       tail = tail.substr(winner->info.description.size() + 2);
@@ -1350,7 +1379,7 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
     if (!chosen.baselines.empty()) head += "; " + SpeedupText(chosen.baselines);
     chosen.why = head + "; " + tail;
     for (size_t i = 1; i < out.plans.size(); ++i) {
-      out.plans[i].why = Fmt("%.2fx the best step time; ", out.plans[i].predicted.step_s / best) +
+      out.plans[i].why = Fmt("%.2fx the chosen step time; ", out.plans[i].predicted.step_s / best) +
                          out.plans[i].why;
     }
     return out;

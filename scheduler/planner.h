@@ -54,6 +54,12 @@ namespace tessera::scheduler {
 struct PlannerOptions {
   CostModelOptions cost;
   int max_pipeline_stages = 16;  // deepest pipeline (per replica) the search builds
+  // With layout auto, a plan other than a hand-made baseline must be predicted at
+  // least this fraction faster than the best baseline; otherwise the baseline is
+  // returned first. A lab's own layout is simpler and its step time better known, and
+  // the cost model's errors (a few percent, bench/hetero) would turn smaller
+  // predicted gains into losses.
+  double baseline_margin = 0.05;
 };
 
 // REQUIRES: nothing; bad input yields kInvalidArgument.

@@ -73,6 +73,10 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
     TESSERA_ASSIGN_OR_RETURN(double out, Number(l, "output_bytes_per_sample", where));
     layer.parameter_bytes = static_cast<int64_t>(params);
     layer.activation_bytes = static_cast<int64_t>(act);
+    if (l.contains("batch_norms")) {
+      TESSERA_ASSIGN_OR_RETURN(double bn, Number(l, "batch_norms", where));
+      layer.batch_norms = static_cast<int>(bn);
+    }
     if (l.contains("backward_transient_bytes_per_sample")) {
       TESSERA_ASSIGN_OR_RETURN(double tr, Number(l, "backward_transient_bytes_per_sample", where));
       layer.backward_transient_bytes = static_cast<int64_t>(tr);

@@ -171,6 +171,9 @@ class Matrix:
                 devs.append({"index": i, "type": f"emulated-{s:g}", "memory_bytes": mem,
                              "memory_bandwidth_bytes_per_s": opt_bw * s, "measured_as": "cpu",
                              "relative_speed": s})
+            if link and self.netns.shaping.startswith("rate only"):
+                # tbf shapes the rate only: the link keeps the veth's own latency.
+                link = dict(link, latency_s=self.links["network"]["latency_s"])
             out.append({"name": node, "intra_node": self.links["intra"],
                         "network": link or self.links["network"], "devices": devs})
         return {"nodes": out}
@@ -274,7 +277,8 @@ def main():
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile-batch", type=int, default=16)
-    ap.add_argument("--fixed-batch", type=int, default=4)
+    ap.add_argument("--fixed-batch", type=int, default=1,
+                    help="second profile batch: per-call costs down to 1-sample micro-batches")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--max-speed-sum", type=float, default=0.75,
                     help="largest sum of a mix's speeds, per host core")
@@ -306,7 +310,8 @@ def main():
         mx.netns.down()
     print(f"hetero matrix: {len(mixes)} mixes, {args.rounds} rounds, {args.steps} steps "
           f"({args.warmup} warm-up), image {args.image_size}, {args.threads} thread/rank, "
-          f"{cores} CPUs, network: {mx.mode}")
+          f"{cores} CPUs, network: {mx.mode}"
+          + (f", declared links shaped: {mx.netns.shaping}" if mx.mode == "namespaces" else ""))
     print("host (measured on configurations the matrix does not check): "
           + "; ".join(f"{k} link {v['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
                       f"{v['latency_s'] * 1e6:.0f} us" for k, v in mx.links.items())

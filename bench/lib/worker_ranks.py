@@ -79,6 +79,7 @@ class NetnsCluster:
         self.bridge = f"tsbr{subnet}"
         self.nodes = {}  # name -> (netns, address)
         self.ok = False
+        self.shaping = "none"
 
     @staticmethod
     def _run(*args, check=True):
@@ -91,6 +92,11 @@ class NetnsCluster:
         r = self._run("ip", "netns", "add", probe, check=False)
         if r.returncode != 0:
             return False
+        self._run("ip", "-n", probe, "link", "set", "lo", "up", check=False)
+        netem = self._run("tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem",
+                          "delay", "1ms", "rate", "1mbit", check=False).returncode == 0
+        self.shaping = ("rate and latency (netem)" if netem
+                        else "rate only (tbf; this kernel has no netem)")
         self._run("ip", "netns", "del", probe, check=False)
         return True
 
@@ -113,12 +119,17 @@ class NetnsCluster:
             self._run("ip", "-n", ns, "link", "set", ns_if, "up")
             self._run("ip", "-n", ns, "link", "set", "lo", "up")
             if link:
-                # Half the latency each way; the rate on both directions.
+                # Half the latency each way; the rate on both directions. Without the
+                # kernel's netem, tbf shapes the rate alone (self.shaping says which).
                 rate = f"{max(1, int(link['bandwidth_bytes_per_s'] * 8 / 1000))}kbit"
                 delay = f"{link['latency_s'] * 1e6 / 2:.0f}us"
                 for dev, nsargs in ((host_if, []), (ns_if, ["-n", ns])):
-                    self._run("tc", *nsargs, "qdisc", "add", "dev", dev, "root", "netem",
-                              "delay", delay, "rate", rate, "limit", "100000")
+                    r = self._run("tc", *nsargs, "qdisc", "add", "dev", dev, "root", "netem",
+                                  "delay", delay, "rate", rate, "limit", "100000", check=False)
+                    if r.returncode == 0:
+                        continue
+                    self._run("tc", *nsargs, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                              rate, "burst", "32kbit", "latency", "400ms")
             self.nodes[name] = (ns, addr)
         self.ok = True
 

@@ -301,3 +301,41 @@ TEST(BaselineTest, JsonCarriesRunnableBaselinePlans) {
 
 }  // namespace
 }  // namespace tessera::scheduler::testing
+
+namespace tessera::scheduler::testing {
+namespace {
+
+// Two devices of nearly one speed: the best uneven split beats the even split by
+// less than the margin, so the even split (the lab's own layout) is kept and says so;
+// without a margin the faster split comes first.
+TEST(BaselineMarginTest, APlanWithinTheMarginOfTheBestBaselineKeepsTheBaseline) {
+  const ClusterSnapshot cluster =
+      ClusterBuilder().Node("a").Gpu("A", 24, 40).Node("b").Gpu("B", 24, 38).Build();
+  const ModelProfile model = ModelBuilder().Input(1).Layers(4, 2, 1, 1, 1).Build();
+  const JobRequest request = Train(64);
+
+  PlannerOptions none;
+  none.baseline_margin = 0;
+  auto free = MakePlans(cluster, model, request, none);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  const Baseline* even = FindBaseline(*free, "even_all");
+  ASSERT_NE(even, nullptr);
+  ASSERT_TRUE(even->feasible);
+  const double found = free->plans.front().predicted.step_s;
+  ASSERT_LT(found, even->step_s) << "an uneven split is faster";
+  ASSERT_GT(found, even->step_s * 0.95) << "but by less than 5%";
+
+  auto kept = MakePlans(cluster, model, request);  // default margin: 5%
+  ASSERT_TRUE(kept.ok());
+  const Plan& first = kept->plans.front();
+  EXPECT_NEAR(first.predicted.step_s, even->step_s, 1e-12);
+  EXPECT_EQ(first.layout, Layout::kData);
+  EXPECT_NE(first.why.find("an even split over all 2 devices is kept: the best other plan is "
+                           "predicted only"),
+            std::string::npos)
+      << first.why;
+  for (const Replica& r : first.replicas) EXPECT_EQ(r.batch, 32);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler::testing

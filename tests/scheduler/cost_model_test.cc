@@ -69,6 +69,25 @@ TEST(CostModelTest, StageMemoryHoldsItsInputAndOneBackwardWorkingSet) {
   EXPECT_DOUBLE_EQ(cm.StageMemoryBytes(0, 1, 2, 1), 40e6 + 1 * 2 * 5e6);
 }
 
+TEST(CostModelTest, SynchronisedBatchNormsCostARingLatencyEachWayPerReplicaSet) {
+  ModelProfile plain = ModelBuilder().Layers(2, 1, 10, 1, 1).Build();
+  ModelProfile bn = plain;
+  bn.layers[0].batch_norms = 3;
+  const CostModel a = CostModel::Create(TwoFastOneNode(), plain, Train(8));
+  const CostModel b = CostModel::Create(TwoFastOneNode(), bn, Train(8));
+  Candidate two;  // two data-parallel replicas
+  two.replicas.push_back({4, {{0, 0, 2}}});
+  two.replicas.push_back({4, {{1, 0, 2}}});
+  const Evaluation ea = a.Evaluate(two), eb = b.Evaluate(two);
+  ASSERT_TRUE(ea.feasible && eb.feasible);
+  const Link link = a.LinkBetween(0, 1);
+  // 3 batch norms x (forward + backward) x a 2-rank ring all-reduce of nothing.
+  EXPECT_NEAR(eb.step_s - ea.step_s, 3 * 2 * CostModel::RingAllReduceSeconds(0, 2, link), 1e-12);
+  Candidate one;  // one replica: no synchronisation
+  one.replicas.push_back({8, {{0, 0, 2}}});
+  EXPECT_NEAR(b.Evaluate(one).step_s, a.Evaluate(one).step_s, 1e-15);
+}
+
 TEST(CostModelTest, RingAllReduceFormula) {
   const Link link{1e9, 1e-5};
   EXPECT_DOUBLE_EQ(CostModel::RingAllReduceSeconds(1e9, 1, link), 0);

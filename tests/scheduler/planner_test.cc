@@ -265,7 +265,7 @@ TEST(PlannerTest, PlansAreRankedAndExplained) {
   ASSERT_GE(got->plans.size(), 2u);
   for (size_t i = 1; i < got->plans.size(); ++i) {
     EXPECT_LE(got->plans[i - 1].predicted.step_s, got->plans[i].predicted.step_s);
-    EXPECT_NE(got->plans[i].why.find("x the best step time"), std::string::npos);
+    EXPECT_NE(got->plans[i].why.find("x the chosen step time"), std::string::npos);
   }
   EXPECT_NE(got->plans[0].why.find("fastest of"), std::string::npos);
   for (const Rejection& r : got->rejected) EXPECT_EQ(r.reason.find('\n'), std::string::npos);

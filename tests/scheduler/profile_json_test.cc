@@ -45,6 +45,18 @@ TEST(ProfileJsonTest, ConvertsTheWorkersMeasuredLayers) {
   EXPECT_DOUBLE_EQ(p->layers[1].forward_flops, 1.0) << "no-FLOP layers keep a token cost";
 }
 
+TEST(ProfileJsonTest, ReadsBackwardWorkingMemoryAndBatchNorms) {
+  nlohmann::json j = WorkerProfile();
+  j["layers"][0]["backward_transient_bytes_per_sample"] = 524288;
+  j["layers"][0]["batch_norms"] = 2;
+  auto p = ModelProfileFromWorkerJson(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->layers[0].backward_transient_bytes, 524288);
+  EXPECT_EQ(p->layers[0].batch_norms, 2);
+  EXPECT_EQ(p->layers[1].backward_transient_bytes, 0) << "absent: unknown";
+  EXPECT_EQ(p->layers[1].batch_norms, 0);
+}
+
 TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevice) {
   nlohmann::json j = WorkerProfile();
   j["layers"][0]["fwd_ms"] = 8.0;  // whole batch of 4

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "worker/model/batch_norm.h"
+
 namespace tessera::worker {
 namespace {
 
@@ -213,6 +215,12 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
       }
       int64_t param_bytes = 0;
       for (const auto& p : layer.parameters()) param_bytes += Bytes(p);
+      // Batch norms synchronise their statistics across data-parallel replicas: one
+      // all-reduce in the forward and one in the backward each.
+      int64_t batch_norms = 0;
+      for (const auto& m : layer.modules(/*include_self=*/false)) {
+        if (dynamic_cast<const SyncBatchNorm*>(m.get()) != nullptr) ++batch_norms;
+      }
       int64_t out_bytes = Bytes(out.main);
       for (const auto& c : out.carry) out_bytes += Bytes(c);
       const std::vector<int64_t> per_sample_in = PerSampleShape(current.main);
@@ -225,6 +233,7 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                         {"param_bytes", param_bytes},
                         {"activation_bytes_per_sample", kept / batch},
                         {"backward_transient_bytes_per_sample", transient / batch},
+                        {"batch_norms", batch_norms},
                         {"output_bytes_per_sample", out_bytes / batch},
                         {"in_shape", per_sample_in},
                         {"out_shape", PerSampleShape(out.main)}});
