@@ -1,0 +1,159 @@
+// End to end: a lab's own DDP script (ddp_checkpointing_worker.py, run by
+// Debian's /usr/bin/python3 with torch) as a cmd: job on the real tesserad and
+// three real tessera-agents with emulated devices of different speeds. Each
+// rank takes its planned share of every global batch through
+// python/tessera_shares.py; a node is killed mid-run, the job is re-planned on
+// the survivors, resumes from the script's own checkpoint at the new shares,
+// and ends where one process training on the whole global batch ends.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/harness.h"
+
+namespace tessera::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const char* kTwoFast = R"yaml(devices:
+  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.6}
+  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.6}
+)yaml";
+const char* kOneMid = R"yaml(devices:
+  - {name: "RTX4090 (emulated)", memory: 24GiB, relative_speed: 0.45}
+)yaml";
+const char* kTwoSlow = R"yaml(devices:
+  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.2}
+  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.2}
+)yaml";
+
+// One "attempt rank world start step local/global" line of the script's trace.
+struct Start {
+  int attempt = 0, rank = 0, world = 0, step = 0, local = 0, global = 0;
+};
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(DdpScriptE2ETest, NodeKilledMidRunResumesFromTheScriptsCheckpointAtNewShares) {
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch (scripts/setup.sh installs "
+                    "python3-torch)";
+  }
+  Cluster cluster("ddp-script");
+  cluster.StartController();
+  cluster.StartAgent("boxa", kTwoFast);
+  cluster.StartAgent("boxb", kOneMid);
+  cluster.StartAgent("boxc", kTwoSlow);
+  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 30s))
+      << cluster.controller()->Log();
+  int status = 0;
+  cluster.PostJson("/api/v1/entrypoints",
+                   {{"name", "cmd:ddp-script"},
+                    {"command", TESSERA_DDP_SCRIPT},
+                    {"description", "a DDP script with uneven shares"}},
+                   &status);
+  ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+
+  constexpr int kSteps = 50;
+  // No "steps": Tessera cannot know a script's steps.
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   {{"name", "ddp-script"},
+                                    {"entrypoint", "cmd:ddp-script"},
+                                    {"args", {std::to_string(kSteps), "0.15"}},
+                                    {"global_batch", 12},
+                                    {"min_devices", 2},
+                                    {"max_devices", 3},
+                                    {"max_attempts", 4}},
+                                   &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job.value("id", api::JobId{0});
+  const fs::path ckdir =
+      cluster.dir() / "controller" / "checkpoints" / ("job-" + std::to_string(id));
+
+  ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "running"; }, 60s))
+      << cluster.JobState(id) << "\n"
+      << cluster.controller()->Log();
+  const std::set<std::string> first_nodes = cluster.PlannedNodes(id);
+  ASSERT_GE(first_nodes.size(), 2u) << "the plan should span nodes";
+  // Let it train and checkpoint a few steps, then kill a node holding a rank.
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(ckdir / "ckpt.pt"); }, 60s))
+      << ReadText(ckdir / "trace");
+  std::this_thread::sleep_for(1500ms);
+  const std::string victim = *first_nodes.begin();
+  cluster.StopAgent(victim, SIGKILL);
+  EXPECT_GT(KillProcessesUnder(cluster.dir() / ("agent-" + victim)), 0);
+
+  ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "succeeded"; }, 180s))
+      << cluster.JobState(id) << "\n"
+      << ReadText(ckdir / "trace") << "\n"
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(id)).dump() << "\n"
+      << cluster.controller()->Log();
+  // The attempt ends when the node is declared lost, or earlier when a
+  // survivor's collective fails on its dead peer and the survivor exits.
+  int recoveries = 0;
+  std::string reasons;
+  for (const auto& e : cluster.Events(id)) {
+    reasons += e.to_state + ": " + e.reason + "\n";
+    if (e.to_state == "recovering") ++recoveries;
+  }
+  EXPECT_GE(recoveries, 1) << reasons;
+  EXPECT_EQ(cluster.PlannedNodes(id).count(victim), 0u);
+
+  // Every attempt's ranks cover the global batch exactly; the last attempt
+  // resumed from the checkpoint, not from step 0.
+  const std::string trace = ReadText(ckdir / "trace");
+  std::map<int, std::vector<Start>> starts;
+  std::optional<double> err;
+  int done_step = -1, done_attempt = 0;
+  std::istringstream lines(trace);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    Start s;
+    std::string what;
+    in >> s.attempt >> s.rank >> s.world >> what;
+    if (what == "start") {
+      char slash = 0;
+      in >> s.step >> s.local >> slash >> s.global;
+      starts[s.attempt].push_back(s);
+    } else if (what == "done") {
+      std::string word;
+      double e = 0;
+      in >> done_step >> word >> e;
+      err = e;
+      done_attempt = s.attempt;
+    }
+  }
+  ASSERT_GE(starts.size(), 2u) << trace;
+  for (const auto& [attempt, ranks] : starts) {
+    int sum = 0;
+    for (const Start& s : ranks) {
+      sum += s.local;
+      EXPECT_EQ(s.global, 12) << trace;
+      EXPECT_EQ(s.world, static_cast<int>(ranks.size())) << trace;
+    }
+    EXPECT_EQ(sum, 12) << "attempt " << attempt << "\n" << trace;
+  }
+  const std::vector<Start>& last = starts.rbegin()->second;
+  EXPECT_GT(last.front().step, 0) << "the last attempt started from scratch\n" << trace;
+  EXPECT_EQ(done_attempt, starts.rbegin()->first) << trace;
+  EXPECT_EQ(done_step, kSteps) << trace;
+  ASSERT_TRUE(err.has_value()) << trace;
+  EXPECT_LE(*err, 1e-5) << "the shares did not add up to global-batch SGD\n" << trace;
+  std::printf("%s%s", reasons.c_str(), trace.c_str());
+}
+
+}  // namespace
+}  // namespace tessera::testing
