@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   cluster.StartController("worker_binary: " + worker + "\n");
-  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 1.0}\n";
+  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
   if (!WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s)) return 1;
 

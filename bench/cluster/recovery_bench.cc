@@ -39,8 +39,8 @@ struct Sample {
 
 Sample RunOnce(int rep, const std::string& worker) {
   const char* fast2 =
-      "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 1.0}\n"
-      "  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 1.0}\n";
+      "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 0.5}\n"
+      "  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 0.5}\n";
   Cluster cluster("recovery-bench-" + std::to_string(rep), /*fast=*/false);
   cluster.StartController();
   for (const char* n : {"boxa", "boxb", "boxc"}) cluster.StartAgent(n, fast2);

@@ -18,15 +18,15 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 const char* kTwoFast = R"yaml(devices:
-  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 1.0}
-  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 1.0}
+  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.5}
+  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.5}
 )yaml";
 const char* kOneFast = R"yaml(devices:
-  - {name: "RTX4090 (emulated)", memory: 24GiB, relative_speed: 0.8}
+  - {name: "RTX4090 (emulated)", memory: 24GiB, relative_speed: 0.4}
 )yaml";
 const char* kTwoSlow = R"yaml(devices:
-  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.35}
-  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.35}
+  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.175}
+  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.175}
 )yaml";
 
 class ClusterE2ETest : public ::testing::Test {
