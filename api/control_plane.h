@@ -59,6 +59,15 @@ class ControlPlane {
     return Unimplemented("logs are not available from this control plane");
   }
 
+  // A page of a job's metrics history: the progress lines its ranks wrote,
+  // across attempts, each with its attempt (a change marks a recovery; the
+  // job's events say when), thinned as daemon/README.md says. Visible to the
+  // job's owner and admins, like GetJob. kInvalidArgument naming "rank",
+  // "attempt", "since" (all >= 0) or "limit" (1..kMaxMetricsPageSize).
+  virtual Result<MetricsPage> JobMetrics(const Principal& who, const MetricsQuery& query) {
+    return Unimplemented("metrics history is not available from this control plane");
+  }
+
   // The chunk lease route of infer jobs (api/lease_protocol.h), called by
   // the job's ranks with their lease token (TESSERA_LEASE_TOKEN).
   // kUnauthenticated unless lease_token belongs to (job, request.attempt);
@@ -70,6 +79,9 @@ class ControlPlane {
   }
 
   // Dry run of the planner for a spec: ranked plans with reasons, as JSON.
+  // While the model's profile is being measured, the state instead:
+  // {"state": "measuring_profile", "message": "measuring the model profile
+  // (about N s)", "retry_after_s": R} (the route answers it with 202).
   // kUnimplemented until a planner is wired in.
   virtual Result<Json> PreviewPlan(const Principal& who, const JobSpec& spec) = 0;
 

@@ -1,5 +1,6 @@
 #include "api/router.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <exception>
@@ -197,6 +198,23 @@ Response JobLogs(Call& c) {
   return JsonResponse(200, Json{{"job_id", id}, {"rank", rank}, {"lines", std::move(lines)}});
 }
 
+Response JobMetrics(Call& c) {
+  MetricsQuery q;
+  TESSERA_ROUTE_ASSIGN(q.job_id, PathId(c));
+  if (c.target.query.contains("rank")) {
+    TESSERA_ROUTE_ASSIGN(q.rank, QueryInt(c, "rank", 0, 0, kMaxDevices - 1));
+  }
+  if (c.target.query.contains("attempt")) {
+    TESSERA_ROUTE_ASSIGN(q.attempt, QueryInt(c, "attempt", 0, 0, INT64_MAX));
+  }
+  if (c.target.query.contains("since")) {
+    TESSERA_ROUTE_ASSIGN(q.since, QueryInt(c, "since", 0, 0, INT64_MAX));
+  }
+  TESSERA_ROUTE_ASSIGN(q.limit, QueryInt(c, "limit", 1000, 1, kMaxMetricsPageSize));
+  TESSERA_ROUTE_ASSIGN(MetricsPage page, c.cp.JobMetrics(c.who, q));
+  return JsonResponse(200, ToJson(page));
+}
+
 Response LeaseChunks(Call& c) {
   TESSERA_ROUTE_ASSIGN(JobId id, PathId(c));
   TESSERA_ROUTE_ASSIGN(Json j, ParseBody(c));
@@ -215,6 +233,18 @@ Response ListNodes(Call& c) {
 Response PreviewPlan(Call& c) {
   TESSERA_ROUTE_ASSIGN(JobSpec spec, ParseSpec(c));
   TESSERA_ROUTE_ASSIGN(Json plans, c.cp.PreviewPlan(c.who, spec));
+  // A model profile still being measured is a state to wait for, not an
+  // error: 202 and when to ask again.
+  auto state = plans.is_object() ? plans.find("state") : plans.end();
+  if (state != plans.end() && *state == "measuring_profile") {
+    int64_t retry = 1;
+    if (auto it = plans.find("retry_after_s"); it != plans.end() && it->is_number_integer()) {
+      retry = std::max<int64_t>(1, it->get<int64_t>());
+    }
+    Response r = JsonResponse(202, plans);
+    r.headers.emplace_back("Retry-After", std::to_string(retry));
+    return r;
+  }
   return JsonResponse(200, plans);
 }
 
@@ -310,6 +340,11 @@ const std::vector<Route>& Routes() {
       {{"POST", "/api/v1/jobs/{id}/cancel", RouteAuth::kUser, {}}, &CancelJob},
       {{"GET", "/api/v1/jobs/{id}/events", RouteAuth::kUser, {"after", "limit"}}, &ListEvents},
       {{"GET", "/api/v1/jobs/{id}/logs", RouteAuth::kUser, {"rank", "tail"}}, &JobLogs},
+      {{"GET",
+        "/api/v1/jobs/{id}/metrics",
+        RouteAuth::kUser,
+        {"rank", "attempt", "since", "limit"}},
+       &JobMetrics},
       {{"POST", "/api/v1/jobs/{id}/leases", RouteAuth::kLease, {}}, &LeaseChunks},
       {{"GET", "/api/v1/nodes", RouteAuth::kUser, {}}, &ListNodes},
       {{"POST", "/api/v1/plans", RouteAuth::kUser, {}}, &PreviewPlan},

@@ -1,6 +1,7 @@
 #include "api/types.h"
 
 #include <array>
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -434,6 +435,127 @@ Json ToJson(const JobPage& page) {
     j["next_after"] = nullptr;
   }
   return j;
+}
+
+namespace {
+
+// The optional figures of a MetricPoint, by JSON name.
+struct MetricFigure {
+  const char* name;
+  std::optional<double> MetricPoint::*real;
+  std::optional<int64_t> MetricPoint::*integer;
+};
+constexpr MetricFigure kMetricFigures[] = {
+    {"loss", &MetricPoint::loss, nullptr},
+    {"samples_per_s", &MetricPoint::samples_per_s, nullptr},
+    {"compute_s", &MetricPoint::compute_s, nullptr},
+    {"comm_s", &MetricPoint::comm_s, nullptr},
+    {"bubble_s", &MetricPoint::bubble_s, nullptr},
+    {"peak_memory_bytes", nullptr, &MetricPoint::peak_memory_bytes},
+    {"predicted_peak_memory_bytes", nullptr, &MetricPoint::predicted_peak_memory_bytes},
+};
+
+// An integer JSON value (or a float with an integral value, as JSON writers
+// may print large counts), else nullopt.
+std::optional<int64_t> IntegerOf(const Json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > uint64_t{INT64_MAX}) return std::nullopt;
+    return static_cast<int64_t>(v.get<uint64_t>());
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) return std::nullopt;
+    return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Json ToJson(const MetricPoint& p) {
+  Json j = {{"step", p.step}, {"attempt", p.attempt}, {"rank", p.rank}, {"ts_ms", p.ts_ms}};
+  for (const MetricFigure& f : kMetricFigures) {
+    if (f.real != nullptr && (p.*f.real).has_value()) j[f.name] = *(p.*f.real);
+    if (f.integer != nullptr && (p.*f.integer).has_value()) j[f.name] = *(p.*f.integer);
+  }
+  return j;
+}
+
+Json ToJson(const MetricsPage& page) {
+  Json points = Json::array();
+  for (const MetricPoint& p : page.points) points.push_back(ToJson(p));
+  Json j = {{"job_id", page.job_id}, {"points", std::move(points)}};
+  j["next_since"] = page.next_since ? Json(*page.next_since) : Json(nullptr);
+  return j;
+}
+
+Result<MetricPoint> MetricPointFromJson(const Json& j) {
+  MetricPoint p;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.Int("step", &p.step));
+  TESSERA_RETURN_IF_ERROR(r.Int("attempt", &p.attempt));
+  TESSERA_RETURN_IF_ERROR(r.Int("rank", &p.rank));
+  TESSERA_RETURN_IF_ERROR(r.Int("ts_ms", &p.ts_ms));
+  for (const MetricFigure& f : kMetricFigures) {
+    Json v;
+    TESSERA_RETURN_IF_ERROR(r.Raw(f.name, &v));
+    if (v.is_null()) continue;
+    if (f.real != nullptr) {
+      if (!v.is_number()) return InvalidArgument("must be a number", f.name);
+      p.*f.real = v.get<double>();
+    } else {
+      std::optional<int64_t> n = IntegerOf(v);
+      if (!n) return InvalidArgument("must be an integer", f.name);
+      p.*f.integer = *n;
+    }
+  }
+  return p;  // fields a newer tesserad adds are ignored
+}
+
+Result<MetricsPage> MetricsPageFromJson(const Json& j) {
+  MetricsPage page;
+  ObjectReader r(j, "");
+  TESSERA_RETURN_IF_ERROR(r.CheckObject());
+  TESSERA_RETURN_IF_ERROR(r.Int("job_id", &page.job_id));
+  TESSERA_RETURN_IF_ERROR(ReadList(r, "points", &MetricPointFromJson, &page.points));
+  Json next;
+  TESSERA_RETURN_IF_ERROR(r.Raw("next_since", &next));
+  if (!next.is_null()) {
+    std::optional<int64_t> n = IntegerOf(next);
+    if (!n) return InvalidArgument("must be an integer", "next_since");
+    page.next_since = *n;
+  }
+  return page;
+}
+
+std::optional<MetricPoint> MetricPointFromProgressLine(const Json& line, int64_t attempt,
+                                                       int64_t rank, int64_t received_ms) {
+  if (!line.is_object()) return std::nullopt;
+  auto step_it = line.find("step");
+  if (step_it == line.end()) return std::nullopt;
+  std::optional<int64_t> step = IntegerOf(*step_it);
+  if (!step || *step < 0) return std::nullopt;
+  MetricPoint p;
+  p.step = *step;
+  p.attempt = attempt;
+  p.rank = rank;
+  p.ts_ms = received_ms;
+  if (auto ts = line.find("ts_ms"); ts != line.end()) {
+    if (std::optional<int64_t> t = IntegerOf(*ts); t && *t > 0) p.ts_ms = *t;
+  }
+  for (const MetricFigure& f : kMetricFigures) {
+    auto it = line.find(f.name);
+    if (it == line.end() || !it->is_number()) continue;
+    if (f.real != nullptr) {
+      const double v = it->get<double>();
+      if (std::isfinite(v)) p.*f.real = v;
+    } else if (std::optional<int64_t> n = IntegerOf(*it)) {
+      p.*f.integer = *n;
+    }
+  }
+  return p;
 }
 
 }  // namespace tessera::api

@@ -162,6 +162,42 @@ struct JobPage {
   std::optional<JobId> next_after;  // set when more jobs may follow
 };
 
+// One progress line of one rank of one attempt of a job, as its metrics
+// history keeps it (GET /api/v1/jobs/{id}/metrics; daemon/README.md says how
+// the history is thinned). Figures the worker did not write are absent.
+struct MetricPoint {
+  int64_t step = 0;     // >= 0
+  int64_t attempt = 0;  // the attempt whose rank wrote it (a change marks a recovery)
+  int64_t rank = 0;
+  int64_t ts_ms = 0;                    // when the worker wrote it (else when tesserad received it)
+  std::optional<double> loss;           // global mean loss
+  std::optional<double> samples_per_s;  // global throughput
+  std::optional<double> compute_s;      // this rank's step time: busy computing
+  std::optional<double> comm_s;         // waiting for all-reduce, sends, the step-end vote
+  std::optional<double> bubble_s;       // waiting for a neighbour pipeline stage
+  std::optional<int64_t> peak_memory_bytes;            // counted peak on the rank's device
+  std::optional<int64_t> predicted_peak_memory_bytes;  // the planner's prediction
+  friend bool operator==(const MetricPoint&, const MetricPoint&) = default;
+};
+
+inline constexpr int64_t kMaxMetricsPageSize = 5000;
+
+struct MetricsQuery {
+  JobId job_id = 0;
+  std::optional<int64_t> rank;     // only this rank; every rank when unset
+  std::optional<int64_t> attempt;  // only this attempt; every attempt when unset
+  std::optional<int64_t> since;    // only steps > since; from the first step when unset
+  int64_t limit = 1000;            // 1..kMaxMetricsPageSize
+};
+
+// Points by step, then attempt, then rank. A page never splits a step: it
+// may hold more than `limit` points when one step alone has more.
+struct MetricsPage {
+  JobId job_id = 0;
+  std::vector<MetricPoint> points;
+  std::optional<int64_t> next_since;  // set when more may follow: ask again with since = it
+};
+
 // An entrypoint an admin allowed: "builtin:colorize-unet" or a registered
 // command "cmd:<name>" with its executable path.
 struct Entrypoint {
@@ -178,6 +214,8 @@ Json ToJson(const Device& device);
 Json ToJson(const Node& node);
 Json ToJson(const Entrypoint& entrypoint);
 Json ToJson(const JobPage& page);
+Json ToJson(const MetricPoint& point);  // absent figures are left out
+Json ToJson(const MetricsPage& page);
 
 // Shape-only parsing: unknown fields and wrong JSON types are errors that
 // name the field; absent fields keep their defaults.
@@ -188,6 +226,15 @@ Result<Device> DeviceFromJson(const Json& j);
 Json ToJson(const DeviceLink& l);
 Result<DeviceLink> DeviceLinkFromJson(const Json& j);
 Result<Node> NodeFromJson(const Json& j);
+Result<MetricPoint> MetricPointFromJson(const Json& j);
+Result<MetricsPage> MetricsPageFromJson(const Json& j);
+
+// A worker's progress line (worker/runtime/README.md) as a history point of
+// (attempt, rank): its "step" (required, an integer >= 0), "ts_ms" (else
+// received_ms) and the figures above when they are numbers; other fields
+// are ignored. nullopt when the line has no usable step.
+std::optional<MetricPoint> MetricPointFromProgressLine(const Json& line, int64_t attempt,
+                                                       int64_t rank, int64_t received_ms);
 
 }  // namespace tessera::api
 

@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "api/http_client.h"
 #include "api/http_status.h"
@@ -20,6 +23,8 @@
 #include "api/url.h"
 #include "cli/job_spec_file.h"
 #include "cli/progress_view.h"
+#include "cli/text_table.h"
+#include "cli/training_view.h"
 
 namespace tessera::cli {
 namespace {
@@ -103,21 +108,25 @@ std::string FormatBytes(int64_t bytes) {
   return os.str();
 }
 
+// A measured speed in the unit that shows it (emulated devices measure the
+// CPU they run on): "312.0 TFLOPS", "41.3 GFLOPS", "850.0 MFLOPS"; "-" when
+// not measured.
+std::string FormatFlops(double tflops) {
+  if (!(tflops > 0)) return "-";
+  char buf[64];
+  if (tflops >= 1) {
+    std::snprintf(buf, sizeof(buf), "%.1f TFLOPS", tflops);
+  } else if (tflops >= 1e-3) {
+    std::snprintf(buf, sizeof(buf), "%.1f GFLOPS", tflops * 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f MFLOPS", tflops * 1e6);
+  }
+  return buf;
+}
+
 // Prints rows as a table with aligned columns; the first row is the header.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    out << line << "\n";
-  }
+  out << FormatTable(rows);
 }
 
 void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
@@ -240,6 +249,97 @@ Result<int64_t> ParseJobId(const std::string& text) {
   return id;
 }
 
+// Every point of a job's metrics history with step > since (all when since
+// < 0), of one rank and attempt when given, following next_since page by
+// page. Returns an exit code.
+int FetchMetrics(CliContext& ctx, int64_t id, std::optional<int64_t> rank,
+                 std::optional<int64_t> attempt, int64_t since,
+                 std::vector<api::MetricPoint>* out) {
+  for (int pages = 0; pages < 10000; ++pages) {
+    std::string target = "/api/v1/jobs/" + std::to_string(id) +
+                         "/metrics?limit=" + std::to_string(api::kMaxMetricsPageSize);
+    if (rank) target += "&rank=" + std::to_string(*rank);
+    if (attempt) target += "&attempt=" + std::to_string(*attempt);
+    if (since >= 0) target += "&since=" + std::to_string(since);
+    Json body;
+    if (int code = CallApi(ctx, "GET", target, "", &body); code != kExitOk) return code;
+    Result<api::MetricsPage> page = api::MetricsPageFromJson(body);
+    if (!page.ok()) {
+      PrintError(ctx.err, page.status().WithPrefix("the server's metrics page"));
+      return kExitApiError;
+    }
+    out->insert(out->end(), page->points.begin(), page->points.end());
+    if (!page->next_since || *page->next_since <= since) break;
+    since = *page->next_since;
+  }
+  return kExitOk;
+}
+
+// What `job ID --watch` keeps between polls of a training job: the whole
+// history, read once (and again when a new attempt begins, as it may repeat
+// steps), then the current attempt's steps after the last one each of its
+// ranks reported (ranks report through different agents, so one may lag).
+struct TrainingWatch {
+  // Ranks more than this many steps behind the others are not waited for.
+  static constexpr int64_t kMaxLag = 200;
+
+  std::map<std::tuple<int64_t, int64_t, int64_t>, api::MetricPoint>
+      points;            // (step, attempt, rank)
+  int64_t attempt = -1;  // the job's attempt when the history was read
+  std::map<int64_t, RankDevice> devices;
+  Json nodes = Json::array();
+  bool nodes_fetched = false;
+
+  int Update(CliContext& ctx, const Json& job) {
+    const int64_t id = Int(job, "id");
+    if (!nodes_fetched) {
+      nodes_fetched = true;
+      Json body;
+      if (CallApi(ctx, "GET", "/api/v1/nodes", "", &body) == kExitOk && body.is_object()) {
+        nodes = body.value("nodes", Json::array());
+      }
+    }
+    devices = RankDevicesOf(job.value("plan", Json()), nodes);
+    std::vector<api::MetricPoint> fresh;
+    int code = kExitOk;
+    if (Int(job, "attempt") != attempt) {
+      attempt = Int(job, "attempt");
+      points.clear();
+      code = FetchMetrics(ctx, id, std::nullopt, std::nullopt, -1, &fresh);
+    } else {
+      code = FetchMetrics(ctx, id, std::nullopt, attempt, SinceForAttempt(), &fresh);
+    }
+    if (code != kExitOk) return code;
+    for (api::MetricPoint& p : fresh) points[{p.step, p.attempt, p.rank}] = std::move(p);
+    return kExitOk;
+  }
+
+  // The lowest of the current attempt's ranks' last steps; -1 before any.
+  int64_t SinceForAttempt() const {
+    std::map<int64_t, int64_t> last;  // rank -> step
+    for (const auto& [key, p] : points) {
+      if (p.attempt == attempt) last[p.rank] = std::max(last[p.rank], p.step);
+    }
+    if (last.empty()) return -1;
+    int64_t newest = 0, since = INT64_MAX;
+    for (const auto& [rank, step] : last) {
+      newest = std::max(newest, step);
+      since = std::min(since, step);
+    }
+    return std::max(since, newest - kMaxLag);
+  }
+
+  std::string Frame() const {
+    std::vector<api::MetricPoint> list;
+    for (const auto& [key, p] : points) list.push_back(p);
+    return LossLines(list, 40) + RankTable(list, devices);
+  }
+};
+
+bool IsTrainJob(const Json& job) {
+  return job.is_object() && job.value("spec", Json::object()).value("kind", "train") == "train";
+}
+
 // ---- commands ----
 
 struct SubmitFlags {
@@ -342,10 +442,27 @@ void AddPlan(CLI::App& app, CliContext& ctx) {
       ctx.exit_code = kExitUsage;
       return;
     }
+    // While tesserad measures the model's profile it answers that state
+    // (202): say so on stderr and ask again when it suggests.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(15);
+    std::string said;
     Json plans;
-    ctx.exit_code =
-        CallApi(ctx, "POST", "/api/v1/plans", api::DumpJson(api::ToJson(*spec)), &plans);
-    if (ctx.exit_code != kExitOk) return;
+    while (true) {
+      ctx.exit_code =
+          CallApi(ctx, "POST", "/api/v1/plans", api::DumpJson(api::ToJson(*spec)), &plans);
+      if (ctx.exit_code != kExitOk) return;
+      if (!plans.is_object() || Str(plans, "state") != "measuring_profile") break;
+      if (std::chrono::steady_clock::now() > give_up) {
+        ctx.err << "error: the model profile is still being measured; try again later\n";
+        ctx.exit_code = kExitApiError;
+        return;
+      }
+      const std::string message = Str(plans, "message");
+      if (message != said) ctx.err << message << "; waiting\n" << std::flush;
+      said = message;
+      const int64_t retry_ms = std::clamp<int64_t>(Int(plans, "retry_after_s") * 1000, 100, 30'000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(retry_ms));
+    }
     Emit(ctx, plans, [&](const Json& set) { PrintPlanSet(ctx.out, set); });
   });
 }
@@ -400,7 +517,8 @@ void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char*
   cmd->add_option("id", *id, "job id")->required();
   if (std::string_view(method) == "GET") {
     cmd->add_flag("--watch", *watch,
-                  "follow an infer job's progress (a live bar on a terminal) until it ends");
+                  "follow the job until it ends: an infer job's progress bar, a training job's "
+                  "loss and per-rank step time split and memory");
   }
   cmd->callback([&ctx, id, watch, method, suffix, name] {
     Result<int64_t> parsed = ParseJobId(*id);
@@ -413,27 +531,85 @@ void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char*
     Json job;
     ctx.exit_code = CallApi(ctx, method, target, "", &job);
     if (ctx.exit_code != kExitOk) return;
+    // A training job's watch also shows its history: loss and each rank.
+    TrainingWatch training;
+    const bool show_training = *watch && !ctx.json && IsTrainJob(job);
+    size_t drawn_lines = 0;  // of the last frame, redrawn in place on a terminal
     while (*watch && !ctx.json) {
       auto state = api::ParseJobState(Str(job, "state"));
       if (state && api::IsTerminal(*state)) break;
-      std::string line = "job " + Str(job, "id") + " " + Str(job, "state");
+      std::string frame = "job " + Str(job, "id") + " " + Str(job, "state");
       if (job.contains("inference") && job["inference"].is_object()) {
         auto p = api::InferenceProgressFromJson(job["inference"]);
-        if (p.ok()) line += "  " + InferenceProgressLine(*p, ctx.terminal);
+        if (p.ok()) frame += "  " + InferenceProgressLine(*p, ctx.terminal);
       }
-      // A terminal redraws one line; a pipe gets a line per poll.
-      ctx.out << (ctx.terminal ? "\r\x1b[K" : "") << line << (ctx.terminal ? "" : "\n")
-              << std::flush;
+      if (show_training) {
+        ctx.exit_code = training.Update(ctx, job);
+        if (ctx.exit_code != kExitOk) return;
+        frame += "\n" + training.Frame();
+      }
+      if (!frame.ends_with("\n")) frame += "\n";
+      if (ctx.terminal) {
+        // Back to the first line of the last frame, clear below, draw anew.
+        if (drawn_lines > 0) ctx.out << "\x1b[" << drawn_lines << "F";
+        ctx.out << "\x1b[J";
+      }
+      ctx.out << frame << std::flush;
+      drawn_lines = static_cast<size_t>(std::count(frame.begin(), frame.end(), '\n'));
       std::this_thread::sleep_for(std::chrono::seconds(1));
       ctx.exit_code = CallApi(ctx, method, target, "", &job);
       if (ctx.exit_code != kExitOk) return;
     }
-    if (*watch && ctx.terminal) ctx.out << "\n";
     Emit(ctx, job, [&](const Json& j) {
       if (std::string_view(name) == "cancel") {
         ctx.out << "job " << Str(j, "id") << " is " << Str(j, "state") << "\n";
       } else {
         PrintJobDetail(ctx.out, j, ctx.terminal);
+      }
+    });
+    if (show_training) {
+      ctx.exit_code = training.Update(ctx, job);
+      if (ctx.exit_code != kExitOk) return;
+      ctx.out << training.Frame();
+    }
+  });
+}
+
+void AddMetrics(CLI::App& app, CliContext& ctx) {
+  struct Flags {
+    std::string id;
+    int64_t rank = 0;
+    bool csv = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("metrics", "a training job's history, step by step");
+  cmd->add_option("id", f->id, "job id")->required();
+  cmd->add_option("--rank", f->rank, "only this rank");
+  cmd->add_flag("--csv", f->csv, "comma-separated values with a header line");
+  cmd->callback([&ctx, f, cmd] {
+    Result<int64_t> id = ParseJobId(f->id);
+    if (!id.ok()) {
+      PrintError(ctx.err, id.status());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    std::optional<int64_t> rank;
+    if (cmd->count("--rank")) rank = f->rank;
+    std::vector<api::MetricPoint> points;
+    ctx.exit_code = FetchMetrics(ctx, *id, rank, std::nullopt, -1, &points);
+    if (ctx.exit_code != kExitOk) return;
+    if (f->csv) {
+      ctx.out << MetricsCsv(points);
+      return;
+    }
+    api::MetricsPage all;
+    all.job_id = *id;
+    all.points = points;
+    Emit(ctx, api::ToJson(all), [&](const Json&) {
+      if (points.empty()) {
+        ctx.out << "no metrics recorded for job " << *id << "\n";
+      } else {
+        ctx.out << MetricsTable(points);
       }
     });
   });
@@ -518,7 +694,7 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
     if (ctx.exit_code != kExitOk) return;
     Emit(ctx, nodes, [&](const Json& n) {
       std::vector<std::vector<std::string>> rows = {
-          {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "TFLOPS", "BUSY"}};
+          {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "SPEED", "BUSY"}};
       for (const Json& node : n.value("nodes", Json::array())) {
         const Json devices = node.value("devices", Json::array());
         if (devices.empty()) {
@@ -527,12 +703,10 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
         for (const Json& d : devices) {
           std::ostringstream util;
           util << static_cast<int>(d.value("utilization", 0.0) * 100) << "%";
-          std::ostringstream tflops;
-          tflops.precision(1);
-          tflops << std::fixed << d.value("measured_tflops", 0.0);
           rows.push_back({Str(node, "name"), Str(node, "health"),
                           Str(d, "type") + ":" + Str(d, "index"), Str(d, "name"),
-                          FormatBytes(Int(d, "memory_bytes")), util.str(), tflops.str(),
+                          FormatBytes(Int(d, "memory_bytes")), util.str(),
+                          FormatFlops(d.value("measured_tflops", 0.0)),
                           d.value("busy", false) ? "yes" : "no"});
         }
       }
@@ -618,6 +792,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   AddJobCommand(app, ctx, "cancel", "cancel a job", "POST", "/cancel");
   AddEvents(app, ctx);
   AddLogs(app, ctx);
+  AddMetrics(app, ctx);
   AddNodes(app, ctx);
   AddPlan(app, ctx);
   AddEntrypoints(app, ctx);

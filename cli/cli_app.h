@@ -6,8 +6,11 @@
 //   submit FILE | submit --name N --entrypoint E --global-batch B ...
 //   jobs [--state S] [--owner U] [--limit N] [--after ID]
 //   job ID | cancel ID | events ID [--after N] [--limit N]
-//   logs ID [--rank R] [--tail N]
+//   job ID --watch (an infer job's progress; a training job's loss sparkline
+//     and per-rank step time split and memory, cli/training_view.h)
+//   logs ID [--rank R] [--tail N] | metrics ID [--rank N] [--csv]
 //   nodes | plan FILE | entrypoints [list | add NAME [--command P] | rm NAME]
+//   (plan waits while tesserad measures the model's profile)
 //
 // Output: human tables by default, the API's JSON with --json. An API error
 // prints "error: <field>: <message>" on stderr.

@@ -189,6 +189,18 @@ Result<api::Job> ControlPlaneService::ApplyJobEvent(api::JobId id, JobEvent even
   }
 }
 
+Result<api::MetricsPage> ControlPlaneService::JobMetrics(const api::Principal& who,
+                                                         const api::MetricsQuery& query) {
+  if (query.limit < 1 || query.limit > api::kMaxMetricsPageSize) {
+    return InvalidArgument("must be 1.." + std::to_string(api::kMaxMetricsPageSize), "limit");
+  }
+  if (query.since && *query.since < 0) return InvalidArgument("must be >= 0", "since");
+  if (query.rank && *query.rank < 0) return InvalidArgument("must be >= 0", "rank");
+  if (query.attempt && *query.attempt < 0) return InvalidArgument("must be >= 0", "attempt");
+  TESSERA_RETURN_IF_ERROR(VisibleJob(who, query.job_id).status());
+  return store_->ListMetrics(query);
+}
+
 // ---------------------------------------------------------------- nodes
 
 Result<std::vector<api::Node>> ControlPlaneService::ListNodes(const api::Principal& who) {
@@ -248,17 +260,24 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
   for (api::Device& d : node.devices) d.node = req.node;
   TESSERA_RETURN_IF_ERROR(store_->UpsertNode(node));
 
-  // One progress summary per job: the lowest rank that reported one.
+  // One progress summary per job (the lowest rank that reported one), and
+  // every rank's line for the metrics history: one store write per beat
+  // (unknown jobs are skipped). A line a rank has not replaced since the
+  // last beat is the same point again and is kept once.
+  ProgressReport report;
   std::map<api::JobId, const api::WorkerStatus*> progress;
   for (const api::WorkerStatus& w : req.workers) {
     if (w.progress.is_null()) continue;
     auto [it, inserted] = progress.try_emplace(w.key.job_id, &w);
     if (!inserted && w.key.rank < it->second->key.rank) it->second = &w;
+    if (w.key.rank < 0) continue;
+    if (auto point = api::MetricPointFromProgressLine(w.progress, w.key.attempt, w.key.rank,
+                                                      node.last_heartbeat_ms)) {
+      report.points.push_back(JobMetricPoint{w.key.job_id, *std::move(point)});
+    }
   }
-  for (const auto& [job, w] : progress) {
-    Status s = store_->SetJobProgress(job, w->progress);
-    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;  // unknown jobs: ignored
-  }
+  for (const auto& [job, w] : progress) report.latest[job] = w->progress;
+  if (!report.latest.empty()) TESSERA_RETURN_IF_ERROR(store_->RecordProgress(report));
   {
     std::lock_guard lock(logs_mu_);
     for (const api::WorkerStatus& w : req.workers) {

@@ -80,6 +80,8 @@ class ControlPlaneService : public api::ControlPlane {
   Result<std::vector<api::Node>> ListNodes(const api::Principal& who) override;
   Result<std::vector<std::string>> JobLogs(const api::Principal& who, api::JobId id, int64_t rank,
                                            int64_t tail) override;
+  Result<api::MetricsPage> JobMetrics(const api::Principal& who,
+                                      const api::MetricsQuery& query) override;
   Result<api::Json> PreviewPlan(const api::Principal& who, const api::JobSpec& spec) override;
   Result<api::LeaseResponse> LeaseChunks(api::JobId job, std::string_view lease_token,
                                          const api::LeaseRequest& request) override;

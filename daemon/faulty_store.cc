@@ -71,6 +71,14 @@ Result<std::map<api::JobState, int64_t>> FaultyStore::CountJobsByState() {
   TESSERA_FAULT_(Read);
   return base_->CountJobsByState();
 }
+Status FaultyStore::RecordProgress(const ProgressReport& report) {
+  TESSERA_FAULT_(Write);
+  return base_->RecordProgress(report);
+}
+Result<api::MetricsPage> FaultyStore::ListMetrics(const api::MetricsQuery& query) {
+  TESSERA_FAULT_(Read);
+  return base_->ListMetrics(query);
+}
 Status FaultyStore::InsertAttempt(const JobAttempt& attempt) {
   TESSERA_FAULT_(Write);
   return base_->InsertAttempt(attempt);

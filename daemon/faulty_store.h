@@ -44,6 +44,8 @@ class FaultyStore final : public Store {
   Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after, int64_t limit) override;
   Status SetJobProgress(api::JobId job, const api::Json& progress) override;
   Result<std::map<api::JobState, int64_t>> CountJobsByState() override;
+  Status RecordProgress(const ProgressReport& report) override;
+  Result<api::MetricsPage> ListMetrics(const api::MetricsQuery& query) override;
 
   Status InsertAttempt(const JobAttempt& attempt) override;
   Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) override;

@@ -7,6 +7,7 @@
 
 #include "daemon/infer_input.h"
 #include "daemon/planning.h"
+#include "daemon/profile_cache.h"
 #include "scheduler/plan_json.h"
 
 namespace tessera::daemon {
@@ -482,9 +483,13 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
 Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
   std::lock_guard lock(mu_);
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-  TESSERA_ASSIGN_OR_RETURN(scheduler::PlanSet plans, PlanJob(SnapshotOf(nodes, BusyDevicesLocked()),
-                                                             spec, options_.builtin_profiles));
-  return scheduler::ToJson(plans);
+  Result<scheduler::PlanSet> plans =
+      PlanJob(SnapshotOf(nodes, BusyDevicesLocked()), spec, options_.builtin_profiles);
+  if (!plans.ok() && IsMeasuringProfile(plans.status())) {
+    return MeasuringProfileAnswer(plans.status());  // a state to wait for, not an error
+  }
+  if (!plans.ok()) return plans.status();
+  return scheduler::ToJson(*plans);
 }
 
 void JobController::SetWaiting(api::JobId job, const std::string& why) {

@@ -82,7 +82,8 @@ class JobController {
   // One pass: node health, attempt outcomes, retries, placement.
   Status Tick();
 
-  // Ranked plans for a spec on the cluster as it is now (dry run).
+  // Ranked plans for a spec on the cluster as it is now (dry run); while the
+  // model's profile is being measured, MeasuringProfileAnswer (a state).
   Result<api::Json> Preview(const api::JobSpec& spec);
 
   // Why a pending job is still waiting (the planner's reason), or empty.

@@ -12,7 +12,9 @@ std::string JobNotFound(api::JobId id) { return "job " + std::to_string(id) + " 
 
 }  // namespace
 
-MemoryStore::MemoryStore() {
+MemoryStore::MemoryStore(MetricsRetention metrics_retention)
+    : retention_{std::max<int64_t>(0, metrics_retention.recent_steps),
+                 std::max<int64_t>(1, metrics_retention.older_points)} {
   for (std::string_view name : kBuiltinEntrypoints) {
     entrypoints_[std::string(name)] = api::Entrypoint{std::string(name), "", "built-in model"};
   }
@@ -103,6 +105,82 @@ Status MemoryStore::SetJobProgress(api::JobId job, const api::Json& progress) {
   if (it == jobs_.end()) return NotFound(JobNotFound(job));
   it->second.progress = progress;
   return Status::Ok();
+}
+
+Status MemoryStore::RecordProgress(const ProgressReport& report) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  TESSERA_RETURN_IF_ERROR(ValidateProgressReport(report));
+  for (const auto& [job, progress] : report.latest) {
+    auto it = jobs_.find(job);
+    if (it != jobs_.end()) it->second.progress = progress;
+  }
+  std::map<std::pair<api::JobId, int64_t>, std::vector<const api::MetricPoint*>> series;
+  for (const JobMetricPoint& p : report.points) {
+    if (jobs_.contains(p.job_id)) series[{p.job_id, p.point.rank}].push_back(&p.point);
+  }
+  for (const auto& [key, points] : series) AppendSeriesLocked(metrics_[key], points);
+  return Status::Ok();
+}
+
+void MemoryStore::AppendSeriesLocked(MetricSeries& s,
+                                     const std::vector<const api::MetricPoint*>& points) {
+  for (const api::MetricPoint* p : points) s.max_step = std::max(s.max_step, p->step);
+  const int64_t boundary = s.max_step - retention_.recent_steps;
+  for (const api::MetricPoint* p : points) {
+    if (p->step <= boundary && p->step % s.stride != 0) continue;
+    s.points.try_emplace({p->step, p->attempt}, *p);
+  }
+  // Removes the older points (step <= boundary) above `from` that are not
+  // multiples of the stride; returns how many older points remain.
+  auto thin = [&](int64_t from) {
+    int64_t older = 0;
+    for (auto it = s.points.begin(); it != s.points.end() && it->first.first <= boundary;) {
+      if (it->first.first > from && it->first.first % s.stride != 0) {
+        it = s.points.erase(it);
+      } else {
+        ++older;
+        ++it;
+      }
+    }
+    return older;
+  };
+  int64_t older = thin(s.thinned_through);
+  s.thinned_through = std::max(s.thinned_through, boundary);
+  while (older > retention_.older_points && s.stride <= boundary) {
+    s.stride *= 2;
+    older = thin(-1);
+  }
+  if (older > retention_.older_points) {
+    s.points.erase(s.points.begin(), s.points.upper_bound({boundary, INT64_MAX}));
+  }
+}
+
+Result<api::MetricsPage> MemoryStore::ListMetrics(const api::MetricsQuery& query) {
+  std::lock_guard lock(mu_);
+  const int64_t limit = std::clamp<int64_t>(query.limit, 1, api::kMaxMetricsPageSize);
+  const int64_t since = query.since.value_or(-1);
+  std::vector<api::MetricPoint> all;
+  for (auto it = metrics_.lower_bound({query.job_id, INT64_MIN});
+       it != metrics_.end() && it->first.first == query.job_id; ++it) {
+    if (query.rank && it->first.second != *query.rank) continue;
+    for (auto p = it->second.points.upper_bound({since, INT64_MAX}); p != it->second.points.end();
+         ++p) {
+      if (!query.attempt || p->second.attempt == *query.attempt) all.push_back(p->second);
+    }
+  }
+  std::sort(all.begin(), all.end(), MetricPageOrder);
+  std::vector<api::MetricPoint> rows(
+      all.begin(),
+      all.begin() + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(all.size()), limit + 1));
+  return CutMetricsPage(query.job_id, std::move(rows), limit,
+                        [&all](int64_t step) -> Result<std::vector<api::MetricPoint>> {
+                          std::vector<api::MetricPoint> out;
+                          for (const api::MetricPoint& p : all) {
+                            if (p.step == step) out.push_back(p);
+                          }
+                          return out;
+                        });
 }
 
 Result<std::map<api::JobState, int64_t>> MemoryStore::CountJobsByState() {

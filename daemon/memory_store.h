@@ -20,7 +20,8 @@ namespace tessera::daemon {
 
 class MemoryStore final : public Store {
  public:
-  MemoryStore();  // seeded with kBuiltinEntrypoints
+  // Seeded with kBuiltinEntrypoints.
+  explicit MemoryStore(MetricsRetention metrics_retention = {});
 
   Status Health() override;
 
@@ -31,6 +32,8 @@ class MemoryStore final : public Store {
   Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after, int64_t limit) override;
   Status SetJobProgress(api::JobId job, const api::Json& progress) override;
   Result<std::map<api::JobState, int64_t>> CountJobsByState() override;
+  Status RecordProgress(const ProgressReport& report) override;
+  Result<api::MetricsPage> ListMetrics(const api::MetricsQuery& query) override;
 
   Status InsertAttempt(const JobAttempt& attempt) override;
   Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) override;
@@ -67,6 +70,16 @@ class MemoryStore final : public Store {
  private:
   ChunkCounts CountChunksLocked(api::JobId job) const;
 
+  // One (job, rank)'s history: points by (step, attempt), thinned as
+  // MetricsRetention says.
+  struct MetricSeries {
+    int64_t max_step = -1;
+    int64_t stride = 1;
+    int64_t thinned_through = -1;
+    std::map<std::pair<int64_t, int64_t>, api::MetricPoint> points;
+  };
+  void AppendSeriesLocked(MetricSeries& series, const std::vector<const api::MetricPoint*>& points);
+
   struct StoredToken {
     TokenInfo info;
     std::string salt;
@@ -84,6 +97,8 @@ class MemoryStore final : public Store {
   std::map<std::string, api::Entrypoint, std::less<>> entrypoints_;
   std::optional<std::pair<std::string, std::string>> join_token_;  // salt, hash
   std::map<api::JobId, std::vector<InferChunk>> chunks_;
+  const MetricsRetention retention_;
+  std::map<std::pair<api::JobId, int64_t>, MetricSeries> metrics_;  // by (job, rank)
   uint64_t writes_ = 0;
 };
 

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -65,8 +67,31 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
   };
 }
 
-ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, ProfileSource source)
-    : dir_(std::move(dir)), models_(std::move(models)), source_(std::move(source)) {}
+namespace {
+constexpr double kFirstProfileSeconds = 30;  // the estimate before any measurement
+}  // namespace
+
+Status MeasuringProfile(int64_t eta_s) {
+  return Status(StatusCode::kUnavailable,
+                "measuring the model profile (about " + std::to_string(eta_s) + " s)", "profile");
+}
+
+bool IsMeasuringProfile(const Status& status) {
+  return status.code() == StatusCode::kUnavailable && status.field() == "profile";
+}
+
+api::Json MeasuringProfileAnswer(const Status& status) {
+  // Ask again soon: the estimate is rough, and a cached profile is ready at once.
+  return api::Json{
+      {"state", "measuring_profile"}, {"message", status.message()}, {"retry_after_s", 2}};
+}
+
+ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, ProfileSource source,
+                           const Clock* clock)
+    : dir_(std::move(dir)),
+      models_(std::move(models)),
+      source_(std::move(source)),
+      clock_(clock != nullptr ? clock : SystemClock::Default()) {}
 
 ProfileCache::~ProfileCache() {
   if (warmup_.joinable()) warmup_.join();
@@ -77,19 +102,31 @@ void ProfileCache::StartWarmup() {
   if (warmup_.joinable()) return;
   warmup_ = std::thread([this] {
     for (const std::string& model : models_) {
-      Result<scheduler::ModelProfile> p = Load(model);
+      {
+        std::lock_guard lock(mu_);
+        measuring_ = model;
+        measuring_since_ = clock_->SteadyNow();
+      }
+      bool measured = false;
+      Result<scheduler::ModelProfile> p = Load(model, &measured);
       if (p.ok()) {
         spdlog::info("model profile ready: {} ({} layers)", model, p->layers.size());
       } else {
         spdlog::warn("model {} cannot be planned: {}", model, p.status().ToString());
       }
       std::lock_guard lock(mu_);
+      if (measured) {
+        measured_seconds_ +=
+            std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
+        ++measured_count_;
+      }
+      measuring_.clear();
       ready_.insert_or_assign(model, std::move(p));
     }
   });
 }
 
-Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model) {
+Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model, bool* measured) {
   fs::path file = dir_ / (model + ".json");
   std::string text;
   if (std::ifstream in(file); in) {
@@ -97,6 +134,7 @@ Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model) {
     s << in.rdbuf();
     text = s.str();
   } else {
+    *measured = true;
     TESSERA_ASSIGN_OR_RETURN(text, source_(model));
     std::error_code ec;
     fs::create_directories(dir_, ec);
@@ -114,9 +152,27 @@ Result<scheduler::ModelProfile> ProfileCache::Get(const std::string& model) {
   auto it = ready_.find(model);
   if (it != ready_.end()) return it->second;
   for (const auto& m : models_) {
-    if (m == model) return Unavailable("measuring the profile of " + model + "; retrying");
+    if (m == model) return MeasuringProfile(EtaSecondsLocked(model));
   }
   return NotFound("no builtin model \"" + model + "\"");
+}
+
+int64_t ProfileCache::EtaSecondsLocked(const std::string& model) const {
+  const double each =
+      measured_count_ > 0 ? measured_seconds_ / measured_count_ : kFirstProfileSeconds;
+  double eta = 0;
+  for (const std::string& m : models_) {  // the warm-up measures in this order
+    if (ready_.contains(m)) continue;
+    if (m == measuring_) {
+      const double took =
+          std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
+      eta += std::max(1.0, each - took);
+    } else {
+      eta += each;
+    }
+    if (m == model) break;
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(eta)));
 }
 
 }  // namespace tessera::daemon

@@ -5,8 +5,12 @@
 // ProfileSource), are cached as JSON in a folder (so a restart does not
 // profile again), and are converted with scheduler::ModelProfileFromWorkerJson.
 // StartWarmup() profiles every builtin model on a background thread; until a
-// model's profile is ready Get answers kUnavailable, so its jobs stay
-// pending instead of blocking the control loop.
+// model's profile is ready Get answers MeasuringProfile(eta), so its jobs
+// stay pending (their reason says how long) instead of blocking the control
+// loop, and a dry run answers that state (MeasuringProfileAnswer). The
+// estimate is the mean time of the measurements so far (30 s before the
+// first) for the model and those queued before it, less what the current one
+// already took.
 //
 // Ownership: owns its warm-up thread (joined by the destructor).
 // Thread safety: Get and StartWarmup may be called from any thread.
@@ -21,10 +25,21 @@
 #include <thread>
 #include <vector>
 
+#include "api/types.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "scheduler/model_profile.h"
 
 namespace tessera::daemon {
+
+// What a profile lookup answers while the model's profile is being measured:
+// kUnavailable, field "profile", "measuring the model profile (about N s)".
+Status MeasuringProfile(int64_t eta_s);
+bool IsMeasuringProfile(const Status& status);
+// A dry run's answer in that state (a state, not an error; api/router.cc
+// sends it with 202 and Retry-After): {"state": "measuring_profile",
+// "message": the status' message, "retry_after_s": seconds to ask again}.
+api::Json MeasuringProfileAnswer(const Status& status);
 
 // Produces the worker's profile JSON text for a model.
 using ProfileSource = std::function<Result<std::string>(const std::string& model)>;
@@ -35,7 +50,9 @@ ProfileSource WorkerProfileSource(std::string worker_binary);
 
 class ProfileCache {
  public:
-  ProfileCache(std::filesystem::path dir, std::vector<std::string> models, ProfileSource source);
+  // clock: times the measurements for the estimate (nullptr: the system clock).
+  ProfileCache(std::filesystem::path dir, std::vector<std::string> models, ProfileSource source,
+               const Clock* clock = nullptr);
   ~ProfileCache();
   ProfileCache(const ProfileCache&) = delete;
   ProfileCache& operator=(const ProfileCache&) = delete;
@@ -43,18 +60,26 @@ class ProfileCache {
   // Starts profiling the models not cached yet. Idempotent.
   void StartWarmup();
 
-  // The profile of `model` ("colorize-unet"): kUnavailable while it is being
-  // measured, the measuring error if it failed, kNotFound for other names.
+  // The profile of `model` ("colorize-unet"): MeasuringProfile(eta) while it
+  // is being measured or waits its turn, the measuring error if it failed,
+  // kNotFound for other names.
   Result<scheduler::ModelProfile> Get(const std::string& model);
 
  private:
-  Result<scheduler::ModelProfile> Load(const std::string& model);
+  // *measured: whether it ran the source (not the cached file).
+  Result<scheduler::ModelProfile> Load(const std::string& model, bool* measured);
+  int64_t EtaSecondsLocked(const std::string& model) const;
 
   const std::filesystem::path dir_;
   const std::vector<std::string> models_;
   const ProfileSource source_;
+  const Clock* const clock_;
   std::mutex mu_;
   std::map<std::string, Result<scheduler::ModelProfile>> ready_;
+  std::string measuring_;  // the model being measured now, or ""
+  std::chrono::steady_clock::time_point measuring_since_;
+  double measured_seconds_ = 0;  // total time of the measurements so far
+  int measured_count_ = 0;
   std::thread warmup_;
 };
 

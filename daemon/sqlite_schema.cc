@@ -138,11 +138,42 @@ ALTER TABLE nodes ADD COLUMN network_bandwidth_bytes_per_s REAL NOT NULL DEFAULT
 ALTER TABLE nodes ADD COLUMN network_latency_s REAL NOT NULL DEFAULT 0;
 )sql";
 
+// Version 6: each job's metrics history, per rank and attempt, thinned by
+// MetricsRetention (daemon/store.h); job_metric_series keeps each (job,
+// rank)'s highest step, stride and how far its older part is thinned.
+constexpr std::string_view kMigration6 = R"sql(
+CREATE TABLE job_metrics (
+  job_id                       INTEGER NOT NULL REFERENCES jobs (id),
+  rank                         INTEGER NOT NULL CHECK (rank >= 0),
+  step                         INTEGER NOT NULL CHECK (step >= 0),
+  attempt                      INTEGER NOT NULL,
+  ts_ms                        INTEGER NOT NULL,
+  loss                         REAL,
+  samples_per_s                REAL,
+  compute_s                    REAL,
+  comm_s                       REAL,
+  bubble_s                     REAL,
+  peak_memory_bytes            INTEGER,
+  predicted_peak_memory_bytes  INTEGER,
+  PRIMARY KEY (job_id, rank, step, attempt)
+) WITHOUT ROWID;
+CREATE INDEX job_metrics_by_step ON job_metrics (job_id, step, attempt, rank);
+
+CREATE TABLE job_metric_series (
+  job_id           INTEGER NOT NULL REFERENCES jobs (id),
+  rank             INTEGER NOT NULL,
+  max_step         INTEGER NOT NULL,
+  stride           INTEGER NOT NULL CHECK (stride >= 1),
+  thinned_through  INTEGER NOT NULL,   -- older steps <= this are thinned to the stride
+  PRIMARY KEY (job_id, rank)
+) WITHOUT ROWID;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
   static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3,
-                                                            kMigration4, kMigration5};
+                                                            kMigration4, kMigration5, kMigration6};
   return kMigrations;
 }
 

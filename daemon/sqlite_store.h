@@ -52,6 +52,8 @@ struct SqliteStoreOptions {
   // Most write operations per transaction.
   size_t max_batch = 1024;
   std::vector<double> commit_histogram_bounds = LatencyHistogram::DefaultBounds();
+  // How each job's metrics history is thinned (daemon/store.h).
+  MetricsRetention metrics_retention;
 };
 
 class SqliteStore final : public Store {
@@ -85,6 +87,8 @@ class SqliteStore final : public Store {
   Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after, int64_t limit) override;
   Status SetJobProgress(api::JobId job, const api::Json& progress) override;
   Result<std::map<api::JobState, int64_t>> CountJobsByState() override;
+  Status RecordProgress(const ProgressReport& report) override;
+  Result<api::MetricsPage> ListMetrics(const api::MetricsQuery& query) override;
 
   Status InsertAttempt(const JobAttempt& attempt) override;
   Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) override;

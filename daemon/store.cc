@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 namespace tessera::daemon {
 
@@ -81,5 +82,40 @@ bool ChunkLeasable(const InferChunk& c, const ChunkLeaseRequest& r) {
 }
 
 int64_t ClampStoreLimit(int64_t limit) { return std::clamp<int64_t>(limit, 1, 1000); }
+
+Status ValidateProgressReport(const ProgressReport& report) {
+  for (size_t i = 0; i < report.points.size(); ++i) {
+    const api::MetricPoint& p = report.points[i].point;
+    const std::string field = "points[" + std::to_string(i) + "]";
+    if (p.step < 0) return InvalidArgument("must be >= 0", field + ".step");
+    if (p.rank < 0) return InvalidArgument("must be >= 0", field + ".rank");
+  }
+  return Status::Ok();
+}
+
+bool MetricPageOrder(const api::MetricPoint& a, const api::MetricPoint& b) {
+  return std::tie(a.step, a.attempt, a.rank) < std::tie(b.step, b.attempt, b.rank);
+}
+
+Result<api::MetricsPage> CutMetricsPage(
+    api::JobId job, std::vector<api::MetricPoint> rows, int64_t limit,
+    const std::function<Result<std::vector<api::MetricPoint>>(int64_t step)>& whole_step) {
+  api::MetricsPage page;
+  page.job_id = job;
+  const auto n = static_cast<size_t>(std::max<int64_t>(limit, 1));
+  if (rows.size() > n) {
+    const int64_t cut_step = rows[n].step;  // the first step that did not fit whole
+    size_t keep = n;
+    while (keep > 0 && rows[keep - 1].step == cut_step) --keep;
+    if (keep == 0) {
+      TESSERA_ASSIGN_OR_RETURN(rows, whole_step(cut_step));
+    } else {
+      rows.resize(keep);
+    }
+    page.next_since = rows.empty() ? cut_step : rows.back().step;
+  }
+  page.points = std::move(rows);
+  return page;
+}
 
 }  // namespace tessera::daemon

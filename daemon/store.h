@@ -29,6 +29,7 @@
 #define TESSERA_DAEMON_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -119,6 +120,35 @@ struct ChunkLeaseResult {
   ChunkCounts counts;              // after the call
 };
 
+// ---- metrics history ----
+// Every progress line a heartbeat brings is kept per (job, rank) across
+// attempts, thinned so a week-long run stays small. With M the highest step
+// of a (job, rank) and B = M - recent_steps:
+// - steps > B ("recent"): every point is kept;
+// - steps <= B ("older"): only points whose step is a multiple of the
+//   series' stride s are kept. s is a power of two, starts at 1 and never
+//   shrinks; whenever more than older_points older points remain, s doubles
+//   and the older points whose step is not a multiple of it are removed.
+// So the older part holds at most older_points evenly spaced steps, and each
+// write does work bounded by the points it adds plus older_points.
+struct MetricsRetention {
+  int64_t recent_steps = 1000;
+  int64_t older_points = 500;
+};
+
+// One history point of a job (see api::MetricPoint).
+struct JobMetricPoint {
+  api::JobId job_id = 0;
+  api::MetricPoint point;
+};
+
+// What one heartbeat brings, written together (one transaction for
+// SqliteStore, so a beat costs one commit however many ranks it reports).
+struct ProgressReport {
+  std::map<api::JobId, api::Json> latest;  // each job's new progress summary
+  std::vector<JobMetricPoint> points;      // appended to the metrics history
+};
+
 // An API token without its secret.
 struct TokenInfo {
   std::string id;  // public part of the token, also the key to revoke it
@@ -186,6 +216,18 @@ class Store {
   virtual Status SetJobProgress(api::JobId job, const api::Json& progress) = 0;
   // Every state appears, zero when no job is in it.
   virtual Result<std::map<api::JobState, int64_t>> CountJobsByState() = 0;
+
+  // ---- metrics history ----
+  // Sets each job's latest progress (as SetJobProgress) and appends the
+  // points to the jobs' histories, thinned by the backend's MetricsRetention,
+  // all in one write. A point already recorded (same job, rank, attempt and
+  // step) is kept as it was. Jobs that do not exist are skipped. REQUIRES:
+  // step, rank >= 0 (else kInvalidArgument naming "points[i].step" / ".rank").
+  virtual Status RecordProgress(const ProgressReport& report) = 0;
+  // A page of a job's history (api::MetricsPage: by step, attempt, rank;
+  // never splitting a step). query.limit is clamped to
+  // 1..api::kMaxMetricsPageSize. An unknown job has an empty history.
+  virtual Result<api::MetricsPage> ListMetrics(const api::MetricsQuery& query) = 0;
 
   // ---- attempts ----
   // kNotFound when the job is missing, kAlreadyExists for a duplicate number.
@@ -263,6 +305,16 @@ std::optional<ChunkState> ParseChunkState(std::string_view name);
 bool ChunkLeasable(const InferChunk& chunk, const ChunkLeaseRequest& request);
 // Clamps a page size to 1..1000.
 int64_t ClampStoreLimit(int64_t limit);
+Status ValidateProgressReport(const ProgressReport& report);
+// Orders metric points as pages list them: step, attempt, rank.
+bool MetricPageOrder(const api::MetricPoint& a, const api::MetricPoint& b);
+// Cuts `rows` (the first limit + 1 points of a query, in page order) into a
+// page that never splits a step: the trailing points of a step that does not
+// fit whole are left for the next page; when the first step alone has more
+// than `limit` points, `whole_step(step)` supplies all of them.
+Result<api::MetricsPage> CutMetricsPage(
+    api::JobId job, std::vector<api::MetricPoint> rows, int64_t limit,
+    const std::function<Result<std::vector<api::MetricPoint>>(int64_t step)>& whole_step);
 
 }  // namespace tessera::daemon
 

@@ -156,5 +156,43 @@ TEST(AgentProtocolTest, NodeJsonCarriesLinks) {
   EXPECT_EQ(back->cpu_cores, 8);
 }
 
+TEST(AgentProtocolTest, ProgressLinesBecomeHistoryPoints) {
+  struct Case {
+    const char* line;
+    bool point;
+  } cases[] = {
+      {R"({"step": 7})", true},
+      {R"({"step": 7.0, "loss": 0.5})", true},  // an integral float is a step
+      {R"({"step": 7.5})", false},
+      {R"({"step": -1})", false},
+      {R"({"step": "7"})", false},
+      {R"({"loss": 0.5})", false},
+      {R"([1, 2])", false},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(MetricPointFromProgressLine(Json::parse(c.line), 1, 0, 5).has_value(), c.point)
+        << c.line;
+  }
+  auto p = MetricPointFromProgressLine(
+      Json::parse(R"({"step": 12, "loss": 0.25, "samples_per_s": 80, "compute_s": 0.3,
+                      "comm_s": "slow", "bubble_s": 0.01, "peak_memory_bytes": 2048,
+                      "predicted_peak_memory_bytes": 4096.0, "ts_ms": 777, "rank": 9,
+                      "d_loss": 1.5})"),
+      3, 2, 5);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->step, 12);
+  EXPECT_EQ(p->attempt, 3);
+  EXPECT_EQ(p->rank, 2) << "the worker key's rank, not the line's";
+  EXPECT_EQ(p->ts_ms, 777);
+  EXPECT_EQ(p->loss, 0.25);
+  EXPECT_EQ(p->samples_per_s, 80.0);
+  EXPECT_FALSE(p->comm_s.has_value()) << "not a number: left out";
+  EXPECT_EQ(p->peak_memory_bytes, 2048);
+  EXPECT_EQ(p->predicted_peak_memory_bytes, 4096);
+  EXPECT_EQ(MetricPointFromProgressLine(Json{{"step", 1}}, 1, 0, 5)->ts_ms, 5)
+      << "no ts_ms: the time it was received";
+  EXPECT_EQ(MetricPointFromJson(ToJson(*p)).value(), *p);
+}
+
 }  // namespace
 }  // namespace tessera::api

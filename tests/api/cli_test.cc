@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "api/http_server.h"
 #include "cli/cli_app.h"
@@ -339,6 +341,184 @@ TEST_F(CliTest, NodesTable) {
   ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
   EXPECT_NE(out_.str().find("boxA"), std::string::npos);
   EXPECT_NE(out_.str().find("cpu:0"), std::string::npos);
+}
+
+TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
+  // An emulated device measures a share of the CPU: gigaflops, not "0.0 TFLOPS".
+  api::Node n;
+  n.name = "boxA";
+  n.devices = {
+      api::Device{
+          .node = "boxA", .index = 0, .name = "A100", .type = "cuda", .measured_tflops = 312.04},
+      api::Device{.node = "boxA",
+                  .index = 1,
+                  .name = "GTX1080 (emulated)",
+                  .type = "cuda",
+                  .measured_tflops = 0.01234,
+                  .emulated = true},
+      api::Device{
+          .node = "boxA", .index = 2, .name = "tiny", .type = "cuda", .measured_tflops = 0.0000425},
+      api::Device{.node = "boxA", .index = 3, .name = "unmeasured", .type = "cpu"},
+  };
+  cp_.nodes.push_back(n);
+  ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_NE(out.find(" SPEED "), std::string::npos) << out;
+  EXPECT_NE(out.find("312.0 TFLOPS"), std::string::npos) << out;
+  EXPECT_NE(out.find("12.3 GFLOPS"), std::string::npos) << out;
+  EXPECT_NE(out.find("42.5 MFLOPS"), std::string::npos) << out;
+  EXPECT_EQ(out.find("0.0 TFLOPS"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, PlanWaitsWhileTheModelProfileIsMeasured) {
+  cp_.preview_first = {api::Json{{"state", "measuring_profile"},
+                                 {"message", "measuring the model profile (about 12 s)"},
+                                 {"retry_after_s", 0}},
+                       api::Json{{"state", "measuring_profile"},
+                                 {"message", "measuring the model profile (about 12 s)"},
+                                 {"retry_after_s", 0}}};
+  cp_.preview = PlanSetJson();
+  ASSERT_EQ(Run({"plan", "--name", "colorize", "--entrypoint", "builtin:colorize-unet",
+                 "--global-batch", "64", "--steps", "10"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(err_.str(), "measuring the model profile (about 12 s); waiting\n")
+      << "said once while it does not change, on stderr";
+  EXPECT_EQ(out_.str().rfind("#  LAYOUT", 0), 0u) << out_.str();
+  EXPECT_EQ(cp_.preview_calls, 3);
+}
+
+// A training job of two ranks on boxa:0 and boxb:0 whose attempt 2 resumed at
+// step 3; rank 0 reports loss, both the step time split and memory.
+class CliMetricsTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    id_ = cp_.AddJob("alice", api::JobState::kSucceeded);
+    cp_.UpdateJob(id_, [](api::Job& j) {
+      j.attempt = 2;
+      j.plan = api::Json::parse(R"({"layout": "data", "replicas": [
+          {"batch": 8, "stages": [{"devices": ["boxa:0"], "layers": [0, 4]}]},
+          {"batch": 8, "stages": [{"devices": ["boxb:0"], "layers": [0, 4]}]}]})");
+    });
+    api::Node a{.name = "boxa"}, b{.name = "boxb"};
+    a.devices = {api::Device{.node = "boxa", .index = 0, .memory_bytes = int64_t{80} << 30}};
+    b.devices = {api::Device{.node = "boxb", .index = 0, .memory_bytes = int64_t{24} << 30}};
+    cp_.nodes = {a, b};
+    std::vector<api::MetricPoint>& m = cp_.metrics[id_];
+    const double first[] = {2.0, 1.6, 1.2};
+    for (int64_t step = 1; step <= 3; ++step) {
+      for (int64_t rank : {0, 1}) m.push_back(Point(step, 1, rank, first[step - 1]));
+    }
+    const double second[] = {1.1, 0.8, 0.6, 0.4};
+    for (int64_t step = 3; step <= 6; ++step) {
+      api::MetricPoint p = Point(step, 2, 0, second[step - 3]);
+      p.compute_s = 0.375;
+      p.comm_s = 0.09375;
+      p.bubble_s = 0.03125;
+      p.peak_memory_bytes = int64_t{3} << 30;
+      m.push_back(p);
+    }
+    api::MetricPoint r1 = Point(6, 2, 1, 0.4);
+    r1.compute_s = 0.25;
+    r1.comm_s = 0.125;
+    r1.bubble_s = 0.125;
+    r1.peak_memory_bytes = int64_t{512} << 20;
+    r1.predicted_peak_memory_bytes = int64_t{600} << 20;
+    m.push_back(r1);
+  }
+
+  static api::MetricPoint Point(int64_t step, int64_t attempt, int64_t rank, double loss) {
+    api::MetricPoint p;
+    p.step = step;
+    p.attempt = attempt;
+    p.rank = rank;
+    p.ts_ms = 1'700'000'000'000 + step * 1000;
+    p.loss = loss;
+    return p;
+  }
+
+  static constexpr const char* kTrainingView =
+      "loss     █▆▄▃▂▁  2 -> 0.4  (steps 1-6)\n"
+      "recovered: attempt 2 from step 3\n"
+      "RANK  DEVICE  STEP  STEP S  COMPUTE      COMM         BUBBLE       MEMORY\n"
+      "0     boxa:0  6     0.500   0.375 (75%)  0.094 (19%)  0.031 (6%)   3.0 GiB of 80.0 GiB "
+      "(4%)\n"
+      "1     boxb:0  6     0.500   0.250 (50%)  0.125 (25%)  0.125 (25%)  512.0 MiB of 24.0 GiB "
+      "(2%)\n";
+
+  api::JobId id_ = 0;
+};
+
+TEST_F(CliMetricsTest, WatchShowsTheLossSparklineAndEachRanksSplitAndMemory) {
+  ASSERT_EQ(Run({"job", std::to_string(id_), "--watch"}), kExitOk) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_NE(out.find("state:         succeeded\n"), std::string::npos) << out;
+  ASSERT_GE(out.size(), std::string(kTrainingView).size());
+  EXPECT_EQ(out.substr(out.size() - std::string(kTrainingView).size()), kTrainingView) << out;
+}
+
+TEST_F(CliMetricsTest, WatchPollsForNewPointsOnlyUntilTheJobEnds) {
+  cp_.UpdateJob(id_, [](api::Job& j) { j.state = api::JobState::kRunning; });
+  std::thread finish([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cp_.UpdateJob(id_, [](api::Job& j) { j.state = api::JobState::kSucceeded; });
+  });
+  const int code = Run({"job", std::to_string(id_), "--watch"});
+  finish.join();
+  ASSERT_EQ(code, kExitOk) << err_.str();
+  // One frame per poll on a pipe: the state line, then the view.
+  EXPECT_EQ(out_.str().rfind("job 1 running\n" + std::string(kTrainingView), 0), 0u) << out_.str();
+  ASSERT_EQ(cp_.metrics_queries.size(), 2u);
+  EXPECT_FALSE(cp_.metrics_queries[0].since.has_value()) << "the whole history first";
+  EXPECT_EQ(cp_.metrics_queries[1].attempt, 2) << "then only the current attempt's";
+  EXPECT_EQ(cp_.metrics_queries[1].since, 6) << "steps after the last one its ranks reported";
+}
+
+TEST_F(CliMetricsTest, MetricsPrintTheHistoryAsATableCsvOrJson) {
+  ASSERT_EQ(Run({"metrics", std::to_string(id_), "--rank", "1", "--csv"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "step,attempt,rank,ts_ms,loss,samples_per_s,compute_s,comm_s,bubble_s,"
+            "peak_memory_bytes,predicted_peak_memory_bytes\n"
+            "1,1,1,1700000001000,2,,,,,,\n"
+            "2,1,1,1700000002000,1.6,,,,,,\n"
+            "3,1,1,1700000003000,1.2,,,,,,\n"
+            "6,2,1,1700000006000,0.4,,0.25,0.125,0.125,536870912,629145600\n");
+  EXPECT_EQ(cp_.metrics_queries.back().rank, 1);
+
+  ASSERT_EQ(Run({"metrics", std::to_string(id_)}), kExitOk) << err_.str();
+  std::istringstream table(out_.str());
+  std::string header, first;
+  std::getline(table, header);
+  std::getline(table, first);
+  EXPECT_EQ(header.rfind("STEP  ATTEMPT  RANK  TIME                  LOSS  SAMPLES/S", 0), 0u)
+      << header;
+  EXPECT_EQ(first.rfind("1     1        0     2023-11-14 22:13:21Z  2     -", 0), 0u) << first;
+  EXPECT_NE(out_.str().find("3.0 GiB"), std::string::npos);
+
+  ASSERT_EQ(Run({"--json", "metrics", std::to_string(id_)}), kExitOk) << err_.str();
+  auto page = api::MetricsPageFromJson(api::Json::parse(out_.str()));
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->points.size(), 11u);
+
+  EXPECT_EQ(Run({"metrics", "99"}), kExitApiError);
+  EXPECT_EQ(err_.str(), "error: no job 99\n");
+  EXPECT_EQ(Run({"metrics", std::to_string(id_), "--rank", "-3"}), kExitApiError);
+  EXPECT_EQ(err_.str().rfind("error: rank: ", 0), 0u) << err_.str();
+}
+
+TEST_F(CliMetricsTest, MetricsFollowEveryPage) {
+  // More points than one page holds (5000): the CLI asks again from next_since.
+  std::vector<api::MetricPoint>& m = cp_.metrics[id_];
+  m.clear();
+  for (int64_t step = 1; step <= 2600; ++step) {
+    for (int64_t rank : {0, 1}) m.push_back(Point(step, 1, rank, 1.0));
+  }
+  ASSERT_EQ(Run({"metrics", std::to_string(id_), "--csv"}), kExitOk) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1 + 5200);
+  ASSERT_EQ(cp_.metrics_queries.size(), 2u);
+  EXPECT_EQ(cp_.metrics_queries[1].since, 2500);
 }
 
 TEST_F(CliTest, UnreachableServer) {

@@ -8,10 +8,13 @@
 #ifndef TESSERA_TESTS_API_FAKE_CONTROL_PLANE_H_
 #define TESSERA_TESTS_API_FAKE_CONTROL_PLANE_H_
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/control_plane.h"
@@ -35,6 +38,13 @@ class FakeControlPlane : public ControlPlane {
   std::optional<std::pair<int64_t, int64_t>> last_logs_rank_tail;
   // The plan set PreviewPlan returns; unset: unimplemented (no planner wired in).
   std::optional<Json> preview;
+  // Answers PreviewPlan gives first, one per call, before `preview` (e.g. the
+  // measuring_profile state).
+  std::vector<Json> preview_first;
+  int preview_calls = 0;
+  // Each job's metrics history (what JobMetrics pages through), any order.
+  std::map<JobId, std::vector<MetricPoint>> metrics;
+  std::vector<MetricsQuery> metrics_queries;  // every JobMetrics call
 
   Result<Principal> Authenticate(std::string_view token) override {
     if (token == "user-token") return Principal{"alice", Role::kUser};
@@ -114,6 +124,45 @@ class FakeControlPlane : public ControlPlane {
     }
     return ControlPlane::JobLogs(who, id, rank, tail);
   }
+  // Pages like the real store: by step, attempt, rank; whole steps only.
+  Result<MetricsPage> JobMetrics(const Principal& who, const MetricsQuery& query) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    metrics_queries.push_back(query);
+    auto job = jobs_.find(query.job_id);
+    if (job == jobs_.end()) return NotFound("no job " + std::to_string(query.job_id));
+    if (!who.is_admin() && job->second.owner != who.user) return PermissionDenied("not your job");
+    std::vector<MetricPoint> all;
+    for (const MetricPoint& p : metrics[query.job_id]) {
+      if (query.rank && p.rank != *query.rank) continue;
+      if (query.attempt && p.attempt != *query.attempt) continue;
+      if (query.since && p.step <= *query.since) continue;
+      all.push_back(p);
+    }
+    std::sort(all.begin(), all.end(), [](const MetricPoint& a, const MetricPoint& b) {
+      return std::tie(a.step, a.attempt, a.rank) < std::tie(b.step, b.attempt, b.rank);
+    });
+    MetricsPage page;
+    page.job_id = query.job_id;
+    for (size_t i = 0; i < all.size();) {
+      size_t end = i;
+      while (end < all.size() && all[end].step == all[i].step) ++end;
+      if (!page.points.empty() &&
+          page.points.size() + (end - i) > static_cast<size_t>(query.limit)) {
+        page.next_since = page.points.back().step;
+        break;
+      }
+      page.points.insert(page.points.end(), all.begin() + static_cast<std::ptrdiff_t>(i),
+                         all.begin() + static_cast<std::ptrdiff_t>(end));
+      i = end;
+    }
+    return page;
+  }
+  // Changes a job as tesserad would (state, plan, spec, ...).
+  void UpdateJob(JobId id, const std::function<void(Job&)>& change) {
+    std::lock_guard lock(mu_);
+    change(jobs_.at(id));
+  }
   // Attaches inference progress to a job (what GetJob returns).
   void SetInference(JobId id, Json inference) {
     std::lock_guard lock(mu_);
@@ -139,6 +188,10 @@ class FakeControlPlane : public ControlPlane {
     std::lock_guard lock(mu_);
     if (auto e = TakeError()) return *e;
     last_spec = spec;
+    if (preview_calls < static_cast<int>(preview_first.size())) {
+      return preview_first[static_cast<size_t>(preview_calls++)];
+    }
+    ++preview_calls;
     if (preview) return *preview;
     return Unimplemented("no planner is wired in");
   }

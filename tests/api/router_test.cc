@@ -108,6 +108,24 @@ const ErrorRow kErrorRows[] = {
     {"logs_rank", "GET", "/api/v1/jobs/1/logs?rank=-1", "user-token", "", 400, "rank"},
     {"logs_tail", "GET", "/api/v1/jobs/1/logs?tail=101", "user-token", "", 400, "tail"},
     {"logs_unimplemented", "GET", "/api/v1/jobs/1/logs", "user-token", "", 501, ""},
+    {"metrics_rank_negative", "GET", "/api/v1/jobs/1/metrics?rank=-1", "user-token", "", 400,
+     "rank"},
+    {"metrics_rank_text", "GET", "/api/v1/jobs/1/metrics?rank=zero", "user-token", "", 400, "rank"},
+    {"metrics_since_negative", "GET", "/api/v1/jobs/1/metrics?since=-1", "user-token", "", 400,
+     "since"},
+    {"metrics_since_text", "GET", "/api/v1/jobs/1/metrics?since=1.5", "user-token", "", 400,
+     "since"},
+    {"metrics_limit_zero", "GET", "/api/v1/jobs/1/metrics?limit=0", "user-token", "", 400, "limit"},
+    {"metrics_limit_too_big", "GET", "/api/v1/jobs/1/metrics?limit=5001", "user-token", "", 400,
+     "limit"},
+    {"metrics_attempt_negative", "GET", "/api/v1/jobs/1/metrics?attempt=-1", "user-token", "", 400,
+     "attempt"},
+    {"metrics_unknown_param", "GET", "/api/v1/jobs/1/metrics?after=3", "user-token", "", 400,
+     "after"},
+    {"metrics_id_bad", "GET", "/api/v1/jobs/x/metrics", "user-token", "", 400, "id"},
+    {"metrics_other_users_job", "GET", "/api/v1/jobs/2/metrics", "user-token", "", 403, ""},
+    {"metrics_missing_job", "GET", "/api/v1/jobs/99/metrics", "user-token", "", 404, ""},
+    {"metrics_no_token", "GET", "/api/v1/jobs/1/metrics", "", "", 401, ""},
     {"lease_no_token", "POST", "/api/v1/jobs/1/leases", "", R"({"attempt":1,"rank":0})", 401, ""},
     {"lease_user_token", "POST", "/api/v1/jobs/1/leases", "user-token", R"({"attempt":1,"rank":0})",
      401, ""},
@@ -229,6 +247,58 @@ TEST_F(RouterTest, LogsPassRankAndTail) {
   EXPECT_EQ(j["rank"], 3);
   EXPECT_EQ(j["lines"][1], "step 2 loss 0.8");
   EXPECT_EQ(cp_.last_logs_rank_tail, (std::pair<int64_t, int64_t>{3, 2}));
+}
+
+TEST_F(RouterTest, MetricsPassTheQueryAndAnswerThePage) {
+  const JobId id = cp_.AddJob("alice");
+  MetricPoint a;
+  a.step = 4;
+  a.attempt = 2;
+  a.rank = 1;
+  a.ts_ms = 99;
+  a.loss = 0.5;
+  a.peak_memory_bytes = 1024;
+  MetricPoint b = a;
+  b.step = 5;
+  b.loss.reset();
+  cp_.metrics[id] = {b, a};
+  Response r = Call(MakeRequest("GET", "/api/v1/jobs/1/metrics?rank=1&attempt=2&since=3&limit=1"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(BodyJson(r), Json::parse(R"({"job_id": 1, "next_since": 4, "points": [
+      {"step": 4, "attempt": 2, "rank": 1, "ts_ms": 99, "loss": 0.5,
+       "peak_memory_bytes": 1024}]})"));
+  ASSERT_EQ(cp_.metrics_queries.size(), 1u);
+  EXPECT_EQ(cp_.metrics_queries[0].rank, 1);
+  EXPECT_EQ(cp_.metrics_queries[0].attempt, 2);
+  EXPECT_EQ(cp_.metrics_queries[0].since, 3);
+  EXPECT_EQ(cp_.metrics_queries[0].limit, 1);
+
+  Response all = Call(MakeRequest("GET", "/api/v1/jobs/1/metrics", "admin-token"));
+  ASSERT_EQ(all.status, 200) << all.body;
+  EXPECT_EQ(BodyJson(all)["points"].size(), 2u);
+  EXPECT_TRUE(BodyJson(all)["next_since"].is_null());
+  EXPECT_FALSE(cp_.metrics_queries[1].rank.has_value()) << "every rank by default";
+  EXPECT_FALSE(cp_.metrics_queries[1].attempt.has_value()) << "every attempt by default";
+  EXPECT_FALSE(cp_.metrics_queries[1].since.has_value()) << "from the first step";
+  EXPECT_EQ(cp_.metrics_queries[1].limit, 1000);
+  auto parsed = MetricsPageFromJson(BodyJson(all));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->points[0], a) << "the JSON reads back as it was";
+  EXPECT_EQ(parsed->points[1], b);
+}
+
+TEST_F(RouterTest, DryRunWhileTheProfileIsMeasuredIsAStateNotAnError) {
+  cp_.preview_first = {Json{{"state", "measuring_profile"},
+                            {"message", "measuring the model profile (about 12 s)"},
+                            {"retry_after_s", 2}}};
+  cp_.preview = Json{{"plans", Json::array()}, {"rejected", Json::array()}};
+  Response measuring = Call(MakeRequest("POST", "/api/v1/plans", "user-token", kSpec));
+  EXPECT_EQ(measuring.status, 202) << measuring.body;
+  EXPECT_EQ(measuring.Header("Retry-After"), "2");
+  EXPECT_EQ(BodyJson(measuring)["message"], "measuring the model profile (about 12 s)");
+  Response ready = Call(MakeRequest("POST", "/api/v1/plans", "user-token", kSpec));
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(ready.Header("Retry-After"), "");
 }
 
 TEST_F(RouterTest, NodesAndEntrypoints) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "common/fake_clock.h"
 #include "daemon/faulty_store.h"
@@ -272,6 +273,82 @@ TEST_F(ControlPlaneServiceTest, HeartbeatRegistersNodeDevicesAndProgress) {
   EXPECT_DOUBLE_EQ(n.devices[0].relative_speed, 0.25);
   EXPECT_EQ(service_->GetJob(kAlice, job.id)->progress, (api::Json{{"step", 6}, {"rank", 0}}))
       << "rank 0's progress is the job's";
+}
+
+TEST_F(ControlPlaneServiceTest, HeartbeatsBuildEachJobsMetricsHistoryAcrossAttempts) {
+  const api::Job job = Submit(kAlice);
+  const int64_t received = clock_.NowUnixMillis();
+  // Rank 0 writes every figure with its own time; rank 1 a bare line.
+  api::Json full = {{"step", 3},
+                    {"loss", 0.75},
+                    {"samples_per_s", 96.0},
+                    {"compute_s", 0.2},
+                    {"comm_s", 0.05},
+                    {"bubble_s", 0.01},
+                    {"peak_memory_bytes", 1 << 20},
+                    {"predicted_peak_memory_bytes", 2 << 20},
+                    {"ts_ms", 1234},
+                    {"rank", 0},
+                    {"d_loss", 0.1}};
+  ASSERT_TRUE(service_
+                  ->Heartbeat(HeartbeatJson(
+                      "boxH", {Worker(job.id, 0, full), Worker(job.id, 1, {{"step", 3}}),
+                               Worker(job.id, 2, {{"note", "no step"}})}))
+                  .ok());
+  // The next beat repeats rank 0's line (it did not move on) and a new
+  // attempt's rank 1 starts over at step 2.
+  clock_.Advance(std::chrono::milliseconds(1000));
+  api::WorkerStatus resumed = Worker(job.id, 1, {{"step", 2}, {"loss", 0.9}});
+  resumed.key.attempt = 2;
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxH", {Worker(job.id, 0, full), resumed})).ok());
+
+  api::MetricsQuery q;
+  q.job_id = job.id;
+  auto page = service_->JobMetrics(kAlice, q);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->points.size(), 3u);
+  const api::MetricPoint& r1a2 = page->points[0];
+  EXPECT_EQ((std::tuple{r1a2.step, r1a2.attempt, r1a2.rank}), (std::tuple{2, 2, 1}));
+  EXPECT_EQ(r1a2.ts_ms, received + 1000) << "no ts_ms: when tesserad received it";
+  const api::MetricPoint& r0 = page->points[1];
+  EXPECT_EQ((std::tuple{r0.step, r0.attempt, r0.rank}), (std::tuple{3, 1, 0}));
+  EXPECT_EQ(r0.ts_ms, 1234);
+  EXPECT_EQ(r0.loss, 0.75);
+  EXPECT_EQ(r0.comm_s, 0.05);
+  EXPECT_EQ(r0.peak_memory_bytes, 1 << 20);
+  EXPECT_EQ(r0.predicted_peak_memory_bytes, 2 << 20);
+  EXPECT_EQ(page->points[2].rank, 1);
+  EXPECT_FALSE(page->points[2].loss.has_value());
+  EXPECT_EQ(service_->GetJob(kAlice, job.id)->progress, full) << "the lowest rank's line";
+}
+
+TEST_F(ControlPlaneServiceTest, JobMetricsFollowJobVisibilityAndNameBadFields) {
+  const api::Job job = Submit(kAlice);
+  api::MetricsQuery q;
+  q.job_id = job.id;
+  EXPECT_TRUE(service_->JobMetrics(kAlice, q).ok());
+  EXPECT_TRUE(service_->JobMetrics(kRoot, q).ok());
+  EXPECT_EQ(service_->JobMetrics(kBob, q).status().code(), StatusCode::kPermissionDenied);
+  api::MetricsQuery missing = q;
+  missing.job_id = 999;
+  EXPECT_EQ(service_->JobMetrics(kAlice, missing).status().code(), StatusCode::kNotFound);
+  struct Case {
+    std::function<void(api::MetricsQuery&)> change;
+    const char* field;
+  } cases[] = {
+      {[](api::MetricsQuery& m) { m.limit = 0; }, "limit"},
+      {[](api::MetricsQuery& m) { m.limit = api::kMaxMetricsPageSize + 1; }, "limit"},
+      {[](api::MetricsQuery& m) { m.since = -1; }, "since"},
+      {[](api::MetricsQuery& m) { m.rank = -2; }, "rank"},
+      {[](api::MetricsQuery& m) { m.attempt = -1; }, "attempt"},
+  };
+  for (const Case& c : cases) {
+    api::MetricsQuery bad = q;
+    c.change(bad);
+    Status st = service_->JobMetrics(kAlice, bad).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(st.field(), c.field);
+  }
 }
 
 TEST_F(ControlPlaneServiceTest, HeartbeatKeepsTheNodesDeclaredNetworkLink) {

@@ -163,6 +163,37 @@ TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
   EXPECT_DOUBLE_EQ(store->GetNode("old")->network_bandwidth_bytes_per_s, 1.25e9);
 }
 
+TEST_F(SqliteStoreTest, SchemaFiveJobsGainAnEmptyMetricsHistory) {
+  // A database tesserad wrote before it kept metrics history (schema 5).
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+    const std::vector<std::string_view> v5(SqliteMigrations().begin(),
+                                           SqliteMigrations().begin() + 5);
+    ASSERT_EQ(*MigrateSqliteSchema(db, 1, v5), 5);
+    sqlite3_close(db);
+    RawDb raw(Path());
+    raw.Exec(
+        "INSERT INTO jobs (owner, name, spec, state, attempt, reason, progress, created_ms, "
+        "updated_ms) VALUES ('alice', 'old', '{\"name\":\"old\"}', 'running', 1, '', "
+        "'{\"step\":7}', 1, 1)");
+  }
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), 6);
+  api::MetricsQuery q;
+  q.job_id = 1;
+  EXPECT_TRUE(store->ListMetrics(q)->points.empty()) << "no history before the upgrade";
+  EXPECT_EQ(store->GetJob(1)->progress, (api::Json{{"step", 7}}));
+  api::MetricPoint p;
+  p.step = 8;
+  p.attempt = 1;
+  ASSERT_TRUE(store->RecordProgress(ProgressReport{{}, {{1, p}}}).ok());
+  EXPECT_EQ(store->ListMetrics(q)->points.size(), 1u);
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Scalar("SELECT stride FROM job_metric_series WHERE job_id = 1"), "1");
+}
+
 TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   api::JobId id = 0;
   std::string token;

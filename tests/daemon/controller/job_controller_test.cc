@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/fake_clock.h"
+#include "daemon/profile_cache.h"
 #include "daemon/sqlite_store.h"
 #include "scheduler/model_profile.h"
 
@@ -339,7 +340,7 @@ TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   options_.builtin_profiles =
       [&ready](const std::string& model) -> Result<scheduler::ModelProfile> {
     if (model != "colorize-unet") return NotFound("no builtin model \"" + model + "\"");
-    if (!ready) return Unavailable("measuring the profile of " + model);
+    if (!ready) return MeasuringProfile(25);
     scheduler::ModelProfile p;
     p.name = model;
     for (const char* n : {"enc0", "down1", "up1", "head"}) {
@@ -363,8 +364,15 @@ TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   api::JobId id = Submit(spec);
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kPending);
-  EXPECT_NE(controller_->WaitingReason(id).find("measuring"), std::string::npos);
+  EXPECT_EQ(controller_->WaitingReason(id), "measuring the model profile (about 25 s)");
+  // A dry run meanwhile answers the state, not an error.
+  auto preview = controller_->Preview(spec);
+  ASSERT_TRUE(preview.ok()) << preview.status().ToString();
+  EXPECT_EQ((*preview)["state"], "measuring_profile");
+  EXPECT_EQ((*preview)["message"], "measuring the model profile (about 25 s)");
+  EXPECT_GE((*preview)["retry_after_s"].get<int>(), 1);
   ready = true;
+  ASSERT_TRUE(controller_->Preview(spec)->contains("plans"));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kStarting);
   auto d = Beat(a);

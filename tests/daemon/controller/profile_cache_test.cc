@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/fake_clock.h"
+
 namespace tessera::daemon {
 namespace {
 namespace fs = std::filesystem;
@@ -66,6 +68,47 @@ TEST_F(ProfileCacheTest, MeasuresOnceThenServesFromTheCacheFolder) {
   }
   EXPECT_TRUE(again.Get("m1").ok());
   EXPECT_EQ(calls.load(), 2);
+}
+
+TEST_F(ProfileCacheTest, WhileMeasuringItSaysAboutHowLong) {
+  FakeClock clock;
+  std::atomic<bool> second_started{false}, release{false};
+  auto source = [&](const std::string& model) -> Result<std::string> {
+    if (model == "m1") {
+      clock.Advance(std::chrono::seconds(20));  // the first measurement takes 20 s
+    } else {
+      second_started = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return ProfileText(model);
+  };
+  ProfileCache cache(dir_, {"m1", "m2"}, source, &clock);
+  struct Releaser {  // lets the warm-up end before the cache joins it, whatever fails
+    std::atomic<bool>& release;
+    ~Releaser() { release = true; }
+  } releaser{release};
+  auto message = [&](const std::string& model) { return cache.Get(model).status().message(); };
+  // Nothing measured yet: 30 s a model, in the warm-up's order.
+  EXPECT_EQ(message("m1"), "measuring the model profile (about 30 s)");
+  EXPECT_EQ(message("m2"), "measuring the model profile (about 60 s)");
+  EXPECT_TRUE(IsMeasuringProfile(cache.Get("m2").status()));
+  EXPECT_EQ(cache.Get("m2").status().field(), "profile");
+  cache.StartWarmup();
+  for (int i = 0; i < 500 && !second_started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(second_started.load());
+  EXPECT_TRUE(cache.Get("m1").ok());
+  EXPECT_EQ(message("m2"), "measuring the model profile (about 20 s)") << "as long as m1 took";
+  clock.Advance(std::chrono::seconds(15));
+  EXPECT_EQ(message("m2"), "measuring the model profile (about 5 s)");
+  clock.Advance(std::chrono::seconds(30));
+  EXPECT_EQ(message("m2"), "measuring the model profile (about 1 s)") << "late, but still soon";
+  EXPECT_EQ(MeasuringProfileAnswer(cache.Get("m2").status()),
+            (nlohmann::json{{"state", "measuring_profile"},
+                            {"message", "measuring the model profile (about 1 s)"},
+                            {"retry_after_s", 2}}));
+  EXPECT_FALSE(IsMeasuringProfile(Unavailable("worker exited 1")));
 }
 
 TEST_F(ProfileCacheTest, WorkerSourceReportsAFailingBinary) {
