@@ -87,6 +87,9 @@ export const api = {
     get(`/api/v1/jobs/${encodeURIComponent(id)}/events${query({ after, limit: 1000 })}`),
   logs: (id, rank, tail) =>
     get(`/api/v1/jobs/${encodeURIComponent(id)}/logs${query({ rank, tail })}`),
+  // A page of the job's metrics history: {job_id, points, next_since}.
+  metrics: (id, { rank, attempt, since, limit } = {}) =>
+    get(`/api/v1/jobs/${encodeURIComponent(id)}/metrics${query({ rank, attempt, since, limit })}`),
   submit: (spec) => post('/api/v1/jobs', spec),
   plan: (spec) => post('/api/v1/plans', spec),
   entrypoints: () => get('/api/v1/entrypoints'),

@@ -1,15 +1,20 @@
-// A small line chart on <canvas>: x is the training step, y a metric.
-// The canvas carries role="img" and an aria-label summarising the series,
-// and the chart redraws at the element's CSS size (crisp on HiDPI screens).
+// A small line chart on <canvas>: x is the training step, y a metric, with
+// optional vertical markers (recoveries: where a new attempt begins).
+// The canvas carries role="img" and an aria-label summarising the series
+// and its markers, and the chart redraws at the element's CSS size (crisp
+// on HiDPI screens).
 
 import { h, fmtNumber } from './util.js';
+import { placeMarkers } from './metrics.js';
 
 export class LineChart {
-  constructor(title, { color = '#2563eb', unit = '' } = {}) {
+  constructor(title, { color = '#2563eb', unit = '', markerColor = '#15803d' } = {}) {
     this.title = title;
     this.color = color;
+    this.markerColor = markerColor;
     this.unit = unit;
     this.points = [];
+    this.markers = [];
     this.canvas = h('canvas', { role: 'img', 'aria-label': `${title}: no samples yet` });
     this.el = h('figure', { class: 'chart' },
                 h('figcaption', {}, title), this.canvas);
@@ -22,11 +27,24 @@ export class LineChart {
     const byX = new Map();
     for (const p of points) if (Number.isFinite(p.x) && Number.isFinite(p.y)) byX.set(p.x, p);
     this.points = [...byX.values()].sort((a, b) => a.x - b.x);
-    const last = this.points[this.points.length - 1];
-    this.canvas.setAttribute('aria-label', last
-      ? `${this.title}: ${this.points.length} samples, latest ${fmtNumber(last.y, 3)}${this.unit} at step ${last.x}`
-      : `${this.title}: no samples yet`);
+    this.label();
     this.draw();
+  }
+
+  // markers: [{step, label}] drawn as dashed vertical lines at their step.
+  setMarkers(markers) {
+    this.markers = markers || [];
+    this.label();
+    this.draw();
+  }
+
+  label() {
+    const last = this.points[this.points.length - 1];
+    const marks = this.markers.length
+      ? `; ${this.markers.map((m) => `${m.label} from step ${m.step}`).join(', ')}` : '';
+    this.canvas.setAttribute('aria-label', last
+      ? `${this.title}: ${this.points.length} samples, latest ${fmtNumber(last.y, 3)}${this.unit} at step ${last.x}${marks}`
+      : `${this.title}: no samples yet`);
   }
 
   draw() {
@@ -89,6 +107,23 @@ export class LineChart {
     g.fillText(`step ${pts[0].x}`, pad.l, pad.t + ph + 5);
     g.textAlign = 'right';
     g.fillText(`step ${pts[pts.length - 1].x}`, pad.l + pw, pad.t + ph + 5);
+
+    // Recoveries: a dashed line where each later attempt begins.
+    g.save();
+    g.strokeStyle = this.markerColor;
+    g.fillStyle = this.markerColor;
+    g.setLineDash([4, 3]);
+    g.textAlign = 'left';
+    g.textBaseline = 'top';
+    for (const m of placeMarkers(this.markers, { x0, x1, left: pad.l, width: pw })) {
+      const x = Math.round(m.x) + 0.5;
+      g.beginPath();
+      g.moveTo(x, pad.t);
+      g.lineTo(x, pad.t + ph);
+      g.stroke();
+      g.fillText(`↻ ${m.attempt ?? ''}`.trim(), Math.min(x + 3, pad.l + pw - 24), pad.t + 2 + m.row * 12);
+    }
+    g.restore();
 
     g.strokeStyle = this.color;
     g.lineWidth = 2;

@@ -283,6 +283,15 @@ async function fillJobForm(page, { name, args: jobArgs, steps, min, max, batch =
   await page.getByLabel('Max devices').fill(String(max));
 }
 
+// Ranks of a job's plan (GET /api/v1/jobs/{id} answer): one per stage device.
+function planRanks(r) {
+  let n = 0;
+  for (const rep of (r.body && r.body.plan && r.body.plan.replicas) || []) {
+    for (const st of rep.stages || []) n += (st.devices || []).length;
+  }
+  return n;
+}
+
 // Interrupted (Ctrl-C, a TERM from a runner): still stop the cluster.
 for (const sig of ['SIGINT', 'SIGTERM']) {
   process.once(sig, () => {
@@ -403,7 +412,7 @@ try {
     // Live log tail of rank 0, then of rank 1 picked by its label.
     await waitFor(async () => /rank 0 of \d/.test(await page.locator('#log').textContent()), 10000,
                   `rank 0's log (status: ${await page.locator('#log-status').textContent()})`);
-    await page.getByLabel('Rank').selectOption('1');
+    await page.getByLabel('Rank', { exact: true }).selectOption('1');
     await waitFor(async () => /rank 1 of \d/.test(await page.locator('#log').textContent()), 10000,
                   "rank 1's log");
     await shot(page, 'job-succeeded-laptop');
@@ -487,15 +496,18 @@ try {
     await page.locator(`tr[data-job="${jobB}"]`).waitFor();
   });
 
+  let jobD = 0;
   await check('a node killed mid-run: the timeline shows the failure and the recovery', async () => {
+    // Long enough to be still running when the page is reloaded below.
     const r = await apiCall('POST', '/api/v1/jobs', {
-      name: 'web-e2e-recovers', entrypoint: 'cmd:checkpointing-worker', args: ['60', '0.1'],
-      global_batch: 12, steps: 60, max_attempts: 4, min_devices: 2, max_devices: 3 });
+      name: 'web-e2e-recovers', entrypoint: 'cmd:checkpointing-worker', args: ['600', '0.1'],
+      global_batch: 12, steps: 600, max_attempts: 4, min_devices: 2, max_devices: 3 });
     assert(r.status === 201, `submit: ${r.status} ${JSON.stringify(r.body)}`);
     const id = r.body.id;
+    jobD = id;
     await page.goto(`${base}/#/jobs/${id}`);
     await waitFor(async () => await jobState(page) === 'running', 30000, 'job D running');
-    await waitFor(async () => /step [1-9]\d* of 60/.test(await page.locator('.progress-text').textContent()),
+    await waitFor(async () => /step [1-9]\d* of 600/.test(await page.locator('.progress-text').textContent()),
                   15000, 'job D progress');
     const job = (await apiCall('GET', `/api/v1/jobs/${id}`)).body;
     const victim = job.plan.replicas[0].stages[0].devices[0].split(':')[0];  // rank 0's node
@@ -512,6 +524,75 @@ try {
     startAgent(victim);  // back to three nodes for the phone checks
     await waitFor(async () => (await apiCall('GET', '/api/v1/nodes')).body.nodes
       .filter((n) => n.health === 'healthy').length === 3, 20000, `${victim} back`);
+  });
+
+  await check('reload mid-run: the whole curve is still there and the recovery is marked', async () => {
+    assert(jobD, 'job D was not submitted');
+    // Both attempts' lines are in tesserad's history (through the agents' heartbeats).
+    const history = async () => {
+      const points = [];
+      let since;
+      for (let page = 0; page < 20; page++) {
+        const r = await apiCall('GET', `/api/v1/jobs/${jobD}/metrics${since === undefined ? '' : `?since=${since}`}`);
+        assert(r.status === 200, `metrics: ${r.status} ${JSON.stringify(r.body)}`);
+        points.push(...r.body.points);
+        if (r.body.next_since === null) break;
+        since = r.body.next_since;
+      }
+      return points;
+    };
+    const attemptTwo = await waitFor(async () => {
+      const points = await history();
+      return points.some((p) => p.attempt >= 2) && points;
+    }, 20000, 'points of attempt 2 in the history');
+    const metricsRequests = [];
+    const onRequest = (req) => {
+      if (req.url().includes(`/api/v1/jobs/${jobD}/metrics`)) metricsRequests.push(req.url());
+    };
+    page.on('request', onRequest);
+    try {
+      await page.reload();
+      await waitFor(async () => await jobState(page) === 'running', 10000, 'job D running after the reload');
+      assert(/step \d+ of 600/.test(await page.locator('.progress-text').textContent()), 'job D ended too soon');
+      // The curve starts at the run's first steps, not at this page's first poll.
+      const loss = page.getByRole('img', { name: /^Loss/ });
+      const steps = new Set(attemptTwo.filter((p) => Number.isFinite(p.loss)).map((p) => p.step)).size;
+      await waitFor(async () => {
+        const m = /: (\d+) samples/.exec(await loss.getAttribute('aria-label'));
+        return m && Number(m[1]) >= steps;
+      }, 10000, `a loss curve of at least ${steps} steps right after the reload`);
+      assert(/attempt 2 from step \d+/.test(await loss.getAttribute('aria-label')),
+             `the loss chart names no recovery: ${await loss.getAttribute('aria-label')}`);
+      const marker = page.locator('#recoveries .recovery-marker[data-attempt="2"]');
+      await marker.waitFor();
+      // At attempt 2's first step (read now: its ranks report through different agents).
+      const firstOfTwo = Math.min(...(await history()).filter((p) => p.attempt === 2).map((p) => p.step));
+      await waitFor(async () => Number(await marker.getAttribute('data-step')) === firstOfTwo, 3000,
+                    'the marker at attempt 2\'s first step');
+      assert(Number(await marker.getAttribute('data-step')) === firstOfTwo,
+             `recovery marked at step ${await marker.getAttribute('data-step')}, want ${firstOfTwo}`);
+      assert(/\d+ progress lines of \d+ ranks/.test(await page.locator('#history-status').textContent()),
+             'no history summary');
+      // Each rank of the current attempt: its step time split and its peak
+      // memory against its device's (the worker reports 60/30/10 % and
+      // (rank + 1) * 64 MiB).
+      const ranks = planRanks(await apiCall('GET', `/api/v1/jobs/${jobD}`));
+      await waitFor(async () => (await page.locator('#rank-split .rank-bar').count()) === ranks,
+                    5000, `${ranks} step time bars`);
+      const split = await page.locator('#rank-split .rank-bar .stack').first().getAttribute('aria-label');
+      assert(/^rank 0 \(\w+:\d+\): compute 60%, communication 30%, bubble 10%/.test(split),
+             `rank 0's split: ${split}`);
+      assert(await page.locator('#rank-memory .rank-bar').count() === ranks, 'memory bars');
+      const memory = await page.locator('#rank-memory .rank-bar .stack').first().getAttribute('aria-label');
+      assert(/^rank 0 \(\w+:\d+\): peak 64 MiB of \d+ GiB$/.test(memory), `rank 0's memory: ${memory}`);
+      // After the first full read it polls only the current attempt's new steps.
+      await waitFor(() => metricsRequests.some((u) => /attempt=2/.test(u) && /since=\d+/.test(u)),
+                    5000, `an incremental poll (seen: ${metricsRequests.slice(0, 3).join(' ')})`);
+      assert(!/since=/.test(metricsRequests[0]), 'the first read after the reload is not the whole history');
+      await shot(page, 'job-reloaded-laptop');
+    } finally {
+      page.off('request', onRequest);
+    }
   });
 
   await check('phone width: pages fit, no horizontal scroll; screenshots', async () => {
@@ -531,7 +612,17 @@ try {
     await phone.goto(`${base}/#/submit`);
     let spec = { name: 'phone-preview', entrypoint: 'builtin:colorize-unet', global_batch: 24,
                  steps: 100, args: [] };
-    let dry = await apiCall('POST', '/api/v1/plans', spec);
+    // While tesserad measures the model's profile a dry run answers that
+    // state (202) rather than an error: wait for it, as tessera plan does.
+    let dry = await waitFor(async () => {
+      const d = await apiCall('POST', '/api/v1/plans', spec);
+      if (d.status === 202) {
+        assert(/measuring the model profile \(about \d+ s\)/.test(d.body.message),
+               `202 without the measuring message: ${JSON.stringify(d.body)}`);
+        return null;
+      }
+      return d;
+    }, 120000, 'the model profile');
     if (dry.status === 503) {
       console.log(`     note: no builtin dry run here (${dry.body.error.message}); using cmd:`);
       spec = { ...spec, entrypoint: 'cmd:checkpointing-worker', args: ['40', '0.1'] };

@@ -124,7 +124,9 @@ export function mountSubmit(main) {
   }
 
   let previewSeq = 0;
+  let measuringTimer = null;
   async function runPreview({ focusErrors = false } = {}) {
+    clearTimeout(measuringTimer);
     const { spec, errors } = buildSpec(values());
     if (!showErrors(errors, focusErrors)) {
       fill(preview, h('p', { class: 'muted' }, 'Fix the marked fields to see a plan.'));
@@ -135,6 +137,17 @@ export function mountSubmit(main) {
     try {
       const set = await api.plan(spec);
       if (seq !== previewSeq) return;
+      if (set && set.state === 'measuring_profile') {
+        // Not an error: tesserad measures the model once; ask again when told.
+        const wait = Math.max(1, Number(set.retry_after_s) || 2);
+        fill(preview, h('p', { class: 'muted', id: 'preview-measuring' },
+                        `${set.message || 'measuring the model profile'}; the preview follows ` +
+                        'when it is ready.'));
+        measuringTimer = setTimeout(() => {
+          if (seq === previewSeq && preview.isConnected) runPreview();
+        }, wait * 1000);
+        return;
+      }
       fill(preview, planPreview(set, { deviceNames }));
     } catch (e) {
       if (seq !== previewSeq) return;
