@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -15,9 +16,54 @@ namespace {
 constexpr std::chrono::milliseconds kMinInterval{50};
 constexpr std::chrono::milliseconds kMaxInterval{60'000};
 
+// Progress lines one beat carries at most (about 250 KiB of JSON), so a
+// backlog (a long controller outage) cannot make a beat too large to accept.
+constexpr size_t kMaxProgressLinesPerBeat = 1024;
+
 std::string KeyText(const api::WorkerKey& k) {
   return std::to_string(k.job_id) + "/" + std::to_string(k.attempt) + "/rank-" +
          std::to_string(k.rank);
+}
+
+// A progress line's step (an integer >= 0), or nullopt.
+std::optional<int64_t> ProgressStep(const api::Json& line) {
+  auto it = line.find("step");
+  if (it == line.end() || !it->is_number_integer()) return std::nullopt;
+  const int64_t step = it->get<int64_t>();
+  if (step < 0) return std::nullopt;
+  return step;
+}
+
+// Keeps of each worker's progress lines those after the step already
+// delivered (lines without a step go), and at most kMaxProgressLinesPerBeat
+// in all: the newest of each worker, the same number for each where they
+// must be cut.
+void TrimProgressLines(const std::map<api::WorkerKey, int64_t>& delivered,
+                       std::vector<api::WorkerStatus>* workers) {
+  size_t total = 0;
+  for (auto& w : *workers) {
+    auto it = delivered.find(w.key);
+    const int64_t after = it == delivered.end() ? -1 : it->second;
+    std::erase_if(w.progress_lines, [after](const api::Json& line) {
+      std::optional<int64_t> step = ProgressStep(line);
+      return !step || *step <= after;
+    });
+    total += w.progress_lines.size();
+  }
+  if (total <= kMaxProgressLinesPerBeat) return;
+  size_t each = kMaxProgressLinesPerBeat;  // the largest share that fits
+  auto sum = [&](size_t cap) {
+    size_t n = 0;
+    for (const auto& w : *workers) n += std::min(cap, w.progress_lines.size());
+    return n;
+  };
+  while (each > 0 && sum(each) > kMaxProgressLinesPerBeat) each = each * 3 / 4;
+  for (auto& w : *workers) {
+    if (w.progress_lines.size() > each) {
+      w.progress_lines.erase(w.progress_lines.begin(),
+                             w.progress_lines.end() - static_cast<std::ptrdiff_t>(each));
+    }
+  }
 }
 
 }  // namespace
@@ -89,6 +135,7 @@ Status Agent::Beat() {
     d.busy = busy.count(d.index) > 0;
   }
   request.workers = actual;
+  TrimProgressLines(delivered_step_, &request.workers);
   request.wait_ms = next_wait_ms_;
   std::map<api::WorkerKey, api::WorkerState> states;
   for (const auto& w : actual) states[w.key] = w.state;
@@ -164,6 +211,16 @@ Status Agent::Beat() {
     spdlog::info("heartbeat succeeded again after {} failures", failed_beats_in_row_);
   }
   failed_beats_in_row_ = 0;
+  // The lines this beat carried arrived; workers no longer reported are gone.
+  std::map<api::WorkerKey, int64_t> delivered;
+  for (const auto& w : request.workers) {
+    auto it = delivered_step_.find(w.key);
+    int64_t step = it == delivered_step_.end() ? -1 : it->second;
+    for (const auto& line : w.progress_lines)
+      step = std::max(step, ProgressStep(line).value_or(-1));
+    delivered[w.key] = step;
+  }
+  delivered_step_ = std::move(delivered);
   if (successful_beats_++ == 0 && notifier_) notifier_->Ready();
   if (notifier_) {
     notifier_->SetStatus("connected; " + std::to_string(actual.size()) + " workers known");

@@ -112,6 +112,9 @@ class Agent {
   std::map<api::WorkerKey, api::WorkerState> reported_;
   // Device indices of every launch the controller asked for, for `busy`.
   std::map<api::WorkerKey, std::vector<int64_t>> devices_of_;
+  // The newest progress step a beat that got an answer carried, per worker:
+  // later beats send only the lines after it.
+  std::map<api::WorkerKey, int64_t> delivered_step_;
 
   std::mutex mu_;
   std::condition_variable cv_;

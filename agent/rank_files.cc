@@ -97,6 +97,27 @@ api::Json ReadLastProgress(const std::filesystem::path& progress) {
   return nullptr;
 }
 
+std::vector<api::Json> ReadProgressLines(const std::filesystem::path& progress, size_t max_lines) {
+  constexpr int64_t kWindow = 64 * 1024;
+  const std::string text = ReadFileTail(progress, kWindow);
+  std::vector<api::Json> newest_first;
+  // Only newline-terminated lines are complete; a line cut by the window
+  // start is not.
+  size_t end = text.rfind('\n');
+  while (end != std::string::npos && end > 0 && newest_first.size() < max_lines) {
+    const size_t begin = text.rfind('\n', end - 1);
+    const size_t start = begin == std::string::npos ? 0 : begin + 1;
+    if (!(start == 0 && static_cast<int64_t>(text.size()) >= kWindow)) {
+      api::Json j = api::Json::parse(text.substr(start, end - start), nullptr,
+                                     /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j.is_object()) newest_first.push_back(std::move(j));
+    }
+    if (begin == std::string::npos) break;
+    end = begin;
+  }
+  return std::vector<api::Json>(newest_first.rbegin(), newest_first.rend());
+}
+
 bool RotateLogIfNeeded(const std::filesystem::path& log, int64_t max_bytes, int keep) {
   struct stat st {};
   if (max_bytes <= 0 || ::stat(log.c_str(), &st) != 0 || st.st_size <= max_bytes) return false;

@@ -44,6 +44,10 @@ std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t ma
 // JSON; null when none.
 api::Json ReadLastProgress(const std::filesystem::path& progress);
 
+// The newest complete lines of `progress` that parse as JSON objects, oldest
+// first, at most `max_lines`, from the file's last 64 KiB.
+std::vector<api::Json> ReadProgressLines(const std::filesystem::path& progress, size_t max_lines);
+
 // When `log` is larger than `max_bytes`: shifts log.(i) to log.(i+1) (the
 // oldest beyond `keep` is deleted), copies `log` to log.1 and truncates `log`
 // to zero ("copytruncate": the worker keeps its O_APPEND descriptor, so this

@@ -471,6 +471,7 @@ std::vector<api::WorkerStatus> ProcessSupervisor::Snapshot() {
   out.reserve(copies.size());
   for (auto& [s, paths] : copies) {  // file reads outside the lock
     s.progress = ReadLastProgress(paths.progress);
+    s.progress_lines = ReadProgressLines(paths.progress, api::kMaxProgressLinesPerWorker);
     s.log_tail = ReadLogTail(paths.log, 100);
     out.push_back(std::move(s));
   }

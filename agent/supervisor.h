@@ -74,7 +74,8 @@ class Supervisor {
   // `why` in its log, so it is reported once and never retried.
   virtual void Reject(const api::WorkerLaunch& launch, const Status& why) = 0;
 
-  // Every known worker, sorted by key, with progress and log tail.
+  // Every known worker, sorted by key, with its latest progress, its newest
+  // progress lines (at most api::kMaxProgressLinesPerWorker) and log tail.
   virtual std::vector<api::WorkerStatus> Snapshot() = 0;
 
   // Stops every worker and waits until all have exited (at most the grace

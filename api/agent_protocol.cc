@@ -61,6 +61,7 @@ Json ToJson(const WorkerStatus& w) {
   j["state"] = WorkerStateName(w.state);
   j["exit_code"] = w.exit_code;
   j["progress"] = w.progress;
+  if (!w.progress_lines.empty()) j["progress_lines"] = w.progress_lines;
   j["log_tail"] = w.log_tail;
   return j;
 }
@@ -173,6 +174,20 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
         return InvalidArgument("must be running, exited or stopping", prefix + ".state");
       }
       if (auto p = w.find("progress"); p != w.end()) s.progress = *p;
+      if (auto p = w.find("progress_lines"); p != w.end() && !p->is_null()) {
+        if (!p->is_array()) return InvalidArgument("must be an array", prefix + ".progress_lines");
+        if (p->size() > kMaxProgressLinesPerWorker) {
+          return InvalidArgument(
+              "must hold at most " + std::to_string(kMaxProgressLinesPerWorker) + " lines",
+              prefix + ".progress_lines");
+        }
+        for (const auto& line : *p) {
+          if (!line.is_object()) {
+            return InvalidArgument("must hold JSON objects", prefix + ".progress_lines");
+          }
+          s.progress_lines.push_back(line);
+        }
+      }
       if (auto t = w.find("log_tail"); t != w.end() && !t->is_null()) {
         if (!t->is_array()) return InvalidArgument("must be an array", prefix + ".log_tail");
         for (const auto& line : *t) {

@@ -34,6 +34,8 @@ struct WorkerKey {
 enum class WorkerState { kRunning, kExited, kStopping };
 std::string_view WorkerStateName(WorkerState state);
 
+inline constexpr size_t kMaxProgressLinesPerWorker = 256;
+
 struct WorkerStatus {
   WorkerKey key;
   int64_t pid = 0;
@@ -42,6 +44,11 @@ struct WorkerStatus {
   int64_t exit_code = 0;
   // Latest progress line the worker wrote (JSON object), or null.
   Json progress;
+  // The progress lines the worker wrote after the newest step an earlier
+  // beat delivered, oldest first, at most kMaxProgressLinesPerWorker (the
+  // newest), so the controller's metrics history gets every step and not
+  // only the newest one at each beat. Empty from agents that predate it.
+  std::vector<Json> progress_lines;
   // The last lines of the rank's combined stdout/stderr log (at most 100),
   // so the controller can answer log requests without reaching the node.
   std::vector<std::string> log_tail;

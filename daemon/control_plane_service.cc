@@ -261,9 +261,10 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
   TESSERA_RETURN_IF_ERROR(store_->UpsertNode(node));
 
   // One progress summary per job (the lowest rank that reported one), and
-  // every rank's line for the metrics history: one store write per beat
-  // (unknown jobs are skipped). A line a rank has not replaced since the
-  // last beat is the same point again and is kept once.
+  // every rank's lines for the metrics history (the lines written since the
+  // agent's last delivered beat, or the newest line from agents that do not
+  // send them): one store write per beat (unknown jobs are skipped). A line
+  // sent again is the same point again and is kept once.
   ProgressReport report;
   std::map<api::JobId, const api::WorkerStatus*> progress;
   for (const api::WorkerStatus& w : req.workers) {
@@ -271,10 +272,14 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
     auto [it, inserted] = progress.try_emplace(w.key.job_id, &w);
     if (!inserted && w.key.rank < it->second->key.rank) it->second = &w;
     if (w.key.rank < 0) continue;
-    if (auto point = api::MetricPointFromProgressLine(w.progress, w.key.attempt, w.key.rank,
-                                                      node.last_heartbeat_ms)) {
-      report.points.push_back(JobMetricPoint{w.key.job_id, *std::move(point)});
-    }
+    auto record = [&](const api::Json& line) {
+      if (auto point = api::MetricPointFromProgressLine(line, w.key.attempt, w.key.rank,
+                                                        node.last_heartbeat_ms)) {
+        report.points.push_back(JobMetricPoint{w.key.job_id, *std::move(point)});
+      }
+    };
+    for (const api::Json& line : w.progress_lines) record(line);
+    record(w.progress);
   }
   for (const auto& [job, w] : progress) report.latest[job] = w->progress;
   if (!report.latest.empty()) TESSERA_RETURN_IF_ERROR(store_->RecordProgress(report));

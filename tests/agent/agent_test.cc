@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "agent/fake_transport.h"
@@ -241,6 +242,43 @@ TEST_F(AgentTest, DroppedMessagesHealOnTheNextBeat) {
   EXPECT_NE(supervisor_->Get(key)->state, WorkerState::kRunning);
   EXPECT_EQ(supervisor_->WaitForExit(key, 5s)->state, WorkerState::kExited);
   EXPECT_EQ(transport_.attempts(), 7);
+}
+
+TEST_F(AgentTest, EachProgressLineIsSentUntilABeatDeliversIt) {
+  WorkerKey key{4, 1, 0};
+  const auto more = state_.path() / "more";
+  const auto wrote = state_.path() / "wrote";
+  controller_.Want({ShellLaunch(
+      key,
+      "for s in 1 2 3; do printf '{\"step\":%s}\\n' $s >> \"$TESSERA_PROGRESS_FILE\"; done;"
+      " while [ ! -e " +
+          more.string() +
+          " ]; do sleep 0.02; done;"
+          " for s in 4 5; do printf '{\"step\":%s}\\n' $s >> \"$TESSERA_PROGRESS_FILE\"; done;"
+          " touch " +
+          wrote.string() + "; exec sleep 60")});
+  auto agent = MakeAgent();
+  auto steps = [&] {
+    std::vector<int64_t> out;
+    if (auto w = LastReported(key)) {
+      for (const auto& line : w->progress_lines) out.push_back(line["step"].get<int64_t>());
+    }
+    return out;
+  };
+  ASSERT_TRUE(BeatUntil(*agent, [&] { return steps() == std::vector<int64_t>{1, 2, 3}; }));
+  ASSERT_TRUE(agent->Beat().ok());
+  EXPECT_TRUE(steps().empty()) << "delivered lines are not sent again";
+  EXPECT_EQ(LastReported(key)->progress, (api::Json{{"step", 3}})) << "the newest still is";
+
+  testing::WriteFile(more, "");
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(wrote); }));
+  transport_.DropResponses(1);  // it arrives, but the agent never learns that it did
+  EXPECT_FALSE(agent->Beat().ok());
+  EXPECT_EQ(steps(), (std::vector<int64_t>{4, 5}));
+  ASSERT_TRUE(agent->Beat().ok());
+  EXPECT_EQ(steps(), (std::vector<int64_t>{4, 5})) << "sent again: it may have been lost";
+  ASSERT_TRUE(agent->Beat().ok());
+  EXPECT_TRUE(steps().empty());
 }
 
 TEST_F(AgentTest, GarbledAnswerIsALostBeat) {

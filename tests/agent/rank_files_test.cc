@@ -97,6 +97,27 @@ TEST(RankFiles, LastCompleteProgressLine) {
   }
 }
 
+TEST(RankFiles, NewestProgressLinesOldestFirst) {
+  TempDir dir;
+  const auto file = dir.path() / "p.jsonl";
+  EXPECT_TRUE(ReadProgressLines(file, 10).empty()) << "missing file";
+  WriteFile(file, "{\"step\":1}\nnot json\n[1,2]\n{\"step\":2}\n{\"step\":3}\n{\"step\":");
+  EXPECT_EQ(ReadProgressLines(file, 10),
+            (std::vector<api::Json>{{{"step", 1}}, {{"step", 2}}, {{"step", 3}}}))
+      << "objects only, the partial last line left for later";
+  EXPECT_EQ(ReadProgressLines(file, 2), (std::vector<api::Json>{{{"step", 2}}, {{"step", 3}}}));
+  // Only the last 64 KiB are read; a line the window cuts is skipped.
+  std::string big;
+  for (int step = 1; step <= 5000; ++step) big += "{\"step\":" + std::to_string(step) + "}\n";
+  WriteFile(file, big);
+  const std::vector<api::Json> tail = ReadProgressLines(file, 100000);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_EQ(tail.back(), (api::Json{{"step", 5000}}));
+  EXPECT_LT(tail.size(), 5000u);
+  EXPECT_GT(tail.size(), 4000u);
+  EXPECT_EQ(tail.front()["step"].get<int>() + static_cast<int>(tail.size()) - 1, 5000);
+}
+
 TEST(RankFiles, RotationShiftsAndKeepsN) {
   TempDir dir;
   auto log = dir.path() / "worker.log";

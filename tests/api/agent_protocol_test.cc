@@ -63,6 +63,41 @@ TEST(AgentProtocolTest, BadLinksNameTheField) {
   }
 }
 
+TEST(AgentProtocolTest, WorkersCarryTheirNewProgressLines) {
+  HeartbeatRequest r = Sample();
+  WorkerStatus w;
+  w.key = {7, 2, 1};
+  w.progress = Json{{"step", 12}};
+  w.progress_lines = {Json{{"step", 11}}, Json{{"step", 12}}};
+  r.workers = {w};
+  auto back = HeartbeatRequestFromJson(ToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->workers.at(0).progress_lines, w.progress_lines);
+  w.progress_lines.clear();
+  r.workers = {w};
+  EXPECT_FALSE(ToJson(r)["workers"][0].contains("progress_lines")) << "left out when empty";
+
+  struct Case {
+    Json lines;
+    bool ok;
+  } cases[] = {
+      {Json(nullptr), true},
+      {Json::array(), true},
+      {Json("step 3"), false},
+      {Json::array({Json{{"step", 1}}, Json(3)}), false},
+      {Json(std::vector<Json>(kMaxProgressLinesPerWorker + 1, Json{{"step", 1}})), false},
+  };
+  for (const Case& c : cases) {
+    Json j = ToJson(r);
+    j["workers"][0]["progress_lines"] = c.lines;
+    auto parsed = HeartbeatRequestFromJson(j);
+    EXPECT_EQ(parsed.ok(), c.ok) << c.lines.dump().substr(0, 80);
+    if (!c.ok) {
+      EXPECT_EQ(parsed.status().field(), "workers[0].progress_lines");
+    }
+  }
+}
+
 TEST(AgentProtocolTest, CpuCoresMustBeACount) {
   for (const Json& bad : {Json(-1), Json(70000), Json("2")}) {
     Json j = ToJson(Sample());

@@ -322,6 +322,23 @@ TEST_F(ControlPlaneServiceTest, HeartbeatsBuildEachJobsMetricsHistoryAcrossAttem
   EXPECT_EQ(service_->GetJob(kAlice, job.id)->progress, full) << "the lowest rank's line";
 }
 
+TEST_F(ControlPlaneServiceTest, EveryProgressLineABeatBringsIsAPoint) {
+  const api::Job job = Submit(kAlice);
+  api::WorkerStatus w = Worker(job.id, 0, {{"step", 4}, {"loss", 0.4}});
+  w.progress_lines = {{{"step", 2}, {"loss", 0.6}},
+                      {{"step", 3}, {"loss", 0.5}},
+                      {{"step", 4}, {"loss", 0.4}},
+                      {{"note", "no step"}}};
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxP", {w})).ok());
+  api::MetricsQuery q;
+  q.job_id = job.id;
+  auto page = service_->JobMetrics(kAlice, q);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  std::vector<std::pair<int64_t, double>> got;
+  for (const api::MetricPoint& p : page->points) got.emplace_back(p.step, *p.loss);
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, double>>{{2, 0.6}, {3, 0.5}, {4, 0.4}}));
+}
+
 TEST_F(ControlPlaneServiceTest, JobMetricsFollowJobVisibilityAndNameBadFields) {
   const api::Job job = Submit(kAlice);
   api::MetricsQuery q;
