@@ -110,6 +110,7 @@ class NetnsCluster:
             ns = f"ts-{self.tag}-{i}"
             host_if, ns_if = f"tsv{self.subnet}h{i}", f"tsv{self.subnet}n{i}"
             addr = f"198.18.{self.subnet}.{10 + i}"
+            self._run("ip", "link", "del", host_if, check=False)  # a killed run's leftover
             self._run("ip", "netns", "add", ns)
             self._run("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
             self._run("ip", "link", "set", ns_if, "netns", ns)

@@ -1,7 +1,8 @@
 // CollectivesBatchNormSync: the BatchNormSync (worker/model/layered_model.h)
 // the runtime installs on data-parallel replicas: an all-reduce (sum) of the
 // batch-norm moments over one process group, so every replica normalises
-// with the statistics of the whole batch.
+// with the statistics of the whole batch. The tensors of one call travel in one
+// all-reduce (packed when they share a dtype).
 //
 // Ownership: borrows the Collectives, which must outlive it.
 // Thread safety: as the Collectives (one thread).
@@ -21,12 +22,9 @@ class CollectivesBatchNormSync : public BatchNormSync {
   // Throws std::runtime_error when the all-reduce fails (it runs inside
   // autograd, which has no Status channel); the trainer catches it.
   void AllReduceSum(std::vector<torch::Tensor>& tensors) override;
-  // Seconds spent in AllReduceSum so far (mostly waiting for peers).
-  double wait_s() const { return wait_s_; }
 
  private:
   Collectives* comm_;
-  double wait_s_ = 0;
 };
 
 }  // namespace tessera::worker

@@ -12,12 +12,16 @@
 //
 // Exit codes: 0 success (also after SIGTERM when a checkpoint was saved),
 // 2 bad arguments or plan (message on stderr), 1 runtime failure.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include "worker/runtime/dist_env.h"
 #include "worker/runtime/emulated_memory.h"
@@ -28,6 +32,8 @@
 #include "worker/model/profile.h"
 #endif
 #ifdef TESSERA_HAVE_WORKER_DATA
+#include "worker/runtime/gan_profile.h"
+#include "worker/runtime/gan_trainer.h"
 #include "worker/runtime/image_source.h"
 #include "worker/runtime/inference.h"
 #include "worker/runtime/tiling.h"
@@ -57,6 +63,11 @@ void InstallDeviceMemory(const tessera::worker::DistEnv& env) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Keep freed tensor memory in the process: glibc would otherwise return large
+  // blocks to the kernel every step and fault them back in (19% of a DnCNN step in
+  // the kernel, bench/worker/pytorch_compare.py).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   using namespace tessera;
   using namespace tessera::worker;
   CLI::App app{"tessera-worker: reference LibTorch worker"};
@@ -191,16 +202,35 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_HAVE_WORKER_DATA
     if (profile_model == "classifier-resnet") mc.num_classes = SampleImageClasses();
 #endif
-    auto model = BuildModel(profile_model, mc);
-    if (!model.ok()) return Fail(model.status());
-    auto shape = IsTinyModelName(profile_model)
-                     ? Result<std::vector<int64_t>>(std::vector<int64_t>{kTinyInputFeatures})
-                     : ModelInputShape(profile_model, profile_size);
-    if (!shape.ok()) return Fail(shape.status());
-    auto json = ProfileModel(**model, profile_batch, *shape, profile_repeats);
+    std::function<Result<nlohmann::json>(int64_t)> profile_at;
+#ifdef TESSERA_HAVE_WORKER_DATA
+    if (profile_model == tessera::worker::kGanModelName) {
+      // Generator and discriminator train together (data parallel only): whole steps.
+      profile_at = [&](int64_t batch) {
+        tessera::worker::GanProfileOptions go;
+        go.batch = batch;
+        go.image_size = profile_size;
+        go.width = profile_width;
+        go.repeats = profile_repeats;
+        return tessera::worker::ProfileGan(go);
+      };
+    }
+#endif
+    if (!profile_at) {
+      auto model = BuildModel(profile_model, mc);
+      if (!model.ok()) return Fail(model.status());
+      auto shape = IsTinyModelName(profile_model)
+                       ? Result<std::vector<int64_t>>(std::vector<int64_t>{kTinyInputFeatures})
+                       : ModelInputShape(profile_model, profile_size);
+      if (!shape.ok()) return Fail(shape.status());
+      profile_at = [&, net = *model, in = *shape](int64_t batch) {
+        return ProfileModel(*net, batch, in, profile_repeats);
+      };
+    }
+    auto json = profile_at(profile_batch);
     if (!json.ok()) return Fail(json.status());
     if (profile_fixed_batch > 0) {
-      auto small = ProfileModel(**model, profile_fixed_batch, *shape, profile_repeats);
+      auto small = profile_at(profile_fixed_batch);
       if (!small.ok()) return Fail(small.status());
       json = WithFixedCosts(std::move(*json), *small);
       if (!json.ok()) return Fail(json.status());
