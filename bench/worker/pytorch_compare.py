@@ -51,10 +51,10 @@ DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADD
 
 
 BN_NOTE = {
-    "sync": "Batch norm: both synchronized over the ranks (tessera-worker: 3 all-reduces per "
-            "layer and direction; PyTorch script: 1).",
-    "sync3": "Batch norm: both synchronized over the ranks with 3 all-reduces per layer and "
-             "direction (--bn sync3).",
+    "sync": "Batch norm: both synchronized over the ranks, one all-reduce per layer and "
+            "direction.",
+    "sync3": "Batch norm: both synchronized over the ranks; PyTorch with 3 all-reduces per layer "
+             "and direction (--bn sync3), the worker with one.",
     "local": "Batch norm: PyTorch per-rank statistics (--bn local), tessera-worker synchronized.",
 }
 
