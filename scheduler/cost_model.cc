@@ -32,6 +32,8 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   cm.global_batch_ = request.global_batch;
   cm.options_ = options;
   cm.nominal_px_ = model.nominal_image_px;
+  cm.data_parallel_only_ = model.data_parallel_only;
+  cm.max_micro_batches_ = cm.training_ ? model.max_micro_batches : 0;
   if (request.image) {
     cm.pixel_scale_ = static_cast<double>(request.image->width) * request.image->height /
                       (static_cast<double>(model.nominal_image_px) * model.nominal_image_px);
@@ -321,6 +323,17 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
     if (expect != num_layers_) return fail("stages do not cover every layer");
   }
   if (total_batch != global_batch_) return fail("batch shares do not sum to the global batch");
+  if (data_parallel_only_) {
+    for (const CandidateReplica& r : c.replicas) {
+      if (r.stages.size() > 1) {
+        return fail("the model cannot be split into stages (data parallel only)");
+      }
+    }
+  }
+  if (max_micro_batches_ > 0 && M > max_micro_batches_) {
+    return fail(std::to_string(M) + " micro-batches: the model trains at most " +
+                std::to_string(max_micro_batches_) + " a step");
+  }
 
   // Memory: independent of time.
   ev.stage_memory_bytes.resize(R);

@@ -93,6 +93,8 @@ class CostModel {
   int num_layers() const { return num_layers_; }
   const DeviceInfo& device(int i) const { return devices_[i]; }
   bool training() const { return training_; }
+  // ModelProfile::data_parallel_only: candidates with a multi-stage replica are infeasible.
+  bool data_parallel_only() const { return data_parallel_only_; }
   const CostModelOptions& options() const { return options_; }
   int64_t global_batch() const { return global_batch_; }
 
@@ -184,6 +186,8 @@ class CostModel {
   double pixel_scale_ = 1;  // (image pixels) / (nominal pixels)
   double weight_multiplier_ = 1;
   int nominal_px_ = 256;
+  bool data_parallel_only_ = false;
+  int max_micro_batches_ = 0;  // training only; 0: no limit
   CostModelOptions options_;
   std::vector<DeviceInfo> devices_;
   // Per speed class: prefix sums of nominal per-sample forward/backward seconds.

@@ -22,6 +22,7 @@ Status ModelProfile::Validate() const {
   }
   if (nominal_image_px <= 0) return InvalidArgument("must be positive", "nominal_image_px");
   if (halo_px < 0) return InvalidArgument("must be non-negative", "halo_px");
+  if (max_micro_batches < 0) return InvalidArgument("must be non-negative", "max_micro_batches");
   for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     const std::string f = "layers[" + std::to_string(i) + "]";

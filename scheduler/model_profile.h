@@ -58,6 +58,14 @@ struct ModelProfile {
   int nominal_image_px = 256;  // costs above are for a square image of this side
   int halo_px = 0;             // receptive-field radius: tiles overlap by 2 x halo_px
   bool estimated = false;      // true until a profile run replaced the estimates
+  // The model cannot be cut into pipeline stages (gan-pix2pix: generator and
+  // discriminator train together on every rank): every replica holds all layers on one
+  // device, so only data-parallel plans (and tiled inference) are made; pipeline and
+  // hybrid are rejected with a reason.
+  bool data_parallel_only = false;
+  // Most micro-batches a training replica may cut its share into; 0: no limit (1: the
+  // worker runs each share as one micro-batch, as the GAN does).
+  int max_micro_batches = 0;
 
   // OK, or InvalidArgument naming the field (no layers, negative sizes, ...).
   Status Validate() const;

@@ -128,14 +128,26 @@ class Search {
 
   void Run() {
     if (Wants(Layout::kData)) SearchData();
-    if (Wants(Layout::kPipeline)) SearchPipeline();
-    if (Wants(Layout::kHybrid)) {
-      SearchHybrid();
-      Polish(Layout::kHybrid);
+    if (cm_.data_parallel_only()) {
+      // Every replica keeps all layers on one device: nothing to cut.
+      const std::string why = (model_name_.empty() ? std::string("the model") : model_name_) +
+                              " cannot be split into stages (data parallel only)";
+      if (Wants(Layout::kPipeline)) Note(Layout::kPipeline, why);
+      if (Wants(Layout::kHybrid)) Note(Layout::kHybrid, why);
+    } else {
+      RunStaged();
     }
     if (req_.kind == JobKind::kInfer && (Wants(Layout::kTiled)) &&
         (req_.image || req_.layout == Layout::kTiled)) {
       SearchTiled();
+    }
+  }
+
+  void RunStaged() {
+    if (Wants(Layout::kPipeline)) SearchPipeline();
+    if (Wants(Layout::kHybrid)) {
+      SearchHybrid();
+      Polish(Layout::kHybrid);
     }
   }
 
@@ -1001,6 +1013,7 @@ class Search {
  public:
   int nominal_px_ = 256;
   int halo_px_ = 0;
+  std::string model_name_;
   int evaluated_ = 0;
   std::map<Layout, std::pair<Candidate, Evaluation>> best_;
   std::map<Layout, std::vector<std::string>> reasons_;
@@ -1286,6 +1299,7 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
   Search search(cm, request, options, free_devices);
   search.nominal_px_ = model.nominal_image_px;
   search.halo_px_ = model.halo_px;
+  search.model_name_ = model.name;
   search.Run();
 
   // Step 5: the hand-made baselines, scored like every candidate. A baseline faster

@@ -111,6 +111,18 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
     }
     p.halo_px = static_cast<int>(halo->get<int64_t>());
   }
+  // A model the worker cannot cut into stages (gan-pix2pix) and how many
+  // micro-batches it trains a share in.
+  if (auto dp = j.find("data_parallel_only"); dp != j.end() && !dp->is_null()) {
+    if (!dp->is_boolean()) return InvalidArgument("must be a boolean", "data_parallel_only");
+    p.data_parallel_only = dp->get<bool>();
+  }
+  if (auto mm = j.find("max_micro_batches"); mm != j.end() && !mm->is_null()) {
+    if (!mm->is_number_integer() || mm->get<int64_t>() < 0 || mm->get<int64_t>() > 1000000) {
+      return InvalidArgument("must be a non-negative integer", "max_micro_batches");
+    }
+    p.max_micro_batches = static_cast<int>(mm->get<int64_t>());
+  }
   p.estimated = false;
   TESSERA_RETURN_IF_ERROR(p.Validate());
   return p;

@@ -24,7 +24,8 @@ namespace tessera::scheduler {
 // "activation_bytes_per_sample", "output_bytes_per_sample", optional "fwd_ms" and
 // "bwd_ms" (whole batch; used when "device" is present), optional "fwd_fixed_ms" and
 // "bwd_fixed_ms" (the per-call part of fwd_ms / bwd_ms: per-sample = (ms - fixed) / batch,
-// fixed becomes measured_*_fixed_ms per micro-batch)}]}.
+// fixed becomes measured_*_fixed_ms per micro-batch)}], optional "data_parallel_only" (bool)
+// and "max_micro_batches" (integer >= 0), see ModelProfile}.
 // kInvalidArgument naming the field when a field is missing or malformed.
 Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j);
 

@@ -303,5 +303,129 @@ TEST(PlannerTest, HugeImageInferenceIsTiled) {
   EXPECT_TRUE(AnyReason(*got, Layout::kData, "doesn't fit"));
 }
 
+// ---- models that cannot be split (gan-pix2pix) ----
+
+ModelProfile DataParallelOnly(ModelProfile m, int max_micro_batches = 0) {
+  m.name = "gan";
+  m.data_parallel_only = true;
+  m.max_micro_batches = max_micro_batches;
+  return m;
+}
+
+struct UnsplittableCase {
+  std::string name;
+  ClusterSnapshot cluster;
+  ModelProfile model;
+  JobRequest request;
+  bool feasible;
+  // Infeasible: parts of the error message; feasible: parts of the rejection reasons.
+  std::vector<std::string> reason_parts;
+};
+
+class UnsplittableTest : public ::testing::TestWithParam<UnsplittableCase> {};
+
+TEST_P(UnsplittableTest, OnlyDataParallelPlansWithReasonsForTheRest) {
+  const UnsplittableCase& c = GetParam();
+  auto got = MakePlans(c.cluster, c.model, c.request);
+  if (!c.feasible) {
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition);
+    for (const std::string& part : c.reason_parts) {
+      EXPECT_NE(got.status().message().find(part), std::string::npos)
+          << part << " not in: " << got.status().message();
+    }
+    return;
+  }
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(got->plans.empty());
+  for (const Plan& p : got->plans) {
+    EXPECT_EQ(p.layout, Layout::kData);
+    for (const Replica& r : p.replicas) {
+      ASSERT_EQ(r.stages.size(), 1u);
+      EXPECT_EQ(r.stages[0].layer_begin, 0);
+      EXPECT_EQ(r.stages[0].layer_end, static_cast<int>(c.model.layers.size()));
+    }
+    if (c.model.max_micro_batches > 0) {
+      EXPECT_LE(p.micro_batches, c.model.max_micro_batches);
+    }
+  }
+  for (const Baseline& b : got->baselines) {
+    if (b.plan) {
+      EXPECT_EQ(b.plan->layout, Layout::kData);
+    }
+  }
+  EXPECT_TRUE(AnyReason(*got, Layout::kPipeline, "gan cannot be split into stages"))
+      << Reasons(*got);
+  EXPECT_TRUE(AnyReason(*got, Layout::kHybrid, "gan cannot be split into stages")) << Reasons(*got);
+  for (const std::string& part : c.reason_parts) {
+    EXPECT_NE(Reasons(*got).find(part), std::string::npos) << part << " not in:\n" << Reasons(*got);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Planner, UnsplittableTest,
+    ::testing::Values(
+        // A medium model on four devices: the splittable one gets pipeline and hybrid plans
+        // too (SplittableModelGetsEveryLayout), this one only data.
+        UnsplittableCase{"medium_on_four",
+                         ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(),
+                         DataParallelOnly(Medium()),
+                         Train(16),
+                         true,
+                         {}},
+        // Mixed speeds across nodes.
+        UnsplittableCase{"mixed_nodes",
+                         ClusterBuilder()
+                             .Node("a")
+                             .Gpu("fast", 24, 40)
+                             .Node("b")
+                             .Gpu("slow", 12, 10)
+                             .Gpu("slow", 12, 10)
+                             .Build(),
+                         DataParallelOnly(Medium(), 1),
+                         Train(32),
+                         true,
+                         {}},
+        // Too big for one device: a splittable model is pipelined, this one cannot be.
+        UnsplittableCase{"too_big_for_one_device",
+                         ClusterBuilder().Node("a").Gpus(4, "small", 4, 20).Build(),
+                         DataParallelOnly(ModelBuilder().Layers(12, 2, 150, 10, 2).Build()),
+                         Train(16),
+                         false,
+                         {"data: doesn't fit on a:0",
+                          "pipeline: gan cannot be split into stages (data parallel only)",
+                          "hybrid: gan cannot be split into stages"}},
+        // A forced pipeline is refused with the reason.
+        UnsplittableCase{"forced_pipeline",
+                         ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(),
+                         DataParallelOnly(Medium()),
+                         Train(16, Layout::kPipeline),
+                         false,
+                         {"pipeline: gan cannot be split into stages"}},
+        // Shares of 32 need 2 micro-batches in 3.6 GB (21 samples each); the model trains
+        // one a step, so no plan, and the reason says why.
+        UnsplittableCase{"one_micro_batch_does_not_fit",
+                         ClusterBuilder().Node("a").Gpus(2, "small", 4, 20).Build(),
+                         DataParallelOnly(Medium(), 1),
+                         Train(64),
+                         false,
+                         {"micro-batches: the model trains at most 1 a step"}}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PlannerTest, SplittableModelGetsEveryLayout) {
+  // The counterpart of UnsplittableTest: the same inputs give the other layouts.
+  auto medium = MakePlans(ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(), Medium(),
+                          Train(16, Layout::kPipeline));
+  ASSERT_TRUE(medium.ok()) << medium.status().ToString();
+  EXPECT_NE(Find(*medium, Layout::kPipeline), nullptr);
+  auto big = MakePlans(ClusterBuilder().Node("a").Gpus(4, "small", 4, 20).Build(),
+                       ModelBuilder().Layers(12, 2, 150, 10, 2).Build(), Train(16));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  auto accumulates =
+      MakePlans(ClusterBuilder().Node("a").Gpus(2, "small", 4, 20).Build(), Medium(), Train(64));
+  ASSERT_TRUE(accumulates.ok()) << accumulates.status().ToString();
+  EXPECT_GE(accumulates->plans[0].micro_batches, 2);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler::testing

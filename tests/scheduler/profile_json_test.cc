@@ -57,6 +57,29 @@ TEST(ProfileJsonTest, ReadsBackwardWorkingMemoryAndBatchNorms) {
   EXPECT_EQ(p->layers[1].batch_norms, 0);
 }
 
+TEST(ProfileJsonTest, ReadsWhetherTheModelCanBeSplit) {
+  auto plain = ModelProfileFromWorkerJson(WorkerProfile());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->data_parallel_only) << "absent: splittable";
+  EXPECT_EQ(plain->max_micro_batches, 0) << "absent: no limit";
+  nlohmann::json j = WorkerProfile();
+  j["data_parallel_only"] = true;
+  j["max_micro_batches"] = 1;
+  auto p = ModelProfileFromWorkerJson(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->data_parallel_only);
+  EXPECT_EQ(p->max_micro_batches, 1);
+  for (auto [key, bad] : {std::pair<const char*, nlohmann::json>{"data_parallel_only", 1},
+                          {"max_micro_batches", -1},
+                          {"max_micro_batches", 1.5}}) {
+    nlohmann::json b = WorkerProfile();
+    b[key] = bad;
+    auto got = ModelProfileFromWorkerJson(b);
+    ASSERT_FALSE(got.ok()) << key;
+    EXPECT_EQ(got.status().field(), key);
+  }
+}
+
 TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevice) {
   nlohmann::json j = WorkerProfile();
   j["layers"][0]["fwd_ms"] = 8.0;  // whole batch of 4
