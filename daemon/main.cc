@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   // Plans cut builtin models where the worker's layers are: measure them once.
   daemon::ProfileCache profiles(fs::path(config.state_dir) / "profiles",
-                                {"colorize-unet", "denoiser-dncnn", "classifier-resnet"},
+                                daemon::BuiltinModelsToProfile(),
                                 daemon::WorkerProfileSource(config.worker_binary));
   profiles.StartWarmup();
   jc.builtin_profiles = [&profiles](const std::string& model) { return profiles.Get(model); };

@@ -11,10 +11,20 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "daemon/store.h"
 #include "scheduler/profile_json.h"
 
 namespace tessera::daemon {
 namespace fs = std::filesystem;
+
+std::vector<std::string> BuiltinModelsToProfile() {
+  constexpr std::string_view kPrefix = "builtin:";
+  std::vector<std::string> models;
+  for (std::string_view name : kBuiltinEntrypoints) {
+    if (name.starts_with(kPrefix)) models.emplace_back(name.substr(kPrefix.size()));
+  }
+  return models;
+}
 
 ProfileSource WorkerProfileSource(std::string worker_binary) {
   return [binary = std::move(worker_binary)](const std::string& model) -> Result<std::string> {

@@ -41,6 +41,11 @@ bool IsMeasuringProfile(const Status& status);
 // "message": the status' message, "retry_after_s": seconds to ask again}.
 api::Json MeasuringProfileAnswer(const Status& status);
 
+// The builtin models tesserad profiles: every "builtin:<model>" of
+// kBuiltinEntrypoints (daemon/store.h), in that order, so no builtin entrypoint
+// is left without a plan.
+std::vector<std::string> BuiltinModelsToProfile();
+
 // Produces the worker's profile JSON text for a model.
 using ProfileSource = std::function<Result<std::string>(const std::string& model)>;
 

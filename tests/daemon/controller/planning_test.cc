@@ -2,6 +2,16 @@
 #include "daemon/planning.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "daemon/profile_cache.h"
+#include "daemon/store.h"
 
 namespace tessera::daemon {
 namespace {
@@ -136,6 +146,123 @@ TEST(SnapshotOfTest, NodesThatAreNotHealthyAreLeftOutWithTheirLinks) {
   EXPECT_EQ(s.nodes[0].name, "boxb");
   EXPECT_TRUE(s.device_links.empty());
   EXPECT_TRUE(s.nodes[0].devices[0].busy);
+}
+
+// ---- gan-pix2pix: profiled like every builtin model, planned data parallel ----
+
+TEST(BuiltinModelsToProfileTest, EveryBuiltinEntrypointIsProfiled) {
+  // Without a profile a builtin job can never be planned ("no builtin model").
+  const std::vector<std::string> models = BuiltinModelsToProfile();
+  for (std::string_view entrypoint : kBuiltinEntrypoints) {
+    const std::string model(entrypoint.substr(std::string_view("builtin:").size()));
+    EXPECT_NE(std::find(models.begin(), models.end(), model), models.end()) << model;
+  }
+  EXPECT_NE(std::find(models.begin(), models.end(), "gan-pix2pix"), models.end());
+}
+
+// What `tessera-worker profile --model gan-pix2pix` prints, in small: generator
+// layers then discriminator layers, whole-step times, data parallel only.
+std::string GanProfileText() {
+  auto layer = [](const std::string& name, double fwd_ms, double bwd_ms) {
+    return nlohmann::json{{"name", name},
+                          {"fwd_ms", fwd_ms},
+                          {"bwd_ms", bwd_ms},
+                          {"fwd_flops_per_sample", 1e6},
+                          {"param_bytes", 1 << 20},
+                          {"activation_bytes_per_sample", 1 << 20},
+                          {"output_bytes_per_sample", 1 << 16}};
+  };
+  return nlohmann::json{{"model", "gan-pix2pix"},
+                        {"device", "cpu"},
+                        {"batch", 8},
+                        {"in_shape", {1, 64, 64}},
+                        {"layers",
+                         {layer("g_enc", 40, 80), layer("g_dec", 40, 80), layer("d_a", 20, 40),
+                          layer("d_out", 4, 8)}},
+                        {"data_parallel_only", true},
+                        {"max_micro_batches", 1}}
+      .dump();
+}
+
+api::Node EmulatedNode(const std::string& name, std::vector<double> speeds) {
+  api::Node n = NodeWith(name, static_cast<int>(speeds.size()), {});
+  for (size_t i = 0; i < speeds.size(); ++i) {
+    n.devices[i].emulated = true;
+    n.devices[i].relative_speed = speeds[i];
+    n.devices[i].memory_bytes = int64_t{4} << 30;
+  }
+  return n;
+}
+
+TEST(PlanJobTest, GanPix2PixIsPlannedDataParallelWithItsMeasuredProfile) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tessera-gan-profiles-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  ProfileCache cache(dir, BuiltinModelsToProfile(), [](const std::string& model) {
+    return Result<std::string>(model == "gan-pix2pix" ? GanProfileText() : std::string("{}"));
+  });
+  ProfileLookup lookup = [&cache](const std::string& model) { return cache.Get(model); };
+  api::JobSpec spec;
+  spec.entrypoint = "builtin:gan-pix2pix";
+  spec.global_batch = 12;
+  spec.steps = 10;
+  const scheduler::ClusterSnapshot snapshot =
+      SnapshotOf({EmulatedNode("boxa", {1.0, 0.5}), EmulatedNode("boxb", {0.5})}, {});
+
+  // Before the profile is measured the job waits, it is not refused.
+  auto waiting = PlanJob(snapshot, spec, lookup);
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_TRUE(IsMeasuringProfile(waiting.status())) << waiting.status().ToString();
+
+  cache.StartWarmup();
+  for (int i = 0; i < 500 && IsMeasuringProfile(cache.Get("gan-pix2pix").status()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto plans = PlanJob(snapshot, spec, lookup);
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  ASSERT_FALSE(plans->plans.empty());
+  for (const scheduler::Plan& p : plans->plans) {
+    EXPECT_EQ(p.layout, scheduler::Layout::kData);
+    EXPECT_EQ(p.micro_batches, 1);
+    int64_t batch = 0;
+    for (const scheduler::Replica& r : p.replicas) {
+      ASSERT_EQ(r.stages.size(), 1u);
+      EXPECT_EQ(r.stages[0].layer_begin, 0);
+      EXPECT_EQ(r.stages[0].layer_end, 4) << "every layer of both networks on one device";
+      batch += r.batch;
+    }
+    EXPECT_EQ(batch, 12);
+  }
+  // Shares follow the devices' speed: the full-speed device gets the largest.
+  const scheduler::Plan& best = plans->plans.front();
+  ASSERT_GE(best.replicas.size(), 2u);
+  int64_t fast = 0, slow = 0;
+  for (const scheduler::Replica& r : best.replicas) {
+    if (r.stages[0].devices[0].ToString() == "boxa:0") {
+      fast = r.batch;
+    } else {
+      slow = std::max(slow, r.batch);
+    }
+  }
+  EXPECT_GE(fast, slow);
+  bool pipeline = false, hybrid = false;
+  for (const scheduler::Rejection& r : plans->rejected) {
+    const bool split =
+        r.reason.find("gan-pix2pix cannot be split into stages") != std::string::npos;
+    pipeline |= r.layout == scheduler::Layout::kPipeline && split;
+    hybrid |= r.layout == scheduler::Layout::kHybrid && split;
+  }
+  EXPECT_TRUE(pipeline);
+  EXPECT_TRUE(hybrid);
+
+  // A forced pipeline is refused with the reason, not attempted.
+  spec.layout = "pipeline";
+  auto forced = PlanJob(snapshot, spec, lookup);
+  ASSERT_FALSE(forced.ok());
+  EXPECT_EQ(forced.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(forced.status().message().find("cannot be split into stages"), std::string::npos)
+      << forced.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
