@@ -272,6 +272,16 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                         {"repeats", repeats},    {"layers", std::move(layers)}};
 }
 
+struct AllocationCounter::Scope {
+  CountingScope counting;
+};
+
+AllocationCounter::AllocationCounter() : scope_(new Scope()) {}
+AllocationCounter::~AllocationCounter() { delete scope_; }
+int64_t AllocationCounter::live_bytes() const { return Counter().live(); }
+int64_t AllocationCounter::peak_bytes() const { return Counter().peak(); }
+void AllocationCounter::ResetPeak() { Counter().ResetPeak(); }
+
 Result<nlohmann::json> WithFixedCosts(nlohmann::json profile, const nlohmann::json& small) {
   try {
     const double big_b = profile.at("batch").get<double>();

@@ -41,6 +41,29 @@ namespace tessera::worker {
 Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                                     const std::vector<int64_t>& in_shape, int repeats);
 
+// Counts the bytes of CPU tensors allocated while it lives, with the counting
+// allocator ProfileModel uses (installed in front of the current CPU allocator for
+// its lifetime; inside another counting scope it counts through that one). For
+// profiles of whole training steps (the GAN's, worker/runtime/gan_profile.h).
+// Thread safety: as ProfileModel: one thread, no concurrent torch work.
+class AllocationCounter {
+ public:
+  AllocationCounter();
+  ~AllocationCounter();
+  AllocationCounter(const AllocationCounter&) = delete;
+  AllocationCounter& operator=(const AllocationCounter&) = delete;
+  // Bytes of counted tensors alive now (tensors made before the first counter
+  // was installed are not counted).
+  int64_t live_bytes() const;
+  // Largest live_bytes() since the last ResetPeak().
+  int64_t peak_bytes() const;
+  void ResetPeak();
+
+ private:
+  struct Scope;
+  Scope* scope_;
+};
+
 // Splits each layer's measured time into a per-call part and a per-sample part from
 // `profile` (batch B) and `small`, a profile of the same model at a smaller batch b:
 // time(batch) = fixed + batch x per_sample through both points, so

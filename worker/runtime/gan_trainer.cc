@@ -15,6 +15,7 @@
 #include "worker/runtime/batch_norm_sync.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
+#include "worker/runtime/data_source.h"
 #include "worker/runtime/emulated_device.h"
 #include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/grad_reducer.h"
@@ -122,7 +123,9 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   const int64_t num_layers = static_cast<int64_t>(gen.num_layers() + disc.num_layers());
   TESSERA_ASSIGN_OR_RETURN(Plan plan, MakeGanPlan(o, env, num_layers));
   TESSERA_ASSIGN_OR_RETURN(RankRole role, RoleForRank(plan, env.rank));
-  TESSERA_ASSIGN_OR_RETURN(auto source, MakeImageSource(o.data_dir, o.model, o.image_size, o.seed));
+  TESSERA_ASSIGN_OR_RETURN(auto images, MakeImageSource(o.data_dir, o.model, o.image_size, o.seed));
+  // Each step's slice of the next step is loaded while this one computes.
+  std::unique_ptr<BatchSource> source = MakePrefetchingSource(std::move(images), plan.global_batch);
   if (device.type() != torch::kCPU) {
     for (size_t i = 0; i < gen.num_layers(); ++i) gen.layer(i).layer->to(device);
     for (size_t i = 0; i < disc.num_layers(); ++i) disc.layer(i).layer->to(device);
