@@ -19,6 +19,7 @@
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/grad_reducer.h"
+#include "worker/runtime/loss_scaler.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
 #include "worker/runtime/stage_runner.h"
@@ -101,42 +102,6 @@ void SetRngState(const torch::Tensor& state) {
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
 }
-
-// Dynamic loss scaling (as torch.cuda.amp.GradScaler): start at 2^16, halve
-// and skip the step when any rank sees a non-finite gradient, double after
-// 2000 good steps.
-class LossScaler {
- public:
-  double scale() const { return scale_; }
-  // Unscales the gradients in place; false if a step must be skipped.
-  Result<bool> UnscaleAndCheck(const NamedTensors& params, Collectives& world,
-                               torch::Device comm_device) {
-    torch::NoGradGuard no_grad;
-    bool finite = true;
-    for (const auto& [n, p] : params) {
-      if (!p.grad().defined()) continue;
-      p.mutable_grad().mul_(1.0 / scale_);
-      if (!torch::isfinite(p.grad()).all().item<bool>()) finite = false;
-    }
-    auto flag = torch::tensor({finite ? 0.0 : 1.0},
-                              torch::TensorOptions(torch::kFloat64).device(comm_device));
-    TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flag}));
-    if (flag.item<double>() > 0) {
-      scale_ *= 0.5;
-      good_steps_ = 0;
-      return false;
-    }
-    if (++good_steps_ >= 2000) {
-      scale_ *= 2.0;
-      good_steps_ = 0;
-    }
-    return true;
-  }
-
- private:
-  double scale_ = 65536.0;
-  int64_t good_steps_ = 0;
-};
 
 }  // namespace
 
