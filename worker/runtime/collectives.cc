@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 #ifdef TESSERA_HAVE_CUDA_TORCH
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -17,6 +18,15 @@
 
 namespace tessera::worker {
 namespace {
+
+// What the Gloo and NCCL groups are: c10d::ProcessGroup in LibTorch 1.x; from 2.0
+// they derive from c10d::Backend (a ProcessGroup wraps backends), which has the same
+// collective calls.
+#if TORCH_VERSION_MAJOR >= 2
+using C10dGroup = c10d::Backend;
+#else
+using C10dGroup = c10d::ProcessGroup;
+#endif
 
 // c10 errors carry a stack trace after the first line.
 std::string FirstLine(const std::string& what) { return what.substr(0, what.find('\n')); }
@@ -83,7 +93,7 @@ class LocalCollectives : public Collectives {
 
 class C10dCollectives : public Collectives {
  public:
-  C10dCollectives(c10::intrusive_ptr<c10d::ProcessGroup> pg, c10::intrusive_ptr<c10d::Store> store)
+  C10dCollectives(c10::intrusive_ptr<C10dGroup> pg, c10::intrusive_ptr<c10d::Store> store)
       : pg_(std::move(pg)), store_(std::move(store)) {}
   int rank() const override { return pg_->getRank(); }
   int size() const override { return pg_->getSize(); }
@@ -189,18 +199,18 @@ class C10dCollectives : public Collectives {
     std::vector<torch::Tensor> keep_;
   };
 
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<C10dGroup> pg_;
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-Result<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
+Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const ConnectOptions& opt) {
   try {
     if (opt.backend == Backend::kNccl) {
 #ifdef TESSERA_HAVE_CUDA_TORCH
       auto o = c10d::ProcessGroupNCCL::Options::create();
       o->timeout = opt.op_timeout;
-      return c10::intrusive_ptr<c10d::ProcessGroup>(
+      return c10::intrusive_ptr<C10dGroup>(
           c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o));
 #else
       return FailedPrecondition("NCCL requested but this build has no CUDA LibTorch");
@@ -214,7 +224,7 @@ Result<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
     } else {
       o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
-    return c10::intrusive_ptr<c10d::ProcessGroup>(
+    return c10::intrusive_ptr<C10dGroup>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o));
   } catch (const std::exception& e) {
     return Unavailable(std::string("process group setup failed: ") + FirstLine(e.what()));
