@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <exception>
 
 namespace tessera::agent {
@@ -36,6 +37,8 @@ double SecondsPerCall(const torch::Device& device, std::chrono::milliseconds bud
 }
 
 }  // namespace
+
+void UsePciBusIdDeviceOrder() { ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/1); }
 
 Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device_name,
                                             const BenchmarkOptions& options) {

@@ -36,6 +36,13 @@ struct BenchmarkOptions {
 Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device,
                                             const BenchmarkOptions& options = {});
 
+// CUDA numbers GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML
+// numbers them by PCI bus id. The benchmark runs "cuda:<NVML index>" in this
+// process, so the agent sets PCI_BUS_ID (overriding any other value) first thing
+// in main, before anything initialises CUDA; workers get it through their
+// environment (worker_env.h).
+void UsePciBusIdDeviceOrder();
+
 // How the inventory measures a device ("cpu", "cuda:<i>"); tests inject fakes.
 using DeviceBenchmarkFn = std::function<Result<BenchmarkFigures>(const std::string& device)>;
 

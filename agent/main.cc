@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   using namespace tessera;
   using namespace tessera::agent;
 
+  // Before anything initialises CUDA: the benchmark's cuda:<i> must be NVML's device i.
+  UsePciBusIdDeviceOrder();
+
   CLI::App app{"tessera-agent: reports this node's devices to tesserad and runs its workers"};
   app.set_config("--config", "", "config file (TOML or INI) with the options below");
   std::string controller = "http://127.0.0.1:8080";

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "agent/inventory.h"
 #include "tests/agent/test_util.h"
 
@@ -20,6 +22,20 @@ TEST(DeviceBenchmark, CpuMatmulAndCopyGiveFigures) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_GT(f->tflops, 0.0);
   EXPECT_GT(f->mem_bandwidth_gbps, 0.0);
+}
+
+TEST(DeviceBenchmark, CudaNumbersDevicesByPciBusIdAsNvmlDoes) {
+  for (const char* before : {static_cast<const char*>(nullptr), "FASTEST_FIRST", "PCI_BUS_ID"}) {
+    if (before == nullptr) {
+      ::unsetenv("CUDA_DEVICE_ORDER");
+    } else {
+      ::setenv("CUDA_DEVICE_ORDER", before, 1);
+    }
+    UsePciBusIdDeviceOrder();
+    const char* now = std::getenv("CUDA_DEVICE_ORDER");
+    ASSERT_NE(now, nullptr);
+    EXPECT_STREQ(now, "PCI_BUS_ID") << (before ? before : "unset");
+  }
 }
 
 TEST(DeviceBenchmark, BadDeviceIsAnErrorNotACrash) {
