@@ -90,16 +90,6 @@ int64_t Int(const Json& j, const char* key) {
   return it->get<int64_t>();
 }
 
-std::string FormatTime(int64_t unix_ms) {
-  if (unix_ms <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string FormatBytes(int64_t bytes) {
   double gib = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
   std::ostringstream os;
@@ -142,8 +132,8 @@ void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
                    {"steps:", Str(spec, "steps")},
                    {"layout:", Str(spec, "layout")},
                    {"attempt:", Str(job, "attempt") + " of " + Str(spec, "max_attempts")},
-                   {"created:", FormatTime(Int(job, "created_ms"))},
-                   {"updated:", FormatTime(Int(job, "updated_ms"))}});
+                   {"created:", FormatUtc(Int(job, "created_ms"))},
+                   {"updated:", FormatUtc(Int(job, "updated_ms"))}});
   if (job.contains("plan") && !job["plan"].is_null()) out << "plan: " << job["plan"].dump() << "\n";
   if (job.contains("progress") && !job["progress"].is_null()) {
     out << "progress: " << job["progress"].dump() << "\n";
@@ -497,8 +487,7 @@ void AddJobs(CLI::App& app, CliContext& ctx) {
       for (const Json& job : p.value("jobs", Json::array())) {
         const Json spec = job.value("spec", Json::object());
         rows.push_back({Str(job, "id"), Str(spec, "name"), Str(job, "owner"), Str(spec, "kind"),
-                        Str(job, "state"), Str(job, "attempt"),
-                        FormatTime(Int(job, "created_ms"))});
+                        Str(job, "state"), Str(job, "attempt"), FormatUtc(Int(job, "created_ms"))});
       }
       PrintTable(ctx.out, rows);
       if (p.contains("next_after") && !p["next_after"].is_null()) {
@@ -646,7 +635,7 @@ void AddEvents(CLI::App& app, CliContext& ctx) {
       std::vector<std::vector<std::string>> rows = {{"TIME", "FROM", "TO", "ATTEMPT", "REASON"}};
       for (const Json& ev : e.value("events", Json::array())) {
         std::string from = Str(ev, "from");
-        rows.push_back({FormatTime(Int(ev, "ts_ms")), from.empty() ? "-" : from, Str(ev, "to"),
+        rows.push_back({FormatUtc(Int(ev, "ts_ms")), from.empty() ? "-" : from, Str(ev, "to"),
                         Str(ev, "attempt"), Str(ev, "reason")});
       }
       PrintTable(ctx.out, rows);

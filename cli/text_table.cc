@@ -1,6 +1,7 @@
 #include "cli/text_table.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace tessera::cli {
 
@@ -19,6 +20,16 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
     out += "\n";
   }
   return out;
+}
+
+std::string FormatUtc(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace tessera::cli

@@ -5,6 +5,7 @@
 #ifndef TESSERA_CLI_TEXT_TABLE_H_
 #define TESSERA_CLI_TEXT_TABLE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@ namespace tessera::cli {
 
 // Every line ends with '\n'.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
+
+// A time cell: "2026-11-24 08:59:19Z" (UTC) for milliseconds since the epoch; "-" when
+// unix_ms <= 0 (unknown).
+std::string FormatUtc(int64_t unix_ms);
 
 }  // namespace tessera::cli
 

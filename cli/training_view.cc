@@ -29,16 +29,6 @@ std::string Opt(const std::optional<double>& v, const char* fmt) {
   return v ? Printf(fmt, *v) : "-";
 }
 
-std::string FormatUtc(int64_t unix_ms) {
-  if (unix_ms <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
-
 // The newest point of each rank in the newest attempt.
 std::map<int64_t, api::MetricPoint> NewestByRank(const std::vector<api::MetricPoint>& points) {
   int64_t attempt = 0;
