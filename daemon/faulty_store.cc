@@ -158,6 +158,27 @@ Status FaultyStore::CheckAgentJoinToken(std::string_view plaintext) {
   return base_->CheckAgentJoinToken(plaintext);
 }
 
+Result<api::IssuedNodeCredential> FaultyStore::EnrolNode(std::string_view node, int64_t now_ms) {
+  TESSERA_FAULT_(Write);
+  return base_->EnrolNode(node, now_ms);
+}
+Result<std::string> FaultyStore::CheckNodeCredential(std::string_view plaintext, int64_t now_ms) {
+  TESSERA_FAULT_(Read);
+  return base_->CheckNodeCredential(plaintext, now_ms);
+}
+Result<std::vector<api::NodeEnrolment>> FaultyStore::ListNodeEnrolments() {
+  TESSERA_FAULT_(Read);
+  return base_->ListNodeEnrolments();
+}
+Status FaultyStore::RevokeNode(std::string_view node, int64_t now_ms) {
+  TESSERA_FAULT_(Write);
+  return base_->RevokeNode(node, now_ms);
+}
+Status FaultyStore::ReadmitNode(std::string_view node) {
+  TESSERA_FAULT_(Write);
+  return base_->ReadmitNode(node);
+}
+
 Status FaultyStore::InsertChunks(api::JobId job,
                                  const std::vector<std::vector<std::string>>& chunks) {
   TESSERA_FAULT_(Write);

@@ -72,6 +72,12 @@ class FaultyStore final : public Store {
   Status SetAgentJoinToken(std::string_view plaintext) override;
   Status CheckAgentJoinToken(std::string_view plaintext) override;
 
+  Result<api::IssuedNodeCredential> EnrolNode(std::string_view node, int64_t now_ms) override;
+  Result<std::string> CheckNodeCredential(std::string_view plaintext, int64_t now_ms) override;
+  Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() override;
+  Status RevokeNode(std::string_view node, int64_t now_ms) override;
+  Status ReadmitNode(std::string_view node) override;
+
   Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
   Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
   Result<ChunkCounts> CountChunks(api::JobId job) override;

@@ -375,6 +375,67 @@ Status MemoryStore::CheckAgentJoinToken(std::string_view plaintext) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------- node credentials
+
+Result<api::IssuedNodeCredential> MemoryStore::EnrolNode(std::string_view node, int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(FreshNodeCredential fresh, MakeNodeCredential(node, now_ms));
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = node_credentials_.find(node);
+  std::optional<api::NodeEnrolment> existing;
+  if (it != node_credentials_.end()) existing = it->second.enrolment;
+  TESSERA_RETURN_IF_ERROR(CheckEnrolmentAllowed(existing));
+  node_credentials_[std::string(node)] = fresh.record;
+  return api::IssuedNodeCredential{fresh.record.enrolment, fresh.plaintext};
+}
+
+Result<std::string> MemoryStore::CheckNodeCredential(std::string_view plaintext, int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseNodeCredential(plaintext));
+  std::lock_guard lock(mu_);
+  for (auto& [name, record] : node_credentials_) {
+    if (record.enrolment.credential_id != parts.id) continue;
+    TESSERA_RETURN_IF_ERROR(CheckNodeSecret(record, parts.secret));
+    if (!record.enrolment.first_used_ms) {
+      ++writes_;
+      record.enrolment.first_used_ms = now_ms;
+    }
+    return name;
+  }
+  return Unauthenticated("unknown node credential");
+}
+
+Result<std::vector<api::NodeEnrolment>> MemoryStore::ListNodeEnrolments() {
+  std::lock_guard lock(mu_);
+  std::vector<api::NodeEnrolment> out;
+  for (const auto& [name, record] : node_credentials_) out.push_back(record.enrolment);
+  return out;
+}
+
+Status MemoryStore::RevokeNode(std::string_view node, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = node_credentials_.find(node);
+  if (it == node_credentials_.end()) {
+    return NotFound("node " + std::string(node) + " is not enrolled");
+  }
+  if (!it->second.enrolment.revoked_ms) it->second.enrolment.revoked_ms = now_ms;
+  return Status::Ok();
+}
+
+Status MemoryStore::ReadmitNode(std::string_view node) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  auto it = node_credentials_.find(node);
+  if (it == node_credentials_.end()) {
+    return NotFound("node " + std::string(node) + " is not enrolled");
+  }
+  if (!it->second.enrolment.revoked_ms) {
+    return FailedPrecondition("node " + std::string(node) + " is not revoked");
+  }
+  node_credentials_.erase(it);
+  return Status::Ok();
+}
+
 StoreStats MemoryStore::Stats() {
   std::lock_guard lock(mu_);
   StoreStats s;

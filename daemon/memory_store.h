@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/node_credentials.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
@@ -60,6 +61,12 @@ class MemoryStore final : public Store {
   Status SetAgentJoinToken(std::string_view plaintext) override;
   Status CheckAgentJoinToken(std::string_view plaintext) override;
 
+  Result<api::IssuedNodeCredential> EnrolNode(std::string_view node, int64_t now_ms) override;
+  Result<std::string> CheckNodeCredential(std::string_view plaintext, int64_t now_ms) override;
+  Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() override;
+  Status RevokeNode(std::string_view node, int64_t now_ms) override;
+  Status ReadmitNode(std::string_view node) override;
+
   Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
   Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
   Result<ChunkCounts> CountChunks(api::JobId job) override;
@@ -97,6 +104,7 @@ class MemoryStore final : public Store {
   std::map<std::string, api::Entrypoint, std::less<>> entrypoints_;
   std::optional<std::pair<std::string, std::string>> join_token_;  // salt, hash
   std::map<api::JobId, std::vector<InferChunk>> chunks_;
+  std::map<std::string, NodeCredentialRecord, std::less<>> node_credentials_;  // by node
   const MetricsRetention retention_;
   std::map<std::pair<api::JobId, int64_t>, MetricSeries> metrics_;  // by (job, rank)
   uint64_t writes_ = 0;

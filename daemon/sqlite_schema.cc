@@ -169,11 +169,26 @@ CREATE TABLE job_metric_series (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 7: each node's own credential (api/node_identity.h): enrolled once
+// with the join token, only a salt and SHA-256(salt || secret) kept.
+constexpr std::string_view kMigration7 = R"sql(
+CREATE TABLE node_credentials (
+  node           TEXT    PRIMARY KEY CHECK (node <> ''),
+  id             TEXT    NOT NULL UNIQUE,   -- public part of the credential
+  salt           BLOB    NOT NULL,
+  hash           BLOB    NOT NULL,
+  enrolled_ms    INTEGER NOT NULL,
+  first_used_ms  INTEGER,                   -- first heartbeat it authenticated
+  revoked_ms     INTEGER
+);
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
   static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3,
-                                                            kMigration4, kMigration5, kMigration6};
+                                                            kMigration4, kMigration5, kMigration6,
+                                                            kMigration7};
   return kMigrations;
 }
 

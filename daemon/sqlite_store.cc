@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "daemon/job_state_machine.h"
+#include "daemon/node_credentials.h"
 #include "daemon/sqlite_schema.h"
 #include "daemon/sqlite_util.h"
 #include "daemon/token_crypto.h"
@@ -1119,6 +1120,139 @@ Status SqliteStore::CheckAgentJoinToken(std::string_view plaintext) {
   TESSERA_ASSIGN_OR_RETURN(std::string computed, SaltedSha256(salt, plaintext));
   if (!ConstantTimeEquals(computed, hash)) return Unauthenticated("wrong join token");
   return Status::Ok();
+}
+
+// ---------------------------------------------------------------- node credentials
+
+namespace {
+
+constexpr char kNodeCredentialColumns[] =
+    "node, id, enrolled_ms, first_used_ms, revoked_ms, salt, hash FROM node_credentials";
+
+NodeCredentialRecord NodeCredentialFromRow(const Stmt& q) {
+  NodeCredentialRecord r;
+  r.enrolment.node = q.Text(0);
+  r.enrolment.credential_id = q.Text(1);
+  r.enrolment.enrolled_ms = q.Int(2);
+  r.enrolment.first_used_ms = q.OptInt(3);
+  r.enrolment.revoked_ms = q.OptInt(4);
+  r.salt = q.Blob(5);
+  r.hash = q.Blob(6);
+  return r;
+}
+
+// The record of `node`, or nullopt.
+Result<std::optional<NodeCredentialRecord>> SelectNodeCredential(sqlite3* db,
+                                                                 std::string_view node) {
+  TESSERA_ASSIGN_OR_RETURN(
+      Stmt q,
+      Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE node = ?"));
+  q.Bind(1, node);
+  TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return std::optional<NodeCredentialRecord>();
+  return std::optional<NodeCredentialRecord>(NodeCredentialFromRow(q));
+}
+
+}  // namespace
+
+Result<api::IssuedNodeCredential> SqliteStore::EnrolNode(std::string_view node, int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(FreshNodeCredential fresh, MakeNodeCredential(node, now_ms));
+  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> existing,
+                             SelectNodeCredential(db, node));
+    std::optional<api::NodeEnrolment> current;
+    if (existing) current = existing->enrolment;
+    TESSERA_RETURN_IF_ERROR(CheckEnrolmentAllowed(current));
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up, Stmt::Prepare(db,
+                               "INSERT INTO node_credentials (node, id, salt, hash, enrolled_ms) "
+                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (node) DO UPDATE SET "
+                               "id = excluded.id, salt = excluded.salt, hash = excluded.hash, "
+                               "enrolled_ms = excluded.enrolled_ms, first_used_ms = NULL, "
+                               "revoked_ms = NULL"));
+    up.Bind(1, node)
+        .Bind(2, std::string_view(fresh.record.enrolment.credential_id))
+        .BindBlob(3, fresh.record.salt)
+        .BindBlob(4, fresh.record.hash)
+        .Bind(5, now_ms);
+    return up.Run();
+  }));
+  return api::IssuedNodeCredential{fresh.record.enrolment, fresh.plaintext};
+}
+
+Result<std::string> SqliteStore::CheckNodeCredential(std::string_view plaintext, int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseNodeCredential(plaintext));
+  std::optional<NodeCredentialRecord> record;
+  auto select_by_id = [&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE id = ?"));
+    q.Bind(1, std::string_view(parts.id));
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    record.reset();
+    if (row) record = NodeCredentialFromRow(q);
+    return Status::Ok();
+  };
+  TESSERA_RETURN_IF_ERROR(Read(select_by_id));
+  if (!record) return Unauthenticated("unknown node credential");
+  TESSERA_RETURN_IF_ERROR(CheckNodeSecret(*record, parts.secret));
+  if (record->enrolment.first_used_ms) return record->enrolment.node;
+  // First use: record it, checking again inside the write (a re-enrolment
+  // or a revocation may have replaced the record meanwhile).
+  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+    TESSERA_RETURN_IF_ERROR(select_by_id(db));
+    if (!record) return Unauthenticated("unknown node credential");
+    TESSERA_RETURN_IF_ERROR(CheckNodeSecret(*record, parts.secret));
+    TESSERA_ASSIGN_OR_RETURN(Stmt up, Stmt::Prepare(db,
+                                                    "UPDATE node_credentials SET first_used_ms = ? "
+                                                    "WHERE id = ? AND first_used_ms IS NULL"));
+    up.Bind(1, now_ms).Bind(2, std::string_view(parts.id));
+    return up.Run();
+  }));
+  return record->enrolment.node;
+}
+
+Result<std::vector<api::NodeEnrolment>> SqliteStore::ListNodeEnrolments() {
+  std::vector<api::NodeEnrolment> out;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q,
+        Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " ORDER BY node"));
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      out.push_back(NodeCredentialFromRow(q).enrolment);
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status SqliteStore::RevokeNode(std::string_view node, int64_t now_ms) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> existing,
+                             SelectNodeCredential(db, node));
+    if (!existing) return NotFound("node " + std::string(node) + " is not enrolled");
+    TESSERA_ASSIGN_OR_RETURN(Stmt up, Stmt::Prepare(db,
+                                                    "UPDATE node_credentials SET revoked_ms = ? "
+                                                    "WHERE node = ? AND revoked_ms IS NULL"));
+    up.Bind(1, now_ms).Bind(2, node);
+    return up.Run();
+  });
+}
+
+Status SqliteStore::ReadmitNode(std::string_view node) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> existing,
+                             SelectNodeCredential(db, node));
+    if (!existing) return NotFound("node " + std::string(node) + " is not enrolled");
+    if (!existing->enrolment.revoked_ms) {
+      return FailedPrecondition("node " + std::string(node) + " is not revoked");
+    }
+    TESSERA_ASSIGN_OR_RETURN(Stmt del,
+                             Stmt::Prepare(db, "DELETE FROM node_credentials WHERE node = ?"));
+    del.Bind(1, node);
+    return del.Run();
+  });
 }
 
 // ------------------------------------------------------------ infer chunks

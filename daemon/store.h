@@ -1,10 +1,11 @@
 // Store: the durable state of tesserad behind one interface ("Env"-style).
 //
 // Purpose: jobs, job attempts, the append-only event log, nodes and their
-// devices, users and API tokens, the entrypoint allow-list and the agent join
-// token. Backends: SqliteStore (daemon/sqlite_store.h, the real one),
-// MemoryStore (daemon/memory_store.h, same semantics, no disk) and
-// FaultyStore (daemon/faulty_store.h, wraps another and injects errors).
+// devices, users and API tokens, the entrypoint allow-list, the agent join
+// token and the nodes' own credentials. Backends: SqliteStore
+// (daemon/sqlite_store.h, the real one), MemoryStore (daemon/memory_store.h,
+// same semantics, no disk) and FaultyStore (daemon/faulty_store.h, wraps
+// another and injects errors).
 //
 // Semantics every backend shares (tests/daemon/store_test.cc checks them):
 // - A write that returns OK is durable (SqliteStore: committed with
@@ -36,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/node_identity.h"
 #include "api/types.h"
 #include "common/status.h"
 
@@ -276,6 +278,23 @@ class Store {
   virtual Status SetAgentJoinToken(std::string_view plaintext) = 0;
   // kUnauthenticated when no join token is set or it does not match.
   virtual Status CheckAgentJoinToken(std::string_view plaintext) = 0;
+
+  // ---- node credentials (api/node_identity.h) ----
+  // Enrols `node`: CheckEnrolmentAllowed (daemon/node_credentials.h) decides
+  // against the name's current record in the same write, and a fresh
+  // credential replaces an unused one. Returns the plaintext, once.
+  virtual Result<api::IssuedNodeCredential> EnrolNode(std::string_view node, int64_t now_ms) = 0;
+  // The node a credential belongs to. kUnauthenticated when malformed,
+  // unknown or revoked. The first successful check records first_used_ms.
+  virtual Result<std::string> CheckNodeCredential(std::string_view plaintext, int64_t now_ms) = 0;
+  // Every enrolment, revoked ones too, by node name. No secrets.
+  virtual Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() = 0;
+  // Revokes the node's credential at once. Idempotent for a revoked node;
+  // kNotFound for a name never enrolled.
+  virtual Status RevokeNode(std::string_view node, int64_t now_ms) = 0;
+  // Forgets a revoked node's record so the name may enrol again. kNotFound
+  // when not enrolled, kFailedPrecondition when not revoked.
+  virtual Status ReadmitNode(std::string_view node) = 0;
 
   // ---- inference chunks ----
   // Writes every chunk of an infer job (numbered from 0) in one transaction.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -766,6 +767,76 @@ TEST_P(StoreTest, AgentJoinToken) {
   ASSERT_TRUE(store_->SetAgentJoinToken("rotated").ok());
   EXPECT_EQ(store_->CheckAgentJoinToken("join-me-please").code(), StatusCode::kUnauthenticated);
   EXPECT_TRUE(store_->CheckAgentJoinToken("rotated").ok());
+}
+
+// Node credentials: enrol, authenticate, re-enrol, revoke, readmit, in the
+// order an operator meets them. Each row is one call and what it must give.
+TEST_P(StoreTest, NodeCredentialLifeCycle) {
+  std::map<std::string, std::string> cred;  // node -> newest credential issued
+  auto enrol = [&](const std::string& node) -> StatusCode {
+    auto issued = store_->EnrolNode(node, 1000);
+    if (!issued.ok()) return issued.status().code();
+    EXPECT_TRUE(api::LooksLikeNodeCredential(issued->credential)) << issued->credential;
+    EXPECT_EQ(issued->enrolment.node, node);
+    cred[node] = issued->credential;
+    return StatusCode::kOk;
+  };
+  auto check = [&](const std::string& credential) -> std::string {
+    auto node = store_->CheckNodeCredential(credential, 2000);
+    return node.ok() ? *node : std::string(StatusCodeName(node.status().code()));
+  };
+  ASSERT_EQ(enrol("boxa"), StatusCode::kOk);
+  const std::string unused_boxa = cred["boxa"];
+  // Unused yet (the agent may have lost the answer): enrolling again replaces it.
+  ASSERT_EQ(enrol("boxa"), StatusCode::kOk);
+  EXPECT_NE(cred["boxa"], unused_boxa);
+  EXPECT_EQ(check(unused_boxa), "unauthenticated") << "the replaced credential is gone";
+  EXPECT_EQ(check(cred["boxa"]), "boxa");
+  // Now in use: the join token cannot take the name again.
+  EXPECT_EQ(enrol("boxa"), StatusCode::kAlreadyExists);
+  EXPECT_EQ(check(cred["boxa"]), "boxa") << "a refused enrolment changes nothing";
+  ASSERT_EQ(enrol("boxb"), StatusCode::kOk);
+  EXPECT_EQ(check(cred["boxb"]), "boxb");
+
+  struct Row {
+    std::string presented;
+    std::string want;
+  };
+  std::string tampered = cred["boxa"];
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  const Row rows[] = {
+      {"", "unauthenticated"},
+      {"tsj_join-token", "unauthenticated"},
+      {tampered, "unauthenticated"},
+      {cred["boxa"].substr(0, 21) + cred["boxb"].substr(21), "unauthenticated"},  // id of a, secret of b
+      {"tsr_" + cred["boxa"].substr(4), "unauthenticated"},  // API-token prefix
+  };
+  for (const Row& row : rows) EXPECT_EQ(check(row.presented), row.want) << row.presented;
+
+  EXPECT_EQ(store_->RevokeNode("nobody", 3000).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->RevokeNode("boxa", 3000).ok());
+  ASSERT_TRUE(store_->RevokeNode("boxa", 3500).ok()) << "idempotent";
+  EXPECT_EQ(check(cred["boxa"]), "unauthenticated");
+  EXPECT_EQ(check(cred["boxb"]), "boxb") << "other nodes are unaffected";
+  EXPECT_EQ(enrol("boxa"), StatusCode::kPermissionDenied) << "a revoked name stays out";
+
+  auto list = store_->ListNodeEnrolments();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].node, "boxa");
+  EXPECT_EQ((*list)[0].revoked_ms, std::optional<int64_t>(3000));
+  EXPECT_EQ((*list)[0].first_used_ms, std::optional<int64_t>(2000));
+  EXPECT_EQ((*list)[1].node, "boxb");
+  EXPECT_FALSE((*list)[1].revoked_ms.has_value());
+
+  EXPECT_EQ(store_->ReadmitNode("boxb").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->ReadmitNode("nobody").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->ReadmitNode("boxa").ok());
+  EXPECT_EQ(check(cred["boxa"]), "unauthenticated") << "readmission issues nothing";
+  ASSERT_EQ(enrol("boxa"), StatusCode::kOk);
+  EXPECT_EQ(check(cred["boxa"]), "boxa");
+  EXPECT_EQ(store_->EnrolNode("bad name", 1).status().field(), "node");
+  EXPECT_EQ(store_->EnrolNode("", 1).status().code(), StatusCode::kInvalidArgument);
 }
 
 // ---- inference chunks ----

@@ -1,0 +1,110 @@
+#include "api/node_identity.h"
+
+#include <algorithm>
+
+namespace tessera::api {
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+bool IsLowerHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+Status StringField(const Json& j, const char* key, std::string* out, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    return required ? InvalidArgument("is required", key) : Status::Ok();
+  }
+  if (!it->is_string()) return InvalidArgument("must be a string", key);
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status OptIntField(const Json& j, const char* key, std::optional<int64_t>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return InvalidArgument("must be an integer", key);
+  *out = it->get<int64_t>();
+  return Status::Ok();
+}
+
+Json OptInt(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); }
+
+}  // namespace
+
+Status ValidateNodeName(std::string_view name, const std::string& field) {
+  if (name.empty() || name.size() > 253) return InvalidArgument("must be 1..253 characters", field);
+  if (!std::all_of(name.begin(), name.end(), IsNameChar)) {
+    return InvalidArgument("may contain only letters, digits, '.', '_' and '-'", field);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> EnrolRequestNodeFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("must be a JSON object", "body");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "node") return InvalidArgument("unknown field", key);
+  }
+  std::string node;
+  TESSERA_RETURN_IF_ERROR(StringField(j, "node", &node, /*required=*/true));
+  TESSERA_RETURN_IF_ERROR(ValidateNodeName(node));
+  return node;
+}
+
+Json ToJson(const NodeEnrolment& e) {
+  return Json{{"node", e.node},
+              {"credential_id", e.credential_id},
+              {"enrolled_ms", e.enrolled_ms},
+              {"first_used_ms", OptInt(e.first_used_ms)},
+              {"revoked_ms", OptInt(e.revoked_ms)},
+              {"state", e.revoked_ms ? "revoked" : (e.first_used_ms ? "active" : "enrolled")}};
+}
+
+Result<NodeEnrolment> NodeEnrolmentFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("must be a JSON object", "enrolment");
+  NodeEnrolment e;
+  TESSERA_RETURN_IF_ERROR(StringField(j, "node", &e.node, true));
+  TESSERA_RETURN_IF_ERROR(StringField(j, "credential_id", &e.credential_id, false));
+  std::optional<int64_t> enrolled;
+  TESSERA_RETURN_IF_ERROR(OptIntField(j, "enrolled_ms", &enrolled));
+  e.enrolled_ms = enrolled.value_or(0);
+  TESSERA_RETURN_IF_ERROR(OptIntField(j, "first_used_ms", &e.first_used_ms));
+  TESSERA_RETURN_IF_ERROR(OptIntField(j, "revoked_ms", &e.revoked_ms));
+  return e;
+}
+
+Json ToJson(const IssuedNodeCredential& issued) {
+  return Json{{"node", issued.enrolment.node},
+              {"credential", issued.credential},
+              {"enrolment", ToJson(issued.enrolment)}};
+}
+
+Result<IssuedNodeCredential> IssuedNodeCredentialFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("must be a JSON object", "body");
+  IssuedNodeCredential out;
+  TESSERA_RETURN_IF_ERROR(StringField(j, "credential", &out.credential, true));
+  if (!LooksLikeNodeCredential(out.credential)) {
+    return InvalidArgument("is not a node credential", "credential");
+  }
+  if (auto it = j.find("enrolment"); it != j.end() && !it->is_null()) {
+    TESSERA_ASSIGN_OR_RETURN(out.enrolment, NodeEnrolmentFromJson(*it));
+  } else {
+    TESSERA_RETURN_IF_ERROR(StringField(j, "node", &out.enrolment.node, true));
+  }
+  return out;
+}
+
+bool LooksLikeNodeCredential(std::string_view text) {
+  constexpr size_t kId = 16, kSecret = 64;
+  if (text.size() != 4 + kId + 1 + kSecret || !text.starts_with("tsn_") || text[4 + kId] != '_') {
+    return false;
+  }
+  return IsLowerHex(text.substr(4, kId)) && IsLowerHex(text.substr(5 + kId));
+}
+
+}  // namespace tessera::api
