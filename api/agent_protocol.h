@@ -36,6 +36,13 @@ std::string_view WorkerStateName(WorkerState state);
 
 inline constexpr size_t kMaxProgressLinesPerWorker = 256;
 
+// Exit code of a rank that stopped because a peer vanished: one of its
+// collectives failed (connection closed or reset, or timed out). The
+// controller then checks the attempt's other nodes at once instead of
+// waiting out the heartbeat timeout (daemon/failure_detector.h).
+// tessera-worker exits so; any worker may.
+inline constexpr int64_t kPeerLostExitCode = 75;
+
 struct WorkerStatus {
   WorkerKey key;
   int64_t pid = 0;

@@ -158,7 +158,7 @@ std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
     // A node not heard from since this controller started gets the full
     // timeout from the start, so a restart does not kill healthy jobs.
     Steady::time_point seen = it == reports_.end() ? started_ : it->second.seen;
-    NodeHealth h = ClassifyNode(SteadyMs(seen), options_.detector);
+    NodeHealth h = peer_checks_.Classify(node.name, seen, clock_->SteadyNow(), options_.detector);
     out[node.name] = h;
     std::string name(NodeHealthName(h));
     if (node.health != name) {
@@ -252,6 +252,22 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       }
     }
 
+    // A rank saw a peer vanish (its collective failed): check the attempt's
+    // other nodes now instead of after the heartbeat timeout.
+    std::set<std::string> reporters;
+    for (const RankLaunch& r : launch.ranks) {
+      const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+      if (w != nullptr && w->state == api::WorkerState::kExited &&
+          w->exit_code == api::kPeerLostExitCode) {
+        reporters.insert(r.node);
+      }
+    }
+    for (const RankLaunch& r : launch.ranks) {
+      if (!reporters.empty() && !reporters.contains(r.node)) {
+        peer_checks_.Begin(r.node, clock_->SteadyNow());
+      }
+    }
+
     const int world = static_cast<int>(launch.ranks.size());
     std::optional<JobEvent> event;
     std::string reason;
@@ -298,8 +314,9 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     }
     store_->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(), reason).IgnoreError();
     if (next->state == JobState::kRecovering) {
-      int64_t backoff = options_.retry_backoff_ms;
-      for (int64_t a = 1; a < job->attempt && backoff < options_.max_retry_backoff_ms; ++a) {
+      // The first retry goes as soon as the old ranks stopped; later ones back off.
+      int64_t backoff = job->attempt <= 1 ? 0 : options_.retry_backoff_ms;
+      for (int64_t a = 2; a < job->attempt && backoff < options_.max_retry_backoff_ms; ++a) {
         backoff *= 2;
       }
       backoff = std::min(backoff, options_.max_retry_backoff_ms);

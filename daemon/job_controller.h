@@ -134,6 +134,7 @@ class JobController {
   bool shutting_down_ = false;
   std::map<api::JobId, Active> active_;
   std::map<std::string, Report> reports_;
+  PeerLossChecks peer_checks_;  // nodes checked early after a rank reported peer loss
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
   std::vector<std::string> emulation_warnings_;  // last logged
   // Why pending jobs wait: written by Tick, read by API calls, so it has its

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <cmath>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cpu_time.h"
 #include "worker/model/batch_norm.h"
 
 namespace tessera::worker {
@@ -145,9 +146,8 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+// CPU milliseconds on `clock` since `cpu0` (seconds).
+double CpuMsSince(CpuClock clock, double cpu0) { return (CpuSeconds(clock) - cpu0) * 1e3; }
 
 void Backward(const Activation& out) {
   std::vector<torch::Tensor> roots, grads;
@@ -190,6 +190,9 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
   std::vector<bool> was_training;
   for (size_t i = 0; i < n; ++i) was_training.push_back(model.layer(i).layer->is_training());
 
+  // The clock an emulated device with this many intra-op threads measures its
+  // compute on (worker/runtime/emulated_device.h).
+  const CpuClock clock = CpuClockFor(torch::get_num_threads());
   nlohmann::json layers = nlohmann::json::array();
   Status status;
   try {
@@ -209,15 +212,15 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
         Activation in = Leaf(current);
         const int64_t live_before = Counter().live();
         EvictCpuCaches();
-        const auto t0 = std::chrono::steady_clock::now();
+        const double t0 = CpuSeconds(clock);
         out = layer.Forward(std::move(in));
-        const double f_ms = MsSince(t0);
+        const double f_ms = CpuMsSince(clock, t0);
         const int64_t live_after = Counter().live();
         Counter().ResetPeak();
         EvictCpuCaches();
-        const auto t1 = std::chrono::steady_clock::now();
+        const double t1 = CpuSeconds(clock);
         Backward(out);
-        const double b_ms = MsSince(t1);
+        const double b_ms = CpuMsSince(clock, t1);
         if (r == 0) continue;
         fwd.push_back(f_ms);
         bwd.push_back(b_ms);
@@ -269,7 +272,8 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
   if (!status.ok()) return status;
   return nlohmann::json{{"model", model.name()}, {"device", "cpu"},
                         {"batch", batch},        {"in_shape", in_shape},
-                        {"repeats", repeats},    {"layers", std::move(layers)}};
+                        {"repeats", repeats},    {"clock", CpuClockName(clock)},
+                        {"layers", std::move(layers)}};
 }
 
 struct AllocationCounter::Scope {
@@ -282,34 +286,72 @@ int64_t AllocationCounter::live_bytes() const { return Counter().live(); }
 int64_t AllocationCounter::peak_bytes() const { return Counter().peak(); }
 void AllocationCounter::ResetPeak() { Counter().ResetPeak(); }
 
-Result<nlohmann::json> WithFixedCosts(nlohmann::json profile, const nlohmann::json& small) {
+Result<nlohmann::json> WithFixedCosts(nlohmann::json profile,
+                                      const std::vector<nlohmann::json>& smaller) {
+  if (smaller.empty()) return InvalidArgument("no smaller batch to fit against", "fixed_batch");
   try {
     const double big_b = profile.at("batch").get<double>();
-    const double small_b = small.at("batch").get<double>();
-    if (!(small_b >= 1 && small_b < big_b)) {
-      return InvalidArgument("the second profile's batch must be smaller", "fixed_batch");
+    double smallest = big_b;
+    for (const nlohmann::json& small : smaller) {
+      const double b = small.at("batch").get<double>();
+      if (!(b >= 1 && b < big_b)) {
+        return InvalidArgument("the second profile's batch must be smaller", "fixed_batch");
+      }
+      smallest = std::min(smallest, b);
     }
     nlohmann::json& layers = profile.at("layers");
-    const nlohmann::json& other = small.at("layers");
-    if (layers.size() != other.size()) {
-      return InvalidArgument("profiles have different layers", "fixed_batch");
-    }
-    for (size_t i = 0; i < layers.size(); ++i) {
-      if (layers[i].at("name") != other[i].at("name")) {
+    for (const nlohmann::json& small : smaller) {
+      const nlohmann::json& other = small.at("layers");
+      if (layers.size() != other.size()) {
         return InvalidArgument("profiles have different layers", "fixed_batch");
       }
-      for (const char* key : {"fwd", "bwd"}) {
-        const double at_big = layers[i].at(std::string(key) + "_ms").get<double>();
-        const double at_small = other[i].at(std::string(key) + "_ms").get<double>();
-        const double fixed = (big_b * at_small - small_b * at_big) / (big_b - small_b);
-        layers[i][std::string(key) + "_fixed_ms"] = std::clamp(fixed, 0.0, at_big);
+      for (size_t i = 0; i < layers.size(); ++i) {
+        if (layers[i].at("name") != other[i].at("name")) {
+          return InvalidArgument("profiles have different layers", "fixed_batch");
+        }
       }
     }
-    profile["fixed_batch"] = small.at("batch");
+    for (size_t i = 0; i < layers.size(); ++i) {
+      for (const char* key : {"fwd", "bwd"}) {
+        const std::string ms_key = std::string(key) + "_ms";
+        // Least squares of ms = fixed + slope x batch over every point.
+        std::vector<std::pair<double, double>> points = {
+            {big_b, layers[i].at(ms_key).get<double>()}};
+        for (const nlohmann::json& small : smaller) {
+          points.emplace_back(small.at("batch").get<double>(),
+                              small.at("layers")[i].at(ms_key).get<double>());
+        }
+        double mean_b = 0, mean_t = 0;
+        for (const auto& [b, t] : points) {
+          mean_b += b;
+          mean_t += t;
+        }
+        mean_b /= static_cast<double>(points.size());
+        mean_t /= static_cast<double>(points.size());
+        double cov = 0, var = 0;
+        for (const auto& [b, t] : points) {
+          cov += (b - mean_b) * (t - mean_t);
+          var += (b - mean_b) * (b - mean_b);
+        }
+        const double slope = var > 0 ? cov / var : 0.0;
+        const double fixed = mean_t - slope * mean_b;
+        layers[i][std::string(key) + "_fixed_ms"] =
+            std::clamp(fixed, 0.0, points.front().second);
+      }
+    }
+    profile["fixed_batch"] = static_cast<int64_t>(smallest);
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("malformed profile: ") + e.what(), "fixed_batch");
   }
   return profile;
+}
+
+std::vector<int64_t> FixedCostBatches(int64_t smallest, int64_t batch) {
+  std::vector<int64_t> out = {smallest};
+  const auto mid = static_cast<int64_t>(
+      std::llround(std::sqrt(static_cast<double>(smallest) * static_cast<double>(batch))));
+  if (mid > smallest && mid < batch) out.push_back(mid);
+  return out;
 }
 
 }  // namespace tessera::worker

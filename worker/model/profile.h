@@ -2,8 +2,14 @@
 // (the `tessera-worker profile` command prints them).
 //
 // For each layer, in order, on CPU and in training mode:
-//   fwd_ms / bwd_ms     median wall time of the layer's forward / backward for
-//                       the whole batch over `repeats` runs (after one warm-up)
+//   fwd_ms / bwd_ms     median time of the layer's forward / backward for the
+//                       whole batch over `repeats` runs (after one warm-up), in
+//                       CPU milliseconds of the computing threads
+//                       (common/cpu_time.h: the calling thread's with one
+//                       intra-op thread, else the process's), the clock an
+//                       emulated device's busy time is measured on
+//                       (worker/runtime/emulated_device.h); waiting for a
+//                       host core does not count
 //   fwd_flops           estimated forward FLOPs for the whole batch
 //                       (Layer::ForwardFlopsPerSample x batch); also
 //                       fwd_flops_per_sample
@@ -16,7 +22,8 @@
 //                       bytes of the Activation crossing a cut after this
 //                       layer (main + every carry tensor), divided by batch
 //   in_shape / out_shape  per-sample shape of the main tensor
-// Returns {"model", "device":"cpu", "batch", "in_shape", "layers":[...]}.
+// Returns {"model", "device":"cpu", "batch", "in_shape", "clock", "layers":[...]};
+// clock names the CPU clock ("thread_cpu" or "process_cpu").
 //
 // Batch-norm running statistics are restored and parameter gradients
 // cleared afterwards, so the model is left as it was (training flag
@@ -65,13 +72,22 @@ class AllocationCounter {
 };
 
 // Splits each layer's measured time into a per-call part and a per-sample part from
-// `profile` (batch B) and `small`, a profile of the same model at a smaller batch b:
-// time(batch) = fixed + batch x per_sample through both points, so
-// fixed = (B x ms(b) - b x ms(B)) / (B - b), clamped to [0, ms(B)]. Adds "fwd_fixed_ms"
-// and "bwd_fixed_ms" to every layer of `profile` and "fixed_batch": b; the rest of
-// `profile` is unchanged (older readers ignore the new fields).
-// Errors: kInvalidArgument when the layer lists differ or b is not smaller than B.
-Result<nlohmann::json> WithFixedCosts(nlohmann::json profile, const nlohmann::json& small);
+// `profile` (batch B) and `smaller`, profiles of the same model at smaller batches:
+// time(batch) = fixed + batch x per_sample, fitted by least squares through every
+// point (B and each smaller batch), fixed clamped to [0, ms(B)]. Two points give the
+// line through both; more points average out the noise of any one measurement.
+// Adds "fwd_fixed_ms" and "bwd_fixed_ms" to every layer of `profile` and
+// "fixed_batch": the smallest batch; the rest of `profile` is unchanged (older
+// readers ignore the new fields).
+// Errors: kInvalidArgument when `smaller` is empty, the layer lists differ, or a
+// batch is not smaller than B.
+Result<nlohmann::json> WithFixedCosts(nlohmann::json profile,
+                                      const std::vector<nlohmann::json>& smaller);
+
+// The batches the per-call fit measures besides B: `smallest` and, when there is
+// room, one between it and B (their geometric mean), so the line rests on three
+// points. REQUIRES: 1 <= smallest < batch.
+std::vector<int64_t> FixedCostBatches(int64_t smallest, int64_t batch);
 
 }  // namespace tessera::worker
 

@@ -1,21 +1,12 @@
 #include "worker/runtime/emulated_device.h"
 
-#include <time.h>
-
 #include <thread>
 
 namespace tessera::worker {
 
-double CpuSeconds(CpuClock clock) {
-  timespec ts{};
-  clock_gettime(clock == CpuClock::kThread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID,
-                &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 EmulatedDevice::EmulatedDevice(double speed, int threads)
     : speed_(speed > 0 ? speed : 1.0),
-      clock_(threads > 1 ? CpuClock::kProcess : CpuClock::kThread) {}
+      clock_(CpuClockFor(threads)) {}
 
 EmulatedDevice::Segment EmulatedDevice::Begin() const { return {Clock::now(), CpuSeconds(clock_)}; }
 

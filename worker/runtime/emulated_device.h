@@ -33,12 +33,9 @@
 
 #include <chrono>
 
+#include "common/cpu_time.h"
+
 namespace tessera::worker {
-
-enum class CpuClock { kThread, kProcess };
-
-// CPU seconds consumed so far by the calling thread or by the whole process.
-double CpuSeconds(CpuClock clock);
 
 class EmulatedDevice {
  public:

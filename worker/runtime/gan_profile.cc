@@ -1,11 +1,11 @@
 #include "worker/runtime/gan_profile.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "common/cpu_time.h"
 #include "worker/model/gan.h"
 #include "worker/model/profile.h"
 #include "worker/runtime/gan_trainer.h"
@@ -13,10 +13,12 @@
 namespace tessera::worker {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+// Steps are timed on the CPU clock ProfileModel and an emulated device use
+// (common/cpu_time.h), so a busy host does not inflate them.
+double MsSince(double cpu0) {
+  return (CpuSeconds(CpuClockFor(torch::get_num_threads())) - cpu0) * 1e3;
 }
+double Now() { return CpuSeconds(CpuClockFor(torch::get_num_threads())); }
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -62,7 +64,7 @@ Result<StepCost> MeasureSteps(Gan& gan, const GanProfileOptions& o) {
     const int64_t before = counter.live_bytes();
     counter.ResetPeak();
     torch::Tensor real = torch::rand({b, 3, h, h}) * 2 - 1;  // the target counts: it is extra
-    auto t0 = Clock::now();
+    double t0 = Now();
     torch::Tensor fake = gen.Forward(Activation{gray, {}}, 0, gl).main;
     torch::Tensor real_logits =
         disc.Forward(Activation{DiscriminatorInput(gray, real), {}}, 0, dl).main;
@@ -70,17 +72,17 @@ Result<StepCost> MeasureSteps(Gan& gan, const GanProfileOptions& o) {
         disc.Forward(Activation{DiscriminatorInput(gray, fake.detach()), {}}, 0, dl).main;
     torch::Tensor d_loss = DiscriminatorLoss(real_logits, fake_logits);
     double f_ms = MsSince(t0);
-    t0 = Clock::now();
+    t0 = Now();
     d_loss.backward();
     d_opt.Step(kLr);
     d_opt.ZeroGrad();
     double b_ms = MsSince(t0);
-    t0 = Clock::now();
+    t0 = Now();
     torch::Tensor gen_logits =
         disc.Forward(Activation{DiscriminatorInput(gray, fake), {}}, 0, dl).main;
     GeneratorLossParts parts = GeneratorLoss(gen_logits, fake, real, gan.l1_weight);
     f_ms += MsSince(t0);
-    t0 = Clock::now();
+    t0 = Now();
     parts.total.backward();
     g_opt.Step(kLr);
     g_opt.ZeroGrad();

@@ -120,8 +120,9 @@ int main(int argc, char** argv) {
   profile->add_option("--repeats", profile_repeats)->check(CLI::PositiveNumber);
   profile
       ->add_option("--fixed-batch", profile_fixed_batch,
-                   "also profile at this smaller batch and split each layer's time into "
-                   "fwd_fixed_ms/bwd_fixed_ms per call + per sample")
+                   "also profile at this smaller batch (and one between it and --batch) and "
+                   "split each layer's time into fwd_fixed_ms/bwd_fixed_ms per call + per "
+                   "sample, fitted through every batch")
       ->check(CLI::PositiveNumber);
 
   std::string gen_out;
@@ -230,9 +231,16 @@ int main(int argc, char** argv) {
     auto json = profile_at(profile_batch);
     if (!json.ok()) return Fail(json.status());
     if (profile_fixed_batch > 0) {
-      auto small = profile_at(profile_fixed_batch);
-      if (!small.ok()) return Fail(small.status());
-      json = WithFixedCosts(std::move(*json), *small);
+      if (profile_fixed_batch >= profile_batch) {
+        return Fail(InvalidArgument("--fixed-batch must be smaller than --batch", "fixed_batch"));
+      }
+      std::vector<nlohmann::json> smaller;
+      for (int64_t b : FixedCostBatches(profile_fixed_batch, profile_batch)) {
+        auto small = profile_at(b);
+        if (!small.ok()) return Fail(small.status());
+        smaller.push_back(*std::move(small));
+      }
+      json = WithFixedCosts(std::move(*json), smaller);
       if (!json.ok()) return Fail(json.status());
     }
 #ifdef TESSERA_HAVE_WORKER_DATA

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_time.h"
 #include "worker/model/layered_model.h"
 
 namespace tessera::worker {
@@ -32,6 +33,8 @@ TEST(ProfileModelTest, ReportsEveryLayerWithSizesFromTheModel) {
   EXPECT_EQ(j["model"], "colorize-unet");
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["batch"], 2);
+  // Timed on the CPU clock an emulated device with this many threads uses.
+  EXPECT_EQ(j["clock"], CpuClockName(CpuClockFor(torch::get_num_threads())));
   ASSERT_EQ(j["layers"].size(), model->num_layers());
 
   const int64_t f = 4;  // bytes per float
@@ -110,7 +113,7 @@ TEST(ProfileModelTest, FixedCostsSplitTimeIntoPerCallAndPerSample) {
            Case{2.0, 4.0, 2.0, 4.0, 2.0, 4.0},
        }) {
     auto fitted = WithFixedCosts(OneLayerProfile(16, c.fwd_big, c.bwd_big),
-                                 OneLayerProfile(4, c.fwd_small, c.bwd_small));
+                                 {OneLayerProfile(4, c.fwd_small, c.bwd_small)});
     ASSERT_TRUE(fitted.ok()) << fitted.status().ToString();
     const nlohmann::json& layer = (*fitted)["layers"][0];
     EXPECT_NEAR(layer["fwd_fixed_ms"].get<double>(), c.fwd_fixed, 1e-12);
@@ -120,13 +123,55 @@ TEST(ProfileModelTest, FixedCostsSplitTimeIntoPerCallAndPerSample) {
   }
 }
 
+TEST(ProfileModelTest, FixedCostsFitALineThroughEveryBatch) {
+  struct Case {
+    std::vector<std::pair<int64_t, double>> smaller;  // (batch, fwd ms); bwd = 2 x fwd
+    double fwd_big;                                   // at batch 16
+    double fwd_fixed;                                 // expected per-call ms
+    int64_t fixed_batch;
+  };
+  for (const Case& c : {
+           // On the line 1 + 0.5 b: the fit is exact.
+           Case{{{1, 1.5}, {4, 3.0}}, 9.0, 1.0, 1},
+           // The batch-1 point reads 0.6 ms high: the line through it and batch 16 alone
+           // would put the whole error into the per-call cost (1.64); least squares
+           // through (1, 2.1), (4, 3.0), (16, 9.0) spreads it: 1.4 + 0.4714 per sample.
+           Case{{{1, 2.1}, {4, 3.0}}, 9.0, 1.4, 1},
+           // Order of the smaller profiles does not matter.
+           Case{{{4, 3.0}, {1, 2.1}}, 9.0, 1.4, 1},
+       }) {
+    std::vector<nlohmann::json> smaller;
+    for (const auto& [b, ms] : c.smaller) smaller.push_back(OneLayerProfile(b, ms, 2 * ms));
+    auto fitted = WithFixedCosts(OneLayerProfile(16, c.fwd_big, 2 * c.fwd_big), smaller);
+    ASSERT_TRUE(fitted.ok()) << fitted.status().ToString();
+    const nlohmann::json& layer = (*fitted)["layers"][0];
+    EXPECT_NEAR(layer["fwd_fixed_ms"].get<double>(), c.fwd_fixed, 1e-9);
+    EXPECT_NEAR(layer["bwd_fixed_ms"].get<double>(), 2 * c.fwd_fixed, 1e-9);
+    EXPECT_EQ((*fitted)["fixed_batch"].get<int64_t>(), c.fixed_batch);
+  }
+}
+
+TEST(ProfileModelTest, FixedCostBatchesAddOneBetweenWhenThereIsRoom) {
+  struct Case {
+    int64_t smallest, batch;
+    std::vector<int64_t> want;
+  };
+  for (const Case& c : {Case{1, 16, {1, 4}}, Case{2, 8, {2, 4}}, Case{1, 2, {1}},
+                        Case{3, 4, {3}}, Case{1, 4, {1, 2}}}) {
+    EXPECT_EQ(FixedCostBatches(c.smallest, c.batch), c.want) << c.smallest << " " << c.batch;
+  }
+}
+
 TEST(ProfileModelTest, FixedCostsNeedASmallerBatchOfTheSameLayers) {
-  auto not_smaller = WithFixedCosts(OneLayerProfile(4, 1, 1), OneLayerProfile(4, 1, 1));
+  auto not_smaller = WithFixedCosts(OneLayerProfile(4, 1, 1), {OneLayerProfile(4, 1, 1)});
   ASSERT_FALSE(not_smaller.ok());
   EXPECT_EQ(not_smaller.status().field(), "fixed_batch");
+  auto none = WithFixedCosts(OneLayerProfile(4, 1, 1), {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().field(), "fixed_batch");
   nlohmann::json other = OneLayerProfile(2, 1, 1);
   other["layers"][0]["name"] = "b";
-  auto different = WithFixedCosts(OneLayerProfile(4, 1, 1), other);
+  auto different = WithFixedCosts(OneLayerProfile(4, 1, 1), {OneLayerProfile(3, 1, 1), other});
   ASSERT_FALSE(different.ok());
   EXPECT_EQ(different.status().code(), StatusCode::kInvalidArgument);
 }
