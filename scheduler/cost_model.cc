@@ -205,6 +205,10 @@ double CostModel::WeightBytes(int begin, int end) const {
   return ParameterBytes(begin, end) * weight_multiplier_;
 }
 
+double CostModel::ReplicaWeightBytes(int begin, int end, bool replicated) const {
+  return WeightBytes(begin, end) + (training_ && replicated ? ParameterBytes(begin, end) : 0.0);
+}
+
 double CostModel::ActivationBytesPerSample(int begin, int end) const {
   // The stage's input is held too: a received activation (or the input batch) that
   // the first layer saves for its backward; the profile counts it in no layer.
@@ -260,9 +264,10 @@ int CostModel::InFlight(Schedule schedule, int micro_batches, int stages, int st
   return std::min(micro_batches, stages - stage);
 }
 
-double CostModel::StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight) const {
+double CostModel::StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight,
+                                   bool replicated) const {
   const int held = training_ ? in_flight : 1;
-  double bytes = WeightBytes(begin, end) + static_cast<double>(held) *
+  double bytes = ReplicaWeightBytes(begin, end, replicated) + static_cast<double>(held) *
                                                static_cast<double>(micro_ceil) *
                                                ActivationBytesPerSample(begin, end);
   if (training_) {
@@ -344,7 +349,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
     for (int s = 0; s < S; ++s) {
       const CandidateStage& st = rep.stages[s];
       const double mem =
-          StageMemoryBytes(st.begin, st.end, micro_ceil, InFlight(c.schedule, M, S, s));
+          StageMemoryBytes(st.begin, st.end, micro_ceil, InFlight(c.schedule, M, S, s), R > 1);
       const DeviceInfo& d = devices_[st.device];
       if (mem > static_cast<double>(d.usable_bytes)) {
         return fail("doesn't fit on " + d.id.ToString() + ": layers [" + std::to_string(st.begin) +

@@ -114,6 +114,10 @@ class CostModel {
   double ParameterBytes(int begin, int end) const;
   // Parameters + gradients + optimizer state when training; parameters when inferring.
   double WeightBytes(int begin, int end) const;
+  // WeightBytes, plus, when training layers that other replicas hold too, the
+  // gradient buckets the worker all-reduces them in (worker/runtime/grad_reducer.h:
+  // a flat copy of every replicated parameter's gradient, kept for the whole run).
+  double ReplicaWeightBytes(int begin, int end, bool replicated) const;
   // Training: activation bytes kept per sample (the layers' and the stage input's);
   // inference: max over layers of in + out.
   double ActivationBytesPerSample(int begin, int end) const;
@@ -148,6 +152,7 @@ class CostModel {
     return fixed_prefix_[devices_[dev].speed_class];
   }
   const std::vector<double>& WeightPrefix() const { return weight_prefix_; }
+  const std::vector<double>& ParameterPrefix() const { return param_prefix_; }
   const std::vector<double>& ActivationPrefix() const { return act_scaled_prefix_; }
 
   // Seconds one stage spends on one micro-batch of `micro` samples: compute, the
@@ -159,7 +164,9 @@ class CostModel {
   // Peak bytes of a stage holding `in_flight` micro-batches of `micro_ceil` samples; when
   // training, plus one micro-batch's backward working set (the largest layer transient)
   // and max(2, in_flight) micro-batches of gradients sent to the previous stage.
-  double StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight) const;
+  // replicated: other replicas hold the same layers (ReplicaWeightBytes).
+  double StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight,
+                          bool replicated = false) const;
 
   // Ring all-reduce of `bytes` over `participants`: 2(N-1)/N x bytes / bw + 2(N-1) x latency.
   static double RingAllReduceSeconds(double bytes, int participants, const Link& slowest);

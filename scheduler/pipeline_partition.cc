@@ -59,7 +59,8 @@ std::optional<Partition> ScorePartition(const CostModel& cost, std::vector<Candi
   for (int s = 0; s < S; ++s) {
     const CandidateStage& st = stages[s];
     const double mem = cost.StageMemoryBytes(st.begin, st.end, micro_ceil,
-                                             CostModel::InFlight(params.schedule, M, S, s));
+                                             CostModel::InFlight(params.schedule, M, S, s),
+                                             params.replicated);
     if (mem > static_cast<double>(cost.device(st.device).usable_bytes)) return std::nullopt;
     const double t =
         cost.StageSeconds(st.device, st.begin, st.end, micro, s + 1 < S ? stages[s + 1].device : -1,
@@ -98,7 +99,11 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
   const double overhead = cost.options().micro_batch_overhead_s;
   const bool train = cost.training();
 
-  const std::vector<double>& W = cost.WeightPrefix();
+  // Weights, and the gradient buckets of replicated layers (CostModel::ReplicaWeightBytes).
+  std::vector<double> W = cost.WeightPrefix();
+  if (params.replicated && cost.training()) {
+    for (size_t i = 0; i < W.size(); ++i) W[i] += cost.ParameterPrefix()[i];
+  }
   const std::vector<double>& A = cost.ActivationPrefix();
   std::vector<double> out_bytes(L), io_bytes(L);
   for (int l = 0; l < L; ++l) {

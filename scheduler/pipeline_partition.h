@@ -33,6 +33,7 @@ struct PartitionParams {
   int64_t batch = 1;  // the replica's batch
   int micro_batches = 1;
   Schedule schedule = Schedule::k1F1B;
+  bool replicated = false;  // other replicas hold the same layers (gradient buckets)
 };
 
 // result[S - 1]: best partition with S stages on reverse_order[S-1..0], or nullopt

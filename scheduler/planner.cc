@@ -322,7 +322,7 @@ class Search {
     if (k < req_.min_devices || k > max_devices_) return;
     const int L = cm_.num_layers();
     const int64_t B = req_.global_batch;
-    const double weights = cm_.WeightBytes(0, L);
+    const double weights = cm_.ReplicaWeightBytes(0, L, /*replicated=*/k > 1);
     const double act = cm_.ActivationBytesPerSample(0, L);
     std::vector<double> secs(k);
     std::vector<int64_t> cap_micro(k);
@@ -596,7 +596,7 @@ class Search {
   // Stages for a replica's devices: the best order and partition at (b, m).
   std::optional<std::vector<CandidateStage>> PartReplica(const std::vector<int>& devs, int64_t b,
                                                          int m) {
-    PartitionParams params{b, m, schedule_};
+    PartitionParams params{b, m, schedule_, /*replicated=*/true};
     std::optional<Partition> best;
     for (const std::vector<int>& order : ReplicaOrders(devs)) {
       auto p = PartitionLayers(cm_, order, params);
@@ -621,7 +621,7 @@ class Search {
       rp.beta.push_back(t0);
       rp.alpha.push_back(t1 - t0);
       const double room = static_cast<double>(cm_.device(st.device).usable_bytes) -
-                          cm_.WeightBytes(st.begin, st.end);
+                          cm_.ReplicaWeightBytes(st.begin, st.end, /*replicated=*/true);
       const int in_flight = cm_.training() ? CostModel::InFlight(schedule_, m, S, s) : 1;
       const double per_micro = in_flight * cm_.ActivationBytesPerSample(st.begin, st.end);
       if (room < 0) cap_micro = 0;
@@ -1128,7 +1128,7 @@ ScoredBaseline EvenSplit(const CostModel& cm, const JobRequest& req, const std::
     return fail("global batch " + std::to_string(B) + " is less than one sample per device");
   }
   const int L = cm.num_layers();
-  const double weights = cm.WeightBytes(0, L);
+  const double weights = cm.ReplicaWeightBytes(0, L, /*replicated=*/k > 1);
   const double act = cm.ActivationBytesPerSample(0, L);
   Candidate& c = out.candidate;
   c.schedule = cm.training() ? Schedule::k1F1B : Schedule::kGPipe;

@@ -200,7 +200,8 @@ TEST(BaselineTest, AFasterBaselineBecomesTheBestPlan) {
   // Usable memory holds the weights and 2.5 samples of activations: shares of 10
   // need M = 5.
   const ModelProfile m = Medium();
-  const double weights = 12 * 20e6 * 4, act = 12 * 10e6;
+  // Parameters, gradients, Adam's two states and the data-parallel gradient buckets.
+  const double weights = 12 * 20e6 * 5, act = 12 * 10e6;
   const double mem_gb = (weights + 2.5 * act) / 0.9 / kGB;
   auto got =
       MakePlans(ClusterBuilder().Node("a").Gpus(4, "A100", mem_gb, 20).Build(), m, Train(40));

@@ -34,6 +34,14 @@ TEST(CostModelTest, HalfPrecisionUsesHalfThroughput) {
   m.precision = Precision::kBf16;
   const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(4));
   EXPECT_NEAR(cm.ForwardSeconds(0, 0, 1), 0.5e-4, 1e-12);  // tflops_half defaults to 2x
+  // A measured 16-bit throughput replaces the default: 160 TFLOPS at 50% -> 25 us.
+  ClusterSnapshot measured = TwoFastOneNode();
+  for (Device& d : measured.nodes[0].devices) d.tflops_half = 160;
+  const CostModel half = CostModel::Create(measured, m, Train(4));
+  EXPECT_NEAR(half.ForwardSeconds(0, 0, 1), 0.25e-4, 1e-12);
+  // float32 jobs ignore it.
+  m.precision = Precision::kFp32;
+  EXPECT_NEAR(CostModel::Create(measured, m, Train(4)).ForwardSeconds(0, 0, 1), 1e-4, 1e-12);
 }
 
 TEST(CostModelTest, MemoryTermsBySchedule) {
@@ -67,6 +75,35 @@ TEST(CostModelTest, StageMemoryHoldsItsInputAndOneBackwardWorkingSet) {
   EXPECT_DOUBLE_EQ(cm.StageMemoryBytes(3, 4, 2, 1), 40e6 + 1 * 2 * 6e6 + 2 * (0 + 2 * 1e6));
   // The first stage sends no gradient back.
   EXPECT_DOUBLE_EQ(cm.StageMemoryBytes(0, 1, 2, 1), 40e6 + 1 * 2 * 5e6);
+}
+
+TEST(CostModelTest, ReplicatedLayersHoldTheirGradientBucketsToo) {
+  // 10 MB of parameters; SGD with momentum: parameters, gradients, state = 30 MB.
+  ModelProfile m = ModelBuilder().Layers(1, 1, 10, 5, 1).Build();
+  m.optimizer_state_multiplier = 1;
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
+  EXPECT_DOUBLE_EQ(cm.ReplicaWeightBytes(0, 1, false), 30e6);
+  EXPECT_DOUBLE_EQ(cm.ReplicaWeightBytes(0, 1, true), 40e6);
+  EXPECT_DOUBLE_EQ(cm.StageMemoryBytes(0, 1, 2, 1, true) - cm.StageMemoryBytes(0, 1, 2, 1), 10e6);
+  // Inference all-reduces nothing.
+  const CostModel infer = CostModel::Create(TwoFastOneNode(), m, Infer(8));
+  EXPECT_DOUBLE_EQ(infer.ReplicaWeightBytes(0, 1, true), infer.WeightBytes(0, 1));
+  // Two replicas of the whole model each carry the buckets in the evaluated plan.
+  Candidate dp;
+  dp.micro_batches = 1;
+  dp.replicas = {CandidateReplica{4, {CandidateStage{0, 0, 1}}},
+                 CandidateReplica{4, {CandidateStage{1, 0, 1}}}};
+  Candidate alone;
+  alone.micro_batches = 1;
+  alone.replicas = {CandidateReplica{8, {CandidateStage{0, 0, 1}}}};
+  const Evaluation two = cm.Evaluate(dp);
+  const Evaluation one = cm.Evaluate(alone);
+  ASSERT_TRUE(two.feasible) << two.reason;
+  ASSERT_TRUE(one.feasible) << one.reason;
+  EXPECT_DOUBLE_EQ(static_cast<double>(two.stage_memory_bytes[0][0]),
+                   cm.StageMemoryBytes(0, 1, 4, 1, true));
+  EXPECT_DOUBLE_EQ(static_cast<double>(one.stage_memory_bytes[0][0]),
+                   cm.StageMemoryBytes(0, 1, 8, 1, false));
 }
 
 TEST(CostModelTest, SynchronisedBatchNormsCostARingLatencyEachWayPerReplicaSet) {
