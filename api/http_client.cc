@@ -51,6 +51,7 @@ struct HttpClient::Impl {
   uint16_t port = 0;
   std::chrono::milliseconds timeout;
   std::string token;
+  std::map<std::string, std::string> headers;  // SetHeader
   net::io_context ioc{1};
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
@@ -174,6 +175,14 @@ HttpClient::~HttpClient() {
 
 void HttpClient::SetBearerToken(std::string token) { impl_->token = std::move(token); }
 
+void HttpClient::SetHeader(std::string name, std::string value) {
+  if (value.empty()) {
+    impl_->headers.erase(name);
+  } else {
+    impl_->headers[std::move(name)] = std::move(value);
+  }
+}
+
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
                                          const std::string& body, const std::string& content_type) {
   if (!IsToken(method)) return InvalidArgument("must be an upper-case HTTP method", "method");
@@ -182,6 +191,10 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   }
   if (!IsSafeHeaderValue(impl_->token)) return InvalidArgument("bad characters", "token");
   if (!IsSafeHeaderValue(content_type)) return InvalidArgument("bad characters", "content_type");
+  for (const auto& [name, value] : impl_->headers) {
+    if (!IsSafeHeaderValue(name) || !IsSafeHeaderValue(value) || name.find(':') != std::string::npos)
+      return InvalidArgument("bad characters", "header " + name);
+  }
   try {
     http::request<http::string_body> req;
     req.method_string(method);
@@ -191,6 +204,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
     req.set(http::field::user_agent, "tessera-client");
     if (!impl_->token.empty()) req.set(http::field::authorization, "Bearer " + impl_->token);
     if (!body.empty()) req.set(http::field::content_type, content_type);
+    for (const auto& [name, value] : impl_->headers) req.set(name, value);
     req.body() = body;
     req.keep_alive(true);
     req.prepare_payload();

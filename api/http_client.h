@@ -36,6 +36,10 @@ class HttpClient {
   // Sets "Authorization: Bearer <token>" on every following request.
   void SetBearerToken(std::string token);
 
+  // Sets header `name: value` on every following request (an empty value
+  // removes it), e.g. slurmrestd's X-SLURM-USER-TOKEN.
+  void SetHeader(std::string name, std::string value);
+
   // method: "GET", "POST", "DELETE", ...; target: "/api/v1/jobs?state=pending".
   // An HTTP error status (4xx/5xx) is a successful Result; only transport
   // failures are errors.

@@ -371,7 +371,8 @@ Json ToJson(const Node& n) {
   return Json{{"name", n.name},           {"address", n.address},
               {"health", n.health},       {"last_heartbeat_ms", n.last_heartbeat_ms},
               {"devices", devices},       {"links", links},
-              {"cpu_cores", n.cpu_cores}, {"network", network}};
+              {"cpu_cores", n.cpu_cores}, {"network", network},
+              {"source", n.source}};
 }
 
 namespace {
@@ -408,6 +409,7 @@ Result<Node> NodeFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.String("health", &n.health));
   TESSERA_RETURN_IF_ERROR(r.Int("last_heartbeat_ms", &n.last_heartbeat_ms));
   TESSERA_RETURN_IF_ERROR(r.Int("cpu_cores", &n.cpu_cores));
+  TESSERA_RETURN_IF_ERROR(r.String("source", &n.source));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "devices", &DeviceFromJson, &n.devices));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "links", &DeviceLinkFromJson, &n.links));
   api::Json network;

@@ -142,6 +142,9 @@ struct Node {
   // unknown (JSON "network": null), the planner assumes its default link.
   double network_bandwidth_bytes_per_s = 0;
   double network_latency_s = 0;
+  // Who runs the node's ranks: "agent" (tessera-agent) or "slurm" (a Slurm
+  // partition tesserad submits to; slurm/slurm_pool.h).
+  std::string source = "agent";
 };
 
 struct Principal {

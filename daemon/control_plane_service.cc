@@ -204,7 +204,11 @@ Result<api::MetricsPage> ControlPlaneService::JobMetrics(const api::Principal& w
 // ---------------------------------------------------------------- nodes
 
 Result<std::vector<api::Node>> ControlPlaneService::ListNodes(const api::Principal& who) {
-  return store_->ListNodes();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  if (options_.node_source) {
+    for (api::Node& n : nodes) n.source = options_.node_source(n.name);
+  }
+  return nodes;
 }
 
 Result<api::Json> ControlPlaneService::PreviewPlan(const api::Principal& who,

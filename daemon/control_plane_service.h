@@ -60,6 +60,9 @@ struct ControlPlaneOptions {
   // How long a chunk lease lasts without renewal.
   std::chrono::milliseconds lease_duration{30'000};
   PlannerFn planner;                 // optional
+  // Where a node comes from ("agent" or "slurm"), shown by ListNodes;
+  // optional (without it every node is "agent").
+  std::function<std::string(const std::string& node)> node_source;
   DesiredWorkersFn desired_workers;  // optional
 };
 

@@ -114,6 +114,7 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
     } catch (const YAML::Exception&) {
       return InvalidArgument("config keys must be strings", "config");
     }
+    if (key == "slurm") continue;  // the Slurm pool's block: slurm/slurm_config.h
     auto it = setters.find(key);
     if (it == setters.end()) return InvalidArgument("unknown config key", key);
     TESSERA_RETURN_IF_ERROR(it->second(kv.second));

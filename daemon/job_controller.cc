@@ -159,6 +159,11 @@ std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
     // timeout from the start, so a restart does not kill healthy jobs.
     Steady::time_point seen = it == reports_.end() ? started_ : it->second.seen;
     NodeHealth h = peer_checks_.Classify(node.name, seen, clock_->SteadyNow(), options_.detector);
+    if (options_.node_up) {
+      if (std::optional<bool> up = options_.node_up(node.name)) {
+        h = *up ? NodeHealth::kHealthy : NodeHealth::kDead;
+      }
+    }
     out[node.name] = h;
     std::string name(NodeHealthName(h));
     if (node.health != name) {

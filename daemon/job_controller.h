@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,10 @@ struct JobControllerOptions {
   // with (not owned; without it infer ranks get no token and cannot lease).
   int64_t infer_chunk_images = 32;
   const LeaseTokens* lease_tokens = nullptr;
+  // Pools whose nodes run no agent (a Slurm partition) know their health
+  // better than heartbeats: true (healthy) or false (dead) overrides the
+  // failure detector for that node; nullopt leaves it to the detector.
+  std::function<std::optional<bool>(const std::string& node)> node_up;
 };
 
 class JobController {

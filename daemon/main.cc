@@ -29,6 +29,9 @@
 #include "daemon/job_controller.h"
 #include "daemon/lease_tokens.h"
 #include "daemon/profile_cache.h"
+#include "slurm/slurm_config.h"
+#include "slurm/slurm_pool.h"
+#include "slurm/slurm_rest_client.h"
 #include "daemon/sqlite_store.h"
 
 namespace fs = std::filesystem;
@@ -156,6 +159,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  std::optional<slurm::SlurmConfig> slurm_config;
+  if (!config_path.empty()) {
+    auto loaded = slurm::LoadSlurmConfig(config_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "tesserad: configuration: %s\n", loaded.status().ToString().c_str());
+      return 2;
+    }
+    slurm_config = *std::move(loaded);
+  }
 
   // Signals are taken synchronously by the main thread; block them before
   // any other thread starts so none of those receives them.
@@ -201,7 +213,44 @@ int main(int argc, char** argv) {
   const daemon::LeaseTokens lease_tokens(*lease_key);
 
   Clock* clock = SystemClock::Default();
+  // A Slurm partition as a pool (slurm/slurm_pool.h): its heartbeats reach
+  // the service below as an agent's would; it starts once the service runs.
+  daemon::ControlPlaneService* heartbeat_target = nullptr;
+  std::unique_ptr<slurm::SlurmClient> slurm_client;
+  std::unique_ptr<slurm::SlurmPool> slurm_pool;
+  if (slurm_config) {
+    auto endpoint = slurm::ParseRestUrl(slurm_config->url);
+    if (!endpoint.ok()) {
+      spdlog::critical("slurm: {}", endpoint.status().ToString());
+      return 2;
+    }
+    slurm_client = std::make_unique<slurm::SlurmRestClient>(*endpoint, slurm_config->user,
+                                                             slurm_config->token_file);
+    slurm::SlurmPoolOptions so;
+    so.partition = slurm_config->partition;
+    so.gpu_types = slurm_config->gpu_types;
+    so.launcher = !slurm_config->launcher.empty()
+                      ? slurm_config->launcher
+                      : FirstExisting({ExeDir() / "tessera-slurm-launch",
+                                       ExeDir() / "../slurm/tessera-slurm-launch"});
+    so.rank_root = !slurm_config->rank_root.empty()
+                       ? slurm_config->rank_root
+                       : (fs::absolute(config.CheckpointRoot()) / "slurm").string();
+    so.poll_interval = std::chrono::milliseconds(slurm_config->poll_interval_ms);
+    slurm_pool = std::make_unique<slurm::SlurmPool>(
+        slurm_client.get(),
+        [&heartbeat_target](const api::Json& hb) -> Result<api::Json> {
+          if (heartbeat_target == nullptr) return Unavailable("tesserad is starting");
+          return heartbeat_target->Heartbeat(hb);
+        },
+        clock, so);
+    spdlog::info("slurm: pool of partition \"{}\" through {} (launcher {})", so.partition,
+                 slurm_config->url, so.launcher);
+  }
   daemon::JobControllerOptions jc;
+  if (slurm_pool) {
+    jc.node_up = [&slurm_pool](const std::string& node) { return slurm_pool->NodeUp(node); };
+  }
   jc.infer_chunk_images = config.infer_chunk_images;
   jc.lease_tokens = &lease_tokens;
   jc.detector = {config.heartbeat_interval_ms, config.suspect_after_missed, config.dead_after_ms};
@@ -234,7 +283,13 @@ int main(int argc, char** argv) {
       [&controller](const api::HeartbeatRequest& hb) -> Result<std::vector<api::WorkerLaunch>> {
     return controller.OnHeartbeat(hb).desired;
   };
+  if (slurm_pool) {
+    cp.node_source = [&slurm_pool](const std::string& node) -> std::string {
+      return slurm_pool->Owns(node) ? "slurm" : "agent";
+    };
+  }
   daemon::ControlPlaneService service(store.get(), clock, cp);
+  heartbeat_target = &service;
   api::Router router(service, api::RouterOptions{config.web_dir, clock});
 
   api::HttpServerOptions http;
@@ -254,6 +309,8 @@ int main(int argc, char** argv) {
                      st.ToString());
     return 1;
   }
+
+  if (slurm_pool) slurm_pool->Start();
 
   // The control loop; it also feeds the systemd watchdog, so a stuck loop
   // gets the daemon restarted.
@@ -306,6 +363,7 @@ int main(int argc, char** argv) {
   }
   Notify("STOPPING=1");
   service.SetStopping();
+  if (slurm_pool) slurm_pool->Stop();  // its Slurm jobs run on; a restart re-adopts them
   controller.Shutdown();  // answers held heartbeats now
   server.Stop();          // finishes in-flight requests
   {

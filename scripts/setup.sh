@@ -19,6 +19,7 @@ PACKAGES=(
   python3-torch python3-numpy
   ccache
   chromium nodejs
+  slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-basic-plugins slurm-wlm-jwt-plugin
 )
 # Web UI test (tests/web): npm comes inside some nodejs builds, else apart.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi

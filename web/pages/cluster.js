@@ -46,6 +46,7 @@ function nodeCard(n, now) {
       h('h2', { id: `node-${n.name}` }, n.name),
       badge(n.health || 'unknown')),
     h('p', { class: 'muted' }, n.address || 'no address',
+      n.source === 'slurm' ? ' · Slurm node' : '',
       ` · last heartbeat ${fmtAgo(n.last_heartbeat_ms, now)}`,
       ` · ${devices.length} device${devices.length === 1 ? '' : 's'}`),
     links ? h('p', { class: 'muted links', 'aria-label': `Links of ${n.name}` }, `Links: ${links}`)
@@ -75,7 +76,7 @@ export function mountCluster(main) {
         : 'No nodes have joined yet. Start tessera-agent on each machine.';
       if (summary.textContent !== text) summary.textContent = text;
       // Rebuild only when something changed, so focus and selection survive.
-      const key = JSON.stringify(nodes.map((n) => [n.name, n.health, n.devices, n.links,
+      const key = JSON.stringify(nodes.map((n) => [n.name, n.health, n.source, n.devices, n.links,
                                                    Math.floor((now - n.last_heartbeat_ms) / 1000)]));
       if (key === lastKey) return;
       lastKey = key;

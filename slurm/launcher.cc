@@ -1,0 +1,183 @@
+#include "slurm/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "agent/file_util.h"
+#include "agent/inventory.h"
+
+namespace tessera::slurm {
+namespace {
+
+std::optional<int64_t> ToInt(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+volatile sig_atomic_t g_child_group = 0;
+
+void Forward(int sig) {
+  if (g_child_group > 0) ::kill(-g_child_group, sig);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
+                               const std::map<std::string, std::string>& slurm_env,
+                               const agent::EnvMap& base_env) {
+  auto get = [&](const char* name) {
+    auto it = slurm_env.find(name);
+    return it == slurm_env.end() ? std::string() : it->second;
+  };
+  const std::string node = get("SLURMD_NODENAME");
+  if (node.empty()) return InvalidArgument("not set: not a Slurm task", "SLURMD_NODENAME");
+  auto local = ToInt(get("SLURM_LOCALID"));
+  if (!local) return InvalidArgument("not set or not a number", "SLURM_LOCALID");
+  if (auto het = get("SLURM_HET_SIZE"); !het.empty()) {
+    auto size = ToInt(het);
+    if (!size || *size != static_cast<int64_t>(attempt.mapping.components.size())) {
+      return InvalidArgument("is " + het + " but the attempt has " +
+                                 std::to_string(attempt.mapping.components.size()) +
+                                 " components",
+                             "SLURM_HET_SIZE");
+    }
+  }
+  auto rank = RankAt(attempt.mapping, node, *local);
+  if (!rank) {
+    return InvalidArgument("no rank of job " + std::to_string(attempt.job_id) + " attempt " +
+                               std::to_string(attempt.attempt) + " is task " +
+                               std::to_string(*local) + " on " + node,
+                           "SLURM_LOCALID");
+  }
+  TaskLaunch t;
+  t.rank = *rank;
+  t.launch = attempt.launches[static_cast<size_t>(*rank)];
+  t.paths = agent::RankPathsFor(attempt.rank_root, t.launch.key);
+
+  agent::NodeInventory inventory;
+  int64_t cores = 0;
+  if (auto n = attempt.nodes.find(node); n != attempt.nodes.end()) {
+    inventory.devices = n->second.devices;
+    cores = n->second.cpu_cores;
+  }
+  std::vector<api::WorkerLaunch> siblings;
+  for (size_t r = 0; r < attempt.launches.size(); ++r) {
+    if (attempt.mapping.ranks[r].node == node) siblings.push_back(attempt.launches[r]);
+  }
+  TESSERA_ASSIGN_OR_RETURN(agent::EnvMap device_env,
+                           agent::DeviceEnvFor(t.launch, siblings, inventory, cores));
+  bool real_gpu = false;
+  for (int64_t i : t.launch.device_indices) {
+    const api::Device* d = inventory.Find(i);
+    real_gpu = real_gpu || (d != nullptr && d->type == "cuda" && !d->emulated);
+  }
+  if (real_gpu) {
+    // Slurm binds the step's GPUs on this node; the rank's is cuda:LOCAL_RANK.
+    device_env["CUDA_VISIBLE_DEVICES"] = get("CUDA_VISIBLE_DEVICES");
+    auto lr = t.launch.env.find("LOCAL_RANK");
+    device_env["TESSERA_DEVICE"] =
+        "cuda:" + (lr == t.launch.env.end() ? std::to_string(*local) : lr->second);
+  }
+
+  t.env = base_env;
+  for (const auto& [k, v] : slurm_env) {
+    if (k.rfind("SLURM", 0) == 0) t.env[k] = v;
+  }
+  for (const auto& [k, v] : t.launch.env) t.env[k] = v;
+  for (const auto& [k, v] : device_env) t.env[k] = v;
+  t.env["TESSERA_PLAN"] = t.paths.plan.string();
+  t.env["TESSERA_PROGRESS_FILE"] = t.paths.progress.string();
+  t.env["TESSERA_JOB_ID"] = std::to_string(t.launch.key.job_id);
+  t.env["TESSERA_ATTEMPT"] = std::to_string(t.launch.key.attempt);
+  t.env["RANK"] = std::to_string(t.launch.key.rank);
+  return t;
+}
+
+Result<int> RunTask(const TaskLaunch& task) {
+  const agent::RankPaths& p = task.paths;
+  std::error_code ec;
+  std::filesystem::create_directories(p.dir, ec);
+  if (ec) return Internal("cannot create " + p.dir.string() + ": " + ec.message());
+  if (task.launch.argv.empty() || task.launch.argv[0].empty() || task.launch.argv[0][0] != '/') {
+    return InvalidArgument("argv[0] must be an absolute path", "argv[0]");
+  }
+  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(p.plan, task.launch.plan.dump(2) + "\n"));
+  int progress_fd = ::open(p.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (progress_fd >= 0) ::close(progress_fd);
+  int log_fd = ::open(p.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Internal("cannot open " + p.log.string());
+
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : task.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_strings = task.launch.argv;
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const std::string cwd = p.dir.string();
+
+  // Signals that arrive before the child exists are held until it does.
+  sigset_t forwarded, old;
+  sigemptyset(&forwarded);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &old);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    return Internal(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    if (::chdir(cwd.c_str()) != 0) _exit(127);
+    ::execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "tessera-slurm-launch: cannot execute the rank's command\n";
+    ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  ::setpgid(pid, pid);  // also in the child: whichever runs first
+  ::close(log_fd);
+  g_child_group = pid;
+  struct sigaction sa {};
+  sa.sa_handler = Forward;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  agent::WriteFileAtomically(p.pid, api::Json{{"pid", pid}, {"pgid", pid}}.dump() + "\n")
+      .IgnoreError();
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(
+      p.exit, api::Json{{"exit_code", code}, {"ended_ms", NowMs()}}.dump() + "\n"));
+  return code;
+}
+
+}  // namespace tessera::slurm

@@ -1,0 +1,58 @@
+// The Slurm task launcher (tessera-slurm-launch ATTEMPT_FILE): what every
+// task of an attempt's heterogeneous step runs.
+//
+// PrepareTask finds the task's rank from Slurm's variables — SLURMD_NODENAME
+// and SLURM_LOCALID (see HetJobMapping::RankAt); SLURM_HET_SIZE, when set,
+// must equal the attempt's components — and builds the rank's process the
+// way tessera-agent's supervisor does: the base environment, the rank's own
+// (the torchrun contract and TESSERA_* variables tesserad built, MASTER_ADDR
+// being rank 0's Slurm node), the device variables of agent::DeviceEnvFor for
+// the node's devices, TESSERA_PLAN and TESSERA_PROGRESS_FILE in the rank's
+// folder, and every SLURM_* variable passed through. On real GPUs Slurm's
+// CUDA_VISIBLE_DEVICES (the step's GPUs on this node) is kept and the rank
+// uses cuda:LOCAL_RANK, as under torchrun. So builtin and cmd: entrypoints
+// run unchanged.
+//
+// RunTask runs it: writes the plan, starts the command in its own process
+// group with stdout and stderr appended to the rank's worker.log, records its
+// pid in worker.pid (the pool reports the rank running from then on),
+// forwards SIGTERM, SIGINT and SIGHUP to it (Slurm's cancel), and when it
+// ends writes exit.json ({"exit_code", "ended_ms"}) and returns its code
+// (128 + signal when killed).
+//
+// Thread safety: PrepareTask is pure; RunTask is for the launcher's one thread.
+#ifndef TESSERA_SLURM_LAUNCHER_H_
+#define TESSERA_SLURM_LAUNCHER_H_
+
+#include <map>
+#include <string>
+
+#include "agent/rank_files.h"
+#include "agent/worker_env.h"
+#include "api/agent_protocol.h"
+#include "common/status.h"
+#include "slurm/slurm_attempt.h"
+
+namespace tessera::slurm {
+
+struct TaskLaunch {
+  int64_t rank = 0;
+  api::WorkerLaunch launch;
+  agent::EnvMap env;  // the complete environment of the rank's process
+  agent::RankPaths paths;
+};
+
+// `slurm_env`: the task's environment (SLURMD_NODENAME, SLURM_LOCALID, ...);
+// `base_env`: what every worker gets (agent::DefaultBaseEnv()).
+// kInvalidArgument naming the variable when Slurm's variables do not match
+// the attempt.
+Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
+                               const std::map<std::string, std::string>& slurm_env,
+                               const agent::EnvMap& base_env);
+
+// Runs the task to its end; returns its exit code. kInternal when it cannot start.
+Result<int> RunTask(const TaskLaunch& task);
+
+}  // namespace tessera::slurm
+
+#endif  // TESSERA_SLURM_LAUNCHER_H_

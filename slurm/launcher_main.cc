@@ -1,0 +1,50 @@
+// tessera-slurm-launch ATTEMPT_FILE: runs one rank of a Tessera attempt in a
+// Slurm task (slurm/launcher.h). Exit code: the rank's, or 2 when the task
+// cannot be matched to a rank, 127 when the rank cannot start.
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "agent/rank_files.h"
+#include "agent/supervisor.h"
+#include "slurm/launcher.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  if (argc != 2) {
+    std::cerr << "usage: tessera-slurm-launch ATTEMPT_FILE (run by srun in a Tessera job)\n";
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  api::Json j = api::Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    std::cerr << "tessera-slurm-launch: cannot read " << argv[1] << "\n";
+    return 2;
+  }
+  auto attempt = slurm::SlurmAttemptFromJson(j);
+  if (!attempt.ok()) {
+    std::cerr << "tessera-slurm-launch: " << argv[1] << ": " << attempt.status().ToString() << "\n";
+    return 2;
+  }
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto task = slurm::PrepareTask(*attempt, env, agent::DefaultBaseEnv());
+  if (!task.ok()) {
+    std::cerr << "tessera-slurm-launch: " << task.status().ToString() << "\n";
+    return 2;
+  }
+  auto code = slurm::RunTask(*task);
+  if (!code.ok()) {
+    std::cerr << "tessera-slurm-launch: rank " << task->rank << ": " << code.status().ToString()
+              << "\n";
+    return 127;
+  }
+  return *code;
+}
