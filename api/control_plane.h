@@ -15,6 +15,7 @@
 #ifndef TESSERA_API_CONTROL_PLANE_H_
 #define TESSERA_API_CONTROL_PLANE_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,16 @@ class ControlPlane {
   // Agent protocol: one heartbeat in, the desired state for that node out
   // (see api/agent_protocol.h). REQUIRES: AuthenticateAgent succeeded.
   virtual Result<Json> Heartbeat(const Json& heartbeat) = 0;
+
+  // Heartbeat answered later: `done` gets the answer exactly once, from any
+  // thread, possibly after this call returned (a long poll is parked until
+  // the node has work or its wait ends, and no thread waits for it). The
+  // HTTP route uses this one. Default: done(Heartbeat(heartbeat)) at once.
+  // REQUIRES: AuthenticateAgent succeeded; done does not block.
+  using HeartbeatDone = std::function<void(Result<Json>)>;
+  virtual void HeartbeatAsync(const Json& heartbeat, HeartbeatDone done) {
+    done(Heartbeat(heartbeat));
+  }
 
   // Readiness: OK once the store is open and the daemon is not stopping.
   virtual Status Ready() = 0;

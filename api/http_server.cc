@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/http_status.h"
+#include "api/responder.h"
 
 namespace tessera::api {
 namespace {
@@ -41,13 +42,19 @@ class Session;
 // State shared by the listener, the sessions and HttpServer.
 struct Shared {
   HttpServerOptions options;
-  HttpHandler handler;
+  AsyncHttpHandler handler;
 
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;                                // guarded by mu
   std::atomic<bool> stopping_flag{false};               // `stopping`, readable without mu
   std::map<Session*, std::weak_ptr<Session>> sessions;  // guarded by mu
+  // Sessions waiting for a deferred answer: no operation of theirs is
+  // pending, so this keeps them alive. Guarded by mu.
+  std::map<Session*, std::shared_ptr<Session>> parked;
+  // Set (under mu) before the io_context is destroyed: answers that come
+  // later are dropped instead of being posted to it.
+  bool io_gone = false;
 };
 
 http::response<http::string_body> ToBeast(const Response& r, unsigned version, bool keep_alive,
@@ -111,20 +118,31 @@ class Session : public std::enable_shared_from_this<Session> {
       for (size_t i = self->writing_ ? 1 : 0; i < self->queue_.size(); ++i) {
         self->queue_[i].keep_alive(false);
       }
-      if (!self->writing_ && self->queue_.empty()) self->DoClose();
+      if (!self->writing_ && self->queue_.empty() && !self->awaiting_) self->DoClose();
     });
   }
 
-  // Closes at once, whatever is pending.
+  // Closes at once, whatever is pending; an answer still to come is dropped.
   void ForceClose() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->DoClose();
+      std::shared_ptr<Session> parked;  // released outside mu
+      {
+        std::lock_guard lock(self->shared_->mu);
+        auto it = self->shared_->parked.find(self.get());
+        if (it != self->shared_->parked.end()) {
+          parked = std::move(it->second);
+          self->shared_->parked.erase(it);
+        }
+      }
+    });
   }
 
  private:
   const HttpServerOptions& options() const { return shared_->options; }
 
   void DoRead() {
-    if (closed_ || stopping_ || read_closed_ || reading_) return;
+    if (closed_ || stopping_ || read_closed_ || reading_ || awaiting_) return;
     if (queue_.size() >= std::max<size_t>(1, options().pipeline_limit))
       return;  // resumes in OnWrite
     parser_.emplace();
@@ -141,7 +159,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     if (ec == http::error::end_of_stream) {
       read_closed_ = true;
-      if (!writing_ && queue_.empty()) DoClose();
+      if (!writing_ && queue_.empty() && !awaiting_) DoClose();
       return;
     }
     if (ec == net::error::operation_aborted) return;
@@ -166,24 +184,76 @@ class Session : public std::enable_shared_from_this<Session> {
     }
 
     http::request<http::string_body> req = parser_->release();
-    Response response;
-    try {
-      response = shared_->handler(FromBeast(req, remote_));
-    } catch (const std::exception& e) {
-      response = ErrorResponse(Internal(std::string("handler failed: ") + e.what()));
-    } catch (...) {
-      response = ErrorResponse(Internal("handler failed"));
+    // The handler answers through a Responder, now or later (a parked long
+    // poll). Reading pauses until the answer is queued, so answers keep the
+    // request order and a parked request holds no io thread.
+    awaiting_ = true;
+    pending_version_ = req.version();
+    pending_keep_alive_ = req.keep_alive();
+    {
+      std::lock_guard lock(shared_->mu);
+      shared_->parked[this] = shared_from_this();
     }
-    // Decided after the handler ran: a request finished during Stop() is
-    // answered with "Connection: close".
-    bool keep_alive = req.keep_alive() && !stopping_ && !shared_->stopping_flag.load();
+    Responder done([shared = shared_, weak = weak_from_this()](Response response) {
+      DeliverAnswer(shared, weak, std::move(response));
+    });
+    handler_thread_.store(std::this_thread::get_id());
+    try {
+      shared_->handler(FromBeast(req, remote_), done);
+    } catch (const std::exception& e) {
+      done.Send(ErrorResponse(Internal(std::string("handler failed: ") + e.what())));
+    } catch (...) {
+      done.Send(ErrorResponse(Internal("handler failed")));
+    }
+    handler_thread_.store(std::thread::id());
+  }
+
+  // Sends an answer to the session from any thread: at once when called
+  // from inside the session's own handler call (on its strand), else posted
+  // to its strand. Dropped when the session or the io_context is gone.
+  static void DeliverAnswer(const std::shared_ptr<Shared>& shared,
+                            const std::weak_ptr<Session>& weak, Response response) {
+    std::shared_ptr<Session> self = weak.lock();
+    if (self == nullptr) return;
+    if (self->handler_thread_.load() == std::this_thread::get_id()) {
+      self->OnAnswer(std::move(response));
+      return;
+    }
+    {
+      std::lock_guard lock(shared->mu);
+      if (shared->io_gone) return;
+      net::post(self->stream_.get_executor(),
+                [self, response = std::move(response)]() mutable {
+                  self->OnAnswer(std::move(response));
+                });
+    }
+    // `self` is released here, outside mu (~Session takes it).
+  }
+
+  // The answer to the request being handled. On the strand.
+  void OnAnswer(Response response) {
+    std::shared_ptr<Session> keep;  // released last, outside mu
+    {
+      std::lock_guard lock(shared_->mu);
+      auto it = shared_->parked.find(this);
+      if (it != shared_->parked.end()) {
+        keep = std::move(it->second);
+        shared_->parked.erase(it);
+      }
+    }
+    if (!awaiting_) return;
+    awaiting_ = false;
+    if (closed_) return;
+    // Decided once answered: a request finished during Stop() is answered
+    // with "Connection: close".
+    bool keep_alive = pending_keep_alive_ && !stopping_ && !shared_->stopping_flag.load();
     if (!keep_alive) read_closed_ = true;
     try {
-      Queue(ToBeast(response, req.version(), keep_alive, options().server_header));
+      Queue(ToBeast(response, pending_version_, keep_alive, options().server_header));
     } catch (const std::exception& e) {
       // A handler answer Beast refuses (e.g. a bad header): still answer.
       Queue(ToBeast(ErrorResponse(Internal(std::string("bad response: ") + e.what())),
-                    req.version(), keep_alive, options().server_header));
+                    pending_version_, keep_alive, options().server_header));
     }
     DoRead();
   }
@@ -228,6 +298,7 @@ class Session : public std::enable_shared_from_this<Session> {
       DoWrite();
       return;
     }
+    if (awaiting_) return;  // the answer being made closes or reads on
     if (stopping_ || read_closed_) {
       DoClose();
       return;
@@ -273,6 +344,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<http::response<http::string_body>> queue_;  // front() is being written
   std::array<char, 64 * 1024> scratch_{};
   size_t lingered_ = 0;
+  // The thread running this session's handler call, so an answer sent from
+  // inside it is queued at once instead of posted.
+  std::atomic<std::thread::id> handler_thread_{};
+  unsigned pending_version_ = 11;  // of the request being answered
+  bool pending_keep_alive_ = true;
+  bool awaiting_ = false;  // a request's answer is still to come
   bool reading_ = false;
   bool writing_ = false;
   bool read_closed_ = false;  // no more requests will be read
@@ -370,6 +447,12 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : HttpServer(std::move(options),
+                 [handler = std::move(handler)](const Request& request, Responder done) {
+                   done.Send(handler(request));
+                 }) {}
+
+HttpServer::HttpServer(HttpServerOptions options, AsyncHttpHandler handler)
     : impl_(std::make_unique<Impl>()) {
   impl_->shared->options = std::move(options);
   impl_->shared->handler = std::move(handler);
@@ -377,6 +460,15 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
 
 HttpServer::~HttpServer() {
   Stop();
+  // Answers that come from now on are dropped; sessions still waiting for
+  // one are released while their io_context is alive.
+  std::map<Session*, std::shared_ptr<Session>> parked;
+  {
+    std::lock_guard lock(impl_->shared->mu);
+    impl_->shared->io_gone = true;
+    parked.swap(impl_->shared->parked);
+  }
+  parked.clear();
   // Handlers still queued in the io_context own sessions; destroying the
   // context releases them while `shared` is alive.
   impl_->listener.reset();

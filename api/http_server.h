@@ -22,10 +22,19 @@
 // "Connection: close") within `shutdown_grace`, then closes whatever is
 // left and joins the io threads.
 //
+// Deferred answers: an AsyncHttpHandler gets a Responder (api/responder.h)
+// with each request and may answer through it later, from any thread (an
+// agent's long poll parked until there is news). Meanwhile the connection
+// reads nothing more and no io thread is held; the answer is written on the
+// connection's strand when it comes. Stop() waits for such answers within
+// `shutdown_grace` like for any request being handled; answers that come
+// after the connection closed are dropped.
+//
 // Thread safety: Start/Stop/port may be called from any one thread (not
 // concurrently with each other). The handler is called from the io
 // threads, for many connections at once: it must be thread-safe. It should
-// not block for long: a handler call occupies one io thread.
+// not block for long: a handler call occupies one io thread (wait by
+// keeping the Responder instead).
 #ifndef TESSERA_API_HTTP_SERVER_H_
 #define TESSERA_API_HTTP_SERVER_H_
 
@@ -36,12 +45,16 @@
 #include <memory>
 #include <string>
 
+#include "api/responder.h"
 #include "api/router.h"
 #include "common/status.h"
 
 namespace tessera::api {
 
+// Answers at once.
 using HttpHandler = std::function<Response(const Request&)>;
+// Answers through `done`, now or later (see above).
+using AsyncHttpHandler = std::function<void(const Request&, Responder done)>;
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1";  // IPv4 or IPv6 literal; "0.0.0.0" for all
@@ -63,6 +76,7 @@ class HttpServer {
  public:
   // REQUIRES: handler is callable and thread-safe.
   HttpServer(HttpServerOptions options, HttpHandler handler);
+  HttpServer(HttpServerOptions options, AsyncHttpHandler handler);
   // Calls Stop().
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

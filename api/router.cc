@@ -4,12 +4,15 @@
 #include <charconv>
 #include <chrono>
 #include <exception>
+#include <future>
+#include <memory>
 #include <optional>
 
 #include "api/agent_protocol.h"
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
 #include "api/lease_protocol.h"
+#include "api/responder.h"
 #include "api/static_files.h"
 #include "api/url.h"
 
@@ -32,12 +35,16 @@ struct Call {
 };
 
 using RouteFn = Response (*)(Call&);
+// A route that may answer later: it sends through the Responder (exactly
+// once, from any thread) and must not keep the Call past its return.
+using AsyncRouteFn = void (*)(Call&, Responder);
 
 std::string_view BearerToken(const Request& req);
 
 struct Route {
   RouteInfo info;
-  RouteFn fn;
+  RouteFn fn = nullptr;
+  AsyncRouteFn async_fn = nullptr;  // set instead of fn
 };
 
 Response JsonResponse(int status, const Json& body) {
@@ -313,20 +320,24 @@ Response DisallowEntrypoint(Call& c) {
   return r;
 }
 
-Response AgentHeartbeat(Call& c) {
-  TESSERA_ROUTE_ASSIGN(Json j, ParseBody(c));
+void AgentHeartbeat(Call& c, Responder done) {
+  Json j = Json::parse(c.req.body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return done.Send(ErrorResponse(InvalidArgument("is not valid JSON", "body")));
   Result<HeartbeatRequest> parsed = HeartbeatRequestFromJson(j);
   if (!parsed.ok()) {
     Status st = parsed.status();
     if (st.field().empty()) st = Status(st.code(), st.message(), "body");
-    return ErrorResponse(st);
+    return done.Send(ErrorResponse(st));
   }
   const HeartbeatRequest& hb = *parsed;
   if (hb.node.empty() || hb.node.size() > 253 || hb.node.find('\0') != std::string::npos) {
-    return ErrorResponse(InvalidArgument("must be 1..253 characters", "node"));
+    return done.Send(ErrorResponse(InvalidArgument("must be 1..253 characters", "node")));
   }
-  TESSERA_ROUTE_ASSIGN(Json answer, c.cp.Heartbeat(j));
-  return JsonResponse(200, answer);
+  // Parked until the node has work or its wait ends: answered from the
+  // thread that completes it, not from this one.
+  c.cp.HeartbeatAsync(j, [done](Result<Json> answer) {
+    done.Send(answer.ok() ? JsonResponse(200, *answer) : ErrorResponse(answer.status()));
+  });
 }
 
 const std::vector<Route>& Routes() {
@@ -351,7 +362,7 @@ const std::vector<Route>& Routes() {
       {{"GET", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &ListEntrypoints},
       {{"POST", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &AllowEntrypoint},
       {{"DELETE", "/api/v1/entrypoints/{name}", RouteAuth::kUser, {}}, &DisallowEntrypoint},
-      {{"POST", "/api/v1/agent/heartbeat", RouteAuth::kAgent, {}}, &AgentHeartbeat},
+      {{"POST", "/api/v1/agent/heartbeat", RouteAuth::kAgent, {}}, nullptr, &AgentHeartbeat},
   };
   return kRoutes;
 }
@@ -411,8 +422,10 @@ std::string MethodLabel(std::string_view method) {
   return "other";
 }
 
-Response Dispatch(const Request& req, ControlPlane& cp, const RouterOptions& options,
-                  HttpMetrics* metrics, std::string* route_label) {
+// The answer, or nullopt when an async route took `done` to answer later.
+std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const RouterOptions& options,
+                                 HttpMetrics* metrics, std::string* route_label,
+                                 const Responder& done) {
   Result<Target> parsed = ParseTarget(req.target);
   std::string_view raw_path = std::string_view(req.target).substr(0, req.target.find('?'));
   if (raw_path.empty() || raw_path.front() != '/') {
@@ -511,6 +524,10 @@ Response Dispatch(const Request& req, ControlPlane& cp, const RouterOptions& opt
     for (std::string_view allowed : found->info.query_params) known = known || name == allowed;
     if (!known) return ErrorResponse(InvalidArgument("unknown query parameter", name));
   }
+  if (found->async_fn != nullptr) {
+    found->async_fn(call, done);
+    return std::nullopt;
+  }
   return found->fn(call);
 }
 
@@ -542,28 +559,47 @@ const std::vector<RouteInfo>& RouteTable() {
   return kTable;
 }
 
-Response Handle(const Request& request, ControlPlane& control_plane, const RouterOptions& options,
-                HttpMetrics* metrics) {
+void HandleAsync(const Request& request, ControlPlane& control_plane, const RouterOptions& options,
+                 HttpMetrics* metrics, Responder done) {
   const Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Default();
-  auto start = clock->SteadyNow();
-  std::string route_label = "unmatched";
-  Response response;
+  const auto start = clock->SteadyNow();
+  // Written by Dispatch before any answer can be sent.
+  auto route_label = std::make_shared<std::string>("unmatched");
+  Responder recorded = done.Then([clock, start, route_label, metrics,
+                                  method = MethodLabel(request.method)](Response response) {
+    if (metrics != nullptr) {
+      std::chrono::duration<double> elapsed = clock->SteadyNow() - start;
+      try {
+        metrics->Record(*route_label, method, response.status, elapsed.count());
+      } catch (...) {
+        // Out of memory while recording a metric: the answer still goes out.
+      }
+    }
+    return response;
+  });
+  std::optional<Response> response;
   try {
-    response = Dispatch(request, control_plane, options, metrics, &route_label);
+    response = Dispatch(request, control_plane, options, metrics, route_label.get(), recorded);
   } catch (const std::exception& e) {
     response = ErrorResponse(Internal(std::string("unexpected error: ") + e.what()));
   } catch (...) {
     response = ErrorResponse(Internal("unexpected error"));
   }
-  if (metrics != nullptr) {
-    std::chrono::duration<double> elapsed = clock->SteadyNow() - start;
-    try {
-      metrics->Record(route_label, MethodLabel(request.method), response.status, elapsed.count());
-    } catch (...) {
-      // Out of memory while recording a metric: the answer still goes out.
-    }
-  }
-  return response;
+  // An async route that threw after answering keeps its answer (first wins).
+  if (response) recorded.Send(*std::move(response));
+}
+
+Response Handle(const Request& request, ControlPlane& control_plane, const RouterOptions& options,
+                HttpMetrics* metrics) {
+  auto answer = std::make_shared<std::promise<Response>>();
+  std::future<Response> future = answer->get_future();
+  HandleAsync(request, control_plane, options, metrics,
+              Responder([answer](Response r) { answer->set_value(std::move(r)); }));
+  return future.get();
+}
+
+void Router::HandleAsync(const Request& request, Responder done) {
+  api::HandleAsync(request, control_plane_, options_, &metrics_, std::move(done));
 }
 
 }  // namespace tessera::api

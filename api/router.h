@@ -2,6 +2,11 @@
 // out, no sockets. HttpServer (api/http_server.h) feeds it parsed requests;
 // tests and fuzzers call it directly.
 //
+// Most routes answer at once. The agent heartbeat may be answered later (a
+// long poll, ControlPlane::HeartbeatAsync): HandleAsync hands such a route a
+// Responder (api/responder.h) and returns without waiting; Handle waits for
+// the answer, for callers that have a thread to spare (tests, fuzzers).
+//
 // Every route under /api/v1 needs "Authorization: Bearer <token>" checked
 // with ControlPlane::Authenticate (401 otherwise); the agent heartbeat takes
 // the cluster join token, checked with ControlPlane::AuthenticateAgent.
@@ -77,8 +82,18 @@ struct RouterOptions {
   const Clock* clock = SystemClock::Default();
 };
 
-// Handles one request. metrics may be null (nothing recorded, and /metrics
-// shows only the ControlPlane's lines).
+class Responder;
+
+// Handles one request and sends its answer through `done`: before returning
+// for every route but a parked heartbeat, whose answer comes later from the
+// thread that completes it. metrics may be null (nothing recorded, and
+// /metrics shows only the ControlPlane's lines). REQUIRES: control_plane,
+// options and metrics outlive the answer.
+void HandleAsync(const Request& request, ControlPlane& control_plane, const RouterOptions& options,
+                 HttpMetrics* metrics, Responder done);
+
+// HandleAsync, waiting for the answer (a parked heartbeat blocks the caller
+// until it is answered).
 Response Handle(const Request& request, ControlPlane& control_plane, const RouterOptions& options,
                 HttpMetrics* metrics);
 
@@ -92,6 +107,7 @@ class Router {
   Response Handle(const Request& request) {
     return api::Handle(request, control_plane_, options_, &metrics_);
   }
+  void HandleAsync(const Request& request, Responder done);
   HttpMetrics& metrics() { return metrics_; }
 
  private:

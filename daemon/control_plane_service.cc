@@ -248,7 +248,7 @@ Result<std::vector<api::WorkerLaunch>> ControlPlaneService::ComputeDesiredWorker
   return options_.desired_workers(heartbeat);
 }
 
-Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
+Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Json& heartbeat) {
   TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, api::HeartbeatRequestFromJson(heartbeat));
   if (req.node.empty()) return InvalidArgument("must not be empty", "node");
   api::Node node;
@@ -297,11 +297,42 @@ Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
     }
   }
 
+  return req;
+}
+
+Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
+  TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, RecordHeartbeat(heartbeat));
   api::HeartbeatResponse resp;
   TESSERA_ASSIGN_OR_RETURN(resp.desired, ComputeDesiredWorkers(req));
   resp.heartbeat_interval_ms = options_.heartbeat_interval.count();
   return api::ToJson(resp);
 }
+
+void ControlPlaneService::HeartbeatAsync(const api::Json& heartbeat, HeartbeatDone done) {
+  if (!options_.desired_workers_async) {
+    done(Heartbeat(heartbeat));
+    return;
+  }
+  Result<api::HeartbeatRequest> req = RecordHeartbeat(heartbeat);
+  if (!req.ok()) {
+    done(req.status());
+    return;
+  }
+  const int64_t interval = options_.heartbeat_interval.count();
+  options_.desired_workers_async(
+      *req, [interval, done = std::move(done)](api::HeartbeatResponse resp) {
+        resp.heartbeat_interval_ms = interval;
+        Result<api::Json> answer = [&]() -> Result<api::Json> {
+          try {
+            return api::ToJson(resp);
+          } catch (const std::exception& e) {
+            return Internal(std::string("heartbeat answer: ") + e.what());
+          }
+        }();
+        done(std::move(answer));
+      });
+}
+
 
 Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Principal& who,
                                                               api::JobId id, int64_t rank,

@@ -48,6 +48,10 @@ using PlannerFn =
 // (already recorded in the store when called).
 using DesiredWorkersFn =
     std::function<Result<std::vector<api::WorkerLaunch>>(const api::HeartbeatRequest& heartbeat)>;
+// The same, answered through `done` now or later (a parked long poll), from
+// any thread; the answer's heartbeat_interval_ms is ignored.
+using DesiredWorkersAsyncFn = std::function<void(
+    const api::HeartbeatRequest& heartbeat, std::function<void(api::HeartbeatResponse)> done)>;
 
 struct ControlPlaneOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
@@ -64,6 +68,8 @@ struct ControlPlaneOptions {
   // optional (without it every node is "agent").
   std::function<std::string(const std::string& node)> node_source;
   DesiredWorkersFn desired_workers;  // optional
+  // Optional; when set, HeartbeatAsync uses it instead of desired_workers.
+  DesiredWorkersAsyncFn desired_workers_async;
 };
 
 class ControlPlaneService : public api::ControlPlane {
@@ -94,6 +100,10 @@ class ControlPlaneService : public api::ControlPlane {
   Status DisallowEntrypoint(const api::Principal& who, std::string_view name) override;
 
   Result<api::Json> Heartbeat(const api::Json& heartbeat) override;
+  // Records the beat at once; the desired set comes from
+  // options.desired_workers_async when set (possibly later), else as in
+  // Heartbeat.
+  void HeartbeatAsync(const api::Json& heartbeat, HeartbeatDone done) override;
   Status Ready() override;
   void AppendMetrics(std::string* out) override;
 
@@ -122,6 +132,9 @@ class ControlPlaneService : public api::ControlPlane {
  private:
   // The job if `who` may see it: kNotFound / kPermissionDenied otherwise.
   Result<api::Job> VisibleJob(const api::Principal& who, api::JobId id);
+
+  // Records a heartbeat: the node, its progress, its ranks' logs.
+  Result<api::HeartbeatRequest> RecordHeartbeat(const api::Json& heartbeat);
 
   void AppendInferenceMetrics(std::string* out);
   // The job as the API shows it: with its inference progress, and a pending

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <future>
+#include <memory>
 #include <sstream>
 
 #include "daemon/infer_input.h"
@@ -100,29 +102,58 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   return out;
 }
 
-api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& request) {
-  std::unique_lock lock(mu_);
-  reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
+api::HeartbeatResponse JobController::ResponseFor(const std::string& node) {
   api::HeartbeatResponse response;
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
-  response.desired = DesiredForLocked(request.node);
-  if (request.wait_ms > 0 && !shutting_down_) {
-    std::set<api::WorkerKey> desired, reported;
-    for (const auto& l : response.desired) desired.insert(l.key);
-    for (const auto& w : request.workers) reported.insert(w.key);
-    if (desired == reported) {
-      // Nothing for the node to do: hold the answer until that changes.
-      const uint64_t seen = generation_;
-      changed_.wait_for(lock, std::chrono::milliseconds(request.wait_ms),
-                        [&] { return generation_ != seen || shutting_down_; });
-      // The node counts as seen when its request arrived, not when the held
-      // answer leaves: a hold is at most one interval, well inside the
-      // suspect threshold, and a node that died while held is not kept
-      // alive by its own dangling request.
-      response.desired = DesiredForLocked(request.node);
+  std::lock_guard lock(mu_);
+  response.desired = DesiredForLocked(node);
+  return response;
+}
+
+void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatDone done) {
+  // Read before looking, so a change made after the look reaches the poll.
+  const uint64_t seen_news = polls_.news_count();
+  api::HeartbeatResponse response;
+  response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
+  std::set<api::WorkerKey> reported;
+  bool park = false;
+  {
+    std::lock_guard lock(mu_);
+    reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
+    response.desired = DesiredForLocked(request.node);
+    if (request.wait_ms > 0 && !shutting_down_) {
+      std::set<api::WorkerKey> desired;
+      for (const auto& l : response.desired) desired.insert(l.key);
+      for (const auto& w : request.workers) reported.insert(w.key);
+      park = desired == reported;
     }
   }
-  return response;
+  if (!park) {
+    done(std::move(response));
+    return;
+  }
+  // Nothing for the node to do: park the answer until that changes. The
+  // node counts as seen when its request arrived, not when the held answer
+  // leaves: a hold is at most one interval, well inside the suspect
+  // threshold, and a node that died while held is not kept alive by its
+  // own dangling request.
+  const std::string node = request.node;
+  polls_.Park(
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(request.wait_ms), seen_news,
+      [this, node, reported = std::move(reported)] {
+        std::lock_guard lock(mu_);
+        std::set<api::WorkerKey> desired;
+        for (const auto& l : DesiredForLocked(node)) desired.insert(l.key);
+        return desired != reported;
+      },
+      [this, node, done = std::move(done)] { done(ResponseFor(node)); });
+}
+
+api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& request) {
+  auto answer = std::make_shared<std::promise<api::HeartbeatResponse>>();
+  std::future<api::HeartbeatResponse> future = answer->get_future();
+  OnHeartbeat(request, [answer](api::HeartbeatResponse r) { answer->set_value(std::move(r)); });
+  return future.get();
 }
 
 void JobController::Shutdown() {
@@ -130,7 +161,7 @@ void JobController::Shutdown() {
     std::lock_guard lock(mu_);
     shutting_down_ = true;
   }
-  changed_.notify_all();
+  polls_.Shutdown();
 }
 
 Status JobController::Tick() {
@@ -146,7 +177,7 @@ Status JobController::Tick() {
   }();
   const bool changed = generation_ != before;
   lock.unlock();
-  if (changed) changed_.notify_all();  // release held heartbeats
+  if (changed) polls_.Notify();  // answer parked heartbeats whose set changed
   return st;
 }
 

@@ -44,6 +44,7 @@
 #include "daemon/failure_detector.h"
 #include "daemon/job_state_machine.h"
 #include "daemon/lease_tokens.h"
+#include "daemon/long_poll_set.h"
 #include "daemon/planning.h"
 #include "daemon/store.h"
 
@@ -74,15 +75,26 @@ class JobController {
   // Rebuilds the active attempts from the store. Call once at start.
   Status Recover();
 
-  // Records a node's report and returns every worker the node should run.
-  // Long poll: when request.wait_ms > 0 and the node already runs exactly
-  // its desired set, the answer is held until that set changes or wait_ms
-  // passes, so a new launch reaches the agent at once.
-  // REQUIRES: the request passed HeartbeatRequestFromJson.
+  // Records a node's report and answers, through `done`, with every worker
+  // the node should run. Long poll: when request.wait_ms > 0 and the node
+  // already runs exactly its desired set, the answer is parked (no thread
+  // waits for it) until that set changes or wait_ms passes, so a new launch
+  // reaches the agent at once; `done` is then called from the controller's
+  // long-poll thread. Otherwise `done` is called before this returns.
+  // REQUIRES: the request passed HeartbeatRequestFromJson; done does not
+  // block and does not call back into the controller.
+  using HeartbeatDone = std::function<void(api::HeartbeatResponse)>;
+  void OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatDone done);
+
+  // OnHeartbeat, waiting for the answer (blocks while it is parked).
   api::HeartbeatResponse OnHeartbeat(const api::HeartbeatRequest& request);
 
-  // Releases every held heartbeat (the daemon is stopping).
+  // Answers every parked heartbeat now, and later ones at once (the daemon
+  // is stopping).
   void Shutdown();
+
+  // Heartbeats parked right now.
+  size_t parked_heartbeats() const { return polls_.parked(); }
 
   // One pass: node health, attempt outcomes, retries, placement.
   Status Tick();
@@ -132,10 +144,11 @@ class JobController {
   const std::chrono::steady_clock::time_point started_;
 
   std::vector<api::WorkerLaunch> DesiredForLocked(const std::string& node) const;
+  // The answer to a node's heartbeat as things are now.
+  api::HeartbeatResponse ResponseFor(const std::string& node);
 
   std::mutex mu_;
-  std::condition_variable changed_;  // signalled when active_ changes
-  uint64_t generation_ = 0;          // bumped with every change of active_
+  uint64_t generation_ = 0;  // bumped with every change of active_
   bool shutting_down_ = false;
   std::map<api::JobId, Active> active_;
   std::map<std::string, Report> reports_;
@@ -147,6 +160,9 @@ class JobController {
   void SetWaiting(api::JobId job, const std::string& why);
   std::mutex waiting_mu_;
   std::map<api::JobId, std::string> waiting_;  // guarded by waiting_mu_
+  // Parked heartbeats; told of every change of active_. Last member: its
+  // thread runs callbacks that use the members above until it is joined.
+  LongPollSet polls_;
 };
 
 }  // namespace tessera::daemon

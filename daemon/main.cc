@@ -283,6 +283,11 @@ int main(int argc, char** argv) {
       [&controller](const api::HeartbeatRequest& hb) -> Result<std::vector<api::WorkerLaunch>> {
     return controller.OnHeartbeat(hb).desired;
   };
+  // Long polls are parked in the controller, not held in an io thread.
+  cp.desired_workers_async = [&controller](const api::HeartbeatRequest& hb,
+                                           std::function<void(api::HeartbeatResponse)> done) {
+    controller.OnHeartbeat(hb, std::move(done));
+  };
   if (slurm_pool) {
     cp.node_source = [&slurm_pool](const std::string& node) -> std::string {
       return slurm_pool->Owns(node) ? "slurm" : "agent";
@@ -303,7 +308,10 @@ int main(int argc, char** argv) {
     spdlog::info("listening on {}:{}", config.listen_address, bound);
     Notify("READY=1\nSTATUS=listening on port " + std::to_string(bound));
   };
-  api::HttpServer server(http, [&router](const api::Request& r) { return router.Handle(r); });
+  api::HttpServer server(http, api::AsyncHttpHandler([&router](const api::Request& r,
+                                                                api::Responder done) {
+                           router.HandleAsync(r, std::move(done));
+                         }));
   if (Status st = server.Start(); !st.ok()) {
     spdlog::critical("cannot listen on {}:{}: {}", config.listen_address, config.port,
                      st.ToString());

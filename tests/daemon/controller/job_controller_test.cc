@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "common/fake_clock.h"
@@ -438,6 +440,58 @@ TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {
   controller_->Shutdown();
   behind.workers = Running(held);
   EXPECT_EQ(controller_->OnHeartbeat(behind).desired.size(), 1u) << "shutdown releases polls";
+}
+
+TEST_F(JobControllerTest, ParkedHeartbeatsHoldNoThreadAndOthersAreAnsweredMeanwhile) {
+  // 64 idle nodes park their polls: each call returns at once, unanswered.
+  constexpr int kNodes = 64;
+  std::vector<std::future<api::HeartbeatResponse>> answers;
+  for (int i = 0; i < kNodes; ++i) {
+    api::Node n = MakeNode("idle-" + std::to_string(i), 1, 20);
+    ASSERT_TRUE(store_->UpsertNode(n).ok());
+    api::HeartbeatRequest r;
+    r.node = n.name;
+    r.wait_ms = 60'000;
+    auto answer = std::make_shared<std::promise<api::HeartbeatResponse>>();
+    answers.push_back(answer->get_future());
+    controller_->OnHeartbeat(r, [answer](api::HeartbeatResponse a) { answer->set_value(a); });
+  }
+  EXPECT_EQ(controller_->parked_heartbeats(), static_cast<size_t>(kNodes));
+  for (auto& a : answers) EXPECT_NE(a.wait_for(milliseconds(0)), std::future_status::ready);
+
+  // A node with something to change is answered inside the call meanwhile.
+  api::HeartbeatRequest busy;
+  busy.node = "other";
+  busy.wait_ms = 60'000;
+  busy.workers.push_back({{99, 1, 0}, 5, api::WorkerState::kRunning, 0, nullptr, {}});
+  bool answered = false;
+  controller_->OnHeartbeat(busy, [&](api::HeartbeatResponse) { answered = true; });
+  EXPECT_TRUE(answered) << "a node to be told to stop a worker is not held";
+
+  // A job placed on one node answers that node's poll only.
+  api::JobId id = Submit(CmdSpec(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(id), JobState::kStarting);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::vector<int> ready;
+  while (ready.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+    for (int i = 0; i < kNodes; ++i) {
+      if (answers[i].wait_for(milliseconds(0)) == std::future_status::ready) ready.push_back(i);
+    }
+  }
+  ASSERT_EQ(ready.size(), 1u);
+  api::HeartbeatResponse launch = answers[ready[0]].get();
+  ASSERT_EQ(launch.desired.size(), 1u);
+  EXPECT_EQ(launch.desired[0].key.job_id, id);
+  EXPECT_EQ(controller_->parked_heartbeats(), static_cast<size_t>(kNodes - 1));
+  // Shutdown answers the rest.
+  controller_->Shutdown();
+  for (int i = 0; i < kNodes; ++i) {
+    if (i == ready[0]) continue;
+    ASSERT_EQ(answers[i].wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    EXPECT_TRUE(answers[i].get().desired.empty());
+  }
 }
 
 }  // namespace
