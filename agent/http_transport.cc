@@ -1,61 +1,18 @@
 #include "agent/http_transport.h"
 
-#include <charconv>
+#include <spdlog/spdlog.h>
 
+#include "agent/node_credential_file.h"
 #include "api/http_client.h"
+#include "api/node_identity.h"
 
 namespace tessera::agent {
+namespace {
 
-Result<ControllerUrl> ParseControllerUrl(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) {
-    return InvalidArgument("must start with http:// (got '" + url + "')", "controller");
-  }
-  std::string rest = url.substr(scheme.size());
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  if (rest.find('/') != std::string::npos) {
-    return InvalidArgument("must be http://host[:port] without a path", "controller");
-  }
-  ControllerUrl out;
-  auto colon = rest.rfind(':');
-  if (colon == std::string::npos) {
-    out.host = rest;
-  } else {
-    out.host = rest.substr(0, colon);
-    const std::string port = rest.substr(colon + 1);
-    unsigned value = 0;
-    auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-    if (ec != std::errc() || ptr != port.data() + port.size() || value == 0 || value > 65535) {
-      return InvalidArgument("bad port '" + port + "'", "controller");
-    }
-    out.port = static_cast<uint16_t>(value);
-  }
-  if (out.host.empty()) return InvalidArgument("names no host", "controller");
-  return out;
-}
-
-HttpAgentTransport::HttpAgentTransport(std::unique_ptr<api::HttpClient> client)
-    : client_(std::move(client)) {}
-
-HttpAgentTransport::~HttpAgentTransport() = default;
-
-Result<std::unique_ptr<HttpAgentTransport>> HttpAgentTransport::Create(
-    const std::string& controller_url, std::string join_token, std::chrono::milliseconds timeout) {
-  TESSERA_ASSIGN_OR_RETURN(ControllerUrl url, ParseControllerUrl(controller_url));
-  auto client = std::make_unique<api::HttpClient>(url.host, url.port, timeout);
-  client->SetBearerToken(std::move(join_token));
-  return std::unique_ptr<HttpAgentTransport>(new HttpAgentTransport(std::move(client)));
-}
-
-Result<api::Json> HttpAgentTransport::Heartbeat(const api::Json& request) {
-  TESSERA_ASSIGN_OR_RETURN(api::HttpResponse response,
-                           client_->Request("POST", "/api/v1/agent/heartbeat", request.dump()));
+// The controller's answer as a Status (for anything but 200 / 201).
+Status AnswerError(const api::HttpResponse& response, const std::string& what) {
   api::Json body = api::Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  if (response.status == 200) {
-    if (body.is_discarded()) return Internal("controller answered with invalid JSON");
-    return body;
-  }
-  std::string message = "controller answered HTTP " + std::to_string(response.status);
+  std::string message = what + ": controller answered HTTP " + std::to_string(response.status);
   std::string field;
   if (body.is_object() && body.contains("error") && body["error"].is_object()) {
     const api::Json& error = body["error"];
@@ -68,9 +25,11 @@ Result<api::Json> HttpAgentTransport::Heartbeat(const api::Json& request) {
   }
   switch (response.status) {
     case 401:
-      return Unauthenticated(message + " (check the join token)");
+      return Unauthenticated(message);
     case 403:
       return PermissionDenied(message);
+    case 409:
+      return AlreadyExists(message, field);
     case 400:
     case 422:
       return InvalidArgument(message, field);
@@ -80,6 +39,81 @@ Result<api::Json> HttpAgentTransport::Heartbeat(const api::Json& request) {
       if (response.status >= 500) return Unavailable(message);
       return FailedPrecondition(message);
   }
+}
+
+}  // namespace
+
+Result<api::ServerUrl> ParseControllerUrl(const std::string& url) {
+  return api::ParseServerUrl(url, "controller");
+}
+
+HttpAgentTransport::HttpAgentTransport(HttpAgentTransportOptions options,
+                                       std::unique_ptr<api::HttpClient> client,
+                                       std::string credential)
+    : options_(std::move(options)),
+      client_(std::move(client)),
+      credential_(std::move(credential)) {}
+
+HttpAgentTransport::~HttpAgentTransport() = default;
+
+Result<std::unique_ptr<HttpAgentTransport>> HttpAgentTransport::Create(
+    HttpAgentTransportOptions options) {
+  TESSERA_ASSIGN_OR_RETURN(api::ServerUrl url, ParseControllerUrl(options.controller_url));
+  TESSERA_RETURN_IF_ERROR(api::ValidateNodeName(options.node));
+  std::string credential;
+  if (!options.credential_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<std::string> kept,
+                             LoadNodeCredential(options.credential_file, options.node));
+    if (kept) credential = *std::move(kept);
+  }
+  auto client = std::make_unique<api::HttpClient>(url, options.timeout, options.tls);
+  return std::unique_ptr<HttpAgentTransport>(
+      new HttpAgentTransport(std::move(options), std::move(client), std::move(credential)));
+}
+
+Status HttpAgentTransport::Enrol() {
+  if (options_.join_token.empty()) {
+    return Unauthenticated("node " + options_.node +
+                           " has no credential and no join token to enrol with");
+  }
+  client_->SetBearerToken(options_.join_token);
+  TESSERA_ASSIGN_OR_RETURN(
+      api::HttpResponse response,
+      client_->Request("POST", "/api/v1/agent/enroll", api::Json{{"node", options_.node}}.dump()));
+  if (response.status != 201 && response.status != 200) {
+    return AnswerError(response, "enrolling node " + options_.node);
+  }
+  api::Json body = api::Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  TESSERA_ASSIGN_OR_RETURN(api::IssuedNodeCredential issued,
+                           api::IssuedNodeCredentialFromJson(body));
+  if (!options_.credential_file.empty()) {
+    // Kept before it is used: a crash now leaves a credential the next
+    // start can use (or replace, while it is still unused).
+    TESSERA_RETURN_IF_ERROR(
+        StoreNodeCredential(options_.credential_file, issued.credential, options_.node));
+  }
+  credential_ = issued.credential;
+  spdlog::info("node {} enrolled with the join token; its credential is in {}", options_.node,
+               options_.credential_file.empty() ? "memory" : options_.credential_file);
+  return Status::Ok();
+}
+
+Result<api::Json> HttpAgentTransport::Heartbeat(const api::Json& request) {
+  if (credential_.empty()) TESSERA_RETURN_IF_ERROR(Enrol());
+  client_->SetBearerToken(credential_);
+  TESSERA_ASSIGN_OR_RETURN(api::HttpResponse response,
+                           client_->Request("POST", "/api/v1/agent/heartbeat", request.dump()));
+  api::Json body = api::Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (response.status == 200) {
+    if (body.is_discarded()) return Internal("controller answered with invalid JSON");
+    return body;
+  }
+  if (response.status == 401) {
+    // The controller does not know this credential (any more): the next
+    // beat enrols again; tesserad refuses that for a revoked node.
+    credential_.clear();
+  }
+  return AnswerError(response, "heartbeat");
 }
 
 }  // namespace tessera::agent

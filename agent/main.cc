@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "agent/agent.h"
@@ -17,6 +19,8 @@
 #include "agent/inventory.h"
 #include "agent/service_notifier.h"
 #include "agent/supervisor.h"
+#include "api/join_bundle.h"
+#include "api/tls_context.h"
 
 namespace {
 
@@ -54,6 +58,10 @@ int main(int argc, char** argv) {
   std::string controller = "http://127.0.0.1:8080";
   std::string join_token;
   std::string join_token_file;
+  std::string join_bundle_file;
+  std::string credential_file;
+  std::string ca_file;
+  std::string ca_sha256;
   std::string node = Hostname();
   std::string address = "127.0.0.1";
   std::string state_dir = DefaultStateDir();
@@ -68,13 +76,26 @@ int main(int argc, char** argv) {
   bool stop_workers_on_exit = false;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string log_level = "info";
-  app.add_option("--controller", controller, "controller URL, http://host:port")
+  app.add_option("--controller", controller,
+                 "controller URL, https://host:port or http://host:port")
       ->envname("TESSERA_CONTROLLER")
       ->capture_default_str();
   app.add_option("--join-token", join_token, "join token (prefer --join-token-file)")
       ->envname("TESSERA_JOIN_TOKEN");
   app.add_option("--join-token-file", join_token_file, "file holding the join token")
       ->envname("TESSERA_JOIN_TOKEN_FILE");
+  app.add_option("--join-bundle", join_bundle_file,
+                 "join bundle file (tessera nodes join-bundle): controller, CA fingerprint, "
+                 "join token")
+      ->envname("TESSERA_JOIN_BUNDLE");
+  app.add_option("--credential-file", credential_file,
+                 "where the node's own credential is kept (default: <state-dir>/node-credential)")
+      ->envname("TESSERA_CREDENTIAL_FILE");
+  app.add_option("--ca-file", ca_file, "PEM CA file to verify an https:// controller with")
+      ->envname("TESSERA_CA_FILE");
+  app.add_option("--ca-sha256", ca_sha256,
+                 "SHA-256 fingerprint of the controller's CA to pin (from the join bundle)")
+      ->envname("TESSERA_CA_SHA256");
   app.add_option("--node", node, "node name, unique in the cluster")
       ->envname("TESSERA_NODE")
       ->capture_default_str();
@@ -114,9 +135,37 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot read the join token file {}", join_token_file);
     return 2;
   }
-  if (join_token.empty()) {
-    spdlog::critical("no join token: pass --join-token-file (or --join-token)");
+  if (!join_bundle_file.empty()) {
+    std::ifstream in(join_bundle_file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto bundle = api::ParseJoinBundle(text);
+    if (!in || !bundle.ok()) {
+      spdlog::critical("--join-bundle {}: {}", join_bundle_file,
+                       in ? bundle.status().ToString() : "cannot read it");
+      return 2;
+    }
+    // The bundle fills what the command line left unset.
+    if (app.count("--controller") == 0 && std::getenv("TESSERA_CONTROLLER") == nullptr) {
+      controller = bundle->controller;
+    }
+    if (join_token.empty()) join_token = bundle->join_token;
+    if (ca_sha256.empty() && ca_file.empty()) ca_sha256 = bundle->ca_sha256;
+  }
+  if (credential_file.empty()) credential_file = state_dir + "/node-credential";
+  if (join_token.empty() && !std::filesystem::exists(credential_file)) {
+    spdlog::critical(
+        "no join token and no node credential: pass --join-bundle, --join-token-file (or "
+        "--join-token)");
     return 2;
+  }
+  api::TlsClientOptions tls{ca_file, ca_sha256};
+  if (!ca_sha256.empty()) {
+    auto normalized = api::NormalizeSha256Fingerprint(ca_sha256, "ca-sha256");
+    if (!normalized.ok()) {
+      spdlog::critical("--ca-sha256: {}", normalized.status().ToString());
+      return 2;
+    }
+    tls.ca_sha256 = *normalized;
   }
 
   // TERM/INT/HUP are handled by a dedicated thread (sigwait); every other
@@ -158,10 +207,24 @@ int main(int argc, char** argv) {
   // Infer ranks lease their chunks from the controller the agent talks to.
   supervisor_options.base_env = DefaultBaseEnv();
   (*supervisor_options.base_env)["TESSERA_CONTROLLER_URL"] = controller;
+  // ... and verify it as the agent does.
+  if (!tls.ca_file.empty()) {
+    (*supervisor_options.base_env)["TESSERA_CONTROLLER_CA_FILE"] =
+        std::filesystem::absolute(tls.ca_file).string();
+  }
+  if (!tls.ca_sha256.empty()) {
+    (*supervisor_options.base_env)["TESSERA_CONTROLLER_CA_SHA256"] = tls.ca_sha256;
+  }
   ProcessSupervisor supervisor(supervisor_options);
-  auto transport = HttpAgentTransport::Create(controller, join_token);
+  HttpAgentTransportOptions transport_options;
+  transport_options.controller_url = controller;
+  transport_options.join_token = join_token;
+  transport_options.node = node;
+  transport_options.credential_file = credential_file;
+  transport_options.tls = tls;
+  auto transport = HttpAgentTransport::Create(transport_options);
   if (!transport.ok()) {
-    spdlog::critical("--controller: {}", transport.status().ToString());
+    spdlog::critical("{}", transport.status().ToString());
     return 2;
   }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/lease_protocol.h"
+#include "api/node_identity.h"
 #include "api/types.h"
 #include "common/status.h"
 
@@ -103,6 +104,36 @@ class ControlPlane {
   using HeartbeatDone = std::function<void(Result<Json>)>;
   virtual void HeartbeatAsync(const Json& heartbeat, HeartbeatDone done) {
     done(Heartbeat(heartbeat));
+  }
+
+  // ---- node identity (api/node_identity.h) ----
+  // The node a heartbeat's credential belongs to. kUnauthenticated when it
+  // is malformed, unknown or revoked (the join token is not a credential).
+  virtual Result<std::string> AuthenticateNode(std::string_view credential) {
+    return Unauthenticated("node credentials are not available from this control plane");
+  }
+  // Enrols a node and returns its credential, once (the rules are in
+  // api/node_identity.h). REQUIRES: AuthenticateAgent (the join token)
+  // succeeded and the name passed ValidateNodeName.
+  virtual Result<IssuedNodeCredential> EnrolNode(std::string_view node) {
+    return Unimplemented("node enrolment is not available from this control plane");
+  }
+  // Admin only (kPermissionDenied otherwise): every enrolment; revoking a
+  // node's credential (its heartbeats are refused at once; kNotFound for a
+  // name never enrolled); readmitting a revoked name so it may enrol again.
+  virtual Result<std::vector<NodeEnrolment>> ListNodeEnrolments(const Principal& who) {
+    return Unimplemented("node enrolments are not available from this control plane");
+  }
+  virtual Status RevokeNode(const Principal& who, std::string_view node) {
+    return Unimplemented("node enrolments are not available from this control plane");
+  }
+  virtual Status ReadmitNode(const Principal& who, std::string_view node) {
+    return Unimplemented("node enrolments are not available from this control plane");
+  }
+  // Admin only: what a new node needs besides the controller's URL, as
+  // {"join_token", "ca_sha256" (null without TLS)} (api/join_bundle.h).
+  virtual Result<Json> JoinBundle(const Principal& who) {
+    return Unimplemented("join bundles are not available from this control plane");
   }
 
   // Readiness: OK once the store is open and the daemon is not stopping.

@@ -6,7 +6,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <optional>
+
+#include "api/tls_asio.h"
 
 namespace tessera::api {
 namespace {
@@ -41,7 +44,17 @@ bool IsSafeHeaderValue(std::string_view s) {
 bool IsStaleConnection(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == net::error::eof ||
          ec == net::error::connection_reset || ec == net::error::broken_pipe ||
-         ec == net::error::connection_aborted;
+         ec == net::error::connection_aborted || ec == net::ssl::error::stream_truncated;
+}
+
+// Why a TLS handshake failed, with the certificate check's verdict.
+std::string HandshakeFailure(SSL* ssl, const beast::error_code& ec) {
+  const long verify = SSL_get_verify_result(ssl);  // NOLINT(runtime/int): OpenSSL's type
+  if (verify != X509_V_OK) {
+    return std::string("the server's certificate was refused: ") +
+           X509_verify_cert_error_string(verify);
+  }
+  return ec.message();
 }
 
 }  // namespace
@@ -54,7 +67,17 @@ struct HttpClient::Impl {
   std::map<std::string, std::string> headers;  // SetHeader
   net::io_context ioc{1};
   std::optional<beast::tcp_stream> stream;
+  // HTTPS: the connection is tls_stream (wrapping the TCP stream) instead.
+  bool use_tls = false;
+  TlsClientOptions tls;
+  std::shared_ptr<net::ssl::context> tls_context;
+  Status setup_error;  // a bad TLS setting, returned by every Request
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream;
+  std::string path_prefix;
   beast::flat_buffer buffer;
+
+  bool connected() const { return stream.has_value() || tls_stream.has_value(); }
+  beast::tcp_stream& tcp() { return tls_stream ? beast::get_lowest_layer(*tls_stream) : *stream; }
 
   std::string Where() const { return host + ":" + std::to_string(port); }
 
@@ -65,11 +88,12 @@ struct HttpClient::Impl {
   }
 
   void Close() {
-    if (stream) {
+    if (connected()) {
       beast::error_code ignored;
-      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream->close();
+      tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      tcp().close();
     }
+    tls_stream.reset();
     stream.reset();
     buffer.clear();
   }
@@ -110,7 +134,35 @@ struct HttpClient::Impl {
     }
     beast::error_code ignored;
     stream->socket().set_option(tcp::no_delay(true), ignored);
+    if (!use_tls) return Status::Ok();
+    tls_stream.emplace(std::move(*stream), *tls_context);
+    stream.reset();
+    Status prepared = PrepareClientSsl(tls_stream->native_handle(), host, tls);
+    if (!prepared.ok()) {
+      Close();
+      return prepared;
+    }
+    tcp().expires_at(deadline);
+    tls_stream->async_handshake(net::ssl::stream_base::client,
+                                [&](beast::error_code e) { ec = e; });
+    RunAll();
+    if (ec) {
+      std::string why = HandshakeFailure(tls_stream->native_handle(), ec);
+      Close();
+      if (ec == beast::error::timeout) return DeadlineExceeded("TLS handshake with " + Where());
+      return Unavailable("TLS handshake with " + Where() + ": " + why);
+    }
     return Status::Ok();
+  }
+
+  // Runs op(stream) on whichever stream the connection uses.
+  template <typename Op>
+  void OnStream(Op&& op) {
+    if (tls_stream) {
+      op(*tls_stream);
+    } else {
+      op(*stream);
+    }
   }
 
   // One request/response on the current connection. *stale is set when the
@@ -118,8 +170,9 @@ struct HttpClient::Impl {
   Result<HttpResponse> RoundTrip(const http::request<http::string_body>& req,
                                  std::chrono::steady_clock::time_point deadline, bool* stale) {
     beast::error_code ec;
-    stream->expires_at(deadline);
-    http::async_write(*stream, req, [&](beast::error_code e, size_t) { ec = e; });
+    tcp().expires_at(deadline);
+    OnStream(
+        [&](auto& s) { http::async_write(s, req, [&](beast::error_code e, size_t) { ec = e; }); });
     RunAll();
     beast::error_code write_ec = ec;
     if (write_ec && !IsStaleConnection(write_ec)) return TransportError("send to", write_ec);
@@ -128,11 +181,13 @@ struct HttpClient::Impl {
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBody);
     if (req.method() == http::verb::head) parser.skip(true);
-    stream->expires_at(deadline);
+    tcp().expires_at(deadline);
     size_t got = 0;
-    http::async_read(*stream, buffer, parser, [&](beast::error_code e, size_t n) {
-      ec = e;
-      got = n;
+    OnStream([&](auto& s) {
+      http::async_read(s, buffer, parser, [&](beast::error_code e, size_t n) {
+        ec = e;
+        got = n;
+      });
     });
     RunAll();
     if (ec) {
@@ -166,6 +221,22 @@ HttpClient::HttpClient(std::string host, uint16_t port, std::chrono::millisecond
   impl_->timeout = timeout;
 }
 
+HttpClient::HttpClient(const ServerUrl& url, std::chrono::milliseconds timeout,
+                       TlsClientOptions tls)
+    : HttpClient(url.host, url.port, timeout) {
+  impl_->path_prefix = url.path_prefix;
+  impl_->use_tls = url.tls;
+  impl_->tls = std::move(tls);
+  if (url.tls) {
+    auto context = MakeClientSslContext(impl_->tls);
+    if (context.ok()) {
+      impl_->tls_context = *std::move(context);
+    } else {
+      impl_->setup_error = context.status();
+    }
+  }
+}
+
 HttpClient::~HttpClient() {
   try {
     impl_->Close();
@@ -185,6 +256,7 @@ void HttpClient::SetHeader(std::string name, std::string value) {
 
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
                                          const std::string& body, const std::string& content_type) {
+  if (!impl_->setup_error.ok()) return impl_->setup_error;
   if (!IsToken(method)) return InvalidArgument("must be an upper-case HTTP method", "method");
   if (!IsSafeTarget(target)) {
     return InvalidArgument("must start with '/' and contain no spaces or control bytes", "target");
@@ -192,13 +264,14 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   if (!IsSafeHeaderValue(impl_->token)) return InvalidArgument("bad characters", "token");
   if (!IsSafeHeaderValue(content_type)) return InvalidArgument("bad characters", "content_type");
   for (const auto& [name, value] : impl_->headers) {
-    if (!IsSafeHeaderValue(name) || !IsSafeHeaderValue(value) || name.find(':') != std::string::npos)
+    if (!IsSafeHeaderValue(name) || !IsSafeHeaderValue(value) ||
+        name.find(':') != std::string::npos)
       return InvalidArgument("bad characters", "header " + name);
   }
   try {
     http::request<http::string_body> req;
     req.method_string(method);
-    req.target(target);
+    req.target(impl_->path_prefix + target);
     req.version(11);
     req.set(http::field::host, impl_->host + ":" + std::to_string(impl_->port));
     req.set(http::field::user_agent, "tessera-client");
@@ -211,7 +284,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
 
     auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
     for (int attempt = 0;; ++attempt) {
-      bool reused = impl_->stream.has_value();
+      bool reused = impl_->connected();
       if (!reused) TESSERA_RETURN_IF_ERROR(impl_->Connect(deadline));
       bool stale = false;
       Result<HttpResponse> res = impl_->RoundTrip(req, deadline, &stale);

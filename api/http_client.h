@@ -5,6 +5,12 @@
 // server closed it. Every call has a deadline; a network failure is returned
 // as kUnavailable / kDeadlineExceeded, never thrown.
 //
+// HTTPS: built from an https:// ServerUrl, the client speaks TLS 1.2+ and
+// verifies the server as TlsClientOptions says (api/tls_context.h: a pinned
+// SHA-256 fingerprint, a CA file, or the system's trust store). A server
+// that fails verification gets no request at all: the call returns
+// kUnavailable saying why the certificate was refused.
+//
 // Thread safety: not thread-safe; use one client per thread.
 #ifndef TESSERA_API_HTTP_CLIENT_H_
 #define TESSERA_API_HTTP_CLIENT_H_
@@ -14,6 +20,8 @@
 #include <memory>
 #include <string>
 
+#include "api/server_url.h"
+#include "api/tls_context.h"
 #include "common/status.h"
 
 namespace tessera::api {
@@ -26,9 +34,13 @@ struct HttpResponse {
 
 class HttpClient {
  public:
-  // host: "127.0.0.1" or a name; port: TCP port.
+  // Plain HTTP. host: "127.0.0.1" or a name; port: TCP port.
   HttpClient(std::string host, uint16_t port,
              std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // HTTP or HTTPS as url says; url.path_prefix is put before every target.
+  // A bad TLS setting (unreadable CA file, malformed fingerprint) is
+  // returned by every Request.
+  HttpClient(const ServerUrl& url, std::chrono::milliseconds timeout, TlsClientOptions tls = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

@@ -12,6 +12,7 @@
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
 #include "api/lease_protocol.h"
+#include "api/node_identity.h"
 #include "api/responder.h"
 #include "api/static_files.h"
 #include "api/url.h"
@@ -32,6 +33,7 @@ struct Call {
   Target target;
   std::vector<std::string> params;  // decoded {placeholders}, in order
   Principal who;
+  std::string node;  // the node whose credential authenticated (RouteAuth::kAgent)
 };
 
 using RouteFn = Response (*)(Call&);
@@ -322,7 +324,8 @@ Response DisallowEntrypoint(Call& c) {
 
 void AgentHeartbeat(Call& c, Responder done) {
   Json j = Json::parse(c.req.body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return done.Send(ErrorResponse(InvalidArgument("is not valid JSON", "body")));
+  if (j.is_discarded())
+    return done.Send(ErrorResponse(InvalidArgument("is not valid JSON", "body")));
   Result<HeartbeatRequest> parsed = HeartbeatRequestFromJson(j);
   if (!parsed.ok()) {
     Status st = parsed.status();
@@ -333,11 +336,64 @@ void AgentHeartbeat(Call& c, Responder done) {
   if (hb.node.empty() || hb.node.size() > 253 || hb.node.find('\0') != std::string::npos) {
     return done.Send(ErrorResponse(InvalidArgument("must be 1..253 characters", "node")));
   }
+  // A credential speaks for its own node only: no posing as another one
+  // (and so no receiving its launches or reporting its ranks gone).
+  if (hb.node != c.node) {
+    return done.Send(ErrorResponse(
+        Status(StatusCode::kPermissionDenied,
+               "this credential belongs to node " + c.node + ", not " + hb.node, "node")));
+  }
   // Parked until the node has work or its wait ends: answered from the
   // thread that completes it, not from this one.
   c.cp.HeartbeatAsync(j, [done](Result<Json> answer) {
     done.Send(answer.ok() ? JsonResponse(200, *answer) : ErrorResponse(answer.status()));
   });
+}
+
+// ---- node identity (api/node_identity.h) ----
+
+Response EnrolNode(Call& c) {
+  TESSERA_ROUTE_ASSIGN(Json j, ParseBody(c));
+  TESSERA_ROUTE_ASSIGN(std::string node, EnrolRequestNodeFromJson(j));
+  TESSERA_ROUTE_ASSIGN(IssuedNodeCredential issued, c.cp.EnrolNode(node));
+  Response r = JsonResponse(201, ToJson(issued));
+  r.headers.emplace_back("Cache-Control", "no-store");
+  return r;
+}
+
+Response ListNodeEnrolments(Call& c) {
+  TESSERA_ROUTE_ASSIGN(std::vector<NodeEnrolment> list, c.cp.ListNodeEnrolments(c.who));
+  Json out = Json::array();
+  for (const NodeEnrolment& e : list) out.push_back(ToJson(e));
+  return JsonResponse(200, Json{{"enrolments", std::move(out)}});
+}
+
+Response NoContent() {
+  Response r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
+
+Response RevokeNode(Call& c) {
+  const std::string& name = c.params.at(0);
+  TESSERA_ROUTE_CHECK(ValidateNodeName(name, "name"));
+  TESSERA_ROUTE_CHECK(c.cp.RevokeNode(c.who, name));
+  return NoContent();
+}
+
+Response ReadmitNode(Call& c) {
+  const std::string& name = c.params.at(0);
+  TESSERA_ROUTE_CHECK(ValidateNodeName(name, "name"));
+  TESSERA_ROUTE_CHECK(c.cp.ReadmitNode(c.who, name));
+  return NoContent();
+}
+
+Response JoinBundle(Call& c) {
+  TESSERA_ROUTE_ASSIGN(Json bundle, c.cp.JoinBundle(c.who));
+  Response r = JsonResponse(200, bundle);
+  r.headers.emplace_back("Cache-Control", "no-store");
+  return r;
 }
 
 const std::vector<Route>& Routes() {
@@ -358,10 +414,15 @@ const std::vector<Route>& Routes() {
        &JobMetrics},
       {{"POST", "/api/v1/jobs/{id}/leases", RouteAuth::kLease, {}}, &LeaseChunks},
       {{"GET", "/api/v1/nodes", RouteAuth::kUser, {}}, &ListNodes},
+      {{"GET", "/api/v1/nodes/enrolments", RouteAuth::kUser, {}}, &ListNodeEnrolments},
+      {{"DELETE", "/api/v1/nodes/{name}", RouteAuth::kUser, {}}, &RevokeNode},
+      {{"POST", "/api/v1/nodes/{name}/readmit", RouteAuth::kUser, {}}, &ReadmitNode},
       {{"POST", "/api/v1/plans", RouteAuth::kUser, {}}, &PreviewPlan},
       {{"GET", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &ListEntrypoints},
       {{"POST", "/api/v1/entrypoints", RouteAuth::kUser, {}}, &AllowEntrypoint},
       {{"DELETE", "/api/v1/entrypoints/{name}", RouteAuth::kUser, {}}, &DisallowEntrypoint},
+      {{"POST", "/api/v1/agent/enroll", RouteAuth::kJoin, {}}, &EnrolNode},
+      {{"GET", "/api/v1/agent/join-bundle", RouteAuth::kUser, {}}, &JoinBundle},
       {{"POST", "/api/v1/agent/heartbeat", RouteAuth::kAgent, {}}, nullptr, &AgentHeartbeat},
   };
   return kRoutes;
@@ -506,6 +567,21 @@ std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const Rou
       }
       break;
     case RouteAuth::kAgent: {
+      std::string_view token = BearerToken(req);
+      if (token.empty()) {
+        return Unauthorized("missing \"Authorization: Bearer <node credential>\"");
+      }
+      Result<std::string> node = cp.AuthenticateNode(token);
+      if (!node.ok()) {
+        if (node.status().code() == StatusCode::kUnauthenticated) {
+          return Unauthorized(node.status().message());
+        }
+        return ErrorResponse(node.status());
+      }
+      call.node = *std::move(node);
+      break;
+    }
+    case RouteAuth::kJoin: {
       std::string_view token = BearerToken(req);
       if (token.empty()) return Unauthorized("missing \"Authorization: Bearer <join token>\"");
       Status st = cp.AuthenticateAgent(token);

@@ -9,7 +9,9 @@
 //
 // Every route under /api/v1 needs "Authorization: Bearer <token>" checked
 // with ControlPlane::Authenticate (401 otherwise); the agent heartbeat takes
-// the cluster join token, checked with ControlPlane::AuthenticateAgent.
+// the node's own credential (ControlPlane::AuthenticateNode) and is refused
+// (403) when it names another node; the cluster join token only enrols a
+// node (POST /api/v1/agent/enroll, ControlPlane::AuthenticateAgent).
 // /healthz, /readyz and /metrics are open (see docs/rest-api.md for why).
 // Other GET paths serve the web UI from RouterOptions::static_dir.
 //
@@ -62,7 +64,10 @@ Response ErrorResponse(const Status& status);
 
 // kLease: a rank's chunk lease token; the route hands it to the control
 // plane, which checks it against the job and attempt in the body.
-enum class RouteAuth { kNone, kUser, kAgent, kLease };
+// kAgent: a node's own credential (ControlPlane::AuthenticateNode); the
+// route learns which node it is. kJoin: the cluster's join token
+// (ControlPlane::AuthenticateAgent), which only enrols nodes.
+enum class RouteAuth { kNone, kUser, kAgent, kLease, kJoin };
 
 // One entry of the route table; docs/rest-api.md and api/openapi.yaml list
 // the same routes (a test keeps openapi.yaml in step with this table).

@@ -19,6 +19,7 @@
 #include "api/http_client.h"
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
+#include "api/join_bundle.h"
 #include "api/types.h"
 #include "api/url.h"
 #include "cli/job_spec_file.h"
@@ -52,7 +53,8 @@ int CallApi(CliContext& ctx, const std::string& method, const std::string& targe
     PrintError(ctx.err, addr.status());
     return kExitUsage;
   }
-  api::HttpClient client(addr->host, addr->port, config->timeout);
+  api::HttpClient client(api::ServerUrl{addr->tls, addr->host, addr->port, ""}, config->timeout,
+                         api::TlsClientOptions{config->ca_file, config->ca_sha256});
   if (!config->token.empty()) client.SetBearerToken(config->token);
   Result<api::HttpResponse> res = client.Request(method, target, body);
   if (!res.ok()) {
@@ -675,9 +677,81 @@ void AddLogs(CLI::App& app, CliContext& ctx) {
   });
 }
 
+// tessera nodes enrolments | revoke NAME | readmit NAME | join-bundle (admin).
+void AddNodeIdentityCommands(CLI::App& nodes, CliContext& ctx) {
+  auto name = std::make_shared<std::string>();
+  auto controller = std::make_shared<std::string>();
+  nodes.add_subcommand("enrolments", "every node's enrolment and credential state (admin)")
+      ->callback([&ctx] {
+        Json list;
+        ctx.exit_code = CallApi(ctx, "GET", "/api/v1/nodes/enrolments", "", &list);
+        if (ctx.exit_code != kExitOk) return;
+        Emit(ctx, list, [&](const Json& l) {
+          std::vector<std::vector<std::string>> rows = {
+              {"NODE", "STATE", "CREDENTIAL", "ENROLLED", "REVOKED"}};
+          for (const Json& e : l.value("enrolments", Json::array())) {
+            const Json revoked = e.value("revoked_ms", Json());
+            rows.push_back({Str(e, "node"), Str(e, "state"), Str(e, "credential_id"),
+                            FormatUtc(Int(e, "enrolled_ms")),
+                            revoked.is_number() ? FormatUtc(revoked.get<int64_t>()) : "-"});
+          }
+          PrintTable(ctx.out, rows);
+        });
+      });
+  CLI::App* revoke = nodes.add_subcommand(
+      "revoke", "revoke a node's credential: its heartbeats are refused at once (admin)");
+  revoke->add_option("name", *name, "node name")->required();
+  revoke->callback([&ctx, name] {
+    Json none;
+    ctx.exit_code = CallApi(ctx, "DELETE", "/api/v1/nodes/" + api::PercentEncode(*name), "", &none);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, Json{{"revoked", *name}}, [&](const Json&) {
+      ctx.out << "revoked node " << *name << "; it may enrol again only after `tessera nodes "
+              << "readmit " << *name << "`\n";
+    });
+  });
+  CLI::App* readmit =
+      nodes.add_subcommand("readmit", "let a revoked node enrol again with the join token (admin)");
+  readmit->add_option("name", *name, "node name")->required();
+  readmit->callback([&ctx, name] {
+    Json none;
+    ctx.exit_code =
+        CallApi(ctx, "POST", "/api/v1/nodes/" + api::PercentEncode(*name) + "/readmit", "", &none);
+    if (ctx.exit_code != kExitOk) return;
+    Emit(ctx, Json{{"readmitted", *name}},
+         [&](const Json&) { ctx.out << "node " << *name << " may enrol again\n"; });
+  });
+  CLI::App* bundle = nodes.add_subcommand(
+      "join-bundle",
+      "print what a new node needs (controller URL, CA fingerprint, join token; admin; secret)");
+  bundle->add_option("--controller", *controller,
+                     "the URL agents reach tesserad at (default: this CLI's server)");
+  bundle->callback([&ctx, controller] {
+    Json parts;
+    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/agent/join-bundle", "", &parts);
+    if (ctx.exit_code != kExitOk) return;
+    api::JoinBundle b;
+    b.controller = *controller;
+    if (b.controller.empty()) {
+      auto config = ResolveClientConfig(ctx.flags, ctx.env);
+      if (config.ok()) b.controller = config->server;
+    }
+    b.join_token = parts.value("join_token", "");
+    if (parts.contains("ca_sha256") && parts["ca_sha256"].is_string()) {
+      b.ca_sha256 = parts["ca_sha256"].get<std::string>();
+    }
+    Json shown = {{"controller", b.controller},
+                  {"ca_sha256", parts.value("ca_sha256", Json())},
+                  {"join_token", b.join_token}};
+    Emit(ctx, shown, [&](const Json&) { ctx.out << api::FormatJoinBundle(b); });
+  });
+}
+
 void AddNodes(CLI::App& app, CliContext& ctx) {
   CLI::App* cmd = app.add_subcommand("nodes", "nodes and their devices");
-  cmd->callback([&ctx] {
+  AddNodeIdentityCommands(*cmd, ctx);
+  cmd->callback([&ctx, cmd] {
+    if (!cmd->get_subcommands().empty()) return;  // enrolments, revoke, ...
     Json nodes;
     ctx.exit_code = CallApi(ctx, "GET", "/api/v1/nodes", "", &nodes);
     if (ctx.exit_code != kExitOk) return;
@@ -766,6 +840,12 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   auto* config_opt =
       app.add_option("--config", config, "config file (default ~/.config/tessera/cli.yaml)");
   auto* timeout_opt = app.add_option("--timeout", timeout_s, "seconds per request (default 10)");
+  std::string ca_file, ca_sha256;
+  auto* ca_file_opt = app.add_option("--ca-file", ca_file,
+                                     "PEM CA file to verify an https server (env TESSERA_CA_FILE)");
+  auto* ca_sha256_opt =
+      app.add_option("--ca-sha256", ca_sha256,
+                     "pinned SHA-256 fingerprint of the server's CA (env TESSERA_CA_SHA256)");
   app.add_flag("--json", ctx.json, "print the API's JSON instead of tables");
   // Global options are read before any command callback runs.
   app.parse_complete_callback([&] {
@@ -773,6 +853,8 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     if (token_opt->count()) ctx.flags.token = token;
     if (config_opt->count()) ctx.flags.config_path = config;
     if (timeout_opt->count()) ctx.flags.timeout_s = timeout_s;
+    if (ca_file_opt->count()) ctx.flags.ca_file = ca_file;
+    if (ca_sha256_opt->count()) ctx.flags.ca_sha256 = ca_sha256;
   });
 
   AddSubmit(app, ctx);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "api/tls_context.h"
+
 namespace tessera::cli {
 namespace {
 
@@ -53,6 +55,10 @@ Result<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const EnvLook
             config.server = kv.second.as<std::string>();
           } else if (key == "token") {
             config.token = kv.second.as<std::string>();
+          } else if (key == "ca_file") {
+            config.ca_file = kv.second.as<std::string>();
+          } else if (key == "ca_sha256") {
+            config.ca_sha256 = kv.second.as<std::string>();
           } else if (key == "timeout_s") {
             double t = kv.second.as<double>();
             TESSERA_RETURN_IF_ERROR(CheckTimeout(t, "timeout_s"));
@@ -69,9 +75,17 @@ Result<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const EnvLook
   // 2. The environment.
   if (auto s = env("TESSERA_SERVER"); s && !s->empty()) config.server = *s;
   if (auto t = env("TESSERA_TOKEN"); t && !t->empty()) config.token = *t;
+  if (auto c = env("TESSERA_CA_FILE"); c && !c->empty()) config.ca_file = *c;
+  if (auto c = env("TESSERA_CA_SHA256"); c && !c->empty()) config.ca_sha256 = *c;
   // 3. Flags.
   if (flags.server) config.server = *flags.server;
   if (flags.token) config.token = *flags.token;
+  if (flags.ca_file) config.ca_file = *flags.ca_file;
+  if (flags.ca_sha256) config.ca_sha256 = *flags.ca_sha256;
+  if (!config.ca_sha256.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(config.ca_sha256,
+                             api::NormalizeSha256Fingerprint(config.ca_sha256, "ca_sha256"));
+  }
   if (flags.timeout_s) {
     TESSERA_RETURN_IF_ERROR(CheckTimeout(*flags.timeout_s, "timeout"));
     config.timeout = std::chrono::milliseconds(static_cast<int64_t>(*flags.timeout_s * 1000));
@@ -83,21 +97,24 @@ Result<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const EnvLook
 Result<ServerAddress> ParseServerUrl(const std::string& url) {
   std::string_view rest = url;
   uint16_t default_port = 8080;
+  bool tls = false;
   if (rest.starts_with("https://")) {
-    return InvalidArgument("https is not supported; tesserad speaks plain HTTP", "server");
-  }
-  if (rest.starts_with("http://")) {
+    rest.remove_prefix(8);
+    default_port = 443;
+    tls = true;
+  } else if (rest.starts_with("http://")) {
     rest.remove_prefix(7);
     default_port = 80;
   }
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
     if (rest.substr(slash) != "/") {
-      return InvalidArgument("must be http://host:port without a path", "server");
+      return InvalidArgument("must be http(s)://host:port without a path", "server");
     }
     rest = rest.substr(0, slash);
   }
   ServerAddress out;
   out.port = default_port;
+  out.tls = tls;
   std::string_view port_text;
   if (rest.starts_with("[")) {
     size_t close = rest.find(']');

@@ -27,6 +27,12 @@ namespace tessera::cli {
 struct ClientConfig {
   std::string server = "http://127.0.0.1:8080";
   std::string token;
+  // How an https:// server is verified (api/tls_context.h): a pinned
+  // SHA-256 fingerprint (the join bundle's), a CA file, or neither (the
+  // system's trust store). Keys ca_sha256 / ca_file, env TESSERA_CA_SHA256 /
+  // TESSERA_CA_FILE, flags --ca-sha256 / --ca-file.
+  std::string ca_file;
+  std::string ca_sha256;
   std::chrono::milliseconds timeout{10'000};
 };
 
@@ -35,6 +41,8 @@ struct ClientFlags {
   std::optional<std::string> server;
   std::optional<std::string> token;
   std::optional<double> timeout_s;
+  std::optional<std::string> ca_file;
+  std::optional<std::string> ca_sha256;
   std::optional<std::string> config_path;  // an explicit --config must exist
 };
 
@@ -47,10 +55,11 @@ Result<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const EnvLook
 struct ServerAddress {
   std::string host;
   uint16_t port = 8080;
+  bool tls = false;  // https://
 };
-// Parses "http://host:port", "http://host" (port 80), "host:port" or
-// "http://[::1]:8080". https is refused: tesserad speaks plain HTTP (put a
-// TLS proxy in front); kInvalidArgument naming "server".
+// Parses "https://host:port", "https://host" (port 443), "http://host:port",
+// "http://host" (port 80), "host:port" (plain HTTP) or "https://[::1]:8443";
+// kInvalidArgument naming "server".
 Result<ServerAddress> ParseServerUrl(const std::string& url);
 
 }  // namespace tessera::cli

@@ -333,7 +333,6 @@ void ControlPlaneService::HeartbeatAsync(const api::Json& heartbeat, HeartbeatDo
       });
 }
 
-
 Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Principal& who,
                                                               api::JobId id, int64_t rank,
                                                               int64_t tail) {
@@ -349,6 +348,38 @@ Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Princip
   const auto& lines = it->second.lines;
   size_t n = std::min(lines.size(), static_cast<size_t>(tail));
   return std::vector<std::string>(lines.end() - static_cast<std::ptrdiff_t>(n), lines.end());
+}
+
+// ---------------------------------------------------------------- node identity
+
+Result<std::string> ControlPlaneService::AuthenticateNode(std::string_view credential) {
+  return store_->CheckNodeCredential(credential, clock_->NowUnixMillis());
+}
+
+Result<api::IssuedNodeCredential> ControlPlaneService::EnrolNode(std::string_view node) {
+  return store_->EnrolNode(node, clock_->NowUnixMillis());
+}
+
+Result<std::vector<api::NodeEnrolment>> ControlPlaneService::ListNodeEnrolments(
+    const api::Principal& who) {
+  TESSERA_RETURN_IF_ERROR(AdminOnly(who, "listing node enrolments"));
+  return store_->ListNodeEnrolments();
+}
+
+Status ControlPlaneService::RevokeNode(const api::Principal& who, std::string_view node) {
+  TESSERA_RETURN_IF_ERROR(AdminOnly(who, "revoking a node"));
+  return store_->RevokeNode(node, clock_->NowUnixMillis());
+}
+
+Status ControlPlaneService::ReadmitNode(const api::Principal& who, std::string_view node) {
+  TESSERA_RETURN_IF_ERROR(AdminOnly(who, "readmitting a node"));
+  return store_->ReadmitNode(node);
+}
+
+Result<api::Json> ControlPlaneService::JoinBundle(const api::Principal& who) {
+  TESSERA_RETURN_IF_ERROR(AdminOnly(who, "the join bundle"));
+  if (!options_.join_bundle) return Unimplemented("no join bundle is configured");
+  return options_.join_bundle();
 }
 
 // ---------------------------------------------------------------- health, metrics

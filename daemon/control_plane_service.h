@@ -50,8 +50,8 @@ using DesiredWorkersFn =
     std::function<Result<std::vector<api::WorkerLaunch>>(const api::HeartbeatRequest& heartbeat)>;
 // The same, answered through `done` now or later (a parked long poll), from
 // any thread; the answer's heartbeat_interval_ms is ignored.
-using DesiredWorkersAsyncFn = std::function<void(
-    const api::HeartbeatRequest& heartbeat, std::function<void(api::HeartbeatResponse)> done)>;
+using DesiredWorkersAsyncFn = std::function<void(const api::HeartbeatRequest& heartbeat,
+                                                 std::function<void(api::HeartbeatResponse)> done)>;
 
 struct ControlPlaneOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
@@ -63,11 +63,14 @@ struct ControlPlaneOptions {
   std::function<std::string(api::JobId)> waiting_reason;
   // How long a chunk lease lasts without renewal.
   std::chrono::milliseconds lease_duration{30'000};
-  PlannerFn planner;                 // optional
+  PlannerFn planner;  // optional
   // Where a node comes from ("agent" or "slurm"), shown by ListNodes;
   // optional (without it every node is "agent").
   std::function<std::string(const std::string& node)> node_source;
   DesiredWorkersFn desired_workers;  // optional
+  // The join bundle's server part ({"join_token", "ca_sha256"}) for
+  // JoinBundle; without it JoinBundle answers kUnimplemented. Optional.
+  std::function<Result<api::Json>()> join_bundle;
   // Optional; when set, HeartbeatAsync uses it instead of desired_workers.
   DesiredWorkersAsyncFn desired_workers_async;
 };
@@ -100,6 +103,13 @@ class ControlPlaneService : public api::ControlPlane {
   Status DisallowEntrypoint(const api::Principal& who, std::string_view name) override;
 
   Result<api::Json> Heartbeat(const api::Json& heartbeat) override;
+
+  Result<std::string> AuthenticateNode(std::string_view credential) override;
+  Result<api::IssuedNodeCredential> EnrolNode(std::string_view node) override;
+  Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments(const api::Principal& who) override;
+  Status RevokeNode(const api::Principal& who, std::string_view node) override;
+  Status ReadmitNode(const api::Principal& who, std::string_view node) override;
+  Result<api::Json> JoinBundle(const api::Principal& who) override;
   // Records the beat at once; the desired set comes from
   // options.desired_workers_async when set (possibly later), else as in
   // Heartbeat.

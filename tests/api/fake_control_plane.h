@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -54,6 +55,44 @@ class FakeControlPlane : public ControlPlane {
   Status AuthenticateAgent(std::string_view token) override {
     if (token == "join-token") return Status::Ok();
     return Unauthenticated("wrong join token");
+  }
+
+  // Node identity: enrolling NAME gives the credential "node-token-NAME";
+  // `revoked` names are refused, `in_use` ones exist already.
+  std::set<std::string, std::less<>> enrolled, in_use, revoked;
+  Result<std::string> AuthenticateNode(std::string_view token) override {
+    std::lock_guard lock(mu_);
+    if (!token.starts_with("node-token-")) return Unauthenticated("not a node credential");
+    std::string node(token.substr(11));
+    if (revoked.contains(node)) return Unauthenticated("revoked");
+    return node;
+  }
+  Result<IssuedNodeCredential> EnrolNode(std::string_view node) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    if (revoked.contains(node)) return PermissionDenied("revoked");
+    if (in_use.contains(node)) return AlreadyExists("in use", "node");
+    enrolled.emplace(node);
+    return IssuedNodeCredential{NodeEnrolment{std::string(node), "id", 1, {}, {}},
+                                "node-token-" + std::string(node)};
+  }
+  Result<std::vector<NodeEnrolment>> ListNodeEnrolments(const Principal& who) override {
+    std::lock_guard lock(mu_);
+    if (!who.is_admin()) return PermissionDenied("admins only");
+    std::vector<NodeEnrolment> out;
+    for (const std::string& n : enrolled) out.push_back(NodeEnrolment{n, "id", 1, {}, {}});
+    return out;
+  }
+  Status RevokeNode(const Principal& who, std::string_view node) override {
+    std::lock_guard lock(mu_);
+    if (!who.is_admin()) return PermissionDenied("admins only");
+    if (!enrolled.contains(node)) return NotFound("not enrolled");
+    revoked.emplace(node);
+    return Status::Ok();
+  }
+  Result<Json> JoinBundle(const Principal& who) override {
+    if (!who.is_admin()) return PermissionDenied("admins only");
+    return Json{{"join_token", "join-token"}, {"ca_sha256", nullptr}};
   }
   Result<Job> SubmitJob(const Principal& who, const JobSpec& spec) override {
     std::lock_guard lock(mu_);

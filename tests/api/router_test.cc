@@ -156,8 +156,30 @@ const ErrorRow kErrorRows[] = {
     {"entrypoint_unknown_field", "POST", "/api/v1/entrypoints", "admin-token",
      R"({"name":"cmd:train","cmd":"/x"})", 400, "cmd"},
     {"entrypoint_delete_bad", "DELETE", "/api/v1/entrypoints/nope", "admin-token", "", 400, "name"},
-    {"heartbeat_bad_json", "POST", "/api/v1/agent/heartbeat", "join-token", "{", 400, "body"},
-    {"heartbeat_no_node", "POST", "/api/v1/agent/heartbeat", "join-token", "{}", 400, "node"},
+    {"heartbeat_bad_json", "POST", "/api/v1/agent/heartbeat", "node-token-boxA", "{", 400, "body"},
+    {"heartbeat_no_node", "POST", "/api/v1/agent/heartbeat", "node-token-boxA", "{}", 400, "node"},
+    // Node identity: the join token only enrols; a credential speaks for its node alone.
+    {"heartbeat_with_join_token", "POST", "/api/v1/agent/heartbeat", "join-token",
+     R"({"node":"boxA"})", 401, ""},
+    {"heartbeat_for_another_node", "POST", "/api/v1/agent/heartbeat", "node-token-evil",
+     R"({"node":"boxA"})", 403, "node"},
+    {"enrol_with_user_token", "POST", "/api/v1/agent/enroll", "user-token", R"({"node":"x"})", 401,
+     ""},
+    {"enrol_with_credential", "POST", "/api/v1/agent/enroll", "node-token-boxA", R"({"node":"x"})",
+     401, ""},
+    {"enrol_no_node", "POST", "/api/v1/agent/enroll", "join-token", "{}", 400, "node"},
+    {"enrol_bad_node", "POST", "/api/v1/agent/enroll", "join-token", R"({"node":"a b"})", 400,
+     "node"},
+    {"enrol_node_not_string", "POST", "/api/v1/agent/enroll", "join-token", R"({"node":5})", 400,
+     "node"},
+    {"enrol_unknown_field", "POST", "/api/v1/agent/enroll", "join-token",
+     R"({"node":"x","role":"admin"})", 400, "role"},
+    {"enrol_not_object", "POST", "/api/v1/agent/enroll", "join-token", "[]", 400, "body"},
+    {"enrolments_user_denied", "GET", "/api/v1/nodes/enrolments", "user-token", "", 403, ""},
+    {"revoke_user_denied", "DELETE", "/api/v1/nodes/boxA", "user-token", "", 403, ""},
+    {"revoke_unknown", "DELETE", "/api/v1/nodes/boxZ", "admin-token", "", 404, ""},
+    {"revoke_bad_name", "DELETE", "/api/v1/nodes/a%20b", "admin-token", "", 400, "name"},
+    {"join_bundle_user_denied", "GET", "/api/v1/agent/join-bundle", "user-token", "", 403, ""},
     {"target_not_path", "GET", "http://x/api/v1/jobs", "user-token", "", 400, "path"},
 };
 
@@ -321,13 +343,39 @@ TEST_F(RouterTest, NodesAndEntrypoints) {
   EXPECT_TRUE(cp_.entrypoints.empty());
 }
 
-TEST_F(RouterTest, AgentHeartbeatWithJoinToken) {
-  Response r = Call(MakeRequest("POST", "/api/v1/agent/heartbeat", "join-token",
+TEST_F(RouterTest, AgentHeartbeatWithItsNodeCredential) {
+  Response r = Call(MakeRequest("POST", "/api/v1/agent/heartbeat", "node-token-boxA",
                                 R"({"node":"boxA","address":"10.0.0.2"})"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(BodyJson(r)["heartbeat_interval_ms"], 1000);
   ASSERT_TRUE(cp_.last_heartbeat.has_value());
   EXPECT_EQ((*cp_.last_heartbeat)["node"], "boxA");
+}
+
+TEST_F(RouterTest, EnrolListRevokeAndJoinBundle) {
+  Response enrolled =
+      Call(MakeRequest("POST", "/api/v1/agent/enroll", "join-token", R"({"node":"boxA"})"));
+  ASSERT_EQ(enrolled.status, 201) << enrolled.body;
+  EXPECT_EQ(BodyJson(enrolled)["credential"], "node-token-boxA");
+  EXPECT_EQ(enrolled.Header("Cache-Control"), "no-store");
+  cp_.in_use.insert("boxA");
+  Response again =
+      Call(MakeRequest("POST", "/api/v1/agent/enroll", "join-token", R"({"node":"boxA"})"));
+  EXPECT_EQ(again.status, 409) << again.body;
+  Response listed = Call(MakeRequest("GET", "/api/v1/nodes/enrolments", "admin-token"));
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(BodyJson(listed)["enrolments"][0]["node"], "boxA");
+  Response revoked = Call(MakeRequest("DELETE", "/api/v1/nodes/boxA", "admin-token"));
+  EXPECT_EQ(revoked.status, 204) << revoked.body;
+  Response beat =
+      Call(MakeRequest("POST", "/api/v1/agent/heartbeat", "node-token-boxA", R"({"node":"boxA"})"));
+  EXPECT_EQ(beat.status, 401) << "a revoked credential is refused at once";
+  Response refused =
+      Call(MakeRequest("POST", "/api/v1/agent/enroll", "join-token", R"({"node":"boxA"})"));
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  Response bundle = Call(MakeRequest("GET", "/api/v1/agent/join-bundle", "admin-token"));
+  ASSERT_EQ(bundle.status, 200) << bundle.body;
+  EXPECT_EQ(BodyJson(bundle)["join_token"], "join-token");
 }
 
 TEST_F(RouterTest, WrongMethodListsAllowed) {
@@ -386,7 +434,11 @@ TEST_F(RouterTest, ControlPlaneExceptionBecomes500NotCrash) {
 
 TEST(RouteTableTest, EveryApiRouteNeedsAuth) {
   for (const RouteInfo& r : RouteTable()) {
-    if (r.pattern.starts_with("/api/v1/agent/")) {
+    if (r.pattern == "/api/v1/agent/enroll") {
+      EXPECT_EQ(r.auth, RouteAuth::kJoin) << "the join token only enrols";
+    } else if (r.pattern == "/api/v1/agent/join-bundle") {
+      EXPECT_EQ(r.auth, RouteAuth::kUser) << "admins fetch the bundle";
+    } else if (r.pattern.starts_with("/api/v1/agent/")) {
       EXPECT_EQ(r.auth, RouteAuth::kAgent) << r.pattern;
     } else if (r.pattern.ends_with("/leases")) {
       EXPECT_EQ(r.auth, RouteAuth::kLease) << r.pattern;

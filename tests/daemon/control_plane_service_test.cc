@@ -109,6 +109,43 @@ TEST_F(ControlPlaneServiceTest, AuthenticateAgentChecksJoinToken) {
   EXPECT_EQ(service_->AuthenticateAgent("k").code(), StatusCode::kUnauthenticated);
 }
 
+TEST_F(ControlPlaneServiceTest, NodeIdentityAdminsOnlyAndTheJoinTokenIsNoCredential) {
+  ASSERT_TRUE(store_->SetAgentJoinToken("tsj_join").ok());
+  const Principal admin{"root", Role::kAdmin}, user{"alice", Role::kUser};
+  auto issued = service_->EnrolNode("boxa");
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(*service_->AuthenticateNode(issued->credential), "boxa");
+  EXPECT_EQ(service_->AuthenticateNode("tsj_join").status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(service_->EnrolNode("boxa").status().code(), StatusCode::kAlreadyExists);
+
+  struct Row {
+    const char* call;
+    Principal who;
+    StatusCode want;
+  };
+  const Row rows[] = {{"list", user, StatusCode::kPermissionDenied},
+                      {"revoke", user, StatusCode::kPermissionDenied},
+                      {"bundle", user, StatusCode::kPermissionDenied},
+                      {"list", admin, StatusCode::kOk},
+                      {"bundle", admin, StatusCode::kUnimplemented},  // no bundle hook
+                      {"readmit", admin, StatusCode::kFailedPrecondition},
+                      {"revoke", admin, StatusCode::kOk},
+                      {"readmit", user, StatusCode::kPermissionDenied},
+                      {"readmit", admin, StatusCode::kOk}};
+  for (const Row& row : rows) {
+    const std::string call = row.call;
+    Status st = call == "list"     ? service_->ListNodeEnrolments(row.who).status()
+                : call == "revoke" ? service_->RevokeNode(row.who, "boxa")
+                : call == "bundle" ? service_->JoinBundle(row.who).status()
+                                   : service_->ReadmitNode(row.who, "boxa");
+    EXPECT_EQ(st.code(), row.want) << row.call << " by " << row.who.user << ": " << st.ToString();
+  }
+  EXPECT_EQ(service_->AuthenticateNode(issued->credential).status().code(),
+            StatusCode::kUnauthenticated)
+      << "revoked, then readmitted: the old credential stays dead";
+  EXPECT_TRUE(service_->EnrolNode("boxa").ok()) << "readmitted: it may enrol again";
+}
+
 // Every call on a job owned by alice, by alice, bob and an admin.
 TEST_F(ControlPlaneServiceTest, AuthorizationTable) {
   enum class Op { kGet, kEvents, kCancel };

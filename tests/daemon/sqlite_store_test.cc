@@ -180,7 +180,7 @@ TEST_F(SqliteStoreTest, SchemaFiveJobsGainAnEmptyMetricsHistory) {
   }
   auto store = OpenOrDie(Path());
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), 6);
+  EXPECT_EQ(store->schema_version(), LatestSqliteSchemaVersion());
   api::MetricsQuery q;
   q.job_id = 1;
   EXPECT_TRUE(store->ListMetrics(q)->points.empty()) << "no history before the upgrade";

@@ -1,61 +1,21 @@
 #include "worker/runtime/chunk_source.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <thread>
 #include <utility>
 
 #include "api/http_client.h"
+#include "api/server_url.h"
 #include "api/url.h"
 
 namespace tessera::worker {
 namespace {
 
-struct ParsedUrl {
-  std::string host;
-  uint16_t port = 80;
-  std::string prefix;  // path prefix without a trailing '/', may be empty
-};
-
-Result<ParsedUrl> ParseControllerUrl(const std::string& url) {
-  constexpr std::string_view kScheme = "http://";
-  const char* kField = "TESSERA_CONTROLLER_URL";
-  if (url.rfind(kScheme, 0) != 0) {
-    return InvalidArgument("must start with http:// (got \"" + url + "\")", kField);
-  }
-  std::string rest = url.substr(kScheme.size());
-  ParsedUrl out;
-  const size_t slash = rest.find('/');
-  if (slash != std::string::npos) {
-    out.prefix = rest.substr(slash);
-    rest.resize(slash);
-    while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
-  }
-  std::string port_text;
-  if (!rest.empty() && rest[0] == '[') {  // [v6]:port
-    const size_t close = rest.find(']');
-    if (close == std::string::npos) return InvalidArgument("unclosed '[' in host", kField);
-    out.host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') return InvalidArgument("bad host:port", kField);
-      port_text = rest.substr(close + 2);
-    }
-  } else {
-    const size_t colon = rest.rfind(':');
-    out.host = rest.substr(0, colon);
-    if (colon != std::string::npos) port_text = rest.substr(colon + 1);
-  }
-  if (out.host.empty()) return InvalidArgument("has no host", kField);
-  if (!port_text.empty()) {
-    int port = 0;
-    for (char c : port_text) {
-      if (c < '0' || c > '9' || port > 65535) return InvalidArgument("bad port", kField);
-      port = port * 10 + (c - '0');
-    }
-    if (port < 1 || port > 65535) return InvalidArgument("bad port", kField);
-    out.port = static_cast<uint16_t>(port);
-  }
-  return out;
+// TESSERA_CONTROLLER_URL: http(s)://host[:port][/prefix].
+Result<api::ServerUrl> ParseControllerUrl(const std::string& url) {
+  return api::ParseServerUrl(url, "TESSERA_CONTROLLER_URL", /*allow_path=*/true);
 }
 
 // The message of a {"error":{"message":...}} body, or the body itself.
@@ -72,13 +32,13 @@ std::string ErrorMessage(const api::HttpResponse& r) {
 
 class HttpChunkSource final : public ChunkSource {
  public:
-  HttpChunkSource(HttpChunkSourceOptions o, ParsedUrl url)
+  HttpChunkSource(HttpChunkSourceOptions o, api::ServerUrl url)
       : o_(std::move(o)),
         url_(std::move(url)),
         clock_(o_.clock != nullptr ? o_.clock : SystemClock::Default()),
-        client_(url_.host, url_.port, o_.request_timeout) {
+        client_(api::ServerUrl{url_.tls, url_.host, url_.port, ""}, o_.request_timeout, o_.tls) {
     client_.SetBearerToken(o_.token);
-    target_ = url_.prefix + "/api/v1/jobs/" + api::PercentEncode(o_.job_id) + "/leases";
+    target_ = url_.path_prefix + "/api/v1/jobs/" + api::PercentEncode(o_.job_id) + "/leases";
     if (!o_.sleep) o_.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
   }
 
@@ -132,7 +92,7 @@ class HttpChunkSource final : public ChunkSource {
 
  private:
   HttpChunkSourceOptions o_;
-  ParsedUrl url_;
+  api::ServerUrl url_;
   Clock* clock_;
   std::mutex mu_;  // HttpClient is not thread-safe
   api::HttpClient client_;
@@ -156,7 +116,12 @@ class QueueRankSource final : public ChunkSource {
 }  // namespace
 
 Result<std::unique_ptr<ChunkSource>> MakeHttpChunkSource(HttpChunkSourceOptions options) {
-  TESSERA_ASSIGN_OR_RETURN(ParsedUrl url, ParseControllerUrl(options.controller_url));
+  TESSERA_ASSIGN_OR_RETURN(api::ServerUrl url, ParseControllerUrl(options.controller_url));
+  if (options.tls.ca_file.empty() && options.tls.ca_sha256.empty()) {
+    // Verified as the agent that started this rank verifies the controller.
+    if (const char* f = std::getenv("TESSERA_CONTROLLER_CA_FILE")) options.tls.ca_file = f;
+    if (const char* p = std::getenv("TESSERA_CONTROLLER_CA_SHA256")) options.tls.ca_sha256 = p;
+  }
   if (options.job_id.empty()) return InvalidArgument("must be set", "TESSERA_JOB_ID");
   if (options.attempt < 1) return InvalidArgument("must be an attempt >= 1", "TESSERA_ATTEMPT");
   if (options.rank < 0) return InvalidArgument("must be >= 0", "RANK");

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "api/lease_protocol.h"
+#include "api/tls_context.h"
 #include "common/clock.h"
 #include "common/status.h"
 
@@ -53,7 +54,10 @@ class ChunkSource {
 // ---- controller over HTTP ----
 
 struct HttpChunkSourceOptions {
-  std::string controller_url;  // "http://127.0.0.1:7070" (TESSERA_CONTROLLER_URL)
+  std::string controller_url;  // "http(s)://127.0.0.1:7070" (TESSERA_CONTROLLER_URL)
+  // How an https controller is verified; when empty, from the agent's
+  // TESSERA_CONTROLLER_CA_FILE / TESSERA_CONTROLLER_CA_SHA256.
+  api::TlsClientOptions tls;
   std::string token;           // bearer token (TESSERA_LEASE_TOKEN)
   std::string job_id;          // TESSERA_JOB_ID
   int64_t attempt = 0;         // TESSERA_ATTEMPT (>= 1)
@@ -69,7 +73,7 @@ struct HttpChunkSourceOptions {
 };
 
 // kInvalidArgument (field "TESSERA_CONTROLLER_URL" / "TESSERA_JOB_ID" /
-// "TESSERA_ATTEMPT") for a URL that is not http://host[:port][/prefix], an
+// "TESSERA_ATTEMPT") for a URL that is not http(s)://host[:port][/prefix], an
 // empty job id or an attempt < 1.
 Result<std::unique_ptr<ChunkSource>> MakeHttpChunkSource(HttpChunkSourceOptions options);
 
