@@ -303,6 +303,7 @@ Json ToJson(const Device& d) {
               {"memory_used_bytes", d.memory_used_bytes},
               {"utilization", d.utilization},
               {"measured_tflops", d.measured_tflops},
+              {"measured_tflops_half", d.measured_tflops_half},
               {"mem_bandwidth_gbps", d.mem_bandwidth_gbps},
               {"relative_speed", d.relative_speed},
               {"compute_capability", d.compute_capability},
@@ -324,6 +325,7 @@ Result<Device> DeviceFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.Int("memory_used_bytes", &d.memory_used_bytes));
   TESSERA_RETURN_IF_ERROR(r.Double("utilization", &d.utilization));
   TESSERA_RETURN_IF_ERROR(r.Double("measured_tflops", &d.measured_tflops));
+  TESSERA_RETURN_IF_ERROR(r.Double("measured_tflops_half", &d.measured_tflops_half));
   TESSERA_RETURN_IF_ERROR(r.Double("mem_bandwidth_gbps", &d.mem_bandwidth_gbps));
   TESSERA_RETURN_IF_ERROR(r.Double("relative_speed", &d.relative_speed));
   TESSERA_RETURN_IF_ERROR(r.String("compute_capability", &d.compute_capability));

@@ -757,11 +757,12 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
     if (ctx.exit_code != kExitOk) return;
     Emit(ctx, nodes, [&](const Json& n) {
       std::vector<std::vector<std::string>> rows = {
-          {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "SPEED", "BUSY"}};
+          {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "SPEED", "HALF", "BUSY"}};
       for (const Json& node : n.value("nodes", Json::array())) {
         const Json devices = node.value("devices", Json::array());
         if (devices.empty()) {
-          rows.push_back({Str(node, "name"), Str(node, "health"), "-", "-", "-", "-", "-", "-"});
+          rows.push_back(
+              {Str(node, "name"), Str(node, "health"), "-", "-", "-", "-", "-", "-", "-"});
         }
         for (const Json& d : devices) {
           std::ostringstream util;
@@ -770,6 +771,7 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
                           Str(d, "type") + ":" + Str(d, "index"), Str(d, "name"),
                           FormatBytes(Int(d, "memory_bytes")), util.str(),
                           FormatFlops(d.value("measured_tflops", 0.0)),
+                          FormatFlops(d.value("measured_tflops_half", 0.0)),
                           d.value("busy", false) ? "yes" : "no"});
         }
       }

@@ -94,8 +94,11 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       dev.type = d.name;
       dev.memory_bytes = d.memory_bytes;
       dev.tflops = d.measured_tflops;
+      dev.tflops_half = d.measured_tflops_half;
       dev.memory_bandwidth_bytes_per_s = d.mem_bandwidth_gbps * 1e9;
       dev.busy = d.busy || busy.contains(n.name + ":" + std::to_string(d.index));
+      // Ranks on real CUDA GPUs talk NCCL, the rest Gloo; a plan keeps to one.
+      dev.backend = d.type == "cuda" && !d.emulated ? "nccl" : "gloo";
       // The worker's profile measures layer times on the CPU. A CPU device uses them
       // as they are; an emulated GPU's compute lasts its CPU time / its declared speed
       // (worker/runtime/emulated_device.h), which can only slow it down (a speed above

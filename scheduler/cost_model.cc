@@ -88,7 +88,8 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
     if (model.precision != Precision::kFp32) tf = d->tflops_half > 0 ? d->tflops_half : 2 * tf;
     const double flops_per_s = tf * 1e12 * eff;
     const double bw = d->memory_bandwidth_bytes_per_s;
-    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0), fixed(L + 1, 0);
+    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0), fixed(L + 1, 0), opt(L + 1, 0),
+        copy(L + 1, 0);
     for (int l = 0; l < L; ++l) {
       const Layer& layer = model.layers[l];
       const double moved = cm.in_[l] + cm.out_[l];
@@ -127,7 +128,19 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
         per_call += bf->second / 1e3 / d->relative_speed;
       }
       fixed[l + 1] = fixed[l] + per_call;
+      // The optimizer step, when measured for this device's type (NaN marks a layer
+      // without: OptimizerSeconds then falls back to memory bandwidth).
+      auto mo = layer.measured_optimizer_ms.find(measured);
+      opt[l + 1] = opt[l] + (mo != layer.measured_optimizer_ms.end()
+                                 ? mo->second / 1e3 / d->relative_speed
+                                 : std::numeric_limits<double>::quiet_NaN());
+      auto mc = layer.measured_gradient_copy_ms.find(measured);
+      copy[l + 1] = copy[l] + (mc != layer.measured_gradient_copy_ms.end()
+                                   ? mc->second / 1e3 / d->relative_speed
+                                   : std::numeric_limits<double>::quiet_NaN());
     }
+    cm.optimizer_prefix_.push_back(std::move(opt));
+    cm.grad_copy_prefix_.push_back(std::move(copy));
     cm.fixed_prefix_.push_back(std::move(fixed));
     cm.fwd_prefix_.push_back(std::move(fwd));
     cm.bwd_prefix_.push_back(std::move(bwd));
@@ -291,9 +304,23 @@ double CostModel::RingAllReduceSeconds(double bytes, int participants, const Lin
 }
 
 double CostModel::OptimizerSeconds(int dev, int begin, int end) const {
+  if (!training_) return 0;
+  const std::vector<double>& measured = optimizer_prefix_[devices_[dev].speed_class];
+  const double m = measured[end] - measured[begin];
+  if (!std::isnan(m)) return m;
   const double bw = devices_[dev].memory_bandwidth_bytes_per_s;
-  if (!training_ || bw <= 0) return 0;
+  if (bw <= 0) return 0;
   return options_.optimizer_weight_passes * WeightBytes(begin, end) / bw;
+}
+
+double CostModel::GradientCopySeconds(int dev, int begin, int end) const {
+  if (!training_) return 0;
+  const std::vector<double>& measured = grad_copy_prefix_[devices_[dev].speed_class];
+  const double m = measured[end] - measured[begin];
+  if (!std::isnan(m)) return m;
+  const double bw = devices_[dev].memory_bandwidth_bytes_per_s;
+  if (bw <= 0) return 0;
+  return 4 * ParameterBytes(begin, end) / bw;
 }
 
 Evaluation CostModel::Evaluate(const Candidate& c) const {
@@ -465,10 +492,14 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
         static_cast<double>(crit.batch) / M * BackwardSeconds(bs.device, bs.begin, bs.end);
     visible = std::max(ar / buckets, ar - window);
   }
+  // The optimizer step, after each replicated stage's copies of its gradients into
+  // the all-reduce buckets and back; the slowest stage ends the step.
   double optimizer = 0;
   for (const CandidateReplica& rep : c.replicas) {
     for (const CandidateStage& s : rep.stages) {
-      optimizer = std::max(optimizer, OptimizerSeconds(s.device, s.begin, s.end));
+      double end = OptimizerSeconds(s.device, s.begin, s.end);
+      if (R > 1) end += GradientCopySeconds(s.device, s.begin, s.end);
+      optimizer = std::max(optimizer, end);
     }
   }
   ev.allreduce_s = visible;

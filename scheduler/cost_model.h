@@ -170,9 +170,17 @@ class CostModel {
 
   // Ring all-reduce of `bytes` over `participants`: 2(N-1)/N x bytes / bw + 2(N-1) x latency.
   static double RingAllReduceSeconds(double bytes, int participants, const Link& slowest);
-  // Seconds of the optimizer step over layers [begin, end) on a device (0 without
-  // memory bandwidth or when inferring).
+  // Seconds of the optimizer step over layers [begin, end) on a device: the profile's
+  // measured step for the device's type at its relative speed when every layer has
+  // one, else optimizer_weight_passes x weight bytes over its memory bandwidth (0
+  // without bandwidth, and when inferring).
   double OptimizerSeconds(int dev, int begin, int end) const;
+  // Seconds a replica of layers [begin, end) spends per step copying their gradients
+  // into the all-reduce buckets and the sums back (worker/runtime/grad_reducer.h): the
+  // profile's measurement at the device's relative speed when every layer has one,
+  // else two copies (each read and written) of the parameter bytes over memory
+  // bandwidth; 0 without either, and when inferring.
+  double GradientCopySeconds(int dev, int begin, int end) const;
 
   // Checks and predicts one candidate. Never fails: infeasible candidates come
   // back with feasible == false and a reason.
@@ -201,6 +209,8 @@ class CostModel {
   std::vector<std::vector<double>> fwd_prefix_;
   std::vector<std::vector<double>> bwd_prefix_;
   std::vector<std::vector<double>> compute_prefix_;  // scaled fwd (+ bwd when training)
+  std::vector<std::vector<double>> optimizer_prefix_;  // per speed class; NaN: not measured
+  std::vector<std::vector<double>> grad_copy_prefix_;  // likewise
   std::vector<std::vector<double>> fixed_prefix_;    // per micro-batch fwd (+ bwd)
   std::vector<double> weight_prefix_;
   std::vector<double> act_scaled_prefix_;

@@ -37,6 +37,14 @@ struct Layer {
   // (kernel launches, small-matrix inefficiency). Absent: 0.
   std::map<std::string, double> measured_forward_fixed_ms;
   std::map<std::string, double> measured_backward_fixed_ms;
+  // Measured milliseconds of one optimizer step over the layer's parameters, keyed
+  // like them; when present for a device's type it replaces the memory-bandwidth
+  // estimate of the step (CostModelOptions::optimizer_weight_passes).
+  std::map<std::string, double> measured_optimizer_ms;
+  // Measured milliseconds a data-parallel replica spends copying the layer's
+  // gradients into its all-reduce bucket and the reduced sums back, keyed like them;
+  // absent: estimated from memory bandwidth (CostModel::GradientCopySeconds).
+  std::map<std::string, double> measured_gradient_copy_ms;
   int64_t parameter_bytes = 0;   // at the profile's precision
   int64_t activation_bytes = 0;  // kept per sample until the backward pass
   // Working memory per sample while the layer's backward runs, on top of what it

@@ -1244,14 +1244,11 @@ std::string SpeedupText(const std::vector<BaselineScore>& scores) {
 
 }  // namespace
 
-Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& model,
-                          const JobRequest& request, const PlannerOptions& options) {
-  TESSERA_RETURN_IF_ERROR(cluster.Validate());
-  TESSERA_RETURN_IF_ERROR(model.Validate());
-  TESSERA_RETURN_IF_ERROR(request.Validate());
-  if (options.max_pipeline_stages < 1) {
-    return InvalidArgument("must be at least 1", "max_pipeline_stages");
-  }
+namespace {
+
+// MakePlans on devices of one collective backend (or devices without one).
+Result<PlanSet> MakePlansOneBackend(const ClusterSnapshot& cluster, const ModelProfile& model,
+                                    const JobRequest& request, const PlannerOptions& options) {
   const CostModel cm = CostModel::Create(cluster, model, request, options.cost);
 
   PlanSet out;
@@ -1402,6 +1399,85 @@ Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& mo
                  (model.name.empty() ? std::string("the model") : model.name) +
                  " with global batch " + std::to_string(request.global_batch) + " on " +
                  std::to_string(free_devices.size()) + " free devices");
+}
+
+// The cluster with only the devices of `backend` (and those without one).
+ClusterSnapshot OnlyBackend(const ClusterSnapshot& cluster, const std::string& backend) {
+  ClusterSnapshot out = cluster;
+  std::set<DeviceId> kept;
+  for (Node& n : out.nodes) {
+    std::erase_if(n.devices, [&](const Device& d) {
+      return !d.backend.empty() && d.backend != backend;
+    });
+    for (const Device& d : n.devices) kept.insert(DeviceId{n.name, d.index});
+  }
+  std::erase_if(out.device_links, [&](const DeviceLink& l) {
+    return !kept.contains(l.a) || !kept.contains(l.b);
+  });
+  return out;
+}
+
+}  // namespace
+
+Result<PlanSet> MakePlans(const ClusterSnapshot& cluster, const ModelProfile& model,
+                          const JobRequest& request, const PlannerOptions& options) {
+  TESSERA_RETURN_IF_ERROR(cluster.Validate());
+  TESSERA_RETURN_IF_ERROR(model.Validate());
+  TESSERA_RETURN_IF_ERROR(request.Validate());
+  if (options.max_pipeline_stages < 1) {
+    return InvalidArgument("must be at least 1", "max_pipeline_stages");
+  }
+  // Backends of the devices a plan could use (free ones).
+  std::map<std::string, int> backends;
+  for (const Node& n : cluster.nodes) {
+    for (const Device& d : n.devices) {
+      if (!d.busy && !d.backend.empty()) ++backends[d.backend];
+    }
+  }
+  if (backends.size() < 2) return MakePlansOneBackend(cluster, model, request, options);
+
+  // A job's ranks share one collective library: plan each backend's devices alone
+  // and keep the fastest.
+  struct Option {
+    std::string backend;
+    Result<PlanSet> plans;
+  };
+  std::vector<Option> options_by_backend;
+  for (const auto& [backend, count] : backends) {
+    options_by_backend.push_back(
+        {backend, MakePlansOneBackend(OnlyBackend(cluster, backend), model, request, options)});
+  }
+  const Option* best = nullptr;
+  for (const Option& o : options_by_backend) {
+    if (!o.plans.ok()) continue;
+    if (best == nullptr ||
+        o.plans->plans.front().predicted.step_s < best->plans->plans.front().predicted.step_s) {
+      best = &o;
+    }
+  }
+  auto devices = [&](const std::string& backend) {
+    const int n = backends.at(backend);
+    return std::to_string(n) + " " + backend + (n == 1 ? " device" : " devices");
+  };
+  std::string why = "one collective backend per job (NCCL on CUDA GPUs, Gloo on CPUs and "
+                    "emulated devices; a job's ranks cannot mix them)";
+  if (best == nullptr) {
+    std::string message = "no feasible plan on any one backend: " + why;
+    for (const Option& o : options_by_backend) {
+      message += "; the " + devices(o.backend) + ": " + o.plans.status().message();
+    }
+    return FailedPrecondition(message);
+  }
+  PlanSet out = *best->plans;
+  why += ": planned on the " + devices(best->backend);
+  for (const Option& o : options_by_backend) {
+    if (&o == best) continue;
+    why += "; the " + devices(o.backend) + " alone: ";
+    why += o.plans.ok() ? Fmt("%.3f s a step", o.plans->plans.front().predicted.step_s)
+                        : o.plans.status().message();
+  }
+  out.rejected.insert(out.rejected.begin(), Rejection{Layout::kAuto, why});
+  return out;
 }
 
 }  // namespace tessera::scheduler

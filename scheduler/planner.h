@@ -33,6 +33,12 @@
 // 1.18x the 2 A100s alone") or why one does not fit. Forced pipeline / hybrid
 // layouts report the speedups (possibly below 1) without replacing anything.
 //
+// One collective backend per job: when the free devices use more than one
+// (Device::backend: NCCL on CUDA GPUs, Gloo on CPUs and emulated devices), each
+// backend's devices are planned on their own and the backend with the fastest best
+// plan is chosen; PlanSet::rejected says so and gives the other backends' best step
+// time or why they failed. A device without a backend joins every class.
+//
 // Infeasible jobs: MakePlans returns kFailedPrecondition whose message lists
 // the reasons, layout by layout ("no free device", "data: doesn't fit on boxB:0
 // ..."). Malformed input returns kInvalidArgument with the offending field.

@@ -98,6 +98,15 @@ Result<ModelProfile> ModelProfileFromWorkerJson(const nlohmann::json& j) {
         layer.measured_forward_fixed_ms[device] = fwd_fixed;
         layer.measured_backward_fixed_ms[device] = bwd_fixed;
       }
+      // Optional: one optimizer step over the layer's parameters (not per sample).
+      if (l.contains("opt_ms")) {
+        TESSERA_ASSIGN_OR_RETURN(double opt_ms, Number(l, "opt_ms", where));
+        layer.measured_optimizer_ms[device] = opt_ms;
+      }
+      if (l.contains("grad_copy_ms")) {
+        TESSERA_ASSIGN_OR_RETURN(double copy_ms, Number(l, "grad_copy_ms", where));
+        layer.measured_gradient_copy_ms[device] = copy_ms;
+      }
       layer.measured_forward_ms[device] = (fwd_ms - fwd_fixed) / batch;
       layer.measured_backward_ms[device] = (bwd_ms - bwd_fixed) / batch;
     }

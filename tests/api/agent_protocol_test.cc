@@ -33,6 +33,29 @@ TEST(AgentProtocolTest, HeartbeatRoundTripKeepsLinks) {
   EXPECT_EQ(back->cpu_cores, 16);
 }
 
+TEST(AgentProtocolTest, DeviceThroughputFiguresRoundTrip) {
+  Device d;
+  d.name = "A100";
+  d.measured_tflops = 19.5;
+  d.measured_tflops_half = 312;
+  d.mem_bandwidth_gbps = 1555;
+  auto back = DeviceFromJson(ToJson(d));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->measured_tflops, 19.5);
+  EXPECT_DOUBLE_EQ(back->measured_tflops_half, 312);
+  EXPECT_DOUBLE_EQ(back->mem_bandwidth_gbps, 1555);
+  // An agent from before 16-bit was measured sends no such key: 0, not an error.
+  Json old = ToJson(d);
+  old.erase("measured_tflops_half");
+  auto older = DeviceFromJson(old);
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  EXPECT_DOUBLE_EQ(older->measured_tflops_half, 0);
+  old["measured_tflops_half"] = "fast";
+  auto bad = DeviceFromJson(old);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "measured_tflops_half");
+}
+
 TEST(AgentProtocolTest, HeartbeatWithoutLinksIsAccepted) {
   Json j = ToJson(Sample());
   j.erase("links");

@@ -351,7 +351,12 @@ TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
   n.name = "boxA";
   n.devices = {
       api::Device{
-          .node = "boxA", .index = 0, .name = "A100", .type = "cuda", .measured_tflops = 312.04},
+          .node = "boxA",
+          .index = 0,
+          .name = "A100",
+          .type = "cuda",
+          .measured_tflops = 312.04,
+          .measured_tflops_half = 624.5},
       api::Device{.node = "boxA",
                   .index = 1,
                   .name = "GTX1080 (emulated)",
@@ -367,6 +372,8 @@ TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
   const std::string out = out_.str();
   EXPECT_NE(out.find(" SPEED "), std::string::npos) << out;
   EXPECT_NE(out.find("312.0 TFLOPS"), std::string::npos) << out;
+  EXPECT_NE(out.find(" HALF "), std::string::npos) << out;
+  EXPECT_NE(out.find("624.5 TFLOPS"), std::string::npos) << out;
   EXPECT_NE(out.find("12.3 GFLOPS"), std::string::npos) << out;
   EXPECT_NE(out.find("42.5 MFLOPS"), std::string::npos) << out;
   EXPECT_EQ(out.find("0.0 TFLOPS"), std::string::npos) << out;

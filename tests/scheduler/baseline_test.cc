@@ -338,5 +338,76 @@ TEST(BaselineMarginTest, APlanWithinTheMarginOfTheBestBaselineKeepsTheBaseline) 
   for (const Replica& r : first.replicas) EXPECT_EQ(r.batch, 32);
 }
 
+// A job's ranks share one collective library: NCCL GPUs and Gloo (CPU, emulated)
+// devices are planned apart, the faster backend wins and the reason says so.
+TEST(BackendTest, APlanNeverMixesCollectiveBackends) {
+  struct Case {
+    const char* name;
+    ClusterSnapshot cluster;
+    std::string want_backend;  // of every device of every returned plan
+    std::string want_reason;   // in rejected[0]; empty: no backend note
+  };
+  const Case cases[] = {
+      {"gpus_win",
+       ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Backend("nccl")
+           .Node("b").Gpus(2, "emulated", 40, 5).Backend("gloo").Build(),
+       "nccl", "planned on the 2 nccl devices; the 2 gloo devices alone: "},
+      {"more_emulated_win",
+       ClusterBuilder().Node("a").Gpu("T4", 40, 2).Backend("nccl")
+           .Node("b").Gpus(4, "emulated", 40, 10).Backend("gloo").Build(),
+       "gloo", "planned on the 4 gloo devices; the 1 nccl device alone: "},
+      {"gloo_cannot_hold_the_model",
+       ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Backend("nccl")
+           .Node("b").Gpus(4, "emulated", 0.2, 80).Backend("gloo").Build(),
+       "nccl", "the 4 gloo devices alone: no feasible plan"},
+      {"one_backend_free",
+       ClusterBuilder().Node("a").Gpu("A100", 40, 40, /*busy=*/true).Backend("nccl")
+           .Node("b").Gpus(2, "emulated", 40, 10).Backend("gloo").Build(),
+       "gloo", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto got = MakePlans(c.cluster, Medium(), Train(32));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const Plan& p : got->plans) {
+      for (const DeviceId& id : p.Devices()) {
+        for (const Node& n : c.cluster.nodes) {
+          if (n.name != id.node) continue;
+          EXPECT_EQ(n.devices[id.index].backend, c.want_backend) << id.ToString();
+        }
+      }
+    }
+    for (const Baseline& b : got->baselines) {
+      if (!b.plan) continue;
+      for (const DeviceId& id : b.plan->Devices()) {
+        EXPECT_EQ(id.node, c.want_backend == "nccl" ? "a" : "b") << b.name;
+      }
+    }
+    if (c.want_reason.empty()) {
+      for (const Rejection& r : got->rejected) {
+        EXPECT_EQ(r.reason.find("collective backend"), std::string::npos) << r.reason;
+      }
+      continue;
+    }
+    ASSERT_FALSE(got->rejected.empty());
+    EXPECT_EQ(got->rejected[0].reason.rfind("one collective backend per job", 0), 0u)
+        << got->rejected[0].reason;
+    EXPECT_NE(got->rejected[0].reason.find(c.want_reason), std::string::npos)
+        << got->rejected[0].reason;
+  }
+}
+
+TEST(BackendTest, NoBackendHoldsAPlanIsAnErrorNamingEach) {
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpu("A100", 0.2, 40).Backend("nccl")
+                           .Node("b").Gpu("emulated", 0.2, 10).Backend("gloo").Build(),
+                       Medium(), Train(32));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(got.status().message().find("the 1 gloo device: "), std::string::npos)
+      << got.status().message();
+  EXPECT_NE(got.status().message().find("the 1 nccl device: "), std::string::npos)
+      << got.status().message();
+}
+
 }  // namespace
 }  // namespace tessera::scheduler::testing

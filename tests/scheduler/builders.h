@@ -40,6 +40,11 @@ class ClusterBuilder {
     for (int i = 0; i < n; ++i) Gpu(type, mem_gb, tflops);
     return *this;
   }
+  // Sets the collective backend ("nccl", "gloo") of every device of the current node.
+  ClusterBuilder& Backend(const std::string& backend) {
+    for (Device& d : snap_.nodes.back().devices) d.backend = backend;
+    return *this;
+  }
   // NVLink between two devices of the current node.
   ClusterBuilder& NvLink(int a, int b, double gb_s = 150) {
     const std::string& node = snap_.nodes.back().name;

@@ -326,9 +326,55 @@ TEST(CostModelTest, StepEndAddsOptimizerPassAndVote) {
   Candidate pair;
   pair.replicas.push_back({4, {{0, 0, 1}}});
   pair.replicas.push_back({4, {{1, 0, 1}}});
-  EXPECT_NEAR(cm.Evaluate(pair).step_end_s, 8e-3 + 2 * 10e-6, 1e-12);
+  // Two replicas also copy their 10 MB of gradients into the buckets and back (two
+  // copies, each read and written: 40 MB at 10 GB/s = 4 ms), and vote.
+  EXPECT_NEAR(cm.GradientCopySeconds(0, 0, 1), 4e-3, 1e-12);
+  EXPECT_NEAR(cm.Evaluate(pair).step_end_s, 8e-3 + 4e-3 + 2 * 10e-6, 1e-12);
   const CostModel infer = CostModel::Create(cluster, m, Infer(8));
   EXPECT_EQ(infer.OptimizerSeconds(0, 0, 1), 0);
+}
+
+TEST(CostModelTest, MeasuredOptimizerStepReplacesTheBandwidthEstimate) {
+  // Two layers; the profile measured the step on the CPU: 3 ms and 1 ms.
+  ModelProfile m = ModelBuilder().Layers(2, 2, 10, 1, 1).Build();
+  m.layers[0].measured_optimizer_ms["cpu"] = 3.0;
+  m.layers[1].measured_optimizer_ms["cpu"] = 1.0;
+  ClusterSnapshot cluster = TwoFastOneNode();
+  for (Device& d : cluster.nodes[0].devices) d.memory_bandwidth_bytes_per_s = 10e9;
+  cluster.nodes[0].devices[0].measured_as = "cpu";
+  cluster.nodes[0].devices[0].relative_speed = 0.25;  // an emulated device at 1/4
+  const CostModel cm = CostModel::Create(cluster, m, Train(8));
+  EXPECT_NEAR(cm.OptimizerSeconds(0, 0, 2), 4e-3 / 0.25, 1e-12);
+  EXPECT_NEAR(cm.OptimizerSeconds(0, 1, 2), 1e-3 / 0.25, 1e-12);
+  // Not measured for device 1's type ("fast"): memory bandwidth as before.
+  EXPECT_NEAR(cm.OptimizerSeconds(1, 0, 2), 2 * 2 * 40e6 / 10e9, 1e-12);
+  // One layer without a measurement: the range falls back to bandwidth.
+  m.layers[1].measured_optimizer_ms.clear();
+  const CostModel partial = CostModel::Create(cluster, m, Train(8));
+  EXPECT_NEAR(partial.OptimizerSeconds(0, 0, 2), 2 * 2 * 40e6 / 10e9, 1e-12);
+  EXPECT_NEAR(partial.OptimizerSeconds(0, 0, 1), 3e-3 / 0.25, 1e-12);
+}
+
+TEST(CostModelTest, MeasuredGradientCopiesCountOnlyForReplicatedStages) {
+  ModelProfile m = ModelBuilder().Layers(1, 2, 10, 1, 1).Build();
+  m.layers[0].measured_optimizer_ms["cpu"] = 1.0;
+  m.layers[0].measured_gradient_copy_ms["cpu"] = 0.5;
+  ClusterSnapshot cluster = TwoFastOneNode();
+  for (Device& d : cluster.nodes[0].devices) {
+    d.measured_as = "cpu";
+    d.relative_speed = 0.5;
+  }
+  const CostModel cm = CostModel::Create(cluster, m, Train(8));
+  EXPECT_NEAR(cm.GradientCopySeconds(0, 0, 1), 1e-3, 1e-12);
+  Candidate single;
+  single.replicas.push_back({8, {{0, 0, 1}}});
+  EXPECT_NEAR(cm.Evaluate(single).step_end_s, 2e-3, 1e-12) << "one replica copies nothing";
+  Candidate pair;
+  pair.replicas.push_back({4, {{0, 0, 1}}});
+  pair.replicas.push_back({4, {{1, 0, 1}}});
+  EXPECT_NEAR(cm.Evaluate(pair).step_end_s, 2e-3 + 1e-3 + 2 * 10e-6, 1e-12);
+  const CostModel infer = CostModel::Create(cluster, m, Infer(8));
+  EXPECT_EQ(infer.GradientCopySeconds(0, 0, 1), 0);
 }
 
 struct BadCandidateCase {

@@ -112,6 +112,27 @@ TEST(ProfileJsonTest, FixedMillisecondsArePerMicroBatchAndLeaveThePerSampleRest)
   EXPECT_TRUE(p->layers[1].measured_forward_fixed_ms.empty());
 }
 
+TEST(ProfileJsonTest, OptimizerStepIsPerLayerAndOptional) {
+  nlohmann::json j = WorkerProfile();
+  for (auto& l : j["layers"]) {
+    l["fwd_ms"] = 1.0;
+    l["bwd_ms"] = 2.0;
+  }
+  auto without = ModelProfileFromWorkerJson(j);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_TRUE(without->layers[0].measured_optimizer_ms.empty());
+  j["layers"][0]["opt_ms"] = 0.75;
+  j["layers"][1]["opt_ms"] = 0.0;
+  auto with = ModelProfileFromWorkerJson(j);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_DOUBLE_EQ(with->layers[0].measured_optimizer_ms.at("cpu"), 0.75);
+  EXPECT_DOUBLE_EQ(with->layers[1].measured_optimizer_ms.at("cpu"), 0.0);
+  j["layers"][0]["opt_ms"] = "slow";
+  auto bad = ModelProfileFromWorkerJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "layers[0].opt_ms");
+}
+
 TEST(ProfileJsonTest, HaloComesFromTheWorkerWhenItCanTile) {
   nlohmann::json j = WorkerProfile();
   EXPECT_EQ(ModelProfileFromWorkerJson(j)->halo_px, 0) << "absent: not tileable";

@@ -22,6 +22,7 @@ function deviceCard(d) {
         progressBar(memFrac, `${id} memory used`)),
       h('dt', {}, 'Speed'),
       h('dd', {}, d.measured_tflops ? `${fmtFlops(d.measured_tflops)} measured`
+                                    + (d.measured_tflops_half ? ` (${fmtFlops(d.measured_tflops_half)} fp16/bf16)` : '')
                                     : 'not measured',
         d.relative_speed ? h('span', { class: 'muted' }, ` · ×${fmtNumber(d.relative_speed, 2)}`) : null),
       h('dt', {}, 'Utilization'),

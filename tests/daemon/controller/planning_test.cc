@@ -59,6 +59,30 @@ TEST(SnapshotOfTest, DiscoveredLinksOverrideTheNodesPcieDefault) {
   }
 }
 
+TEST(SnapshotOfTest, MeasuredThroughputReachesThePlanner) {
+  api::Node a = NodeWith("boxa", 2, {});
+  a.devices[0].measured_tflops_half = 312;
+  a.devices[0].mem_bandwidth_gbps = 1555;
+  auto s = SnapshotOf({a}, {});
+  ASSERT_EQ(s.nodes.size(), 1u);
+  const scheduler::Device& d0 = s.nodes[0].devices[0];
+  EXPECT_DOUBLE_EQ(d0.tflops, 100);
+  EXPECT_DOUBLE_EQ(d0.tflops_half, 312);
+  EXPECT_DOUBLE_EQ(d0.memory_bandwidth_bytes_per_s, 1555e9);
+  EXPECT_DOUBLE_EQ(s.nodes[0].devices[1].tflops_half, 0) << "not measured: the planner's default";
+}
+
+TEST(SnapshotOfTest, EachDeviceNamesTheCollectiveBackendItsRankWouldUse) {
+  api::Node a = NodeWith("boxa", 3, {});
+  a.devices[1].emulated = true;
+  a.devices[2].type = "cpu";
+  auto s = SnapshotOf({a}, {});
+  ASSERT_EQ(s.nodes.size(), 1u);
+  EXPECT_EQ(s.nodes[0].devices[0].backend, "nccl");
+  EXPECT_EQ(s.nodes[0].devices[1].backend, "gloo");
+  EXPECT_EQ(s.nodes[0].devices[2].backend, "gloo");
+}
+
 TEST(SnapshotOfTest, EmulatedDevicesUseCpuTimesAtTheirSpeedCappedAtOne) {
   api::Node a = NodeWith("boxa", 2, {});
   a.devices[0].emulated = true;
