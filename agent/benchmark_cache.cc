@@ -21,13 +21,21 @@ void BenchmarkCache::Load() {
   if (!j.is_object() || !j.contains("devices") || !j["devices"].is_object()) return;
   for (const auto& [key, value] : j["devices"].items()) {
     if (!value.is_object()) continue;
-    auto tflops = value.find("tflops");
-    auto gbps = value.find("mem_bandwidth_gbps");
-    if (tflops == value.end() || gbps == value.end() || !tflops->is_number() ||
-        !gbps->is_number()) {
-      continue;
+    // Entries written before 16-bit throughput was measured lack "tflops_half":
+    // they are measured again.
+    BenchmarkFigures f;
+    bool complete = true;
+    for (auto [name, out] : {std::pair{"tflops", &f.tflops}, {"tflops_half", &f.tflops_half},
+                             {"tflops_fp16", &f.tflops_fp16}, {"tflops_bf16", &f.tflops_bf16},
+                             {"mem_bandwidth_gbps", &f.mem_bandwidth_gbps}}) {
+      auto it = value.find(name);
+      if (it == value.end() || !it->is_number()) {
+        complete = false;
+        break;
+      }
+      *out = it->get<double>();
     }
-    entries_[key] = BenchmarkFigures{tflops->get<double>(), gbps->get<double>()};
+    if (complete) entries_[key] = f;
   }
 }
 
@@ -35,9 +43,13 @@ Status BenchmarkCache::Save() const {
   if (file_.empty()) return Status::Ok();
   api::Json devices = api::Json::object();
   for (const auto& [key, f] : entries_) {
-    devices[key] = {{"tflops", f.tflops}, {"mem_bandwidth_gbps", f.mem_bandwidth_gbps}};
+    devices[key] = {{"tflops", f.tflops},
+                    {"tflops_half", f.tflops_half},
+                    {"tflops_fp16", f.tflops_fp16},
+                    {"tflops_bf16", f.tflops_bf16},
+                    {"mem_bandwidth_gbps", f.mem_bandwidth_gbps}};
   }
-  api::Json j = {{"version", 1}, {"devices", devices}};
+  api::Json j = {{"version", 2}, {"devices", devices}};
   return WriteFileAtomically(file_, j.dump(2) + "\n");
 }
 

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 
@@ -16,24 +17,42 @@ void Synchronize(const torch::Device& device) {
 #endif
 }
 
-// Runs `step` repeatedly for at least `budget` (after one warm-up call);
-// returns seconds per call.
+// Runs `step` repeatedly for at least `budget` (after `warmup` calls),
+// synchronising every `per_sync` calls; returns seconds per call.
 template <typename Step>
-double SecondsPerCall(const torch::Device& device, std::chrono::milliseconds budget, Step step) {
-  step();
+double SecondsPerCall(const torch::Device& device, std::chrono::milliseconds budget, int per_sync,
+                      Step step) {
+  for (int i = 0; i < 2; ++i) step();
   Synchronize(device);
   int64_t calls = 0;
-  auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
   std::chrono::duration<double> elapsed{0};
   do {
-    step();
-    ++calls;
-    if (calls % 4 == 0 || device.is_cuda()) Synchronize(device);
+    for (int i = 0; i < per_sync; ++i) step();
+    calls += per_sync;
+    Synchronize(device);
     elapsed = std::chrono::steady_clock::now() - start;
   } while (elapsed < budget);
-  Synchronize(device);
-  elapsed = std::chrono::steady_clock::now() - start;
   return elapsed.count() / static_cast<double>(calls);
+}
+
+// Sustained n x n matmul TFLOPS at `dtype`; 0 when the device has no kernel for it.
+double MatmulTflops(const torch::Device& device, torch::ScalarType dtype, int64_t n,
+                    const BenchmarkOptions& options, int per_sync) {
+  auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  torch::Tensor a, b, c;
+  try {
+    a = torch::randn({n, n}, opts);
+    b = torch::randn({n, n}, opts);
+    c = torch::empty({n, n}, opts);
+    torch::mm_out(c, a, b);  // throws for a dtype without a kernel here
+  } catch (const c10::Error&) {
+    return 0.0;
+  }
+  const double s = SecondsPerCall(device, options.matmul_budget, per_sync,
+                                  [&] { torch::mm_out(c, a, b); });
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s /
+         1e12;
 }
 
 }  // namespace
@@ -52,21 +71,23 @@ Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device_name,
 #endif
     }
     torch::NoGradGuard no_grad;
-    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    const bool gpu = device.is_cuda();
+    const int per_sync = gpu ? std::max(1, options.calls_per_sync) : 1;
+    const int64_t n = gpu ? options.gpu_matmul_size : options.cpu_matmul_size;
     BenchmarkFigures out;
+    out.tflops = MatmulTflops(device, torch::kFloat32, n, options, per_sync);
+    if (out.tflops <= 0) return Internal("no float32 matmul on " + device_name);
+    out.tflops_fp16 = MatmulTflops(device, torch::kFloat16, n, options, per_sync);
+    out.tflops_bf16 = MatmulTflops(device, torch::kBFloat16, n, options, per_sync);
+    out.tflops_half = std::max(out.tflops_fp16, out.tflops_bf16);
 
-    const int64_t n = options.matmul_size;
-    torch::Tensor a = torch::randn({n, n}, opts);
-    torch::Tensor b = torch::randn({n, n}, opts);
-    torch::Tensor c = torch::empty({n, n}, opts);
-    double matmul_s =
-        SecondsPerCall(device, options.matmul_budget, [&] { torch::mm_out(c, a, b); });
-    out.tflops = 2.0 * static_cast<double>(n) * n * n / matmul_s / 1e12;
-
-    const int64_t elements = options.copy_bytes / static_cast<int64_t>(sizeof(float));
+    const int64_t bytes = gpu ? options.gpu_copy_bytes : options.cpu_copy_bytes;
+    const int64_t elements = bytes / static_cast<int64_t>(sizeof(float));
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
     torch::Tensor src = torch::ones({elements}, opts);
     torch::Tensor dst = torch::empty({elements}, opts);
-    double copy_s = SecondsPerCall(device, options.copy_budget, [&] { dst.copy_(src); });
+    const double copy_s =
+        SecondsPerCall(device, options.copy_budget, per_sync, [&] { dst.copy_(src); });
     // A copy reads and writes every byte once.
     out.mem_bandwidth_gbps = 2.0 * static_cast<double>(elements * sizeof(float)) / copy_s / 1e9;
     return out;

@@ -1,6 +1,15 @@
-// Device benchmark: how fast a device multiplies matrices (TFLOPS) and copies
-// memory (GB/s), measured through LibTorch in well under a second, so the
-// planner sizes work by measured speed rather than by name.
+// Device benchmark: a device's sustained matrix-multiply throughput at 32- and
+// 16-bit float (TFLOPS) and its memory bandwidth (GB/s), measured through
+// LibTorch in about a second, so the planner sizes work by measured speed
+// rather than by name.
+//
+// Sustained: each figure is calls per second over a time budget after a
+// warm-up, with matrices large enough that a GPU runs its kernels at its
+// working clock (launch overhead is noise at n = 4096) and the copy much larger
+// than any cache. The device is synchronised every few calls, not after each, so
+// the queue stays full as in training. 16-bit is the faster of fp16 and bf16
+// (mixed-precision training uses one of them); a dtype the device cannot
+// multiply (fp16 on most CPUs) reads 0.
 //
 // This header is torch-free; device_benchmark.cc is the agent's only LibTorch
 // translation unit. The CUDA path is compiled only with
@@ -18,16 +27,24 @@
 namespace tessera::agent {
 
 struct BenchmarkFigures {
-  double tflops = 0.0;              // float32 matmul throughput
+  double tflops = 0.0;              // sustained float32 matmul throughput
+  double tflops_half = 0.0;         // max(tflops_fp16, tflops_bf16); 0: neither runs
+  double tflops_fp16 = 0.0;         // 0 when the device cannot multiply fp16
+  double tflops_bf16 = 0.0;         // 0 when the device cannot multiply bf16
   double mem_bandwidth_gbps = 0.0;  // bytes read + written per second / 1e9
 };
 
 struct BenchmarkOptions {
-  // Time spent on each of the two measurements (after one warm-up round).
+  // Time spent on each matmul dtype and on the copy (after a warm-up).
   std::chrono::milliseconds matmul_budget{250};
   std::chrono::milliseconds copy_budget{150};
-  int64_t matmul_size = 512;              // n of the n x n matrices
-  int64_t copy_bytes = 64 * 1024 * 1024;  // size of the copied tensor
+  // n of the n x n matrices and size of the copied tensor, per kind of device.
+  int64_t cpu_matmul_size = 512;
+  int64_t gpu_matmul_size = 4096;
+  int64_t cpu_copy_bytes = int64_t{64} << 20;
+  int64_t gpu_copy_bytes = int64_t{1} << 30;
+  // Calls between two synchronisations of a GPU.
+  int calls_per_sync = 8;
 };
 
 // device: "cpu" or "cuda:<i>". LibTorch exceptions become a Status.

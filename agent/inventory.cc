@@ -62,8 +62,9 @@ BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
                  figures.status().ToString());
     return {};
   }
-  spdlog::info("benchmark of {} ({}): {:.3f} TFLOPS, {:.1f} GB/s", torch_device, device.name,
-               figures->tflops, figures->mem_bandwidth_gbps);
+  spdlog::info("benchmark of {} ({}): {:.3f} TFLOPS fp32, {:.3f} fp16, {:.3f} bf16, {:.1f} GB/s",
+               torch_device, device.name, figures->tflops, figures->tflops_fp16,
+               figures->tflops_bf16, figures->mem_bandwidth_gbps);
   cache.Put(key, *figures);
   *cache_changed = true;
   return *figures;
@@ -105,6 +106,7 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
     for (auto& d : inv.devices) {
       BenchmarkFigures f = Measure(d, cache, options_, &cache_changed);
       d.measured_tflops = f.tflops;
+      d.measured_tflops_half = f.tflops_half;
       d.mem_bandwidth_gbps = f.mem_bandwidth_gbps;
     }
   }
@@ -127,6 +129,10 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
       d.memory_bytes = spec.memory_bytes;
       d.relative_speed = spec.relative_speed;
       d.measured_tflops = spec.tflops.value_or(cpu_figures.tflops * spec.relative_speed);
+      // An emulated device computes in float32 on the CPU whatever the job's
+      // precision, so the CPU's 16-bit figure says nothing about it: declared, or 0
+      // (the planner then assumes 2 x tflops, as for a GPU not measured).
+      d.measured_tflops_half = spec.tflops_half.value_or(0.0);
       d.mem_bandwidth_gbps = cpu_figures.mem_bandwidth_gbps * spec.relative_speed;
       inv.devices.push_back(std::move(d));
     }

@@ -55,9 +55,13 @@ Result<EmulatedDeviceSpec> ReadDevice(const YAML::Node& node, const std::string&
       TESSERA_ASSIGN_OR_RETURN(double tflops, ReadDouble(value, field));
       if (tflops <= 0) return InvalidArgument("must be positive", field);
       spec.tflops = tflops;
+    } else if (key == "tflops_half") {
+      TESSERA_ASSIGN_OR_RETURN(double tflops, ReadDouble(value, field));
+      if (tflops <= 0) return InvalidArgument("must be positive", field);
+      spec.tflops_half = tflops;
     } else {
-      return InvalidArgument("unknown field (expected name, memory, relative_speed, tflops)",
-                             field);
+      return InvalidArgument(
+          "unknown field (expected name, memory, relative_speed, tflops, tflops_half)", field);
     }
   }
   if (!have_name) return InvalidArgument("is required", prefix + ".name");

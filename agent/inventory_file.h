@@ -11,6 +11,7 @@
 //       memory: 80GiB       # required: bytes (integer) or <n>[KMGT][i]B
 //       relative_speed: 1.0 # optional, default 1.0, 0 < x <= 1000
 //       tflops: 19.5        # optional declared matmul TFLOPS, > 0
+//       tflops_half: 312    # optional declared fp16/bf16 matmul TFLOPS, > 0
 //   network:                # optional: this node's link to the other nodes
 //     bandwidth: 100Mbit    # required: bits/s with a bit unit (bit, Kbit, Mbit,
 //                           # Gbit, Tbit; Kibit.. binary), or bytes/s with a
@@ -42,6 +43,7 @@ struct EmulatedDeviceSpec {
   int64_t memory_bytes = 0;
   double relative_speed = 1.0;
   std::optional<double> tflops;  // declared; else measured CPU x relative_speed
+  std::optional<double> tflops_half;  // declared; else the planner's 2 x tflops
   friend bool operator==(const EmulatedDeviceSpec&, const EmulatedDeviceSpec&) = default;
 };
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "agent/inventory.h"
@@ -16,12 +17,16 @@ TEST(DeviceBenchmark, CpuMatmulAndCopyGiveFigures) {
   BenchmarkOptions o;
   o.matmul_budget = std::chrono::milliseconds(30);
   o.copy_budget = std::chrono::milliseconds(30);
-  o.matmul_size = 128;
-  o.copy_bytes = 4 << 20;
+  o.cpu_matmul_size = 128;
+  o.cpu_copy_bytes = 4 << 20;
   auto f = RunDeviceBenchmark("cpu", o);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_GT(f->tflops, 0.0);
   EXPECT_GT(f->mem_bandwidth_gbps, 0.0);
+  // LibTorch multiplies bf16 on any CPU; fp16 only on some (0 where it cannot).
+  EXPECT_GT(f->tflops_bf16, 0.0);
+  EXPECT_GE(f->tflops_fp16, 0.0);
+  EXPECT_DOUBLE_EQ(f->tflops_half, std::max(f->tflops_fp16, f->tflops_bf16));
 }
 
 TEST(DeviceBenchmark, CudaNumbersDevicesByPciBusIdAsNvmlDoes) {

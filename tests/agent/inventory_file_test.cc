@@ -32,10 +32,10 @@ INSTANTIATE_TEST_SUITE_P(
                           "units_speed_tflops",
                           "devices:\n"
                           "  - name: A100 (emulated)\n    memory: 80GiB\n    relative_speed: 1.0\n"
-                          "    tflops: 19.5\n"
+                          "    tflops: 19.5\n    tflops_half: 312\n"
                           "  - name: T4 (emulated)\n    memory: 16G\n    relative_speed: 0.25\n",
                           false,
-                          {{"A100 (emulated)", 80LL << 30, 1.0, 19.5},
+                          {{"A100 (emulated)", 80LL << 30, 1.0, 19.5, 312.0},
                            {"T4 (emulated)", 16LL << 30, 0.25, std::nullopt}}},
                       GoodRow{"json",
                               R"({"combine": true, "devices": [{"name": "x", "memory": "512MiB",
@@ -87,6 +87,8 @@ INSTANTIATE_TEST_SUITE_P(
                "devices[0].relative_speed"},
         BadRow{"tflops_negative", "devices: [{name: a, memory: 1G, tflops: -1}]\n",
                "devices[0].tflops"},
+        BadRow{"tflops_half_zero", "devices: [{name: a, memory: 1G, tflops_half: 0}]\n",
+               "devices[0].tflops_half"},
         BadRow{"unknown_device_field", "devices: [{name: a, memory: 1G, sped: 2}]\n",
                "devices[0].sped"}),
     [](const auto& info) { return std::string(info.param.name); });

@@ -143,7 +143,10 @@ TEST(SystemInventory, MissingFileRefuses) {
 // A benchmark that counts its calls and reports fixed figures.
 struct CountingBenchmark {
   int calls = 0;
-  BenchmarkFigures figures{3.0, 30.0};
+  BenchmarkFigures figures{.tflops = 3.0,
+                           .tflops_half = 9.0,
+                           .tflops_bf16 = 9.0,
+                           .mem_bandwidth_gbps = 30.0};
   DeviceBenchmarkFn Fn() {
     return [this](const std::string& device) -> Result<BenchmarkFigures> {
       ++calls;
@@ -158,11 +161,14 @@ TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
   BenchmarkCache seeded(state.path() / "inventory-cache.json");
-  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{2.0, 10.0});
+  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{.tflops = 2.0,
+                                                              .tflops_half = 5.0,
+                                                              .tflops_fp16 = 5.0,
+                                                              .mem_bandwidth_gbps = 10.0});
   ASSERT_TRUE(seeded.Save().ok());
   WriteFile(state.path() / "inv.yaml",
             "combine: true\ndevices:\n  - {name: half, memory: 1G, relative_speed: 0.5}\n"
-            "  - {name: declared, memory: 1G, relative_speed: 2, tflops: 7}\n");
+            "  - {name: declared, memory: 1G, relative_speed: 2, tflops: 7, tflops_half: 28}\n");
   CountingBenchmark bench;
   InventoryOptions o = Options(state, state.path() / "inv.yaml");
   o.benchmark = bench.Fn();
@@ -174,10 +180,14 @@ TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
   EXPECT_EQ(bench.calls, 0);  // everything came from the cache
   EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 2.0);
   EXPECT_DOUBLE_EQ(inv->devices[0].mem_bandwidth_gbps, 10.0);
-  // Emulated: CPU figures x relative_speed, or the declared TFLOPS.
+  EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops_half, 5.0);
+  // Emulated: CPU figures x relative_speed, or the declared TFLOPS; 16-bit only
+  // when declared (an emulated device computes in float32 whatever the job asks).
   EXPECT_DOUBLE_EQ(inv->devices[1].measured_tflops, 1.0);
   EXPECT_DOUBLE_EQ(inv->devices[1].mem_bandwidth_gbps, 5.0);
+  EXPECT_DOUBLE_EQ(inv->devices[1].measured_tflops_half, 0.0);
   EXPECT_DOUBLE_EQ(inv->devices[2].measured_tflops, 7.0);
+  EXPECT_DOUBLE_EQ(inv->devices[2].measured_tflops_half, 28.0);
   EXPECT_DOUBLE_EQ(inv->devices[2].mem_bandwidth_gbps, 20.0);
 }
 
@@ -209,6 +219,7 @@ TEST(SystemInventory, FirstStartMeasuresOnceAndCaches) {
     auto inv = provider.Load();
     ASSERT_TRUE(inv.ok());
     EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 3.0);
+    EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops_half, 9.0);
   }
   EXPECT_EQ(bench.calls, 1);
   SystemInventoryProvider restarted(o);
@@ -216,12 +227,37 @@ TEST(SystemInventory, FirstStartMeasuresOnceAndCaches) {
   EXPECT_EQ(bench.calls, 1);  // the restart reused the cache file
 }
 
+TEST(SystemInventory, CacheWrittenBeforeHalfPrecisionWasMeasuredIsMeasuredAgain) {
+  TempDir state;
+  auto cpu = DiscoverCpuDevice();
+  ASSERT_TRUE(cpu.ok());
+  WriteFile(state.path() / "inventory-cache.json",
+            "{\"version\": 1, \"devices\": {\"" + BenchmarkCache::KeyFor(*cpu) +
+                "\": {\"tflops\": 1.5, \"mem_bandwidth_gbps\": 7}}}\n");
+  CountingBenchmark bench;
+  InventoryOptions o = Options(state);
+  o.benchmark = bench.Fn();
+  auto inv = SystemInventoryProvider(o).Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(bench.calls, 1);
+  EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 3.0);
+  EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops_half, 9.0);
+  BenchmarkCache reread(state.path() / "inventory-cache.json");
+  reread.Load();
+  auto cached = reread.Get(BenchmarkCache::KeyFor(*cpu));
+  ASSERT_TRUE(cached.has_value());
+  EXPECT_DOUBLE_EQ(cached->tflops_bf16, 9.0);
+  EXPECT_DOUBLE_EQ(cached->tflops_fp16, 0.0);
+}
+
 TEST(SystemInventory, RebenchmarkMeasuresAgainAndUpdatesTheCache) {
   TempDir state;
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
   BenchmarkCache seeded(state.path() / "inventory-cache.json");
-  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{1234.0, 1234.0});
+  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{.tflops = 1234.0,
+                                                              .tflops_half = 1234.0,
+                                                              .mem_bandwidth_gbps = 1234.0});
   ASSERT_TRUE(seeded.Save().ok());
   CountingBenchmark bench;
   InventoryOptions o = Options(state);
