@@ -162,17 +162,13 @@ void Backward(const Activation& out) {
   if (!roots.empty()) torch::autograd::backward(roots, grads);
 }
 
-// Each timed call starts with the layer's weights and inputs out of the per-core
-// caches, as a rank's compute does in training: other ranks of the host run between
-// its segments, and a GPU reads its weights from device memory on every kernel too.
-// Writes a buffer larger than a core's L2 (not counted: not a tensor).
+}  // namespace
+
 void EvictCpuCaches() {
   static std::vector<char> buffer(32 << 20);
   static char value = 0;
   std::fill(buffer.begin(), buffer.end(), ++value);
 }
-
-}  // namespace
 
 Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                                     const std::vector<int64_t>& in_shape, int repeats) {

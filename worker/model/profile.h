@@ -44,6 +44,13 @@
 
 namespace tessera::worker {
 
+// Each timed call of a profile starts with the layer's weights and inputs out of
+// the per-core caches, as a rank's compute does in training: other ranks of the
+// host run between its segments, and a GPU reads its weights from device memory on
+// every kernel too. Writes a buffer larger than a core's L2 (not a tensor, so not
+// counted). Thread safety: one thread at a time.
+void EvictCpuCaches();
+
 // in_shape: per-sample input shape, e.g. {1, 64, 64} for colorize-unet.
 Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
                                     const std::vector<int64_t>& in_shape, int repeats);

@@ -35,6 +35,7 @@
 #include "worker/runtime/gan_profile.h"
 #include "worker/runtime/gan_trainer.h"
 #include "worker/runtime/image_source.h"
+#include "worker/runtime/optimizer_profile.h"
 #include "worker/runtime/inference.h"
 #include "worker/runtime/tiling.h"
 #endif
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
   int64_t profile_width = 16;
   int profile_repeats = 3;
   int64_t profile_fixed_batch = 0;
+  tessera::worker::OptimizerConfig profile_optimizer;
   auto* profile = app.add_subcommand("profile", "print the model's per-layer profile as JSON");
   profile->add_option("--model", profile_model)->required();
   profile->add_option("--batch", profile_batch)->check(CLI::PositiveNumber);
@@ -124,6 +126,10 @@ int main(int argc, char** argv) {
                    "split each layer's time into fwd_fixed_ms/bwd_fixed_ms per call + per "
                    "sample, fitted through every batch")
       ->check(CLI::PositiveNumber);
+  profile
+      ->add_option("--optimizer", profile_optimizer.kind,
+                   "also time one step of this optimizer over each layer (opt_ms): sgd | adam")
+      ->check(CLI::IsMember({"sgd", "adam"}));
 
   std::string gen_out;
   int64_t gen_count = 16;
@@ -204,6 +210,7 @@ int main(int argc, char** argv) {
     if (profile_model == "classifier-resnet") mc.num_classes = SampleImageClasses();
 #endif
     std::function<Result<nlohmann::json>(int64_t)> profile_at;
+    std::shared_ptr<LayeredModel> profiled;  // the model profile_at measures, when layered
 #ifdef TESSERA_HAVE_WORKER_DATA
     if (profile_model == tessera::worker::kGanModelName) {
       // Generator and discriminator train together (data parallel only): whole steps.
@@ -224,6 +231,7 @@ int main(int argc, char** argv) {
                        ? Result<std::vector<int64_t>>(std::vector<int64_t>{kTinyInputFeatures})
                        : ModelInputShape(profile_model, profile_size);
       if (!shape.ok()) return Fail(shape.status());
+      profiled = *model;
       profile_at = [&, net = *model, in = *shape](int64_t batch) {
         return ProfileModel(*net, batch, in, profile_repeats);
       };
@@ -243,6 +251,14 @@ int main(int argc, char** argv) {
       json = WithFixedCosts(std::move(*json), smaller);
       if (!json.ok()) return Fail(json.status());
     }
+#ifdef TESSERA_HAVE_WORKER_DATA
+    // The GAN's whole-step times include its optimizer steps already.
+    if (profiled) {
+      Status opt = tessera::worker::AddOptimizerCosts(*profiled, profile_optimizer,
+                                                      profile_repeats, &*json);
+      if (!opt.ok()) return Fail(opt);
+    }
+#endif
 #ifdef TESSERA_HAVE_WORKER_DATA
     // Tiled inference: receptive-field radius and stride (null: not tileable).
     auto geometry = TileGeometryForModel(profile_model);

@@ -54,12 +54,10 @@ void NamedOptimizer::Step(double lr) {
 }
 
 void NamedOptimizer::ZeroGrad() {
-  for (auto& [name, p] : params_) {
-    if (p.grad().defined()) {
-      p.mutable_grad().detach_();
-      p.mutable_grad().zero_();
-    }
-  }
+  // Dropped, not zeroed (torch.optim's set_to_none): the next backward hands its
+  // gradient over instead of adding it to zeros, and the data-parallel reducer copies
+  // it into its bucket without first materialising the sum (grad_reducer.h).
+  for (auto& [name, p] : params_) p.mutable_grad() = torch::Tensor();
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> NamedOptimizer::StateTensors() const {

@@ -1,0 +1,80 @@
+#include "worker/runtime/optimizer_profile.h"
+
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cpu_time.h"
+#include "worker/model/profile.h"
+
+namespace tessera::worker {
+
+Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int repeats,
+                         nlohmann::json* profile) {
+  if (repeats < 1) return InvalidArgument("repeats must be at least 1", "repeats");
+  const size_t n = model.num_layers();
+  nlohmann::json* layers = nullptr;
+  if (profile->contains("layers")) layers = &(*profile)["layers"];
+  if (layers == nullptr || !layers->is_array() || layers->size() != n) {
+    return InvalidArgument("the profile's layers are not the model's", "layers");
+  }
+  const CpuClock clock = CpuClockFor(torch::get_num_threads());
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      if ((*layers)[i].value("name", "") != model.layer(i).name) {
+        return InvalidArgument("the profile's layers are not the model's", "layers");
+      }
+      std::vector<std::pair<std::string, torch::Tensor>> params = model.NamedParameters(i, i + 1);
+      double median_ms = 0, copy_ms = 0;
+      if (!params.empty()) {
+        for (auto& [name, p] : params) p.mutable_grad() = torch::randn_like(p);
+        TESSERA_ASSIGN_OR_RETURN(NamedOptimizer opt, NamedOptimizer::Make(config, params));
+        opt.Step(0.0);  // warm-up: creates the state
+        std::vector<double> ms;
+        for (int r = 0; r < repeats; ++r) {
+          EvictCpuCaches();
+          const double t0 = CpuSeconds(clock);
+          opt.Step(0.0);
+          ms.push_back((CpuSeconds(clock) - t0) * 1e3);
+        }
+        std::sort(ms.begin(), ms.end());
+        median_ms = ms[ms.size() / 2];
+        // Data parallel: the gradients into one flat bucket and the sums back.
+        int64_t numel = 0;
+        for (const auto& [name, p] : params) numel += p.numel();
+        for (auto& [name, p] : params) p.mutable_grad() = torch::randn_like(p);
+        torch::Tensor flat = torch::empty({numel}, params.front().second.options());
+        std::vector<double> copies;
+        for (int r = 0; r <= repeats; ++r) {  // r == 0 is the warm-up
+          EvictCpuCaches();
+          torch::NoGradGuard no_grad;
+          const double t0 = CpuSeconds(clock);
+          int64_t offset = 0;
+          for (const auto& [name, p] : params) {
+            flat.narrow(0, offset, p.numel()).copy_(p.grad().reshape({-1}));
+            offset += p.numel();
+          }
+          offset = 0;
+          for (auto& [name, p] : params) {
+            p.mutable_grad().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
+            offset += p.numel();
+          }
+          if (r > 0) copies.push_back((CpuSeconds(clock) - t0) * 1e3);
+        }
+        std::sort(copies.begin(), copies.end());
+        copy_ms = copies[copies.size() / 2];
+        for (auto& [name, p] : params) p.mutable_grad() = torch::Tensor();
+      }
+      (*layers)[i]["opt_ms"] = median_ms;
+      (*layers)[i]["grad_copy_ms"] = copy_ms;
+    }
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("profiling the optimizer step: ") + e.what(), "optimizer");
+  }
+  (*profile)["optimizer"] = config.kind;
+  return Status::Ok();
+}
+
+}  // namespace tessera::worker
