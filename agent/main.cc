@@ -13,6 +13,7 @@
 #include <iterator>
 #include <thread>
 
+#include "agent/advertised_address.h"
 #include "agent/agent.h"
 #include "agent/device_benchmark.h"
 #include "agent/http_transport.h"
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   std::string ca_file;
   std::string ca_sha256;
   std::string node = Hostname();
-  std::string address = "127.0.0.1";
+  std::string address;  // empty: the local address facing the controller
   std::string state_dir = DefaultStateDir();
   std::string inventory_file;
   bool inventory_combine = false;
@@ -99,9 +100,10 @@ int main(int argc, char** argv) {
   app.add_option("--node", node, "node name, unique in the cluster")
       ->envname("TESSERA_NODE")
       ->capture_default_str();
-  app.add_option("--address", address, "address other nodes reach this node at")
-      ->envname("TESSERA_ADDRESS")
-      ->capture_default_str();
+  app.add_option("--address", address,
+                 "address other nodes reach this node's ranks at (MASTER_ADDR); default: the "
+                 "local address facing the controller; loopback only with a local controller")
+      ->envname("TESSERA_ADDRESS");
   app.add_option("--state-dir", state_dir, "pid files, logs, plans, benchmark cache")
       ->envname("TESSERA_STATE_DIR")
       ->capture_default_str();
@@ -226,6 +228,15 @@ int main(int argc, char** argv) {
   if (!transport.ok()) {
     spdlog::critical("{}", transport.status().ToString());
     return 2;
+  }
+  {
+    auto url = ParseControllerUrl(controller);
+    auto advertised = url.ok() ? AdvertisedAddress(address, *url) : Result<std::string>(url.status());
+    if (!advertised.ok()) {
+      spdlog::critical("--address: {}", advertised.status().ToString());
+      return 2;
+    }
+    address = *advertised;
   }
 
   SystemdNotifier notifier;
