@@ -231,7 +231,8 @@ int main(int argc, char** argv) {
   }
   {
     auto url = ParseControllerUrl(controller);
-    auto advertised = url.ok() ? AdvertisedAddress(address, *url) : Result<std::string>(url.status());
+    auto advertised =
+        url.ok() ? AdvertisedAddress(address, *url) : Result<std::string>(url.status());
     if (!advertised.ok()) {
       spdlog::critical("--address: {}", advertised.status().ToString());
       return 2;
