@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include "agent/file_util.h"
@@ -49,6 +51,51 @@ RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::Worker
   p.pid = p.dir / "worker.pid";
   p.exit = p.dir / "exit.json";
   return p;
+}
+
+Status CreateRankDir(const std::filesystem::path& state_dir, const RankPaths& paths,
+                     const RankDirAccess& access) {
+  namespace fs = std::filesystem;
+  // group < 0: keep the folder's group.
+  auto make = [](const fs::path& dir, mode_t mode, int64_t group) -> Status {
+    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
+      return Internal("cannot create " + dir.string() + ": " + std::strerror(errno));
+    }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Internal(dir.string() + " is not a folder");
+    }
+    if (group >= 0 &&
+        ::chown(dir.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) {
+      return Internal("cannot hand " + dir.string() + " to group " + std::to_string(group) + ": " +
+                      std::strerror(errno));
+    }
+    if (::chmod(dir.c_str(), mode) != 0) {
+      return Internal("cannot set the mode of " + dir.string() + ": " + std::strerror(errno));
+    }
+    return Status::Ok();
+  };
+  std::error_code ec;
+  fs::create_directories(state_dir, ec);
+  const fs::path jobs = state_dir / "jobs";
+  if (access.other_account) {
+    // Search permission only: the worker reaches its own folder by name.
+    struct stat st {};
+    if (::stat(state_dir.c_str(), &st) == 0) ::chmod(state_dir.c_str(), (st.st_mode & 07777) | 011);
+    TESSERA_RETURN_IF_ERROR(make(jobs, 0711, -1));
+  } else {
+    if (::mkdir(jobs.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Internal("cannot create " + jobs.string() + ": " + std::strerror(errno));
+    }
+  }
+  const fs::path attempt = paths.dir.parent_path();
+  const fs::path job = attempt.parent_path();
+  const mode_t mode = access.other_account ? 0710 : 0700;
+  const int64_t group = access.other_account ? static_cast<int64_t>(access.group) : -1;
+  for (const fs::path& dir : {job, attempt, paths.dir}) {
+    TESSERA_RETURN_IF_ERROR(make(dir, mode, group));
+  }
+  return Status::Ok();
 }
 
 std::vector<std::string> ReadLogTail(const std::filesystem::path& log, size_t max_lines,

@@ -1,5 +1,5 @@
 // Rank files: the per-rank directory the agent keeps for every worker,
-//   <state>/jobs/<job>/<attempt>/rank-<r>/
+//   <state>/jobs/<job>/<attempt>/rank-<r>/   (CreateRankDir: 0700 each)
 //     plan.json        WorkerLaunch.plan (TESSERA_PLAN points here)
 //     progress.jsonl   the worker appends JSON lines (TESSERA_PROGRESS_FILE)
 //     worker.log       stdout + stderr; rotated to worker.log.1 .. .N
@@ -9,6 +9,8 @@
 // Thread safety: functions.
 #ifndef TESSERA_AGENT_RANK_FILES_H_
 #define TESSERA_AGENT_RANK_FILES_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -29,6 +31,25 @@ struct RankPaths {
   std::filesystem::path exit;
 };
 RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::WorkerKey& key);
+
+// Who may enter a rank's folders besides the agent: nobody (the worker runs
+// as the agent's account), or a worker running as another account.
+struct RankDirAccess {
+  bool other_account = false;
+  gid_t group = 0;  // the worker account's primary group, with other_account
+};
+
+// Creates <state>/jobs and the rank's folders below it. Each of
+// jobs/<job>, <attempt> and rank-<r> is owned by the agent and has mode 0700,
+// so one job's plans, logs and progress are closed to every other account.
+// For a worker of another account (RankDirAccess::other_account) they are
+// 0710 with that account's group instead: it may enter them but not create,
+// rename or replace anything there (the agent writes its own files in them as
+// root); `state_dir` and jobs/ then get search permission (x) for others, not
+// read. Existing folders are re-moded. kInternal naming the folder on
+// failure.
+Status CreateRankDir(const std::filesystem::path& state_dir, const RankPaths& paths,
+                     const RankDirAccess& access);
 
 // The last `max_lines` lines of `log` (continuing into log.1 when the live
 // file holds fewer). A final line without newline is included. A line

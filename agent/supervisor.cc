@@ -1,7 +1,11 @@
 #include "agent/supervisor.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +19,7 @@
 #include <system_error>
 
 #include "agent/file_util.h"
+#include "api/job_spec_validation.h"
 
 extern char** environ;
 
@@ -123,6 +128,95 @@ void AppendToLog(const std::filesystem::path& log, const std::string& line) {
 }
 
 bool GroupAlive(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno == EPERM; }
+
+// The account a worker runs as (WorkerLaunch.run_as), resolved before fork:
+// getpwnam and getgrouplist are not async-signal-safe.
+struct Account {
+  bool drop = false;  // setgroups/setgid/setuid in the child before exec
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::string name, home;
+};
+
+Result<Account> ResolveAccount(const std::string& name) {
+  Account a;
+  if (name.empty()) return a;
+  std::vector<char> buffer(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (::getpwnam_r(name.c_str(), &pw, buffer.data(), buffer.size(), &found) != 0 ||
+      found == nullptr) {
+    return InvalidArgument("no Unix account \"" + name + "\" on this node", "run_as");
+  }
+  if (pw.pw_uid == 0) return InvalidArgument("workers never run as root", "run_as");
+  a.uid = pw.pw_uid;
+  a.gid = pw.pw_gid;
+  a.name = pw.pw_name;
+  a.home = pw.pw_dir;
+  if (::geteuid() != 0) {
+    if (::geteuid() == a.uid) return a;  // already that account: nothing to drop
+    return FailedPrecondition("the agent does not run as root, so it cannot start workers as \"" +
+                              name + "\"");
+  }
+  int count = 64;
+  a.groups.resize(static_cast<size_t>(count));
+  if (::getgrouplist(a.name.c_str(), a.gid, a.groups.data(), &count) < 0) {
+    a.groups.resize(static_cast<size_t>(count));
+    ::getgrouplist(a.name.c_str(), a.gid, a.groups.data(), &count);
+  }
+  a.groups.resize(static_cast<size_t>(std::max(count, 0)));
+  a.drop = true;
+  return a;
+}
+
+// Rank 0 hosts the c10d store on MASTER_PORT: the port must be free on this
+// node, or the rank would fail later with a rendezvous error (or, worse,
+// meet another job's store). A bind with SO_REUSEADDR, as the store does,
+// fails only while something listens there.
+Status CheckMasterPortFree(const api::WorkerLaunch& launch) {
+  auto rank = launch.env.find("RANK");
+  auto port_text = launch.env.find("MASTER_PORT");
+  if (rank == launch.env.end() || rank->second != "0" || port_text == launch.env.end()) {
+    return Status::Ok();
+  }
+  int port = 0;
+  try {
+    port = std::stoi(port_text->second);
+  } catch (const std::exception&) {
+    return InvalidArgument("is not a port number", "env.MASTER_PORT");
+  }
+  if (port <= 0 || port > 65535) return InvalidArgument("is not a port number", "env.MASTER_PORT");
+  for (int family : {AF_INET, AF_INET6}) {
+    int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;  // no IPv6 on this node
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int rc = 0;
+    if (family == AF_INET) {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    } else {
+      int v6only = 1;
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_port = htons(static_cast<uint16_t>(port));
+      a.sin6_addr = in6addr_any;
+      rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    }
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0 && err == EADDRINUSE) {
+      return FailedPrecondition("env.MASTER_PORT: " + std::to_string(port) +
+                                " is in use on this node; the attempt must pick another");
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -238,9 +332,11 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     workers_[key] = std::move(w);
     return FailedPrecondition(KeyText(key) + " already ran; not starting it again");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(paths.dir, ec);
-  if (ec) {
+  Result<Account> account = ResolveAccount(launch.run_as);
+  RankDirAccess dir_access;
+  if (account.ok() && account->drop) dir_access = {true, account->gid};
+  Status dir_made = CreateRankDir(options_.state_dir, paths, dir_access);
+  if (!dir_made.ok()) {
     // Without a rank dir there is nowhere to log; keep the record in memory.
     Worker w;
     w.key = key;
@@ -248,19 +344,35 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     w.state = WorkerState::kExited;
     w.exit_code = kExitCodeLaunchFailed;
     workers_[key] = std::move(w);
-    return Internal("cannot create " + paths.dir.string() + ": " + ec.message());
+    return dir_made;
   }
   auto fail = [&](Status status) {
     RecordLaunchFailureLocked(key, paths, status.ToString());
     return status.WithPrefix(KeyText(key));
   };
+  if (!account.ok()) return fail(account.status());
   if (launch.argv.empty() || launch.argv[0].empty() || launch.argv[0][0] != '/') {
     return fail(InvalidArgument("argv[0] must be an absolute path", "argv[0]"));
   }
+  // The controller refuses these at submission; an agent never trusts that
+  // (a job queued before an upgrade, a controller of another version).
+  for (const auto& [k, v] : launch.env) {
+    if (api::IsDeniedEnvKey(k)) {
+      return fail(InvalidArgument("may not be set by a job", "env." + k));
+    }
+  }
+  if (Status port = CheckMasterPortFree(launch); !port.ok()) return fail(port);
   Status plan_written = WriteFileAtomically(paths.plan, launch.plan.dump(2) + "\n");
   if (!plan_written.ok()) return fail(plan_written);
 
+  // The job's env is laid over a clean base env (not the agent's own), then
+  // the node's device variables and Tessera's paths, which always win.
   EnvMap env = base_env_;
+  if (account->drop) {
+    env["HOME"] = account->home;
+    env["USER"] = account->name;
+    env["LOGNAME"] = account->name;
+  }
   for (const auto& [k, v] : launch.env) env[k] = v;
   for (const auto& [k, v] : device_env) env[k] = v;
   env["TESSERA_PLAN"] = paths.plan.string();
@@ -278,10 +390,21 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   argv.push_back(nullptr);
 
   {  // progress file exists before the worker runs, so tailing never races creation
-    int fd = ::open(paths.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = ::open(paths.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                    0600);
+    // A worker of another account appends to it; the plan it only reads.
+    if (fd >= 0 && account->drop && ::fchown(fd, account->uid, account->gid) != 0) {
+      ::close(fd);
+      return fail(Internal("cannot hand the progress file to " + account->name));
+    }
     if (fd >= 0) ::close(fd);
+    if (account->drop && (::chown(paths.plan.c_str(), 0, account->gid) != 0 ||
+                          ::chmod(paths.plan.c_str(), 0640) != 0)) {
+      return fail(Internal("cannot share the plan file with " + account->name));
+    }
   }
-  int log_fd = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int log_fd =
+      ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd < 0) return fail(Internal("cannot open " + paths.log.string()));
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int err_pipe[2];
@@ -291,6 +414,10 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     return fail(Internal(std::string("cannot prepare launch: ") + std::strerror(errno)));
   }
   const std::string cwd = paths.dir.string();
+  const bool drop = account->drop;
+  const uid_t uid = account->uid;
+  const gid_t gid = account->gid;
+  const std::vector<gid_t> groups = account->groups;
 
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -317,6 +444,15 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
       // but dies with it on SIGKILL.
       pid_t worker = ::fork();
       if (worker == 0) {
+        // The worker alone drops to its account; the shim stays with the
+        // agent's, so it can still write exit_code into the rank folder.
+        if (drop && (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+                     ::setuid(uid) != 0 || ::setuid(0) == 0)) {
+          err = errno == 0 ? EPERM : errno;
+          ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
+          (void)ignored;
+          ::_exit(static_cast<int>(kExitCodeLaunchFailed));
+        }
         ::execve(argv[0], argv.data(), envp.data());
         err = errno;
         ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
@@ -404,8 +540,7 @@ void ProcessSupervisor::Reject(const api::WorkerLaunch& launch, const Status& wh
   std::lock_guard<std::mutex> lock(mu_);
   if (workers_.count(launch.key)) return;
   const RankPaths paths = RankPathsFor(options_.state_dir, launch.key);
-  std::error_code ec;
-  std::filesystem::create_directories(paths.dir, ec);
+  CreateRankDir(options_.state_dir, paths, {}).IgnoreError();
   RecordLaunchFailureLocked(launch.key, paths, why.ToString());
 }
 

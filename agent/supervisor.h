@@ -5,6 +5,17 @@
 // process group, with its rank directory (agent/rank_files.h) as cwd and its
 // stdout+stderr appended to a size-capped, rotated log.
 //
+// Before a start: the rank's folders are made 0700 (agent/rank_files.h); a
+// launch whose env sets a denied key (api::IsDeniedEnvKey) is refused; rank 0
+// is refused while its MASTER_PORT is in use on this node; a launch's
+// run_as account is resolved: an agent running as root starts the worker as
+// that account (supplementary groups, gid, then uid dropped in the worker's
+// process just before exec, HOME/USER/LOGNAME set to the account's; its
+// progress file is handed to the account, its plan made group-readable);
+// any other agent refuses an account that is not its own, and no worker
+// runs as root through run_as. Refusals become exited workers with
+// kExitCodeLaunchFailed and the reason (naming the field) in their log.
+//
 // Life of a worker record: Start -> kRunning -> (Stop -> kStopping) ->
 // kExited, then Forget. An exited record stays (and is reported) until the
 // agent forgets it, and a key that ever ran is never started again -- not

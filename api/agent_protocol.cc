@@ -90,6 +90,7 @@ Json ToJson(const WorkerLaunch& l) {
   j["env"] = l.env;
   j["device_indices"] = l.device_indices;
   j["plan"] = l.plan;
+  if (!l.run_as.empty()) j["run_as"] = l.run_as;
   return j;
 }
 
@@ -220,6 +221,7 @@ Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
         w.argv = Get<std::vector<std::string>>(l, "argv", {});
         w.env = Get<std::map<std::string, std::string>>(l, "env", {});
         w.device_indices = Get<std::vector<int64_t>>(l, "device_indices", {});
+        w.run_as = Get<std::string>(l, "run_as", "");
       } catch (const Json::exception& e) {
         return InvalidArgument(std::string("malformed launch: ") + e.what(), prefix);
       }

@@ -88,6 +88,10 @@ struct WorkerLaunch {
   std::map<std::string, std::string> env;  // RANK, WORLD_SIZE, MASTER_ADDR, ...
   std::vector<int64_t> device_indices;     // devices of this node the rank uses
   Json plan;                               // written to a file; TESSERA_PLAN points at it
+  // The Unix account the worker runs as ("": the agent's own). An agent
+  // running as root drops to it before exec; any other agent refuses a
+  // launch for an account not its own.
+  std::string run_as;
 };
 
 struct HeartbeatResponse {

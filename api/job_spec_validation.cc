@@ -1,6 +1,9 @@
 #include "api/job_spec_validation.h"
 
+#include <fnmatch.h>
+
 #include <array>
+#include <cctype>
 #include <string>
 
 namespace tessera::api {
@@ -53,7 +56,113 @@ constexpr std::array<std::string_view, 6> kReservedEnvKeys = {
 constexpr std::array<std::string_view, 5> kReservedEnvPrefixes = {"MASTER_", "LOCAL_", "ROLE_",
                                                                   "TORCHELASTIC_", "TESSERA_"};
 
+// Keys no job may set (IsDeniedEnvKey): exact names, then prefixes.
+constexpr std::string_view kDeniedEnvKeys[] = {
+    // The shell and the C library.
+    "PATH", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH",
+    "GLOBIGNORE", "SHELL", "HOME", "TMPDIR", "GCONV_PATH", "GLIBC_TUNABLES", "NLSPATH", "LOCPATH",
+    "HOSTALIASES", "RESOLV_HOST_CONF", "LOCALDOMAIN", "RES_OPTIONS", "TERMINFO", "TZDIR",
+    // Other interpreters and runtimes a command may start.
+    "PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYLIB", "RUBYOPT", "NODE_OPTIONS", "NODE_PATH",
+    "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH", "LESSOPEN",
+    "SSLKEYLOGFILE"};
+constexpr std::string_view kDeniedEnvPrefixes[] = {
+    "LD_",  "DYLD_", "PYTHON", "MALLOC_", "BASH_FUNC_",     "BASH_",     "OPENSSL_",
+    "GIT_", "XDG_",  "LUA_",   "SSH_",    "CUDA_INJECTION", "LESSCLOSE", "KRB5"};
+
+// NCCL loads plugins (net, tuner, profiler, ...) from the path these name.
+bool IsNcclPluginKey(std::string_view key) {
+  return key.starts_with("NCCL_") && key.find("PLUGIN") != std::string_view::npos;
+}
+
+// Where a documented builtin option ends: "--lr" in "--lr=0.1".
+std::string_view OptionName(std::string_view arg) { return arg.substr(0, arg.find('=')); }
+
+bool Matches(const std::vector<std::string>& patterns, const std::string& text) {
+  for (const std::string& p : patterns) {
+    if (::fnmatch(p.c_str(), text.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool IsDeniedEnvKey(std::string_view key) {
+  for (std::string_view d : kDeniedEnvKeys) {
+    if (key == d) return true;
+  }
+  for (std::string_view p : kDeniedEnvPrefixes) {
+    if (key.starts_with(p)) return true;
+  }
+  return IsNcclPluginKey(key);
+}
+
+std::vector<BuiltinOption> BuiltinOptions(JobKind kind) {
+  // worker/runtime/main.cc documents each; Tessera itself passes --model,
+  // --data, --steps, --checkpoint-every-s, --output and --checkpoint.
+  if (kind == JobKind::kInfer) {
+    return {
+        {"--width", true}, {"--max-tile-px", true}, {"--threads", true}, {"--max-chunks", true}};
+  }
+  return {{"--lr", true},        {"--seed", true},         {"--image-size", true},
+          {"--width", true},     {"--base-batch", true},   {"--warmup-steps", true},
+          {"--optimizer", true}, {"--momentum", true},     {"--weight-decay", true},
+          {"--bucket-mb", true}, {"--threads", true},      {"--checkpoint-every-steps", true},
+          {"--no-amp", false},   {"--loss-scaling", false}};
+}
+
+Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args) {
+  const std::vector<BuiltinOption> options = BuiltinOptions(kind);
+  const std::string_view kind_name = kind == JobKind::kInfer ? "infer" : "train";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string field = "args[" + std::to_string(i) + "]";
+    const std::string_view arg = args[i];
+    const std::string_view name = OptionName(arg);
+    const BuiltinOption* found = nullptr;
+    for (const BuiltinOption& o : options) {
+      if (o.name == name) found = &o;
+    }
+    if (found == nullptr) {
+      return InvalidArgument("is not an option a builtin " + std::string(kind_name) +
+                                 " job may pass (see docs/rest-api.md for the documented options)",
+                             field);
+    }
+    const bool inline_value = name.size() < arg.size();
+    if (!found->takes_value) {
+      if (inline_value) return InvalidArgument("is a flag and takes no value", field);
+      continue;
+    }
+    if (inline_value) continue;
+    if (i + 1 >= args.size()) return InvalidArgument("needs a value", field);
+    ++i;  // the value: any text the worker's own checks accept
+    if (args[i].starts_with("-") &&
+        !(args[i].size() > 1 && std::isdigit(static_cast<unsigned char>(args[i][1])))) {
+      return InvalidArgument("must be the value of " + std::string(name) + ", not an option",
+                             "args[" + std::to_string(i) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckEntrypointPolicy(const JobSpec& spec, const EntrypointPolicy& policy) {
+  for (const auto& [key, value] : spec.env) {
+    if (!Matches(policy.env_allow, key)) {
+      return InvalidArgument(
+          "is not among the keys entrypoint " + spec.entrypoint + " lets jobs set (env_allow)",
+          "env." + key);
+    }
+  }
+  if (spec.entrypoint.starts_with("cmd:") && !policy.free_args) {
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+      if (!Matches(policy.args_allow, spec.args[i])) {
+        return InvalidArgument(
+            "is not an argument entrypoint " + spec.entrypoint + " accepts (args_allow)",
+            "args[" + std::to_string(i) + "]");
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 bool IsValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
@@ -151,6 +260,9 @@ Status ValidateJobSpec(const JobSpec& s) {
   for (size_t i = 0; i < s.args.size(); ++i) {
     TESSERA_RETURN_IF_ERROR(CheckString(s.args[i], "args[" + std::to_string(i) + "]"));
   }
+  if (s.entrypoint.starts_with("builtin:")) {
+    TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(s.kind, s.args));
+  }
 
   if (s.env.size() > kMaxEnv) {
     return InvalidArgument("must have at most " + std::to_string(kMaxEnv) + " entries", "env");
@@ -163,6 +275,12 @@ Status ValidateJobSpec(const JobSpec& s) {
     if (!IsEnvKey(key)) return InvalidArgument("key must match [A-Z_][A-Z0-9_]*", field);
     if (IsReservedEnvKey(key)) {
       return InvalidArgument("is reserved: Tessera sets it for every rank", field);
+    }
+    if (IsDeniedEnvKey(key)) {
+      return InvalidArgument(
+          "may not be set by a job: it can make the loader, a shell or an interpreter run "
+          "code the job names",
+          field);
     }
     TESSERA_RETURN_IF_ERROR(CheckString(value, field));
   }

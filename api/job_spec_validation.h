@@ -19,11 +19,14 @@
 //   output         absolute path when set; required for infer
 //   checkpoint     absolute path when set; required for infer of builtin models
 //   image_width, image_height  infer only: 0 (nominal) or 1..100,000, both or neither
-//   args           at most 64 entries of at most 4096 bytes
+//   args           at most 64 entries of at most 4096 bytes; for a builtin:
+//                  entrypoint only the worker's documented options of the
+//                  job's kind (BuiltinOptions), as "--opt value" or
+//                  "--opt=value" ("args[i]" names the first bad one)
 //   env            at most 64 entries; keys [A-Z_][A-Z0-9_]*, not reserved
 //                  (RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, NODE_RANK,
 //                  CUDA_VISIBLE_DEVICES, MASTER_*, LOCAL_*, ROLE_*,
-//                  TORCHELASTIC_*, TESSERA_*);
+//                  TORCHELASTIC_*, TESSERA_*) and not denied (IsDeniedEnvKey);
 //                  values at most 4096 bytes
 //   every string   no NUL bytes
 //
@@ -32,6 +35,7 @@
 #define TESSERA_API_JOB_SPEC_VALIDATION_H_
 
 #include <string_view>
+#include <vector>
 
 #include "api/types.h"
 #include "common/status.h"
@@ -62,6 +66,43 @@ Status ValidateEntrypointName(std::string_view name, std::string_view field);
 // True when `key` may be set in a job's env: [A-Z_][A-Z0-9_]* and not
 // reserved for the launcher (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, ...).
 bool IsReservedEnvKey(std::string_view key);
+
+// True when no job may set `key` whatever its entrypoint allows: variables
+// that make a dynamic loader, libc, a shell or an interpreter load or run
+// code or files the job names (LD_*, PATH, PYTHON*, BASH_ENV, ENV,
+// GCONV_PATH, MALLOC_*, NCCL_NET_PLUGIN, HOME, ...). The list is a backstop
+// behind the per-entrypoint env_allow patterns, not a complete catalogue.
+bool IsDeniedEnvKey(std::string_view key);
+
+// One documented command-line option of the builtin worker that a job may
+// pass in `args`.
+struct BuiltinOption {
+  std::string_view name;  // "--lr"
+  bool takes_value;       // "--lr 0.01" / "--lr=0.01"; false: a flag
+};
+// The options a job of `kind` may pass to a builtin: entrypoint. Options
+// Tessera sets from the spec or the plan (--model, --data, --steps,
+// --output, ...) and test hooks (--dump-params, --local) are not among them.
+std::vector<BuiltinOption> BuiltinOptions(JobKind kind);
+
+// Checks `args` of a builtin: entrypoint against BuiltinOptions(kind);
+// errors name "args[i]".
+Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args);
+
+// What a deployment lets the jobs of one entrypoint set (tesserad's config,
+// daemon/daemon_config.h). Patterns are fnmatch(3) globs.
+struct EntrypointPolicy {
+  std::vector<std::string> env_allow;   // env keys a job may set ("WANDB_*")
+  std::vector<std::string> args_allow;  // cmd: only: patterns every arg must match
+  bool free_args = false;               // cmd: only: any args
+};
+
+// Checks a spec's env and args against its entrypoint's policy: every env
+// key must match an env_allow pattern ("env.KEY"); for cmd: entrypoints
+// without free_args every arg must match an args_allow pattern ("args[i]").
+// Builtin args are checked by ValidateJobSpec, not here.
+// REQUIRES: spec passed ValidateJobSpec.
+Status CheckEntrypointPolicy(const JobSpec& spec, const EntrypointPolicy& policy);
 
 }  // namespace tessera::api
 

@@ -37,11 +37,39 @@ int MasterPortFor(api::JobId job, int64_t attempt, const LaunchOptions& options)
   return options.master_port_base + static_cast<int>(slot);
 }
 
+Result<int> PickMasterPort(api::JobId job, int64_t attempt, const std::set<int>& taken,
+                           const LaunchOptions& options) {
+  const int first = MasterPortFor(job, attempt, options);
+  for (int i = 0; i < options.master_port_span; ++i) {
+    const int port = options.master_port_base +
+                     (first - options.master_port_base + i) % options.master_port_span;
+    if (!taken.contains(port)) return port;
+  }
+  return ResourceExhausted("every rendezvous port " + std::to_string(options.master_port_base) +
+                           ".." +
+                           std::to_string(options.master_port_base + options.master_port_span - 1) +
+                           " is held by a live attempt at the master's address");
+}
+
+void AddMasterPort(const AttemptLaunch& launch, MasterPortsInUse* in_use) {
+  if (launch.ranks.empty()) return;
+  const auto& env = launch.ranks.front().launch.env;
+  auto addr = env.find("MASTER_ADDR");
+  auto port = env.find("MASTER_PORT");
+  if (addr == env.end() || port == env.end()) return;
+  try {
+    (*in_use)[addr->second].insert(std::stoi(port->second));
+  } catch (const std::exception&) {
+    // a damaged stored launch holds no port
+  }
+}
+
 Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
                                          const scheduler::Plan& plan, const api::Json& plan_json,
                                          const EntrypointCommand& entrypoint,
                                          const std::map<std::string, std::string>& addresses,
-                                         const LaunchOptions& options) {
+                                         const LaunchOptions& options,
+                                         const MasterPortsInUse& in_use) {
   AttemptLaunch out;
   out.job_id = job.id;
   out.attempt = attempt;
@@ -97,6 +125,12 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     per_node[s.device.node]++;
     group_rank.emplace(s.device.node, static_cast<int>(group_rank.size()));
   }
+  static const std::set<int> kNone;
+  auto taken = in_use.find(master->second);
+  TESSERA_ASSIGN_OR_RETURN(
+      const int master_port,
+      PickMasterPort(job.id, attempt, taken == in_use.end() ? kNone : taken->second, options));
+  auto account = options.run_as.find(job.owner);
   std::map<std::string, int> next_local;
   const int world = static_cast<int>(slots.size());
   const std::vector<std::string> argv = CommandLine(job, entrypoint, options);
@@ -124,7 +158,7 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     l.env["ROLE_WORLD_SIZE"] = l.env["WORLD_SIZE"];
     l.env["ROLE_NAME"] = "default";
     l.env["MASTER_ADDR"] = master->second;
-    l.env["MASTER_PORT"] = std::to_string(MasterPortFor(job.id, attempt, options));
+    l.env["MASTER_PORT"] = std::to_string(master_port);
     l.env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt - 1);
     l.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(job.spec.max_attempts - 1);
     l.env["TORCHELASTIC_RUN_ID"] = "tessera-job-" + std::to_string(job.id);
@@ -144,6 +178,7 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     l.env["TESSERA_SAMPLE_OFFSET"] = std::to_string(sample_offset[replica]);
     l.device_indices = {dev.index};
     l.plan = out.rank_plan;
+    if (account != options.run_as.end()) l.run_as = account->second;
     out.ranks.push_back(std::move(r));
   }
   return out;

@@ -12,6 +12,8 @@
 //   (max_attempts - 1), TORCHELASTIC_RUN_ID ("tessera-job-<id>"),
 //   TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1;
 //   TORCHELASTIC_USE_AGENT_STORE is never set (rank 0 hosts the store);
+//   MASTER_PORT is unique among live attempts at the master's address
+//   (PickMasterPort);
 // and Tessera's own:
 //   TESSERA_JOB_ID, TESSERA_ATTEMPT, TESSERA_CHECKPOINT_DIR,
 //   TESSERA_COLLECTIVE_TIMEOUT_S  LaunchOptions::collective_timeout_s: how long a
@@ -28,9 +30,10 @@
 //   {"layout", "global_batch", "micro_batches", "schedule",
 //    "replicas": [{"batch", "stages": [{"rank", "device", "layers": [b, e]}]}],
 //    "tiling": {"tile_px", "overlap_px", "tiles_per_image"}   (tiled plans only)}
-// Ranks of an infer job also get TESSERA_LEASE_TOKEN, added by the
-// controller when it hands the launch to an agent (never stored), and
-// TESSERA_CONTROLLER_URL from their agent.
+// Ranks of an infer job also get TESSERA_LEASE_TOKEN (each rank its own),
+// added by the controller when it hands the launch to an agent (never
+// stored), and TESSERA_CONTROLLER_URL from their agent. Every rank's
+// run_as is LaunchOptions::run_as of the job's owner.
 // The AttemptLaunch is stored with the attempt (ToJson/FromJson), so a
 // restarted controller hands agents exactly what they were running.
 //
@@ -39,6 +42,7 @@
 #define TESSERA_DAEMON_ATTEMPT_LAUNCH_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,7 +74,14 @@ struct LaunchOptions {
   int master_port_base = 29500;
   int master_port_span = 2000;
   int collective_timeout_s = 60;  // TESSERA_COLLECTIVE_TIMEOUT_S
+  // Tessera user -> Unix account its workers run as (WorkerLaunch.run_as);
+  // users not listed run as their agent's account.
+  std::map<std::string, std::string> run_as;
 };
+
+// The rendezvous ports live attempts hold, by master address (MASTER_ADDR):
+// a new attempt's master must not take one of those at its address.
+using MasterPortsInUse = std::map<std::string, std::set<int>>;
 
 // What an entrypoint runs: "builtin:<model>" runs the reference worker,
 // "cmd:<name>" runs the registered command with the job's args.
@@ -81,18 +92,33 @@ struct EntrypointCommand {
 
 // REQUIRES: plan has at least one stage; every planned device is on a node in
 // `addresses` (node name -> address reachable by peers), else kInvalidArgument.
+// MASTER_PORT is PickMasterPort's at the master's address, given `in_use`
+// (kResourceExhausted when every port of the span is taken there).
 Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
                                          const scheduler::Plan& plan, const api::Json& plan_json,
                                          const EntrypointCommand& entrypoint,
                                          const std::map<std::string, std::string>& addresses,
-                                         const LaunchOptions& options);
+                                         const LaunchOptions& options,
+                                         const MasterPortsInUse& in_use = {});
 
 api::Json ToJson(const AttemptLaunch& launch);
 Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j);
 
-// The rendezvous port of an attempt: spread over the configured span so
-// consecutive attempts and concurrent jobs do not collide.
+// The rendezvous port an attempt tries first: spread over the configured
+// span so consecutive attempts and concurrent jobs rarely meet.
 int MasterPortFor(api::JobId job, int64_t attempt, const LaunchOptions& options);
+
+// The rendezvous port of an attempt: MasterPortFor, or the next port of the
+// span (wrapping) that `taken` lacks, so live attempts whose masters share an
+// address never share a port. The master's agent also checks the port is
+// free on its node before starting rank 0 (agent/supervisor.h).
+// kResourceExhausted when the whole span is taken.
+Result<int> PickMasterPort(api::JobId job, int64_t attempt, const std::set<int>& taken,
+                           const LaunchOptions& options);
+
+// The MASTER_ADDR and MASTER_PORT `launch` gave its ranks (stored attempts
+// carry them), added to `in_use`; launches without them add nothing.
+void AddMasterPort(const AttemptLaunch& launch, MasterPortsInUse* in_use);
 
 }  // namespace tessera::daemon
 

@@ -63,6 +63,7 @@ Result<api::Job> ControlPlaneService::SubmitJob(const api::Principal& who,
     }
     return entrypoint.status();
   }
+  if (options_.admission != nullptr) TESSERA_RETURN_IF_ERROR(options_.admission->Check(who, spec));
   return store_->InsertJob(NewJob{who.user, spec, clock_->NowUnixMillis(), "submitted"});
 }
 
@@ -109,9 +110,10 @@ Result<api::LeaseResponse> ControlPlaneService::LeaseChunks(api::JobId id,
                                                             std::string_view lease_token,
                                                             const api::LeaseRequest& request) {
   if (options_.lease_tokens == nullptr ||
-      !options_.lease_tokens->Check(lease_token, id, request.attempt)) {
+      !options_.lease_tokens->Check(lease_token, id, request.attempt, request.rank)) {
     return Unauthenticated("not the lease token of job " + std::to_string(id) + " attempt " +
-                           std::to_string(request.attempt));
+                           std::to_string(request.attempt) + " rank " +
+                           std::to_string(request.rank));
   }
   TESSERA_ASSIGN_OR_RETURN(api::Job job, store_->GetJob(id));
   if (job.spec.kind != api::JobKind::kInfer) {

@@ -34,6 +34,7 @@
 #include "api/control_plane.h"
 #include "common/clock.h"
 #include "daemon/inference_tracker.h"
+#include "daemon/job_admission.h"
 #include "daemon/job_state_machine.h"
 #include "daemon/lease_tokens.h"
 #include "daemon/store.h"
@@ -64,6 +65,10 @@ struct ControlPlaneOptions {
   // How long a chunk lease lasts without renewal.
   std::chrono::milliseconds lease_duration{30'000};
   PlannerFn planner;  // optional
+  // This deployment's entrypoint policies and data roots, checked on every
+  // submission after the allow-list (not owned; optional: without it only
+  // ValidateJobSpec and the allow-list apply).
+  const JobAdmission* admission = nullptr;
   // Where a node comes from ("agent" or "slurm"), shown by ListNodes;
   // optional (without it every node is "agent").
   std::function<std::string(const std::string& node)> node_source;

@@ -30,6 +30,132 @@ Status CheckRange(int64_t v, int64_t lo, int64_t hi, const char* field) {
   return Status::Ok();
 }
 
+Result<std::vector<std::string>> StringList(const YAML::Node& n, const std::string& field) {
+  if (!n.IsSequence()) return InvalidArgument("must be a list of strings", field);
+  std::vector<std::string> out;
+  try {
+    for (const auto& item : n) out.push_back(item.as<std::string>());
+  } catch (const YAML::Exception&) {
+    return InvalidArgument("must be a list of strings", field);
+  }
+  return out;
+}
+
+Status LoadDataRoots(const YAML::Node& n, std::vector<DataRoot>* roots) {
+  if (!n.IsSequence()) return InvalidArgument("must be a list of {path, access}", "data_roots");
+  roots->clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string field = "data_roots[" + std::to_string(i) + "]";
+    const YAML::Node& item = n[i];
+    if (!item.IsMap()) return InvalidArgument("must be a mapping {path, access}", field);
+    DataRoot root;
+    std::string access = "read";
+    for (const auto& kv : item) {
+      const std::string key = kv.first.as<std::string>("");
+      try {
+        if (key == "path") {
+          root.path = kv.second.as<std::string>();
+        } else if (key == "access") {
+          access = kv.second.as<std::string>();
+        } else {
+          return InvalidArgument("unknown key (path, access)", field + "." + key);
+        }
+      } catch (const YAML::Exception&) {
+        return InvalidArgument("has the wrong type", field + "." + key);
+      }
+    }
+    if (access != "read" && access != "write") {
+      return InvalidArgument("must be read or write", field + ".access");
+    }
+    root.writable = access == "write";
+    roots->push_back(std::move(root));
+  }
+  return Status::Ok();
+}
+
+bool IsEnvPattern(const std::string& p) {
+  if (p.empty()) return false;
+  for (char c : p) {
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '*' ||
+              c == '?' || c == '[' || c == ']' || c == '-' || c == '!';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Status LoadEntrypoints(const YAML::Node& n, std::map<std::string, api::EntrypointPolicy>* out) {
+  if (!n.IsMap()) return InvalidArgument("must map entrypoint names to policies", "entrypoints");
+  out->clear();
+  for (const auto& kv : n) {
+    const std::string name = kv.first.as<std::string>("");
+    const std::string field = "entrypoints." + name;
+    if (name != "*") TESSERA_RETURN_IF_ERROR(api::ValidateEntrypointName(name, field));
+    if (!kv.second.IsMap()) {
+      return InvalidArgument("must be a mapping {env_allow, args_allow, free_args}", field);
+    }
+    api::EntrypointPolicy policy;
+    for (const auto& p : kv.second) {
+      const std::string key = p.first.as<std::string>("");
+      const std::string f = field + "." + key;
+      if (key == "env_allow") {
+        TESSERA_ASSIGN_OR_RETURN(policy.env_allow, StringList(p.second, f));
+        for (const std::string& pattern : policy.env_allow) {
+          if (!IsEnvPattern(pattern)) {
+            return InvalidArgument("patterns are globs of [A-Z0-9_] with * ? [ ]", f);
+          }
+        }
+      } else if (key == "args_allow") {
+        TESSERA_ASSIGN_OR_RETURN(policy.args_allow, StringList(p.second, f));
+      } else if (key == "free_args") {
+        try {
+          policy.free_args = p.second.as<bool>();
+        } catch (const YAML::Exception&) {
+          return InvalidArgument("must be true or false", f);
+        }
+      } else {
+        return InvalidArgument("unknown key (env_allow, args_allow, free_args)", f);
+      }
+    }
+    if (name.starts_with("builtin:") && (policy.free_args || !policy.args_allow.empty())) {
+      return InvalidArgument(
+          "builtin entrypoints accept their documented options only: args_allow and free_args "
+          "are for cmd: entrypoints",
+          field);
+    }
+    (*out)[name] = std::move(policy);
+  }
+  return Status::Ok();
+}
+
+bool IsAccountName(const std::string& s) {
+  if (s.empty() || s.size() > 32 || s.front() == '-') return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Status LoadRunAs(const YAML::Node& n, std::map<std::string, std::string>* out) {
+  if (!n.IsMap()) return InvalidArgument("must map user names to Unix accounts", "run_as");
+  out->clear();
+  for (const auto& kv : n) {
+    const std::string user = kv.first.as<std::string>("");
+    std::string account;
+    try {
+      account = kv.second.as<std::string>();
+    } catch (const YAML::Exception&) {
+      return InvalidArgument("must be a Unix account name", "run_as." + user);
+    }
+    if (!IsAccountName(account) || account == "root") {
+      return InvalidArgument("must be a Unix account name other than root", "run_as." + user);
+    }
+    (*out)[user] = account;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string DaemonConfig::DbPath() const {
@@ -67,6 +193,10 @@ Status DaemonConfig::Validate() const {
   bool known = false;
   for (const char* l : kLevels) known = known || log_level == l;
   if (!known) return InvalidArgument("must be one of trace, debug, info, warn, error", "log_level");
+  for (size_t i = 0; i < data_roots.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(
+        ValidateDataRoot(data_roots[i], "data_roots[" + std::to_string(i) + "]"));
+  }
   return Status::Ok();
 }
 
@@ -106,6 +236,9 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"collective_timeout_s", Set(&c->collective_timeout_s, "collective_timeout_s")},
       {"worker_binary", Set(&c->worker_binary, "worker_binary")},
       {"log_level", Set(&c->log_level, "log_level")},
+      {"data_roots", [c](const YAML::Node& n) { return LoadDataRoots(n, &c->data_roots); }},
+      {"entrypoints", [c](const YAML::Node& n) { return LoadEntrypoints(n, &c->entrypoints); }},
+      {"run_as", [c](const YAML::Node& n) { return LoadRunAs(n, &c->run_as); }},
   };
   for (const auto& kv : root) {
     std::string key;

@@ -10,9 +10,13 @@
 #define TESSERA_DAEMON_DAEMON_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "api/job_spec_validation.h"
 #include "common/status.h"
+#include "daemon/data_roots.h"
 
 namespace tessera::daemon {
 
@@ -39,6 +43,26 @@ struct DaemonConfig {
   int64_t collective_timeout_s = 60;  // ranks' TESSERA_COLLECTIVE_TIMEOUT_S
   std::string worker_binary;          // builtin entrypoints; default: beside tesserad
   std::string log_level = "info";
+
+  // ---- multi-user safety (README "Security") ----
+  // Folders jobs may read and write (daemon/data_roots.h), from
+  //   data_roots: [{path: /srv/archive/shared, access: read},
+  //                {path: /srv/archive/{user}, access: write}]
+  // Default none: admins may name any path, users none (a warning at start).
+  std::vector<DataRoot> data_roots;
+  // What the jobs of each entrypoint may set (api::EntrypointPolicy), from
+  //   entrypoints: {"cmd:train-ddp": {env_allow: ["WANDB_*"], free_args: true},
+  //                 "*": {env_allow: ["OMP_NUM_THREADS"]}}
+  // "*" applies to entrypoints without their own entry. Default none: users'
+  // jobs may set no env and pass no args to cmd: entrypoints; builtin options
+  // stay allowed. Admins are not bound by these lists (they may change the
+  // entrypoints anyway); everyone is bound by the global env deny list and
+  // the builtin options.
+  std::map<std::string, api::EntrypointPolicy> entrypoints;
+  // Tessera user -> Unix account a root agent runs that user's workers as,
+  //   run_as: {alice: alice, bob: lab-bob}
+  // Users not listed run as the agent's own account.
+  std::map<std::string, std::string> run_as;
 
   std::string DbPath() const;
   std::string JoinTokenPath() const;

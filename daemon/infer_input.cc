@@ -28,7 +28,11 @@ bool HasDotDot(const std::string& item) {
   return false;
 }
 
-Result<std::vector<std::string>> ListFolder(const fs::path& root) {
+Status Refused(const Status& why, const std::string& what) {
+  return InvalidArgument(what + ": " + why.message(), "dataset");
+}
+
+Result<std::vector<std::string>> ListFolder(const fs::path& root, const InputPathCheck& may_read) {
   std::vector<std::string> items;
   std::error_code ec;
   fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
@@ -44,13 +48,21 @@ Result<std::vector<std::string>> ListFolder(const fs::path& root) {
       continue;
     }
     if (!it->is_regular_file(ec) || !IsImageName(name)) continue;
+    // A symlink (to a file: folders are not followed) may point out of the
+    // roots the job may read.
+    if (it->is_symlink(ec)) {
+      const std::string relative = it->path().lexically_relative(root).generic_string();
+      if (Status st = may_read(it->path().string()); !st.ok()) {
+        return Refused(st, "the link " + relative + " in " + root.string());
+      }
+    }
     items.push_back(it->path().lexically_relative(root).generic_string());
   }
   std::sort(items.begin(), items.end());
   return items;
 }
 
-Result<std::vector<std::string>> ListFile(const fs::path& list) {
+Result<std::vector<std::string>> ListFile(const fs::path& list, const InputPathCheck& may_read) {
   std::ifstream in(list);
   if (!in) return InvalidArgument("cannot read list file " + list.string(), "dataset");
   std::vector<std::string> items;
@@ -66,6 +78,18 @@ Result<std::vector<std::string>> ListFile(const fs::path& list) {
                                  ": \"..\" is not allowed in an input path",
                              "dataset");
     }
+    // Items are checked as the paths the worker will open. Their text is
+    // input content: messages name the line, never quote it.
+    const fs::path absolute =
+        line.front() == '/' ? fs::path(line) : list.parent_path() / fs::path(line);
+    const std::string where = "line " + std::to_string(number) + " of " + list.string();
+    if (Status st = may_read(absolute.lexically_normal().string()); !st.ok()) {
+      return InvalidArgument(where + ": not an image the job may read", "dataset");
+    }
+    std::error_code ec;
+    if (!fs::is_regular_file(absolute, ec)) {
+      return InvalidArgument(where + ": not an existing image file", "dataset");
+    }
     items.push_back(line);
   }
   return items;
@@ -73,15 +97,19 @@ Result<std::vector<std::string>> ListFile(const fs::path& list) {
 
 }  // namespace
 
-Result<std::vector<std::string>> ListInferInputs(const std::string& dataset) {
+Status AnyPath(const std::string&) { return Status::Ok(); }
+
+Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
+                                                 const InputPathCheck& may_read) {
+  if (Status st = may_read(dataset); !st.ok()) return Refused(st, "input " + dataset);
   std::error_code ec;
   const fs::path path(dataset);
   const fs::file_status status = fs::status(path, ec);
   Result<std::vector<std::string>> items = std::vector<std::string>{};
   if (fs::is_directory(status)) {
-    items = ListFolder(path);
+    items = ListFolder(path, may_read);
   } else if (fs::is_regular_file(status)) {
-    items = ListFile(path);
+    items = ListFile(path, may_read);
   } else {
     return InvalidArgument("input " + dataset + " is neither a folder nor a list file", "dataset");
   }

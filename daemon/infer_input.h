@@ -11,21 +11,40 @@
 // An item may not contain a ".." component (outputs are written under the
 // job's output folder at the item's relative path).
 //
+// Where the job may read (daemon/data_roots.h): `may_read` is asked about the
+// input itself before it is opened, about every item of a list file (as an
+// absolute path) and about every symlink found in a folder; an item must
+// also be an existing regular file. A refused item fails the listing naming
+// its line, never quoting it: a list file's content reaches no log or
+// message.
+//
 // Errors: kInvalidArgument naming "dataset" for a missing or unreadable
 // input, an input without images, or a bad line (with its number).
-// Thread safety: pure functions over the filesystem.
+// Thread safety: pure functions over the filesystem; no lock needed (call
+// them outside the controller's lock: a large input takes a while).
 #ifndef TESSERA_DAEMON_INFER_INPUT_H_
 #define TESSERA_DAEMON_INFER_INPUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 
 namespace tessera::daemon {
 
-Result<std::vector<std::string>> ListInferInputs(const std::string& dataset);
+// OK when the job may read `path` (absolute); else an error (its field is
+// replaced by "dataset").
+using InputPathCheck = std::function<Status(const std::string& path)>;
+
+// An InputPathCheck that allows everything (tools and tests that list an
+// input of their own).
+Status AnyPath(const std::string& path);
+
+Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
+                                                 const InputPathCheck& may_read);
 
 // Consecutive chunks of at most `chunk_size` items, in order.
 // REQUIRES: chunk_size >= 1.

@@ -94,8 +94,9 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
       if (r.node != node) continue;
       out.push_back(r.launch);
       if (active.launch.infer && options_.lease_tokens != nullptr) {
-        out.back().env["TESSERA_LEASE_TOKEN"] =
-            options_.lease_tokens->For(active.launch.job_id, active.launch.attempt);
+        // Per rank: a rank's token leases for that rank only.
+        out.back().env["TESSERA_LEASE_TOKEN"] = options_.lease_tokens->For(
+            active.launch.job_id, active.launch.attempt, r.launch.key.rank);
       }
     }
   }
@@ -472,7 +473,11 @@ Result<bool> JobController::PrepareInferInputLocked(const api::Job& job) {
   // The whole input is listed once, before the first attempt; later
   // attempts lease what is left. (A very large folder holds the controller
   // loop while it is listed.)
-  auto items = ListInferInputs(job.spec.dataset);
+  InputPathCheck may_read = AnyPath;
+  if (options_.admission != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(may_read, options_.admission->InputCheckFor(store_, job.owner));
+  }
+  auto items = ListInferInputs(job.spec.dataset, may_read);
   if (!items.ok()) {
     auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + items.status().message());
     if (!r.ok()) return r.status();
@@ -505,9 +510,12 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
   TESSERA_ASSIGN_OR_RETURN(bool input_ready, PrepareInferInputLocked(job));
   if (!input_ready) return Status::Ok();
   const int64_t attempt = job.attempt + 1;
+  // Live attempts keep their rendezvous ports; the new master picks another.
+  MasterPortsInUse ports;
+  for (const auto& [id, active] : active_) AddMasterPort(active.launch, &ports);
   auto launch = BuildAttemptLaunch(job, attempt, best, plan_json,
                                    EntrypointCommand{entry->name, entry->command}, addresses,
-                                   options_.launch);
+                                   options_.launch, ports);
   if (!launch.ok()) {
     auto r = StepLocked(job, JobEvent::kFail, "cannot launch: " + launch.status().message());
     return r.ok() ? Status::Ok() : r.status();

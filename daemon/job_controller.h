@@ -42,6 +42,7 @@
 #include "common/status.h"
 #include "daemon/attempt_launch.h"
 #include "daemon/failure_detector.h"
+#include "daemon/job_admission.h"
 #include "daemon/job_state_machine.h"
 #include "daemon/lease_tokens.h"
 #include "daemon/long_poll_set.h"
@@ -66,6 +67,9 @@ struct JobControllerOptions {
   // better than heartbeats: true (healthy) or false (dead) overrides the
   // failure detector for that node; nullopt leaves it to the detector.
   std::function<std::optional<bool>(const std::string& node)> node_up;
+  // The data roots an infer job's input listing is checked against (not
+  // owned; without it inputs are listed unchecked).
+  const JobAdmission* admission = nullptr;
 };
 
 class JobController {

@@ -14,8 +14,9 @@ Result<LeaseTokens> LeaseTokens::WithRandomKey() {
   return LeaseTokens(std::move(key));
 }
 
-std::string LeaseTokens::For(api::JobId job, int64_t attempt) const {
-  const std::string message = "lease:" + std::to_string(job) + ":" + std::to_string(attempt);
+std::string LeaseTokens::For(api::JobId job, int64_t attempt, int64_t rank) const {
+  const std::string message =
+      "lease:" + std::to_string(job) + ":" + std::to_string(attempt) + ":" + std::to_string(rank);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
@@ -29,8 +30,9 @@ std::string LeaseTokens::For(api::JobId job, int64_t attempt) const {
   return out;
 }
 
-bool LeaseTokens::Check(std::string_view token, api::JobId job, int64_t attempt) const {
-  return ConstantTimeEquals(token, For(job, attempt));
+bool LeaseTokens::Check(std::string_view token, api::JobId job, int64_t attempt,
+                        int64_t rank) const {
+  return ConstantTimeEquals(token, For(job, attempt, rank));
 }
 
 }  // namespace tessera::daemon

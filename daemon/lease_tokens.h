@@ -1,11 +1,13 @@
 // LeaseTokens: the bearer tokens that let a rank of an infer job lease chunks.
 //
-// Purpose: each attempt of a job gets its own token, HMAC-SHA256(key,
-// "lease:<job>:<attempt>"), handed to its ranks in TESSERA_LEASE_TOKEN with
-// the heartbeat answer. Nothing is stored: the controller recomputes the
-// token to check it, so tokens survive a controller restart when the key
-// does (tesserad keeps it in <state>/lease-key, mode 0600), and a token of
-// one job or attempt is worthless for another.
+// Purpose: each rank of each attempt of a job gets its own token,
+// HMAC-SHA256(key, "lease:<job>:<attempt>:<rank>"), handed to it in
+// TESSERA_LEASE_TOKEN with the heartbeat answer. Nothing is stored: the
+// controller recomputes the token to check it, so tokens survive a
+// controller restart when the key does (tesserad keeps it in
+// <state>/lease-key, mode 0600), and a token of one job, attempt or rank is
+// worthless for another: the rank a lease request names is the rank its
+// token was made for, or the request is refused.
 //
 // Ownership: a value holding the key. Thread safety: const methods are safe
 // to call concurrently.
@@ -29,9 +31,9 @@ class LeaseTokens {
   static Result<LeaseTokens> WithRandomKey();
 
   // "tsl_" + 64 hex digits.
-  std::string For(api::JobId job, int64_t attempt) const;
-  // Constant-time comparison with For(job, attempt).
-  bool Check(std::string_view token, api::JobId job, int64_t attempt) const;
+  std::string For(api::JobId job, int64_t attempt, int64_t rank) const;
+  // Constant-time comparison with For(job, attempt, rank).
+  bool Check(std::string_view token, api::JobId job, int64_t attempt, int64_t rank) const;
 
  private:
   std::string key_;

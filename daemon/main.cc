@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "daemon/control_plane_service.h"
 #include "daemon/daemon_config.h"
+#include "daemon/job_admission.h"
 #include "daemon/job_controller.h"
 #include "daemon/lease_tokens.h"
 #include "daemon/profile_cache.h"
@@ -212,6 +213,14 @@ int main(int argc, char** argv) {
   }
   const daemon::LeaseTokens lease_tokens(*lease_key);
 
+  // Entrypoint policies and data roots: what users' jobs may set and touch.
+  const daemon::JobAdmission admission(daemon::DataRoots(config.data_roots), config.entrypoints);
+  if (config.data_roots.empty()) {
+    spdlog::warn(
+        "no data_roots configured: only admins may submit jobs that name a dataset, output or "
+        "checkpoint (README, \"Security\")");
+  }
+
   Clock* clock = SystemClock::Default();
   // A Slurm partition as a pool (slurm/slurm_pool.h): its heartbeats reach
   // the service below as an agent's would; it starts once the service runs.
@@ -253,10 +262,12 @@ int main(int argc, char** argv) {
   }
   jc.infer_chunk_images = config.infer_chunk_images;
   jc.lease_tokens = &lease_tokens;
+  jc.admission = &admission;
   jc.detector = {config.heartbeat_interval_ms, config.suspect_after_missed, config.dead_after_ms};
   jc.launch.worker_binary = config.worker_binary;
   jc.launch.checkpoint_root = fs::absolute(config.CheckpointRoot()).string();
   jc.launch.collective_timeout_s = static_cast<int>(config.collective_timeout_s);
+  jc.launch.run_as = config.run_as;
   jc.retry_backoff_ms = config.retry_backoff_ms;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   // Plans cut builtin models where the worker's layers are: measure them once.
@@ -274,6 +285,7 @@ int main(int argc, char** argv) {
   daemon::ControlPlaneOptions cp;
   cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
   cp.lease_tokens = &lease_tokens;
+  cp.admission = &admission;
   cp.waiting_reason = [&controller](api::JobId id) { return controller.WaitingReason(id); };
   cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {

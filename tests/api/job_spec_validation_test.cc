@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace tessera::api {
 namespace {
@@ -35,6 +37,7 @@ JobSpec ValidInferSpec() {
   s.steps = 0;
   s.output = "/srv/out";
   s.checkpoint = "/srv/ckpt/step-100";
+  s.args = {"--threads", "1"};  // --lr is a training option
   return s;
 }
 
@@ -160,7 +163,12 @@ const Row kRows[] = {
      },
      "image_width"},
     {"args_too_many", [](JobSpec& s) { s.args.assign(65, "x"); }, "args"},
-    {"args_64_ok", [](JobSpec& s) { s.args.assign(64, "x"); }, nullptr},
+    {"args_64_ok",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:train-ddp";
+       s.args.assign(64, "x");
+     },
+     nullptr},
     {"arg_nul", [](JobSpec& s) { s.args[1] = std::string("a\0", 2); }, "args[1]"},
     {"env_lower_case", [](JobSpec& s) { s.env["path"] = "/x"; }, "env.path"},
     {"env_leading_digit", [](JobSpec& s) { s.env["1X"] = "1"; }, "env.1X"},
@@ -177,10 +185,166 @@ const Row kRows[] = {
     {"env_nccl_ok", [](JobSpec& s) { s.env["NCCL_DEBUG"] = "INFO"; }, nullptr},
     {"env_value_nul", [](JobSpec& s) { s.env["FOO"] = std::string("a\0b", 3); }, "env.FOO"},
     {"env_ranked_prefix_ok", [](JobSpec& s) { s.env["RANKER"] = "x"; }, nullptr},
+    // The global deny list: no entrypoint and no role lifts it.
+    {"env_ld_preload", [](JobSpec& s) { s.env["LD_PRELOAD"] = "/home/me/x.so"; }, "env.LD_PRELOAD"},
+    {"env_ld_library_path", [](JobSpec& s) { s.env["LD_LIBRARY_PATH"] = "/x"; },
+     "env.LD_LIBRARY_PATH"},
+    {"env_path", [](JobSpec& s) { s.env["PATH"] = "/home/me/bin"; }, "env.PATH"},
+    {"env_pythonpath", [](JobSpec& s) { s.env["PYTHONPATH"] = "/x"; }, "env.PYTHONPATH"},
+    {"env_pythonstartup", [](JobSpec& s) { s.env["PYTHONSTARTUP"] = "/x"; }, "env.PYTHONSTARTUP"},
+    {"env_bash_env", [](JobSpec& s) { s.env["BASH_ENV"] = "/x"; }, "env.BASH_ENV"},
+    {"env_env", [](JobSpec& s) { s.env["ENV"] = "/x"; }, "env.ENV"},
+    {"env_bash_func", [](JobSpec& s) { s.env["BASH_FUNC_X"] = "() { id; }"; }, "env.BASH_FUNC_X"},
+    {"env_gconv", [](JobSpec& s) { s.env["GCONV_PATH"] = "/x"; }, "env.GCONV_PATH"},
+    {"env_malloc", [](JobSpec& s) { s.env["MALLOC_CHECK_"] = "3"; }, "env.MALLOC_CHECK_"},
+    {"env_glibc_tunables", [](JobSpec& s) { s.env["GLIBC_TUNABLES"] = "x"; }, "env.GLIBC_TUNABLES"},
+    {"env_nccl_net_plugin", [](JobSpec& s) { s.env["NCCL_NET_PLUGIN"] = "/x.so"; },
+     "env.NCCL_NET_PLUGIN"},
+    {"env_nccl_tuner_plugin", [](JobSpec& s) { s.env["NCCL_TUNER_PLUGIN"] = "/x.so"; },
+     "env.NCCL_TUNER_PLUGIN"},
+    {"env_home", [](JobSpec& s) { s.env["HOME"] = "/home/me"; }, "env.HOME"},
+    {"env_shellopts", [](JobSpec& s) { s.env["SHELLOPTS"] = "xtrace"; }, "env.SHELLOPTS"},
+    {"env_cuda_injection", [](JobSpec& s) { s.env["CUDA_INJECTION64_PATH"] = "/x.so"; },
+     "env.CUDA_INJECTION64_PATH"},
+    {"env_node_options", [](JobSpec& s) { s.env["NODE_OPTIONS"] = "--require /x"; },
+     "env.NODE_OPTIONS"},
+    {"env_deny_binds_cmd_too",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:train-ddp";
+       s.env["LD_AUDIT"] = "/x.so";
+     },
+     "env.LD_AUDIT"},
+    {"env_omp_ok", [](JobSpec& s) { s.env["OMP_NUM_THREADS"] = "2"; }, nullptr},
+    {"env_cuda_launch_blocking_ok", [](JobSpec& s) { s.env["CUDA_LAUNCH_BLOCKING"] = "1"; },
+     nullptr},
+    // Builtin entrypoints: documented options only.
+    {"builtin_test_hook",
+     [](JobSpec& s) {
+       s.args = {"--dump-params", "/etc"};
+     },
+     "args[0]"},
+    {"builtin_test_hook_inline", [](JobSpec& s) { s.args = {"--dump-params=/etc"}; }, "args[0]"},
+    {"builtin_hook_as_value",
+     [](JobSpec& s) {
+       s.args = {"--lr", "--dump-params", "/x"};
+     },
+     "args[1]"},
+    {"builtin_data_override",
+     [](JobSpec& s) {
+       s.args = {"--data", "/etc"};
+     },
+     "args[0]"},
+    {"builtin_steps_override", [](JobSpec& s) { s.args = {"--steps=1"}; }, "args[0]"},
+    {"builtin_positional", [](JobSpec& s) { s.args = {"extra"}; }, "args[0]"},
+    {"builtin_missing_value", [](JobSpec& s) { s.args = {"--lr"}; }, "args[0]"},
+    {"builtin_flag_with_value", [](JobSpec& s) { s.args = {"--no-amp=1"}; }, "args[0]"},
+    {"builtin_options_ok",
+     [](JobSpec& s) {
+       s.args = {"--lr=0.1", "--width", "8", "--no-amp", "--threads", "1", "--momentum", "0.9"};
+     },
+     nullptr},
+    {"builtin_negative_value_ok",
+     [](JobSpec& s) {
+       s.args = {"--seed", "-3"};
+     },
+     nullptr},
+    {"builtin_infer_local", [](JobSpec& s) { s.args = {"--local"}; }, "args[0]", true},
+    {"builtin_infer_output",
+     [](JobSpec& s) {
+       s.args = {"--output", "/x"};
+     },
+     "args[0]", true},
+    {"builtin_infer_train_option",
+     [](JobSpec& s) {
+       s.args = {"--lr", "1"};
+     },
+     "args[0]", true},
+    {"builtin_infer_ok",
+     [](JobSpec& s) {
+       s.args = {"--max-tile-px", "512", "--threads=2"};
+     },
+     nullptr, true},
+    {"cmd_args_free_here",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:train-ddp";
+       s.args = {"--dump-params", "/x"};
+     },
+     nullptr},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rules, ValidateJobSpecTest, ::testing::ValuesIn(kRows),
                          [](const ::testing::TestParamInfo<Row>& info) {
+                           return std::string(info.param.rule);
+                         });
+
+// An entrypoint's policy (tesserad's `entrypoints`), one row per rule.
+struct PolicyRow {
+  const char* rule;
+  const char* entrypoint;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> args;
+  EntrypointPolicy policy;
+  const char* field;  // nullptr: allowed
+};
+
+class EntrypointPolicyTest : public ::testing::TestWithParam<PolicyRow> {};
+
+TEST_P(EntrypointPolicyTest, OneRule) {
+  const PolicyRow& row = GetParam();
+  JobSpec spec = ValidTrainSpec();
+  spec.entrypoint = row.entrypoint;
+  spec.env = row.env;
+  spec.args = row.args;
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec).ToString();
+  Status st = CheckEntrypointPolicy(spec, row.policy);
+  if (row.field == nullptr) {
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  } else {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_EQ(st.field(), row.field) << st.ToString();
+  }
+}
+
+const PolicyRow kPolicyRows[] = {
+    {"no_env_no_args_ok", "cmd:train", {}, {}, {}, nullptr},
+    {"env_not_allowed", "cmd:train", {{"FOO", "1"}}, {}, {}, "env.FOO"},
+    {"env_pattern",
+     "cmd:train",
+     {{"WANDB_MODE", "offline"}},
+     {},
+     {{"WANDB_*"}, {}, false},
+     nullptr},
+    {"env_pattern_other_key",
+     "cmd:train",
+     {{"WANDBX", "1"}},
+     {},
+     {{"WANDB_*"}, {}, false},
+     "env.WANDBX"},
+    {"builtin_env_needs_allow",
+     "builtin:colorize-unet",
+     {{"OMP_NUM_THREADS", "2"}},
+     {},
+     {},
+     "env.OMP_NUM_THREADS"},
+    {"builtin_args_are_not_policed_here", "builtin:colorize-unet", {}, {"--lr", "1"}, {}, nullptr},
+    {"cmd_args_need_allow", "cmd:train", {}, {"100"}, {}, "args[0]"},
+    {"cmd_args_pattern",
+     "cmd:train",
+     {},
+     {"100", "--fast"},
+     {{}, {"[0-9]*", "--fast"}, false},
+     nullptr},
+    {"cmd_args_second_refused",
+     "cmd:train",
+     {},
+     {"100", "--dump=/x"},
+     {{}, {"[0-9]*"}, false},
+     "args[1]"},
+    {"cmd_free_args", "cmd:train", {}, {"anything", "--at=/all"}, {{}, {}, true}, nullptr},
+};
+
+INSTANTIATE_TEST_SUITE_P(Rules, EntrypointPolicyTest, ::testing::ValuesIn(kPolicyRows),
+                         [](const ::testing::TestParamInfo<PolicyRow>& info) {
                            return std::string(info.param.rule);
                          });
 

@@ -26,7 +26,7 @@ TEST(InferInputTest, FolderListsImagesRecursivelyInByteOrder) {
                            ".hidden.png", ".tmp/e.png", "box1/.f.png.tmp"}) {
     Touch(root / name);
   }
-  auto items = ListInferInputs(root.string());
+  auto items = ListInferInputs(root.string(), AnyPath);
   ASSERT_TRUE(items.ok()) << items.status().ToString();
   EXPECT_EQ(*items, (std::vector<std::string>{"a.JPG", "b.png", "box1/c.jpeg", "box1/deep/d.png"}));
 }
@@ -34,16 +34,20 @@ TEST(InferInputTest, FolderListsImagesRecursivelyInByteOrder) {
 TEST(InferInputTest, ListFileSkipsBlanksAndComments) {
   testing::TempDir dir;
   fs::path list = dir.File("list.txt");
-  Touch(list, "# scans of 1931\nbox1/a.png\n\n  box2/b.png  \n/srv/other/c.png\n");
-  auto items = ListInferInputs(list.string());
+  const std::string other = dir.File("other/c.png");
+  for (const char* item : {"box1/a.png", "box2/b.png", "other/c.png"}) Touch(dir.File(item));
+  Touch(list, "# scans of 1931\nbox1/a.png\n\n  box2/b.png  \n" + other + "\n");
+  auto items = ListInferInputs(list.string(), AnyPath);
   ASSERT_TRUE(items.ok()) << items.status().ToString();
-  EXPECT_EQ(*items, (std::vector<std::string>{"box1/a.png", "box2/b.png", "/srv/other/c.png"}));
+  EXPECT_EQ(*items, (std::vector<std::string>{"box1/a.png", "box2/b.png", other}));
 }
 
 TEST(InferInputTest, BadInputsNameTheDataset) {
   testing::TempDir dir;
   Touch(dir.File("empty/notes.txt"));
+  Touch(dir.File("ok.png"));
   Touch(dir.File("escape.txt"), "ok.png\n../../etc/passwd\n");
+  Touch(dir.File("gone.txt"), "ok.png\nnot-there.png\n");
   Touch(dir.File("blank.txt"), "# nothing\n\n");
   struct Case {
     std::string dataset;
@@ -53,14 +57,67 @@ TEST(InferInputTest, BadInputsNameTheDataset) {
       {dir.File("empty"), "no images found"},
       {dir.File("escape.txt"), "line 2"},
       {dir.File("blank.txt"), "no images found"},
+      {dir.File("gone.txt"), "line 2"},
   };
   for (const Case& c : cases) {
-    auto items = ListInferInputs(c.dataset);
+    auto items = ListInferInputs(c.dataset, AnyPath);
     ASSERT_FALSE(items.ok()) << c.dataset;
     EXPECT_EQ(items.status().code(), StatusCode::kInvalidArgument) << c.dataset;
     EXPECT_EQ(items.status().field(), "dataset");
     EXPECT_NE(items.status().message().find(c.message_part), std::string::npos)
         << items.status().message();
+  }
+}
+
+// The reader's check: paths under `allowed` only.
+InputPathCheck Under(const fs::path& allowed) {
+  return [allowed](const std::string& path) -> Status {
+    auto real = fs::weakly_canonical(path);
+    if (real.string().starts_with(allowed.string() + "/") || real == allowed) return Status::Ok();
+    return InvalidArgument("outside", "x");
+  };
+}
+
+// Every refusal names the dataset and a line, and never quotes the line:
+// a list file's content must not reach a message (or a log).
+TEST(InferInputTest, TheReadCheckGuardsTheInputItsItemsAndLinks) {
+  testing::TempDir dir;
+  const fs::path root = dir.File("root");
+  Touch(root / "a.png");
+  Touch(root / "box/b.png");
+  Touch(dir.File("secret/token.png"), "tsj_secret");
+  fs::create_directories(root / "links");
+  Touch(root / "links/ok.png");
+  fs::create_symlink(dir.File("secret/token.png"), root / "links/escape.png");
+  Touch(root / "in.txt", "a.png\nbox/b.png\n");
+  Touch(root / "out.txt", "a.png\n" + dir.File("secret/token.png") + "\n");
+  Touch(root / "rel.txt", "a.png\nsub-link/token.png\n");
+  fs::create_symlink(dir.File("secret"), root / "sub-link");
+  Touch(dir.File("outside.txt"), "a.png\n");
+
+  struct Case {
+    std::string name;
+    fs::path dataset;
+    std::string message_part;  // "": allowed
+  } cases[] = {
+      {"list_inside", root / "in.txt", ""},
+      {"list_item_outside", root / "out.txt", "line 2 of"},
+      {"list_item_through_symlinked_folder", root / "rel.txt", "line 2 of"},
+      {"list_file_outside", dir.File("outside.txt"), "input "},
+      {"folder_with_escaping_link", root / "links", "the link escape.png"},
+  };
+  for (const Case& c : cases) {
+    auto items = ListInferInputs(c.dataset.string(), Under(root));
+    if (c.message_part.empty()) {
+      EXPECT_TRUE(items.ok()) << c.name << ": " << items.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(items.ok()) << c.name;
+    EXPECT_EQ(items.status().field(), "dataset") << c.name;
+    EXPECT_NE(items.status().message().find(c.message_part), std::string::npos)
+        << c.name << ": " << items.status().message();
+    EXPECT_EQ(items.status().message().find("token.png"), std::string::npos)
+        << c.name << " quotes the item: " << items.status().message();
   }
 }
 

@@ -18,19 +18,22 @@ using api::JobState;
 
 const api::Principal kAlice{"alice", api::Role::kUser};
 
-TEST(LeaseTokensTest, TokenBelongsToOneJobAndAttempt) {
+TEST(LeaseTokensTest, TokenBelongsToOneJobAttemptAndRank) {
   LeaseTokens tokens("key-one");
-  const std::string t = tokens.For(7, 2);
+  const std::string t = tokens.For(7, 2, 1);
   EXPECT_TRUE(t.starts_with("tsl_"));
   EXPECT_EQ(t.size(), 4u + 64u);
-  EXPECT_TRUE(tokens.Check(t, 7, 2));
-  EXPECT_FALSE(tokens.Check(t, 7, 3));
-  EXPECT_FALSE(tokens.Check(t, 8, 2));
-  EXPECT_FALSE(LeaseTokens("key-two").Check(t, 7, 2)) << "another key, another token";
-  EXPECT_FALSE(tokens.Check("", 7, 2));
+  EXPECT_TRUE(tokens.Check(t, 7, 2, 1));
+  EXPECT_FALSE(tokens.Check(t, 7, 3, 1));
+  EXPECT_FALSE(tokens.Check(t, 8, 2, 1));
+  EXPECT_FALSE(tokens.Check(t, 7, 2, 0)) << "another rank, another token";
+  // "lease:7:21:1" and "lease:72:1:1" must not meet: the separators are in the MAC.
+  EXPECT_NE(tokens.For(7, 21, 1), tokens.For(72, 1, 1));
+  EXPECT_FALSE(LeaseTokens("key-two").Check(t, 7, 2, 1)) << "another key, another token";
+  EXPECT_FALSE(tokens.Check("", 7, 2, 1));
   auto random = LeaseTokens::WithRandomKey();
   ASSERT_TRUE(random.ok());
-  EXPECT_NE(random->For(7, 2), t);
+  EXPECT_NE(random->For(7, 2, 1), t);
 }
 
 class LeaseServiceTest : public ::testing::Test {
@@ -76,7 +79,7 @@ class LeaseServiceTest : public ::testing::Test {
                                    std::vector<api::CompletedChunk> done = {},
                                    int64_t attempt = 1) {
     api::LeaseRequest r{attempt, rank, max, std::move(done)};
-    return service_->LeaseChunks(job.id, tokens_.For(job.id, attempt), r);
+    return service_->LeaseChunks(job.id, tokens_.For(job.id, attempt, rank), r);
   }
 
   testing::TempDir dir_;
@@ -91,13 +94,17 @@ TEST_F(LeaseServiceTest, WrongTokenIsUnauthenticated) {
   api::LeaseRequest r{1, 0, 1, {}};
   struct Case {
     std::string token;
-  } cases[] = {{""}, {"tsl_00"}, {tokens_.For(job.id, 2)}, {tokens_.For(job.id + 1, 1)}};
+  } cases[] = {{""},
+               {"tsl_00"},
+               {tokens_.For(job.id, 2, 0)},
+               {tokens_.For(job.id + 1, 1, 0)},
+               {tokens_.For(job.id, 1, 1)}};  // rank 1's token, asking as rank 0
   for (const Case& c : cases) {
     auto answer = service_->LeaseChunks(job.id, c.token, r);
     EXPECT_EQ(answer.status().code(), StatusCode::kUnauthenticated) << c.token;
   }
   ControlPlaneService without(store_.get(), &clock_, {});
-  EXPECT_EQ(without.LeaseChunks(job.id, tokens_.For(job.id, 1), r).status().code(),
+  EXPECT_EQ(without.LeaseChunks(job.id, tokens_.For(job.id, 1, 0), r).status().code(),
             StatusCode::kUnauthenticated);
 }
 

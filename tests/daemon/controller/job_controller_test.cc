@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <future>
 #include <memory>
 #include <thread>
@@ -560,10 +561,15 @@ TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
 
   auto desired = Beat(a);
   ASSERT_EQ(desired.desired.size(), 2u);
+  std::set<std::string> handed;
   for (const api::WorkerLaunch& l : desired.desired) {
     ASSERT_TRUE(l.env.contains("TESSERA_LEASE_TOKEN"));
-    EXPECT_TRUE(tokens_.Check(l.env.at("TESSERA_LEASE_TOKEN"), id, 1));
+    // Each rank's own: valid for its rank, for no other.
+    EXPECT_TRUE(tokens_.Check(l.env.at("TESSERA_LEASE_TOKEN"), id, 1, l.key.rank));
+    EXPECT_FALSE(tokens_.Check(l.env.at("TESSERA_LEASE_TOKEN"), id, 1, 1 - l.key.rank));
+    handed.insert(l.env.at("TESSERA_LEASE_TOKEN"));
   }
+  EXPECT_EQ(handed.size(), 2u);
   // The token is handed out, never stored with the attempt.
   auto attempt = store_->GetAttempt(id, 1);
   ASSERT_TRUE(attempt.ok());

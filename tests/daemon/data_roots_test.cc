@@ -1,0 +1,175 @@
+// Data roots against real folders, files and symlinks in a temporary folder.
+#include "daemon/data_roots.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/job_admission.h"
+#include "tests/daemon/temp_dir.h"
+
+namespace tessera::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Touch(const fs::path& path) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << "x";
+}
+
+// A lab: a shared read-only archive, a folder per user, a secret outside.
+class DataRootsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Touch(Path("shared/scans/a.png"));
+    Touch(Path("users/alice/in/b.png"));
+    Touch(Path("users/bob/in/c.png"));
+    fs::create_directories(Path("users/bob/out"));
+    Touch(Path("etc/join-token"));
+    fs::create_symlink(Path("etc"), Path("users/alice/escape"));
+    fs::create_symlink(Path("users/bob/in"), Path("users/alice/bobs"));
+    fs::create_symlink(Path("users/alice/in"), Path("users/alice/mine"));
+  }
+  std::string Path(const std::string& rel) const { return dir_.File(rel); }
+  DataRoots Roots() const {
+    return DataRoots({{Path("shared"), false}, {Path("users/{user}"), true}});
+  }
+
+  testing::TempDir dir_;
+};
+
+struct Row {
+  const char* name;
+  const char* path;  // relative to the temp folder, or absolute when starting with '/'
+  DataUser who;
+  DataAccess access;
+  bool must_exist;
+  bool allowed;
+};
+
+TEST_F(DataRootsTest, EachPathAgainstTheRoots) {
+  const DataUser alice{"alice", false}, bob{"bob", false}, admin{"root-admin", true};
+  const Row rows[] = {
+      {"own_input", "users/alice/in", alice, DataAccess::kRead, true, true},
+      {"own_output_not_yet_made", "users/alice/out/run-1", alice, DataAccess::kWrite, false, true},
+      {"shared_read", "shared/scans", alice, DataAccess::kRead, true, true},
+      {"shared_is_read_only", "shared/out", alice, DataAccess::kWrite, false, false},
+      {"another_users_input", "users/bob/in", alice, DataAccess::kRead, true, false},
+      {"output_into_another_users_root", "users/bob/out", alice, DataAccess::kWrite, false, false},
+      {"secret_outside", "etc/join-token", alice, DataAccess::kRead, true, false},
+      {"symlink_escape", "users/alice/escape/join-token", alice, DataAccess::kRead, true, false},
+      {"symlink_into_another_root", "users/alice/bobs/c.png", alice, DataAccess::kRead, true,
+       false},
+      {"symlink_within_own_root", "users/alice/mine/b.png", alice, DataAccess::kRead, true, true},
+      {"output_below_escaping_link", "users/alice/escape/new", alice, DataAccess::kWrite, false,
+       false},
+      {"dot_dot", "users/alice/../bob/in", alice, DataAccess::kRead, true, false},
+      {"missing_input", "users/alice/nothing", alice, DataAccess::kRead, true, false},
+      {"prefix_is_not_a_root", "users/alicex", alice, DataAccess::kWrite, false, false},
+      {"bob_own", "users/bob/in/c.png", bob, DataAccess::kRead, true, true},
+      {"admin_any_users_root", "users/bob/in", admin, DataAccess::kRead, true, true},
+      {"admin_writes_any_users_root", "users/alice/out", admin, DataAccess::kWrite, false, true},
+      {"admin_not_outside_roots", "etc/join-token", admin, DataAccess::kRead, true, false},
+      {"admin_symlink_escape", "users/alice/escape/join-token", admin, DataAccess::kRead, true,
+       false},
+  };
+  const DataRoots roots = Roots();
+  for (const Row& row : rows) {
+    auto got = roots.Check(Path(row.path), row.who, row.access, row.must_exist, "dataset");
+    EXPECT_EQ(got.ok(), row.allowed) << row.name << ": " << got.status().ToString();
+    if (!got.ok()) {
+      EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << row.name;
+      EXPECT_EQ(got.status().field(), "dataset") << row.name;
+      EXPECT_EQ(got.status().message().find("/etc"), std::string::npos)
+          << row.name << ": the message must not say where a link points";
+    }
+  }
+}
+
+TEST_F(DataRootsTest, WithoutRootsOnlyAdminsNamePaths) {
+  const DataRoots none;
+  EXPECT_FALSE(none.configured());
+  auto admin = none.Check("/anywhere/at/all", {"admin", true}, DataAccess::kWrite, false, "output");
+  ASSERT_TRUE(admin.ok());
+  EXPECT_EQ(*admin, "/anywhere/at/all");
+  auto user =
+      none.Check(Path("users/alice/in"), {"alice", false}, DataAccess::kRead, true, "dataset");
+  EXPECT_EQ(user.status().field(), "dataset");
+  EXPECT_NE(user.status().message().find("no data roots"), std::string::npos);
+}
+
+TEST_F(DataRootsTest, UserNamesThatAreNotPathComponentsMatchNoUserRoot) {
+  const DataRoots roots = Roots();
+  for (const char* name : {"", ".", ".."}) {
+    EXPECT_FALSE(roots.Check(Path("users"), {name, false}, DataAccess::kRead, true, "dataset").ok())
+        << "\"" << name << "\"";
+  }
+}
+
+TEST(DataRootValidationTest, RootsAreAbsoluteWithWholeUserComponents) {
+  struct Case {
+    const char* path;
+    bool ok;
+  } cases[] = {
+      {"/srv/archive", true},     {"/srv/{user}", true},
+      {"/srv/{user}/data", true}, {"srv/archive", false},
+      {"/srv/../etc", false},     {"/srv/x{user}", false},
+      {"/srv/{user}x", false},    {"/srv/{user}/{user}", false},
+      {"/srv/{group}", false},    {"", false},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ValidateDataRoot({c.path, true}, "data_roots[0]").ok(), c.ok) << c.path;
+  }
+}
+
+// The admission a submission passes: entrypoint policy for users, data roots
+// for everyone.
+TEST_F(DataRootsTest, AdmissionNamesTheField) {
+  JobAdmission admission(Roots(), {{"cmd:train", {{"WANDB_*"}, {}, true}}});
+  const api::Principal alice{"alice", api::Role::kUser}, admin{"boss", api::Role::kAdmin};
+  auto spec = [&](const std::string& dataset, const std::string& output) {
+    api::JobSpec s;
+    s.name = "j";
+    s.kind = api::JobKind::kInfer;
+    s.entrypoint = "cmd:train";
+    s.dataset = dataset;
+    s.output = output;
+    s.global_batch = 1;
+    return s;
+  };
+  struct Case {
+    const char* name;
+    api::Principal who;
+    api::JobSpec spec;
+    const char* field;  // nullptr: admitted
+  } cases[] = {
+      {"own_data", alice, spec(Path("users/alice/in"), Path("users/alice/out")), nullptr},
+      {"secret_dataset", alice, spec(Path("etc/join-token"), Path("users/alice/out")), "dataset"},
+      {"others_output", alice, spec(Path("users/alice/in"), Path("users/bob/out")), "output"},
+      {"admin_others_output", admin, spec(Path("users/alice/in"), Path("users/bob/out")), nullptr},
+  };
+  for (const Case& c : cases) {
+    Status st = admission.Check(c.who, c.spec);
+    if (c.field == nullptr) {
+      EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
+    } else {
+      EXPECT_EQ(st.field(), c.field) << c.name << ": " << st.ToString();
+    }
+  }
+  api::JobSpec with_env = spec(Path("users/alice/in"), Path("users/alice/out"));
+  with_env.env = {{"WANDB_MODE", "offline"}};
+  EXPECT_TRUE(admission.Check(alice, with_env).ok());
+  with_env.env = {{"OTHER", "1"}};
+  EXPECT_EQ(admission.Check(alice, with_env).field(), "env.OTHER");
+  EXPECT_TRUE(admission.Check(admin, with_env).ok()) << "admins are not bound by env_allow";
+  with_env.entrypoint = "cmd:unlisted";
+  with_env.env = {};
+  with_env.args = {"x"};
+  EXPECT_EQ(admission.Check(alice, with_env).field(), "args[0]")
+      << "an entrypoint without a policy takes no args from users";
+}
+
+}  // namespace
+}  // namespace tessera::daemon
