@@ -20,4 +20,24 @@ NodeHealth ClassifyNode(int64_t silence_ms, const FailureDetectorOptions& o) {
   return NodeHealth::kHealthy;
 }
 
+int64_t CheckDeadAfterMs(const FailureDetectorOptions& o) {
+  return o.check_dead_after_ms > 0 ? o.check_dead_after_ms : o.heartbeat_interval_ms * 8 / 5;
+}
+
+void PeerLossChecks::Begin(const std::string& node, TimePoint now) { began_.try_emplace(node, now); }
+
+NodeHealth PeerLossChecks::Classify(const std::string& node, TimePoint seen, TimePoint now,
+                                    const FailureDetectorOptions& o) {
+  const int64_t silence_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - seen).count();
+  const NodeHealth plain = ClassifyNode(silence_ms, o);
+  auto it = began_.find(node);
+  if (it == began_.end()) return plain;
+  if (seen > it->second || plain == NodeHealth::kDead) {
+    began_.erase(it);  // it answered, or the plain timeout took over
+    return plain;
+  }
+  return silence_ms > CheckDeadAfterMs(o) ? NodeHealth::kDead : plain;
+}
+
 }  // namespace tessera::daemon

@@ -23,5 +23,45 @@ TEST(FailureDetectorTest, ClassifiesBySilence) {
   EXPECT_EQ(NodeHealthName(NodeHealth::kSuspect), "suspect");
 }
 
+TEST(FailureDetectorTest, PeerLossCheckKillsASilentNodeBeforeTheTimeout) {
+  using std::chrono::milliseconds;
+  const FailureDetectorOptions o{
+      .heartbeat_interval_ms = 1000, .suspect_after_missed = 2, .dead_after_ms = 3000};
+  ASSERT_EQ(CheckDeadAfterMs(o), 1600);
+  const PeerLossChecks::TimePoint t0{};
+  struct Row {
+    const char* what;
+    bool check;           // put under check at t0 + check_at_ms
+    int64_t check_at_ms;  // when the check began
+    int64_t seen_ms;      // last beat
+    int64_t now_ms;
+    NodeHealth want;
+    bool still_under_check;
+  };
+  const Row rows[] = {
+      {"no check: the plain timeout", false, 0, 0, 2500, NodeHealth::kSuspect, false},
+      {"under check, silent past 1.6 intervals", true, 500, 0, 1601, NodeHealth::kDead, true},
+      {"under check, not yet silent long enough", true, 500, 0, 1600, NodeHealth::kHealthy, true},
+      {"a beat after the check began ends it", true, 500, 900, 2600, NodeHealth::kHealthy, false},
+      {"the plain timeout ends the check", true, 500, 0, 3001, NodeHealth::kDead, false},
+  };
+  for (const Row& r : rows) {
+    PeerLossChecks checks;
+    if (r.check) checks.Begin("n", t0 + milliseconds(r.check_at_ms));
+    EXPECT_EQ(checks.Classify("n", t0 + milliseconds(r.seen_ms), t0 + milliseconds(r.now_ms), o),
+              r.want)
+        << r.what;
+    EXPECT_EQ(checks.UnderCheck("n"), r.still_under_check) << r.what;
+    EXPECT_FALSE(checks.UnderCheck("other")) << r.what;
+  }
+}
+
+TEST(FailureDetectorTest, CheckWindowFollowsTheIntervalUnlessSet) {
+  FailureDetectorOptions o{.heartbeat_interval_ms = 200};
+  EXPECT_EQ(CheckDeadAfterMs(o), 320);
+  o.check_dead_after_ms = 700;
+  EXPECT_EQ(CheckDeadAfterMs(o), 700);
+}
+
 }  // namespace
 }  // namespace tessera::daemon
