@@ -95,8 +95,8 @@ Result<HetJobMapping> HetJobMappingFromJson(const api::Json& j) {
                                        c.at("gres").get<std::string>()});
     }
     for (const auto& r : j.at("ranks")) {
-      m.ranks.push_back(RankPlace{r.at("component").get<int64_t>(),
-                                  r.at("node").get<std::string>(), r.at("local").get<int64_t>()});
+      m.ranks.push_back(RankPlace{r.at("component").get<int64_t>(), r.at("node").get<std::string>(),
+                                  r.at("local").get<int64_t>()});
     }
   } catch (const api::Json::exception& e) {
     return InvalidArgument(std::string("not a hetjob mapping: ") + e.what(), "mapping");

@@ -62,8 +62,7 @@ Result<HetJobMapping> MapRanks(const std::vector<RankSlot>& ranks,
                                const std::map<std::string, std::vector<std::string>>& types);
 
 // The rank of the task `local` on `node`; nullopt when there is none.
-std::optional<int64_t> RankAt(const HetJobMapping& mapping, const std::string& node,
-                              int64_t local);
+std::optional<int64_t> RankAt(const HetJobMapping& mapping, const std::string& node, int64_t local);
 
 api::Json ToJson(const HetJobMapping& mapping);
 Result<HetJobMapping> HetJobMappingFromJson(const api::Json& j);

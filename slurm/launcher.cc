@@ -54,8 +54,7 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
     auto size = ToInt(het);
     if (!size || *size != static_cast<int64_t>(attempt.mapping.components.size())) {
       return InvalidArgument("is " + het + " but the attempt has " +
-                                 std::to_string(attempt.mapping.components.size()) +
-                                 " components",
+                                 std::to_string(attempt.mapping.components.size()) + " components",
                              "SLURM_HET_SIZE");
     }
   }

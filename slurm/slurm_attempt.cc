@@ -142,8 +142,9 @@ HetJobRequest BuildHetJobRequest(const SlurmAttempt& attempt, const std::string&
     jc.environment = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}};
     r.components.push_back(std::move(jc));
     if (i > 0) script << " :";
-    script << " --het-group=" << i << " -n "
-           << static_cast<int64_t>(c.nodes.size()) * c.tasks_per_node
+    // srun refuses --het-group in a job that is not heterogeneous.
+    if (attempt.mapping.components.size() > 1) script << " --het-group=" << i;
+    script << " -n " << static_cast<int64_t>(c.nodes.size()) * c.tasks_per_node
            << " --ntasks-per-node=" << c.tasks_per_node << " -m block " << Quote(launcher) << " "
            << Quote(attempt_file);
   }

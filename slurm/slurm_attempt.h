@@ -6,6 +6,7 @@
 // the folder every node sees, then submits a batch job named
 // "tessera-<job>-<attempt>" whose script runs one heterogeneous step:
 //   srun --het-group=0 -n N0 --ntasks-per-node=K0 LAUNCHER attempt.json : --het-group=1 ...
+// (an attempt of one component is an ordinary job: no --het-group)
 // Each task runs tessera-slurm-launch (slurm/launcher.h), which finds its rank
 // and runs the rank's command. Per-rank files (progress, log, pid, exit) are
 // agent::RankPathsFor(rank_root, key), the agent's layout, so the pool reads

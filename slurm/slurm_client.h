@@ -27,8 +27,8 @@ namespace tessera::slurm {
 
 struct SlurmNode {
   std::string name;
-  std::string address;                  // NodeAddr (what peers connect to)
-  std::string state;                    // lower case: "idle", "mixed", "allocated", "down", ...
+  std::string address;                   // NodeAddr (what peers connect to)
+  std::string state;                     // lower case: "idle", "mixed", "allocated", "down", ...
   std::vector<std::string> state_flags;  // upper case: "DRAIN", "NOT_RESPONDING", ...
   std::vector<std::string> partitions;
   std::string gres;  // e.g. "gpu:a100:2(S:0-1),gpu:t4:1"
@@ -46,10 +46,10 @@ struct JobComponent {
 };
 
 struct HetJobRequest {
-  std::string name;           // job name (every component gets it)
-  std::string script;         // the batch script, "#!/bin/sh\n..."
-  std::string working_dir;    // current_working_directory
-  std::string standard_output;  // path; %j is the job id
+  std::string name;                      // job name (every component gets it)
+  std::string script;                    // the batch script, "#!/bin/sh\n..."
+  std::string working_dir;               // current_working_directory
+  std::string standard_output;           // path; %j is the job id
   std::vector<JobComponent> components;  // at least one
 };
 

@@ -28,26 +28,24 @@ Result<GpuType> ReadGpuType(const YAML::Node& node, const std::string& prefix) {
   if (!node.IsMap()) return InvalidArgument("must be a mapping", prefix);
   GpuType t;
   bool have_memory = false;
-  bool have_speed = false;
+  bool have_tflops = false;
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     const std::string field = prefix + "." + key;
     if (key == "memory") {
-      auto bytes =
-          kv.second.IsScalar() ? agent::ParseByteSize(kv.second.Scalar()) : std::nullopt;
+      auto bytes = kv.second.IsScalar() ? agent::ParseByteSize(kv.second.Scalar()) : std::nullopt;
       if (!bytes || *bytes <= 0) return InvalidArgument("must be a byte size like 16GiB", field);
       t.memory_bytes = *bytes;
       have_memory = true;
     } else if (key == "tflops") {
       TESSERA_ASSIGN_OR_RETURN(t.tflops, ReadDouble(kv.second, field));
       if (t.tflops <= 0) return InvalidArgument("must be positive", field);
-      have_speed = true;
+      have_tflops = true;
     } else if (key == "relative_speed") {
       TESSERA_ASSIGN_OR_RETURN(t.relative_speed, ReadDouble(kv.second, field));
       if (t.relative_speed <= 0 || t.relative_speed > 1000) {
         return InvalidArgument("must be in (0, 1000]", field);
       }
-      have_speed = true;
     } else if (key == "emulated") {
       try {
         t.emulated = kv.second.as<bool>();
@@ -60,7 +58,9 @@ Result<GpuType> ReadGpuType(const YAML::Node& node, const std::string& prefix) {
     }
   }
   if (!have_memory) return InvalidArgument("is required", prefix + ".memory");
-  if (!have_speed) return InvalidArgument("tflops or relative_speed is required", prefix);
+  // The planner sizes each GPU's share by it (an agent measures it; Slurm
+  // nodes have none, so the admin declares it).
+  if (!have_tflops) return InvalidArgument("is required", prefix + ".tflops");
   return t;
 }
 

@@ -13,7 +13,9 @@
 //     gpu_types:                          # per GRES type: what the planner needs
 //       a100: {tflops: 19.5, memory: 80GiB}
 //       t4: {tflops: 8.1, memory: 16GiB}
-//       # testbed only: {relative_speed: 0.5, memory: 1GiB, emulated: true}
+//       # testbed only: {tflops: 0.05, relative_speed: 0.5, memory: 1GiB, emulated: true}
+//   tflops (fp32, per GPU) and memory are required: the planner sizes each GPU's
+//   share by them (an agent measures its GPUs; Slurm nodes run no agent).
 //
 // Thread safety: plain value and functions.
 #ifndef TESSERA_SLURM_SLURM_CONFIG_H_

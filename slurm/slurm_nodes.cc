@@ -52,8 +52,9 @@ bool SlurmNodeUp(const SlurmNode& node) {
   bool up = false;
   for (const char* s : kUp) up = up || node.state == s;
   if (!up) return false;
-  static const char* kBadFlags[] = {"DRAIN",      "NOT_RESPONDING", "FAIL",          "MAINTENANCE",
-                                    "POWERED_DOWN", "POWER_DOWN",   "POWERING_DOWN", "REBOOT_ISSUED"};
+  static const char* kBadFlags[] = {"DRAIN",         "NOT_RESPONDING", "FAIL",
+                                    "MAINTENANCE",   "POWERED_DOWN",   "POWER_DOWN",
+                                    "POWERING_DOWN", "REBOOT_ISSUED"};
   for (const std::string& f : node.state_flags) {
     for (const char* bad : kBadFlags) {
       if (f == bad) return false;

@@ -20,7 +20,7 @@ namespace tessera::slurm {
 
 // What the admin declares for one GPU type (the GRES type, e.g. "a100").
 struct GpuType {
-  double tflops = 0;            // dense fp32 matmul throughput of one GPU (real GPUs)
+  double tflops = 0;            // dense fp32 matmul throughput of one GPU
   double relative_speed = 1.0;  // emulated GPUs: the declared speed (<= 1 per host core)
   int64_t memory_bytes = 0;     // per GPU
   // Testbed only: the GPUs are emulated (the rank computes on the CPU at the

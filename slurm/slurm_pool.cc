@@ -199,9 +199,10 @@ Status SlurmPool::PollOnce() {
     api::HeartbeatRequest hb = HeartbeatFor(n, *gpus, options_.gpu_types, &unknown);
     for (const std::string& t : unknown) {
       if (warned_.insert(n.name + "/" + t).second) {
-        spdlog::warn("slurm: node {}: GPU type \"{}\" is not configured (slurm.gpu_types); "
-                     "its GPUs are not used",
-                     n.name, t);
+        spdlog::warn(
+            "slurm: node {}: GPU type \"{}\" is not configured (slurm.gpu_types); "
+            "its GPUs are not used",
+            n.name, t);
       }
     }
     hb.workers = StatusesOn(n.name, slurm);

@@ -108,7 +108,7 @@ class SlurmPool {
   std::set<std::string> warned_;
 
   mutable std::mutex mu_;
-  std::map<std::string, bool> up_;  // guarded by mu_
+  std::map<std::string, bool> up_;                                // guarded by mu_
   std::optional<std::chrono::steady_clock::time_point> last_ok_;  // guarded by mu_
 
   std::mutex run_mu_;

@@ -44,9 +44,9 @@ std::string Upper(std::string s) {
 }  // namespace
 
 bool IsTerminalJobState(const std::string& state) {
-  static const char* kLive[] = {"PENDING",    "RUNNING",   "SUSPENDED", "COMPLETING",
-                                "CONFIGURING", "REQUEUED", "RESIZING",  "SIGNALING",
-                                "STAGE_OUT",  "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"};
+  static const char* kLive[] = {"PENDING",     "RUNNING",      "SUSPENDED",   "COMPLETING",
+                                "CONFIGURING", "REQUEUED",     "RESIZING",    "SIGNALING",
+                                "STAGE_OUT",   "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"};
   for (const char* s : kLive) {
     if (state == s) return false;
   }
@@ -108,6 +108,9 @@ api::Json SubmitBody(const HetJobRequest& request) {
     }
     jobs.push_back(std::move(job));
   }
+  // One component is an ordinary job: a "jobs" list, even of one, makes a
+  // heterogeneous job, whose srun steps then need --het-group.
+  if (jobs.size() == 1) return api::Json{{"script", request.script}, {"job", jobs[0]}};
   return api::Json{{"script", request.script}, {"jobs", jobs}};
 }
 
@@ -184,8 +187,8 @@ Result<api::Json> SlurmRestClient::Call(const std::string& method, const std::st
   if (token.rfind("SLURM_JWT=", 0) == 0) token = token.substr(10);
   std::lock_guard lock(mu_);
   if (!http_) {
-    http_ = std::make_unique<api::HttpClient>(endpoint_.host, endpoint_.port,
-                                              std::chrono::seconds(10));
+    http_ =
+        std::make_unique<api::HttpClient>(endpoint_.host, endpoint_.port, std::chrono::seconds(10));
   }
   http_->SetHeader("X-SLURM-USER-NAME", user_);
   http_->SetHeader("X-SLURM-USER-TOKEN", token);

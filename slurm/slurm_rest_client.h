@@ -32,8 +32,10 @@ struct RestEndpoint {
 // "http://host:port" (no path, no TLS: slurmrestd speaks plain HTTP).
 Result<RestEndpoint> ParseRestUrl(const std::string& url);
 
-// The body of POST /job/submit. Every component carries the job's name; the
-// first also carries the script's working folder and output file.
+// The body of POST /job/submit: {"script", "jobs": [one per component]}, or
+// {"script", "job"} for a single component (an ordinary, not heterogeneous,
+// job). Every component carries the job's name; the first also carries the
+// script's working folder and output file.
 api::Json SubmitBody(const HetJobRequest& request);
 // Parsers of slurmrestd's answers; kInternal when the shape is not Slurm's.
 Result<std::vector<SlurmNode>> NodesFromJson(const api::Json& j);

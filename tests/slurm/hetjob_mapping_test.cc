@@ -8,12 +8,8 @@ namespace {
 
 // Nodes of the tables: GPU type per device index.
 const std::map<std::string, std::vector<std::string>> kTypes = {
-    {"fa", {"a100", "a100"}},
-    {"fb", {"t4"}},
-    {"fc", {"a100", "a100"}},
-    {"fd", {"t4", "t4"}},
-    {"fe", {"a100", "t4"}},
-    {"cpu", {}},
+    {"fa", {"a100", "a100"}}, {"fb", {"t4"}},         {"fc", {"a100", "a100"}},
+    {"fd", {"t4", "t4"}},     {"fe", {"a100", "t4"}}, {"cpu", {}},
 };
 
 struct Case {

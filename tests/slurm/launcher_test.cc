@@ -88,12 +88,9 @@ TEST(LauncherTest, EachTaskFindsItsRankAndTheAgentsEnvironment) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.node + "/" + c.localid);
-    std::map<std::string, std::string> slurm = {{"SLURMD_NODENAME", c.node},
-                                                {"SLURM_LOCALID", c.localid},
-                                                {"SLURM_HET_SIZE", "2"},
-                                                {"SLURM_JOB_ID", "55"},
-                                                {"CUDA_VISIBLE_DEVICES", "0"},
-                                                {"UNRELATED", "x"}};
+    std::map<std::string, std::string> slurm = {
+        {"SLURMD_NODENAME", c.node}, {"SLURM_LOCALID", c.localid},  {"SLURM_HET_SIZE", "2"},
+        {"SLURM_JOB_ID", "55"},      {"CUDA_VISIBLE_DEVICES", "0"}, {"UNRELATED", "x"}};
     auto t = PrepareTask(*back, slurm, {{"PATH", "/usr/bin:/bin"}});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     EXPECT_EQ(t->rank, c.rank);
@@ -121,9 +118,9 @@ TEST(LauncherTest, EachTaskFindsItsRankAndTheAgentsEnvironment) {
 
 TEST(LauncherTest, RealGpusKeepSlurmsBinding) {
   SlurmAttempt attempt = MakeAttempt("/shared/slurm", {"/bin/true"}, /*real=*/true);
-  auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fa"}, {"SLURM_LOCALID", "1"},
-                                 {"CUDA_VISIBLE_DEVICES", "4,5"}},
-                       {});
+  auto t = PrepareTask(
+      attempt, {{"SLURMD_NODENAME", "fa"}, {"SLURM_LOCALID", "1"}, {"CUDA_VISIBLE_DEVICES", "4,5"}},
+      {});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->env.at("CUDA_VISIBLE_DEVICES"), "4,5");
   EXPECT_EQ(t->env.at("TESSERA_DEVICE"), "cuda:1");
@@ -170,10 +167,11 @@ class LauncherRunTest : public ::testing::Test {
 };
 
 TEST_F(LauncherRunTest, RunsTheRankAndRecordsItsExit) {
-  SlurmAttempt attempt = MakeAttempt(
-      root_.string(),
-      {"/bin/sh", "-c", "echo \"rank $RANK on $SLURMD_NODENAME\"; test -f \"$TESSERA_PLAN\"; exit 3"},
-      false);
+  SlurmAttempt attempt =
+      MakeAttempt(root_.string(),
+                  {"/bin/sh", "-c",
+                   "echo \"rank $RANK on $SLURMD_NODENAME\"; test -f \"$TESSERA_PLAN\"; exit 3"},
+                  false);
   auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fa"}, {"SLURM_LOCALID", "1"}},
                        {{"PATH", "/usr/bin:/bin"}});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -189,10 +187,11 @@ TEST_F(LauncherRunTest, RunsTheRankAndRecordsItsExit) {
 
 // The real binary, as srun runs it: Slurm's cancel (SIGTERM) reaches the rank.
 TEST_F(LauncherRunTest, BinaryForwardsSlurmsSignalToTheRank) {
-  SlurmAttempt attempt = MakeAttempt(
-      root_.string(),
-      {"/bin/sh", "-c", "trap 'echo got TERM; exit 143' TERM; echo ready; while :; do sleep 0.05; done"},
-      false);
+  SlurmAttempt attempt =
+      MakeAttempt(root_.string(),
+                  {"/bin/sh", "-c",
+                   "trap 'echo got TERM; exit 143' TERM; echo ready; while :; do sleep 0.05; done"},
+                  false);
   fs::create_directories(root_);
   const fs::path file = root_ / "attempt.json";
   std::ofstream(file) << ToJson(attempt).dump();

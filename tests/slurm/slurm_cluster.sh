@@ -10,6 +10,7 @@
 # Needs root (mknod, the service users munge and slurm). Everything lives in
 # DIR; every daemon's pid is in DIR/*.pid, so stop ends exactly those.
 set -euo pipefail
+trap 'echo "slurm_cluster.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 
 cmd=$1
 dir=$2
@@ -71,7 +72,11 @@ runuser -u munge -- /usr/sbin/munged --force \
   --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
   --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
   --seed-file="$dir/munge/munged.seed"
-for _ in $(seq 1 100); do [ -S "$dir/munge/munge.sock" ] && break; sleep 0.05; done
+# Generous waits: a loaded 2-core host starts daemons slowly.
+for _ in $(seq 1 400); do
+  [ -S "$dir/munge/munge.sock" ] && [ -s "$dir/munge/munged.pid" ] && break
+  sleep 0.05
+done
 cp "$dir/munge/munged.pid" "$dir/munged.pid"
 chmod 755 "$dir/munge"  # clients must reach the socket
 
@@ -102,7 +107,7 @@ SelectTypeParameters=CR_Core
 GresTypes=gpu
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1
-ReturnToService=2
+ReturnToService=1
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
@@ -127,11 +132,16 @@ export SLURM_CONF="$dir/slurm.conf"
 /usr/sbin/slurmd -N fb
 
 # Both nodes idle.
-for _ in $(seq 1 200); do
-  states=$(sinfo -h -N -o "%N %T" 2>/dev/null | sort -u | tr '\n' ' ')
+states=""
+for _ in $(seq 1 400); do
+  states=$(sinfo -h -N -o "%N %T" 2>/dev/null | sort -u | tr '\n' ' ' || true)
   if [[ "$states" == *"fa idle"* && "$states" == *"fb idle"* ]]; then break; fi
   sleep 0.1
 done
+if [[ "$states" != *"fa idle"* || "$states" != *"fb idle"* ]]; then
+  echo "nodes not idle after 40 s: $states" >&2
+  exit 1
+fi
 
 # slurmrestd refuses root and SlurmUser: it runs as the "slurm" service user.
 token=$(scontrol token username=root lifespan=86400 | sed 's/^SLURM_JWT=//')
@@ -141,7 +151,7 @@ runuser -u slurm -- env SLURM_CONF="$dir/slurm.conf" SLURM_JWT=daemon \
   /usr/sbin/slurmrestd -s openapi/v0.0.38 -a rest_auth/jwt "127.0.0.1:$rest_port" \
   > "$dir/log/slurmrestd.log" 2>&1 &
 echo $! > "$dir/slurmrestd.pid"
-for _ in $(seq 1 200); do
+for _ in $(seq 1 400); do
   if curl -sf -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $token" \
       "http://127.0.0.1:$rest_port/slurm/v0.0.38/ping" >/dev/null 2>&1; then
     echo ready

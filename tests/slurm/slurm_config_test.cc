@@ -16,7 +16,7 @@ slurm:
   poll_interval_ms: 250
   gpu_types:
     a100: {tflops: 19.5, memory: 80GiB}
-    t4: {relative_speed: 0.5, memory: 1GiB, emulated: true}
+    t4: {tflops: 0.05, relative_speed: 0.5, memory: 1GiB, emulated: true}
 )yaml";
 
 TEST(SlurmConfigTest, ReadsTheBlock) {
@@ -61,10 +61,11 @@ TEST(SlurmConfigTest, NamesTheBadField) {
        "slurm.token_file"},
       {"slurm:\n  url: http://h:1\n  user: u\n  token_file: /t\n", "slurm.gpu_types"},
       {"slurm:\n  gpu_types: {a100: {tflops: 1}}\n", "slurm.gpu_types.a100.memory"},
-      {"slurm:\n  gpu_types: {a100: {tflops: -1, memory: 1GiB}}\n",
-       "slurm.gpu_types.a100.tflops"},
+      {"slurm:\n  gpu_types: {a100: {tflops: -1, memory: 1GiB}}\n", "slurm.gpu_types.a100.tflops"},
       {"slurm:\n  gpu_types: {a100: {memory: lots}}\n", "slurm.gpu_types.a100.memory"},
-      {"slurm:\n  gpu_types: {a100: {memory: 1GiB}}\n", "slurm.gpu_types.a100"},
+      {"slurm:\n  gpu_types: {a100: {memory: 1GiB}}\n", "slurm.gpu_types.a100.tflops"},
+      {"slurm:\n  gpu_types: {a100: {memory: 1GiB, relative_speed: 0.5}}\n",
+       "slurm.gpu_types.a100.tflops"},
       {"slurm:\n  gpu_types: {a100: {memory: 1GiB, tflops: 1, colour: red}}\n",
        "slurm.gpu_types.a100.colour"},
       {base + "  poll_interval_ms: 1\n", "slurm.poll_interval_ms"},

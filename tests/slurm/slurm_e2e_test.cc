@@ -91,8 +91,8 @@ class SlurmE2ETest : public ::testing::Test {
     const int base = FreePortBlock();
     ASSERT_GT(base, 0) << "no free ports";
     rest_port_ = base + 3;
-    std::string start = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) +
-                        " start " + slurm_dir_.string() + " " + std::to_string(base) + " " +
+    std::string start = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) + " start " +
+                        slurm_dir_.string() + " " + std::to_string(base) + " " +
                         std::to_string(rest_port_) + " > " + (slurm_dir_ / "start.log").string() +
                         " 2>&1";
     started_ = true;
@@ -100,11 +100,13 @@ class SlurmE2ETest : public ::testing::Test {
     int rc = std::system(start.c_str());
     ASSERT_EQ(rc, 0) << "the Slurm cluster did not start:\n"
                      << ReadFile(slurm_dir_ / "start.log")
-                     << ReadFile(slurm_dir_ / "log/slurmctld.log");
+                     << "munged: " << ReadFile(slurm_dir_ / "munge/munged.log")
+                     << "slurmctld: " << ReadFile(slurm_dir_ / "log/slurmctld.log")
+                     << "slurmd fa: " << ReadFile(slurm_dir_ / "log/slurmd-fa.log");
     std::cout << "slurm cluster up in " << Seconds(Steady::now() - t0) << " s\n";
 
-    cluster_ = std::make_unique<Cluster>(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    cluster_ =
+        std::make_unique<Cluster>(::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::ostringstream config;
     config << "slurm:\n"
            << "  url: http://127.0.0.1:" << rest_port_ << "\n"
@@ -114,8 +116,8 @@ class SlurmE2ETest : public ::testing::Test {
            << "  launcher: " << TESSERA_SLURM_LAUNCHER << "\n"
            << "  poll_interval_ms: 200\n"
            << "  gpu_types:\n"
-           << "    a100: {relative_speed: 0.5, memory: 1GiB, emulated: true}\n"
-           << "    t4: {relative_speed: 0.25, memory: 1GiB, emulated: true}\n";
+           << "    a100: {tflops: 0.1, relative_speed: 0.5, memory: 1GiB, emulated: true}\n"
+           << "    t4: {tflops: 0.05, relative_speed: 0.25, memory: 1GiB, emulated: true}\n";
     cluster_->StartController(config.str());
     ASSERT_TRUE(WaitFor([&] { return cluster_->HealthyNodes() == 2; }, 30s))
         << cluster_->controller()->Log();
@@ -130,7 +132,8 @@ class SlurmE2ETest : public ::testing::Test {
 
   void TearDown() override {
     if (cluster_ && HasFailure()) {
-      std::cout << "---- tesserad log ----\n" << cluster_->controller()->Log() << "\n";
+      std::cout << "---- tesserad log ----\n"
+                << ReadFile(cluster_->dir() / "tesserad-0.log") << "\n";
     }
     cluster_.reset();  // tesserad first: it would cancel nothing, Slurm stops its jobs below
     if (started_) {
@@ -139,8 +142,8 @@ class SlurmE2ETest : public ::testing::Test {
         std::string log = ReadFile(slurm_dir_ / "log/slurmctld.log");
         std::cout << log.substr(log.size() > 4000 ? log.size() - 4000 : 0) << "\n";
       }
-      std::string stop = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) +
-                         " stop " + slurm_dir_.string() + " > /dev/null 2>&1";
+      std::string stop = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) + " stop " +
+                         slurm_dir_.string() + " > /dev/null 2>&1";
       EXPECT_EQ(std::system(stop.c_str()), 0);
       std::error_code ec;
       fs::remove_all(slurm_dir_, ec);
@@ -192,9 +195,14 @@ TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"];
 
-  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 60s))
-      << cluster_->JobState(id) << "\n"
-      << ReadFile(slurm_dir_ / "log/slurmctld.log");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string state = cluster_->JobState(id);
+        return state == "running" || state == "failed";
+      },
+      60s));
+  ASSERT_EQ(cluster_->JobState(id), "running") << Job(id).dump() << "\n"
+                                               << ReadFile(slurm_dir_ / "log/slurmctld.log");
   const double to_running = Seconds(Steady::now() - submitted);
   EXPECT_EQ(cluster_->PlannedNodes(id), (std::set<std::string>{"fa", "fb"}));
 
@@ -216,12 +224,14 @@ TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
   ASSERT_TRUE(WaitFor(
       [&] {
         api::Json j = Job(id);
-        return j.value("attempt", 0) >= 2 && j.value("state", "") == "running";
+        return (j.value("attempt", 0) >= 2 && j.value("state", "") == "running") ||
+               j.value("state", "") == "failed";
       },
       60s))
       << Job(id).dump() << "\n"
       << cluster_->controller()->Log();
   const double to_running_again = Seconds(Steady::now() - down);
+  ASSERT_EQ(Job(id).value("state", ""), "running") << Job(id).dump();
   EXPECT_EQ(cluster_->PlannedNodes(id), (std::set<std::string>{"fa"}));
 
   ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "succeeded"; }, 60s))
@@ -229,20 +239,21 @@ TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
       << cluster_->controller()->Log();
   bool lost = false;
   for (const auto& e : cluster_->Events(id)) {
-    lost = lost || (e.to_state == "recovering" && e.reason.find("node fb lost") != std::string::npos);
+    lost =
+        lost || (e.to_state == "recovering" && e.reason.find("node fb lost") != std::string::npos);
   }
   EXPECT_TRUE(lost);
   // Attempt 2 ran on fa's two GPUs and resumed from the checkpoint.
   std::string trace = ReadFile(CheckpointDir(id) / "trace");
-  EXPECT_NE(trace.find("1 2 3 start 0\n"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("1 2 3 start "), std::string::npos) << trace;  // attempt 1: 3 ranks
   EXPECT_NE(trace.find("2 0 2 start "), std::string::npos) << trace;
   EXPECT_EQ(trace.find("2 0 2 start 0\n"), std::string::npos) << "attempt 2 started over\n"
                                                               << trace;
   EXPECT_NE(trace.find("2 0 2 done 50\n"), std::string::npos) << trace;
 
   // Figures for the README (measured on this host, printed with the test).
-  std::cout << "submit -> running: " << to_running << " s; node down -> running again: "
-            << to_running_again << " s\n";
+  std::cout << "submit -> running: " << to_running
+            << " s; node down -> running again: " << to_running_again << " s\n";
   RecordProperty("submit_to_running_s", std::to_string(to_running));
   RecordProperty("node_down_to_running_s", std::to_string(to_running_again));
 }

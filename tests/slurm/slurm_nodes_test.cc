@@ -40,12 +40,18 @@ TEST(SlurmNodesTest, UpFollowsSlurmState) {
     bool up;
   };
   const Case cases[] = {
-      {"idle", {}, true},          {"mixed", {}, true},
-      {"allocated", {}, true},     {"completing", {}, true},
-      {"down", {}, false},         {"unknown", {}, false},
-      {"future", {}, false},       {"idle", {"DRAIN"}, false},
-      {"allocated", {"DRAIN"}, false}, {"idle", {"NOT_RESPONDING"}, false},
-      {"idle", {"POWERED_DOWN"}, false}, {"mixed", {"RESERVED"}, true},
+      {"idle", {}, true},
+      {"mixed", {}, true},
+      {"allocated", {}, true},
+      {"completing", {}, true},
+      {"down", {}, false},
+      {"unknown", {}, false},
+      {"future", {}, false},
+      {"idle", {"DRAIN"}, false},
+      {"allocated", {"DRAIN"}, false},
+      {"idle", {"NOT_RESPONDING"}, false},
+      {"idle", {"POWERED_DOWN"}, false},
+      {"mixed", {"RESERVED"}, true},
   };
   for (const Case& c : cases) {
     SlurmNode n;

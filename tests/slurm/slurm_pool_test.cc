@@ -144,8 +144,7 @@ TEST_F(SlurmPoolTest, AnAttemptBecomesOneHetjobSubmittedOnce) {
   EXPECT_EQ(r.components[1].nodelist, std::vector<std::string>{"fb"});
   EXPECT_EQ(r.components[1].gres, "gpu:t4:1");
   const std::string file = (root_ / "jobs/7/1/attempt.json").string();
-  EXPECT_NE(r.script.find("--het-group=0 -n 2 --ntasks-per-node=2"), std::string::npos)
-      << r.script;
+  EXPECT_NE(r.script.find("--het-group=0 -n 2 --ntasks-per-node=2"), std::string::npos) << r.script;
   EXPECT_NE(r.script.find(" : --het-group=1 -n 1"), std::string::npos) << r.script;
   EXPECT_NE(r.script.find("'/opt/tessera/bin/tessera-slurm-launch' '" + file + "'"),
             std::string::npos)
@@ -238,6 +237,10 @@ TEST_F(SlurmPoolTest, AnAttemptNoLongerDesiredIsCancelledInSlurm) {
   ASSERT_EQ(slurm_.submitted().size(), 2u);
   EXPECT_EQ(slurm_.submitted()[1].name, "tessera-7-2");
   EXPECT_EQ(slurm_.submitted()[1].components.size(), 1u);
+  // An ordinary job: srun refuses --het-group there.
+  EXPECT_EQ(slurm_.submitted()[1].script.find("--het-group"), std::string::npos)
+      << slurm_.submitted()[1].script;
+  EXPECT_NE(slurm_.submitted()[1].script.find("-n 2 --ntasks-per-node=2"), std::string::npos);
 }
 
 TEST_F(SlurmPoolTest, SlurmFaultsAreReportedAndRetried) {

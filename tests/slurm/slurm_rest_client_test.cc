@@ -63,8 +63,8 @@ TEST(SlurmRestClientTest, ParsesNodesAndJobs) {
 }
 
 TEST(SlurmRestClientTest, TerminalStates) {
-  for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT",
-                        "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}) {
+  for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY",
+                        "PREEMPTED", "BOOT_FAIL", "DEADLINE"}) {
     EXPECT_TRUE(IsTerminalJobState(s)) << s;
   }
   for (const char* s : {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"}) {
@@ -100,6 +100,12 @@ TEST(SlurmRestClientTest, SubmitBodyHasOneEntryPerComponent) {
   EXPECT_EQ(b["tasks"], 1);
   EXPECT_FALSE(b.contains("standard_output"));
   EXPECT_FALSE(b["environment"].empty());  // slurmrestd refuses a component without one
+
+  // One component: an ordinary job ("jobs" would make it heterogeneous).
+  r.components.resize(1);
+  body = SubmitBody(r);
+  EXPECT_FALSE(body.contains("jobs"));
+  EXPECT_EQ(body["job"]["nodelist"], "fa,fc");
 }
 
 TEST(SlurmRestClientTest, ParsesUrl) {
@@ -117,8 +123,8 @@ TEST(SlurmRestClientTest, ParsesUrl) {
 class FakeRestd {
  public:
   FakeRestd() {
-    server_ = std::make_unique<api::HttpServer>(api::HttpServerOptions{},
-                                                [this](const api::Request& r) { return Handle(r); });
+    server_ = std::make_unique<api::HttpServer>(
+        api::HttpServerOptions{}, [this](const api::Request& r) { return Handle(r); });
     EXPECT_TRUE(server_->Start().ok());
   }
   uint16_t port() const { return server_->port(); }
@@ -145,7 +151,7 @@ class FakeRestd {
       resp.body = kJobs;
     } else if (r.method == "POST" && r.target == "/slurm/v0.0.38/job/submit") {
       api::Json body = api::Json::parse(r.body, nullptr, false);
-      if (body.is_discarded() || !body.contains("jobs")) {
+      if (body.is_discarded() || !(body.contains("jobs") || body.contains("job"))) {
         resp.status = 500;
         resp.body = R"({"errors": [{"error": "Invalid job description", "error_number": 9001}]})";
       } else {
@@ -155,7 +161,8 @@ class FakeRestd {
       resp.body = R"({"errors": []})";
     } else if (r.method == "DELETE") {
       resp.status = 500;
-      resp.body = R"({"errors": [{"description": "unable to kill JobId=9 with signal 9: Invalid job id specified", "error_number": 2017}]})";
+      resp.body =
+          R"({"errors": [{"description": "unable to kill JobId=9 with signal 9: Invalid job id specified", "error_number": 2017}]})";
     } else {
       resp.status = 404;
       resp.body = R"({"errors": [{"error": "Unable find requested URL"}]})";
@@ -212,7 +219,7 @@ TEST_F(SlurmRestClientHttpTest, TalksToSlurmrestdWithTheToken) {
     EXPECT_EQ(r.Header("x-slurm-user-token"), "tok-1");
   }
   api::Json submitted = api::Json::parse(seen[2].body);
-  EXPECT_EQ(submitted["jobs"][0]["nodelist"], "fa");
+  EXPECT_EQ(submitted["job"]["nodelist"], "fa");
 }
 
 TEST_F(SlurmRestClientHttpTest, TokenFileIsReadOnEveryCall) {
@@ -232,7 +239,8 @@ TEST(SlurmRestClientNoServerTest, UnreachableIsUnavailable) {
   // A port nothing listens on: bind one, remember it, close it.
   uint16_t port = 0;
   {
-    api::HttpServer s(api::HttpServerOptions{}, [](const api::Request&) { return api::Response{}; });
+    api::HttpServer s(api::HttpServerOptions{},
+                      [](const api::Request&) { return api::Response{}; });
     ASSERT_TRUE(s.Start().ok());
     port = s.port();
   }
