@@ -166,20 +166,27 @@ void JobController::Shutdown() {
 }
 
 Status JobController::Tick() {
-  std::unique_lock lock(mu_);
-  const uint64_t before = generation_;
+  std::vector<api::Node> nodes;
+  std::set<std::string> held;
+  bool changed = false;
   Status st = [&]() -> Status {
-    TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-    std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
-    WarnAboutEmulationLocked(nodes);
-    TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
-    TESSERA_RETURN_IF_ERROR(RetryRecoveringLocked(health));
-    return PlaceQueuedLocked(nodes);
+    std::lock_guard lock(mu_);
+    const uint64_t before = generation_;
+    Status checked = [&]() -> Status {
+      TESSERA_ASSIGN_OR_RETURN(nodes, store_->ListNodes());
+      std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
+      WarnAboutEmulationLocked(nodes);
+      TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
+      return RetryRecoveringLocked(health);
+    }();
+    held = BusyDevicesLocked();
+    changed = generation_ != before;
+    return checked;
   }();
-  const bool changed = generation_ != before;
-  lock.unlock();
   if (changed) polls_.Notify();  // answer parked heartbeats whose set changed
-  return st;
+  if (!st.ok()) return st;
+  // Planning happens outside the lock: heartbeats are answered meanwhile.
+  return PlaceQueued(nodes, held);
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
@@ -408,9 +415,44 @@ void JobController::WarnAboutEmulationLocked(const std::vector<api::Node>& nodes
   emulation_warnings_ = std::move(warnings);
 }
 
-Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
+Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
+                                                     const std::vector<api::Node>& nodes,
+                                                     const std::set<std::string>& busy) {
+  uint64_t key = inventory_key_;
+  for (const std::string& d : busy) key = key * 1099511628211ull ^ std::hash<std::string>{}(d);
+  std::vector<CachedPlan>& cached = plan_cache_[job.id];
+  for (const CachedPlan& c : cached) {
+    if (c.cluster_key == key) return c.plans;
+  }
+  ++plans_made_;
+  Result<scheduler::PlanSet> plans =
+      PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
+  // A profile still being measured (or any passing failure) is asked again.
+  const bool lasting = plans.ok() || plans.status().code() == StatusCode::kFailedPrecondition ||
+                       plans.status().code() == StatusCode::kNotFound ||
+                       plans.status().code() == StatusCode::kInvalidArgument;
+  if (lasting) {
+    constexpr size_t kPerJob = 4;  // the queue pass asks a job about a few cluster states
+    if (cached.size() >= kPerJob) cached.erase(cached.begin());
+    cached.push_back(CachedPlan{key, plans});
+  }
+  return plans;
+}
+
+Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
+                                  const std::set<std::string>& held) {
+  // The cluster as the planner sees it, minus heartbeat times: a change
+  // here (a node's devices, links or health) re-plans every job.
+  {
+    uint64_t key = 14695981039346656037ull;
+    for (const api::Node& n : nodes) {
+      api::Json j = api::ToJson(n);
+      j.erase("last_heartbeat_ms");
+      key = key * 1099511628211ull ^ std::hash<std::string>{}(j.dump());
+    }
+    inventory_key_ = key;
+  }
   // Nothing can be placed without a free device: skip reading the queue.
-  const std::set<std::string> held = BusyDevicesLocked();
   bool any_free = false;
   for (const api::Node& n : nodes) {
     if (n.health != "healthy") continue;
@@ -420,20 +462,27 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
   }
   if (!any_free) return Status::Ok();
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  // Forget the plans of jobs that left the queue.
+  for (auto it = plan_cache_.begin(); it != plan_cache_.end();) {
+    bool queued = std::any_of(pending.begin(), pending.end(),
+                              [&](const api::Job& j) { return j.id == it->first; });
+    it = queued ? std::next(it) : plan_cache_.erase(it);
+  }
   if (pending.empty()) return Status::Ok();
   std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
     if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
     return a.id < b.id;
   });
 
-  std::optional<api::Job> head;      // first job that must wait for busy devices
-  std::set<std::string> backfilled;  // devices taken by jobs placed behind the head
+  std::set<std::string> busy = held;  // grows with this pass's placements
+  std::optional<api::Job> head;       // first job that must wait for busy devices
+  std::set<std::string> backfilled;   // devices taken by jobs placed behind the head
   for (const api::Job& job : pending) {
-    std::set<std::string> busy = BusyDevicesLocked();
-    auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
+    auto plans = PlanCached(job, nodes, busy);
     if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
                         plans.status().code() == StatusCode::kInvalidArgument)) {
       // Not a matter of waiting: the job can never be planned.
+      std::lock_guard lock(mu_);
       auto failed = StepLocked(job, JobEvent::kFail, "cannot plan: " + plans.status().message());
       if (!failed.ok()) return failed.status();
       continue;
@@ -442,24 +491,30 @@ Status JobController::PlaceQueuedLocked(const std::vector<api::Node>& nodes) {
       std::string why = plans.ok() ? "no plan" : plans.status().message();
       SetWaiting(job.id, why);
       // Only a job that would fit on the idle cluster blocks the jobs behind it.
-      if (!head && PlanJob(SnapshotOf(nodes, {}), job.spec, options_.builtin_profiles).ok())
-        head = job;
+      if (!head && PlanCached(job, nodes, {}).ok()) head = job;
       continue;
     }
     const scheduler::Plan& best = plans->plans.front();
     if (head) {
       // Backfill only if the head still fits once every job ended except
       // those placed behind it (this one included).
-      std::set<std::string> held = backfilled;
-      for (const auto& d : best.Devices()) held.insert(d.ToString());
-      if (!PlanJob(SnapshotOf(nodes, held), head->spec, options_.builtin_profiles).ok()) {
+      std::set<std::string> would_hold = backfilled;
+      for (const auto& d : best.Devices()) would_hold.insert(d.ToString());
+      if (!PlanCached(*head, nodes, would_hold).ok()) {
         SetWaiting(job.id, "waiting behind job " + std::to_string(head->id) +
                                " (placing it now would delay that job)");
         continue;
       }
     }
     std::set<std::string> placed;
-    TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, busy, &placed));
+    {
+      // Only this thread changes active_, so the devices planned on are
+      // still free: commit under the lock.
+      std::lock_guard lock(mu_);
+      TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, best, &placed));
+    }
+    if (!placed.empty()) polls_.Notify();  // the nodes' parked polls carry the launch
+    busy.insert(placed.begin(), placed.end());
     if (head) backfilled.insert(placed.begin(), placed.end());
     SetWaiting(job.id, "");
   }
@@ -492,11 +547,8 @@ Result<bool> JobController::PrepareInferInputLocked(const api::Job& job) {
 }
 
 Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
-                                  const std::set<std::string>& busy,
+                                  const scheduler::Plan& best,
                                   std::set<std::string>* placed_devices) {
-  auto plans = PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
-  if (!plans.ok()) return Status::Ok();  // raced with a node change; next tick retries
-  const scheduler::Plan& best = plans->plans.front();
   api::Json plan_json = scheduler::ToJson(best);
 
   std::map<std::string, std::string> addresses;
@@ -542,10 +594,15 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
 }
 
 Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
-  std::lock_guard lock(mu_);
+  std::set<std::string> busy;
+  {
+    std::lock_guard lock(mu_);
+    busy = BusyDevicesLocked();
+  }
+  // Planned outside the lock, like Tick's plans.
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
   Result<scheduler::PlanSet> plans =
-      PlanJob(SnapshotOf(nodes, BusyDevicesLocked()), spec, options_.builtin_profiles);
+      PlanJob(SnapshotOf(nodes, busy), spec, options_.builtin_profiles);
   if (!plans.ok() && IsMeasuringProfile(plans.status())) {
     return MeasuringProfileAnswer(plans.status());  // a state to wait for, not an error
   }

@@ -125,14 +125,23 @@ class JobController {
   std::map<std::string, NodeHealth> UpdateNodeHealthLocked(std::vector<api::Node>* nodes);
   Status CheckActiveLocked(const std::map<std::string, NodeHealth>& health);
   Status RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health);
-  Status PlaceQueuedLocked(const std::vector<api::Node>& nodes);
+  // Places pending jobs. Plans outside mu_ (a slow plan never delays a
+  // heartbeat) on the nodes and the devices `held` as Tick saw them, and
+  // commits each placement under mu_. Tick's thread only.
+  Status PlaceQueued(const std::vector<api::Node>& nodes, const std::set<std::string>& held);
+  // PlanJob, remembered per job and cluster state: a job is planned again
+  // only when the nodes (inventory, health) or the busy devices changed, or
+  // its model's profile was not measured yet. Tick's thread only.
+  Result<scheduler::PlanSet> PlanCached(const api::Job& job, const std::vector<api::Node>& nodes,
+                                        const std::set<std::string>& busy);
   // Logs EmulationCapacityWarnings (daemon/planning.h) when they change.
   void WarnAboutEmulationLocked(const std::vector<api::Node>& nodes);
   // Lists an infer job's input and stores it as chunks, once. Fails the job
   // (returns false) when the input cannot be read.
   Result<bool> PrepareInferInputLocked(const api::Job& job);
+  // Launches `best` for the job (planned on the devices Tick saw free).
   Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
-                     const std::set<std::string>& busy, std::set<std::string>* placed_devices);
+                     const scheduler::Plan& best, std::set<std::string>* placed_devices);
   // Applies a state-machine event and records it.
   Result<api::Job> StepLocked(const api::Job& job, JobEvent event, const std::string& reason,
                               std::optional<api::Json> plan = std::nullopt);
@@ -159,6 +168,21 @@ class JobController {
   PeerLossChecks peer_checks_;  // nodes checked early after a rank reported peer loss
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
   std::vector<std::string> emulation_warnings_;  // last logged
+  // PlanCached's memory: per job, the newest few (cluster key, plans).
+  // Used by Tick's thread only (no lock).
+  struct CachedPlan {
+    uint64_t cluster_key = 0;
+    Result<scheduler::PlanSet> plans = Status(StatusCode::kInternal, "not planned");
+  };
+  std::map<api::JobId, std::vector<CachedPlan>> plan_cache_;
+  uint64_t inventory_key_ = 0;  // of the nodes Tick saw last
+  uint64_t plans_made_ = 0;     // PlanJob calls by PlanCached (tests)
+
+ public:
+  // How many plans Tick actually computed (cache misses); for tests.
+  uint64_t plans_made() const { return plans_made_; }
+
+ private:
   // Why pending jobs wait: written by Tick, read by API calls, so it has its
   // own lock and a GET never waits for a planning pass.
   void SetWaiting(api::JobId job, const std::string& why);

@@ -24,9 +24,8 @@ void LongPollSet::Park(Steady::time_point deadline, uint64_t seen_news,
     std::lock_guard lock(mu_);
     if (!stopping_) {
       const bool check = seen_news != news_;
-      const bool earliest =
-          std::none_of(polls_.begin(), polls_.end(),
-                       [&](const Poll& p) { return p.deadline <= deadline; });
+      const bool earliest = std::none_of(polls_.begin(), polls_.end(),
+                                         [&](const Poll& p) { return p.deadline <= deadline; });
       polls_.push_back(Poll{deadline, std::move(has_news), std::move(answer), check});
       fresh_ = fresh_ || check;
       if (check || earliest) cv_.notify_one();
@@ -84,7 +83,7 @@ void LongPollSet::Run() {
     handled_ = news_;
     fresh_ = false;
     const Steady::time_point now = Steady::now();
-    std::list<Poll> due;      // deadline passed: answer
+    std::list<Poll> due;       // deadline passed: answer
     std::list<Poll> to_check;  // ask has_news
     for (auto it = polls_.begin(); it != polls_.end();) {
       auto next = std::next(it);

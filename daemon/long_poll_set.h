@@ -70,12 +70,12 @@ class LongPollSet {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::list<Poll> polls_;    // guarded by mu_
-  uint64_t news_ = 0;        // guarded by mu_
-  uint64_t handled_ = 0;     // news_ as of the last full check; guarded by mu_
-  bool fresh_ = false;       // some poll has check set; guarded by mu_
-  bool stopping_ = false;    // guarded by mu_
-  std::thread thread_;       // last: starts after the members it uses
+  std::list<Poll> polls_;  // guarded by mu_
+  uint64_t news_ = 0;      // guarded by mu_
+  uint64_t handled_ = 0;   // news_ as of the last full check; guarded by mu_
+  bool fresh_ = false;     // some poll has check set; guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;     // last: starts after the members it uses
 };
 
 }  // namespace tessera::daemon

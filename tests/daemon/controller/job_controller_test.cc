@@ -4,11 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <future>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "common/fake_clock.h"
@@ -336,6 +337,82 @@ TEST_F(JobControllerTest, PreviewShowsPlansWithoutPlacing) {
 
 namespace tessera::daemon {
 namespace {
+
+// A model profile of four small layers, for builtin jobs in these tests.
+scheduler::ModelProfile SmallProfile(const std::string& model) {
+  scheduler::ModelProfile p;
+  p.name = model;
+  for (const char* n : {"enc0", "down1", "up1", "head"}) {
+    scheduler::Layer l;
+    l.name = n;
+    l.forward_flops = 1e8;
+    l.parameter_bytes = 1 << 16;
+    l.activation_bytes = 1 << 18;
+    l.output_bytes = 1 << 16;
+    p.layers.push_back(l);
+  }
+  p.input_bytes = 64 * 64 * 4;
+  p.nominal_image_px = 64;
+  return p;
+}
+
+TEST_F(JobControllerTest, HeartbeatsAreAnsweredWhileAPlanIsBeingMade) {
+  // The profile lookup blocks until released: a plan that takes as long as
+  // the test wants.
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first{true};
+  options_.builtin_profiles = [&](const std::string& model) -> Result<scheduler::ModelProfile> {
+    if (first.exchange(false)) {
+      entered.set_value();
+      released.wait();
+    }
+    return SmallProfile(model);
+  };
+  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobSpec spec = CmdSpec(1);
+  spec.entrypoint = "builtin:colorize-unet";
+  api::JobId id = Submit(spec);
+  auto tick = std::async(std::launch::async, [&] { return controller_->Tick(); });
+  entered.get_future().wait();
+  // The planner is busy: heartbeats (and a dry run's lock) do not wait for it.
+  auto beat = std::async(std::launch::async, [&] { return Beat(a); });
+  ASSERT_EQ(beat.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "a heartbeat waited for the planner";
+  EXPECT_TRUE(beat.get().desired.empty());
+  EXPECT_EQ(StateOf(id), JobState::kPending);
+  release.set_value();
+  ASSERT_TRUE(tick.get().ok());
+  EXPECT_EQ(StateOf(id), JobState::kStarting);
+}
+
+TEST_F(JobControllerTest, AJobIsPlannedAgainOnlyWhenTheClusterChanged) {
+  api::Node a = MakeNode("a", 1, 20);
+  Beat(a);
+  api::JobId running = Submit(CmdSpec(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(running), JobState::kStarting);
+  // A two-device job waits; passes over an unchanged cluster reuse its plan.
+  api::JobId waiting = Submit(CmdSpec(2));
+  ASSERT_TRUE(controller_->Tick().ok());  // nothing free: not planned at all
+  Beat(MakeNode("b", 1, 20));
+  ASSERT_TRUE(controller_->Tick().ok());
+  const uint64_t after_change = controller_->plans_made();
+  EXPECT_GT(after_change, 0u);
+  for (int i = 0; i < 5; ++i) {
+    Beat(a);  // heartbeats alone change nothing the planner sees
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(controller_->plans_made(), after_change);
+  EXPECT_EQ(StateOf(waiting), JobState::kPending);
+  // A third node joins: the job is planned again, and now fits.
+  Beat(MakeNode("c", 1, 20));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_GT(controller_->plans_made(), after_change);
+  EXPECT_EQ(StateOf(waiting), JobState::kStarting);
+}
 
 TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   // Profiles measured by the worker arrive late: the job waits, then runs.
