@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     slurm_client = std::make_unique<slurm::SlurmRestClient>(*endpoint, slurm_config->user,
-                                                             slurm_config->token_file);
+                                                            slurm_config->token_file);
     slurm::SlurmPoolOptions so;
     so.partition = slurm_config->partition;
     so.gpu_types = slurm_config->gpu_types;
@@ -383,7 +383,8 @@ int main(int argc, char** argv) {
   }
   Notify("STOPPING=1");
   service.SetStopping();
-  if (slurm_pool) slurm_pool->Stop();  // its Slurm jobs run on; a restart re-adopts them
+  // The pool's Slurm jobs run on; a restarted tesserad re-adopts them.
+  if (slurm_pool) slurm_pool->Stop();
   controller.Shutdown();  // answers held heartbeats now
   server.Stop();          // finishes in-flight requests
   {
