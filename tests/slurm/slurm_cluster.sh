@@ -39,12 +39,15 @@ stop() {
     pid=$(cat "$pidfile" 2>/dev/null || true)
     [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
   done
-  # Job steps slurmstepd left behind (they are children of no one we track).
-  if [ -d "$dir/spool" ]; then
-    for p in $(pgrep -f "slurmstepd: \[" 2>/dev/null || true); do
-      if grep -qa "$dir" "/proc/$p/environ" 2>/dev/null; then kill -KILL "$p" 2>/dev/null || true; fi
-    done
-  fi
+  # What the daemons leave: slurmstepd and the job's processes (launchers,
+  # ranks). They all carry this cluster's SLURM_CONF in their environment.
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [ "$pid" = "$$" ] && continue
+    if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf"; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
 }
 
 if [ "$cmd" = stop ]; then

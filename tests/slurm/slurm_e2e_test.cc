@@ -258,5 +258,54 @@ TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
   RecordProperty("node_down_to_running_s", std::to_string(to_running_again));
 }
 
+// Cancelling the job cancels its Slurm job: Slurm signals the launchers,
+// which pass SIGTERM on to the ranks.
+TEST_F(SlurmE2ETest, CancelCancelsTheSlurmJob) {
+  int status = 0;
+  api::Json job = cluster_->PostJson("/api/v1/jobs",
+                                     {{"name", "slurm-cancel"},
+                                      {"entrypoint", "cmd:checkpointing-worker"},
+                                      {"args", {"600", "0.1"}},
+                                      {"global_batch", 12},
+                                      {"steps", 600},
+                                      {"min_devices", 3},
+                                      {"max_devices", 3}},
+                                     &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"];
+  ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 60s)) << Job(id).dump();
+  const std::string name = "tessera-" + std::to_string(id) + "-1";
+  auto slurm_state = [&] {
+    std::string cmd = "SLURM_CONF=" + (slurm_dir_ / "slurm.conf").string() +
+                      " squeue --states=all -h -n " + name + " -o %T > " +
+                      (slurm_dir_ / "squeue.out").string() + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) return std::string("squeue failed");
+    return ReadFile(slurm_dir_ / "squeue.out");
+  };
+  EXPECT_NE(slurm_state().find("RUNNING"), std::string::npos) << slurm_state();
+
+  cluster_->PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object(),
+                     &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(cluster_->JobState(id), "cancelled");
+  // Every component ends cancelled, and every rank saw SIGTERM (143).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string s = slurm_state();
+        return s.find("CANCELLED") != std::string::npos && s.find("RUNNING") == std::string::npos &&
+               s.find("COMPLETING") == std::string::npos;
+      },
+      30s))
+      << slurm_state();
+  const fs::path rank_root =
+      cluster_->dir() / "controller" / "checkpoints" / "slurm" / "jobs" / std::to_string(id) / "1";
+  for (int rank = 0; rank < 3; ++rank) {
+    const fs::path exit = rank_root / ("rank-" + std::to_string(rank)) / "exit.json";
+    ASSERT_TRUE(WaitFor([&] { return fs::exists(exit); }, 20s)) << exit;
+    api::Json code = api::Json::parse(ReadFile(exit), nullptr, false);
+    EXPECT_EQ(code.value("exit_code", -1), 143) << rank << ": " << code.dump();
+  }
+}
+
 }  // namespace
 }  // namespace tessera::testing
