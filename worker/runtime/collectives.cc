@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <map>
 
@@ -28,8 +29,14 @@ using C10dGroup = c10d::Backend;
 using C10dGroup = c10d::ProcessGroup;
 #endif
 
-// c10 errors carry a stack trace after the first line.
-std::string FirstLine(const std::string& what) { return what.substr(0, what.find('\n')); }
+std::atomic<bool> g_peer_lost{false};
+
+// c10 errors carry a stack trace after the first line. Every failed operation
+// of a connected group passes here: it marks the peer loss.
+std::string FirstLine(const std::string& what) {
+  g_peer_lost.store(true);
+  return what.substr(0, what.find('\n'));
+}
 
 class DoneWork : public CommWork {
  public:
@@ -173,7 +180,7 @@ class C10dCollectives : public Collectives {
       auto v = store_->get(key);
       return std::string(v.begin(), v.end());
     } catch (const std::exception& e) {
-      return Unavailable(std::string("store get ") + key + ": " + e.what());
+      return Unavailable(std::string("store get ") + key + ": " + FirstLine(e.what()));
     }
   }
 
@@ -306,6 +313,8 @@ class LocalWorld : public World {
 std::unique_ptr<Collectives> MakeLocalCollectives() { return std::make_unique<LocalCollectives>(); }
 
 std::unique_ptr<World> MakeLocalWorld() { return std::make_unique<LocalWorld>(); }
+
+bool PeerLost() { return g_peer_lost.load(); }
 
 Result<Backend> BackendForDevice(const std::string& device) {
   if (device.empty() || device == "cpu" || device.rfind("cpu:", 0) == 0) return Backend::kGloo;

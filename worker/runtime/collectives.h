@@ -96,6 +96,13 @@ Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions o
 // A world of size 1 over MakeLocalCollectives.
 std::unique_ptr<World> MakeLocalWorld();
 
+// Whether an operation of a connected c10d group or its store failed in this
+// process (a peer's connection closed or reset, or the operation timed out):
+// the worker then exits with api::kPeerLostExitCode, so the controller checks
+// the peers' nodes at once instead of waiting out their heartbeat timeout.
+// Thread safe.
+bool PeerLost();
+
 }  // namespace tessera::worker
 
 #endif  // TESSERA_WORKER_RUNTIME_COLLECTIVES_H_

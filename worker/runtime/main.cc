@@ -11,7 +11,8 @@
 // from --data itself (no controller; see worker/runtime/inference.h).
 //
 // Exit codes: 0 success (also after SIGTERM when a checkpoint was saved),
-// 2 bad arguments or plan (message on stderr), 1 runtime failure.
+// 2 bad arguments or plan (message on stderr), 1 runtime failure, 75
+// (api::kPeerLostExitCode) a collective failed because a peer vanished.
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,8 @@
 #include <iostream>
 #include <memory>
 
+#include "api/agent_protocol.h"
+#include "worker/runtime/collectives.h"
 #include "worker/runtime/dist_env.h"
 #include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/tiny_models.h"
@@ -52,6 +55,8 @@ int ExitCodeFor(const tessera::Status& s) {
 
 int Fail(const tessera::Status& s) {
   std::fprintf(stderr, "tessera-worker: %s\n", s.ToString().c_str());
+  // A peer vanished: a status of its own, so the controller checks its node at once.
+  if (tessera::worker::PeerLost()) return static_cast<int>(tessera::api::kPeerLostExitCode);
   return ExitCodeFor(s);
 }
 

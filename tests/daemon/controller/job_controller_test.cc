@@ -237,7 +237,9 @@ TEST_F(JobControllerTest, FailedRankRetriesThenGivesUpAfterMaxAttempts) {
     EXPECT_EQ(d.desired[0].key.attempt, attempt);
     Beat(a, Exited(d, 3));
     ASSERT_TRUE(controller_->Tick().ok());
-    EXPECT_EQ(StateOf(id), JobState::kRecovering);
+    // Recovering (the first retry goes at once, within the same tick).
+    const auto trail = EventTrail(id);
+    EXPECT_EQ(std::count(trail.begin(), trail.end(), "recovering"), attempt);
     clock_.Advance(milliseconds(options_.max_retry_backoff_ms + 1));
     Beat(a);
   }
@@ -608,12 +610,23 @@ class InferControllerTest : public JobControllerTest {
     return in.string();
   }
 
+  // Ticks until the job leaves `pending` (its input is listed in the
+  // background), for at most 20 s.
+  void TickWhilePending(api::JobId id) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    do {
+      ASSERT_TRUE(controller_->Tick().ok());
+      if (StateOf(id) != JobState::kPending) return;
+      std::this_thread::sleep_for(milliseconds(2));
+    } while (std::chrono::steady_clock::now() < deadline);
+  }
+
   // An infer job over `images` images on node_ (2 devices), both ranks
   // reported running; *desired is what the node was asked to run.
   api::JobId StartInferJob(int images, api::HeartbeatResponse* desired) {
     Beat(node_);
     api::JobId id = Submit(InferSpec(InputFolder(images)));
-    EXPECT_TRUE(controller_->Tick().ok());
+    TickWhilePending(id);
     *desired = Beat(node_);
     Beat(node_, Running(*desired));
     EXPECT_TRUE(controller_->Tick().ok());
@@ -628,7 +641,9 @@ TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
   api::Node a = MakeNode("a", 2, 20);
   Beat(a);
   api::JobId id = Submit(InferSpec(InputFolder(10)));
+  // The first pass starts the listing; the job waits for it, then starts.
   ASSERT_TRUE(controller_->Tick().ok());
+  TickWhilePending(id);
   EXPECT_EQ(StateOf(id), JobState::kStarting);
   EXPECT_EQ(*store_->CountChunks(id), (ChunkCounts{3, 0, 0, 10, 0}));
   auto chunks = store_->ListChunks(id);
@@ -656,7 +671,7 @@ TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
 TEST_F(InferControllerTest, UnreadableInputFailsTheJobWithTheReason) {
   Beat(MakeNode("a", 2, 20));
   api::JobId id = Submit(InferSpec((dir_ / "no-such-folder").string()));
-  ASSERT_TRUE(controller_->Tick().ok());
+  TickWhilePending(id);
   EXPECT_EQ(StateOf(id), JobState::kFailed);
   EXPECT_NE(store_->GetJob(id)->reason.find("cannot read the input"), std::string::npos)
       << store_->GetJob(id)->reason;
@@ -671,8 +686,14 @@ TEST_F(InferControllerTest, RanksThatExitBeforeEveryChunkIsDoneDoNotSucceed) {
   ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {0}, 0, 0, 1000}).ok());
   Beat(node_, Exited(desired, 0));
   ASSERT_TRUE(controller_->Tick().ok());
-  EXPECT_EQ(StateOf(id), JobState::kRecovering);
-  EXPECT_NE(store_->GetJob(id)->reason.find("before every chunk was done"), std::string::npos);
+  // Recovering (and retried at once: the first retry does not back off).
+  std::string recovery;
+  auto events = store_->ListEvents(id, 0, 100);
+  ASSERT_TRUE(events.ok());
+  for (const api::Event& e : events.value()) {
+    if (e.to_state == "recovering") recovery = e.reason;
+  }
+  EXPECT_NE(recovery.find("before every chunk was done"), std::string::npos) << recovery;
 }
 
 TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
@@ -684,6 +705,65 @@ TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
   Beat(node_, Exited(desired, 0));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+// A rank that exits with kPeerLostExitCode (its collective failed as a peer
+// vanished) has the attempt's other nodes checked at once: the silent one is
+// dead after 1.6 heartbeat intervals instead of dead_after_ms, and the first
+// retry does not back off. Any other exit code waits for the timeout.
+TEST_F(JobControllerTest, PeerLossExitChecksTheSilentNodeBeforeTheHeartbeatTimeout) {
+  struct Row {
+    int exit_code;
+    bool replanned_early;  // attempt 2 placed before the victim's silence reaches dead_after_ms
+  };
+  for (const Row& row : {Row{static_cast<int>(api::kPeerLostExitCode), true}, Row{1, false}}) {
+    TearDown();
+    SetUp();
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+    for (auto* n : {&a, &b, &c}) Beat(*n);
+    api::JobSpec spec = CmdSpec(2);
+    api::JobId id = Submit(spec);
+    ASSERT_TRUE(controller_->Tick().ok());
+    std::map<std::string, api::HeartbeatResponse> desired;
+    for (auto* n : {&a, &b, &c}) desired[n->name] = Beat(*n);
+    for (auto* n : {&a, &b, &c}) Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_EQ(StateOf(id), JobState::kRunning);
+    std::string victim, survivor;
+    for (auto& [name, d] : desired) {
+      if (d.desired.empty()) continue;
+      (victim.empty() ? victim : survivor) = name;
+    }
+    ASSERT_FALSE(survivor.empty());
+    // The victim falls silent; 200 ms later the survivor's rank exits.
+    int64_t silent_ms = 0;
+    std::map<std::string, std::vector<api::WorkerStatus>> runs;
+    for (auto* n : {&a, &b, &c}) {
+      runs[n->name] = n->name == survivor ? Exited(desired[n->name], row.exit_code)
+                                          : Running(desired[n->name]);
+    }
+    while (silent_ms < 2900 && store_->GetJob(id)->attempt < 2) {
+      clock_.Advance(milliseconds(100));
+      silent_ms += 100;
+      for (auto* n : {&a, &b, &c}) {
+        if (n->name != victim && silent_ms % 500 == 200) Beat(*n, runs[n->name]);
+      }
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    const api::Job job = *store_->GetJob(id);
+    EXPECT_EQ(job.attempt == 2, row.replanned_early) << row.exit_code << " at " << silent_ms;
+    if (row.replanned_early) {
+      EXPECT_EQ(store_->GetNode(victim)->health, "dead");
+      EXPECT_LE(silent_ms, 1800);
+      // Both ranks of attempt 2 on the live nodes.
+      size_t ranks = 0;
+      for (auto* n : {&a, &b, &c}) {
+        if (n->name == victim) continue;
+        for (const auto& l : Beat(*n, runs[n->name]).desired) ranks += l.key.attempt == 2;
+      }
+      EXPECT_EQ(ranks, 2u);
+    }
+  }
 }
 
 }  // namespace
