@@ -280,9 +280,9 @@ int CostModel::InFlight(Schedule schedule, int micro_batches, int stages, int st
 double CostModel::StageMemoryBytes(int begin, int end, int64_t micro_ceil, int in_flight,
                                    bool replicated) const {
   const int held = training_ ? in_flight : 1;
-  double bytes = ReplicaWeightBytes(begin, end, replicated) + static_cast<double>(held) *
-                                               static_cast<double>(micro_ceil) *
-                                               ActivationBytesPerSample(begin, end);
+  double bytes = ReplicaWeightBytes(begin, end, replicated) +
+                 static_cast<double>(held) * static_cast<double>(micro_ceil) *
+                     ActivationBytesPerSample(begin, end);
   if (training_) {
     // One micro-batch's backward working set (its largest layer's) on top, and the
     // gradients sent back to the previous stage until it has received them: the worker
@@ -303,24 +303,24 @@ double CostModel::RingAllReduceSeconds(double bytes, int participants, const Lin
          2.0 * (n - 1) * slowest.latency_s;
 }
 
-double CostModel::OptimizerSeconds(int dev, int begin, int end) const {
+double CostModel::StepEndSeconds(const std::vector<std::vector<double>>& measured_prefix, int dev,
+                                 int begin, int end, double bytes_moved) const {
   if (!training_) return 0;
-  const std::vector<double>& measured = optimizer_prefix_[devices_[dev].speed_class];
+  const std::vector<double>& measured = measured_prefix[devices_[dev].speed_class];
   const double m = measured[end] - measured[begin];
   if (!std::isnan(m)) return m;
   const double bw = devices_[dev].memory_bandwidth_bytes_per_s;
-  if (bw <= 0) return 0;
-  return options_.optimizer_weight_passes * WeightBytes(begin, end) / bw;
+  return bw > 0 ? bytes_moved / bw : 0.0;
+}
+
+double CostModel::OptimizerSeconds(int dev, int begin, int end) const {
+  return StepEndSeconds(optimizer_prefix_, dev, begin, end,
+                        options_.optimizer_weight_passes * WeightBytes(begin, end));
 }
 
 double CostModel::GradientCopySeconds(int dev, int begin, int end) const {
-  if (!training_) return 0;
-  const std::vector<double>& measured = grad_copy_prefix_[devices_[dev].speed_class];
-  const double m = measured[end] - measured[begin];
-  if (!std::isnan(m)) return m;
-  const double bw = devices_[dev].memory_bandwidth_bytes_per_s;
-  if (bw <= 0) return 0;
-  return 4 * ParameterBytes(begin, end) / bw;
+  // Two copies, each read and written.
+  return StepEndSeconds(grad_copy_prefix_, dev, begin, end, 4 * ParameterBytes(begin, end));
 }
 
 Evaluation CostModel::Evaluate(const Candidate& c) const {

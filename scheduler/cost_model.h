@@ -193,6 +193,10 @@ class CostModel {
   double NominalPixels() const;
 
  private:
+  // A step-end term: the measured prefix's range when every layer has a measurement,
+  // else bytes_moved over the device's memory bandwidth (0 without; 0 when inferring).
+  double StepEndSeconds(const std::vector<std::vector<double>>& measured_prefix, int dev, int begin,
+                        int end, double bytes_moved) const;
   double LayerForward(int cls, int layer) const;
 
   bool training_ = true;
@@ -208,10 +212,10 @@ class CostModel {
   // Per speed class: prefix sums of nominal per-sample forward/backward seconds.
   std::vector<std::vector<double>> fwd_prefix_;
   std::vector<std::vector<double>> bwd_prefix_;
-  std::vector<std::vector<double>> compute_prefix_;  // scaled fwd (+ bwd when training)
+  std::vector<std::vector<double>> compute_prefix_;    // scaled fwd (+ bwd when training)
   std::vector<std::vector<double>> optimizer_prefix_;  // per speed class; NaN: not measured
   std::vector<std::vector<double>> grad_copy_prefix_;  // likewise
-  std::vector<std::vector<double>> fixed_prefix_;    // per micro-batch fwd (+ bwd)
+  std::vector<std::vector<double>> fixed_prefix_;      // per micro-batch fwd (+ bwd)
   std::vector<double> weight_prefix_;
   std::vector<double> act_scaled_prefix_;
   std::vector<double> param_prefix_;
