@@ -2,9 +2,14 @@
 #include "agent/supervisor.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/file_util.h"
 #include "tests/agent/test_util.h"
@@ -325,6 +330,133 @@ TEST_F(SupervisorTest, ReadoptionRejectsAPidWhoseEnvironDoesNotMatch) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->adopted, 0);
   EXPECT_EQ(report->dropped, 1);
+}
+
+// ---- what a launch may not do, and where it runs ----
+
+TEST_F(SupervisorTest, LaunchesThatSetADeniedEnvKeyAreRefused) {
+  struct Row {
+    const char* key;
+  } rows[] = {{"LD_PRELOAD"}, {"PATH"}, {"PYTHONPATH"}, {"BASH_ENV"}, {"NCCL_NET_PLUGIN"}};
+  int64_t job = 60;
+  for (const Row& row : rows) {
+    WorkerKey key{job++, 1, 1};
+    const std::filesystem::path marker = state_.path() / (std::string("ran-") + row.key);
+    api::WorkerLaunch launch = ShellLaunch(key, "touch " + marker.string());
+    launch.env[row.key] = "/tmp/evil";
+    Status st = Sup().Start(launch, {});
+    EXPECT_EQ(st.field(), std::string("env.") + row.key) << st.ToString();
+    auto s = Sup().WaitForExit(key, 10s);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->exit_code, kExitCodeLaunchFailed);
+    EXPECT_FALSE(std::filesystem::exists(marker)) << row.key << ": the worker ran";
+    EXPECT_TRUE(LogContains(key, std::string("env.") + row.key));
+  }
+}
+
+TEST_F(SupervisorTest, RankZeroIsRefusedWhileItsMasterPortIsTaken) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+
+  WorkerKey master{70, 1, 0}, other{70, 1, 1};
+  api::WorkerLaunch launch = ShellLaunch(master, "exit 0");
+  launch.env["MASTER_PORT"] = port;
+  Status st = Sup().Start(launch, {});
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_EQ(Sup().WaitForExit(master, 10s)->exit_code, kExitCodeLaunchFailed);
+  EXPECT_TRUE(LogContains(master, "MASTER_PORT"));
+  // Only rank 0 hosts the store: the others just connect to it.
+  api::WorkerLaunch peer = ShellLaunch(other, "exit 0");
+  peer.env["MASTER_PORT"] = port;
+  EXPECT_TRUE(Sup().Start(peer, {}).ok());
+  EXPECT_EQ(Sup().WaitForExit(other, 10s)->exit_code, 0);
+  ::close(fd);
+  // Free again: a later attempt's rank 0 starts.
+  WorkerKey next{70, 2, 0};
+  api::WorkerLaunch again = ShellLaunch(next, "exit 0");
+  again.env["MASTER_PORT"] = port;
+  EXPECT_TRUE(Sup().Start(again, {}).ok());
+  EXPECT_EQ(Sup().WaitForExit(next, 10s)->exit_code, 0);
+}
+
+mode_t ModeOf(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0;
+}
+
+TEST_F(SupervisorTest, RankFoldersAreClosedToOtherAccounts) {
+  WorkerKey key{80, 2, 1};
+  ASSERT_TRUE(Sup().Start(ShellLaunch(key, "exit 0"), {}).ok());
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
+  const RankPaths p = Paths(key);
+  for (const std::filesystem::path& dir :
+       {p.dir.parent_path().parent_path(), p.dir.parent_path(), p.dir}) {
+    EXPECT_EQ(ModeOf(dir), 0700u) << dir;
+  }
+  EXPECT_EQ(ModeOf(p.log) & 077, 0u);
+  EXPECT_EQ(ModeOf(p.progress) & 077, 0u);
+}
+
+TEST_F(SupervisorTest, RunAsNamesAnAccountThatExistsAndIsNotRoot) {
+  struct Row {
+    const char* account;
+    const char* why;
+  } rows[] = {{"no-such-account-here", "no Unix account"}, {"root", "never run as root"}};
+  int64_t job = 90;
+  for (const Row& row : rows) {
+    WorkerKey key{job++, 1, 1};
+    api::WorkerLaunch launch = ShellLaunch(key, "exit 0");
+    launch.run_as = row.account;
+    Status st = Sup().Start(launch, {});
+    EXPECT_EQ(st.field(), "run_as") << st.ToString();
+    EXPECT_NE(st.message().find(row.why), std::string::npos) << st.ToString();
+    EXPECT_EQ(Sup().WaitForExit(key, 10s)->exit_code, kExitCodeLaunchFailed);
+  }
+}
+
+// A root agent drops the worker to its account before exec; the folders
+// stay the agent's (the worker may enter, not change them).
+TEST_F(SupervisorTest, RootAgentStartsTheWorkerAsTheRunAsAccount) {
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (::geteuid() != 0 || nobody == nullptr) {
+    GTEST_SKIP() << "needs root and an account named nobody";
+  }
+  const uid_t uid = nobody->pw_uid;
+  const gid_t gid = nobody->pw_gid;
+  WorkerKey key{95, 1, 1};
+  api::WorkerLaunch launch =
+      ShellLaunch(key,
+                  "echo \"ids $(id -u) $(id -g) groups=$(id -G) home=$HOME user=$USER\"; "
+                  "echo '{\"step\":1}' >> \"$TESSERA_PROGRESS_FILE\" && echo progress-ok; "
+                  "cat \"$TESSERA_PLAN\" > /dev/null && echo plan-ok; "
+                  "touch intruder 2>/dev/null || echo cwd-closed");
+  launch.run_as = "nobody";
+  ASSERT_TRUE(Sup().Start(launch, {}).ok());
+  ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
+  const std::string log = ReadFile(Paths(key).log);
+  EXPECT_NE(log.find("ids " + std::to_string(uid) + " " + std::to_string(gid) + " "),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("groups=0"), std::string::npos) << "kept root's groups: " << log;
+  EXPECT_NE(log.find("user=nobody"), std::string::npos) << log;
+  for (const char* line : {"progress-ok", "plan-ok", "cwd-closed"}) {
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+  }
+  const RankPaths p = Paths(key);
+  EXPECT_EQ(ModeOf(p.dir), 0710u);
+  struct stat st {};
+  ASSERT_EQ(::stat(p.dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_gid, gid);
+  EXPECT_FALSE(std::filesystem::exists(p.dir / "intruder"));
 }
 
 }  // namespace

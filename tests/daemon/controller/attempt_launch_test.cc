@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,94 @@ TEST(AttemptLaunchTest, StoredLaunchKeepsTheContract) {
   for (size_t i = 0; i < launch->ranks.size(); ++i) {
     EXPECT_EQ(again->ranks[i].launch.env, launch->ranks[i].launch.env) << i;
   }
+}
+
+// Live attempts never share a rendezvous port at one master address.
+TEST(MasterPortTest, PickSkipsPortsLiveAttemptsHold) {
+  LaunchOptions options;
+  options.master_port_base = 40000;
+  options.master_port_span = 4;
+  const int first = MasterPortFor(5, 1, options);  // 40000 + (35 + 1) % 4 = 40000
+  struct Row {
+    const char* name;
+    std::set<int> taken;
+    int want;  // 0: exhausted
+  } rows[] = {
+      {"free", {}, first},
+      {"first_taken", {first}, first + 1},
+      {"wraps", {40000, 40001, 40002}, 40003},
+      {"wraps_past_the_end", {40001, 40002, 40003}, 40000},
+      {"others_ports_do_not_matter", {39999, 40004}, first},
+      {"all_taken", {40000, 40001, 40002, 40003}, 0},
+  };
+  ASSERT_EQ(first, 40000);
+  for (const Row& row : rows) {
+    auto port = PickMasterPort(5, 1, row.taken, options);
+    if (row.want == 0) {
+      EXPECT_EQ(port.status().code(), StatusCode::kResourceExhausted) << row.name;
+    } else {
+      ASSERT_TRUE(port.ok()) << row.name << ": " << port.status().ToString();
+      EXPECT_EQ(*port, row.want) << row.name;
+    }
+  }
+}
+
+// Two jobs whose first choice collides (7*job + attempt meets modulo the
+// span): the second, built while the first is live, gets another port, and
+// a master at another address may reuse it.
+TEST(MasterPortTest, CollidingAttemptsGetDistinctPortsAtOneAddress) {
+  LaunchOptions options;
+  options.master_port_span = 2000;
+  api::Job a = TwoNodeJob(), b = TwoNodeJob();
+  a.id = 1;
+  b.id = 0;
+  for (api::JobId id = 2; id < 5000; ++id) {
+    if (MasterPortFor(id, 1, options) == MasterPortFor(1, 1, options)) {
+      b.id = id;
+      break;
+    }
+  }
+  ASSERT_EQ(MasterPortFor(b.id, 1, options), MasterPortFor(a.id, 1, options));
+  scheduler::Plan plan;
+  plan.replicas = {ReplicaOf(4, {StageOn("boxa", 0, 0, 6)})};
+  const std::map<std::string, std::string> addresses = {{"boxa", "10.0.0.1"}};
+  auto first =
+      BuildAttemptLaunch(a, 1, plan, api::Json::object(), {"cmd:x", "/bin/x"}, addresses, options);
+  ASSERT_TRUE(first.ok());
+  MasterPortsInUse in_use;
+  AddMasterPort(*first, &in_use);
+  ASSERT_EQ(in_use.at("10.0.0.1").size(), 1u);
+  auto second = BuildAttemptLaunch(b, 1, plan, api::Json::object(), {"cmd:x", "/bin/x"}, addresses,
+                                   options, in_use);
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(second->ranks[0].launch.env.at("MASTER_PORT"),
+            first->ranks[0].launch.env.at("MASTER_PORT"));
+  auto elsewhere = BuildAttemptLaunch(b, 1, plan, api::Json::object(), {"cmd:x", "/bin/x"},
+                                      {{"boxa", "10.0.0.9"}}, options, in_use);
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(elsewhere->ranks[0].launch.env.at("MASTER_PORT"),
+            first->ranks[0].launch.env.at("MASTER_PORT"));
+}
+
+TEST(AttemptLaunchTest, RanksRunAsTheOwnersAccountAndTheStoredLaunchKeepsIt) {
+  LaunchOptions options;
+  options.run_as = {{"alice", "lab-alice"}};
+  api::Job job = TwoNodeJob();
+  job.owner = "alice";
+  auto launch = BuildAttemptLaunch(job, 1, TwoNodePlan(), api::Json::object(),
+                                   {"cmd:train-ddp", "/opt/lab/train.py"},
+                                   {{"boxa", "10.0.0.1"}, {"boxb", "10.0.0.2"}}, options);
+  ASSERT_TRUE(launch.ok());
+  for (const RankLaunch& r : launch->ranks) EXPECT_EQ(r.launch.run_as, "lab-alice");
+  auto again = AttemptLaunchFromJson(ToJson(*launch));
+  ASSERT_TRUE(again.ok());
+  for (const RankLaunch& r : again->ranks) EXPECT_EQ(r.launch.run_as, "lab-alice");
+  job.owner = "bob";  // not mapped: the agent's own account
+  auto bobs = BuildAttemptLaunch(job, 1, TwoNodePlan(), api::Json::object(),
+                                 {"cmd:train-ddp", "/opt/lab/train.py"},
+                                 {{"boxa", "10.0.0.1"}, {"boxb", "10.0.0.2"}}, options);
+  ASSERT_TRUE(bobs.ok());
+  EXPECT_EQ(bobs->ranks[0].launch.run_as, "");
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+// tesserad's config: the multi-user safety keys (data_roots, entrypoints,
+// run_as) from real YAML files, and configs from before them.
+#include "daemon/daemon_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/daemon/temp_dir.h"
+
+namespace tessera::daemon {
+namespace {
+
+Result<DaemonConfig> Load(const std::string& yaml) {
+  testing::TempDir dir;
+  const std::string path = dir.File("tesserad.yaml");
+  std::ofstream(path) << yaml;
+  DaemonConfig c;
+  TESSERA_RETURN_IF_ERROR(LoadDaemonConfig(path, &c));
+  TESSERA_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+TEST(DaemonConfigSecurityTest, AnOlderConfigKeepsWorkingWithSafeDefaults) {
+  auto c = Load("state_dir: /var/lib/tesserad\nport: 8080\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->data_roots.empty()) << "no roots: admins only name paths";
+  EXPECT_TRUE(c->entrypoints.empty()) << "no policies: users set no env";
+  EXPECT_TRUE(c->run_as.empty());
+}
+
+TEST(DaemonConfigSecurityTest, ReadsRootsPoliciesAndAccounts) {
+  auto c = Load(R"yaml(
+data_roots:
+  - {path: /srv/archive/shared, access: read}
+  - path: "/srv/archive/{user}"
+    access: write
+  - {path: /srv/scratch}
+entrypoints:
+  "cmd:train-ddp": {env_allow: ["WANDB_*", "MY_FLAG"], args_allow: ["--epochs=*"]}
+  "cmd:legacy": {free_args: true}
+  "builtin:colorize-unet": {env_allow: [OMP_NUM_THREADS]}
+  "*": {env_allow: [CUDA_LAUNCH_BLOCKING]}
+run_as: {alice: alice, bob: lab-bob}
+)yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->data_roots.size(), 3u);
+  EXPECT_EQ(c->data_roots[0], (DataRoot{"/srv/archive/shared", false}));
+  EXPECT_EQ(c->data_roots[1], (DataRoot{"/srv/archive/{user}", true}));
+  EXPECT_EQ(c->data_roots[2], (DataRoot{"/srv/scratch", false})) << "read by default";
+  ASSERT_EQ(c->entrypoints.size(), 4u);
+  EXPECT_EQ(c->entrypoints.at("cmd:train-ddp").env_allow,
+            (std::vector<std::string>{"WANDB_*", "MY_FLAG"}));
+  EXPECT_EQ(c->entrypoints.at("cmd:train-ddp").args_allow,
+            (std::vector<std::string>{"--epochs=*"}));
+  EXPECT_FALSE(c->entrypoints.at("cmd:train-ddp").free_args);
+  EXPECT_TRUE(c->entrypoints.at("cmd:legacy").free_args);
+  EXPECT_EQ(c->run_as.at("bob"), "lab-bob");
+}
+
+TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
+  struct Row {
+    const char* name;
+    const char* yaml;
+    const char* field;
+  } rows[] = {
+      {"root_relative", "data_roots: [{path: srv/a}]", "data_roots[0]"},
+      {"root_dot_dot", "data_roots: [{path: /srv/../etc}]", "data_roots[0]"},
+      {"root_bad_placeholder", "data_roots: [{path: \"/srv/{group}\"}]", "data_roots[0]"},
+      {"root_bad_access", "data_roots: [{path: /srv, access: all}]", "data_roots[0].access"},
+      {"root_unknown_key", "data_roots: [{path: /srv, mode: rw}]", "data_roots[0].mode"},
+      {"roots_not_a_list", "data_roots: /srv", "data_roots"},
+      {"entrypoint_bad_name", "entrypoints: {\"shell:x\": {}}", "entrypoints.shell:x"},
+      {"entrypoint_unknown_key", "entrypoints: {\"cmd:x\": {env: [A]}}", "entrypoints.cmd:x.env"},
+      {"env_pattern_lower_case", "entrypoints: {\"cmd:x\": {env_allow: [path]}}",
+       "entrypoints.cmd:x.env_allow"},
+      {"builtin_free_args", "entrypoints: {\"builtin:colorize-unet\": {free_args: true}}",
+       "entrypoints.builtin:colorize-unet"},
+      {"builtin_args_allow", "entrypoints: {\"builtin:colorize-unet\": {args_allow: [\"*\"]}}",
+       "entrypoints.builtin:colorize-unet"},
+      {"run_as_root", "run_as: {alice: root}", "run_as.alice"},
+      {"run_as_bad_account", "run_as: {alice: \"a b\"}", "run_as.alice"},
+  };
+  for (const Row& row : rows) {
+    auto c = Load(row.yaml);
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << row.name;
+    EXPECT_EQ(c.status().field(), row.field) << row.name << ": " << c.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::daemon
