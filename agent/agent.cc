@@ -13,6 +13,21 @@
 namespace tessera::agent {
 namespace {
 
+// The part of a heartbeat that describes the node (devices with their busy
+// flags, links, cores, network link), to tell whether it changed.
+std::string InventoryText(const api::HeartbeatRequest& r) {
+  api::Json devices = api::Json::array();
+  for (const api::Device& d : r.devices) devices.push_back(api::ToJson(d));
+  api::Json links = api::Json::array();
+  for (const api::DeviceLink& l : r.links) links.push_back(api::ToJson(l));
+  return api::Json{{"devices", std::move(devices)},
+                   {"links", std::move(links)},
+                   {"cpu_cores", r.cpu_cores},
+                   {"bandwidth", r.network_bandwidth_bytes_per_s},
+                   {"latency", r.network_latency_s}}
+      .dump();
+}
+
 constexpr std::chrono::milliseconds kMinInterval{50};
 constexpr std::chrono::milliseconds kMaxInterval{60'000};
 
@@ -134,6 +149,17 @@ Status Agent::Beat() {
     d.node = options_.node;
     d.busy = busy.count(d.index) > 0;
   }
+  // Device rows travel only when they changed (to a controller that keeps
+  // them between beats).
+  const std::string inventory = InventoryText(request);
+  if (controller_keeps_inventory_ && inventory == sent_inventory_) {
+    request.inventory_unchanged = true;
+    request.devices.clear();
+    request.links.clear();
+    request.cpu_cores = 0;
+    request.network_bandwidth_bytes_per_s = 0;
+    request.network_latency_s = 0;
+  }
   request.workers = actual;
   TrimProgressLines(delivered_step_, &request.workers);
   request.wait_ms = next_wait_ms_;
@@ -153,6 +179,9 @@ Status Agent::Beat() {
       lost = parsed.status().WithPrefix("controller answer");
     } else {
       const api::HeartbeatResponse& response = *parsed;
+      controller_keeps_inventory_ = response.accepts_unchanged_inventory;
+      if (!request.inventory_unchanged) sent_inventory_ = inventory;
+      if (response.send_inventory) sent_inventory_.clear();
       if (response.heartbeat_interval_ms > 0) {
         interval_ = std::clamp(std::chrono::milliseconds(response.heartbeat_interval_ms),
                                kMinInterval, kMaxInterval);

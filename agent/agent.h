@@ -110,6 +110,10 @@ class Agent {
   bool beat_again_now_ = false;
   // State of every worker as last reported, to notice changes.
   std::map<api::WorkerKey, api::WorkerState> reported_;
+  // The inventory part of the last answered beat that carried it, and
+  // whether the controller keeps it across beats that say it is unchanged.
+  std::string sent_inventory_;
+  bool controller_keeps_inventory_ = false;
   // Device indices of every launch the controller asked for, for `busy`.
   std::map<api::WorkerKey, std::vector<int64_t>> devices_of_;
   // The newest progress step a beat that got an answer carried, per worker:

@@ -77,6 +77,8 @@ Json ToJson(const HeartbeatRequest& r) {
       {"node", r.node},       {"address", r.address},    {"agent_started_ms", r.agent_started_ms},
       {"devices", devices},   {"links", links},          {"workers", workers},
       {"wait_ms", r.wait_ms}, {"cpu_cores", r.cpu_cores}};
+  if (r.compact_launches) j["compact_launches"] = true;
+  if (r.inventory_unchanged) j["inventory_unchanged"] = true;
   if (r.network_bandwidth_bytes_per_s > 0) {
     j["network_bandwidth_bytes_per_s"] = r.network_bandwidth_bytes_per_s;
     j["network_latency_s"] = r.network_latency_s;
@@ -94,10 +96,30 @@ Json ToJson(const WorkerLaunch& l) {
   return j;
 }
 
-Json ToJson(const HeartbeatResponse& r) {
+Json ToJson(const HeartbeatResponse& r, bool compact) {
   Json desired = Json::array();
-  for (const auto& l : r.desired) desired.push_back(ToJson(l));
-  return Json{{"desired", desired}, {"heartbeat_interval_ms", r.heartbeat_interval_ms}};
+  Json plans = Json::object();
+  for (const auto& l : r.desired) {
+    if (!compact) {
+      desired.push_back(ToJson(l));
+      continue;
+    }
+    // The ranks of one attempt share one plan; another one gets its own key.
+    std::string ref = std::to_string(l.key.job_id) + "/" + std::to_string(l.key.attempt);
+    if (auto it = plans.find(ref); it != plans.end() && *it != l.plan) {
+      ref += "/" + std::to_string(l.key.rank);
+    }
+    if (!plans.contains(ref)) plans[ref] = l.plan;
+    Json j = ToJson(l);
+    j.erase("plan");
+    j["plan_ref"] = ref;
+    desired.push_back(std::move(j));
+  }
+  Json out{{"desired", desired}, {"heartbeat_interval_ms", r.heartbeat_interval_ms}};
+  if (compact) out["plans"] = std::move(plans);
+  if (r.accepts_unchanged_inventory) out["accepts_unchanged_inventory"] = true;
+  if (r.send_inventory) out["send_inventory"] = true;
+  return out;
 }
 
 Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
@@ -116,6 +138,10 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   if (r.wait_ms < 0 || r.wait_ms > 60'000) {
     return InvalidArgument("must be between 0 and 60000", "wait_ms");
   }
+  TESSERA_RETURN_IF_ERROR(Field(j, "compact_launches", Json::value_t::boolean, "true or false"));
+  r.compact_launches = Get<bool>(j, "compact_launches", false);  // absent: an older agent
+  TESSERA_RETURN_IF_ERROR(Field(j, "inventory_unchanged", Json::value_t::boolean, "true or false"));
+  r.inventory_unchanged = Get<bool>(j, "inventory_unchanged", false);
   r.cpu_cores = Get<int64_t>(j, "cpu_cores", 0);
   if (r.cpu_cores < 0 || r.cpu_cores > 65'536) {
     return InvalidArgument("must be between 0 and 65536", "cpu_cores");
@@ -209,6 +235,11 @@ Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
       Field(j, "heartbeat_interval_ms", Json::value_t::number_integer, "an integer"));
   HeartbeatResponse r;
   r.heartbeat_interval_ms = Get<int64_t>(j, "heartbeat_interval_ms", 1000);
+  for (const char* flag : {"accepts_unchanged_inventory", "send_inventory"}) {
+    TESSERA_RETURN_IF_ERROR(Field(j, flag, Json::value_t::boolean, "true or false"));
+  }
+  r.accepts_unchanged_inventory = Get<bool>(j, "accepts_unchanged_inventory", false);
+  r.send_inventory = Get<bool>(j, "send_inventory", false);
   if (auto it = j.find("desired"); it != j.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& l = (*it)[i];
@@ -227,6 +258,18 @@ Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
       }
       if (w.argv.empty()) return InvalidArgument("must not be empty", prefix + ".argv");
       if (auto p = l.find("plan"); p != l.end()) w.plan = *p;
+      if (auto ref = l.find("plan_ref"); ref != l.end()) {
+        auto plans = j.find("plans");
+        const Json* plan = nullptr;
+        if (ref->is_string() && plans != j.end() && plans->is_object()) {
+          auto found = plans->find(ref->get<std::string>());
+          if (found != plans->end()) plan = &*found;
+        }
+        if (plan == nullptr) {
+          return InvalidArgument("names no plan of \"plans\"", prefix + ".plan_ref");
+        }
+        w.plan = *plan;
+      }
       r.desired.push_back(std::move(w));
     }
   }

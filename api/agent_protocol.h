@@ -78,6 +78,15 @@ struct HeartbeatRequest {
   // node has nothing to change, and answers at once when its desired set
   // changes. 0: answer at once (the agent has news to report next).
   int64_t wait_ms = 0;
+  // The sender reads compact answers (ToJson(HeartbeatResponse, true)):
+  // every agent built with HeartbeatResponseFromJson does, so it defaults to
+  // true; a heartbeat without the field (an older agent) gets full answers.
+  bool compact_launches = true;
+  // The node's inventory (devices with their busy flags, links, cpu_cores,
+  // network link) is what the last answered beat carried: those fields are
+  // left empty and the controller keeps what it has. Sent only to a
+  // controller whose answer said accepts_unchanged_inventory.
+  bool inventory_unchanged = false;
 };
 
 // What the node must run. The agent builds the process from these fields:
@@ -97,12 +106,21 @@ struct WorkerLaunch {
 struct HeartbeatResponse {
   std::vector<WorkerLaunch> desired;  // the complete desired set for the node
   int64_t heartbeat_interval_ms = 1000;
+  // The controller keeps a node's inventory across beats that say
+  // inventory_unchanged (absent from older controllers: send it every beat).
+  bool accepts_unchanged_inventory = false;
+  // The controller does not know the node's inventory: send it next beat.
+  bool send_inventory = false;
 };
 
 Json ToJson(const WorkerStatus& w);
 Json ToJson(const HeartbeatRequest& r);
 Json ToJson(const WorkerLaunch& l);
-Json ToJson(const HeartbeatResponse& r);
+// compact: each (job, attempt)'s rank plan is sent once, in "plans", and
+// its launches name it ("plan_ref") instead of repeating it per rank; only
+// for senders whose heartbeat said compact_launches. HeartbeatResponseFromJson
+// reads both forms and fills WorkerLaunch::plan either way.
+Json ToJson(const HeartbeatResponse& r, bool compact = false);
 Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j);
 Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j);
 

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <exception>
 #include <map>
+#include <set>
 #include <utility>
 
 namespace tessera::daemon {
@@ -101,7 +102,8 @@ api::Job ControlPlaneService::WithInference(api::Job job) {
   job.inference = InferenceProgressOf(job);
   if (job.state == api::JobState::kPending && options_.waiting_reason) {
     std::string why = options_.waiting_reason(job.id);
-    if (!why.empty()) job.reason = "waiting: " + why;
+    // A listing is the job's own step, not a wait for others.
+    if (!why.empty()) job.reason = why.starts_with("listing input") ? why : "waiting: " + why;
   }
   return job;
 }
@@ -250,8 +252,23 @@ Result<std::vector<api::WorkerLaunch>> ControlPlaneService::ComputeDesiredWorker
   return options_.desired_workers(heartbeat);
 }
 
-Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Json& heartbeat) {
+Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Json& heartbeat,
+                                                                   bool* send_inventory) {
   TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, api::HeartbeatRequestFromJson(heartbeat));
+  *send_inventory = false;
+  if (req.inventory_unchanged) {
+    // The node's inventory is what it last sent: keep the stored one.
+    auto known = store_->GetNode(req.node);
+    if (known.ok()) {
+      req.devices = known->devices;
+      req.links = known->links;
+      req.cpu_cores = known->cpu_cores;
+      req.network_bandwidth_bytes_per_s = known->network_bandwidth_bytes_per_s;
+      req.network_latency_s = known->network_latency_s;
+    } else {
+      *send_inventory = true;  // e.g. a fresh database: ask for it
+    }
+  }
   if (req.node.empty()) return InvalidArgument("must not be empty", "node");
   api::Node node;
   node.name = req.node;
@@ -292,22 +309,54 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
   {
     std::lock_guard lock(logs_mu_);
     for (const api::WorkerStatus& w : req.workers) {
+      if (w.log_tail.empty() && !logs_.contains({w.key.job_id, w.key.rank})) continue;
       LogTail& tail = logs_[{w.key.job_id, w.key.rank}];
       if (w.key.attempt < tail.attempt) continue;  // an older attempt's leftovers
       tail.attempt = w.key.attempt;
-      if (!w.log_tail.empty()) tail.lines = w.log_tail;
+      if (w.log_tail.empty()) continue;
+      // Bounded per rank: the newest kMaxLogLines lines, each cut to
+      // kMaxLogLineBytes.
+      const size_t first = w.log_tail.size() > kMaxLogLines ? w.log_tail.size() - kMaxLogLines : 0;
+      tail.lines.assign(w.log_tail.begin() + static_cast<std::ptrdiff_t>(first), w.log_tail.end());
+      for (std::string& line : tail.lines) {
+        if (line.size() > kMaxLogLineBytes) line.resize(kMaxLogLineBytes);
+      }
     }
   }
-
+  DropEndedJobsLogs();
   return req;
 }
 
+void ControlPlaneService::DropEndedJobsLogs() {
+  std::set<api::JobId> jobs;
+  {
+    std::lock_guard lock(logs_mu_);
+    const auto now = clock_->SteadyNow();
+    if (now - logs_swept_at_ < kLogSweepEvery) return;
+    logs_swept_at_ = now;
+    for (const auto& [key, tail] : logs_) jobs.insert(key.first);
+  }
+  std::set<api::JobId> ended;
+  for (api::JobId id : jobs) {
+    auto job = store_->GetJob(id);
+    if (!job.ok() ? job.status().code() == StatusCode::kNotFound : api::IsTerminal(job->state)) {
+      ended.insert(id);
+    }
+  }
+  if (ended.empty()) return;
+  std::lock_guard lock(logs_mu_);
+  std::erase_if(logs_, [&](const auto& entry) { return ended.contains(entry.first.first); });
+}
+
 Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {
-  TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, RecordHeartbeat(heartbeat));
+  bool send_inventory = false;
+  TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, RecordHeartbeat(heartbeat, &send_inventory));
   api::HeartbeatResponse resp;
+  resp.accepts_unchanged_inventory = true;
+  resp.send_inventory = send_inventory;
   TESSERA_ASSIGN_OR_RETURN(resp.desired, ComputeDesiredWorkers(req));
   resp.heartbeat_interval_ms = options_.heartbeat_interval.count();
-  return api::ToJson(resp);
+  return api::ToJson(resp, req.compact_launches);
 }
 
 void ControlPlaneService::HeartbeatAsync(const api::Json& heartbeat, HeartbeatDone done) {
@@ -315,24 +364,28 @@ void ControlPlaneService::HeartbeatAsync(const api::Json& heartbeat, HeartbeatDo
     done(Heartbeat(heartbeat));
     return;
   }
-  Result<api::HeartbeatRequest> req = RecordHeartbeat(heartbeat);
+  bool send_inventory = false;
+  Result<api::HeartbeatRequest> req = RecordHeartbeat(heartbeat, &send_inventory);
   if (!req.ok()) {
     done(req.status());
     return;
   }
   const int64_t interval = options_.heartbeat_interval.count();
-  options_.desired_workers_async(
-      *req, [interval, done = std::move(done)](api::HeartbeatResponse resp) {
-        resp.heartbeat_interval_ms = interval;
-        Result<api::Json> answer = [&]() -> Result<api::Json> {
-          try {
-            return api::ToJson(resp);
-          } catch (const std::exception& e) {
-            return Internal(std::string("heartbeat answer: ") + e.what());
-          }
-        }();
-        done(std::move(answer));
-      });
+  const bool compact = req->compact_launches;
+  options_.desired_workers_async(*req, [interval, compact, send_inventory,
+                                        done = std::move(done)](api::HeartbeatResponse resp) {
+    resp.heartbeat_interval_ms = interval;
+    resp.accepts_unchanged_inventory = true;
+    resp.send_inventory = send_inventory;
+    Result<api::Json> answer = [&]() -> Result<api::Json> {
+      try {
+        return api::ToJson(resp, compact);
+      } catch (const std::exception& e) {
+        return Internal(std::string("heartbeat answer: ") + e.what());
+      }
+    }();
+    done(std::move(answer));
+  });
 }
 
 Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Principal& who,

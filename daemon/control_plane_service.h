@@ -148,8 +148,10 @@ class ControlPlaneService : public api::ControlPlane {
   // The job if `who` may see it: kNotFound / kPermissionDenied otherwise.
   Result<api::Job> VisibleJob(const api::Principal& who, api::JobId id);
 
-  // Records a heartbeat: the node, its progress, its ranks' logs.
-  Result<api::HeartbeatRequest> RecordHeartbeat(const api::Json& heartbeat);
+  // Records a heartbeat: the node, its progress, its ranks' logs. A beat
+  // that says inventory_unchanged gets the stored inventory filled in;
+  // *send_inventory tells whether the controller has none to fill in.
+  Result<api::HeartbeatRequest> RecordHeartbeat(const api::Json& heartbeat, bool* send_inventory);
 
   void AppendInferenceMetrics(std::string* out);
   // The job as the API shows it: with its inference progress, and a pending
@@ -167,8 +169,15 @@ class ControlPlaneService : public api::ControlPlane {
     int64_t attempt = 0;
     std::vector<std::string> lines;
   };
+  // Log tails are kept while their job lives: every kLogSweepEvery a beat
+  // drops those of jobs that ended (or are gone).
+  static constexpr size_t kMaxLogLines = 100;
+  static constexpr size_t kMaxLogLineBytes = 4096;
+  static constexpr std::chrono::seconds kLogSweepEvery{5};
+  void DropEndedJobsLogs();
   std::mutex logs_mu_;
-  std::map<std::pair<api::JobId, int64_t>, LogTail> logs_;
+  std::map<std::pair<api::JobId, int64_t>, LogTail> logs_;  // guarded by logs_mu_
+  std::chrono::steady_clock::time_point logs_swept_at_{};   // guarded by logs_mu_
 };
 
 }  // namespace tessera::daemon

@@ -192,6 +192,23 @@ Result<ChunkCounts> FaultyStore::CountChunks(api::JobId job) {
   TESSERA_FAULT_(Read);
   return base_->CountChunks(job);
 }
+Status FaultyStore::AppendChunks(api::JobId job, int64_t first_chunk,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  TESSERA_FAULT_(Write);
+  return base_->AppendChunks(job, first_chunk, chunks);
+}
+Status FaultyStore::SealChunks(api::JobId job) {
+  TESSERA_FAULT_(Write);
+  return base_->SealChunks(job);
+}
+Result<bool> FaultyStore::ChunksSealed(api::JobId job) {
+  TESSERA_FAULT_(Read);
+  return base_->ChunksSealed(job);
+}
+Status FaultyStore::DeleteChunks(api::JobId job) {
+  TESSERA_FAULT_(Write);
+  return base_->DeleteChunks(job);
+}
 Result<std::vector<InferChunk>> FaultyStore::ListChunks(api::JobId job) {
   TESSERA_FAULT_(Read);
   return base_->ListChunks(job);

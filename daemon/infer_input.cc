@@ -32,8 +32,9 @@ Status Refused(const Status& why, const std::string& what) {
   return InvalidArgument(what + ": " + why.message(), "dataset");
 }
 
-Result<std::vector<std::string>> ListFolder(const fs::path& root, const InputPathCheck& may_read) {
-  std::vector<std::string> items;
+using Emit = std::function<Status(std::string item)>;
+
+Status ListFolder(const fs::path& root, const InputPathCheck& may_read, const Emit& emit) {
   std::error_code ec;
   fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
   if (ec)
@@ -56,16 +57,14 @@ Result<std::vector<std::string>> ListFolder(const fs::path& root, const InputPat
         return Refused(st, "the link " + relative + " in " + root.string());
       }
     }
-    items.push_back(it->path().lexically_relative(root).generic_string());
+    TESSERA_RETURN_IF_ERROR(emit(it->path().lexically_relative(root).generic_string()));
   }
-  std::sort(items.begin(), items.end());
-  return items;
+  return Status::Ok();
 }
 
-Result<std::vector<std::string>> ListFile(const fs::path& list, const InputPathCheck& may_read) {
+Status ListFile(const fs::path& list, const InputPathCheck& may_read, const Emit& emit) {
   std::ifstream in(list);
   if (!in) return InvalidArgument("cannot read list file " + list.string(), "dataset");
-  std::vector<std::string> items;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
@@ -90,31 +89,46 @@ Result<std::vector<std::string>> ListFile(const fs::path& list, const InputPathC
     if (!fs::is_regular_file(absolute, ec)) {
       return InvalidArgument(where + ": not an existing image file", "dataset");
     }
-    items.push_back(line);
+    TESSERA_RETURN_IF_ERROR(emit(line));
   }
-  return items;
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status AnyPath(const std::string&) { return Status::Ok(); }
 
-Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
-                                                 const InputPathCheck& may_read) {
+Status ForEachInferInput(const std::string& dataset, const InputPathCheck& may_read,
+                         const std::function<Status(std::string item)>& emit) {
   if (Status st = may_read(dataset); !st.ok()) return Refused(st, "input " + dataset);
   std::error_code ec;
   const fs::path path(dataset);
   const fs::file_status status = fs::status(path, ec);
-  Result<std::vector<std::string>> items = std::vector<std::string>{};
+  int64_t found = 0;
+  auto counted = [&](std::string item) {
+    ++found;
+    return emit(std::move(item));
+  };
   if (fs::is_directory(status)) {
-    items = ListFolder(path, may_read);
+    TESSERA_RETURN_IF_ERROR(ListFolder(path, may_read, counted));
   } else if (fs::is_regular_file(status)) {
-    items = ListFile(path, may_read);
+    TESSERA_RETURN_IF_ERROR(ListFile(path, may_read, counted));
   } else {
     return InvalidArgument("input " + dataset + " is neither a folder nor a list file", "dataset");
   }
-  if (!items.ok()) return items.status();
-  if (items->empty()) return InvalidArgument("no images found in " + dataset, "dataset");
+  if (found == 0) return InvalidArgument("no images found in " + dataset, "dataset");
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
+                                                 const InputPathCheck& may_read) {
+  std::vector<std::string> items;
+  TESSERA_RETURN_IF_ERROR(ForEachInferInput(dataset, may_read, [&](std::string item) {
+    items.push_back(std::move(item));
+    return Status::Ok();
+  }));
+  // A folder's items in byte order (a list file keeps its own order).
+  if (fs::is_directory(fs::path(dataset))) std::sort(items.begin(), items.end());
   return items;
 }
 

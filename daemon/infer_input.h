@@ -46,6 +46,14 @@ Status AnyPath(const std::string& path);
 Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
                                                  const InputPathCheck& may_read);
 
+// ListInferInputs without holding the list: each item is handed to `emit`
+// as it is found, with the same checks and errors (an error from `emit`
+// stops the listing and is returned). Memory stays bounded by the folder
+// depth, however many items there are. Order: a list file's order; a
+// folder's items as the directory walk meets them (not sorted).
+Status ForEachInferInput(const std::string& dataset, const InputPathCheck& may_read,
+                         const std::function<Status(std::string item)>& emit);
+
 // Consecutive chunks of at most `chunk_size` items, in order.
 // REQUIRES: chunk_size >= 1.
 std::vector<std::vector<std::string>> SplitIntoChunks(const std::vector<std::string>& items,

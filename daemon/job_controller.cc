@@ -52,7 +52,11 @@ std::string RankList(const std::vector<int64_t>& ranks) {
 }  // namespace
 
 JobController::JobController(Store* store, const Clock* clock, JobControllerOptions options)
-    : store_(store), clock_(clock), options_(std::move(options)), started_(clock->SteadyNow()) {}
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      started_(clock->SteadyNow()),
+      lister_(store, InputListerOptions{options_.infer_chunk_images}) {}
 
 int64_t JobController::SteadyMs(Steady::time_point t) const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - t).count();
@@ -462,12 +466,11 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   }
   if (!any_free) return Status::Ok();
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  // Forget the plans of jobs that left the queue.
-  for (auto it = plan_cache_.begin(); it != plan_cache_.end();) {
-    bool queued = std::any_of(pending.begin(), pending.end(),
-                              [&](const api::Job& j) { return j.id == it->first; });
-    it = queued ? std::next(it) : plan_cache_.erase(it);
-  }
+  // Forget the plans and listings of jobs that left the queue.
+  std::set<api::JobId> queued;
+  for (const api::Job& j : pending) queued.insert(j.id);
+  std::erase_if(plan_cache_, [&](const auto& entry) { return !queued.contains(entry.first); });
+  lister_.ForgetAllBut(queued);
   if (pending.empty()) return Status::Ok();
   std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
     if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
@@ -478,6 +481,9 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   std::optional<api::Job> head;       // first job that must wait for busy devices
   std::set<std::string> backfilled;   // devices taken by jobs placed behind the head
   for (const api::Job& job : pending) {
+    // An infer job is planned once its input is listed.
+    TESSERA_ASSIGN_OR_RETURN(bool input_ready, InferInputReady(job));
+    if (!input_ready) continue;
     auto plans = PlanCached(job, nodes, busy);
     if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
                         plans.status().code() == StatusCode::kInvalidArgument)) {
@@ -521,29 +527,29 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   return Status::Ok();
 }
 
-Result<bool> JobController::PrepareInferInputLocked(const api::Job& job) {
+Result<bool> JobController::InferInputReady(const api::Job& job) {
   if (job.spec.kind != api::JobKind::kInfer) return true;
-  TESSERA_ASSIGN_OR_RETURN(ChunkCounts counts, store_->CountChunks(job.id));
-  if (counts.chunks_total > 0) return true;
-  // The whole input is listed once, before the first attempt; later
-  // attempts lease what is left. (A very large folder holds the controller
-  // loop while it is listed.)
+  // The whole input is listed once, before the first attempt, in the
+  // background; later attempts lease what is left.
   InputPathCheck may_read = AnyPath;
   if (options_.admission != nullptr) {
     TESSERA_ASSIGN_OR_RETURN(may_read, options_.admission->InputCheckFor(store_, job.owner));
   }
-  auto items = ListInferInputs(job.spec.dataset, may_read);
-  if (!items.ok()) {
-    auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + items.status().message());
-    if (!r.ok()) return r.status();
-    return false;
+  TESSERA_ASSIGN_OR_RETURN(InputLister::Progress listed, lister_.Poll(job, may_read));
+  switch (listed.phase) {
+    case InputLister::Phase::kDone:
+      return true;
+    case InputLister::Phase::kListing:
+      SetWaiting(job.id, "listing input (" + std::to_string(listed.found) + " found)");
+      return false;
+    case InputLister::Phase::kFailed:
+      break;
   }
-  Status inserted =
-      store_->InsertChunks(job.id, SplitIntoChunks(*items, options_.infer_chunk_images));
-  if (!inserted.ok() && inserted.code() != StatusCode::kAlreadyExists) return inserted;
-  spdlog::info("job {}: {} input images in chunks of {}", job.id, items->size(),
-               options_.infer_chunk_images);
-  return true;
+  lister_.Forget(job.id);
+  std::lock_guard lock(mu_);
+  auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + listed.error.message());
+  if (!r.ok()) return r.status();
+  return false;
 }
 
 Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
@@ -559,8 +565,6 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                         "entrypoint " + job.spec.entrypoint + " is no longer allowed");
     return r.ok() ? Status::Ok() : r.status();
   }
-  TESSERA_ASSIGN_OR_RETURN(bool input_ready, PrepareInferInputLocked(job));
-  if (!input_ready) return Status::Ok();
   const int64_t attempt = job.attempt + 1;
   // Live attempts keep their rendezvous ports; the new master picks another.
   MasterPortsInUse ports;

@@ -42,6 +42,7 @@
 #include "common/status.h"
 #include "daemon/attempt_launch.h"
 #include "daemon/failure_detector.h"
+#include "daemon/input_lister.h"
 #include "daemon/job_admission.h"
 #include "daemon/job_state_machine.h"
 #include "daemon/lease_tokens.h"
@@ -136,9 +137,11 @@ class JobController {
                                         const std::set<std::string>& busy);
   // Logs EmulationCapacityWarnings (daemon/planning.h) when they change.
   void WarnAboutEmulationLocked(const std::vector<api::Node>& nodes);
-  // Lists an infer job's input and stores it as chunks, once. Fails the job
-  // (returns false) when the input cannot be read.
-  Result<bool> PrepareInferInputLocked(const api::Job& job);
+  // Whether an infer job's input is listed into chunks (always true for
+  // other jobs). Starts the background listing the first time; while it
+  // runs the job waits with "listing input (N found)"; a listing that fails
+  // (the input cannot be read) fails the job with the reason. Not under mu_.
+  Result<bool> InferInputReady(const api::Job& job);
   // Launches `best` for the job (planned on the devices Tick saw free).
   Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                      const scheduler::Plan& best, std::set<std::string>* placed_devices);
@@ -188,6 +191,8 @@ class JobController {
   void SetWaiting(api::JobId job, const std::string& why);
   std::mutex waiting_mu_;
   std::map<api::JobId, std::string> waiting_;  // guarded by waiting_mu_
+  // Lists infer jobs' inputs in the background (daemon/input_lister.h).
+  InputLister lister_;
   // Parked heartbeats; told of every change of active_. Last member: its
   // thread runs callbacks that use the members above until it is joined.
   LongPollSet polls_;

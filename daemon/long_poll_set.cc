@@ -27,7 +27,9 @@ void LongPollSet::Park(Steady::time_point deadline, uint64_t seen_news,
       const bool earliest = std::none_of(polls_.begin(), polls_.end(),
                                          [&](const Poll& p) { return p.deadline <= deadline; });
       polls_.push_back(Poll{deadline, std::move(has_news), std::move(answer), check});
-      fresh_ = fresh_ || check;
+      // A new earliest deadline must wake Run() too: its wait predicate is
+      // only true for fresh polls, news or shutdown.
+      fresh_ = fresh_ || check || earliest;
       if (check || earliest) cv_.notify_one();
       return;
     }

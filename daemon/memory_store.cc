@@ -461,6 +461,48 @@ Status MemoryStore::InsertChunks(api::JobId job,
     c.items = chunks[i];
     stored.push_back(std::move(c));
   }
+  sealed_.insert(job);
+  return Status::Ok();
+}
+
+Status MemoryStore::AppendChunks(api::JobId job, int64_t first_chunk,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (!jobs_.contains(job)) return NotFound(JobNotFound(job));
+  auto& stored = chunks_[job];
+  if (first_chunk != static_cast<int64_t>(stored.size())) {
+    return AlreadyExists("job " + std::to_string(job) + " has " + std::to_string(stored.size()) +
+                         " chunks, not " + std::to_string(first_chunk));
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    InferChunk c;
+    c.job_id = job;
+    c.chunk = first_chunk + static_cast<int64_t>(i);
+    c.items = chunks[i];
+    stored.push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
+Status MemoryStore::SealChunks(api::JobId job) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  if (!jobs_.contains(job)) return NotFound(JobNotFound(job));
+  sealed_.insert(job);
+  return Status::Ok();
+}
+
+Result<bool> MemoryStore::ChunksSealed(api::JobId job) {
+  std::lock_guard lock(mu_);
+  return sealed_.contains(job);
+}
+
+Status MemoryStore::DeleteChunks(api::JobId job) {
+  std::lock_guard lock(mu_);
+  ++writes_;
+  chunks_.erase(job);
+  sealed_.erase(job);
   return Status::Ok();
 }
 

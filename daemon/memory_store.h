@@ -9,6 +9,7 @@
 #define TESSERA_DAEMON_MEMORY_STORE_H_
 
 #include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -70,6 +71,11 @@ class MemoryStore final : public Store {
   Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
   Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
   Result<ChunkCounts> CountChunks(api::JobId job) override;
+  Status AppendChunks(api::JobId job, int64_t first_chunk,
+                      const std::vector<std::vector<std::string>>& chunks) override;
+  Status SealChunks(api::JobId job) override;
+  Result<bool> ChunksSealed(api::JobId job) override;
+  Status DeleteChunks(api::JobId job) override;
   Result<std::vector<InferChunk>> ListChunks(api::JobId job) override;
 
   StoreStats Stats() override;
@@ -103,7 +109,8 @@ class MemoryStore final : public Store {
   std::map<std::string, StoredToken, std::less<>> tokens_;  // by id
   std::map<std::string, api::Entrypoint, std::less<>> entrypoints_;
   std::optional<std::pair<std::string, std::string>> join_token_;  // salt, hash
-  std::map<api::JobId, std::vector<InferChunk>> chunks_;
+  std::map<api::JobId, std::vector<InferChunk>> chunks_;  // by chunk number
+  std::set<api::JobId> sealed_;                           // inputs listed whole
   std::map<std::string, NodeCredentialRecord, std::less<>> node_credentials_;  // by node
   const MetricsRetention retention_;
   std::map<std::pair<api::JobId, int64_t>, MetricSeries> metrics_;  // by (job, rank)

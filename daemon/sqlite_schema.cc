@@ -183,12 +183,61 @@ CREATE TABLE node_credentials (
 );
 )sql";
 
+// Version 8: per-job chunk counters, kept by triggers as chunks are
+// inserted, leased, done or deleted, so a lease call or a job read reads
+// one row instead of counting the job's chunks; `sealed` marks an input
+// listed whole (a listing is written in batches).
+constexpr std::string_view kMigration8 = R"sql(
+CREATE TABLE infer_chunk_counts (
+  job_id         INTEGER PRIMARY KEY REFERENCES jobs (id),
+  chunks_total   INTEGER NOT NULL DEFAULT 0,
+  images_total   INTEGER NOT NULL DEFAULT 0,
+  chunks_done    INTEGER NOT NULL DEFAULT 0,
+  images_done    INTEGER NOT NULL DEFAULT 0,
+  chunks_leased  INTEGER NOT NULL DEFAULT 0,
+  sealed         INTEGER NOT NULL DEFAULT 0   -- 1 once the whole input is listed
+);
+INSERT INTO infer_chunk_counts
+  SELECT job_id, COUNT(*), SUM(images),
+         SUM(state = 'done'), SUM(CASE WHEN state = 'done' THEN images ELSE 0 END),
+         SUM(state = 'leased'), 1
+  FROM infer_chunks GROUP BY job_id;
+CREATE TRIGGER infer_chunks_counted_insert AFTER INSERT ON infer_chunks BEGIN
+  INSERT OR IGNORE INTO infer_chunk_counts (job_id) VALUES (NEW.job_id);
+  UPDATE infer_chunk_counts SET
+    chunks_total = chunks_total + 1,
+    images_total = images_total + NEW.images,
+    chunks_done = chunks_done + (NEW.state = 'done'),
+    images_done = images_done + (CASE WHEN NEW.state = 'done' THEN NEW.images ELSE 0 END),
+    chunks_leased = chunks_leased + (NEW.state = 'leased')
+  WHERE job_id = NEW.job_id;
+END;
+CREATE TRIGGER infer_chunks_counted_update AFTER UPDATE OF state ON infer_chunks
+WHEN OLD.state <> NEW.state BEGIN
+  UPDATE infer_chunk_counts SET
+    chunks_done = chunks_done + (NEW.state = 'done') - (OLD.state = 'done'),
+    images_done = images_done + (CASE WHEN NEW.state = 'done' THEN NEW.images ELSE 0 END)
+                              - (CASE WHEN OLD.state = 'done' THEN OLD.images ELSE 0 END),
+    chunks_leased = chunks_leased + (NEW.state = 'leased') - (OLD.state = 'leased')
+  WHERE job_id = NEW.job_id;
+END;
+CREATE TRIGGER infer_chunks_counted_delete AFTER DELETE ON infer_chunks BEGIN
+  UPDATE infer_chunk_counts SET
+    chunks_total = chunks_total - 1,
+    images_total = images_total - OLD.images,
+    chunks_done = chunks_done - (OLD.state = 'done'),
+    images_done = images_done - (CASE WHEN OLD.state = 'done' THEN OLD.images ELSE 0 END),
+    chunks_leased = chunks_leased - (OLD.state = 'leased')
+  WHERE job_id = OLD.job_id;
+END;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
   static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3,
                                                             kMigration4, kMigration5, kMigration6,
-                                                            kMigration7};
+                                                            kMigration7, kMigration8};
   return kMigrations;
 }
 

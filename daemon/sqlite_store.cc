@@ -156,27 +156,22 @@ Status CheckJobExists(sqlite3* db, api::JobId job) {
   return Status::Ok();
 }
 
+// The job's counters (schema 8 keeps them as chunks change): one row read,
+// however many chunks the job has.
 Result<ChunkCounts> CountChunksOn(sqlite3* db, api::JobId job) {
   ChunkCounts c;
   TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db,
-                                                 "SELECT state, COUNT(*), SUM(images) "
-                                                 "FROM infer_chunks WHERE job_id = ? "
-                                                 "GROUP BY state"));
+                                                 "SELECT chunks_total, images_total, chunks_done, "
+                                                 "images_done, chunks_leased "
+                                                 "FROM infer_chunk_counts WHERE job_id = ?"));
   q.Bind(1, job);
-  while (true) {
-    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    const std::string state = q.Text(0);
-    const int64_t chunks = q.Int(1), images = q.Int(2);
-    c.chunks_total += chunks;
-    c.images_total += images;
-    if (state == "done") {
-      c.chunks_done += chunks;
-      c.images_done += images;
-    } else if (state == "leased") {
-      c.chunks_leased += chunks;
-    }
-  }
+  TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return c;
+  c.chunks_total = q.Int(0);
+  c.images_total = q.Int(1);
+  c.chunks_done = q.Int(2);
+  c.images_done = q.Int(3);
+  c.chunks_leased = q.Int(4);
   return c;
 }
 
@@ -1280,6 +1275,77 @@ Status SqliteStore::InsertChunks(api::JobId job,
           .Bind(3, std::string_view(texts[i]))
           .Bind(4, static_cast<int64_t>(chunks[i].size()));
       TESSERA_RETURN_IF_ERROR(ins.Run());
+    }
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt seal, Stmt::Prepare(db, "UPDATE infer_chunk_counts SET sealed = 1 WHERE job_id = ?"));
+    seal.Bind(1, job);
+    return seal.Run();
+  });
+}
+
+Status SqliteStore::AppendChunks(api::JobId job, int64_t first_chunk,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  if (first_chunk < 0) return InvalidArgument("must be >= 0", "first_chunk");
+  std::vector<std::string> texts;
+  texts.reserve(chunks.size());
+  for (const auto& items : chunks) texts.push_back(*JsonColumn(api::Json(items)));
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_RETURN_IF_ERROR(CheckJobExists(db, job));
+    TESSERA_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
+                                                     "INSERT INTO infer_chunks "
+                                                     "(job_id, chunk, items, images, state) "
+                                                     "VALUES (?, ?, ?, ?, 'pending')"));
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      ins.Reset()
+          .Bind(1, job)
+          .Bind(2, first_chunk + static_cast<int64_t>(i))
+          .Bind(3, std::string_view(texts[i]))
+          .Bind(4, static_cast<int64_t>(chunks[i].size()));
+      Status st = ins.Run();
+      if (!st.ok()) {
+        return AlreadyExists("job " + std::to_string(job) + " already has chunk " +
+                             std::to_string(first_chunk + static_cast<int64_t>(i)));
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+Status SqliteStore::SealChunks(api::JobId job) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_RETURN_IF_ERROR(CheckJobExists(db, job));
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt row,
+        Stmt::Prepare(db, "INSERT OR IGNORE INTO infer_chunk_counts (job_id) VALUES (?)"));
+    row.Bind(1, job);
+    TESSERA_RETURN_IF_ERROR(row.Run());
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt seal, Stmt::Prepare(db, "UPDATE infer_chunk_counts SET sealed = 1 WHERE job_id = ?"));
+    seal.Bind(1, job);
+    return seal.Run();
+  });
+}
+
+Result<bool> SqliteStore::ChunksSealed(api::JobId job) {
+  bool sealed = false;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt q, Stmt::Prepare(db, "SELECT sealed FROM infer_chunk_counts WHERE job_id = ?"));
+    q.Bind(1, job);
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    sealed = row && q.Int(0) != 0;
+    return Status::Ok();
+  }));
+  return sealed;
+}
+
+Status SqliteStore::DeleteChunks(api::JobId job) {
+  return Write([&](sqlite3* db) -> Status {
+    for (const char* sql : {"DELETE FROM infer_chunks WHERE job_id = ?",
+                            "DELETE FROM infer_chunk_counts WHERE job_id = ?"}) {
+      TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, sql));
+      q.Bind(1, job);
+      TESSERA_RETURN_IF_ERROR(q.Run());
     }
     return Status::Ok();
   });

@@ -124,6 +124,11 @@ class SqliteStore final : public Store {
   Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
   Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
   Result<ChunkCounts> CountChunks(api::JobId job) override;
+  Status AppendChunks(api::JobId job, int64_t first_chunk,
+                      const std::vector<std::vector<std::string>>& chunks) override;
+  Status SealChunks(api::JobId job) override;
+  Result<bool> ChunksSealed(api::JobId job) override;
+  Status DeleteChunks(api::JobId job) override;
   Result<std::vector<InferChunk>> ListChunks(api::JobId job) override;
 
   StoreStats Stats() override;

@@ -307,6 +307,17 @@ class Store {
   virtual Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) = 0;
   // All zero for a job without chunks.
   virtual Result<ChunkCounts> CountChunks(api::JobId job) = 0;
+  // A listing written in batches (daemon/input_lister.h), each batch its own
+  // transaction: AppendChunks adds chunks numbered first_chunk, first_chunk
+  // + 1, ... (kAlreadyExists when one of them exists, kNotFound for a
+  // missing job); SealChunks marks the job's input complete (InsertChunks
+  // seals at once); ChunksSealed says whether it is; DeleteChunks drops the
+  // job's chunks (an unsealed listing left by a restart is listed again).
+  virtual Status AppendChunks(api::JobId job, int64_t first_chunk,
+                              const std::vector<std::vector<std::string>>& chunks) = 0;
+  virtual Status SealChunks(api::JobId job) = 0;
+  virtual Result<bool> ChunksSealed(api::JobId job) = 0;
+  virtual Status DeleteChunks(api::JobId job) = 0;
   // Every chunk of the job, by number (tests and tools; large for big jobs).
   virtual Result<std::vector<InferChunk>> ListChunks(api::JobId job) = 0;
 

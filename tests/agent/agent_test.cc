@@ -196,6 +196,48 @@ TEST(AgentLinksTest, EveryBeatCarriesTheDiscoveredLinks) {
   EXPECT_EQ(links[0], (api::DeviceLink{0, 1, "nvlink", 4, "internal"}));
 }
 
+TEST(AgentLinksTest, DeviceRowsTravelOnlyWhenTheyChangedToAControllerThatKeepsThem) {
+  StaticInventory inventory(TwoEmulatedDevices());
+  TempDir state;
+  SupervisorOptions o;
+  o.state_dir = state.path();
+  ProcessSupervisor supervisor(o);
+  FakeAgentTransport transport;
+  bool keeps = false, ask = false;
+  transport.SetHandler([&](const api::HeartbeatRequest&) {
+    api::HeartbeatResponse r;
+    r.accepts_unchanged_inventory = keeps;
+    r.send_inventory = ask;
+    return api::ToJson(r);
+  });
+  CountingNotifier notifier;
+  AgentOptions options;
+  options.node = "node-a";
+  Agent agent(options, &transport, &inventory, &supervisor, &notifier);
+  ASSERT_TRUE(agent.Init().ok());
+  // A controller that does not say it keeps inventories gets it every beat.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Beat().ok());
+  for (const auto& r : transport.received()) {
+    EXPECT_EQ(r.devices.size(), 2u);
+    EXPECT_FALSE(r.inventory_unchanged);
+  }
+  keeps = true;
+  ASSERT_TRUE(agent.Beat().ok());  // full (the last one said nothing)
+  ASSERT_TRUE(agent.Beat().ok());  // unchanged: no rows
+  auto beats = transport.received();
+  EXPECT_EQ(beats[2].devices.size(), 2u);
+  EXPECT_TRUE(beats[3].inventory_unchanged);
+  EXPECT_TRUE(beats[3].devices.empty());
+  // The controller lost it: the next beat carries it again.
+  ask = true;
+  ASSERT_TRUE(agent.Beat().ok());
+  ask = false;
+  ASSERT_TRUE(agent.Beat().ok());
+  beats = transport.received();
+  EXPECT_FALSE(beats[5].inventory_unchanged);
+  EXPECT_EQ(beats[5].devices.size(), 2u);
+}
+
 TEST(AgentLinksTest, EveryBeatCarriesTheDeclaredNetworkLink) {
   for (bool declared : {true, false}) {
     NodeInventory inv = TwoEmulatedDevices();

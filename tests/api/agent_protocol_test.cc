@@ -252,5 +252,53 @@ TEST(AgentProtocolTest, ProgressLinesBecomeHistoryPoints) {
   EXPECT_EQ(MetricPointFromJson(ToJson(*p)).value(), *p);
 }
 
+TEST(AgentProtocolTest, CompactAnswersSendEachAttemptsPlanOnce) {
+  HeartbeatResponse r;
+  Json plan = {{"layout", "data"}, {"replicas", Json::array({1, 2, 3})}};
+  for (int64_t rank : {0, 1, 2}) {
+    WorkerLaunch l;
+    l.key = {7, 2, rank};
+    l.argv = {"/bin/worker"};
+    l.plan = plan;
+    r.desired.push_back(l);
+  }
+  WorkerLaunch other;
+  other.key = {8, 1, 0};
+  other.argv = {"/bin/worker"};
+  other.plan = {{"layout", "pipeline"}};
+  r.desired.push_back(other);
+
+  Json compact = ToJson(r, /*compact=*/true);
+  ASSERT_EQ(compact["plans"].size(), 2u);
+  EXPECT_EQ(compact["plans"]["7/2"], plan);
+  for (const Json& l : compact["desired"]) {
+    EXPECT_FALSE(l.contains("plan"));
+    EXPECT_TRUE(l.contains("plan_ref"));
+  }
+  EXPECT_LT(compact.dump().size(), ToJson(r).dump().size());
+  // Both forms read back to the same launches.
+  for (const Json& j : {compact, ToJson(r)}) {
+    auto back = HeartbeatResponseFromJson(j);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_EQ(back->desired.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(back->desired[i].plan, r.desired[i].plan);
+  }
+  Json dangling = compact;
+  dangling["plans"].erase("8/1");
+  EXPECT_EQ(HeartbeatResponseFromJson(dangling).status().field(), "desired[3].plan_ref");
+}
+
+TEST(AgentProtocolTest, OnlyAgentsThatSayTheyReadCompactAnswersGetThem) {
+  HeartbeatRequest req;
+  req.node = "n";
+  Json j = ToJson(req);
+  EXPECT_EQ(j["compact_launches"], true);
+  EXPECT_TRUE(HeartbeatRequestFromJson(j)->compact_launches);
+  j.erase("compact_launches");  // an agent from before compact answers
+  EXPECT_FALSE(HeartbeatRequestFromJson(j)->compact_launches);
+  j["compact_launches"] = "yes";
+  EXPECT_EQ(HeartbeatRequestFromJson(j).status().field(), "compact_launches");
+}
+
 }  // namespace
 }  // namespace tessera::api

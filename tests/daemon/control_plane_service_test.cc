@@ -439,6 +439,46 @@ TEST_F(ControlPlaneServiceTest, JobLogsServeTheNewestAttemptsReportedTail) {
   EXPECT_EQ(service_->JobLogs(kAlice, job.id, -1, 5).status().field(), "rank");
 }
 
+TEST_F(ControlPlaneServiceTest, JobLogsAreBoundedPerRankAndDroppedWhenTheJobEnds) {
+  const api::Job job = Submit(kAlice);
+  api::WorkerStatus w = Worker(job.id, 0, nullptr);
+  for (int i = 0; i < 300; ++i) w.log_tail.push_back("line " + std::to_string(i));
+  w.log_tail.back() = std::string(100'000, 'x');
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL", {w})).ok());
+  auto logs = service_->JobLogs(kAlice, job.id, 0, 100);
+  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+  ASSERT_EQ(logs->size(), 100u);
+  EXPECT_EQ(logs->front(), "line 200");
+  EXPECT_EQ(logs->back().size(), 4096u) << "a huge line is cut";
+
+  // The job ends: a later beat (after the sweep interval) drops its logs.
+  ASSERT_TRUE(service_->CancelJob(kAlice, job.id).ok());
+  clock_.Advance(std::chrono::seconds(10));
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL")).ok());
+  EXPECT_EQ(service_->JobLogs(kAlice, job.id, 0, 5).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ControlPlaneServiceTest, ABeatWithAnUnchangedInventoryKeepsTheStoredDevices) {
+  api::Json full = HeartbeatJson("boxU");
+  ASSERT_FALSE(full["devices"].empty());
+  auto first = service_->Heartbeat(full);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*first)["accepts_unchanged_inventory"], true);
+  api::Json light = full;
+  light["devices"] = api::Json::array();
+  light["links"] = api::Json::array();
+  light["inventory_unchanged"] = true;
+  auto second = service_->Heartbeat(light);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->contains("send_inventory"));
+  EXPECT_EQ(service_->ListNodes(kAlice)->at(0).devices.size(), full["devices"].size());
+  // A node the controller does not know is asked for its inventory.
+  light["node"] = "boxNew";
+  auto unknown = service_->Heartbeat(light);
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ((*unknown)["send_inventory"], true);
+}
+
 TEST_F(ControlPlaneServiceTest, HeartbeatRefusesMalformedInput) {
   EXPECT_EQ(service_->Heartbeat(api::Json{{"node", 5}}).status().code(),
             StatusCode::kInvalidArgument);

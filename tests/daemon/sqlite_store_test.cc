@@ -134,6 +134,49 @@ TEST_F(SqliteStoreTest, MigrationsApplyInOrderAndOnlyOnce) {
   sqlite3_close(db);
 }
 
+TEST_F(SqliteStoreTest, ChunkCountsAreCountersKeptByTheStoreAndBackfilledOnUpgrade) {
+  // A schema-7 database with an infer job's chunks, some done and leased.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+    const std::vector<std::string_view> v7(SqliteMigrations().begin(),
+                                           SqliteMigrations().begin() + 7);
+    ASSERT_EQ(*MigrateSqliteSchema(db, 1, v7), 7);
+    sqlite3_close(db);
+    RawDb raw(Path());
+    raw.Exec(
+        "INSERT INTO jobs (id, owner, name, spec, state, attempt, created_ms, updated_ms) "
+        "VALUES (1, 'alice', 'old', '{}', 'running', 1, 1, 1)");
+    raw.Exec(
+        "INSERT INTO infer_chunks (job_id, chunk, items, images, state) VALUES "
+        "(1, 0, '[\"a\",\"b\"]', 2, 'done'), (1, 1, '[\"c\"]', 1, 'leased'), "
+        "(1, 2, '[\"d\"]', 1, 'pending')");
+  }
+  auto store = OpenOrDie(Path());
+  ASSERT_NE(store, nullptr);
+  RawDb raw(Path());
+  // The counters row is what a lease call and a job read use.
+  EXPECT_EQ(raw.Scalar("SELECT chunks_total || ' ' || images_total || ' ' || chunks_done || ' ' "
+                       "|| images_done || ' ' || chunks_leased FROM infer_chunk_counts "
+                       "WHERE job_id = 1"),
+            "3 4 1 2 1");
+  auto counts = store->CountChunks(1);
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(*counts, (ChunkCounts{3, 1, 1, 4, 2}));
+  // Leasing and completing moves the counters with the chunks.
+  ChunkLeaseRequest lease{1, 1, 0, {1}, 1, 10, 1000};
+  auto leased = store->LeaseChunks(lease);
+  ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+  EXPECT_EQ(leased->counts, (ChunkCounts{3, 2, 1, 4, 3}));
+  ChunkLeaseRequest finish{1, 1, 0, {2}, 0, 20, 1000};
+  auto done = store->LeaseChunks(finish);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->counts, (ChunkCounts{3, 3, 0, 4, 4}));
+  EXPECT_EQ(*store->CountChunks(1), done->counts);
+  // A job without chunks has a zero count, not an error.
+  EXPECT_EQ(*store->CountChunks(42), ChunkCounts{});
+}
+
 TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
   // A database tesserad wrote before nodes reported their network link.
   {
