@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -133,6 +134,50 @@ Result<std::unique_ptr<BatchSource>> BuildSource(const TrainOptions& o, const La
 #endif
 }
 
+// The names this rank reads from checkpoint `m`: its layers' parameters and
+// buffers (`owned`), the optimizer state of its parameters ("<name>#...")
+// and the RNG state.
+Result<std::vector<std::string>> ResumeNames(const Manifest& m,
+                                             const std::vector<std::string>& owned,
+                                             const std::vector<std::string>& params) {
+  TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
+  std::set<std::string> available;
+  for (auto& [n, f] : locations) available.insert(n);
+  std::vector<std::string> wanted = owned;
+  for (const std::string& n : params) {
+    for (auto it = available.lower_bound(n + "#");
+         it != available.end() && it->rfind(n + "#", 0) == 0; ++it) {
+      wanted.push_back(*it);
+    }
+  }
+  if (available.count(kRngTensor)) wanted.push_back(kRngTensor);
+  return wanted;
+}
+
+// This rank's read of the newest complete checkpoint, made while it
+// rendezvouses with its peers.
+struct Preloaded {
+  std::optional<Manifest> manifest;  // nullopt: none
+  std::vector<std::string> skipped;  // why other checkpoints were not picked
+  Result<std::map<std::string, torch::Tensor>> tensors = Internal("not read");
+};
+
+Preloaded Preload(const std::string& dir, const std::vector<std::string>& owned,
+                  const std::vector<std::string>& params) {
+  Preloaded p;
+  try {
+    p.manifest = FindNewestCheckpoint(dir, &p.skipped);
+    if (p.manifest) {
+      Result<std::vector<std::string>> names = ResumeNames(*p.manifest, owned, params);
+      p.tensors = names.ok() ? LoadTensors(dir, *p.manifest, *names)
+                             : Result<std::map<std::string, torch::Tensor>>(names.status());
+    }
+  } catch (const std::exception& e) {
+    p.tensors = Internal(std::string("reading the checkpoint: ") + e.what());
+  }
+  return p;
+}
+
 struct Runtime {
   std::shared_ptr<LayeredModel> model;
   Plan plan;
@@ -146,6 +191,7 @@ struct Runtime {
 
 Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                                  const std::atomic<bool>& stop_requested) {
+  const auto started = Clock::now();
   torch::set_num_threads(std::max(1, o.threads));
   if (o.steps < 0) return InvalidArgument("must not be negative", "steps");
   if (!(o.lr > 0)) return InvalidArgument("must be positive", "lr");
@@ -186,6 +232,23 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   }
   model.SetTraining(true);
 
+  // Start-up overlapped: the newest checkpoint is read while the ranks
+  // rendezvous, build their groups and share replica 0's parameters.
+  const auto setup_done = Clock::now();
+  std::future<Preloaded> preload;
+  if (!env.checkpoint_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(env.checkpoint_dir, ec);
+    std::vector<std::string> owned_names, param_names;
+    for (auto& [n, t] : OwnedParams(model, role)) {
+      owned_names.push_back(n);
+      param_names.push_back(n);
+    }
+    for (auto& [n, t] : OwnedBuffers(model, role)) owned_names.push_back(n);
+    preload = std::async(std::launch::async, [dir = env.checkpoint_dir, owned_names, param_names] {
+      return Preload(dir, owned_names, param_names);
+    });
+  }
   // Rendezvous and groups.
   if (env.world_size > 1) {
     ConnectOptions co;
@@ -232,33 +295,55 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   // Resume.
   int64_t step = 0;
   int64_t samples_seen = 0;
-  if (!env.checkpoint_dir.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<Manifest> resume,
-                             AgreeOnResumeCheckpoint(world, env.checkpoint_dir, o.model));
-    if (resume) {
-      const Manifest& m = *resume;
-      TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
-      std::set<std::string> available;
-      for (auto& [n, f] : locations) available.insert(n);
-      std::vector<std::string> wanted;
+  const auto connected = Clock::now();
+  if (preload.valid()) {
+    // Every rank resumes from rank 0's pick; a rank whose own read found
+    // another step (a checkpoint completed meanwhile) reads that one.
+    Preloaded pre = preload.get();
+    int64_t chosen = -1;
+    if (world.rank() == 0) {
+      for (const auto& why : pre.skipped)
+        std::fprintf(stderr, "checkpoint skipped: %s\n", why.c_str());
+      if (pre.manifest) chosen = pre.manifest->step;
+      TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(chosen)));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
+      try {
+        chosen = std::stoll(v);
+      } catch (const std::exception&) {
+        return Internal("bad resume step in the store: " + v);
+      }
+    }
+    if (chosen >= 0) {
+      if (!pre.manifest || pre.manifest->step != chosen) {
+        TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(env.checkpoint_dir, chosen));
+        pre.manifest = std::move(m);
+        std::vector<std::string> owned_names, param_names;
+        for (auto& [n, t] : OwnedParams(model, role)) {
+          owned_names.push_back(n);
+          param_names.push_back(n);
+        }
+        for (auto& [n, t] : OwnedBuffers(model, role)) owned_names.push_back(n);
+        TESSERA_ASSIGN_OR_RETURN(auto names, ResumeNames(*pre.manifest, owned_names, param_names));
+        pre.tensors = LoadTensors(env.checkpoint_dir, *pre.manifest, names);
+      }
+      const Manifest& m = *pre.manifest;
+      if (m.model != o.model) {
+        return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" +
+                                  m.model + "\", not \"" + o.model + "\"");
+      }
+      if (!pre.tensors.ok()) return pre.tensors.status();
+      const auto& loaded = *pre.tensors;
       NamedTensors owned = OwnedParams(model, role);
       for (auto& b : OwnedBuffers(model, role)) owned.push_back(b);
-      for (auto& [n, t] : owned) wanted.push_back(n);
-      for (auto& [n, t] : OwnedParams(model, role)) {
-        for (auto it = available.lower_bound(n + "#");
-             it != available.end() && it->rfind(n + "#", 0) == 0; ++it) {
-          wanted.push_back(*it);
-        }
-      }
-      if (available.count(kRngTensor)) wanted.push_back(kRngTensor);
-      TESSERA_ASSIGN_OR_RETURN(auto loaded, LoadTensors(env.checkpoint_dir, m, wanted));
       torch::NoGradGuard no_grad;
       for (auto& [n, t] : owned) {
-        const torch::Tensor& src = loaded.at(n);
-        if (src.sizes() != t.sizes()) {
+        auto it = loaded.find(n);
+        if (it == loaded.end()) return NotFound("checkpoint has no tensor " + n);
+        if (it->second.sizes() != t.sizes()) {
           return FailedPrecondition("checkpoint tensor " + n + " has another shape than the model");
         }
-        t.copy_(src.to(t.device()));
+        t.copy_(it->second.to(t.device()));
       }
       optimizer.LoadState(loaded);
       if (loaded.count(kRngTensor)) SetRngState(loaded.at(kRngTensor));
@@ -268,6 +353,12 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                    StepDirName(m.step).c_str(), loaded.size());
     }
   }
+  std::fprintf(stderr,
+               "rank %d: start-up %.2f s (setup %.2f s, rendezvous and groups %.2f s, then "
+               "checkpoint %.2f s)\n",
+               env.rank, Since(started),
+               std::chrono::duration<double>(setup_done - started).count(),
+               std::chrono::duration<double>(connected - setup_done).count(), Since(connected));
   const int64_t base_step = step;
   const int64_t base_samples = samples_seen;
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/agent_protocol.h"
 #include "tests/worker/runtime/process_util.h"
 #include "worker/runtime/checkpoint.h"
 
@@ -294,6 +295,26 @@ TEST_F(WorkerProcessTest, KillNineThenResumeEqualsUninterruptedRun) {
   EXPECT_NE(log.find("resumed from step-"), std::string::npos) << log;
   EXPECT_EQ(log.find("resumed from step-1000"), std::string::npos) << log;
   EXPECT_LE(MaxDiff(ref, Dump("resumed")), kTolerance);
+}
+
+// A rank whose peer vanished (kill -9) exits with kPeerLostExitCode, not the
+// generic failure code, so the controller checks the peer's node at once.
+TEST_F(WorkerProcessTest, SurvivorOfAKilledPeerExitsWithThePeerLostCode) {
+  Job job;
+  job.plan = DataPlan(12, 4, 1);
+  job.world = 2;
+  job.speed = "0.01";
+  job.args = TrainArgs("tiny-skip", 100000, Dump("never"));
+  auto pids = Start(job, "peer");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (LastProgressStep(Progress("peer", 0)) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(LastProgressStep(Progress("peer", 0)), 2);
+  ::kill(pids[0], SIGKILL);
+  EXPECT_EQ(WaitExit(pids[0]), 128 + SIGKILL);
+  EXPECT_EQ(WaitExit(pids[1]), static_cast<int>(api::kPeerLostExitCode))
+      << ReadText(Log("peer", 1));
 }
 
 TEST_F(WorkerProcessTest, SigtermSavesCheckpointAndExitsZero) {
