@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   train->add_flag("--loss-scaling", opt.loss_scaling,
                   "dynamic loss scaling on any device (always on with CUDA autocast)");
   train->add_option("--dump-params", opt.dump_params_dir,
-                    "test hook: write final parameters (by name) into this folder");
+                    "test hook: write final parameters (by name) into this folder (only with "
+                    "TESSERA_WORKER_TEST_HOOKS=1)");
 
   std::string profile_model;
   int64_t profile_batch = 8;
@@ -181,6 +182,14 @@ int main(int argc, char** argv) {
   }
 
   if (*train) {
+    // Test hooks write wherever they are told. Jobs cannot reach them: the API
+    // refuses their options, and TESSERA_* env keys are Tessera's own.
+    const char* hooks = std::getenv("TESSERA_WORKER_TEST_HOOKS");
+    if (!opt.dump_params_dir.empty() && (hooks == nullptr || std::string(hooks) != "1")) {
+      std::fprintf(stderr,
+                   "tessera-worker: --dump-params is a test hook (TESSERA_WORKER_TEST_HOOKS=1)\n");
+      return 2;
+    }
     std::signal(SIGTERM, OnSigterm);
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());

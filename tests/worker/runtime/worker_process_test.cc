@@ -103,6 +103,7 @@ class WorkerProcessTest : public ::testing::Test {
       }
       env["TESSERA_PROGRESS_FILE"] = Progress(tag, r).string();
       env["TESSERA_JOB_ID"] = tag;
+      env["TESSERA_WORKER_TEST_HOOKS"] = "1";  // --dump-params
       if (!job.checkpoint_dir.empty()) env["TESSERA_CHECKPOINT_DIR"] = job.checkpoint_dir;
       if (!job.speed.empty()) env["TESSERA_DEVICE_SPEED"] = job.speed;
       if (!job.memory.empty()) env["TESSERA_DEVICE_MEMORY"] = job.memory;
