@@ -12,6 +12,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -22,6 +23,7 @@
 
 #include "api/http_status.h"
 #include "api/responder.h"
+#include "api/tls_asio.h"
 
 namespace tessera::api {
 namespace {
@@ -43,6 +45,9 @@ class Session;
 struct Shared {
   HttpServerOptions options;
   AsyncHttpHandler handler;
+  // Set when options.tls: every connection must complete a TLS handshake
+  // before anything is read (plain HTTP is dropped unanswered).
+  std::shared_ptr<net::ssl::context> tls;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -92,10 +97,14 @@ Request FromBeast(const http::request<http::string_body>& req, const std::string
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, std::shared_ptr<Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
+  Session(tcp::socket&& socket, std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {
+    if (shared_->tls) {
+      tls_stream_.emplace(std::move(socket), *shared_->tls);
+    } else {
+      plain_stream_.emplace(std::move(socket));
+    }
     beast::error_code ec;
-    auto ep = stream_.socket().remote_endpoint(ec);
+    auto ep = transport().socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
@@ -106,13 +115,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Run() {
-    net::dispatch(stream_.get_executor(),
+    if (tls_stream_) {
+      net::dispatch(transport().get_executor(),
+                    beast::bind_front_handler(&Session::DoHandshake, shared_from_this()));
+      return;
+    }
+    net::dispatch(transport().get_executor(),
                   beast::bind_front_handler(&Session::DoRead, shared_from_this()));
   }
 
   // Graceful: finish what is queued, then close. Called through the strand.
   void Shutdown() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    net::dispatch(transport().get_executor(), [self = shared_from_this()] {
       self->stopping_ = true;
       // Answers not yet on the wire tell the client the connection ends.
       for (size_t i = self->writing_ ? 1 : 0; i < self->queue_.size(); ++i) {
@@ -124,7 +138,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Closes at once, whatever is pending; an answer still to come is dropped.
   void ForceClose() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    net::dispatch(transport().get_executor(), [self = shared_from_this()] {
       self->DoClose();
       std::shared_ptr<Session> parked;  // released outside mu
       {
@@ -141,6 +155,37 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   const HttpServerOptions& options() const { return shared_->options; }
 
+  // The TCP layer, under TLS or not.
+  beast::tcp_stream& transport() {
+    return tls_stream_ ? beast::get_lowest_layer(*tls_stream_) : *plain_stream_;
+  }
+
+  // Runs op(stream) on the stream requests travel on.
+  template <typename Op>
+  void OnStream(Op&& op) {
+    if (tls_stream_) {
+      op(*tls_stream_);
+    } else {
+      op(*plain_stream_);
+    }
+  }
+
+  // TLS first: a client that does not complete the handshake in time (or
+  // speaks plain HTTP) is closed without an answer.
+  void DoHandshake() {
+    transport().expires_after(options().idle_timeout);
+    reading_ = true;
+    tls_stream_->async_handshake(net::ssl::stream_base::server,
+                                 [self = shared_from_this()](beast::error_code ec) {
+                                   self->reading_ = false;
+                                   if (ec || self->closed_) {
+                                     self->DoClose();
+                                     return;
+                                   }
+                                   self->DoRead();
+                                 });
+  }
+
   void DoRead() {
     if (closed_ || stopping_ || read_closed_ || reading_ || awaiting_) return;
     if (queue_.size() >= std::max<size_t>(1, options().pipeline_limit))
@@ -148,10 +193,12 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(options().body_limit);
     parser_->header_limit(static_cast<std::uint32_t>(options().header_limit));
-    stream_.expires_after(options().idle_timeout);
+    transport().expires_after(options().idle_timeout);
     reading_ = true;
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    OnStream([&](auto& s) {
+      http::async_read(s, buffer_, *parser_,
+                       beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    });
   }
 
   void OnRead(beast::error_code ec, std::size_t /*bytes*/) {
@@ -222,10 +269,9 @@ class Session : public std::enable_shared_from_this<Session> {
     {
       std::lock_guard lock(shared->mu);
       if (shared->io_gone) return;
-      net::post(self->stream_.get_executor(),
-                [self, response = std::move(response)]() mutable {
-                  self->OnAnswer(std::move(response));
-                });
+      net::post(self->transport().get_executor(), [self, response = std::move(response)]() mutable {
+        self->OnAnswer(std::move(response));
+      });
     }
     // `self` is released here, outside mu (~Session takes it).
   }
@@ -272,9 +318,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void DoWrite() {
     writing_ = true;
-    stream_.expires_after(options().idle_timeout);
-    http::async_write(stream_, queue_.front(),
-                      beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
+    transport().expires_after(options().idle_timeout);
+    OnStream([&](auto& s) {
+      http::async_write(s, queue_.front(),
+                        beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
+    });
   }
 
   void OnWrite(beast::error_code ec, std::size_t /*bytes*/) {
@@ -308,35 +356,39 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void StartLinger() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(std::min<std::chrono::milliseconds>(kLingerTime, options().idle_timeout));
+    transport().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    transport().expires_after(std::min<std::chrono::milliseconds>(kLingerTime, options().idle_timeout));
     DoLinger();
   }
 
   void DoLinger() {
     if (reading_) return;  // the aborted read finishes first
     reading_ = true;
-    stream_.async_read_some(net::buffer(scratch_),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->reading_ = false;
-                              self->lingered_ += n;
-                              if (ec || self->lingered_ > kLingerBytes || self->closed_) {
-                                self->DoClose();
-                                return;
-                              }
-                              self->DoLinger();
-                            });
+    OnStream([&](auto& s) {
+      s.async_read_some(net::buffer(scratch_),
+                        [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                          self->reading_ = false;
+                          self->lingered_ += n;
+                          if (ec || self->lingered_ > kLingerBytes || self->closed_) {
+                            self->DoClose();
+                            return;
+                          }
+                          self->DoLinger();
+                        });
+    });
   }
 
   void DoClose() {
     if (closed_) return;
     closed_ = true;
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    transport().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    transport().close();
   }
 
-  beast::tcp_stream stream_;
+  // Exactly one is set: TLS (Shared::tls) or plain.
+  std::optional<beast::tcp_stream> plain_stream_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;
   std::shared_ptr<Shared> shared_;
   std::string remote_;
   beast::flat_buffer buffer_;
@@ -481,6 +533,11 @@ Status HttpServer::Start() {
   beast::error_code ec;
   auto address = net::ip::make_address(opt.address, ec);
   if (ec) return InvalidArgument("not an IP address: " + opt.address, "address");
+  if (opt.tls) {
+    auto context = MakeServerSslContext(*opt.tls);
+    if (!context.ok()) return context.status();
+    impl_->shared->tls = *std::move(context);
+  }
   impl_->ioc.emplace(std::max(1, opt.io_threads));
   impl_->listener = std::make_shared<Listener>(*impl_->ioc, impl_->shared);
   Status st = impl_->listener->Open(tcp::endpoint(address, opt.port));

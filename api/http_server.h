@@ -43,10 +43,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/responder.h"
 #include "api/router.h"
+#include "api/tls_context.h"
 #include "common/status.h"
 
 namespace tessera::api {
@@ -67,6 +69,12 @@ struct HttpServerOptions {
   std::chrono::milliseconds shutdown_grace{5'000};
   int listen_backlog = 128;
   std::string server_header = "tesserad";
+  // HTTPS: every connection completes a TLS (1.2+) handshake with this
+  // certificate chain and key before a request is read; a client speaking
+  // plain HTTP, or failing the handshake within idle_timeout, is closed
+  // unanswered. Unset: plain HTTP. A chain or key that does not load makes
+  // Start() fail (kInvalidArgument naming "tls_cert_file" / "tls_key_file").
+  std::optional<TlsServerFiles> tls;
   // Called once, on the thread calling Start(), after the socket is bound
   // and listening and before Start() returns (e.g. to sd_notify READY=1).
   std::function<void(uint16_t bound_port)> on_listening;

@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "api/server_url.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -166,6 +168,12 @@ std::string DaemonConfig::JoinTokenPath() const {
   return join_token_file.empty() ? state_dir + "/join-token" : join_token_file;
 }
 
+bool DaemonConfig::ServesTls() const {
+  if (tls == "on") return true;
+  if (tls == "off") return false;
+  return !tls_cert_file.empty() || !api::IsLoopbackHost(listen_address);
+}
+
 std::string DaemonConfig::CheckpointRoot() const {
   return checkpoint_root.empty() ? state_dir + "/checkpoints" : checkpoint_root;
 }
@@ -193,6 +201,27 @@ Status DaemonConfig::Validate() const {
   bool known = false;
   for (const char* l : kLevels) known = known || log_level == l;
   if (!known) return InvalidArgument("must be one of trace, debug, info, warn, error", "log_level");
+  if (tls != "auto" && tls != "on" && tls != "off") {
+    return InvalidArgument("must be auto, on or off", "tls");
+  }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return InvalidArgument("tls_cert_file and tls_key_file go together",
+                           tls_cert_file.empty() ? "tls_cert_file" : "tls_key_file");
+  }
+  if (tls == "off" && !tls_cert_file.empty()) {
+    return InvalidArgument("a certificate is configured but tls is off", "tls");
+  }
+  for (const std::string& name : tls_server_names) {
+    if (name.empty() || name.find_first_of(" ,/") != std::string::npos) {
+      return InvalidArgument("must be DNS names or IP addresses", "tls_server_names");
+    }
+  }
+  if (!ServesTls() && !api::IsLoopbackHost(listen_address) && !allow_insecure_http) {
+    return InvalidArgument(
+        "plain HTTP is served on loopback addresses only; use tls: on (or auto), or set "
+        "allow_insecure_http: true",
+        "allow_insecure_http");
+  }
   for (size_t i = 0; i < data_roots.size(); ++i) {
     TESSERA_RETURN_IF_ERROR(
         ValidateDataRoot(data_roots[i], "data_roots[" + std::to_string(i) + "]"));
@@ -236,6 +265,11 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"collective_timeout_s", Set(&c->collective_timeout_s, "collective_timeout_s")},
       {"worker_binary", Set(&c->worker_binary, "worker_binary")},
       {"log_level", Set(&c->log_level, "log_level")},
+      {"tls", Set(&c->tls, "tls")},
+      {"tls_cert_file", Set(&c->tls_cert_file, "tls_cert_file")},
+      {"tls_key_file", Set(&c->tls_key_file, "tls_key_file")},
+      {"tls_server_names", Set(&c->tls_server_names, "tls_server_names")},
+      {"allow_insecure_http", Set(&c->allow_insecure_http, "allow_insecure_http")},
       {"data_roots", [c](const YAML::Node& n) { return LoadDataRoots(n, &c->data_roots); }},
       {"entrypoints", [c](const YAML::Node& n) { return LoadEntrypoints(n, &c->entrypoints); }},
       {"run_as", [c](const YAML::Node& n) { return LoadRunAs(n, &c->run_as); }},

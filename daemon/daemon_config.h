@@ -43,6 +43,19 @@ struct DaemonConfig {
   int64_t collective_timeout_s = 60;  // ranks' TESSERA_COLLECTIVE_TIMEOUT_S
   std::string worker_binary;          // builtin entrypoints; default: beside tesserad
   std::string log_level = "info";
+  // TLS (api/tls_context.h). "auto": HTTPS unless listen_address is
+  // loopback and no certificate is configured; "on": always HTTPS; "off":
+  // plain HTTP, refused off loopback unless allow_insecure_http.
+  std::string tls = "auto";
+  // The server's certificate chain (PEM, leaf first) and key; both or
+  // neither. Neither: tesserad makes its own CA and a certificate signed by
+  // it in <state_dir>/tls at first start (daemon/self_signed_ca.h).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Extra names (DNS or IP) the self-made certificate carries, beside the
+  // host name, localhost, 127.0.0.1, ::1 and listen_address.
+  std::vector<std::string> tls_server_names;
+  bool allow_insecure_http = false;  // plain HTTP on a non-loopback address
 
   // ---- multi-user safety (README "Security") ----
   // Folders jobs may read and write (daemon/data_roots.h), from
@@ -67,6 +80,8 @@ struct DaemonConfig {
   std::string DbPath() const;
   std::string JoinTokenPath() const;
   std::string CheckpointRoot() const;
+  // Whether the listener speaks TLS (see tls).
+  bool ServesTls() const;
   Status Validate() const;
 };
 

@@ -19,10 +19,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api/http_server.h"
 #include "api/router.h"
+#include "api/server_url.h"
+#include "api/tls_context.h"
 #include "common/clock.h"
 #include "daemon/control_plane_service.h"
 #include "daemon/daemon_config.h"
@@ -30,10 +33,11 @@
 #include "daemon/job_controller.h"
 #include "daemon/lease_tokens.h"
 #include "daemon/profile_cache.h"
+#include "daemon/self_signed_ca.h"
+#include "daemon/sqlite_store.h"
 #include "slurm/slurm_config.h"
 #include "slurm/slurm_pool.h"
 #include "slurm/slurm_rest_client.h"
-#include "daemon/sqlite_store.h"
 
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -213,6 +217,40 @@ int main(int argc, char** argv) {
   }
   const daemon::LeaseTokens lease_tokens(*lease_key);
 
+  // TLS: the configured certificate, or tesserad's own CA and certificate in
+  // <state_dir>/tls. Clients pin ca_sha256 (the join bundle's fingerprint).
+  std::optional<api::TlsServerFiles> tls_files;
+  std::string ca_sha256;
+  if (config.ServesTls()) {
+    if (!config.tls_cert_file.empty()) {
+      tls_files = api::TlsServerFiles{config.tls_cert_file, config.tls_key_file};
+      Status st = api::CheckTlsServerFiles(*tls_files);
+      auto pin = st.ok() ? api::CertificateFileSha256(config.tls_cert_file) : st;
+      if (!pin.ok()) {
+        spdlog::critical("TLS: {}", pin.status().ToString());
+        return 1;
+      }
+      ca_sha256 = *pin;  // the server certificate itself; clients may use a CA file instead
+    } else {
+      auto made = daemon::EnsureSelfSignedTls(
+          (fs::path(config.state_dir) / "tls").string(),
+          daemon::DefaultServerNames(config.listen_address, config.tls_server_names));
+      if (!made.ok()) {
+        spdlog::critical("cannot make tesserad's TLS certificate: {}", made.status().ToString());
+        return 1;
+      }
+      if (made->made_ca) spdlog::info("first start: made tesserad's own CA in {}", made->ca_file);
+      tls_files = made->server;
+      ca_sha256 = made->ca_sha256;
+    }
+    spdlog::info("serving HTTPS; clients pin the SHA-256 fingerprint {}",
+                 api::DisplayFingerprint(ca_sha256));
+  } else if (!api::IsLoopbackHost(config.listen_address)) {
+    spdlog::warn(
+        "serving plain HTTP on {} (allow_insecure_http): tokens cross the network in clear",
+        config.listen_address);
+  }
+
   // Entrypoint policies and data roots: what users' jobs may set and touch.
   const daemon::JobAdmission admission(daemon::DataRoots(config.data_roots), config.entrypoints);
   if (config.data_roots.empty()) {
@@ -285,6 +323,11 @@ int main(int argc, char** argv) {
   daemon::ControlPlaneOptions cp;
   cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
   cp.lease_tokens = &lease_tokens;
+  cp.join_bundle = [&config, ca_sha256]() -> Result<api::Json> {
+    TESSERA_ASSIGN_OR_RETURN(std::string token, ReadFirstLine(config.JoinTokenPath()));
+    return api::Json{{"join_token", token},
+                     {"ca_sha256", ca_sha256.empty() ? api::Json() : api::Json(ca_sha256)}};
+  };
   cp.admission = &admission;
   cp.waiting_reason = [&controller](api::JobId id) { return controller.WaitingReason(id); };
   cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
@@ -315,15 +358,17 @@ int main(int argc, char** argv) {
   http.io_threads = static_cast<int>(config.io_threads);
   http.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
   http.body_limit = static_cast<size_t>(config.body_limit_bytes);
-  http.on_listening = [&config](uint16_t bound) {
+  http.tls = tls_files;
+  http.on_listening = [&config, &tls_files](uint16_t bound) {
     WriteSecret(fs::path(config.state_dir) / "tesserad.port", std::to_string(bound)).IgnoreError();
-    spdlog::info("listening on {}:{}", config.listen_address, bound);
+    spdlog::info("listening on {}://{}:{}", tls_files ? "https" : "http", config.listen_address,
+                 bound);
     Notify("READY=1\nSTATUS=listening on port " + std::to_string(bound));
   };
-  api::HttpServer server(http, api::AsyncHttpHandler([&router](const api::Request& r,
-                                                                api::Responder done) {
-                           router.HandleAsync(r, std::move(done));
-                         }));
+  api::HttpServer server(
+      http, api::AsyncHttpHandler([&router](const api::Request& r, api::Responder done) {
+        router.HandleAsync(r, std::move(done));
+      }));
   if (Status st = server.Start(); !st.ok()) {
     spdlog::critical("cannot listen on {}:{}: {}", config.listen_address, config.port,
                      st.ToString());

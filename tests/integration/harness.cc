@@ -199,8 +199,10 @@ Cluster::~Cluster() {
 }
 
 std::string Cluster::controller_url() const {
-  return "http://" + controller_host_ + ":" + std::to_string(port_);
+  return (tls_ ? "https://" : "http://") + controller_host_ + ":" + std::to_string(port_);
 }
+
+fs::path Cluster::ca_file() const { return dir_ / "controller" / "tls" / "ca.pem"; }
 
 std::string Cluster::node_address(const std::string& node) const {
   auto it = node_addresses_.find(node);
@@ -232,6 +234,13 @@ void Cluster::StartController(const std::string& extra_config) {
       }
     }
     c << extra_config;
+  }
+  if (extra_config.find("tls: on") != std::string::npos) {
+    tls_ = true;
+  } else if (extra_config.find("tls: off") != std::string::npos) {
+    tls_ = false;
+  } else {
+    tls_ = lab_ != nullptr;  // "tls: auto" off loopback
   }
   fs::remove(state / "tesserad.port");
   controller_ = std::make_unique<Process>(
@@ -303,6 +312,7 @@ void Cluster::StartAgent(const std::string& node, const std::string& inventory_y
                                    inventory.string(),
                                    "--heartbeat-ms",
                                    fast_ ? "200" : "1000"};
+  if (tls_) argv.insert(argv.end(), {"--ca-file", ca_file().string()});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   agents_[node] = std::make_unique<Process>(argv, std::map<std::string, std::string>{},
                                             dir_ / ("agent-" + node + ".log"), netns);
@@ -319,7 +329,9 @@ void Cluster::StopAgent(const std::string& node, int sig) {
 }
 
 std::unique_ptr<api::HttpClient> Cluster::Client(const std::string& token) {
-  auto c = std::make_unique<api::HttpClient>(controller_host_, port_, 10s);
+  auto c =
+      std::make_unique<api::HttpClient>(api::ServerUrl{tls_, controller_host_, port_, ""}, 10s,
+                                        api::TlsClientOptions{tls_ ? ca_file().string() : "", ""});
   c->SetBearerToken(token.empty() ? admin_token_ : token);
   return c;
 }

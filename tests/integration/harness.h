@@ -97,7 +97,15 @@ class Cluster {
   // Where tesserad listens: 127.0.0.1, or the bridge's address with
   // namespaces. Both the test process and every node reach it there.
   const std::string& controller_host() const { return controller_host_; }
-  std::string controller_url() const;  // "http://host:port"
+  // "https://host:port" when tesserad serves TLS (tls()), else "http://...".
+  std::string controller_url() const;
+  // Whether tesserad serves HTTPS: with namespaces (it listens off loopback,
+  // so its default "tls: auto" turns TLS on) unless extra_config says
+  // "tls: off", or on loopback with "tls: on". Agents then get --ca-file
+  // ca_file() and Client() verifies with it.
+  bool tls() const { return tls_; }
+  // tesserad's own CA (<state_dir>/tls/ca.pem).
+  std::filesystem::path ca_file() const;
 
   // true when nodes run in their own network namespaces.
   bool namespaces() const { return lab_ != nullptr; }
@@ -146,6 +154,7 @@ class Cluster {
   std::string admin_token_;
   int controller_starts_ = 0;
   bool fast_ = true;
+  bool tls_ = false;
 };
 
 }  // namespace tessera::testing
