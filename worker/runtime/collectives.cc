@@ -1,9 +1,10 @@
 #include "worker/runtime/collectives.h"
 
+#include <torch/version.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 #ifdef TESSERA_HAVE_CUDA_TORCH
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -14,8 +15,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 namespace tessera::worker {
 namespace {
@@ -210,8 +213,9 @@ class C10dCollectives : public Collectives {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const ConnectOptions& opt) {
+Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size,
+                                                       const ConnectOptions& opt) {
   try {
     if (opt.backend == Backend::kNccl) {
 #ifdef TESSERA_HAVE_CUDA_TORCH
@@ -266,6 +270,32 @@ std::string LocalAddressToward(const std::string& host, int port) {
   }
   ::freeaddrinfo(found);
   return local;
+}
+
+// Waits until something accepts connections at host:port (rank 0's store),
+// trying every 20 ms: a rank that starts before rank 0 listens would
+// otherwise sit in the store client's one-second connect retry. Gives up
+// silently at the deadline (the store client then reports the failure).
+void AwaitListener(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  while (std::chrono::steady_clock::now() < deadline) {
+    addrinfo* found = nullptr;
+    bool up = false;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
+      for (addrinfo* a = found; a != nullptr && !up; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        up = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        ::close(fd);
+      }
+      ::freeaddrinfo(found);
+    }
+    if (up) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 class C10dWorld : public World {
@@ -349,6 +379,7 @@ Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions o
     std::fprintf(stderr, "rank %d: gloo on %s (MASTER_ADDR %s)\n", env.rank, where.c_str(),
                  env.master_addr.c_str());
   }
+  if (env.rank != 0) AwaitListener(env.master_addr, env.master_port, options.store_timeout);
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions so;
