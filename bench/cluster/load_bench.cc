@@ -207,7 +207,7 @@ Row RunOne(const std::string& mode, int agents, int seconds) {
     if (mode == "real") {
       cluster.StartAgent(node,
                          "devices:\n  - {name: \"RTX4090 (emulated)\", memory: 24GiB, "
-                         "relative_speed: 0.01}\n",
+                         "relative_speed: 0.01, tflops: 0.4}\n",
                          {"--no-benchmark"});
     } else {
       sims.push_back(std::make_unique<SimAgent>(node, cluster, join, &beat_ms, &stop));
@@ -272,15 +272,22 @@ Row RunOne(const std::string& mode, int agents, int seconds) {
       }
       ++row.jobs;
       const int64_t id = Json::parse(r->body)["id"];
+      std::string state;
       while (!stop) {
         auto g = client->Request("GET", "/api/v1/jobs/" + std::to_string(id));
-        if (g.ok() && g->status == 200 && Json::parse(g->body)["state"] == "running") {
+        if (g.ok() && g->status == 200) {
+          Json j = Json::parse(g->body);
+          state = j["state"].get<std::string>() + " (" + j["reason"].get<std::string>() + ")";
+        }
+        if (state.starts_with("running")) {
           run_ms.Add(Ms(Clock::now() - start));
           ++row.jobs_running;
           break;
         }
         std::this_thread::sleep_for(10ms);
       }
+      if (!state.starts_with("running"))
+        std::fprintf(stderr, "job %lld: %s\n", (long long)id, state.c_str());
       std::this_thread::sleep_until(start + 1s);
     }
   });
