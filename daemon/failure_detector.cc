@@ -24,7 +24,9 @@ int64_t CheckDeadAfterMs(const FailureDetectorOptions& o) {
   return o.check_dead_after_ms > 0 ? o.check_dead_after_ms : o.heartbeat_interval_ms * 8 / 5;
 }
 
-void PeerLossChecks::Begin(const std::string& node, TimePoint now) { began_.try_emplace(node, now); }
+void PeerLossChecks::Begin(const std::string& node, TimePoint now) {
+  began_.try_emplace(node, now);
+}
 
 NodeHealth PeerLossChecks::Classify(const std::string& node, TimePoint seen, TimePoint now,
                                     const FailureDetectorOptions& o) {
