@@ -47,6 +47,8 @@ cat > "$demo/tesserad.yaml" <<YAML
 state_dir: $demo/controller
 port: 0
 log_level: info
+data_roots:                     # README "Security": where jobs may read and write
+  - {path: "$demo/images", access: read}
 YAML
 "$tesserad" --config "$demo/tesserad.yaml" >"$demo/tesserad.log" 2>&1 &
 pids+=($!)
