@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "worker/runtime/emulated_memory.h"
 namespace tessera::worker {
 namespace {
 
@@ -89,7 +90,8 @@ class PrefetchingSource : public BatchSource {
     try {
       return inner_->Load(first_id, count);
     } catch (const std::exception& e) {
-      return Internal(std::string("loading samples failed: ") + e.what());
+      // Samples land in device memory too: out of it is resource_exhausted.
+      return ComputeFailure("loading samples failed", e);
     }
   }
 
