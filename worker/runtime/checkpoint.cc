@@ -296,6 +296,19 @@ Status SaveCheckpoint(Collectives& world, const std::string& dir, const Checkpoi
   return result;
 }
 
+Result<int64_t> ShareResumeStep(Collectives& world, int64_t rank0_step) {
+  if (world.rank() == 0) {
+    TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(rank0_step)));
+    return rank0_step;
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
+  try {
+    return static_cast<int64_t>(std::stoll(v));
+  } catch (const std::exception&) {
+    return Internal("bad resume step in the store: " + v);
+  }
+}
+
 Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, const std::string& dir,
                                                         const std::string& model) {
   std::error_code ec;
@@ -306,15 +319,8 @@ Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, cons
     auto m = FindNewestCheckpoint(dir, &skipped);
     for (const auto& s : skipped) std::fprintf(stderr, "checkpoint skipped: %s\n", s.c_str());
     if (m) chosen = m->step;
-    TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(chosen)));
-  } else {
-    TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
-    try {
-      chosen = std::stoll(v);
-    } catch (const std::exception&) {
-      return Internal("bad resume step in the store: " + v);
-    }
   }
+  TESSERA_ASSIGN_OR_RETURN(chosen, ShareResumeStep(world, chosen));
   if (chosen < 0) return std::optional<Manifest>();
   TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir, chosen));
   if (m.model != model) {

@@ -49,6 +49,10 @@ std::optional<Manifest> FindNewestCheckpoint(const std::string& dir,
 // Reads <dir>/step-<step>/manifest.json.
 Result<Manifest> ReadManifest(const std::string& dir, int64_t step);
 
+// Rank 0 publishes the step it resumes from (`rank0_step`, -1: none; ignored on
+// other ranks) through the rendezvous store; every rank returns that step.
+Result<int64_t> ShareResumeStep(Collectives& world, int64_t rank0_step);
+
 // Every rank resumes from the same checkpoint: rank 0 picks the newest
 // complete one in `dir` (printing why others were skipped) and shares its
 // step through the world's store. nullopt when there is none. Creates `dir`.

@@ -305,15 +305,8 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
       for (const auto& why : pre.skipped)
         std::fprintf(stderr, "checkpoint skipped: %s\n", why.c_str());
       if (pre.manifest) chosen = pre.manifest->step;
-      TESSERA_RETURN_IF_ERROR(world.StoreSet("resume/step", std::to_string(chosen)));
-    } else {
-      TESSERA_ASSIGN_OR_RETURN(std::string v, world.StoreGet("resume/step"));
-      try {
-        chosen = std::stoll(v);
-      } catch (const std::exception&) {
-        return Internal("bad resume step in the store: " + v);
-      }
     }
+    TESSERA_ASSIGN_OR_RETURN(chosen, ShareResumeStep(world, chosen));
     if (chosen >= 0) {
       if (!pre.manifest || pre.manifest->step != chosen) {
         TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(env.checkpoint_dir, chosen));
