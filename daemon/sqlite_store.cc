@@ -1252,11 +1252,46 @@ Status SqliteStore::ReadmitNode(std::string_view node) {
 
 // ------------------------------------------------------------ infer chunks
 
-Status SqliteStore::InsertChunks(api::JobId job,
-                                 const std::vector<std::vector<std::string>>& chunks) {
+namespace {
+
+// Each chunk's items as the JSON text of its `items` column (made before the write
+// transaction, so the store's lock is not held for it).
+std::vector<std::string> ChunkTexts(const std::vector<std::vector<std::string>>& chunks) {
   std::vector<std::string> texts;
   texts.reserve(chunks.size());
   for (const auto& items : chunks) texts.push_back(*JsonColumn(api::Json(items)));
+  return texts;
+}
+
+// Inserts `chunks` as pending chunks first_chunk, first_chunk + 1, ...; on an error,
+// *failed is the chunk whose insert failed.
+Status InsertPendingChunks(sqlite3* db, api::JobId job, int64_t first_chunk,
+                           const std::vector<std::vector<std::string>>& chunks,
+                           const std::vector<std::string>& texts, int64_t* failed) {
+  TESSERA_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
+                                                   "INSERT INTO infer_chunks "
+                                                   "(job_id, chunk, items, images, state) "
+                                                   "VALUES (?, ?, ?, ?, 'pending')"));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const int64_t chunk = first_chunk + static_cast<int64_t>(i);
+    ins.Reset()
+        .Bind(1, job)
+        .Bind(2, chunk)
+        .Bind(3, std::string_view(texts[i]))
+        .Bind(4, static_cast<int64_t>(chunks[i].size()));
+    if (Status st = ins.Run(); !st.ok()) {
+      *failed = chunk;
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SqliteStore::InsertChunks(api::JobId job,
+                                 const std::vector<std::vector<std::string>>& chunks) {
+  const std::vector<std::string> texts = ChunkTexts(chunks);
   return Write([&](sqlite3* db) -> Status {
     TESSERA_RETURN_IF_ERROR(CheckJobExists(db, job));
     TESSERA_ASSIGN_OR_RETURN(
@@ -1264,18 +1299,8 @@ Status SqliteStore::InsertChunks(api::JobId job,
     any.Bind(1, job);
     TESSERA_ASSIGN_OR_RETURN(bool exists, any.Step());
     if (exists) return AlreadyExists("job " + std::to_string(job) + " already has chunks");
-    TESSERA_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
-                                                     "INSERT INTO infer_chunks "
-                                                     "(job_id, chunk, items, images, state) "
-                                                     "VALUES (?, ?, ?, ?, 'pending')"));
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      ins.Reset()
-          .Bind(1, job)
-          .Bind(2, static_cast<int64_t>(i))
-          .Bind(3, std::string_view(texts[i]))
-          .Bind(4, static_cast<int64_t>(chunks[i].size()));
-      TESSERA_RETURN_IF_ERROR(ins.Run());
-    }
+    int64_t failed = 0;
+    TESSERA_RETURN_IF_ERROR(InsertPendingChunks(db, job, 0, chunks, texts, &failed));
     TESSERA_ASSIGN_OR_RETURN(
         Stmt seal, Stmt::Prepare(db, "UPDATE infer_chunk_counts SET sealed = 1 WHERE job_id = ?"));
     seal.Bind(1, job);
@@ -1286,28 +1311,16 @@ Status SqliteStore::InsertChunks(api::JobId job,
 Status SqliteStore::AppendChunks(api::JobId job, int64_t first_chunk,
                                  const std::vector<std::vector<std::string>>& chunks) {
   if (first_chunk < 0) return InvalidArgument("must be >= 0", "first_chunk");
-  std::vector<std::string> texts;
-  texts.reserve(chunks.size());
-  for (const auto& items : chunks) texts.push_back(*JsonColumn(api::Json(items)));
+  const std::vector<std::string> texts = ChunkTexts(chunks);
   return Write([&](sqlite3* db) -> Status {
     TESSERA_RETURN_IF_ERROR(CheckJobExists(db, job));
-    TESSERA_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
-                                                     "INSERT INTO infer_chunks "
-                                                     "(job_id, chunk, items, images, state) "
-                                                     "VALUES (?, ?, ?, ?, 'pending')"));
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      ins.Reset()
-          .Bind(1, job)
-          .Bind(2, first_chunk + static_cast<int64_t>(i))
-          .Bind(3, std::string_view(texts[i]))
-          .Bind(4, static_cast<int64_t>(chunks[i].size()));
-      Status st = ins.Run();
-      if (!st.ok()) {
-        return AlreadyExists("job " + std::to_string(job) + " already has chunk " +
-                             std::to_string(first_chunk + static_cast<int64_t>(i)));
-      }
+    int64_t failed = -1;
+    Status st = InsertPendingChunks(db, job, first_chunk, chunks, texts, &failed);
+    if (!st.ok() && failed >= 0) {
+      return AlreadyExists("job " + std::to_string(job) + " already has chunk " +
+                           std::to_string(failed));
     }
-    return Status::Ok();
+    return st;
   });
 }
 
