@@ -10,6 +10,25 @@
 #include "worker/model/profile.h"
 
 namespace tessera::worker {
+namespace {
+
+// Median CPU milliseconds on `clock` of `repeats` calls of `fn`, each starting with
+// the caches evicted, after one untimed warm-up call.
+template <typename F>
+double MedianColdMs(CpuClock clock, int repeats, F&& fn) {
+  fn();
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    EvictCpuCaches();
+    const double t0 = CpuSeconds(clock);
+    fn();
+    ms.push_back((CpuSeconds(clock) - t0) * 1e3);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
 
 Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int repeats,
                          nlohmann::json* profile) {
@@ -31,26 +50,14 @@ Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int
       if (!params.empty()) {
         for (auto& [name, p] : params) p.mutable_grad() = torch::randn_like(p);
         TESSERA_ASSIGN_OR_RETURN(NamedOptimizer opt, NamedOptimizer::Make(config, params));
-        opt.Step(0.0);  // warm-up: creates the state
-        std::vector<double> ms;
-        for (int r = 0; r < repeats; ++r) {
-          EvictCpuCaches();
-          const double t0 = CpuSeconds(clock);
-          opt.Step(0.0);
-          ms.push_back((CpuSeconds(clock) - t0) * 1e3);
-        }
-        std::sort(ms.begin(), ms.end());
-        median_ms = ms[ms.size() / 2];
+        // The warm-up step creates the optimizer's state.
+        median_ms = MedianColdMs(clock, repeats, [&] { opt.Step(0.0); });
         // Data parallel: the gradients into one flat bucket and the sums back.
         int64_t numel = 0;
         for (const auto& [name, p] : params) numel += p.numel();
-        for (auto& [name, p] : params) p.mutable_grad() = torch::randn_like(p);
         torch::Tensor flat = torch::empty({numel}, params.front().second.options());
-        std::vector<double> copies;
-        for (int r = 0; r <= repeats; ++r) {  // r == 0 is the warm-up
-          EvictCpuCaches();
+        copy_ms = MedianColdMs(clock, repeats, [&] {
           torch::NoGradGuard no_grad;
-          const double t0 = CpuSeconds(clock);
           int64_t offset = 0;
           for (const auto& [name, p] : params) {
             flat.narrow(0, offset, p.numel()).copy_(p.grad().reshape({-1}));
@@ -61,10 +68,7 @@ Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int
             p.mutable_grad().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
             offset += p.numel();
           }
-          if (r > 0) copies.push_back((CpuSeconds(clock) - t0) * 1e3);
-        }
-        std::sort(copies.begin(), copies.end());
-        copy_ms = copies[copies.size() / 2];
+        });
         for (auto& [name, p] : params) p.mutable_grad() = torch::Tensor();
       }
       (*layers)[i]["opt_ms"] = median_ms;
