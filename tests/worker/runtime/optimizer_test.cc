@@ -1,6 +1,5 @@
-// NamedOptimizer and its per-layer step profile: gradients are dropped, not
-// zeroed, after a step; the profile times a step per layer and leaves the
-// parameters as they were.
+// NamedOptimizer: gradients are dropped, not zeroed, after a step (the per-layer
+// step profile has its own test, optimizer_profile_test.cc).
 #include "worker/runtime/optimizer.h"
 
 #include <gtest/gtest.h>
