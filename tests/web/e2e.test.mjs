@@ -550,11 +550,17 @@ try {
       const points = await history();
       return points.some((p) => p.attempt >= 2) && points;
     }, 20000, 'points of attempt 2 in the history');
-    const metricsRequests = [];
+    // Requests of the reloaded page only: the old page may still poll while
+    // the reload starts, so the list restarts when the main frame navigates.
+    let metricsRequests = [];
     const onRequest = (req) => {
       if (req.url().includes(`/api/v1/jobs/${jobD}/metrics`)) metricsRequests.push(req.url());
     };
+    const onNavigated = (frame) => {
+      if (frame === page.mainFrame()) metricsRequests = [];
+    };
     page.on('request', onRequest);
+    page.on('framenavigated', onNavigated);
     try {
       await page.reload();
       await waitFor(async () => await jobState(page) === 'running', 10000, 'job D running after the reload');
@@ -597,6 +603,7 @@ try {
       await shot(page, 'job-reloaded-laptop');
     } finally {
       page.off('request', onRequest);
+      page.off('framenavigated', onNavigated);
     }
   });
 
