@@ -16,7 +16,7 @@ PACKAGES=(
   libpng-dev libjpeg-dev
   clang libclang-rt-14-dev
   iproute2 procps curl
-  python3-torch python3-numpy
+  python3-torch python3-numpy python3-pil
   ccache
   chromium nodejs
   slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-basic-plugins slurm-wlm-jwt-plugin

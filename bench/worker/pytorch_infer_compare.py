@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""tessera-worker infer against a plain PyTorch inference script: same model, same images.
+
+For each image size (--sizes) and intra-op thread count (--threads), in one run
+on this machine (CPU):
+  (a) `tessera-worker infer --local --model M --checkpoint CKPT --data IMAGES
+      --output OUT --threads T` (plus --worker-args, e.g. the batching or the
+      decode / encode thread flags of the worker);
+  (b) pytorch_infer.py (one process, torch.set_num_threads(T), eval mode,
+      torch.inference_mode(), PIL decode, forward, PIL PNG encode and save) with
+      --batch 1 and with each of --batches (consecutive same-size images stacked
+      into one forward).
+Both get OMP_NUM_THREADS=T, the same checkpoint (written by `tessera-worker
+train`, read by pytorch_infer.py from the worker's tensor files) and the same
+folder of images (`tessera-worker gen-images`; sizes >= --gray-from are
+converted to 8-bit grayscale, as archive scans are).
+Two figures per run, both taken by this script from outside, the same way for
+both programs:
+  whole     images / wall seconds of the whole process (start to exit: the
+            interpreter and torch import, model load, every image, exit);
+  loaded    images / (newest output file's ctime - the moment the program's
+            "model loaded" stderr line arrived): the worker's
+            "tessera-worker: M from CKPT/step-N, ..." line, printed once the
+            checkpoint is loaded and the input folder listed; pytorch_infer.py's
+            "pytorch_infer: M from ... loaded". The ctime of the worker's outputs
+            is their rename after the fsync, of the script's their last write.
+Every run starts with an empty output folder and must write every image.
+--rounds R interleaves the runs (each round runs every configuration once, in
+reverse order every other round) and reports medians over rounds. The machine
+may be shared: before each run the script waits (--idle-wait) for an idle
+machine and repeats a run (--retries) during which other processes took more
+than --max-foreign cores (from /proc/stat minus its own children's CPU).
+--check-model first runs both programs (PyTorch with --batch 1 and with the
+largest of --batches) on a few images of every size and compares the output
+PNGs pixel by pixel (target: max |diff| <= 1 level).
+Python 3 standard library only; the PyTorch side runs under --python (default:
+an interpreter that imports torch and PIL: Debian's python3-torch, python3-pil).
+
+usage: pytorch_infer_compare.py --worker build/worker/runtime/tessera-worker
+           [--model colorize-unet] [--sizes 64 256] [--threads 1 2]
+           [--batches 4 16] [--rounds 3] [--check-model]
+           [--worker-args "--chunk-size 16"]
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PT_SCRIPT = os.path.join(HERE, "pytorch_infer.py")
+# Images per size when --images is not given: a few seconds per run at width 16.
+DEFAULT_COUNT = {64: 120, 128: 60, 256: 24, 512: 8}
+WORKER_LOADED = re.compile(r"^tessera-worker: \S+ from ")
+PT_LOADED = re.compile(r"^pytorch_infer: .* loaded$")
+GRAY_CODE = """
+import os, sys
+from PIL import Image
+for name in sorted(os.listdir(sys.argv[1])):
+    p = os.path.join(sys.argv[1], name)
+    Image.open(p).convert("L").save(p, format="PNG")
+"""
+
+
+def torch_python(explicit):
+    candidates = [explicit] if explicit else [sys.executable, "/usr/bin/python3", "python3"]
+    for py in candidates:
+        if py and shutil.which(py) and subprocess.run(
+                [py, "-c", "import torch, numpy, PIL"], capture_output=True).returncode == 0:
+            return py
+    sys.exit("no Python interpreter here imports torch, numpy and PIL (scripts/setup.sh installs "
+             "python3-torch python3-numpy python3-pil; or pass --python)")
+
+
+def base_env(threads):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+              "MASTER_PORT"):
+        env.pop(k, None)
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def busy_cpu_s():
+    """CPU-seconds the whole machine has spent busy since boot (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_idle(max_s):
+    """Waits (up to max_s) until the machine is idle for 2 s: other work may share it."""
+    deadline = time.time() + max_s
+    quiet = 0
+    while time.time() < deadline:
+        b0 = busy_cpu_s()
+        time.sleep(1.0)
+        quiet = quiet + 1 if busy_cpu_s() - b0 < 0.15 else 0
+        if quiet >= 2:
+            return True
+    return False
+
+
+def measured(args, fn):
+    """Runs fn() again, up to --retries times, while other processes took more than
+    --max-foreign cores on average; returns (result, foreign cores)."""
+    for _ in range(args.retries + 1):
+        wait_idle(args.idle_wait)
+        b0, c0, t0 = busy_cpu_s(), children_cpu_s(), time.time()
+        result = fn()
+        wall = time.time() - t0
+        foreign = max(0.0, (busy_cpu_s() - b0) - (children_cpu_s() - c0)) / wall
+        if foreign <= args.max_foreign:
+            break
+    return result, foreign
+
+
+def output_files(out_dir):
+    files = []
+    for dirpath, _, names in os.walk(out_dir):
+        files += [os.path.join(dirpath, n) for n in names if n.endswith(".png")
+                  and not n.startswith(".")]
+    return files
+
+
+def run_timed(cmd, env, out_dir, loaded_re, images, what):
+    """Runs one program over the images: {"whole", "loaded"} images/s (see the docstring)."""
+    if os.path.exists(out_dir):
+        shutil.rmtree(out_dir)
+    os.makedirs(out_dir)
+    loaded_at = []
+    err_lines = []
+    t0 = time.time()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+
+    def read_err():
+        for line in p.stderr:
+            if not loaded_at and loaded_re.search(line.rstrip("\n")):
+                loaded_at.append(time.time())
+            err_lines.append(line)
+
+    reader = threading.Thread(target=read_err)
+    reader.start()
+    p.wait()
+    t_end = time.time()
+    reader.join()
+    if p.returncode != 0:
+        sys.exit(f"{what} failed (exit {p.returncode}): {shlex.join(cmd)}\n"
+                 + "".join(err_lines)[-3000:])
+    files = output_files(out_dir)
+    if len(files) != images:
+        sys.exit(f"{what} wrote {len(files)} of {images} outputs: {shlex.join(cmd)}\n"
+                 + "".join(err_lines)[-3000:])
+    # ctime: the worker's rename (after its fsync) or the script's last write.
+    last = max(os.stat(f).st_ctime_ns for f in files) / 1e9
+    if not loaded_at:
+        sys.exit(f"{what} printed no model-loaded line ({loaded_re.pattern}) on stderr")
+    return {"whole": images / (t_end - t0), "loaded": images / max(1e-9, last - loaded_at[0]),
+            "load_s": loaded_at[0] - t0, "wall_s": t_end - t0}
+
+
+def worker_cmd(args, data, out, threads, ckpt):
+    return ([args.worker, "infer", "--local", "--model", args.model, "--checkpoint", ckpt,
+             "--data", data, "--output", out, "--threads", str(threads)]
+            + shlex.split(args.worker_args))
+
+
+def pytorch_cmd(args, data, out, threads, ckpt, batch, extra=()):
+    return ([args.python, PT_SCRIPT, "--model", args.model, "--checkpoint", ckpt, "--data", data,
+             "--output", out, "--threads", str(threads), "--batch", str(batch)] + list(extra))
+
+
+def make_images(args, tmp, size, count):
+    d = os.path.join(tmp, f"images-{size}")
+    subprocess.run([args.worker, "gen-images", "--out", d, "--count", str(count), "--size",
+                    str(size)], check=True, capture_output=True)
+    gray = args.gray_from > 0 and size >= args.gray_from
+    if gray:
+        subprocess.run([args.python, "-c", GRAY_CODE, d], check=True)
+    return d, gray
+
+
+def train(args, tmp):
+    ckpt = os.path.join(tmp, "checkpoint")
+    data = os.path.join(tmp, "train-images")
+    subprocess.run([args.worker, "gen-images", "--out", data, "--count", "32", "--size",
+                    str(args.train_size)], check=True, capture_output=True)
+    env = base_env(1)
+    env["TESSERA_CHECKPOINT_DIR"] = ckpt
+    env["TESSERA_DEVICE"] = "cpu"
+    subprocess.run([args.worker, "train", "--model", args.model, "--data", data, "--steps",
+                    str(args.train_steps), "--batch", "8", "--image-size", str(args.train_size),
+                    "--width", str(args.width), "--threads", "1"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return ckpt
+
+
+def check_model(args, tmp, sets, ckpt):
+    """Both programs on a few images of each size; the outputs compared pixel by pixel."""
+    ok = True
+    for size, (data, _, _) in sets.items():
+        sub = os.path.join(tmp, f"check-{size}")
+        os.makedirs(sub)
+        for name in sorted(os.listdir(data))[:6]:
+            shutil.copy(os.path.join(data, name), sub)
+        wout = os.path.join(tmp, f"check-{size}-worker")
+        subprocess.run(worker_cmd(args, sub, wout, 1, ckpt), env=base_env(1), check=True,
+                       capture_output=True)
+        for b in sorted({1, max(args.batches)}):
+            pout = os.path.join(tmp, f"check-{size}-pytorch-{b}")
+            r = subprocess.run(pytorch_cmd(args, sub, pout, 1, ckpt, b,
+                                           ["--compare-with", wout]),
+                               env=base_env(1), capture_output=True, text=True)
+            try:
+                res = json.loads(r.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                res = {"error": (r.stdout + r.stderr)[-2000:]}
+            good = r.returncode == 0 and res.get("max_abs_diff", 99) <= 1
+            ok = ok and good
+            print(f"check-model {size}x{size}, PyTorch batch {b}: "
+                  + (f"{res['images']} images, max |diff| {res['max_abs_diff']} levels, "
+                     f"{res['pixels_over_1']} values off by more than 1"
+                     if "images" in res else res.get("error", "?"))
+                  + (" -> same" if good else " -> DIFFERENT"))
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", required=True, help="path of tessera-worker")
+    ap.add_argument("--python", default="", help="interpreter with torch and PIL")
+    ap.add_argument("--model", choices=["colorize-unet", "denoiser-dncnn"],
+                    default="colorize-unet")
+    ap.add_argument("--width", type=int, default=16, help="the model's base width (training)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256], help="image sides, px")
+    ap.add_argument("--images", type=int, default=0,
+                    help="images per size (default: " + ", ".join(
+                        f"{k} px {v}" for k, v in DEFAULT_COUNT.items()) + ")")
+    ap.add_argument("--gray-from", type=int, default=-1,
+                    help="sizes from this side on are grayscale (default: 256 for "
+                         "colorize-unet, none for denoiser-dncnn; 0: none)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                    help="intra-op thread counts (the same on both sides)")
+    ap.add_argument("--batches", type=int, nargs="+", default=[4, 16],
+                    help="PyTorch --batch values besides 1")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--worker-args", default="",
+                    help="extra arguments of tessera-worker infer (one shell-quoted string)")
+    ap.add_argument("--checkpoint", default="",
+                    help="a checkpoint directory of --model (default: train one)")
+    ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--train-size", type=int, default=64)
+    ap.add_argument("--check-model", action="store_true",
+                    help="compare the two programs' output images first")
+    ap.add_argument("--idle-wait", type=float, default=30,
+                    help="before each run, wait up to this many seconds for an idle machine")
+    ap.add_argument("--max-foreign", type=float, default=0.2,
+                    help="repeat a run during which other processes used more cores than this")
+    ap.add_argument("--retries", type=int, default=1)
+    args = ap.parse_args()
+    if not os.access(args.worker, os.X_OK):
+        sys.exit(f"no tessera-worker at {args.worker}")
+    if args.gray_from < 0:
+        args.gray_from = 256 if args.model == "colorize-unet" else 0
+    args.batches = sorted({b for b in args.batches if b > 1})
+    args.python = torch_python(args.python)
+    print("command: " + shlex.join([sys.argv[0]] + sys.argv[1:]))
+    t_start = time.time()
+    tmp_obj = tempfile.TemporaryDirectory()
+    tmp = tmp_obj.name
+
+    ckpt = os.path.abspath(args.checkpoint) if args.checkpoint else train(args, tmp)
+    sets = {}
+    for size in args.sizes:
+        count = args.images or DEFAULT_COUNT.get(size, max(4, int(160 * (64 / size) ** 1.5)))
+        data, gray = make_images(args, tmp, size, count)
+        sets[size] = (data, count, gray)
+    versions = subprocess.run(
+        [args.python, "-c", "import torch, PIL; print(torch.__version__, PIL.__version__)"],
+        capture_output=True, text=True).stdout.split()
+    origin = (f"checkpoint {ckpt}" if args.checkpoint
+              else f"trained {args.train_steps} steps by tessera-worker train")
+    print(f"model {args.model}{'' if args.checkpoint else f' width {args.width}'} ({origin}); "
+          f"images: " + ", ".join(f"{n} x {s}x{s} {'gray' if g else 'RGB'}"
+                                  for s, (_, n, g) in sets.items())
+          + f"; threads {args.threads}; PyTorch batches 1 {' '.join(map(str, args.batches))}; "
+          f"{args.rounds} rounds; torch {versions[0]}, PIL {versions[1]} ({args.python}); "
+          f"{os.cpu_count()} CPUs"
+          + (f"; worker args: {args.worker_args}" if args.worker_args else ""))
+    if args.check_model and not check_model(args, tmp, sets, ckpt):
+        sys.exit("the two programs' outputs differ")
+
+    # One run per (size, threads, program); the order alternates between rounds.
+    runs = []
+    for size, (data, count, _) in sets.items():
+        for t in args.threads:
+            out = os.path.join(tmp, "out")
+            runs.append(((size, t, "worker"), worker_cmd(args, data, out, t, ckpt), WORKER_LOADED,
+                         count, t))
+            for b in [1] + args.batches:
+                runs.append(((size, t, b), pytorch_cmd(args, data, out, t, ckpt, b), PT_LOADED,
+                             count, t))
+    res = {key: [] for key, *_ in runs}
+    foreign_max = 0.0
+    for rnd in range(args.rounds):
+        for key, cmd, loaded_re, count, t in (runs if rnd % 2 == 0 else runs[::-1]):
+            what = "tessera-worker" if key[2] == "worker" else f"pytorch_infer.py --batch {key[2]}"
+            r, foreign = measured(args, lambda: run_timed(cmd, base_env(t),
+                                                          os.path.join(tmp, "out"), loaded_re,
+                                                          count, what))
+            res[key].append(r)
+            foreign_max = max(foreign_max, foreign)
+
+    def med(key, field):
+        return statistics.median(x[field] for x in res[key])
+
+    print()
+    print("images/s (median of rounds); whole = whole process, loaded = after the model-loaded "
+          "line to the last output")
+    print()
+    print("| size | threads | figure | tessera-worker | PyTorch B=1 | PyTorch best B | "
+          "worker / B=1 | worker / best B |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    verdict = []
+    for size, (_, count, gray) in sets.items():
+        for t in args.threads:
+            for fig in ("whole", "loaded"):
+                w = med((size, t, "worker"), fig)
+                p1 = med((size, t, 1), fig)
+                best_b = max([1] + args.batches, key=lambda b: med((size, t, b), fig))
+                pb = med((size, t, best_b), fig)
+                print(f"| {size}x{size} {'gray' if gray else 'RGB'} ({count}) | {t} | {fig} | "
+                      f"{w:.1f} | {p1:.1f} | {pb:.1f} (B={best_b}) | {w / p1:.2f}x | "
+                      f"{w / pb:.2f}x |")
+                verdict.append((f"{size}px T={t} {fig}", w / pb))
+    print()
+    print("target: tessera-worker >= 1.0x the PyTorch script (best B) -> " + ", ".join(
+        f"{k} {'met' if r >= 1.0 else 'NOT met'} ({r:.2f}x)" for k, r in verdict))
+    print()
+    for size in sets:
+        for t in args.threads:
+            parts = []
+            for prog in ["worker", 1] + args.batches:
+                k = (size, t, prog)
+                name = "worker" if prog == "worker" else f"B={prog}"
+                whole = "/".join(f"{x['whole']:.1f}" for x in res[k])
+                loaded = "/".join(f"{x['loaded']:.1f}" for x in res[k])
+                parts.append(f"{name} whole {whole}, loaded {loaded}, "
+                             f"start-up {med(k, 'load_s'):.2f} s")
+            print(f"{size}px T={t} per round: " + "; ".join(parts))
+    print("differences: tessera-worker writes each output through a temporary file, fsync and "
+          "rename (atomic outputs, skips finished items, reports chunks); pytorch_infer.py "
+          "saves with PIL and no fsync. Start-up (start-up = until the model-loaded line): the "
+          "worker lists the folder before loading; pytorch_infer.py imports torch, numpy and "
+          "PIL first and lists the folder after.")
+    print(f"({time.time() - t_start:.0f} s; other processes used at most {foreign_max:.2f} "
+          f"cores on average during a kept run)")
+
+
+if __name__ == "__main__":
+    main()
