@@ -1,6 +1,7 @@
 // load_bench: how many agents one tesserad serves. A real tesserad (the e2e
 // harness, on loopback) and either
-//   --mode sim:  N simulated agents, one thread each, that speak the agent
+//   --mode sim:  N simulated agents (bench/cluster/sim_agents.h), all driven
+//                by --threads threads of one io_context, that speak the agent
 //                protocol as tessera-agent does (enrol with the join token,
 //                then long-poll heartbeats at the controller's interval with
 //                one emulated device each, reporting the workers they are
@@ -8,12 +9,18 @@
 //   --mode real: N real `tessera-agent --no-benchmark` processes,
 // plus API load (GET /api/v1/jobs?limit=5 in a loop) and a stream of
 // one-device jobs. Prints, per N: health flaps (a node seen healthy and then
-// not), the heartbeat round trip of beats that are answered at once (the
-// controller's handling time plus the loopback), API GET p50/p99/max, and
-// submit -> running p50/max.
+// not), the heartbeat handling (sim mode: the round trip of beats answered
+// at once, and how late long polls are answered after their wait), API GET
+// p50/p99/max, and submit -> running p50/max.
 //
-//   build/bench/cluster/load_bench --mode sim --agents 100,200,500 --seconds 20
+// --tls serves HTTPS (tesserad's "tls: on"; agents and clients verify with
+// its CA). --pin puts tesserad on CPU 0 and this program (generator, API
+// load) on CPU 1: a second configuration, not the default.
+//
+//   build/bench/cluster/load_bench --mode sim --agents 100,200,500,1000 --seconds 20
 //   build/bench/cluster/load_bench --mode real --agents 20,40,60 --seconds 15
+#include <sched.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -31,6 +38,7 @@
 #include "api/agent_protocol.h"
 #include "api/http_client.h"
 #include "api/node_identity.h"
+#include "bench/cluster/sim_agents.h"
 #include "tests/integration/harness.h"
 
 namespace {
@@ -49,6 +57,10 @@ struct Samples {
   void Add(double v) {
     std::lock_guard lock(mu);
     ms.push_back(v);
+  }
+  void AddAll(const std::vector<double>& v) {
+    std::lock_guard lock(mu);
+    ms.insert(ms.end(), v.begin(), v.end());
   }
   // The q-quantile (0..1), or -1 without samples.
   double Quantile(double q) {
@@ -71,114 +83,14 @@ std::string ReadLine(const std::filesystem::path& p) {
   return line;
 }
 
-// One simulated agent: the protocol loop of agent/agent.cc, with one
-// emulated device and workers that "run" as soon as they are desired.
-class SimAgent {
- public:
-  SimAgent(std::string node, const testing::Cluster& cluster, std::string join_token,
-           Samples* beat_ms, std::atomic<bool>* stop)
-      : node_(std::move(node)),
-        host_(cluster.controller_host()),
-        port_(cluster.port()),
-        join_token_(std::move(join_token)),
-        beat_ms_(beat_ms),
-        stop_(stop) {}
-
-  void Run() {
-    api::HttpClient client(host_, port_, 15s);
-    client.SetBearerToken(join_token_);
-    auto enrolled = client.Request("POST", "/api/v1/agent/enroll", Json{{"node", node_}}.dump());
-    if (enrolled.ok() && enrolled->status == 201) {
-      auto issued = api::IssuedNodeCredentialFromJson(Json::parse(enrolled->body));
-      if (issued.ok()) client.SetBearerToken(issued->credential);
-    }  // else: a controller without enrolment takes the join token itself
-    api::HeartbeatRequest req;
-    req.node = node_;
-    req.address = "127.0.0.1";
-    req.agent_started_ms = 1;
-    req.cpu_cores = 2;
-    api::Device d;
-    d.node = node_;
-    d.index = 0;
-    d.name = "RTX4090 (emulated)";
-    d.type = "cuda";
-    d.memory_bytes = int64_t{24} << 30;
-    d.measured_tflops = 0.4;
-    d.mem_bandwidth_gbps = 1;
-    d.emulated = true;
-    req.devices.push_back(d);
-    const api::Device device = d;
-    int64_t wait_ms = 0;
-    int64_t interval_ms = 1000;
-    while (!stop_->load()) {
-      req.wait_ms = wait_ms;
-      const auto start = Clock::now();
-      auto res = client.Request("POST", "/api/v1/agent/heartbeat", api::ToJson(req).dump());
-      const auto took = Clock::now() - start;
-      if (!res.ok() || res->status != 200) {
-        ++failures;
-        std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
-        continue;
-      }
-      if (wait_ms == 0) beat_ms_->Add(Ms(took));
-      auto answer = api::HeartbeatResponseFromJson(Json::parse(res->body));
-      if (!answer.ok()) {
-        ++failures;
-        continue;
-      }
-      interval_ms = std::max<int64_t>(answer->heartbeat_interval_ms, 100);
-      // As tessera-agent: device rows only while the controller lacks them.
-      if (answer->accepts_unchanged_inventory && !answer->send_inventory) {
-        req.inventory_unchanged = true;
-        req.devices.clear();
-      } else if (req.inventory_unchanged) {
-        req.inventory_unchanged = false;
-        req.devices = {device};
-      }
-      std::set<api::WorkerKey> desired, reported;
-      for (const auto& l : answer->desired) desired.insert(l.key);
-      for (const auto& w : req.workers) reported.insert(w.key);
-      if (desired != reported) {
-        // Start what is new, stop what is gone; report at once.
-        req.workers.clear();
-        for (const auto& k : desired) {
-          api::WorkerStatus w;
-          w.key = k;
-          w.pid = 4242;
-          w.state = api::WorkerState::kRunning;
-          req.workers.push_back(w);
-        }
-        wait_ms = 0;
-        continue;
-      }
-      const bool held = wait_ms > 0 && took >= std::chrono::milliseconds(wait_ms / 2);
-      if (wait_ms > 0 && !held) {
-        // Answered early without news: pace like the agent does.
-        std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms) - took);
-      } else if (wait_ms == 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms) - took);
-      }
-      wait_ms = std::min<int64_t>(interval_ms, 3000);
-    }
-  }
-
-  std::atomic<int> failures{0};
-
- private:
-  std::string node_;
-  std::string host_;
-  uint16_t port_;
-  std::string join_token_;
-  Samples* beat_ms_;
-  std::atomic<bool>* stop_;
-};
-
 struct Row {
   int agents = 0;
   int healthy = 0;
   int flaps = 0;
   double beat_p50 = -1, beat_p99 = -1;
   size_t beats = 0;
+  double late_p50 = -1, late_p99 = -1, late_max = -1;
+  size_t lates = 0;
   double get_p50 = -1, get_p99 = -1, get_max = -1;
   size_t gets = 0;
   double run_p50 = -1, run_max = -1;
@@ -186,11 +98,34 @@ struct Row {
   int failures = 0;
 };
 
-Row RunOne(const std::string& mode, int agents, int seconds) {
+struct Setup {
+  std::string mode = "sim";
+  int threads = 1;  // the simulated agents' threads
+  bool tls = false;
+  bool pin = false;
+};
+
+// Puts every thread of process `pid` on `cpu`.
+void PinProcess(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    const pid_t tid = std::stoi(task.path().filename().string());
+    if (sched_setaffinity(tid, sizeof(set), &set) != 0) {
+      std::fprintf(stderr, "cannot pin thread %d to CPU %d\n", tid, cpu);
+    }
+  }
+}
+
+Row RunOne(const Setup& setup, int agents, int seconds) {
+  const std::string& mode = setup.mode;
   Row row;
   row.agents = agents;
   testing::Cluster cluster("load-" + mode + "-" + std::to_string(agents), /*fast=*/false);
-  cluster.StartController();
+  cluster.StartController(setup.tls ? "tls: on\n" : "");
+  if (setup.pin) PinProcess(cluster.controller()->pid(), 0);
   {
     int status = 0;
     cluster.PostJson("/api/v1/entrypoints",
@@ -198,20 +133,27 @@ Row RunOne(const std::string& mode, int agents, int seconds) {
                      &status);
   }
   std::atomic<bool> stop{false};
-  Samples beat_ms;
-  std::vector<std::unique_ptr<SimAgent>> sims;
-  std::vector<std::thread> threads;
   const std::string join = ReadLine(cluster.dir() / "controller" / "join-token");
-  for (int i = 0; i < agents; ++i) {
-    const std::string node = "n" + std::to_string(i);
-    if (mode == "real") {
-      cluster.StartAgent(node,
+  std::unique_ptr<tessera::bench::SimAgents> sims;
+  if (mode == "real") {
+    for (int i = 0; i < agents; ++i) {
+      cluster.StartAgent("n" + std::to_string(i),
                          "devices:\n  - {name: \"RTX4090 (emulated)\", memory: 24GiB, "
                          "relative_speed: 0.01, tflops: 0.4}\n",
                          {"--no-benchmark"});
-    } else {
-      sims.push_back(std::make_unique<SimAgent>(node, cluster, join, &beat_ms, &stop));
-      threads.emplace_back([s = sims.back().get()] { s->Run(); });
+    }
+  } else {
+    tessera::bench::SimAgentsOptions so;
+    so.host = cluster.controller_host();
+    so.port = cluster.port();
+    so.ca_file = cluster.tls() ? cluster.ca_file().string() : "";
+    so.join_token = join;
+    so.agents = agents;
+    so.threads = setup.threads;
+    sims = std::make_unique<tessera::bench::SimAgents>(so);
+    if (tessera::Status st = sims->Start(); !st.ok()) {
+      std::fprintf(stderr, "simulated agents: %s\n", st.ToString().c_str());
+      std::exit(1);
     }
   }
   if (!testing::WaitFor([&] { return cluster.HealthyNodes() >= agents; }, 180s)) {
@@ -296,12 +238,21 @@ Row RunOne(const std::string& mode, int agents, int seconds) {
   monitor.join();
   api_load.join();
   jobs.join();
-  for (auto& t : threads) t.join();
-  for (auto& s : sims) row.failures += s->failures.load();
+  Samples beat_ms, late_ms;
+  if (sims) {
+    sims->Stop();
+    row.failures = static_cast<int>(sims->failures());
+    beat_ms.AddAll(sims->ImmediateBeatMs());
+    late_ms.AddAll(sims->HeldBeatLateMs());
+  }
   row.flaps = flaps.load();
   row.beats = beat_ms.size();
   row.beat_p50 = beat_ms.Quantile(0.5);
   row.beat_p99 = beat_ms.Quantile(0.99);
+  row.lates = late_ms.size();
+  row.late_p50 = late_ms.Quantile(0.5);
+  row.late_p99 = late_ms.Quantile(0.99);
+  row.late_max = late_ms.Quantile(1.0);
   row.gets = get_ms.size();
   row.get_p50 = get_ms.Quantile(0.5);
   row.get_p99 = get_ms.Quantile(0.99);
@@ -315,15 +266,29 @@ Row RunOne(const std::string& mode, int agents, int seconds) {
 
 int main(int argc, char** argv) {
   CLI::App app{"load_bench: N agents (simulated or real) and API load against one tesserad"};
-  std::string mode = "sim";
-  std::string agents_list = "100,200,500";
+  Setup setup;
+  std::string& mode = setup.mode;
+  std::string agents_list = "100,200,500,1000";
   int seconds = 20;
   app.add_option("--mode", mode, "sim (protocol generator) or real (tessera-agent processes)")
       ->check(CLI::IsMember({"sim", "real"}));
   app.add_option("--agents", agents_list, "comma-separated agent counts");
   app.add_option("--seconds", seconds, "measured seconds per count");
+  app.add_option("--threads", setup.threads, "threads driving the simulated agents")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--tls", setup.tls, "tesserad serves HTTPS (tls: on); everyone verifies its CA");
+  app.add_flag("--pin", setup.pin, "tesserad on CPU 0, this program on CPU 1");
   CLI11_PARSE(app, argc, argv);
   ::setenv("TESSERA_TEST_NO_NETNS", "1", 1);  // loopback: hundreds of nodes, one host
+  if (setup.pin) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(1, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      std::fprintf(stderr, "--pin: cannot pin to CPU 1\n");
+      return 1;
+    }
+  }
 
   std::vector<Row> rows;
   size_t pos = 0;
@@ -332,19 +297,23 @@ int main(int argc, char** argv) {
     if (comma == std::string::npos) comma = agents_list.size();
     const int n = std::stoi(agents_list.substr(pos, comma - pos));
     pos = comma + 1;
-    std::fprintf(stderr, "[ load ] %s agents: %d, %d s\n", mode.c_str(), n, seconds);
-    rows.push_back(RunOne(mode, n, seconds));
+    std::fprintf(stderr, "[ load ] %s agents: %d, %d s%s%s\n", mode.c_str(), n, seconds,
+                 setup.tls ? ", https" : "", setup.pin ? ", pinned" : "");
+    rows.push_back(RunOne(setup, n, seconds));
   }
   std::printf(
-      "| mode | agents | healthy | flaps | beat rtt p50 / p99 ms (beats) | GET /jobs?limit=5 "
-      "p50 / p99 / max ms (n) | submit->running p50 / max ms (jobs) | errors |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "| mode | agents | healthy | flaps | beat rtt p50 / p99 ms (beats) | long poll late p50 / "
+      "p99 / max ms (polls) | GET /jobs?limit=5 p50 / p99 / max ms (n) | submit->running p50 / "
+      "max ms (jobs) | errors |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Row& r : rows) {
     std::printf(
-        "| %s | %d | %d | %d | %.2f / %.2f (%zu) | %.2f / %.2f / %.1f (%zu) | %.0f / %.0f (%d of "
-        "%d) | %d |\n",
-        mode.c_str(), r.agents, r.healthy, r.flaps, r.beat_p50, r.beat_p99, r.beats, r.get_p50,
-        r.get_p99, r.get_max, r.gets, r.run_p50, r.run_max, r.jobs_running, r.jobs, r.failures);
+        "| %s%s%s | %d | %d | %d | %.2f / %.2f (%zu) | %.2f / %.2f / %.1f (%zu) | %.2f / %.2f / "
+        "%.1f (%zu) | %.0f / %.0f (%d of %d) | %d |\n",
+        mode.c_str(), setup.tls ? " https" : "", setup.pin ? " pinned" : "", r.agents, r.healthy,
+        r.flaps, r.beat_p50, r.beat_p99, r.beats, r.late_p50, r.late_p99, r.late_max, r.lates,
+        r.get_p50, r.get_p99, r.get_max, r.gets, r.run_p50, r.run_max, r.jobs_running, r.jobs,
+        r.failures);
   }
   return 0;
 }
