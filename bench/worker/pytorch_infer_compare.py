@@ -143,7 +143,7 @@ def run_timed(cmd, env, out_dir, loaded_re, images, what):
     os.makedirs(out_dir)
     loaded_at = []
     err_lines = []
-    t0 = time.time()
+    c0, t0 = children_cpu_s(), time.time()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True)
 
@@ -157,6 +157,7 @@ def run_timed(cmd, env, out_dir, loaded_re, images, what):
     reader.start()
     p.wait()
     t_end = time.time()
+    cpu = children_cpu_s() - c0
     reader.join()
     if p.returncode != 0:
         sys.exit(f"{what} failed (exit {p.returncode}): {shlex.join(cmd)}\n"
@@ -170,7 +171,7 @@ def run_timed(cmd, env, out_dir, loaded_re, images, what):
     if not loaded_at:
         sys.exit(f"{what} printed no model-loaded line ({loaded_re.pattern}) on stderr")
     return {"whole": images / (t_end - t0), "loaded": images / max(1e-9, last - loaded_at[0]),
-            "load_s": loaded_at[0] - t0, "wall_s": t_end - t0}
+            "load_s": loaded_at[0] - t0, "wall_s": t_end - t0, "cores": cpu / (t_end - t0)}
 
 
 def worker_cmd(args, data, out, threads, ckpt):
@@ -280,6 +281,9 @@ def main():
     args.batches = sorted({b for b in args.batches if b > 1})
     args.python = torch_python(args.python)
     print("command: " + shlex.join([sys.argv[0]] + sys.argv[1:]))
+    st = os.stat(args.worker)
+    print(f"worker: {args.worker} ({st.st_size} bytes, modified "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(st.st_mtime))} UTC)")
     t_start = time.time()
     tmp_obj = tempfile.TemporaryDirectory()
     tmp = tmp_obj.name
@@ -361,10 +365,12 @@ def main():
                 whole = "/".join(f"{x['whole']:.1f}" for x in res[k])
                 loaded = "/".join(f"{x['loaded']:.1f}" for x in res[k])
                 parts.append(f"{name} whole {whole}, loaded {loaded}, "
-                             f"start-up {med(k, 'load_s'):.2f} s")
+                             f"start-up {med(k, 'load_s'):.2f} s, {med(k, 'cores'):.2f} cores")
             print(f"{size}px T={t} per round: " + "; ".join(parts))
-    print("differences: tessera-worker writes each output through a temporary file, fsync and "
-          "rename (atomic outputs, skips finished items, reports chunks); pytorch_infer.py "
+    print("cores = CPU seconds (user + sys) of the process / its wall seconds; the worker's "
+          "decode / encode threads come on top of its intra-op threads.")
+    print("differences: tessera-worker writes its outputs atomically and durably (temporary "
+          "files, fsync, rename), skips finished items and reports chunks; pytorch_infer.py "
           "saves with PIL and no fsync. Start-up (start-up = until the model-loaded line): the "
           "worker lists the folder before loading; pytorch_infer.py imports torch, numpy and "
           "PIL first and lists the folder after.")
