@@ -39,7 +39,7 @@ an interpreter that imports torch and PIL: Debian's python3-torch, python3-pil).
 usage: pytorch_infer_compare.py --worker build/worker/runtime/tessera-worker
            [--model colorize-unet] [--sizes 64 256] [--threads 1 2]
            [--batches 4 16] [--rounds 3] [--check-model]
-           [--worker-args "--chunk-size 16"]
+           [--worker-args "--batch 1" --worker-args "--batch 8" ...]
 """
 import argparse
 import json
@@ -174,10 +174,10 @@ def run_timed(cmd, env, out_dir, loaded_re, images, what):
             "load_s": loaded_at[0] - t0, "wall_s": t_end - t0, "cores": cpu / (t_end - t0)}
 
 
-def worker_cmd(args, data, out, threads, ckpt):
+def worker_cmd(args, data, out, threads, ckpt, variant=0):
     return ([args.worker, "infer", "--local", "--model", args.model, "--checkpoint", ckpt,
              "--data", data, "--output", out, "--threads", str(threads)]
-            + shlex.split(args.worker_args))
+            + shlex.split(args.worker_args[variant]))
 
 
 def pytorch_cmd(args, data, out, threads, ckpt, batch, extra=()):
@@ -260,8 +260,9 @@ def main():
     ap.add_argument("--batches", type=int, nargs="+", default=[4, 16],
                     help="PyTorch --batch values besides 1")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--worker-args", default="",
-                    help="extra arguments of tessera-worker infer (one shell-quoted string)")
+    ap.add_argument("--worker-args", action="append", default=[],
+                    help="extra arguments of tessera-worker infer (one shell-quoted string); "
+                         "repeat it to compare several worker settings (one row each)")
     ap.add_argument("--checkpoint", default="",
                     help="a checkpoint directory of --model (default: train one)")
     ap.add_argument("--train-steps", type=int, default=20)
@@ -279,6 +280,7 @@ def main():
     if args.gray_from < 0:
         args.gray_from = 256 if args.model == "colorize-unet" else 0
     args.batches = sorted({b for b in args.batches if b > 1})
+    args.worker_args = args.worker_args or [""]
     args.python = torch_python(args.python)
     print("command: " + shlex.join([sys.argv[0]] + sys.argv[1:]))
     st = os.stat(args.worker)
@@ -305,7 +307,7 @@ def main():
           + f"; threads {args.threads}; PyTorch batches 1 {' '.join(map(str, args.batches))}; "
           f"{args.rounds} rounds; torch {versions[0]}, PIL {versions[1]} ({args.python}); "
           f"{os.cpu_count()} CPUs"
-          + (f"; worker args: {args.worker_args}" if args.worker_args else ""))
+          + "".join(f"; worker {i}: args '{a}'" for i, a in enumerate(args.worker_args) if a))
     if args.check_model and not check_model(args, tmp, sets, ckpt):
         sys.exit("the two programs' outputs differ")
 
@@ -314,8 +316,9 @@ def main():
     for size, (data, count, _) in sets.items():
         for t in args.threads:
             out = os.path.join(tmp, "out")
-            runs.append(((size, t, "worker"), worker_cmd(args, data, out, t, ckpt), WORKER_LOADED,
-                         count, t))
+            for v in range(len(args.worker_args)):
+                runs.append(((size, t, ("worker", v)), worker_cmd(args, data, out, t, ckpt, v),
+                             WORKER_LOADED, count, t))
             for b in [1] + args.batches:
                 runs.append(((size, t, b), pytorch_cmd(args, data, out, t, ckpt, b), PT_LOADED,
                              count, t))
@@ -323,7 +326,8 @@ def main():
     foreign_max = 0.0
     for rnd in range(args.rounds):
         for key, cmd, loaded_re, count, t in (runs if rnd % 2 == 0 else runs[::-1]):
-            what = "tessera-worker" if key[2] == "worker" else f"pytorch_infer.py --batch {key[2]}"
+            what = ("tessera-worker" if isinstance(key[2], tuple)
+                    else f"pytorch_infer.py --batch {key[2]}")
             r, foreign = measured(args, lambda: run_timed(cmd, base_env(t),
                                                           os.path.join(tmp, "out"), loaded_re,
                                                           count, what))
@@ -340,18 +344,23 @@ def main():
     print("| size | threads | figure | tessera-worker | PyTorch B=1 | PyTorch best B | "
           "worker / B=1 | worker / best B |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    variants = range(len(args.worker_args))
+
+    def wname(v):
+        return f" (worker {v})" if len(args.worker_args) > 1 else ""
     verdict = []
     for size, (_, count, gray) in sets.items():
         for t in args.threads:
             for fig in ("whole", "loaded"):
-                w = med((size, t, "worker"), fig)
                 p1 = med((size, t, 1), fig)
                 best_b = max([1] + args.batches, key=lambda b: med((size, t, b), fig))
                 pb = med((size, t, best_b), fig)
-                print(f"| {size}x{size} {'gray' if gray else 'RGB'} ({count}) | {t} | {fig} | "
-                      f"{w:.1f} | {p1:.1f} | {pb:.1f} (B={best_b}) | {w / p1:.2f}x | "
-                      f"{w / pb:.2f}x |")
-                verdict.append((f"{size}px T={t} {fig}", w / pb))
+                for v in variants:
+                    w = med((size, t, ("worker", v)), fig)
+                    print(f"| {size}x{size} {'gray' if gray else 'RGB'} ({count}) | {t} | {fig} | "
+                          f"{w:.1f}{wname(v)} | {p1:.1f} | {pb:.1f} (B={best_b}) | "
+                          f"{w / p1:.2f}x | {w / pb:.2f}x |")
+                    verdict.append((f"{size}px T={t} {fig}{wname(v)}", w / pb))
     print()
     print("target: tessera-worker >= 1.0x the PyTorch script (best B) -> " + ", ".join(
         f"{k} {'met' if r >= 1.0 else 'NOT met'} ({r:.2f}x)" for k, r in verdict))
@@ -359,9 +368,9 @@ def main():
     for size in sets:
         for t in args.threads:
             parts = []
-            for prog in ["worker", 1] + args.batches:
+            for prog in [("worker", v) for v in variants] + [1] + args.batches:
                 k = (size, t, prog)
-                name = "worker" if prog == "worker" else f"B={prog}"
+                name = f"worker {prog[1]}" if isinstance(prog, tuple) else f"B={prog}"
                 whole = "/".join(f"{x['whole']:.1f}" for x in res[k])
                 loaded = "/".join(f"{x['loaded']:.1f}" for x in res[k])
                 parts.append(f"{name} whole {whole}, loaded {loaded}, "
