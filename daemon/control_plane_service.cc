@@ -24,6 +24,20 @@ Status AdminOnly(const api::Principal& who, std::string_view what) {
   return PermissionDenied(std::string(what) + " needs the admin role");
 }
 
+// Whether two node rows hold the same address and inventory (health and
+// last_heartbeat_ms aside).
+bool SameNodeRow(const api::Node& a, const api::Node& b) {
+  if (a.address != b.address || a.cpu_cores != b.cpu_cores || a.links != b.links ||
+      a.network_bandwidth_bytes_per_s != b.network_bandwidth_bytes_per_s ||
+      a.network_latency_s != b.network_latency_s || a.devices.size() != b.devices.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.devices.size(); ++i) {
+    if (api::ToJson(a.devices[i]) != api::ToJson(b.devices[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ControlPlaneService::ControlPlaneService(Store* store, Clock* clock, ControlPlaneOptions options)
@@ -209,6 +223,15 @@ Result<api::MetricsPage> ControlPlaneService::JobMetrics(const api::Principal& w
 
 Result<std::vector<api::Node>> ControlPlaneService::ListNodes(const api::Principal& who) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  {
+    // The newest beats' times live in memory (see the class comment).
+    std::lock_guard lock(nodes_mu_);
+    for (api::Node& n : nodes) {
+      auto it = nodes_.find(n.name);
+      if (it != nodes_.end())
+        n.last_heartbeat_ms = std::max(n.last_heartbeat_ms, it->second.seen_ms);
+    }
+  }
   if (options_.node_source) {
     for (api::Node& n : nodes) n.source = options_.node_source(n.name);
   }
@@ -252,36 +275,72 @@ Result<std::vector<api::WorkerLaunch>> ControlPlaneService::ComputeDesiredWorker
   return options_.desired_workers(heartbeat);
 }
 
-Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Json& heartbeat,
-                                                                   bool* send_inventory) {
-  TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, api::HeartbeatRequestFromJson(heartbeat));
-  *send_inventory = false;
-  if (req.inventory_unchanged) {
+Status ControlPlaneService::RecordNodeRow(api::HeartbeatRequest* req, bool* send_inventory,
+                                          int64_t now_ms) {
+  std::optional<api::Node> known;
+  {
+    std::lock_guard lock(nodes_mu_);
+    auto it = nodes_.find(req->node);
+    if (it != nodes_.end()) known = it->second.row;
+  }
+  if (req->inventory_unchanged) {
     // The node's inventory is what it last sent: keep the stored one.
-    auto known = store_->GetNode(req.node);
-    if (known.ok()) {
-      req.devices = known->devices;
-      req.links = known->links;
-      req.cpu_cores = known->cpu_cores;
-      req.network_bandwidth_bytes_per_s = known->network_bandwidth_bytes_per_s;
-      req.network_latency_s = known->network_latency_s;
+    std::optional<api::Node> stored = known;
+    if (!stored) {
+      auto got = store_->GetNode(req->node);
+      if (got.ok()) stored = *std::move(got);
+    }
+    if (stored) {
+      req->devices = stored->devices;
+      req->links = stored->links;
+      req->cpu_cores = stored->cpu_cores;
+      req->network_bandwidth_bytes_per_s = stored->network_bandwidth_bytes_per_s;
+      req->network_latency_s = stored->network_latency_s;
     } else {
       *send_inventory = true;  // e.g. a fresh database: ask for it
     }
   }
-  if (req.node.empty()) return InvalidArgument("must not be empty", "node");
   api::Node node;
-  node.name = req.node;
-  node.address = req.address;
+  node.name = req->node;
+  node.address = req->address;
   node.health = "healthy";
-  node.last_heartbeat_ms = clock_->NowUnixMillis();
-  node.devices = req.devices;
-  node.links = req.links;
-  node.cpu_cores = req.cpu_cores;
-  node.network_bandwidth_bytes_per_s = req.network_bandwidth_bytes_per_s;
-  node.network_latency_s = req.network_latency_s;
-  for (api::Device& d : node.devices) d.node = req.node;
-  TESSERA_RETURN_IF_ERROR(store_->UpsertNode(node));
+  node.last_heartbeat_ms = now_ms;
+  node.devices = req->devices;
+  node.links = req->links;
+  node.cpu_cores = req->cpu_cores;
+  node.network_bandwidth_bytes_per_s = req->network_bandwidth_bytes_per_s;
+  node.network_latency_s = req->network_latency_s;
+  for (api::Device& d : node.devices) d.node = req->node;
+  const bool write = !known || !SameNodeRow(*known, node) ||
+                     now_ms - known->last_heartbeat_ms >= options_.node_row_refresh.count();
+  uint64_t ticket = 0;
+  {
+    std::lock_guard lock(nodes_mu_);
+    KnownNode& k = nodes_[req->node];
+    k.seen_ms = std::max(k.seen_ms, now_ms);
+    if (!write) return Status::Ok();
+    ticket = k.write = ++node_writes_;
+  }
+  Status written = store_->UpsertNode(node);
+  std::lock_guard lock(nodes_mu_);
+  KnownNode& k = nodes_[req->node];
+  if (written.ok() && k.write == ticket) {
+    k.row = std::move(node);
+  } else {
+    // Failed, or another write for the node started meanwhile (which one
+    // the store kept is not known here): the next beat writes again.
+    k.row.reset();
+  }
+  return written;
+}
+
+Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Json& heartbeat,
+                                                                   bool* send_inventory) {
+  TESSERA_ASSIGN_OR_RETURN(api::HeartbeatRequest req, api::HeartbeatRequestFromJson(heartbeat));
+  *send_inventory = false;
+  if (req.node.empty()) return InvalidArgument("must not be empty", "node");
+  const int64_t now_ms = clock_->NowUnixMillis();
+  TESSERA_RETURN_IF_ERROR(RecordNodeRow(&req, send_inventory, now_ms));
 
   // One progress summary per job (the lowest rank that reported one), and
   // every rank's lines for the metrics history (the lines written since the
@@ -296,8 +355,7 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
     if (!inserted && w.key.rank < it->second->key.rank) it->second = &w;
     if (w.key.rank < 0) continue;
     auto record = [&](const api::Json& line) {
-      if (auto point = api::MetricPointFromProgressLine(line, w.key.attempt, w.key.rank,
-                                                        node.last_heartbeat_ms)) {
+      if (auto point = api::MetricPointFromProgressLine(line, w.key.attempt, w.key.rank, now_ms)) {
         report.points.push_back(JobMetricPoint{w.key.job_id, *std::move(point)});
       }
     };

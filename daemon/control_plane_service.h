@@ -13,9 +13,19 @@
 //   ComputeDesiredWorkers) to compute the node's complete desired set;
 //   without it the desired set is empty.
 //
+// Node rows: a heartbeat writes the node's row (address, health "healthy",
+// inventory, last_heartbeat_ms) only when it changes something durable: the
+// first beat of a node since this service started, a changed address or
+// inventory, or a stored last_heartbeat_ms older than
+// options.node_row_refresh. Other beats only note the time in memory, and
+// ListNodes shows that time. Liveness itself is the controller's (in memory,
+// daemon/failure_detector.h); after a restart the stored time is at most
+// node_row_refresh old, and each node's first beat rewrites its row.
+//
 // Ownership: does not own the Store or the Clock; both must outlive it.
-// Thread safety: every method may be called concurrently (state lives in the
-// store; options are read-only after construction).
+// Thread safety: every method may be called concurrently (durable state
+// lives in the store, the node rows' cache and log tails under their own
+// locks; options are read-only after construction).
 #ifndef TESSERA_DAEMON_CONTROL_PLANE_SERVICE_H_
 #define TESSERA_DAEMON_CONTROL_PLANE_SERVICE_H_
 
@@ -78,6 +88,9 @@ struct ControlPlaneOptions {
   std::function<Result<api::Json>()> join_bundle;
   // Optional; when set, HeartbeatAsync uses it instead of desired_workers.
   DesiredWorkersAsyncFn desired_workers_async;
+  // How old a node's stored last_heartbeat_ms may get before a beat that
+  // changes nothing else rewrites it (see the class comment).
+  std::chrono::milliseconds node_row_refresh{30'000};
 };
 
 class ControlPlaneService : public api::ControlPlane {
@@ -153,6 +166,11 @@ class ControlPlaneService : public api::ControlPlane {
   // *send_inventory tells whether the controller has none to fill in.
   Result<api::HeartbeatRequest> RecordHeartbeat(const api::Json& heartbeat, bool* send_inventory);
 
+  // The node row a beat should leave in the store (filled from what this
+  // service knows when the beat says inventory_unchanged), and whether it
+  // must be written; records the beat's time in memory.
+  Status RecordNodeRow(api::HeartbeatRequest* req, bool* send_inventory, int64_t now_ms);
+
   void AppendInferenceMetrics(std::string* out);
   // The job as the API shows it: with its inference progress, and a pending
   // job's reason saying why it still waits.
@@ -175,6 +193,19 @@ class ControlPlaneService : public api::ControlPlane {
   static constexpr size_t kMaxLogLineBytes = 4096;
   static constexpr std::chrono::seconds kLogSweepEvery{5};
   void DropEndedJobsLogs();
+  // Node rows as this service last wrote (or read) them, and when each node
+  // was last heard from.
+  struct KnownNode {
+    // As stored (row->last_heartbeat_ms: when written); none while unknown
+    // (never written by this service, or a write failed or raced).
+    std::optional<api::Node> row;
+    int64_t seen_ms = 0;  // the newest beat's time
+    uint64_t write = 0;   // the newest write started for it (0: none)
+  };
+  std::mutex nodes_mu_;
+  std::map<std::string, KnownNode, std::less<>> nodes_;  // guarded by nodes_mu_
+  uint64_t node_writes_ = 0;                             // guarded by nodes_mu_
+
   std::mutex logs_mu_;
   std::map<std::pair<api::JobId, int64_t>, LogTail> logs_;  // guarded by logs_mu_
   std::chrono::steady_clock::time_point logs_swept_at_{};   // guarded by logs_mu_

@@ -170,15 +170,20 @@ void JobController::Shutdown() {
 }
 
 Status JobController::Tick() {
+  // The nodes are read before taking mu_ and their health changes written
+  // after it: heartbeats (which need mu_) never wait for the store.
+  Result<std::vector<api::Node>> listed = store_->ListNodes();
   std::vector<api::Node> nodes;
+  std::vector<std::pair<std::string, std::string>> health_changes;
   std::set<std::string> held;
   bool changed = false;
   Status st = [&]() -> Status {
     std::lock_guard lock(mu_);
     const uint64_t before = generation_;
     Status checked = [&]() -> Status {
-      TESSERA_ASSIGN_OR_RETURN(nodes, store_->ListNodes());
-      std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes);
+      if (!listed.ok()) return listed.status();
+      nodes = *std::move(listed);
+      std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);
       WarnAboutEmulationLocked(nodes);
       TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
       return RetryRecoveringLocked(health);
@@ -188,13 +193,19 @@ Status JobController::Tick() {
     return checked;
   }();
   if (changed) polls_.Notify();  // answer parked heartbeats whose set changed
+  for (const auto& [node, health] : health_changes) {
+    Status recorded = store_->SetNodeHealth(node, health);
+    if (!recorded.ok()) {
+      spdlog::warn("node {}: cannot record health: {}", node, recorded.ToString());
+    }
+  }
   if (!st.ok()) return st;
   // Planning happens outside the lock: heartbeats are answered meanwhile.
   return PlaceQueued(nodes, held);
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
-    std::vector<api::Node>* nodes) {
+    std::vector<api::Node>* nodes, std::vector<std::pair<std::string, std::string>>* changes) {
   std::map<std::string, NodeHealth> out;
   for (api::Node& node : *nodes) {
     auto it = reports_.find(node.name);
@@ -211,8 +222,7 @@ std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
     std::string name(NodeHealthName(h));
     if (node.health != name) {
       spdlog::info("node {}: {} -> {}", node.name, node.health, name);
-      Status st = store_->SetNodeHealth(node.name, name);
-      if (!st.ok()) spdlog::warn("node {}: cannot record health: {}", node.name, st.ToString());
+      changes->emplace_back(node.name, name);
       node.health = name;
     }
   }

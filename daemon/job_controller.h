@@ -123,7 +123,10 @@ class JobController {
   };
 
   int64_t SteadyMs(std::chrono::steady_clock::time_point t) const;
-  std::map<std::string, NodeHealth> UpdateNodeHealthLocked(std::vector<api::Node>* nodes);
+  // Classifies every node, sets node.health, and appends (node, health)
+  // for each that changed to *changes (Tick records them after mu_).
+  std::map<std::string, NodeHealth> UpdateNodeHealthLocked(
+      std::vector<api::Node>* nodes, std::vector<std::pair<std::string, std::string>>* changes);
   Status CheckActiveLocked(const std::map<std::string, NodeHealth>& health);
   Status RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health);
   // Places pending jobs. Plans outside mu_ (a slow plan never delays a

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -477,6 +478,101 @@ TEST_F(ControlPlaneServiceTest, ABeatWithAnUnchangedInventoryKeepsTheStoredDevic
   auto unknown = service_->Heartbeat(light);
   ASSERT_TRUE(unknown.ok());
   EXPECT_EQ((*unknown)["send_inventory"], true);
+}
+
+// A beat writes the node's row only when it changes something durable;
+// between writes the node's newest beat time lives in memory (ListNodes).
+TEST_F(ControlPlaneServiceTest, AHeartbeatThatChangesNothingWritesNothing) {
+  using std::chrono::milliseconds;
+  struct Case {
+    std::string name;
+    std::function<void(api::Json*)> change;  // the second beat, from the first
+    milliseconds later;                      // between the beats
+    bool writes;
+  };
+  const std::vector<Case> cases = {
+      {"the same beat", [](api::Json*) {}, milliseconds(1000), false},
+      {"inventory_unchanged",
+       [](api::Json* b) {
+         (*b)["devices"] = api::Json::array();
+         (*b)["inventory_unchanged"] = true;
+       },
+       milliseconds(1000), false},
+      {"workers without progress",
+       [](api::Json* b) {
+         (*b)["workers"] = api::Json::array({api::ToJson(Worker(7, 0, nullptr))});
+       },
+       milliseconds(1000), false},
+      {"a new address", [](api::Json* b) { (*b)["address"] = "10.0.0.8"; }, milliseconds(1000),
+       true},
+      {"a device changed", [](api::Json* b) { (*b)["devices"][0]["memory_bytes"] = 8'000'000'000; },
+       milliseconds(1000), true},
+      {"a network link declared", [](api::Json* b) { (*b)["network_bandwidth_bytes_per_s"] = 1e9; },
+       milliseconds(1000), true},
+      {"the stored time too old", [](api::Json*) {}, milliseconds(30'000), true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    FaultyStore counting(store_.get());  // counts the writes
+    ControlPlaneService service(&counting, &clock_);
+    const std::string node = "box" + std::to_string(i);
+    const api::Json first = HeartbeatJson(node);
+    ASSERT_TRUE(service.Heartbeat(first).ok()) << c.name;
+    const int64_t first_ms = clock_.NowUnixMillis();
+    const int64_t writes = counting.writes_seen();
+    clock_.Advance(c.later);
+    api::Json second = first;
+    c.change(&second);
+    auto answer = service.Heartbeat(second);
+    ASSERT_TRUE(answer.ok()) << c.name << ": " << answer.status().ToString();
+    EXPECT_EQ(counting.writes_seen() - writes, c.writes ? 1 : 0) << c.name;
+    auto stored = store_->GetNode(node);
+    ASSERT_TRUE(stored.ok()) << c.name;
+    EXPECT_EQ(stored->last_heartbeat_ms, c.writes ? clock_.NowUnixMillis() : first_ms) << c.name;
+    EXPECT_EQ(stored->devices.size(), 1u) << c.name;
+    // Whether written or not, the node shows the newest beat's time.
+    auto listed = service.ListNodes(kRoot);
+    ASSERT_TRUE(listed.ok()) << c.name;
+    auto it = std::find_if(listed->begin(), listed->end(),
+                           [&](const api::Node& n) { return n.name == node; });
+    ASSERT_NE(it, listed->end()) << c.name;
+    EXPECT_EQ(it->last_heartbeat_ms, clock_.NowUnixMillis()) << c.name;
+  }
+}
+
+TEST_F(ControlPlaneServiceTest, NodeRowsAreWrittenAgainAfterARestartOrAFailedWrite) {
+  FaultyStore counting(store_.get());
+  api::Json full = HeartbeatJson("boxR");
+  api::Json light = full;
+  light["devices"] = api::Json::array();
+  light["inventory_unchanged"] = true;
+  {
+    ControlPlaneService service(&counting, &clock_);
+    ASSERT_TRUE(service.Heartbeat(full).ok());
+  }
+  // A restarted service has no memory of the row: the node's first beat
+  // rewrites it (its time), with the stored inventory.
+  clock_.Advance(std::chrono::seconds(5));
+  ControlPlaneService restarted(&counting, &clock_);
+  int64_t writes = counting.writes_seen();
+  ASSERT_TRUE(restarted.Heartbeat(light).ok());
+  EXPECT_EQ(counting.writes_seen() - writes, 1);
+  EXPECT_EQ(store_->GetNode("boxR")->last_heartbeat_ms, clock_.NowUnixMillis());
+  EXPECT_EQ(store_->GetNode("boxR")->devices.size(), 1u);
+  writes = counting.writes_seen();
+  ASSERT_TRUE(restarted.Heartbeat(light).ok());
+  EXPECT_EQ(counting.writes_seen() - writes, 0);
+
+  // A failed write is not taken as written: the next beat writes again.
+  counting.ArmWriteFault(1, Unavailable("disk busy"));
+  ASSERT_EQ(restarted.Heartbeat(HeartbeatJson("boxR")).ok(), true) << "nothing to write yet";
+  full["address"] = "10.0.0.9";
+  EXPECT_EQ(restarted.Heartbeat(full).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_->GetNode("boxR")->address, "10.0.0.7");
+  writes = counting.writes_seen();
+  ASSERT_TRUE(restarted.Heartbeat(full).ok());
+  EXPECT_EQ(counting.writes_seen() - writes, 1);
+  EXPECT_EQ(store_->GetNode("boxR")->address, "10.0.0.9");
 }
 
 TEST_F(ControlPlaneServiceTest, HeartbeatRefusesMalformedInput) {

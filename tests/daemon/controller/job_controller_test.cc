@@ -226,6 +226,31 @@ TEST_F(JobControllerTest, DeadNodeTriggersReplanOnSurvivors) {
   EXPECT_TRUE(saw_lost);
 }
 
+// A beat that changes nothing durable writes no node row (the service),
+// so a node that comes back gets "healthy" in the store from the
+// controller, which records every health change it sees.
+TEST_F(JobControllerTest, ANodeThatBeatsAgainIsRecordedHealthyWithoutARowWrite) {
+  const api::Node n = MakeNode("back", 1, 10);
+  Beat(n);
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(store_->GetNode("back")->health, "healthy");
+  const std::vector<std::pair<milliseconds, std::string>> silence = {
+      {milliseconds(2500), "suspect"}, {milliseconds(4000), "dead"}};
+  for (const auto& [quiet, health] : silence) {
+    clock_.Advance(quiet);
+    ASSERT_TRUE(controller_->Tick().ok());
+    EXPECT_EQ(store_->GetNode("back")->health, health) << quiet.count();
+    // The node beats again; only the controller hears it (no row write).
+    api::HeartbeatRequest r;
+    r.node = n.name;
+    r.address = n.address;
+    r.inventory_unchanged = true;
+    controller_->OnHeartbeat(r);
+    ASSERT_TRUE(controller_->Tick().ok());
+    EXPECT_EQ(store_->GetNode("back")->health, "healthy") << quiet.count();
+  }
+}
+
 TEST_F(JobControllerTest, FailedRankRetriesThenGivesUpAfterMaxAttempts) {
   api::Node a = MakeNode("a", 1, 20);
   Beat(a);
@@ -739,8 +764,8 @@ TEST_F(JobControllerTest, PeerLossExitChecksTheSilentNodeBeforeTheHeartbeatTimeo
     int64_t silent_ms = 0;
     std::map<std::string, std::vector<api::WorkerStatus>> runs;
     for (auto* n : {&a, &b, &c}) {
-      runs[n->name] = n->name == survivor ? Exited(desired[n->name], row.exit_code)
-                                          : Running(desired[n->name]);
+      runs[n->name] =
+          n->name == survivor ? Exited(desired[n->name], row.exit_code) : Running(desired[n->name]);
     }
     while (silent_ms < 2900 && store_->GetJob(id)->attempt < 2) {
       clock_.Advance(milliseconds(100));
