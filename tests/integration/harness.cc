@@ -105,7 +105,11 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
 }
 
 std::string BinaryPath(const std::string& name) {
-  if (name == "tesserad") return TESSERA_TESSERAD_BINARY;
+  if (name == "tesserad") {
+    // Benches compare another build's tesserad with this one.
+    const char* other = std::getenv("TESSERA_TEST_TESSERAD");
+    return other != nullptr && *other != '\0' ? other : TESSERA_TESSERAD_BINARY;
+  }
   if (name == "tessera-agent") return TESSERA_AGENT_BINARY;
   if (name == "tessera") return TESSERA_CLI_BINARY;
 #ifdef TESSERA_WORKER_BINARY

@@ -71,7 +71,9 @@ class Process {
 // Polls `pred` every 20 ms until it is true or `timeout` passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
-std::string BinaryPath(const std::string& name);  // from compile definitions
+// From compile definitions; $TESSERA_TEST_TESSERAD (when set) names another
+// tesserad, for benches comparing builds.
+std::string BinaryPath(const std::string& name);
 
 // SIGKILLs every process whose working folder lies under `dir` (an agent's
 // state folder holds its workers' rank folders); with `exe_name`, only
