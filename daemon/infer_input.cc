@@ -120,6 +120,18 @@ Status ForEachInferInput(const std::string& dataset, const InputPathCheck& may_r
   return Status::Ok();
 }
 
+Status CheckInferInputHead(const std::string& dataset, const InputPathCheck& may_read,
+                           int64_t max_items) {
+  int64_t checked = 0;
+  bool enough = false;
+  Status st = ForEachInferInput(dataset, may_read, [&](std::string) -> Status {
+    if (++checked < max_items) return Status::Ok();
+    enough = true;
+    return Unavailable("enough items checked");  // stops the listing here; never returned
+  });
+  return enough ? Status::Ok() : st;
+}
+
 Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
                                                  const InputPathCheck& may_read) {
   std::vector<std::string> items;

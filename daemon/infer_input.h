@@ -54,6 +54,14 @@ Result<std::vector<std::string>> ListInferInputs(const std::string& dataset,
 Status ForEachInferInput(const std::string& dataset, const InputPathCheck& may_read,
                          const std::function<Status(std::string item)>& emit);
 
+// ForEachInferInput's checks of the input and of its first `max_items` items
+// only, holding none of them: what a submission can afford to check at once
+// (a bad item among them is a 400 rather than a failed job); the listing
+// checks every item. OK for an input with at least one item that passes.
+// REQUIRES: max_items >= 1.
+Status CheckInferInputHead(const std::string& dataset, const InputPathCheck& may_read,
+                           int64_t max_items);
+
 // Consecutive chunks of at most `chunk_size` items, in order.
 // REQUIRES: chunk_size >= 1.
 std::vector<std::vector<std::string>> SplitIntoChunks(const std::vector<std::string>& items,

@@ -9,7 +9,9 @@
 //   list and builtin options (ValidateJobSpec) bind everyone.
 // - Data roots (daemon/data_roots.h): `dataset` and `checkpoint` (must exist)
 //   under a root the owner may read, `output` under one it may write; an
-//   infer job's list file has every item checked too (daemon/infer_input.h).
+//   infer job's list file has its first kListItemsChecked items checked too
+//   (daemon/infer_input.h); the listing checks every item before the job
+//   starts and fails it, naming the line, on a bad one.
 //
 // Errors: kInvalidArgument naming the field ("env.KEY", "args[i]",
 // "dataset", ...). The checks run again where the controller itself reads
@@ -18,6 +20,7 @@
 #ifndef TESSERA_DAEMON_JOB_ADMISSION_H_
 #define TESSERA_DAEMON_JOB_ADMISSION_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -32,6 +35,9 @@ namespace tessera::daemon {
 
 class JobAdmission {
  public:
+  // Items of a list file checked at submission (about 60 ms with data roots).
+  static constexpr int64_t kListItemsChecked = 10'000;
+
   JobAdmission(DataRoots roots, std::map<std::string, api::EntrypointPolicy> entrypoints);
 
   // REQUIRES: spec passed ValidateJobSpec.

@@ -171,5 +171,46 @@ TEST_F(DataRootsTest, AdmissionNamesTheField) {
       << "an entrypoint without a policy takes no args from users";
 }
 
+// A list file's first kListItemsChecked items are checked at submission;
+// the rest only when the listing reads them (a big list is admitted at once).
+TEST_F(DataRootsTest, AdmissionChecksTheHeadOfAListFile) {
+  JobAdmission admission(Roots(), {});
+  const api::Principal alice{"alice", api::Role::kUser};
+  const int64_t head = JobAdmission::kListItemsChecked;
+  struct Case {
+    const char* name;
+    int64_t good_lines;  // "in/b.png" lines before one outside alice's roots
+    bool admitted;
+  } cases[] = {
+      {"bad_first_line", 0, false},
+      {"bad_last_checked_line", head - 1, false},
+      {"bad_line_past_the_head", head, true},
+  };
+  for (const Case& c : cases) {
+    const std::string list = Path(std::string("users/alice/") + c.name + ".txt");
+    {
+      std::ofstream out(list);
+      for (int64_t i = 0; i < c.good_lines; ++i) out << "in/b.png\n";
+      out << Path("users/bob/in/c.png") << "\n";
+    }
+    api::JobSpec spec;
+    spec.name = "j";
+    spec.kind = api::JobKind::kInfer;
+    spec.entrypoint = "builtin:colorize-unet";
+    spec.dataset = list;
+    spec.output = Path("users/alice/out");
+    spec.global_batch = 1;
+    Status st = admission.Check(alice, spec);
+    if (c.admitted) {
+      EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
+    } else {
+      EXPECT_EQ(st.field(), "dataset") << c.name << ": " << st.ToString();
+      EXPECT_NE(st.message().find("line " + std::to_string(c.good_lines + 1) + " of"),
+                std::string::npos)
+          << c.name << ": " << st.message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::daemon

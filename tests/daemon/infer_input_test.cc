@@ -121,6 +121,39 @@ TEST(InferInputTest, TheReadCheckGuardsTheInputItsItemsAndLinks) {
   }
 }
 
+// A submission checks the input and its first items only: a bad item past
+// them is left to the listing, which reads the whole input.
+TEST(InferInputTest, TheHeadCheckStopsAfterItsItems) {
+  testing::TempDir dir;
+  Touch(dir.File("a.png"));
+  Touch(dir.File("bad-third.txt"), "a.png\na.png\nnot-there.png\na.png\n");
+  Touch(dir.File("bad-first.txt"), "# header\nnot-there.png\na.png\n");
+  Touch(dir.File("blank.txt"), "# nothing\n");
+  struct Case {
+    std::string name;
+    std::string dataset;
+    int64_t max_items;
+    std::string message_part;  // "": OK
+  } cases[] = {
+      {"bad_item_past_the_head", dir.File("bad-third.txt"), 2, ""},
+      {"bad_item_at_the_head_end", dir.File("bad-third.txt"), 3, "line 3 of"},
+      {"bad_item_first", dir.File("bad-first.txt"), 1, "line 2 of"},
+      {"no_items", dir.File("blank.txt"), 5, "no images found"},
+      {"missing", dir.File("missing.txt"), 5, "neither a folder nor a list file"},
+      {"folder", dir.path().string(), 1, ""},
+  };
+  for (const Case& c : cases) {
+    Status st = CheckInferInputHead(c.dataset, AnyPath, c.max_items);
+    if (c.message_part.empty()) {
+      EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
+      continue;
+    }
+    EXPECT_EQ(st.field(), "dataset") << c.name << ": " << st.ToString();
+    EXPECT_NE(st.message().find(c.message_part), std::string::npos)
+        << c.name << ": " << st.message();
+  }
+}
+
 TEST(InferInputTest, SplitIntoChunksKeepsOrderAndSizes) {
   struct Case {
     int items;

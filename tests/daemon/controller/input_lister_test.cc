@@ -132,6 +132,40 @@ TEST_F(InputListerTest, SaysHowManyItemsItFoundWhileItLists) {
   EXPECT_EQ(p.found, 8);
 }
 
+// Memory stays bounded: every full batch is in the store before the next
+// item is read, so the lister holds at most batch_chunks x chunk_images
+// items, however long the input.
+TEST_F(InputListerTest, WritesEachFullBatchBeforeReadingOn) {
+  // The item check of the 10th line blocks until released.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> checked{0};
+  InputPathCheck slow = [&](const std::string& path) {
+    if (path.ends_with(".png") && ++checked == 10) released.wait();
+    return Status::Ok();
+  };
+  InputLister lister(store_.get(), {/*chunk_images=*/2, /*batch_chunks=*/2, /*sort_limit=*/100});
+  api::Job job = Job(ListFile(11));
+  for (auto end = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(2ms)) {
+    if (lister.Poll(job, slow)->found == 9) break;
+  }
+  auto while_blocked = store_->CountChunks(job.id);
+  auto sealed = store_->ChunksSealed(job.id);
+  release.set_value();  // before any assertion: the listing thread must not stay blocked
+  // Items 1-8 are two batches of two chunks; the 9th waits in its chunk.
+  ASSERT_TRUE(while_blocked.ok()) << while_blocked.status().ToString();
+  EXPECT_EQ(while_blocked->chunks_total, 4);
+  EXPECT_EQ(while_blocked->images_total, 8);
+  EXPECT_FALSE(sealed.value_or(true));
+  InputLister::Progress p = WaitDone(lister, job, slow);
+  ASSERT_EQ(p.phase, InputLister::Phase::kDone) << p.error.ToString();
+  auto counts = store_->CountChunks(job.id);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->chunks_total, 6);
+  EXPECT_EQ(counts->images_total, 11);
+}
+
 TEST_F(InputListerTest, AnInputThatCannotBeReadFailsWithTheReason) {
   InputLister lister(store_.get(), {});
   api::Job job = Job(dir_.File("no-such-folder"));
