@@ -15,7 +15,7 @@
 // says "listing input"), items/s, tesserad's RSS before the submit and its
 // peak during submit + listing (VmHWM from /proc/<pid>/status, reset before
 // each input through clear_refs, plus VmRSS sampled every 20 ms), chunks,
-// the SQLite file size (+ WAL), the pending reasons seen while listing, then
+// the SQLite file's growth (+ WAL), the pending reasons seen while listing, then
 // GET /api/v1/jobs/{id} latency and, once an agent runs the job (a sleeping
 // command), the latency of lease calls (POST /api/v1/jobs/{id}/leases, one
 // chunk each, completing the previous one) with 10M items in the store.
@@ -161,6 +161,7 @@ class Bench {
     auto client = Client(1h);
     if (!ResetPeak(pid)) std::fprintf(stderr, "cannot reset VmHWM: the peak is the process's\n");
     row.before = ReadMem(pid);
+    const int64_t db_before = DbBytes();
 
     std::atomic<bool> stop{false};
     std::atomic<int64_t> sampled{0};
@@ -226,12 +227,7 @@ class Bench {
       if (row.failure.empty()) row.failure = "listing did not finish";
       return row;
     }
-    const fs::path db = cluster_.dir() / "controller" / "tessera.db";
-    for (const char* suffix : {"", "-wal"}) {
-      std::error_code ec;
-      const auto size = fs::file_size(db.string() + suffix, ec);
-      if (!ec) row.db_bytes += static_cast<int64_t>(size);
-    }
+    row.db_bytes = DbBytes() - db_before;
 
     // The job read path with the whole input in the store.
     std::vector<double> get_ms;
@@ -263,21 +259,35 @@ class Bench {
     return c;
   }
 
+  // tessera.db and its WAL.
+  int64_t DbBytes() const {
+    const fs::path db = cluster_.dir() / "controller" / "tessera.db";
+    int64_t bytes = 0;
+    for (const char* suffix : {"", "-wal"}) {
+      std::error_code ec;
+      const auto size = fs::file_size(db.string() + suffix, ec);
+      if (!ec) bytes += static_cast<int64_t>(size);
+    }
+    return bytes;
+  }
+
   // Once the job's attempt runs on the agent, lease calls as its rank 0.
   void Lease(int64_t id, Row& row) {
     const std::string target = "/api/v1/jobs/" + std::to_string(id);
     int64_t attempt = 0;
+    std::string state, reason;
     if (!testing::WaitFor(
             [&] {
               const Json job = cluster_.GetJson(target);
               if (!job.is_object()) return false;
-              const std::string s = job.value("state", "");
+              state = job.value("state", "");
+              reason = job.value("reason", "");
               attempt = job.value("attempt", int64_t{0});
-              return s == "starting" || s == "running";
+              return state == "starting" || state == "running";
             },
             180s)) {
-      std::fprintf(stderr, "job %lld did not start: no lease measured\n",
-                   static_cast<long long>(id));
+      std::fprintf(stderr, "job %lld did not start (%s: %s): no lease measured\n",
+                   static_cast<long long>(id), state.c_str(), reason.c_str());
       return;
     }
     const tessera::daemon::LeaseTokens tokens(
@@ -373,7 +383,8 @@ int main(int argc, char** argv) {
   // One node with one device, there before the jobs: the controller lists
   // the queue's inputs only while a device is free.
   cluster.StartAgent(
-      "box", "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 1.0}\n",
+      "box",
+      "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 1.0, tflops: 8}\n",
       {"--no-benchmark"});
   if (!testing::WaitFor([&] { return cluster.HealthyNodes() == 1; }, 120s)) {
     std::fprintf(stderr, "the agent did not become healthy\n");
@@ -396,7 +407,8 @@ int main(int argc, char** argv) {
               no_roots ? "off" : "on", std::thread::hardware_concurrency());
   std::printf(
       "| input | items | chunks | submit s | listing s | items/s | RSS before MiB | peak RSS MiB "
-      "(VmHWM / sampled) | RSS after MiB | SQLite MiB | GET job p50/p99 ms | lease p50/p99/max "
+      "(VmHWM / sampled) | RSS after MiB | SQLite growth MiB | GET job p50/p99 ms | lease "
+      "p50/p99/max "
       "ms (n) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   int failed = 0;
   for (const Row& r : rows) {
