@@ -438,7 +438,9 @@ void SqliteStore::RunBatch(std::vector<WriteOp>& batch) {
     writes_ += batch.size();
     return;
   }
+  after_commit_.clear();
   for (WriteOp& op : batch) {
+    const size_t actions = after_commit_.size();
     Status s = ExecSql(writer_db_, "SAVEPOINT op");
     if (s.ok()) {
       try {
@@ -449,6 +451,7 @@ void SqliteStore::RunBatch(std::vector<WriteOp>& batch) {
       if (!s.ok()) ExecSql(writer_db_, "ROLLBACK TO op").IgnoreError();
       ExecSql(writer_db_, "RELEASE op").IgnoreError();
     }
+    if (!s.ok()) after_commit_.resize(actions);  // rolled back: nothing to follow
     results.push_back(std::move(s));
   }
   Status commit = ExecSql(writer_db_, "COMMIT");
@@ -460,9 +463,26 @@ void SqliteStore::RunBatch(std::vector<WriteOp>& batch) {
   } else {
     ++commits_;
     commit_latency_.Record(std::chrono::duration<double>(clock_->SteadyNow() - start).count());
+    for (auto& action : after_commit_) action();
   }
+  after_commit_.clear();
   writes_ += batch.size();
   for (size_t i = 0; i < batch.size(); ++i) batch[i].done.set_value(std::move(results[i]));
+}
+
+void SqliteStore::AfterCommit(std::function<void()> action) {
+  after_commit_.push_back(std::move(action));
+}
+
+void SqliteStore::CacheNode(const std::string& name, std::optional<api::Node> row) {
+  std::lock_guard lock(nodes_mu_);
+  ++nodes_version_;
+  if (!nodes_loaded_) return;
+  if (row) {
+    nodes_[name] = *std::move(row);
+  } else {
+    nodes_.erase(name);
+  }
 }
 
 // ---------------------------------------------------------------- readers
@@ -890,11 +910,36 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
           .Bind(6, std::string_view(details[i]));
       TESSERA_RETURN_IF_ERROR(ins.Run());
     }
+    // The row as a read will see it, for the in-memory rows.
+    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeColumns +
+                                                           " FROM nodes WHERE name = ?"));
+    q.Bind(1, std::string_view(node.name));
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return Internal("node row missing after its upsert");
+    TESSERA_ASSIGN_OR_RETURN(api::Node stored, NodeFromRow(q));
+    TESSERA_RETURN_IF_ERROR(LoadDevices(db, &stored));
+    AfterCommit([this, stored = std::move(stored)]() mutable {
+      const std::string name = stored.name;
+      CacheNode(name, std::move(stored));
+    });
     return Status::Ok();
   });
 }
 
 Result<api::Node> SqliteStore::GetNode(std::string_view name) {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (closing_) return Closed();
+  }
+  {
+    std::lock_guard lock(nodes_mu_);
+    if (nodes_loaded_) {
+      auto it = nodes_.find(std::string(name));
+      if (it == nodes_.end()) return NotFound("node " + std::string(name) + " not found");
+      return it->second;
+    }
+  }
+  ++node_row_reads_;
   api::Node node;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeColumns +
@@ -910,6 +955,21 @@ Result<api::Node> SqliteStore::GetNode(std::string_view name) {
 
 Result<std::vector<api::Node>> SqliteStore::ListNodes() {
   std::vector<api::Node> out;
+  uint64_t version = 0;
+  {
+    std::lock_guard lock(queue_mu_);
+    if (closing_) return Closed();
+  }
+  {
+    std::lock_guard lock(nodes_mu_);
+    if (nodes_loaded_) {
+      out.reserve(nodes_.size());
+      for (const auto& [name, node] : nodes_) out.push_back(node);
+      return out;
+    }
+    version = nodes_version_;
+  }
+  ++node_row_reads_;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeColumns +
                                                            " FROM nodes ORDER BY name"));
@@ -922,6 +982,13 @@ Result<std::vector<api::Node>> SqliteStore::ListNodes() {
     for (api::Node& n : out) TESSERA_RETURN_IF_ERROR(LoadDevices(db, &n));
     return Status::Ok();
   }));
+  std::lock_guard lock(nodes_mu_);
+  // Kept only if no node write committed since the read began (it might
+  // not show it); otherwise the next listing tries again.
+  if (!nodes_loaded_ && nodes_version_ == version) {
+    for (const api::Node& n : out) nodes_[n.name] = n;
+    nodes_loaded_ = true;
+  }
   return out;
 }
 
@@ -933,6 +1000,12 @@ Status SqliteStore::SetNodeHealth(std::string_view name, std::string_view health
     up.Bind(1, health).Bind(2, name);
     TESSERA_RETURN_IF_ERROR(up.Run());
     if (sqlite3_changes(db) == 0) return NotFound("node " + std::string(name) + " not found");
+    AfterCommit([this, node = std::string(name), health = std::string(health)] {
+      std::lock_guard lock(nodes_mu_);
+      ++nodes_version_;
+      auto it = nodes_.find(node);
+      if (it != nodes_.end()) it->second.health = health;
+    });
     return Status::Ok();
   });
 }
@@ -1180,7 +1253,8 @@ Result<std::string> SqliteStore::CheckNodeCredential(std::string_view plaintext,
   std::optional<NodeCredentialRecord> record;
   auto select_by_id = [&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE id = ?"));
+        Stmt q,
+        Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE id = ?"));
     q.Bind(1, std::string_view(parts.id));
     TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
     record.reset();

@@ -17,6 +17,12 @@
 // caller per connection at a time), each read in its own read transaction,
 // so readers never wait for the writer.
 //
+// Node rows are also kept in memory, written through: after the first
+// ListNodes, ListNodes and GetNode answer from memory, and every committed
+// UpsertNode / SetNodeHealth updates it (in commit order; a batch that fails
+// to commit changes nothing). The controller lists every node many times a
+// second; this spares it the SQL and the device JSON.
+//
 // Ownership: owns its connections and the writer thread. Destruction (or
 // Close) completes every queued write, stops the writer and closes the
 // connections; later calls return kUnavailable.
@@ -32,8 +38,10 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +85,9 @@ class SqliteStore final : public Store {
   int64_t schema_version() const { return schema_version_; }
   // Write calls waiting for their commit (queued or in the running batch).
   int64_t pending_writes() const { return pending_writes_.load(); }
+  // Times ListNodes or GetNode read node rows from the database (not from
+  // memory); for tests.
+  int64_t node_row_reads() const { return node_row_reads_.load(); }
 
   Status Health() override;
 
@@ -150,6 +161,12 @@ class SqliteStore final : public Store {
   void ReleaseReader(sqlite3* db);
   void WriterLoop();
   void RunBatch(std::vector<WriteOp>& batch);
+  // Inside a write fn (the writer thread): runs `action` once the batch has
+  // committed, after the actions of earlier operations; dropped when the
+  // operation fails or the batch does not commit.
+  void AfterCommit(std::function<void()> action);
+  // The committed node row `name` (or its absence) into the in-memory rows.
+  void CacheNode(const std::string& name, std::optional<api::Node> row);
 
   const std::string path_;
   const SqliteStoreOptions options_;
@@ -166,6 +183,15 @@ class SqliteStore final : public Store {
   std::mutex pool_mu_;
   std::vector<sqlite3*> idle_readers_;  // guarded by pool_mu_
   bool pool_closed_ = false;            // guarded by pool_mu_
+
+  std::vector<std::function<void()>> after_commit_;  // writer thread only
+
+  // Node rows in memory (see the class comment).
+  std::mutex nodes_mu_;
+  bool nodes_loaded_ = false;               // guarded by nodes_mu_
+  uint64_t nodes_version_ = 0;              // committed node writes; guarded by nodes_mu_
+  std::map<std::string, api::Node> nodes_;  // by name; guarded by nodes_mu_
+  std::atomic<int64_t> node_row_reads_{0};
 
   LatencyHistogram commit_latency_;
   std::atomic<uint64_t> commits_{0};

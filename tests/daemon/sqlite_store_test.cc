@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -175,6 +176,88 @@ TEST_F(SqliteStoreTest, ChunkCountsAreCountersKeptByTheStoreAndBackfilledOnUpgra
   EXPECT_EQ(*store->CountChunks(1), done->counts);
   // A job without chunks has a zero count, not an error.
   EXPECT_EQ(*store->CountChunks(42), ChunkCounts{});
+}
+
+// After the first listing, node rows come from memory, and every committed
+// node write reaches that memory: each step's listing equals what a fresh
+// open reads from the file.
+TEST_F(SqliteStoreTest, NodeRowsAreListedFromMemoryAndFollowEveryCommittedWrite) {
+  auto node = [](const std::string& name, int devices) {
+    api::Node n;
+    n.name = name;
+    n.address = "10.0.0.1";
+    n.last_heartbeat_ms = 5;
+    for (int i = 0; i < devices; ++i) {
+      api::Device d;
+      d.index = i;
+      d.name = "emulated";
+      d.type = "cuda";
+      d.memory_bytes = 1 << 30;
+      n.devices.push_back(d);
+    }
+    return n;
+  };
+  struct Step {
+    std::string name;
+    std::function<Status(SqliteStore*)> write;
+    bool ok;
+  };
+  const std::vector<Step> steps = {
+      {"a second node", [&](SqliteStore* s) { return s->UpsertNode(node("b", 1)); }, true},
+      {"a health change", [](SqliteStore* s) { return s->SetNodeHealth("a", "dead"); }, true},
+      {"new devices",
+       [&](SqliteStore* s) {
+         api::Node a = node("a", 2);
+         a.last_heartbeat_ms = 9;
+         return s->UpsertNode(a);
+       },
+       true},
+      {"an unknown node's health", [](SqliteStore* s) { return s->SetNodeHealth("zz", "dead"); },
+       false},
+      {"an invalid row",
+       [&](SqliteStore* s) {
+         api::Node bad = node("b", 2);
+         bad.devices[1].index = 0;
+         return s->UpsertNode(bad);
+       },
+       false},
+  };
+  auto listing = [](SqliteStore* s) {
+    auto nodes = s->ListNodes();
+    EXPECT_TRUE(nodes.ok()) << nodes.status().ToString();
+    api::Json out = api::Json::array();
+    if (nodes.ok()) {
+      for (const api::Node& n : *nodes) out.push_back(api::ToJson(n));
+    }
+    return out;
+  };
+  {
+    auto store = OpenOrDie(Path());
+    ASSERT_TRUE(store->UpsertNode(node("a", 1)).ok());
+    EXPECT_EQ(listing(store.get()).size(), 1u);
+    EXPECT_EQ(store->node_row_reads(), 1);
+  }
+  for (const Step& step : steps) {
+    api::Json remembered;
+    {
+      auto store = OpenOrDie(Path());
+      listing(store.get());  // loads the rows
+      EXPECT_EQ(step.write(store.get()).ok(), step.ok) << step.name;
+      remembered = listing(store.get());
+      EXPECT_EQ(api::ToJson(*store->GetNode("a")), remembered[0]) << step.name;
+      EXPECT_EQ(store->node_row_reads(), 1) << step.name << ": listed from memory";
+    }
+    auto reopened = OpenOrDie(Path());
+    EXPECT_EQ(listing(reopened.get()), remembered) << step.name;
+  }
+  auto store = OpenOrDie(Path());
+  auto a = store->GetNode("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->devices.size(), 2u);
+  EXPECT_EQ(a->health, "healthy");
+  EXPECT_EQ(a->last_heartbeat_ms, 9);
+  store->Close();
+  EXPECT_EQ(store->ListNodes().status().code(), StatusCode::kUnavailable);
 }
 
 TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
