@@ -9,9 +9,10 @@
 //   --mode real: N real `tessera-agent --no-benchmark` processes,
 // plus API load (GET /api/v1/jobs?limit=5 in a loop) and a stream of
 // one-device jobs. Prints, per N: health flaps (a node seen healthy and then
-// not), the heartbeat handling (sim mode: the round trip of beats answered
-// at once, and how late long polls are answered after their wait), API GET
-// p50/p99/max, and submit -> running p50/max.
+// not), the heartbeat handling (sim mode, once every node is up: the round
+// trip of beats answered at once, i.e. the reports of launched workers, and
+// how late long polls are answered after their wait), API GET p50/p99/max,
+// and submit -> running p50/max.
 //
 // --tls serves HTTPS (tesserad's "tls: on"; agents and clients verify with
 // its CA). --pin puts tesserad on CPU 0 and this program (generator, API
@@ -160,6 +161,9 @@ Row RunOne(const Setup& setup, int agents, int seconds) {
     std::fprintf(stderr, "only %d of %d nodes became healthy\n", cluster.HealthyNodes(), agents);
   }
   row.healthy = cluster.HealthyNodes();
+  // The measured window starts once every node is up: enrolment and the
+  // agents' first beats are not the steady state.
+  if (sims) sims->ClearSamples();
 
   // Health monitor: a node seen healthy that later is not is one flap.
   std::mutex flap_mu;

@@ -305,6 +305,12 @@ void SimAgents::Stop() {
   m.ioc.reset();  // destroys the suspended agents (and their sockets) first
 }
 
+void SimAgents::ClearSamples() {
+  std::lock_guard lock(impl_->mu);
+  impl_->immediate_ms.clear();
+  impl_->held_late_ms.clear();
+}
+
 std::vector<double> SimAgents::ImmediateBeatMs() const {
   std::lock_guard lock(impl_->mu);
   return impl_->immediate_ms;

@@ -58,6 +58,9 @@ class SimAgents {
   // Ends every agent (requests in flight are dropped) and joins the threads.
   void Stop();
 
+  // Drops the samples taken so far (the measured window starts now).
+  void ClearSamples();
+
   // Round trips (ms) of beats answered at once.
   std::vector<double> ImmediateBeatMs() const;
   // Lateness (ms) of long polls answered at their deadline without news.
