@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <set>
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -16,8 +18,9 @@ constexpr std::string_view kTempMarker = ".tmp-";
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// fsync of a file or directory by path.
-Status SyncPath(const std::string& path, bool directory) {
+}  // namespace
+
+Status FsyncPath(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -31,6 +34,8 @@ Status SyncPath(const std::string& path, bool directory) {
   ::close(fd);
   return s;
 }
+
+namespace {
 
 // Prefix of every temporary name of `final_name`: ".<name>.tmp-".
 std::string TempPrefix(const std::string& final_name) {
@@ -83,7 +88,7 @@ Status WriteAtomically(const std::string& path,
     return written;
   }
   if (faults) TESSERA_RETURN_IF_ERROR(faults(AtomicWriteStep::kAfterWrite, tmp));
-  Status synced = SyncPath(tmp, /*directory=*/false);
+  Status synced = FsyncPath(tmp, /*directory=*/false);
   if (!synced.ok()) {
     discard();
     return synced;
@@ -100,7 +105,7 @@ Status WriteAtomically(const std::string& path,
     return Internal("renaming " + tmp + " to " + path + ": " + ErrnoText(err));
   }
   if (faults) TESSERA_RETURN_IF_ERROR(faults(AtomicWriteStep::kAfterRename, tmp));
-  return SyncPath(dir.string(), /*directory=*/true);
+  return FsyncPath(dir.string(), /*directory=*/true);
 }
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes,
@@ -133,11 +138,10 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes,
       faults);
 }
 
-Result<int64_t> RemoveStaleTemps(const std::string& path) {
-  const fs::path final_path(path);
-  fs::path dir = final_path.parent_path();
-  if (dir.empty()) dir = ".";
-  const std::string prefix = TempPrefix(final_path.filename().string());
+namespace {
+
+// Removes the temporary files in `dir` of the final names in `names`.
+Result<int64_t> RemoveTempsIn(const fs::path& dir, const std::set<std::string>& names) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return int64_t{0};
   int64_t removed = 0;
@@ -145,14 +149,36 @@ Result<int64_t> RemoveStaleTemps(const std::string& path) {
   if (ec) return Internal("listing " + dir.string() + ": " + ec.message());
   for (const fs::directory_entry& e : it) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0 || !IsTempFileName(name)) continue;
-    // The part after the prefix must be "<pid>-<n>" only (not a longer file name).
-    if (name.find('.', prefix.size()) != std::string::npos) continue;
+    if (!IsTempFileName(name)) continue;
+    // ".<final>.tmp-<pid>-<n>": the final name is between the dot and the
+    // last marker (a final name may itself hold ".tmp-").
+    const size_t at = name.rfind(kTempMarker);
+    if (names.count(name.substr(1, at - 1)) == 0) continue;
     std::error_code rm;
     if (fs::remove(e.path(), rm)) ++removed;
     if (rm && rm != std::errc::no_such_file_or_directory) {
       return Internal("removing " + e.path().string() + ": " + rm.message());
     }
+  }
+  return removed;
+}
+
+}  // namespace
+
+Result<int64_t> RemoveStaleTemps(const std::string& path) { return RemoveStaleTempsOf({path}); }
+
+Result<int64_t> RemoveStaleTempsOf(const std::vector<std::string>& paths) {
+  std::map<fs::path, std::set<std::string>> by_dir;
+  for (const std::string& p : paths) {
+    const fs::path final_path(p);
+    fs::path dir = final_path.parent_path();
+    if (dir.empty()) dir = ".";
+    by_dir[dir].insert(final_path.filename().string());
+  }
+  int64_t removed = 0;
+  for (const auto& [dir, names] : by_dir) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t n, RemoveTempsIn(dir, names));
+    removed += n;
   }
   return removed;
 }

@@ -32,6 +32,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -69,6 +70,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes,
 // Deletes every temporary file of `path` (see above); returns how many were
 // removed. A missing directory is not an error.
 Result<int64_t> RemoveStaleTemps(const std::string& path);
+
+// RemoveStaleTemps for many final paths, listing each of their directories
+// once (a chunk's outputs usually share a folder of many files).
+Result<int64_t> RemoveStaleTempsOf(const std::vector<std::string>& paths);
+
+// fsync of a file, or of a directory (its entries), by path. kInternal
+// naming the path when it cannot be opened or synced.
+Status FsyncPath(const std::string& path, bool directory);
 
 }  // namespace tessera::worker
 

@@ -189,6 +189,13 @@ Result<api::LeaseResponse> MemoryChunkQueue::Lease(
   }
   api::LeaseResponse out;
   out.lease_ms = options_.lease_ms;
+  // As the controller does (api/lease_protocol.h): chunks still leased to
+  // the rank are sent again first, then free ones.
+  for (const auto& [chunk, lease] : leases_) {
+    if (static_cast<int64_t>(out.chunks.size()) >= max_chunks) break;
+    if (lease.rank == rank)
+      out.chunks.push_back({chunk, chunks_[static_cast<size_t>(chunk)].items});
+  }
   for (int64_t i = 0; i < n && static_cast<int64_t>(out.chunks.size()) < max_chunks; ++i) {
     ChunkRecord& rec = chunks_[static_cast<size_t>(i)];
     if (rec.done || leases_.count(i) > 0) continue;

@@ -58,9 +58,9 @@ struct HttpChunkSourceOptions {
   // How an https controller is verified; when empty, from the agent's
   // TESSERA_CONTROLLER_CA_FILE / TESSERA_CONTROLLER_CA_SHA256.
   api::TlsClientOptions tls;
-  std::string token;           // bearer token (TESSERA_LEASE_TOKEN)
-  std::string job_id;          // TESSERA_JOB_ID
-  int64_t attempt = 0;         // TESSERA_ATTEMPT (>= 1)
+  std::string token;    // bearer token (TESSERA_LEASE_TOKEN)
+  std::string job_id;   // TESSERA_JOB_ID
+  int64_t attempt = 0;  // TESSERA_ATTEMPT (>= 1)
   int64_t rank = 0;
   std::chrono::milliseconds request_timeout{10'000};
   // Transport errors and 429 / 5xx answers are retried for this long.
@@ -93,7 +93,8 @@ class MemoryChunkQueue : public std::enable_shared_from_this<MemoryChunkQueue> {
   static std::shared_ptr<MemoryChunkQueue> Create(const std::vector<std::string>& items,
                                                   MemoryChunkQueueOptions options = {});
 
-  // The protocol call of one rank (see api/lease_protocol.h). Completing a
+  // The protocol call of one rank (see api/lease_protocol.h): chunks still
+  // leased to the rank are sent again first, as the controller does. Completing a
   // chunk not leased to `rank` is recorded too (a slow rank finishing a
   // chunk whose lease expired). kInvalidArgument for an unknown chunk or
   // max_chunks outside [0, 64].

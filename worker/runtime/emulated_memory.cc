@@ -17,6 +17,7 @@ std::atomic<int64_t> g_limit{0};
 std::atomic<int64_t> g_in_use{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<bool> g_installed{false};
+thread_local int t_host_scopes = 0;  // HostMemoryScope depth of this thread
 
 std::string Mib(int64_t bytes) {
   char buf[32];
@@ -34,6 +35,7 @@ class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) const override {
     void* p = c10::alloc_cpu(n);  // throws on a real host allocation failure
+    if (t_host_scopes > 0) return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
     const auto size = static_cast<int64_t>(p ? malloc_usable_size(p) : 0);
     const int64_t now = g_in_use.fetch_add(size, std::memory_order_relaxed) + size;
     const int64_t limit = g_limit.load(std::memory_order_relaxed);
@@ -54,6 +56,9 @@ class CountingCpuAllocator final : public c10::Allocator {
 CountingCpuAllocator g_allocator;
 
 }  // namespace
+
+HostMemoryScope::HostMemoryScope() { ++t_host_scopes; }
+HostMemoryScope::~HostMemoryScope() { --t_host_scopes; }
 
 Status ComputeFailure(std::string_view context, const std::exception& e) {
   std::string what = e.what();

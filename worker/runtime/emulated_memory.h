@@ -14,6 +14,11 @@
 // bookkeeping and the framework's non-tensor heap do not count, as they would
 // not on a GPU either).
 //
+// Host memory: tensors a thread allocates inside a HostMemoryScope (the
+// inference pipeline's decode and encode threads: images read and written,
+// which a GPU box keeps in host RAM) are neither counted nor limited; the
+// compute thread's copies of them (the batch it stacks) are.
+//
 // Ownership: one process-wide allocator of static lifetime; Install() is called
 // once, before the model is built (tensors made earlier are freed by their own
 // deleter and never counted). Thread safety: the counters are atomic; every
@@ -40,6 +45,16 @@ class EmulatedMemory {
   // Largest in_use_bytes() since Install() or the last ResetPeak().
   static int64_t peak_bytes();
   static void ResetPeak();
+};
+
+// While one lives, the calling thread's CPU tensors are host memory (see the
+// file comment). Scopes nest; not movable.
+class HostMemoryScope {
+ public:
+  HostMemoryScope();
+  ~HostMemoryScope();
+  HostMemoryScope(const HostMemoryScope&) = delete;
+  HostMemoryScope& operator=(const HostMemoryScope&) = delete;
 };
 
 // The Status for an exception that compute threw: kResourceExhausted for an

@@ -5,6 +5,7 @@
 //   tessera-worker gen-images --out DIR --count N --size S
 //   tessera-worker infer --model NAME --data DIR|LIST --output DIR --checkpoint DIR
 //                        [--local] [--max-tile-px N] [--width W] [--threads T]
+//                        [--batch B] [--decode-threads D] [--encode-threads E]
 //
 // infer: chunks come from the controller (TESSERA_CONTROLLER_URL,
 // TESSERA_LEASE_TOKEN, TESSERA_JOB_ID, TESSERA_ATTEMPT) or, with --local,
@@ -38,8 +39,8 @@
 #include "worker/runtime/gan_profile.h"
 #include "worker/runtime/gan_trainer.h"
 #include "worker/runtime/image_source.h"
-#include "worker/runtime/optimizer_profile.h"
 #include "worker/runtime/inference.h"
+#include "worker/runtime/optimizer_profile.h"
 #include "worker/runtime/tiling.h"
 #endif
 
@@ -168,6 +169,12 @@ int main(int argc, char** argv) {
   infer->add_option("--threads", infer_opt.threads, "intra-op threads")->check(CLI::PositiveNumber);
   infer->add_option("--max-chunks", infer_opt.max_chunks, "chunks asked for per lease")
       ->check(CLI::Range(1, 64));
+  infer->add_option("--batch", infer_opt.batch, "images of one size per forward at most")
+      ->check(CLI::PositiveNumber);
+  infer->add_option("--decode-threads", infer_opt.decode_threads, "threads reading images")
+      ->check(CLI::Range(1, 64));
+  infer->add_option("--encode-threads", infer_opt.encode_threads, "threads writing outputs")
+      ->check(CLI::Range(1, 64));
   infer->add_flag("--local", infer_opt.local,
                   "no controller: process every image of --data (ranks share it out)");
   infer->add_option("--chunk-size", infer_opt.local_chunk_size, "--local: images per chunk")
@@ -268,8 +275,8 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_HAVE_WORKER_DATA
     // The GAN's whole-step times include its optimizer steps already.
     if (profiled) {
-      Status opt = tessera::worker::AddOptimizerCosts(*profiled, profile_optimizer,
-                                                      profile_repeats, &*json);
+      Status opt =
+          tessera::worker::AddOptimizerCosts(*profiled, profile_optimizer, profile_repeats, &*json);
       if (!opt.ok()) return Fail(opt);
     }
 #endif

@@ -72,6 +72,28 @@ TEST(MemoryChunkQueueTest, LeasesExpireUnlessRenewedAndCrashesRelease) {
   EXPECT_EQ(q->Records()[0].times_leased, 3);
 }
 
+// As the controller: a call asking for chunks gets the chunks the rank
+// still holds first (an answer lost in transit loses no work), counted in
+// max_chunks, then free ones.
+TEST(MemoryChunkQueueTest, HeldChunksAreSentAgainFirst) {
+  FakeClock clock;
+  auto q = MemoryChunkQueue::Create(Items(8), {.chunk_size = 2, .lease_ms = 1000, .clock = &clock});
+  ASSERT_EQ(q->Lease(0, {}, 1)->chunks.at(0).chunk, 0);
+  auto again = q->Lease(0, {}, 1);
+  ASSERT_EQ(again->chunks.size(), 1u);
+  EXPECT_EQ(again->chunks[0].chunk, 0);  // the answer was lost: the same chunk
+  auto more = q->Lease(0, {}, 3);
+  ASSERT_EQ(more->chunks.size(), 3u);
+  EXPECT_EQ(more->chunks[0].chunk, 0);
+  EXPECT_EQ(more->chunks[1].chunk, 1);
+  EXPECT_EQ(more->chunks[2].chunk, 2);
+  auto after_report = q->Lease(0, {{0, 2, 0.1}}, 3);
+  ASSERT_EQ(after_report->chunks.size(), 3u);
+  EXPECT_EQ(after_report->chunks[0].chunk, 1);
+  EXPECT_EQ(after_report->chunks[2].chunk, 3);
+  EXPECT_EQ(q->Records()[1].times_leased, 1);  // sent again, not leased again
+}
+
 class HttpChunkSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <thread>
+
 namespace tessera::worker {
 namespace {
 
@@ -45,6 +48,31 @@ TEST(EmulatedMemoryTest, CountsTensorsAndFailsLikeAGpuPastTheLimit) {
   EmulatedMemory::Install(0);
   torch::Tensor big = torch::empty({32 * kMiB}, torch::kFloat32);  // 128 MiB
   EXPECT_GE(EmulatedMemory::peak_bytes() - base, 128 * kMiB);
+}
+
+// Tensors made inside a HostMemoryScope (images a pipeline thread reads or
+// writes) are host memory: not counted, not limited, even when another
+// thread frees them; a copy made outside the scope is device memory again.
+TEST(EmulatedMemoryTest, HostScopeTensorsAreNotDeviceMemory) {
+  EmulatedMemory::Install(8 * kMiB);
+  const int64_t base = EmulatedMemory::in_use_bytes();
+  torch::Tensor host;
+  std::thread reader([&host] {
+    const HostMemoryScope scope;
+    host = torch::ones({4 * kMiB}, torch::kFloat32);  // 16 MiB on an 8 MiB device
+  });
+  reader.join();
+  EXPECT_LT(EmulatedMemory::in_use_bytes() - base, kMiB);
+  EXPECT_THROW(host.clone(), c10::OutOfMemoryError) << "the device-side copy counts";
+  {
+    const HostMemoryScope outer;
+    const HostMemoryScope inner;
+  }
+  EXPECT_THROW(torch::empty({4 * kMiB}, torch::kFloat32), c10::OutOfMemoryError)
+      << "scopes that ended leave the thread counted again";
+  host = torch::Tensor();  // freed by this thread, not counted back
+  EXPECT_LT(std::abs(EmulatedMemory::in_use_bytes() - base), kMiB);
+  EmulatedMemory::Install(0);
 }
 
 TEST(EmulatedMemoryTest, OtherErrorsAreInternal) {

@@ -223,6 +223,20 @@ class InferLoopTest : public ::testing::Test {
     return o;
   }
 
+  // `n` images of width x height in <dir>/same, their items in order.
+  std::vector<std::string> SameSizeItems(int n, int64_t width, int64_t height) {
+    std::vector<std::string> items;
+    fs::create_directories(dir_ / "same");
+    for (int i = 0; i < n; ++i) {
+      const std::string name = "img-" + std::to_string(100 + i) + ".png";
+      EXPECT_TRUE(WritePng((dir_ / "same" / name).string(),
+                           TestImage(width, height, i % 6, static_cast<uint64_t>(50 + i)))
+                      .ok());
+      items.push_back(name);
+    }
+    return items;
+  }
+
   fs::path dir_, data_;
   std::vector<std::string> items_;
   DistEnv env_;
@@ -267,10 +281,11 @@ TEST_F(InferLoopTest, EveryItemWrittenOnceAndReported) {
   EXPECT_EQ(lines.back().at("rank").get<int>(), 0);
 }
 
-// A crash in the middle of chunk 1 (after writing its first item, and while
-// writing the second: a temporary file is left), then the lease comes back:
-// the rerun skips what is on disk, removes the temporary file, and the outputs
-// are byte-equal to an uninterrupted run.
+// A crash while chunk 1's outputs are made final (after its first output was
+// renamed, before the second's rename: later outputs of the chunk are still
+// temporary files), then the lease comes back: the rerun skips what is on
+// disk, removes the temporary files, and the outputs are byte-equal to an
+// uninterrupted run; every chunk is reported done once.
 TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
   auto clean_queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
   auto clean_source = clean_queue->ForRank(0);
@@ -279,9 +294,11 @@ TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
 
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
   InferOptions o = Options("denoiser-dncnn", "out");
-  int seen = 0;
-  o.write_faults = [&seen](AtomicWriteStep step, const std::string&) -> Status {
-    if (step == AtomicWriteStep::kAfterSync && ++seen == 5) return Internal("simulated kill -9");
+  const std::string crash_at = fs::path(items_[4]).filename().string();  // chunk 1's second
+  o.write_faults = [&crash_at](AtomicWriteStep step, const std::string& tmp) -> Status {
+    if (step == AtomicWriteStep::kAfterSync && tmp.find(crash_at) != std::string::npos) {
+      return Internal("simulated kill -9");
+    }
     return Status::Ok();
   };
   {
@@ -290,23 +307,45 @@ TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
     EXPECT_EQ(crashed.status().code(), StatusCode::kInternal);
   }
   auto partial = FilesUnder(o.output);
-  EXPECT_EQ(partial.size(), 5u);  // 4 outputs + 1 temporary file
+  const auto clean_files = FilesUnder(clean.output);
   int temps = 0;
-  for (const auto& [name, bytes] : partial)
-    temps += IsTempFileName(fs::path(name).filename().string());
-  EXPECT_EQ(temps, 1);
-  EXPECT_TRUE(queue->Records()[0].done);
+  for (const auto& [name, bytes] : partial) {
+    if (IsTempFileName(fs::path(name).filename().string())) {
+      ++temps;
+      continue;
+    }
+    EXPECT_EQ(bytes, clean_files.at(name)) << name << ": a final output must be complete";
+  }
+  // Chunk 0 whole and chunk 1's first output are final; chunk 1's second and
+  // third outputs are temporary files (chunk 2, committed on another encode
+  // thread, may or may not be final).
+  EXPECT_TRUE(partial.count(items_[3])) << "chunk 1's first output was renamed before the crash";
+  EXPECT_FALSE(partial.count(items_[4]));
+  EXPECT_FALSE(partial.count(items_[5]));
+  EXPECT_GE(temps, 2);
+  // Chunk 0 is reported only if the loop saw it finish before the crash.
   EXPECT_FALSE(queue->Records()[1].done);
+  // Items of the chunks left undone, and how many of them are final already.
+  int64_t undone = 0, undone_final = 0;
+  for (const auto& r : queue->Records()) {
+    if (r.done) continue;
+    for (const std::string& item : r.items) {
+      ++undone;
+      undone_final += partial.count(item);
+    }
+  }
 
   queue->ReleaseRank(0);  // the controller notices the crash
   o.write_faults = nullptr;
   auto source = queue->ForRank(1);
   auto resumed = RunInference(o, env_, stop_, source.get());
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
-  EXPECT_EQ(resumed->skipped, 1);  // scan-3 was written before the crash
-  EXPECT_EQ(resumed->written, 3);
+  EXPECT_EQ(resumed->skipped + resumed->written, undone);
+  EXPECT_EQ(resumed->skipped, undone_final);  // scan-3 at least
+  EXPECT_GE(resumed->skipped, 1);
   EXPECT_EQ(queue->Records()[1].images_reported, 2);
-  EXPECT_EQ(FilesUnder(o.output), FilesUnder(clean.output));
+  for (const auto& r : queue->Records()) EXPECT_EQ(r.times_completed, 1);
+  EXPECT_EQ(FilesUnder(o.output), clean_files);  // and no temporary file left
 }
 
 // Two ranks (threads) sharing the queue produce the same bytes as one rank.
@@ -339,8 +378,95 @@ TEST_F(InferLoopTest, TwoRanksWriteTheSameBytesAsOne) {
   EXPECT_EQ(FilesUnder(one.output).size(), 7u);
 }
 
-// A stop (SIGTERM) finishes the current image, reports the chunks of the
-// lease already finished, and leaves the interrupted chunk to expire.
+// Same-size images: with --batch 4 consecutive images of a chunk share a
+// forward (chunks of 5: 4 + 1), and their outputs match one image at a time
+// up to the kernels' float rounding (at most one level of 255).
+TEST_F(InferLoopTest, SameSizeImagesShareForwardsAndMatchOneAtATime) {
+  const std::vector<std::string> same = SameSizeItems(10, 48, 40);
+  auto one_queue = MemoryChunkQueue::Create(same, {.chunk_size = 5});
+  auto one_source = one_queue->ForRank(0);
+  InferOptions one = Options("colorize-unet", "one");
+  one.data = (dir_ / "same").string();
+  one.batch = 1;
+  auto alone = RunInference(one, env_, stop_, one_source.get());
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->forwards, 10);
+
+  auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 5});
+  auto source = queue->ForRank(0);
+  InferOptions batched = Options("colorize-unet", "batched");
+  batched.data = (dir_ / "same").string();
+  batched.batch = 4;
+  auto together = RunInference(batched, env_, stop_, source.get());
+  ASSERT_TRUE(together.ok()) << together.status().ToString();
+  EXPECT_EQ(together->written, 10);
+  EXPECT_EQ(together->forwards, 4);  // per chunk of 5: a batch of 4, then 1
+
+  const auto a = FilesUnder(one.output), b = FilesUnder(batched.output);
+  ASSERT_EQ(a.size(), 10u);
+  ASSERT_EQ(b.size(), 10u);
+  for (const auto& [name, bytes] : a) {
+    auto x = DecodePng(std::vector<uint8_t>(bytes.begin(), bytes.end()), name);
+    auto y = DecodePng(std::vector<uint8_t>(b.at(name).begin(), b.at(name).end()), name);
+    ASSERT_TRUE(x.ok() && y.ok()) << name;
+    ASSERT_EQ(x->pixels.size(), y->pixels.size());
+    int worst = 0;
+    for (size_t i = 0; i < x->pixels.size(); ++i) {
+      worst = std::max(worst, std::abs(int{x->pixels[i]} - int{y->pixels[i]}));
+    }
+    EXPECT_LE(worst, 1) << name;
+  }
+}
+
+// The pixel budget caps a forward: 48 x 40 images with room for two per
+// forward run 2 + 2 + 1 in a chunk of 5.
+TEST_F(InferLoopTest, PixelBudgetCapsImagesPerForward) {
+  const std::vector<std::string> same = SameSizeItems(5, 48, 40);
+  auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 5});
+  auto source = queue->ForRank(0);
+  InferOptions o = Options("denoiser-dncnn", "out");
+  o.data = (dir_ / "same").string();
+  o.batch = 8;
+  o.batch_pixels = 2 * 48 * 40;
+  auto r = RunInference(o, env_, stop_, source.get());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->written, 5);
+  EXPECT_EQ(r->forwards, 3);
+}
+
+// Batches are formed from a chunk's items alone, so two ranks sharing the
+// queue write the same bytes as one rank, whichever rank ran which chunk.
+TEST_F(InferLoopTest, BatchedRanksWriteTheSameBytesAsOne) {
+  const std::vector<std::string> same = SameSizeItems(9, 32, 40);
+  auto one_queue = MemoryChunkQueue::Create(same, {.chunk_size = 3});
+  auto one_source = one_queue->ForRank(0);
+  InferOptions one = Options("gan-pix2pix", "one");
+  one.data = (dir_ / "same").string();
+  one.batch = 2;
+  ASSERT_TRUE(RunInference(one, env_, stop_, one_source.get()).ok());
+
+  auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 3});
+  InferOptions two = one;
+  two.output = (dir_ / "two").string();
+  std::vector<Result<InferOutcome>> results(2, Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      DistEnv env;
+      env.rank = r;
+      auto source = queue->ForRank(r);
+      results[static_cast<size_t>(r)] = RunInference(two, env, stop_, source.get());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(results[0]->written + results[1]->written, 9);
+  EXPECT_EQ(FilesUnder(two.output), FilesUnder(one.output));
+}
+
+// A stop (SIGTERM) lets the model take no more images: the images it took are
+// written (and made final, so a rerun skips them), the chunks of the lease
+// already finished are reported, and the interrupted chunk is left to expire.
 TEST_F(InferLoopTest, StopReportsFinishedChunksOfTheLease) {
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
   auto source = queue->ForRank(0);
