@@ -264,6 +264,12 @@ const Row kRows[] = {
        s.args = {"--max-tile-px", "512", "--threads=2"};
      },
      nullptr, true},
+    {"builtin_infer_pipeline_ok",
+     [](JobSpec& s) {
+       s.args = {"--batch", "16", "--batch-pixels=1048576", "--decode-threads", "4",
+                 "--encode-threads=3"};
+     },
+     nullptr, true},
     {"cmd_args_free_here",
      [](JobSpec& s) {
        s.entrypoint = "cmd:train-ddp";

@@ -5,7 +5,8 @@
 //   tessera-worker gen-images --out DIR --count N --size S
 //   tessera-worker infer --model NAME --data DIR|LIST --output DIR --checkpoint DIR
 //                        [--local] [--max-tile-px N] [--width W] [--threads T]
-//                        [--batch B] [--decode-threads D] [--encode-threads E]
+//                        [--batch B] [--batch-pixels P] [--decode-threads D]
+//                        [--encode-threads E]
 //
 // infer: chunks come from the controller (TESSERA_CONTROLLER_URL,
 // TESSERA_LEASE_TOKEN, TESSERA_JOB_ID, TESSERA_ATTEMPT) or, with --local,
@@ -170,6 +171,10 @@ int main(int argc, char** argv) {
   infer->add_option("--max-chunks", infer_opt.max_chunks, "chunks asked for per lease")
       ->check(CLI::Range(1, 64));
   infer->add_option("--batch", infer_opt.batch, "images of one size per forward at most")
+      ->check(CLI::PositiveNumber);
+  infer
+      ->add_option("--batch-pixels", infer_opt.batch_pixels,
+                   "padded pixels per forward at most (default 131072)")
       ->check(CLI::PositiveNumber);
   infer->add_option("--decode-threads", infer_opt.decode_threads, "threads reading images")
       ->check(CLI::Range(1, 64));
