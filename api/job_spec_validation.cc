@@ -101,9 +101,9 @@ std::vector<BuiltinOption> BuiltinOptions(JobKind kind) {
   // worker/runtime/main.cc documents each; Tessera itself passes --model,
   // --data, --steps, --checkpoint-every-s, --output and --checkpoint.
   if (kind == JobKind::kInfer) {
-    return {{"--width", true},         {"--max-tile-px", true}, {"--threads", true},
-            {"--max-chunks", true},    {"--batch", true},       {"--decode-threads", true},
-            {"--encode-threads", true}};
+    return {{"--width", true},          {"--max-tile-px", true},   {"--threads", true},
+            {"--max-chunks", true},     {"--batch", true},         {"--batch-pixels", true},
+            {"--decode-threads", true}, {"--encode-threads", true}};
   }
   return {{"--lr", true},        {"--seed", true},         {"--image-size", true},
           {"--width", true},     {"--base-batch", true},   {"--warmup-steps", true},
