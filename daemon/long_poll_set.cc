@@ -55,7 +55,7 @@ void LongPollSet::Shutdown() {
 
 size_t LongPollSet::parked() const {
   std::lock_guard lock(mu_);
-  return polls_.size();
+  return polls_.size() + checking_;
 }
 
 void LongPollSet::Run() {
@@ -98,12 +98,17 @@ void LongPollSet::Run() {
       it = next;
     }
     if (due.empty() && to_check.empty()) continue;
+    checking_ = to_check.size();  // still parked while looked at
     lock.unlock();
     for (Poll& p : due) p.answer();
     std::list<Poll> keep;
     for (auto it = to_check.begin(); it != to_check.end();) {
       auto next = std::next(it);
       if (it->has_news()) {
+        {
+          std::lock_guard answered(mu_);
+          --checking_;
+        }
         it->answer();
       } else {
         keep.splice(keep.end(), to_check, it);
@@ -113,6 +118,7 @@ void LongPollSet::Run() {
     due.clear();
     to_check.clear();
     lock.lock();
+    checking_ = 0;
     polls_.splice(polls_.end(), keep);
   }
 }

@@ -55,7 +55,7 @@ class LongPollSet {
   // Answers every parked poll now, and every later one as it is parked.
   void Shutdown();
 
-  // Polls parked right now.
+  // Polls parked right now (those Run() is asking has_news included).
   size_t parked() const;
 
  private:
@@ -73,6 +73,7 @@ class LongPollSet {
   std::list<Poll> polls_;  // guarded by mu_
   uint64_t news_ = 0;      // guarded by mu_
   uint64_t handled_ = 0;   // news_ as of the last full check; guarded by mu_
+  size_t checking_ = 0;    // taken out by Run() to ask has_news; guarded by mu_
   bool fresh_ = false;     // some poll has check set; guarded by mu_
   bool stopping_ = false;  // guarded by mu_
   std::thread thread_;     // last: starts after the members it uses
