@@ -455,17 +455,6 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
 
 Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
                                   const std::set<std::string>& held) {
-  // The cluster as the planner sees it, minus heartbeat times: a change
-  // here (a node's devices, links or health) re-plans every job.
-  {
-    uint64_t key = 14695981039346656037ull;
-    for (const api::Node& n : nodes) {
-      api::Json j = api::ToJson(n);
-      j.erase("last_heartbeat_ms");
-      key = key * 1099511628211ull ^ std::hash<std::string>{}(j.dump());
-    }
-    inventory_key_ = key;
-  }
   // Nothing can be placed without a free device: skip reading the queue.
   bool any_free = false;
   for (const api::Node& n : nodes) {
@@ -482,6 +471,18 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   std::erase_if(plan_cache_, [&](const auto& entry) { return !queued.contains(entry.first); });
   lister_.ForgetAllBut(queued);
   if (pending.empty()) return Status::Ok();
+  // The cluster as the planner sees it, minus heartbeat times: a change
+  // here (a node's devices, links or health) re-plans every job.
+  // Computed only while jobs wait (it costs a JSON text per node).
+  {
+    uint64_t key = 14695981039346656037ull;
+    for (const api::Node& n : nodes) {
+      api::Json j = api::ToJson(n);
+      j.erase("last_heartbeat_ms");
+      key = key * 1099511628211ull ^ std::hash<std::string>{}(j.dump());
+    }
+    inventory_key_ = key;
+  }
   std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
     if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
     return a.id < b.id;
