@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import shlex
 import shutil
 import statistics
@@ -54,6 +53,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from quiet_machine import children_cpu_s, measured
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PT_SCRIPT = os.path.join(HERE, "pytorch_infer.py")
@@ -87,45 +88,6 @@ def base_env(threads):
         env.pop(k, None)
     env["OMP_NUM_THREADS"] = str(threads)
     return env
-
-
-def busy_cpu_s():
-    """CPU-seconds the whole machine has spent busy since boot (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def wait_idle(max_s):
-    """Waits (up to max_s) until the machine is idle for 2 s: other work may share it."""
-    deadline = time.time() + max_s
-    quiet = 0
-    while time.time() < deadline:
-        b0 = busy_cpu_s()
-        time.sleep(1.0)
-        quiet = quiet + 1 if busy_cpu_s() - b0 < 0.15 else 0
-        if quiet >= 2:
-            return True
-    return False
-
-
-def measured(args, fn):
-    """Runs fn() again, up to --retries times, while other processes took more than
-    --max-foreign cores on average; returns (result, foreign cores)."""
-    for _ in range(args.retries + 1):
-        wait_idle(args.idle_wait)
-        b0, c0, t0 = busy_cpu_s(), children_cpu_s(), time.time()
-        result = fn()
-        wall = time.time() - t0
-        foreign = max(0.0, (busy_cpu_s() - b0) - (children_cpu_s() - c0)) / wall
-        if foreign <= args.max_foreign:
-            break
-    return result, foreign
 
 
 def output_files(out_dir):
