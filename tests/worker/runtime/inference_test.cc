@@ -223,6 +223,23 @@ class InferLoopTest : public ::testing::Test {
     return o;
   }
 
+  // `ranks` ranks (threads) running `o` over the queue at once; their outcomes by rank.
+  std::vector<Result<InferOutcome>> RunRanks(int ranks, const InferOptions& o,
+                                             MemoryChunkQueue& queue) {
+    std::vector<Result<InferOutcome>> results(static_cast<size_t>(ranks), Internal("not run"));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        DistEnv env;
+        env.rank = r;
+        auto source = queue.ForRank(r);
+        results[static_cast<size_t>(r)] = RunInference(o, env, stop_, source.get());
+      });
+    }
+    for (auto& t : threads) t.join();
+    return results;
+  }
+
   // `n` images of width x height in <dir>/same, their items in order.
   std::vector<std::string> SameSizeItems(int n, int64_t width, int64_t height) {
     std::vector<std::string> items;
@@ -357,17 +374,7 @@ TEST_F(InferLoopTest, TwoRanksWriteTheSameBytesAsOne) {
 
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
   InferOptions two = Options("gan-pix2pix", "two");
-  std::vector<Result<InferOutcome>> results(2, Internal("not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      DistEnv env;
-      env.rank = r;
-      auto source = queue->ForRank(r);
-      results[static_cast<size_t>(r)] = RunInference(two, env, stop_, source.get());
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Result<InferOutcome>> results = RunRanks(2, two, *queue);
   int64_t written = 0;
   for (auto& r : results) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -448,17 +455,7 @@ TEST_F(InferLoopTest, BatchedRanksWriteTheSameBytesAsOne) {
   auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 3});
   InferOptions two = one;
   two.output = (dir_ / "two").string();
-  std::vector<Result<InferOutcome>> results(2, Internal("not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      DistEnv env;
-      env.rank = r;
-      auto source = queue->ForRank(r);
-      results[static_cast<size_t>(r)] = RunInference(two, env, stop_, source.get());
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Result<InferOutcome>> results = RunRanks(2, two, *queue);
   for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(results[0]->written + results[1]->written, 9);
   EXPECT_EQ(FilesUnder(two.output), FilesUnder(one.output));
