@@ -33,8 +33,10 @@ cleanup() {
   echo "stopping the demo cluster"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  # Workers run in their own process groups and outlive a stopped agent by
-  # design (re-adoption); the demo stops them too.
+  # Workers run in their own process groups (a launcher that carries the
+  # agent's command line, and the worker) and outlive a stopped agent by
+  # design (re-adoption); the demo stops those groups too.
+  for pg in $(pgrep -f "$demo/agent-" 2>/dev/null); do kill -TERM -- "-$pg" 2>/dev/null || true; done
   pkill -TERM -f "$demo/agent-" 2>/dev/null || true
 }
 trap cleanup EXIT
