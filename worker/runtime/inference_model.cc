@@ -184,7 +184,7 @@ Result<torch::Tensor> InferenceModel::Prepare(const Image& image) const {
 
 Result<torch::Tensor> InferenceModel::Forward(const torch::Tensor& chw) {
   try {
-    torch::NoGradGuard no_grad;
+    c10::InferenceMode inference;
     // One compute segment of the (emulated) device, as training's (stage_runner.cc).
     const EmulatedDevice::Segment segment = emulated_.Begin();
     Activation a;
@@ -202,7 +202,7 @@ int64_t InferenceModel::input_channels() const { return InputChannels(name_); }
 
 Result<torch::Tensor> InferenceModel::ForwardBatch(const torch::Tensor& bchw) {
   try {
-    torch::NoGradGuard no_grad;
+    c10::InferenceMode inference;
     const EmulatedDevice::Segment segment = emulated_.Begin();
     Activation a;
     a.main = bchw.to(device_);
