@@ -42,7 +42,8 @@ struct InferPipeline::Item {
   bool taken = false;    // a decode thread took it (counts in in_memory_)
   bool decoded = false;  // kind and, for kRun, input are set
   Status error;          // a failure that stops the pipeline (not an unreadable image)
-  std::string out_path;
+  std::string out_path;  // from Submit; empty when the item has none:
+  Status bad_path;       // why (the item would leave the output folder)
   int64_t channels = 0;
   torch::Tensor input, output;
 };
@@ -91,12 +92,26 @@ InferPipeline::~InferPipeline() {
 }
 
 void InferPipeline::Submit(const api::LeasedChunk& leased) {
-  std::vector<std::string> paths;
-  paths.reserve(leased.items.size());
-  for (const std::string& item : leased.items) {
+  auto chunk = std::make_unique<Chunk>();
+  chunk->id = leased.chunk;
+  chunk->unresolved = static_cast<int64_t>(leased.items.size());
+  chunk->started = SteadyClock::now();
+  chunk->staged = std::make_unique<StagedOutputs>(options_.write_faults);
+  std::vector<std::unique_ptr<Item>> items;
+  std::vector<std::string> paths;  // of the items that have one
+  for (const std::string& name : leased.items) {
+    auto item = std::make_unique<Item>();
+    item->chunk = chunk.get();
+    item->item = name;
     auto p =
-        OutputPathFor(options_.output_dir, options_.data_root, item, model_.output_extension());
-    if (p.ok()) paths.push_back(*p);
+        OutputPathFor(options_.output_dir, options_.data_root, name, model_.output_extension());
+    if (p.ok()) {
+      item->out_path = *std::move(p);
+      paths.push_back(item->out_path);
+    } else {
+      item->bad_path = p.status();
+    }
+    items.push_back(std::move(item));
   }
   Result<int64_t> removed = RemoveStaleTempsOf(paths);
   if (!removed.ok()) {
@@ -105,19 +120,11 @@ void InferPipeline::Submit(const api::LeasedChunk& leased) {
     std::fprintf(stderr, "tessera-worker: removed %lld stale temporary file(s) of chunk %lld\n",
                  static_cast<long long>(*removed), static_cast<long long>(leased.chunk));
   }
-  auto chunk = std::make_unique<Chunk>();
-  chunk->id = leased.chunk;
-  chunk->unresolved = static_cast<int64_t>(leased.items.size());
-  chunk->started = SteadyClock::now();
-  chunk->staged = std::make_unique<StagedOutputs>(options_.write_faults);
   std::lock_guard<std::mutex> lock(mu_);
   Chunk* c = chunk.get();
   chunks_[next_chunk_++] = std::move(chunk);
-  for (const std::string& name : leased.items) {
-    auto item = std::make_unique<Item>();
+  for (std::unique_ptr<Item>& item : items) {
     item->seq = next_seq_;
-    item->chunk = c;
-    item->item = name;
     items_[next_seq_++] = std::move(item);
   }
   if (c->unresolved == 0) commit_queue_.push_back(c);
@@ -200,15 +207,12 @@ void InferPipeline::DecodeLoop() {
 }
 
 void InferPipeline::Decode(Item& item) {
-  auto out_path =
-      OutputPathFor(options_.output_dir, options_.data_root, item.item, model_.output_extension());
-  if (!out_path.ok()) {
+  if (!item.bad_path.ok()) {
     std::fprintf(stderr, "tessera-worker: skipping item \"%s\": %s\n", item.item.c_str(),
-                 out_path.status().message().c_str());
+                 item.bad_path.message().c_str());
     item.kind = Item::Kind::kFail;
     return;
   }
-  item.out_path = *out_path;
   std::error_code ec;
   if (fs::exists(item.out_path, ec)) {
     item.kind = Item::Kind::kSkip;

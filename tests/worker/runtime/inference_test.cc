@@ -506,6 +506,22 @@ TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
   EXPECT_NEAR(sum, 1.0, 1e-9);
 }
 
+// An item whose output would leave the output folder is failed, not
+// written anywhere, and its chunk is still done.
+TEST_F(InferLoopTest, ItemLeavingTheOutputFolderCountsAsFailed) {
+  items_.push_back("../outside.png");
+  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
+  auto source = queue->ForRank(0);
+  InferOptions o = Options("denoiser-dncnn", "out");
+  auto outcome = RunInference(o, env_, stop_, source.get());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(outcome->failed, 1);
+  EXPECT_EQ(outcome->written, 7);
+  EXPECT_EQ(FilesUnder(o.output).size(), 7u);
+  EXPECT_FALSE(fs::exists(dir_ / "outside.png"));
+  for (const auto& r : queue->Records()) EXPECT_TRUE(r.done);
+}
+
 TEST_F(InferLoopTest, BadSetupIsAnInvalidArgument) {
   auto queue = MemoryChunkQueue::Create(items_, {});
   auto source = queue->ForRank(0);
