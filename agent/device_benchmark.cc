@@ -1,5 +1,6 @@
 #include "agent/device_benchmark.h"
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -10,11 +11,7 @@ namespace tessera::agent {
 namespace {
 
 void Synchronize(const torch::Device& device) {
-#ifdef TESSERA_HAVE_CUDA_TORCH
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
-#else
-  (void)device;
-#endif
 }
 
 // Runs `step` repeatedly for at least `budget` (after `warmup` calls),
@@ -64,11 +61,13 @@ Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device_name,
   try {
     torch::Device device(device_name);
     if (device.is_cuda()) {
-#ifdef TESSERA_HAVE_CUDA_TORCH
-      if (!torch::cuda::is_available()) return Unavailable("CUDA is not available to LibTorch");
-#else
-      return Unimplemented("this build of tessera-agent has no CUDA LibTorch");
-#endif
+      if (!torch::cuda::is_available()) {
+        return Unavailable("CUDA is not available to LibTorch (no GPU or no driver on this node)");
+      }
+      if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
+        return NotFound(device_name + ": CUDA sees " + std::to_string(torch::cuda::device_count()) +
+                        " GPU(s)");
+      }
     }
     torch::NoGradGuard no_grad;
     const bool gpu = device.is_cuda();

@@ -12,8 +12,8 @@
 // multiply (fp16 on most CPUs) reads 0.
 //
 // This header is torch-free; device_benchmark.cc is the agent's only LibTorch
-// translation unit. The CUDA path is compiled only with
-// TESSERA_HAVE_CUDA_TORCH; without it "cuda:<i>" returns kUnimplemented.
+// translation unit. "cuda:<i>" on a machine without a usable GPU returns
+// kUnavailable (no CUDA) or kNotFound (no such index), with the reason.
 // Thread safety: one benchmark at a time per process (it uses all cores).
 #ifndef TESSERA_AGENT_DEVICE_BENCHMARK_H_
 #define TESSERA_AGENT_DEVICE_BENCHMARK_H_

@@ -1,4 +1,5 @@
-# Every dependency comes from a Debian 12 package (scripts/setup.sh installs them).
+# Every dependency comes from a Debian 12 package, except LibTorch, which comes from
+# PyPI's torch wheel (scripts/setup.sh installs them all).
 
 find_package(Threads REQUIRED)
 find_package(Boost 1.81 REQUIRED CONFIG COMPONENTS headers)
@@ -13,23 +14,73 @@ find_package(JPEG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 
-# LibTorch (CPU build from libtorch-dev, or a CUDA LibTorch if one is on
-# CMAKE_PREFIX_PATH). Wrapped in an interface target with SYSTEM includes.
+# LibTorch: the one inside PyPI's torch wheel, installed by scripts/setup.sh into
+# the project's virtual environment (TESSERA_PYTHON, default ./.venv or
+# $TESSERA_VENV), found through torch.utils.cmake_prefix_path. A lab that builds
+# against its own CUDA LibTorch passes -DTESSERA_TORCH_DIR=<libtorch>/share/cmake/Torch
+# (or a prefix holding it). The CUDA build is required: NCCL, the GPU benchmark
+# and the CUDA allocator's statistics are compiled into every build and chosen at
+# run time, so CI compiles the GPU path too.
+set(TESSERA_TORCH_DIR "" CACHE PATH "Torch CMake config dir or prefix (default: the venv's torch)")
+if(DEFINED ENV{TESSERA_VENV} AND NOT "$ENV{TESSERA_VENV}" STREQUAL "")
+  set(_tessera_default_python "$ENV{TESSERA_VENV}/bin/python")
+else()
+  set(_tessera_default_python "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+endif()
+set(TESSERA_PYTHON "${_tessera_default_python}" CACHE FILEPATH
+    "Python whose torch the build links and the Python tests and benchmarks run")
+if(TESSERA_TORCH_DIR)
+  if(EXISTS "${TESSERA_TORCH_DIR}/TorchConfig.cmake")
+    set(Torch_DIR "${TESSERA_TORCH_DIR}")
+  else()
+    list(PREPEND CMAKE_PREFIX_PATH "${TESSERA_TORCH_DIR}")
+  endif()
+elseif(EXISTS "${TESSERA_PYTHON}")
+  execute_process(
+    COMMAND "${TESSERA_PYTHON}" -c "import torch; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE _tessera_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _tessera_torch_rc ERROR_QUIET)
+  if(NOT _tessera_torch_rc EQUAL 0)
+    message(FATAL_ERROR "${TESSERA_PYTHON} has no torch: run scripts/setup.sh, or pass "
+                        "-DTESSERA_TORCH_DIR=<your LibTorch>")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH "${_tessera_torch_prefix}")
+  # The wheel's own NCCL headers match the NCCL library its torch loads.
+  execute_process(
+    COMMAND "${TESSERA_PYTHON}" -c
+            "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'include'))"
+    OUTPUT_VARIABLE _tessera_nccl_include OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+else()
+  message(FATAL_ERROR "No LibTorch: ${TESSERA_PYTHON} does not exist. Run scripts/setup.sh "
+                      "(it installs PyPI's torch into .venv), or pass -DTESSERA_TORCH_DIR=...")
+endif()
+if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+# Tessera compiles no CUDA code of its own; a fixed list keeps Torch's config from
+# probing for a GPU at configure time (a machine without one fails that probe).
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+endif()
 find_package(Torch REQUIRED)
+if(NOT TARGET torch_cuda)
+  message(FATAL_ERROR "The LibTorch found (${Torch_DIR}) is not a CUDA build. Tessera links a "
+                      "CUDA LibTorch everywhere (scripts/setup.sh installs one); it runs on CPUs too.")
+endif()
 add_library(tessera_torch INTERFACE)
 target_link_libraries(tessera_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(tessera_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+if(_tessera_nccl_include AND EXISTS "${_tessera_nccl_include}/nccl.h")
+  target_include_directories(tessera_torch SYSTEM BEFORE INTERFACE "${_tessera_nccl_include}")
+endif()
 separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(tessera_torch INTERFACE ${_torch_flags})
-
-# The CUDA / NCCL path is compiled only when the toolkit is found AND the
-# LibTorch we link was built with CUDA; it is selected at run time.
-find_package(CUDAToolkit QUIET)
-set(TESSERA_HAVE_CUDA_TORCH OFF)
-if(CUDAToolkit_FOUND AND TARGET torch_cuda)
-  set(TESSERA_HAVE_CUDA_TORCH ON)
-endif()
-message(STATUS "Tessera: CUDA toolkit ${CUDAToolkit_FOUND}, CUDA LibTorch ${TESSERA_HAVE_CUDA_TORCH}")
+get_filename_component(TESSERA_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
+message(STATUS "Tessera: LibTorch ${Torch_VERSION} at ${TESSERA_TORCH_LIB_DIR}, CUDA LibTorch ON "
+               "(CUDA ${CUDAToolkit_VERSION})")
 
 if(TESSERA_BUILD_TESTS)
   find_package(GTest REQUIRED)

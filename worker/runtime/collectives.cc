@@ -5,9 +5,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef TESSERA_HAVE_CUDA_TORCH
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -218,14 +216,10 @@ Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(const c10::intrusive_ptr<
                                                        const ConnectOptions& opt) {
   try {
     if (opt.backend == Backend::kNccl) {
-#ifdef TESSERA_HAVE_CUDA_TORCH
       auto o = c10d::ProcessGroupNCCL::Options::create();
       o->timeout = opt.op_timeout;
       return c10::intrusive_ptr<C10dGroup>(
           c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o));
-#else
-      return FailedPrecondition("NCCL requested but this build has no CUDA LibTorch");
-#endif
     }
     auto o = c10d::ProcessGroupGloo::Options::create(opt.op_timeout);
     if (!opt.gloo_host.empty()) {
@@ -349,12 +343,7 @@ bool PeerLost() { return g_peer_lost.load(); }
 Result<Backend> BackendForDevice(const std::string& device) {
   if (device.empty() || device == "cpu" || device.rfind("cpu:", 0) == 0) return Backend::kGloo;
   if (device.rfind("cuda", 0) == 0) {
-#ifdef TESSERA_HAVE_CUDA_TORCH
     return Backend::kNccl;
-#else
-    return FailedPrecondition("device " + device +
-                              " needs a CUDA LibTorch; this build is CPU-only");
-#endif
   }
   return InvalidArgument("unknown device \"" + device + "\"", "TESSERA_DEVICE");
 }

@@ -60,8 +60,8 @@ class Collectives {
 std::unique_ptr<Collectives> MakeLocalCollectives();
 
 enum class Backend { kGloo, kNccl };
-// "gloo" for CPU devices; "nccl" for cuda devices when compiled with
-// TESSERA_HAVE_CUDA_TORCH, else kFailedPrecondition.
+// "gloo" for CPU devices; "nccl" for cuda devices (every build links a CUDA
+// LibTorch; a node without a GPU fails when the group is made, with the reason).
 Result<Backend> BackendForDevice(const std::string& device);
 
 // The world process group plus what it takes to create sub-groups.

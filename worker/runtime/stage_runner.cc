@@ -2,9 +2,7 @@
 
 #include <chrono>
 
-#ifdef TESSERA_HAVE_CUDA_TORCH
 #include <ATen/autocast_mode.h>
-#endif
 
 namespace tessera::worker {
 namespace {
@@ -14,25 +12,21 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Enables autocast for the scope when asked (CUDA LibTorch only).
+// Enables CUDA autocast (mixed precision) for the scope when asked.
 class AutocastScope {
  public:
   explicit AutocastScope(bool on) : on_(on) {
-#ifdef TESSERA_HAVE_CUDA_TORCH
-    if (on_) at::autocast::set_enabled(true);
-#endif
+    if (on_) at::autocast::set_autocast_enabled(at::kCUDA, true);
   }
   ~AutocastScope() {
-#ifdef TESSERA_HAVE_CUDA_TORCH
     if (on_) {
       at::autocast::clear_cache();
-      at::autocast::set_enabled(false);
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
     }
-#endif
   }
 
  private:
-  [[maybe_unused]] bool on_;
+  bool on_;
 };
 
 int ForwardTag(int64_t mb) { return static_cast<int>(2 * mb); }
