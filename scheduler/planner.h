@@ -14,7 +14,9 @@
 //             contiguous chunks, stripes); each replica partitioned for its own
 //             devices; batch shares by replica speed; one micro-batch count.
 //   tiled     (inference with an image) tile size and overlap; tiles shared by speed.
-// The best plan of every feasible layout is returned, best first.
+// The best plan of every feasible layout is returned, best first. The steps are
+// written in planner.cc (MakePlans), scheduler/search/ (one file per layout, and the
+// local searches) and baselines.cc, each file opening with the list of its steps.
 //
 // Baselines: every job that is not tiled-only also gets the two plans a lab would
 // run by hand, scored by the same CostModel::Evaluate (PlanSet::baselines):

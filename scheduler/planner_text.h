@@ -1,6 +1,6 @@
 // Numbers as the planner writes them in reasons and `why` texts.
-// Internal to the planner (scheduler/planner.cc, scheduler/baselines.cc).
-// Thread safety: pure functions.
+// Internal to the planner (scheduler/planner.cc, scheduler/baselines.cc,
+// scheduler/search/). Thread safety: pure functions.
 #ifndef TESSERA_SCHEDULER_PLANNER_TEXT_H_
 #define TESSERA_SCHEDULER_PLANNER_TEXT_H_
 
