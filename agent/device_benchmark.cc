@@ -54,7 +54,6 @@ double MatmulTflops(const torch::Device& device, torch::ScalarType dtype, int64_
 
 }  // namespace
 
-void UsePciBusIdDeviceOrder() { ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/1); }
 
 Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device_name,
                                             const BenchmarkOptions& options) {

@@ -48,16 +48,17 @@ struct BenchmarkOptions {
 };
 
 // device: "cpu" or "cuda:<i>". LibTorch exceptions become a Status.
-// Defined in the separate library tessera_agent_benchmark, so that only
-// binaries that measure link LibTorch.
+// Defined in the separate library tessera_agent_benchmark, linked only into
+// tessera-device-bench (the agent runs it as a child, benchmark_child.h).
 Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device,
                                             const BenchmarkOptions& options = {});
 
 // CUDA numbers GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML
-// numbers them by PCI bus id. The benchmark runs "cuda:<NVML index>" in this
-// process, so the agent sets PCI_BUS_ID (overriding any other value) first thing
-// in main, before anything initialises CUDA; workers get it through their
-// environment (worker_env.h).
+// numbers them by PCI bus id. The benchmark runs "cuda:<NVML index>", so the
+// agent sets PCI_BUS_ID (overriding any other value) first thing in main, and
+// its benchmark children (benchmark_child.h) and workers (worker_env.h) inherit
+// it; tessera-device-bench sets it too. Defined in benchmark_child.cc, which
+// links no LibTorch.
 void UsePciBusIdDeviceOrder();
 
 // How the inventory measures a device ("cpu", "cuda:<i>"); tests inject fakes.

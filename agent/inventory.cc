@@ -48,8 +48,10 @@ SystemInventoryProvider::~SystemInventoryProvider() = default;
 namespace {
 
 // Measured figures for a real device, from the cache or a fresh benchmark.
+// A failed benchmark gives zeros and, in *error, the reason.
 BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
-                         const InventoryOptions& options, bool* cache_changed) {
+                         const InventoryOptions& options, bool* cache_changed,
+                         std::string* error) {
   const std::string key = BenchmarkCache::KeyFor(device);
   if (!options.rebenchmark) {
     if (auto cached = cache.Get(key)) return *cached;
@@ -60,6 +62,7 @@ BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
   if (!figures.ok()) {
     spdlog::warn("benchmark of {} ({}) skipped: {}", torch_device, device.name,
                  figures.status().ToString());
+    *error = "benchmark of " + torch_device + " failed: " + figures.status().ToString();
     return {};
   }
   spdlog::info("benchmark of {} ({}): {:.3f} TFLOPS fp32, {:.3f} fp16, {:.3f} bf16, {:.1f} GB/s",
@@ -104,7 +107,7 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
   bool cache_changed = false;
   if (options_.benchmark) {
     for (auto& d : inv.devices) {
-      BenchmarkFigures f = Measure(d, cache, options_, &cache_changed);
+      BenchmarkFigures f = Measure(d, cache, options_, &cache_changed, &d.measure_error);
       d.measured_tflops = f.tflops;
       d.measured_tflops_half = f.tflops_half;
       d.mem_bandwidth_gbps = f.mem_bandwidth_gbps;
@@ -115,9 +118,10 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
     inv.network = file->network;
     // Emulated devices run on the CPU: their figures are the CPU's, scaled.
     BenchmarkFigures cpu_figures;
+    std::string cpu_error;
     if (options_.benchmark) {
       TESSERA_ASSIGN_OR_RETURN(api::Device cpu, DiscoverCpuDevice(options_.proc_root));
-      cpu_figures = Measure(cpu, cache, options_, &cache_changed);
+      cpu_figures = Measure(cpu, cache, options_, &cache_changed, &cpu_error);
     }
     for (const auto& spec : file->devices) {
       api::Device d;
@@ -134,6 +138,7 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
       // (the planner then assumes 2 x tflops, as for a GPU not measured).
       d.measured_tflops_half = spec.tflops_half.value_or(0.0);
       d.mem_bandwidth_gbps = cpu_figures.mem_bandwidth_gbps * spec.relative_speed;
+      if (d.measured_tflops <= 0 && !cpu_error.empty()) d.measure_error = cpu_error;
       inv.devices.push_back(std::move(d));
     }
   }

@@ -3,10 +3,12 @@
 // Reports the node's devices, heartbeats to tesserad and runs the workers it
 // is told to run. See agent/README.md.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 
 #include "agent/advertised_address.h"
 #include "agent/agent.h"
+#include "agent/benchmark_child.h"
 #include "agent/device_benchmark.h"
 #include "agent/http_transport.h"
 #include "agent/inventory.h"
@@ -74,6 +77,8 @@ int main(int argc, char** argv) {
   int log_keep = 3;
   bool rebenchmark = false;
   bool no_benchmark = false;
+  bool print_inventory = false;
+  std::string benchmark_binary;
   bool stop_workers_on_exit = false;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string log_level = "info";
@@ -125,6 +130,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--rebenchmark", rebenchmark, "measure devices again, ignoring the cache");
   app.add_flag("--no-benchmark", no_benchmark, "do not measure devices (figures stay 0)");
+  app.add_flag("--print-inventory", print_inventory,
+               "print this node's devices and links as JSON (discovery and benchmark, no "
+               "controller) and exit");
+  app.add_option("--benchmark-binary", benchmark_binary,
+                 "tessera-device-bench to measure devices with (default: beside this program)");
   app.add_flag("--stop-workers-on-exit", stop_workers_on_exit,
                "stop all workers when the agent exits (default: leave them for re-adoption)");
   app.add_option("--nvml-library", nvml_library, "NVML library to load")->capture_default_str();
@@ -133,6 +143,40 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   spdlog::set_level(spdlog::level::from_str(log_level));
+  InventoryOptions inventory_options;
+  inventory_options.inventory_file = inventory_file;
+  inventory_options.state_dir = state_dir;
+  inventory_options.nvml_library = nvml_library;
+  if (!no_benchmark) {
+    BenchmarkChildOptions child;
+    child.binary = benchmark_binary.empty() ? DefaultBenchmarkBinary() : benchmark_binary;
+    inventory_options.benchmark = [child](const std::string& device) {
+      return RunBenchmarkChild(child, device);
+    };
+  }
+  inventory_options.rebenchmark = rebenchmark;
+  inventory_options.force_combine = inventory_combine;
+  if (print_inventory) {
+    // What this node would report, without a controller: NVML discovery, the
+    // inventory file, and each device's benchmark (in its child process). The
+    // log goes to stderr, the JSON alone to stdout.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("tessera-agent-inventory"));
+    spdlog::set_level(spdlog::level::from_str(log_level));
+    std::error_code dir_ec;
+    std::filesystem::create_directories(state_dir, dir_ec);
+    SystemInventoryProvider provider(inventory_options);
+    auto inv = provider.Load();
+    if (!inv.ok()) {
+      std::fprintf(stderr, "tessera-agent: %s\n", inv.status().ToString().c_str());
+      return 1;
+    }
+    api::Json devices = api::Json::array();
+    for (const api::Device& d : inv->devices) devices.push_back(api::ToJson(d));
+    api::Json links = api::Json::array();
+    for (const DeviceLink& l : inv->links) links.push_back(ToJson(l));
+    std::printf("%s\n", api::Json{{"devices", devices}, {"links", links}}.dump(2).c_str());
+    return 0;
+  }
   if (!join_token_file.empty() && !ReadToken(join_token_file, &join_token)) {
     spdlog::critical("cannot read the join token file {}", join_token_file);
     return 2;
@@ -187,17 +231,6 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  InventoryOptions inventory_options;
-  inventory_options.inventory_file = inventory_file;
-  inventory_options.state_dir = state_dir;
-  inventory_options.nvml_library = nvml_library;
-  if (!no_benchmark) {
-    inventory_options.benchmark = [](const std::string& device) {
-      return RunDeviceBenchmark(device);
-    };
-  }
-  inventory_options.rebenchmark = rebenchmark;
-  inventory_options.force_combine = inventory_combine;
   SystemInventoryProvider inventory(inventory_options);
 
   SupervisorOptions supervisor_options;

@@ -309,7 +309,8 @@ Json ToJson(const Device& d) {
               {"compute_capability", d.compute_capability},
               {"sm_count", d.sm_count},
               {"emulated", d.emulated},
-              {"busy", d.busy}};
+              {"busy", d.busy},
+              {"measure_error", d.measure_error}};
 }
 
 Result<Device> DeviceFromJson(const Json& j) {
@@ -332,6 +333,7 @@ Result<Device> DeviceFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.Int("sm_count", &d.sm_count));
   TESSERA_RETURN_IF_ERROR(r.Bool("emulated", &d.emulated));
   TESSERA_RETURN_IF_ERROR(r.Bool("busy", &d.busy));
+  TESSERA_RETURN_IF_ERROR(r.String("measure_error", &d.measure_error));
   return d;
 }
 

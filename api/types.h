@@ -116,6 +116,9 @@ struct Device {
   int64_t sm_count = 0;
   bool emulated = false;
   bool busy = false;
+  // Why the agent could not measure this device ("" when measured or not asked):
+  // its figures are then 0 and the planner excludes it with this reason.
+  std::string measure_error;
 };
 
 // How two devices of one node reach each other, as the agent discovered it

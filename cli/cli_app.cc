@@ -758,6 +758,7 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
     Emit(ctx, nodes, [&](const Json& n) {
       std::vector<std::vector<std::string>> rows = {
           {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "SPEED", "HALF", "BUSY"}};
+      std::vector<std::string> notes;  // devices the agent could not measure, with why
       for (const Json& node : n.value("nodes", Json::array())) {
         const Json devices = node.value("devices", Json::array());
         if (devices.empty()) {
@@ -773,9 +774,15 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
                           FormatFlops(d.value("measured_tflops", 0.0)),
                           FormatFlops(d.value("measured_tflops_half", 0.0)),
                           d.value("busy", false) ? "yes" : "no"});
+          if (!Str(d, "measure_error").empty()) {
+            notes.push_back(Str(node, "name") + " " + Str(d, "type") + ":" + Str(d, "index") +
+                            " not measured, the planner leaves it out: " +
+                            Str(d, "measure_error"));
+          }
         }
       }
       PrintTable(ctx.out, rows);
+      for (const std::string& note : notes) ctx.out << note << "\n";
     });
   });
 }

@@ -76,6 +76,13 @@ target_include_directories(tessera_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 if(_tessera_nccl_include AND EXISTS "${_tessera_nccl_include}/nccl.h")
   target_include_directories(tessera_torch SYSTEM BEFORE INTERFACE "${_tessera_nccl_include}")
 endif()
+# The wheel's libtorch.so exports its own copies of std::filesystem's functions
+# (built into it for its old-toolchain build), and some of them crash when called
+# from our code (remove_all jumps to a null pointer). Whatever libstdc++ symbol a
+# binary looks up must come from the system's libstdc++, so it is made the first
+# library a torch-linked binary needs: the dynamic linker searches them in order.
+target_link_options(tessera_torch INTERFACE
+                    "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
 separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(tessera_torch INTERFACE ${_torch_flags})
 get_filename_component(TESSERA_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)

@@ -96,6 +96,7 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       dev.tflops = d.measured_tflops;
       dev.tflops_half = d.measured_tflops_half;
       dev.memory_bandwidth_bytes_per_s = d.mem_bandwidth_gbps * 1e9;
+      dev.unmeasured_reason = d.measure_error;
       dev.busy = d.busy || busy.contains(n.name + ":" + std::to_string(d.index));
       // Ranks on real CUDA GPUs talk NCCL, the rest Gloo; a plan keeps to one.
       dev.backend = d.type == "cuda" && !d.emulated ? "nccl" : "gloo";

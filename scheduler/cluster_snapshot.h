@@ -55,6 +55,9 @@ struct Device {
   // or an emulated device). One job's ranks share one backend, so a plan never mixes
   // two (planner.h); empty: any (the planner treats it as compatible with all).
   std::string backend;
+  // Why the device's throughput is unknown (the agent's benchmark failed, with
+  // its reason); the planner excludes a device without throughput and says why.
+  std::string unmeasured_reason;
 };
 
 struct Node {

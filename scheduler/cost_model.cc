@@ -78,6 +78,7 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       info.busy = d.busy;
       info.relative_speed = d.relative_speed;
       info.memory_bandwidth_bytes_per_s = d.memory_bandwidth_bytes_per_s;
+      info.unmeasured_reason = d.unmeasured_reason;
       cm.devices_.push_back(std::move(info));
     }
   }

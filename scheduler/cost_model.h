@@ -49,6 +49,7 @@ struct DeviceInfo {
   bool busy = false;
   double relative_speed = 1.0;              // Device::relative_speed
   double memory_bandwidth_bytes_per_s = 0;  // 0: no optimizer-step term
+  std::string unmeasured_reason;            // Device::unmeasured_reason
 };
 
 struct CandidateStage {

@@ -110,7 +110,11 @@ Result<PlanSet> MakePlansOneBackend(const ClusterSnapshot& cluster, const ModelP
     if (d.busy) {
       busy.push_back(d.id.ToString());
     } else if (d.model_seconds >= 1e8 || d.memory_bytes <= 0) {
-      slow.push_back(d.id.ToString());
+      // A device the agent could not measure says why ("gpubox:0 (benchmark of
+      // cuda:0 failed: ...)"), so the lab sees the cause, not a silent 0.
+      slow.push_back(d.unmeasured_reason.empty()
+                         ? d.id.ToString()
+                         : d.id.ToString() + " (" + d.unmeasured_reason + ")");
     } else {
       free_devices.push_back(i);
     }

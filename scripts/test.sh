@@ -9,6 +9,12 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 jobs=$(nproc)
+# ccache (CMakeLists.txt uses it when installed): relative paths, so a fresh clone in
+# another folder hits the cache a previous build filled; LibTorch's precompiled
+# header needs the sloppiness below to be cached at all.
+export CCACHE_BASEDIR=$PWD
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 
 echo "== fuzz: 20 s per target (fuzz/README.md has the long run)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

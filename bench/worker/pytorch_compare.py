@@ -45,6 +45,7 @@ import time
 
 from quiet_machine import measured
 
+REPO_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PT_SCRIPT = os.path.join(HERE, "pytorch_dncnn_ddp.py")
 MODEL = "denoiser-dncnn"
@@ -67,12 +68,12 @@ def free_port():
 
 
 def torch_python(explicit):
-    candidates = [explicit] if explicit else [sys.executable, "/usr/bin/python3", "python3"]
+    candidates = [explicit] if explicit else [sys.executable, os.path.join(REPO_VENV, "bin", "python"), "python3"]
     for py in candidates:
         if py and shutil.which(py) and subprocess.run(
                 [py, "-c", "import torch"], capture_output=True).returncode == 0:
             return py
-    sys.exit("no Python interpreter here imports torch (apt-get install python3-torch; "
+    sys.exit("no Python interpreter here imports torch (run scripts/setup.sh: it puts PyPI's torch into .venv; "
              "or pass --python)")
 
 

@@ -3,7 +3,7 @@
 
 One process: torch.set_num_threads(--threads), the model in eval mode under
 torch.inference_mode(), then for each image of --data (sorted by path): decode
-(PIL, Debian's python3-pil), to a tensor, forward, encode and save a PNG under
+(PIL, from the project's .venv), to a tensor, forward, encode and save a PNG under
 --output. With --batch B, consecutive images of the same size are stacked into
 one forward pass of up to B images (a batch is cut where the size changes).
 

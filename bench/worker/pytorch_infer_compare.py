@@ -34,7 +34,7 @@ than --max-foreign cores (from /proc/stat minus its own children's CPU).
 largest of --batches) on a few images of every size and compares the output
 PNGs pixel by pixel (target: max |diff| <= 1 level).
 Python 3 standard library only; the PyTorch side runs under --python (default:
-an interpreter that imports torch and PIL: Debian's python3-torch, python3-pil).
+an interpreter that imports torch and PIL: the project's .venv (scripts/setup.sh) has torch and Pillow).
 
 usage: pytorch_infer_compare.py --worker build/worker/runtime/tessera-worker
            [--model colorize-unet] [--sizes 64 256] [--threads 1 2]
@@ -56,6 +56,7 @@ import time
 
 from quiet_machine import children_cpu_s, measured
 
+REPO_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PT_SCRIPT = os.path.join(HERE, "pytorch_infer.py")
 # Images per size when --images is not given: a few seconds per run at width 16.
@@ -72,7 +73,7 @@ for name in sorted(os.listdir(sys.argv[1])):
 
 
 def torch_python(explicit):
-    candidates = [explicit] if explicit else [sys.executable, "/usr/bin/python3", "python3"]
+    candidates = [explicit] if explicit else [sys.executable, os.path.join(REPO_VENV, "bin", "python"), "python3"]
     for py in candidates:
         if py and shutil.which(py) and subprocess.run(
                 [py, "-c", "import torch, numpy, PIL"], capture_output=True).returncode == 0:

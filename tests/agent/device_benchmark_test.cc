@@ -1,5 +1,6 @@
-// The real LibTorch device benchmark (CPU here), alone and through the
-// inventory. Its own executable: only it loads LibTorch.
+// The real LibTorch device benchmark (CPU here), alone, through the inventory,
+// and in its child process (tessera-device-bench), which is how the agent runs
+// it. Its own executable: only it loads LibTorch.
 #include "agent/device_benchmark.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "agent/benchmark_child.h"
 #include "agent/inventory.h"
 #include "tests/agent/test_util.h"
 
@@ -68,6 +70,68 @@ TEST(DeviceBenchmark, InventoryMeasuresCpuAndScalesEmulatedDevices) {
   EXPECT_GT(inv->devices[0].measured_tflops, 0.0);
   EXPECT_GT(inv->devices[0].mem_bandwidth_gbps, 0.0);
   EXPECT_TRUE(std::filesystem::exists(state.path() / "inventory-cache.json"));
+}
+
+BenchmarkChildOptions QuickChild() {
+  BenchmarkChildOptions o;
+  o.binary = TESSERA_DEVICE_BENCH_BINARY;
+  o.args = {"--matmul-ms", "30", "--copy-ms", "30", "--cpu-matmul-size", "128"};
+  return o;
+}
+
+TEST(BenchmarkChild, MeasuresTheCpuInAChildProcess) {
+  auto f = RunBenchmarkChild(QuickChild(), "cpu");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_GT(f->tflops, 0.0);
+  EXPECT_GT(f->mem_bandwidth_gbps, 0.0);
+  EXPECT_DOUBLE_EQ(f->tflops_half, std::max(f->tflops_fp16, f->tflops_bf16));
+}
+
+TEST(BenchmarkChild, AGpuThisMachineLacksGivesTheChildsReason) {
+  auto f = RunBenchmarkChild(QuickChild(), "cuda:0");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kUnavailable) << f.status().ToString();
+  EXPECT_NE(f.status().message().find("CUDA is not available"), std::string::npos)
+      << f.status().ToString();
+}
+
+TEST(BenchmarkChild, MissingBinaryHangAndGarbageAreErrorsWithReasons) {
+  testing::TempDir dir;
+  BenchmarkChildOptions missing;
+  missing.binary = (dir.path() / "absent").string();
+  EXPECT_EQ(RunBenchmarkChild(missing, "cpu").status().code(), StatusCode::kNotFound);
+
+  testing::WriteFile(dir.path() / "hang.sh", "#!/bin/sh\nexec sleep 30\n");
+  testing::WriteFile(dir.path() / "garbage.sh", "#!/bin/sh\necho segfault in driver\n");
+  for (const char* name : {"hang.sh", "garbage.sh"}) {
+    std::filesystem::permissions(dir.path() / name, std::filesystem::perms::owner_all);
+  }
+  BenchmarkChildOptions hang;
+  hang.binary = (dir.path() / "hang.sh").string();
+  hang.timeout = std::chrono::milliseconds(300);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto hung = RunBenchmarkChild(hang, "cuda:0");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(hung.status().code(), StatusCode::kDeadlineExceeded) << hung.status().ToString();
+
+  BenchmarkChildOptions garbage;
+  garbage.binary = (dir.path() / "garbage.sh").string();
+  auto bad = RunBenchmarkChild(garbage, "cuda:0");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
+  EXPECT_NE(bad.status().message().find("segfault in driver"), std::string::npos)
+      << bad.status().ToString();
+}
+
+TEST(BenchmarkChild, OutputRoundTrips) {
+  BenchmarkFigures f{1.5, 3.0, 2.0, 3.0, 800.0};
+  auto back = ParseBenchmarkOutput("noise from a library\n" + FiguresToJsonLine(f) + "\n");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->tflops, 1.5);
+  EXPECT_DOUBLE_EQ(back->tflops_half, 3.0);
+  EXPECT_DOUBLE_EQ(back->mem_bandwidth_gbps, 800.0);
+  auto err = ParseBenchmarkOutput(ErrorToJsonLine(NotFound("cuda:3: CUDA sees 2 GPU(s)")));
+  EXPECT_EQ(err.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(err.status().message(), "cuda:3: CUDA sees 2 GPU(s)");
 }
 
 }  // namespace

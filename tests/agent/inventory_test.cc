@@ -283,6 +283,8 @@ TEST(SystemInventory, FailedBenchmarkLeavesZeroFiguresNotAnError) {
   auto inv = provider.Load();
   ASSERT_TRUE(inv.ok());
   EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 0.0);
+  // ... and the device carries the reason to the controller, the CLI and the planner.
+  EXPECT_EQ(inv->devices[0].measure_error, "benchmark of cpu failed: internal: no luck");
 }
 
 TEST(BenchmarkCache, DamagedFileIsAnEmptyCache) {

@@ -56,6 +56,20 @@ TEST(AgentProtocolTest, DeviceThroughputFiguresRoundTrip) {
   EXPECT_EQ(bad.status().field(), "measured_tflops_half");
 }
 
+TEST(AgentProtocolTest, AMeasureErrorTravelsWithTheDevice) {
+  Device d;
+  d.name = "A100";
+  d.measure_error = "benchmark of cuda:0 failed: deadline_exceeded: killed";
+  auto back = DeviceFromJson(ToJson(d));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->measure_error, d.measure_error);
+  Json old = ToJson(d);
+  old.erase("measure_error");  // an agent from before the field
+  auto older = DeviceFromJson(old);
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  EXPECT_EQ(older->measure_error, "");
+}
+
 TEST(AgentProtocolTest, HeartbeatWithoutLinksIsAccepted) {
   Json j = ToJson(Sample());
   j.erase("links");

@@ -379,6 +379,27 @@ TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
   EXPECT_EQ(out.find("0.0 TFLOPS"), std::string::npos) << out;
 }
 
+TEST_F(CliTest, NodesSayWhyADeviceWasNotMeasured) {
+  api::Node n;
+  n.name = "gpubox";
+  n.devices = {api::Device{.node = "gpubox",
+                           .index = 0,
+                           .name = "A100-SXM4-80GB",
+                           .type = "cuda",
+                           .measure_error = "benchmark of cuda:0 failed: unavailable: CUDA is not "
+                                            "available to LibTorch"},
+               api::Device{.node = "gpubox", .index = 1, .name = "A100", .type = "cuda",
+                           .measured_tflops = 19.5}};
+  cp_.nodes.push_back(n);
+  ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_NE(out.find("gpubox cuda:0 not measured, the planner leaves it out: benchmark of cuda:0 "
+                     "failed: unavailable: CUDA is not available to LibTorch"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("cuda:1 not measured"), std::string::npos) << out;
+}
+
 TEST_F(CliTest, PlanWaitsWhileTheModelProfileIsMeasured) {
   cp_.preview_first = {api::Json{{"state", "measuring_profile"},
                                  {"message", "measuring the model profile (about 12 s)"},

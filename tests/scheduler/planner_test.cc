@@ -74,6 +74,21 @@ INSTANTIATE_TEST_SUITE_P(
             "all_busy",
             ClusterBuilder().Node("a").Gpu("x", 24, 20, true).Gpu("x", 24, 20, true).Build(),
             Medium(), Train(8), StatusCode::kFailedPrecondition, "busy, excluded: a:0, a:1"},
+        // The GPU box: the agent found three GPUs but could not measure them.
+        InfeasibleCase{"unmeasured_gpus_say_why",
+                       [] {
+                         ClusterSnapshot c =
+                             ClusterBuilder().Node("gpubox").Gpus(2, "A100", 80, 0).Build();
+                         for (Device& d : c.nodes[0].devices) {
+                           d.unmeasured_reason = "benchmark of cuda:" + std::to_string(d.index) +
+                                                 " failed: CUDA is not available";
+                         }
+                         return c;
+                       }(),
+                       Medium(), Train(8), StatusCode::kFailedPrecondition,
+                       "no measured throughput or memory, excluded: gpubox:0 (benchmark of "
+                       "cuda:0 failed: CUDA is not available), gpubox:1 (benchmark of cuda:1 "
+                       "failed: CUDA is not available)"},
         InfeasibleCase{"fits_nowhere", ClusterBuilder().Node("a").Gpus(2, "tiny", 1, 20).Build(),
                        ModelBuilder().Layers(4, 1, 2000, 1, 1).Build(), Train(8),
                        StatusCode::kFailedPrecondition, "doesn't fit on a:0"},

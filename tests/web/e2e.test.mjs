@@ -1,5 +1,5 @@
 // End-to-end test of the web UI in headless Chromium (Debian's chromium,
-// driven by playwright-core) against a REAL tesserad and three REAL
+// driven by the playwright wheel's playwright-core) against a REAL tesserad and three REAL
 // tessera-agent processes with emulated devices, started here the way
 // tests/integration/harness.cc does it.
 //
@@ -17,7 +17,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { chromium } from 'playwright-core';
+// playwright-core from the playwright wheel's driver (run_e2e.sh names it).
+const { chromium } = await import(process.env.TESSERA_PLAYWRIGHT_CORE ?? 'playwright-core');
 
 // ------------------------------------------------------------------ args
 function parseArgs(argv) {

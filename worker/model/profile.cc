@@ -34,7 +34,7 @@ class CountingAllocator final : public c10::Allocator {
   void ResetPeak() { peak_.store(live_.load()); }
   bool can_wrap(c10::Allocator* base) const { return base->raw_deleter() != nullptr; }
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
     if (data == nullptr || data != inner.get_context()) return inner;  // cannot count it
@@ -51,6 +51,9 @@ class CountingAllocator final : public c10::Allocator {
     return c10::DataPtr(data, data, &Delete, device);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
  private:
   struct Entry {

@@ -1,5 +1,7 @@
 #include "worker/runtime/collectives.h"
 
+#include <stdlib.h>
+
 #include <torch/version.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -18,6 +20,8 @@
 #include <map>
 #include <thread>
 
+#include "worker/runtime/await_work.h"
+
 namespace tessera::worker {
 namespace {
 
@@ -34,10 +38,7 @@ std::atomic<bool> g_peer_lost{false};
 
 // c10 errors carry a stack trace after the first line. Every failed operation
 // of a connected group passes here: it marks the peer loss.
-std::string FirstLine(const std::string& what) {
-  g_peer_lost.store(true);
-  return what.substr(0, what.find('\n'));
-}
+std::string FirstLine(const std::string& what) { return MarkPeerLost(what); }
 
 class DoneWork : public CommWork {
  public:
@@ -48,27 +49,6 @@ class DoneWork : public CommWork {
   Status s_;
 };
 
-class C10dWork : public CommWork {
- public:
-  C10dWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> keep)
-      : work_(std::move(work)), keep_(std::move(keep)) {}
-  Status Wait() override {
-    if (!work_) return Status::Ok();
-    try {
-      work_->wait();
-      work_.reset();
-      keep_.clear();
-      return Status::Ok();
-    } catch (const std::exception& e) {
-      work_.reset();
-      return Unavailable(std::string("collective failed: ") + FirstLine(e.what()));
-    }
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Work> work_;
-  std::vector<torch::Tensor> keep_;  // buffers must outlive the operation
-};
 
 class LocalCollectives : public Collectives {
  public:
@@ -101,8 +81,9 @@ class LocalCollectives : public Collectives {
 
 class C10dCollectives : public Collectives {
  public:
-  C10dCollectives(c10::intrusive_ptr<C10dGroup> pg, c10::intrusive_ptr<c10d::Store> store)
-      : pg_(std::move(pg)), store_(std::move(store)) {}
+  C10dCollectives(c10::intrusive_ptr<C10dGroup> pg, c10::intrusive_ptr<c10d::Store> store,
+                  std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)), store_(std::move(store)), timeout_(timeout) {}
   int rank() const override { return pg_->getRank(); }
   int size() const override { return pg_->getSize(); }
 
@@ -117,7 +98,8 @@ class C10dCollectives : public Collectives {
         opts.reduceOp = c10d::ReduceOp::SUM;
         works.push_back(pg_->allreduce(one, opts));
       }
-      return std::make_unique<MultiWork>(std::move(works), std::move(tensors));
+      return std::make_unique<MultiWork>(std::move(works), std::move(tensors), timeout_,
+                                         "allreduce");
     } catch (const std::exception& e) {
       return std::make_unique<DoneWork>(Unavailable("allreduce: " + FirstLine(e.what())));
     }
@@ -129,7 +111,7 @@ class C10dCollectives : public Collectives {
         std::vector<torch::Tensor> one{t};
         c10d::BroadcastOptions opts;
         opts.rootRank = root;
-        pg_->broadcast(one, opts)->wait();
+        TESSERA_RETURN_IF_ERROR(Await(pg_->broadcast(one, opts), "broadcast"));
       }
       return Status::Ok();
     } catch (const std::exception& e) {
@@ -138,8 +120,7 @@ class C10dCollectives : public Collectives {
   }
   Status Barrier() override {
     try {
-      pg_->barrier()->wait();
-      return Status::Ok();
+      return Await(pg_->barrier(), "barrier");
     } catch (const std::exception& e) {
       return Unavailable(std::string("barrier: ") + FirstLine(e.what()));
     }
@@ -152,7 +133,7 @@ class C10dCollectives : public Collectives {
         std::vector<torch::Tensor> one{t};
         works.push_back(pg_->send(one, dst, tag));
       }
-      return std::make_unique<MultiWork>(std::move(works), std::move(tensors));
+      return std::make_unique<MultiWork>(std::move(works), std::move(tensors), timeout_, "send");
     } catch (const std::exception& e) {
       return std::make_unique<DoneWork>(Unavailable(std::string("send: ") + FirstLine(e.what())));
     }
@@ -161,7 +142,7 @@ class C10dCollectives : public Collectives {
     try {
       for (auto& t : tensors) {
         std::vector<torch::Tensor> one{t};
-        pg_->recv(one, src, tag)->wait();
+        TESSERA_RETURN_IF_ERROR(Await(pg_->recv(one, src, tag), "recv"));
       }
       return Status::Ok();
     } catch (const std::exception& e) {
@@ -188,27 +169,39 @@ class C10dCollectives : public Collectives {
  private:
   class MultiWork : public CommWork {
    public:
-    MultiWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::vector<torch::Tensor> keep)
-        : works_(std::move(works)), keep_(std::move(keep)) {}
+    MultiWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::vector<torch::Tensor> keep,
+              std::chrono::milliseconds timeout, std::string what)
+        : works_(std::move(works)),
+          keep_(std::move(keep)),
+          timeout_(timeout),
+          what_(std::move(what)) {}
     Status Wait() override {
-      try {
-        for (auto& w : works_) w->wait();
-        works_.clear();
-        keep_.clear();
-        return Status::Ok();
-      } catch (const std::exception& e) {
-        works_.clear();
-        return Unavailable(std::string("send failed: ") + FirstLine(e.what()));
+      Status first;
+      for (auto& w : works_) {
+        Status s = AwaitWork(*w, timeout_, what_);
+        if (!s.ok() && first.ok()) first = s;
+        if (!s.ok()) break;
       }
+      works_.clear();
+      keep_.clear();
+      return first;
     }
 
    private:
     std::vector<c10::intrusive_ptr<c10d::Work>> works_;
-    std::vector<torch::Tensor> keep_;
+    std::vector<torch::Tensor> keep_;  // buffers must outlive the operation
+    std::chrono::milliseconds timeout_;
+    std::string what_;
   };
+
+  // Waits for one operation of this group (every backend: await_work.h).
+  Status Await(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) {
+    return AwaitWork(*work, timeout_, what);
+  }
 
   c10::intrusive_ptr<C10dGroup> pg_;
   c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
 };
 
 Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
@@ -216,6 +209,11 @@ Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(const c10::intrusive_ptr<
                                                        const ConnectOptions& opt) {
   try {
     if (opt.backend == Backend::kNccl) {
+      // A failed or timed-out NCCL operation throws in the rank's own wait (which
+      // blocks the host) instead of the watchdog aborting the process, so the rank
+      // exits with the peer-lost code. A value the user set is kept.
+      ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+      ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", /*overwrite=*/0);
       auto o = c10d::ProcessGroupNCCL::Options::create();
       o->timeout = opt.op_timeout;
       return c10::intrusive_ptr<C10dGroup>(
@@ -309,7 +307,8 @@ class C10dWorld : public World {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
     TESSERA_ASSIGN_OR_RETURN(
         auto pg, MakeProcessGroup(prefixed, group_rank, static_cast<int>(ranks.size()), options_));
-    return std::unique_ptr<Collectives>(std::make_unique<C10dCollectives>(std::move(pg), store_));
+    return std::unique_ptr<Collectives>(
+        std::make_unique<C10dCollectives>(std::move(pg), store_, options_.op_timeout));
   }
 
  private:
@@ -339,6 +338,11 @@ std::unique_ptr<Collectives> MakeLocalCollectives() { return std::make_unique<Lo
 std::unique_ptr<World> MakeLocalWorld() { return std::make_unique<LocalWorld>(); }
 
 bool PeerLost() { return g_peer_lost.load(); }
+
+std::string MarkPeerLost(const std::string& error_text) {
+  g_peer_lost.store(true);
+  return error_text.substr(0, error_text.find('\n'));
+}
 
 Result<Backend> BackendForDevice(const std::string& device) {
   if (device.empty() || device == "cpu" || device.rfind("cpu:", 0) == 0) return Backend::kGloo;
@@ -385,7 +389,7 @@ Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions o
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("world", store);
   TESSERA_ASSIGN_OR_RETURN(auto pg,
                            MakeProcessGroup(world_store, env.rank, env.world_size, options));
-  auto world = std::make_unique<C10dCollectives>(std::move(pg), store);
+  auto world = std::make_unique<C10dCollectives>(std::move(pg), store, options.op_timeout);
   return std::unique_ptr<World>(
       std::make_unique<C10dWorld>(store, std::move(world), env.rank, options));
 }

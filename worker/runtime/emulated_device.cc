@@ -4,13 +4,13 @@
 
 namespace tessera::worker {
 
-EmulatedDevice::EmulatedDevice(double speed, int threads)
-    : speed_(speed > 0 ? speed : 1.0),
-      clock_(CpuClockFor(threads)) {}
+EmulatedDevice::EmulatedDevice(double speed, int threads, std::function<void()> settle)
+    : speed_(speed > 0 ? speed : 1.0), clock_(CpuClockFor(threads)), settle_(std::move(settle)) {}
 
 EmulatedDevice::Segment EmulatedDevice::Begin() const { return {Clock::now(), CpuSeconds(clock_)}; }
 
 EmulatedDevice::SegmentTimes EmulatedDevice::End(const Segment& segment) const {
+  if (settle_) settle_();
   SegmentTimes t;
   t.cpu_s = CpuSeconds(clock_) - segment.cpu0;
   if (holds()) {

@@ -26,12 +26,18 @@
 // in worker/runtime/README.md.
 //
 // A speed of 1 (or more) does not hold: the segment lasts as long as its work.
+//
+// Real GPUs are never emulated: a rank on one gets speed 1 and a `settle`
+// callback (rank_device.h SegmentClockFor) that waits for the segment's queued
+// kernels before the clock is read, so busy_s is the GPU's time for the segment,
+// not the host's time to launch it.
 // Ownership: a value. Thread safety: one EmulatedDevice per rank; Begin/End
 // pairs must run on one thread.
 #ifndef TESSERA_WORKER_RUNTIME_EMULATED_DEVICE_H_
 #define TESSERA_WORKER_RUNTIME_EMULATED_DEVICE_H_
 
 #include <chrono>
+#include <functional>
 
 #include "common/cpu_time.h"
 
@@ -51,7 +57,9 @@ class EmulatedDevice {
   };
 
   // REQUIRES: speed > 0. threads: the rank's intra-op threads (selects the clock).
-  explicit EmulatedDevice(double speed = 1.0, int threads = 1);
+  // settle: when set, End calls it before reading the clock (a GPU's stream sync).
+  explicit EmulatedDevice(double speed = 1.0, int threads = 1,
+                          std::function<void()> settle = nullptr);
 
   double speed() const { return speed_; }
   bool holds() const { return speed_ < 1.0; }
@@ -64,6 +72,7 @@ class EmulatedDevice {
  private:
   double speed_;
   CpuClock clock_;
+  std::function<void()> settle_;
 };
 
 // Runs `work` as one compute segment of `device`; returns its times.

@@ -33,7 +33,7 @@ void CountedFree(void* p) {
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     void* p = c10::alloc_cpu(n);  // throws on a real host allocation failure
     if (t_host_scopes > 0) return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
     const auto size = static_cast<int64_t>(p ? malloc_usable_size(p) : 0);
@@ -51,6 +51,9 @@ class CountingCpuAllocator final : public c10::Allocator {
     return {p, p, &CountedFree, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &CountedFree; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 };
 
 CountingCpuAllocator g_allocator;

@@ -16,6 +16,7 @@
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/data_source.h"
+#include "worker/runtime/device_memory.h"
 #include "worker/runtime/emulated_device.h"
 #include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/grad_reducer.h"
@@ -23,6 +24,7 @@
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
+#include "worker/runtime/rank_device.h"
 #include "worker/runtime/step_end.h"
 
 namespace tessera::worker {
@@ -98,12 +100,8 @@ NamedTensors AllBuffers(const LayeredModel& m) { return m.NamedBuffers(0, m.num_
 Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
                                     const std::atomic<bool>& stop_requested) {
   TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
-  torch::Device device(torch::kCPU);
-  try {
-    device = torch::Device(env.device);
-  } catch (const std::exception& e) {
-    return InvalidArgument("bad device \"" + env.device + "\"", "TESSERA_DEVICE");
-  }
+  // The rank's own GPU becomes the current device before any CUDA work.
+  TESSERA_ASSIGN_OR_RETURN(torch::Device device, SelectRankDevice(env.device, env.local_rank));
   const torch::Device comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
 
   ModelConfig mc;
@@ -233,7 +231,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   };
 
   ProgressWriter progress(env.progress_file);
-  const EmulatedDevice emulated(env.device_speed, o.threads);
+  const EmulatedDevice emulated = SegmentClockFor(device, env.device_speed, o.threads);
 
   const double weight =
       static_cast<double>(role.replica_batch) / static_cast<double>(plan.global_batch);
@@ -250,8 +248,8 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       // Three compute segments of the (emulated) device, split where the rank waits
       // for its gradient all-reduces.
       EmulatedDevice::Segment seg = emulated.Begin();
-      const torch::Tensor gray = batch.input.to(device);
-      const torch::Tensor real = batch.target.to(device);
+      const torch::Tensor gray = ToDevice(batch.input, device);
+      const torch::Tensor real = ToDevice(batch.target, device);
       const size_t gl = gen.num_layers(), dl = disc.num_layers();
       torch::Tensor fake = gen.Forward(Activation{gray, {}}, 0, gl).main;
 
@@ -300,7 +298,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
         StepProgressLine(step, end.sums[0], wall > 0 ? plan.global_batch / wall : 0.0, compute_s,
                          comm_s, 0.0, env.rank);
     line["d_loss"] = end.sums[1];
-    AddMemoryFields(line, role.predicted_peak_bytes);
+    AddMemoryFields(line, role.predicted_peak_bytes, device);
     progress.Write(line);
     outcome.checkpoint_saved = false;
     if (!env.checkpoint_dir.empty() && end.checkpoint) {

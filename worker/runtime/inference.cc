@@ -16,6 +16,7 @@
 #include "worker/runtime/infer_pipeline.h"
 #include "worker/runtime/lease_keeper.h"
 #include "worker/runtime/progress_writer.h"
+#include "worker/runtime/rank_device.h"
 #include "worker/runtime/tiled_ranks.h"
 
 namespace tessera::worker {
@@ -190,8 +191,10 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
       return InvalidArgument("input " + o.data + " does not exist", "data");
     }
   }
+  // The rank's own GPU becomes the current device before any CUDA work.
+  TESSERA_ASSIGN_OR_RETURN(torch::Device device, SelectRankDevice(env.device, env.local_rank));
   TESSERA_ASSIGN_OR_RETURN(auto model, InferenceModel::Load(o.model, o.checkpoint, o.width,
-                                                            env.device, env.device_speed));
+                                                            device.str(), env.device_speed));
   std::optional<TileSpec> tiles;
   if (model->spatial()) {
     std::optional<TileSpec> requested = tiled_layout ? plan.tiling : std::nullopt;
@@ -234,17 +237,18 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
   std::unique_ptr<World> world;
   std::unique_ptr<TiledRanks> ranks;
   if (distributed_tiles) {
-    TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
+    // Tiles travel as host tensors over Gloo on every device: ranks > 0 wait in a
+    // receive while rank 0 leases, reads and writes, and a Gloo wait sleeps in the
+    // host, where an NCCL one would keep the GPU spinning for as long. Images are
+    // decoded and encoded on the host anyway; each rank moves its tiles to its GPU.
     ConnectOptions co;
-    co.backend = backend;
-    // Ranks > 0 wait in a broadcast while rank 0 leases, reads and writes, so
-    // TESSERA_COLLECTIVE_TIMEOUT_S may only lengthen this wait; the agents stop
+    co.backend = Backend::kGloo;
+    // TESSERA_COLLECTIVE_TIMEOUT_S may only lengthen that wait; the agents stop
     // the survivors of a lost node.
     co.op_timeout =
         std::max<std::chrono::milliseconds>(env.collective_timeout, std::chrono::minutes(15));
     TESSERA_ASSIGN_OR_RETURN(world, ConnectWorld(env, co));
-    const torch::Device comm_device =
-        backend == Backend::kNccl ? torch::Device(env.device) : torch::Device(torch::kCPU);
+    const torch::Device comm_device(torch::kCPU);
     std::vector<int64_t> weights = plan.rank_weights;
     if (std::all_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; })) {
       weights.assign(weights.size(), 1);

@@ -10,6 +10,8 @@
 #include "worker/data/sample_images.h"
 #include "worker/model/gan.h"
 #include "worker/runtime/checkpoint.h"
+#include "worker/runtime/device_memory.h"
+#include "worker/runtime/rank_device.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -151,7 +153,7 @@ Result<std::unique_ptr<InferenceModel>> InferenceModel::Load(const std::string& 
     TESSERA_ASSIGN_OR_RETURN(auto model, FromNet(model_name, net));
     model->checkpoint_step_ = manifest->step;
     model->device_ = dev;
-    model->emulated_ = EmulatedDevice(device_speed, torch::get_num_threads());
+    model->emulated_ = SegmentClockFor(dev, device_speed, torch::get_num_threads());
     return Result<std::unique_ptr<InferenceModel>>(std::move(model));
   } catch (const std::exception& e) {
     return Internal("loading " + model_name + " from " + checkpoint_dir + ": " + e.what());
@@ -188,7 +190,7 @@ Result<torch::Tensor> InferenceModel::Forward(const torch::Tensor& chw) {
     // One compute segment of the (emulated) device, as training's (stage_runner.cc).
     const EmulatedDevice::Segment segment = emulated_.Begin();
     Activation a;
-    a.main = chw.unsqueeze(0).to(device_);
+    a.main = ToDevice(chw.unsqueeze(0), device_);
     a = net_->Forward(std::move(a), 0, net_->num_layers());
     torch::Tensor out = a.main.squeeze(0).to(torch::kCPU, torch::kFloat).contiguous();
     emulated_.End(segment);
@@ -205,7 +207,7 @@ Result<torch::Tensor> InferenceModel::ForwardBatch(const torch::Tensor& bchw) {
     c10::InferenceMode inference;
     const EmulatedDevice::Segment segment = emulated_.Begin();
     Activation a;
-    a.main = bchw.to(device_);
+    a.main = ToDevice(bchw, device_);
     a = net_->Forward(std::move(a), 0, net_->num_layers());
     torch::Tensor out = a.main.to(torch::kCPU, torch::kFloat).contiguous();
     emulated_.End(segment);

@@ -28,6 +28,7 @@
 
 #include "api/agent_protocol.h"
 #include "worker/runtime/collectives.h"
+#include "worker/runtime/collectives_check.h"
 #include "worker/runtime/dist_env.h"
 #include "worker/runtime/emulated_memory.h"
 #include "worker/runtime/tiny_models.h"
@@ -149,6 +150,15 @@ int main(int argc, char** argv) {
   gen->add_option("--size", gen_size)->check(CLI::PositiveNumber);
   gen->add_option("--seed", gen_seed);
 
+  tessera::worker::CollectivesCheckOptions check_opt;
+  auto* check = app.add_subcommand(
+      "collectives-check",
+      "all-reduce, broadcast and barrier over the world (torchrun environment, TESSERA_DEVICE: "
+      "NCCL on cuda, Gloo on cpu); prints one JSON line per rank");
+  check->add_option("--size-mb", check_opt.size_mb, "all-reduced tensor size")
+      ->check(CLI::PositiveNumber);
+  check->add_option("--iters", check_opt.iters, "timed all-reduces")->check(CLI::PositiveNumber);
+
   CLI::App* infer = nullptr;
 #ifdef TESSERA_HAVE_WORKER_DATA
   InferOptions infer_opt;
@@ -226,6 +236,20 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  }
+  if (*check) {
+    auto env = ReadDistEnv(ProcessEnv());
+    if (!env.ok()) return Fail(env.status());
+    Result<nlohmann::json> report = Internal("not run");
+    try {
+      report = RunCollectivesCheck(*env, check_opt);
+    } catch (const std::exception& e) {
+      report = ComputeFailure("collectives-check", e);
+    }
+    if (!report.ok()) return Fail(report.status());
+    std::cout << report->dump() << "\n";
+    const bool ok = (*report)["allreduce_ok"].get<bool>() && (*report)["broadcast_ok"].get<bool>();
+    return ok ? 0 : 1;
   }
   if (*profile) {
 #ifdef TESSERA_HAVE_WORKER_MODEL

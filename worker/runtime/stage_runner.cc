@@ -4,6 +4,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "worker/runtime/device_memory.h"
+
 namespace tessera::worker {
 namespace {
 
@@ -102,7 +104,7 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     TESSERA_ASSIGN_OR_RETURN(batch, c_.data->Load(first_id, sizes_[mb]));
   }
   if (role.first_stage()) {
-    act.main = batch.input.to(c_.device);
+    act.main = ToDevice(batch.input, c_.device);
   } else {
     auto t0 = Clock::now();
     torch::Tensor header =
@@ -142,7 +144,7 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
   }
   if (role.last_stage()) {
     const double scale = static_cast<double>(sizes_[mb]) / static_cast<double>(c_.global_batch);
-    torch::Tensor loss = c_.model->Loss(out, batch.target.to(c_.device)) * scale;
+    torch::Tensor loss = c_.model->Loss(out, ToDevice(batch.target, c_.device)) * scale;
     stats_.loss_contribution += loss.item<double>();
     f.loss = c_.loss_scale != 1.0 ? loss * c_.loss_scale : loss;
   }

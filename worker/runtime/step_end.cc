@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "worker/runtime/device_memory.h"
 #include "worker/runtime/emulated_memory.h"
 
 namespace tessera::worker {
@@ -56,8 +57,9 @@ nlohmann::json StepProgressLine(int64_t step, double loss, double samples_per_s,
           {"rank", rank}};
 }
 
-void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes) {
-  if (EmulatedMemory::installed()) line["peak_memory_bytes"] = EmulatedMemory::peak_bytes();
+void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes,
+                     const torch::Device& device) {
+  if (const int64_t peak = PeakBytes(device); peak >= 0) line["peak_memory_bytes"] = peak;
   if (predicted_peak_bytes > 0) line["predicted_peak_memory_bytes"] = predicted_peak_bytes;
 }
 

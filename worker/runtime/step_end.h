@@ -41,10 +41,13 @@ Result<StepEnd> AgreeOnStepEnd(Collectives& world, const TrainOptions& o, int64_
 // The progress line of a step (the agent tails it; the API shows it).
 nlohmann::json StepProgressLine(int64_t step, double loss, double samples_per_s, double compute_s,
                                 double comm_s, double bubble_s, int rank);
-// Adds the rank's memory to a progress line: "peak_memory_bytes" (the counted
-// peak of its tensors, worker/runtime/emulated_memory.h, when counting is on)
-// and "predicted_peak_memory_bytes" (the planner's, when the plan has it).
-void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes);
+// Adds the rank's memory to a progress line: "peak_memory_bytes" (on a GPU the
+// CUDA allocator's peak of allocated bytes; on an emulated device the counted
+// peak of its tensors, worker/runtime/device_memory.h; absent when nothing
+// measures it) and "predicted_peak_memory_bytes" (the planner's, when the plan
+// has it).
+void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes,
+                     const torch::Device& device);
 
 }  // namespace tessera::worker
 

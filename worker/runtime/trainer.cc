@@ -23,6 +23,7 @@
 #include "worker/runtime/loss_scaler.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
+#include "worker/runtime/rank_device.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/runtime/step_end.h"
 #include "worker/runtime/tiny_models.h"
@@ -202,12 +203,8 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   if (o.model == kGanModelName) return RunGanTraining(o, env, stop_requested);
 #endif
   TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
-  torch::Device device(torch::kCPU);
-  try {
-    device = torch::Device(env.device);
-  } catch (const std::exception& e) {
-    return InvalidArgument("bad device \"" + env.device + "\"", "TESSERA_DEVICE");
-  }
+  // The rank's own GPU becomes the current device before any CUDA work.
+  TESSERA_ASSIGN_OR_RETURN(torch::Device device, SelectRankDevice(env.device, env.local_rank));
 
   ModelConfig mc;
   mc.width = o.width;
@@ -374,7 +371,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   sc.p2p = &world;
   sc.data = source.get();
   sc.reducer = &reducer;
-  sc.emulated = EmulatedDevice(env.device_speed, o.threads);
+  sc.emulated = SegmentClockFor(device, env.device_speed, o.threads);
   sc.device = device;
   sc.comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
   const bool amp = o.amp && device.is_cuda();
@@ -436,7 +433,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
         StepProgressLine(step, end.sums[0], wall > 0 ? rt.plan.global_batch / wall : 0.0,
                          stats.compute_s, stats.comm_s, stats.bubble_s, env.rank);
     line["compute_cpu_s"] = stats.compute_cpu_s;
-    AddMemoryFields(line, role.predicted_peak_bytes);
+    AddMemoryFields(line, role.predicted_peak_bytes, device);
     progress.Write(line);
     outcome.checkpoint_saved = false;
     if (!env.checkpoint_dir.empty() && end.checkpoint) {

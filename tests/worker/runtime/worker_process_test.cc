@@ -242,6 +242,44 @@ TEST_F(WorkerProcessTest, HybridTwoByTwoEqualsSingleProcess) {
   EXPECT_LE(MaxDiff(ref, Dump("hybrid")), kTolerance);
 }
 
+// collectives-check over two real ranks (Gloo on the CPU here; NCCL on GPUs): each
+// rank checks the all-reduced sum and the broadcast, and prints one JSON line.
+TEST_F(WorkerProcessTest, CollectivesCheckPassesOnTwoRanks) {
+  const std::string port = std::to_string(FreeLoopbackPort());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    std::map<std::string, std::string> env = {
+        {"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"},         {"LOCAL_RANK", std::to_string(r)},
+        {"LOCAL_WORLD_SIZE", "2"},   {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+        {"TESSERA_DEVICE", "cpu"}};
+    pids.push_back(Spawn({TESSERA_WORKER_BINARY, "collectives-check", "--size-mb", "1", "--iters",
+                          "3"},
+                         env, Log("check", r).string()));
+  }
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(WaitExit(pids[static_cast<size_t>(r)]), 0) << ReadText(Log("check", r));
+    const std::string log = ReadText(Log("check", r));
+    const std::string last = log.substr(log.rfind('{'));
+    const nlohmann::json j = nlohmann::json::parse(last);
+    EXPECT_EQ(j.at("backend"), "gloo");
+    EXPECT_EQ(j.at("world_size"), 2);
+    EXPECT_EQ(j.at("rank"), r);
+    EXPECT_TRUE(j.at("allreduce_ok").get<bool>()) << log;
+    EXPECT_TRUE(j.at("broadcast_ok").get<bool>()) << log;
+    EXPECT_GT(j.at("allreduce_ms").get<double>(), 0.0);
+  }
+  // A GPU this machine lacks is a clear error (exit 1), not a crash.
+  pid_t gpu = Spawn({TESSERA_WORKER_BINARY, "collectives-check", "--size-mb", "1"},
+                    {{"TESSERA_DEVICE", "cuda:0"}}, Log("check-gpu", 0).string());
+  if (!torch::cuda::is_available()) {
+    EXPECT_EQ(WaitExit(gpu), 1);
+    EXPECT_NE(ReadText(Log("check-gpu", 0)).find("CUDA sees no GPU"), std::string::npos)
+        << ReadText(Log("check-gpu", 0));
+  } else {
+    EXPECT_EQ(WaitExit(gpu), 0) << ReadText(Log("check-gpu", 0));
+  }
+}
+
 TEST_F(WorkerProcessTest, ProgressLinesHaveTheContractFields) {
   Job job;
   job.plan = DataPlan(12, 4, 1);

@@ -1,0 +1,48 @@
+// BenchmarkChild: measures a device in a child process (tessera-device-bench),
+// so the agent itself links no LibTorch and holds no CUDA context or cached GPU
+// memory: the child's memory and its CUDA context go when it exits, and a
+// benchmark that crashes or hangs (a broken driver) costs the agent only that
+// device's figures, with the reason.
+//
+// Protocol: the child is run as `<binary> --device <device> [args...]`; its last
+// line on stdout is one JSON object, either the figures
+// {"tflops":..,"tflops_fp16":..,"tflops_bf16":..,"tflops_half":..,"mem_bandwidth_gbps":..}
+// or {"error":{"code":"unavailable","message":"..."}} with a non-zero exit.
+//
+// Thread safety: any thread; each call runs its own child.
+#ifndef TESSERA_AGENT_BENCHMARK_CHILD_H_
+#define TESSERA_AGENT_BENCHMARK_CHILD_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "agent/device_benchmark.h"
+#include "common/status.h"
+
+namespace tessera::agent {
+
+struct BenchmarkChildOptions {
+  std::string binary;             // path of tessera-device-bench
+  std::vector<std::string> args;  // extra arguments after --device
+  std::chrono::milliseconds timeout{std::chrono::minutes(3)};
+};
+
+// The tessera-device-bench installed beside this process's executable.
+std::string DefaultBenchmarkBinary();
+
+// Runs the child and parses its figures. Errors: the child's own error
+// (its code and message), kDeadlineExceeded when it outlives `timeout` (it is
+// killed), kInternal when it dies by a signal or prints no JSON (with the end
+// of what it printed), kNotFound when the binary cannot be run.
+Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
+                                           const std::string& device);
+
+// The figures and errors as the child prints them (shared by both sides).
+std::string FiguresToJsonLine(const BenchmarkFigures& figures);
+std::string ErrorToJsonLine(const Status& error);
+Result<BenchmarkFigures> ParseBenchmarkOutput(const std::string& output);
+
+}  // namespace tessera::agent
+
+#endif  // TESSERA_AGENT_BENCHMARK_CHILD_H_
