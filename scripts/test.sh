@@ -9,10 +9,11 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 jobs=$(nproc)
-# ccache (CMakeLists.txt uses it when installed): relative paths, so a fresh clone in
-# another folder hits the cache a previous build filled; LibTorch's precompiled
+# ccache (CMakeLists.txt uses it when installed): relative paths and no build folder
+# in the hash, so a fresh clone in another folder hits the cache a previous build filled; LibTorch's precompiled
 # header needs the sloppiness below to be cached at all.
 export CCACHE_BASEDIR=$PWD
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}  # -g would otherwise hash the build folder
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 

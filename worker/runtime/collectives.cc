@@ -82,8 +82,19 @@ class LocalCollectives : public Collectives {
 class C10dCollectives : public Collectives {
  public:
   C10dCollectives(c10::intrusive_ptr<C10dGroup> pg, c10::intrusive_ptr<c10d::Store> store,
-                  std::chrono::milliseconds timeout)
-      : pg_(std::move(pg)), store_(std::move(store)), timeout_(timeout) {}
+                  const ConnectOptions& options, std::string name)
+      : pg_(std::move(pg)),
+        store_(std::move(store)),
+        timeout_(options.op_timeout),
+        ignore_tags_(options.ignore_p2p_tags),
+        name_(std::move(name)) {
+    if (!options.p2p_trace.empty()) trace_ = std::fopen(options.p2p_trace.c_str(), "a");
+  }
+  ~C10dCollectives() override {
+    if (trace_ != nullptr) std::fclose(trace_);
+  }
+  C10dCollectives(const C10dCollectives&) = delete;
+  C10dCollectives& operator=(const C10dCollectives&) = delete;
   int rank() const override { return pg_->getRank(); }
   int size() const override { return pg_->getSize(); }
 
@@ -131,7 +142,8 @@ class C10dCollectives : public Collectives {
       std::vector<c10::intrusive_ptr<c10d::Work>> works;
       for (auto& t : tensors) {
         std::vector<torch::Tensor> one{t};
-        works.push_back(pg_->send(one, dst, tag));
+        Trace("send", dst, t);
+        works.push_back(pg_->send(one, dst, ignore_tags_ ? 0 : tag));
       }
       return std::make_unique<MultiWork>(std::move(works), std::move(tensors), timeout_, "send");
     } catch (const std::exception& e) {
@@ -142,7 +154,8 @@ class C10dCollectives : public Collectives {
     try {
       for (auto& t : tensors) {
         std::vector<torch::Tensor> one{t};
-        TESSERA_RETURN_IF_ERROR(Await(pg_->recv(one, src, tag), "recv"));
+        Trace("recv", src, t);
+        TESSERA_RETURN_IF_ERROR(Await(pg_->recv(one, src, ignore_tags_ ? 0 : tag), "recv"));
       }
       return Status::Ok();
     } catch (const std::exception& e) {
@@ -199,9 +212,19 @@ class C10dCollectives : public Collectives {
     return AwaitWork(*work, timeout_, what);
   }
 
+  void Trace(const char* op, int peer, const torch::Tensor& t) {
+    if (trace_ == nullptr) return;
+    std::fprintf(trace_, "%s %s %d %lld\n", name_.c_str(), op, peer,
+                 static_cast<long long>(t.numel()));
+    std::fflush(trace_);
+  }
+
   c10::intrusive_ptr<C10dGroup> pg_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
+  bool ignore_tags_ = false;
+  std::string name_;
+  std::FILE* trace_ = nullptr;
 };
 
 Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
@@ -308,7 +331,7 @@ class C10dWorld : public World {
     TESSERA_ASSIGN_OR_RETURN(
         auto pg, MakeProcessGroup(prefixed, group_rank, static_cast<int>(ranks.size()), options_));
     return std::unique_ptr<Collectives>(
-        std::make_unique<C10dCollectives>(std::move(pg), store_, options_.op_timeout));
+        std::make_unique<C10dCollectives>(std::move(pg), store_, options_, name));
   }
 
  private:
@@ -389,7 +412,7 @@ Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions o
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("world", store);
   TESSERA_ASSIGN_OR_RETURN(auto pg,
                            MakeProcessGroup(world_store, env.rank, env.world_size, options));
-  auto world = std::make_unique<C10dCollectives>(std::move(pg), store, options.op_timeout);
+  auto world = std::make_unique<C10dCollectives>(std::move(pg), store, options, "world");
   return std::unique_ptr<World>(
       std::make_unique<C10dWorld>(store, std::move(world), env.rank, options));
 }

@@ -88,6 +88,12 @@ struct ConnectOptions {
   // Network interface Gloo binds to (set by ConnectWorld from
   // GLOO_SOCKET_IFNAME); used only when gloo_host is empty.
   std::string gloo_interface;
+  // Test hooks (tessera-worker honours them only with TESSERA_WORKER_TEST_HOOKS=1):
+  // p2p_trace appends one line per point-to-point operation to this file
+  // ("<group> send|recv <peer> <elements>", in issue order); ignore_p2p_tags sends
+  // every tag as 0, as NCCL does (it matches a pair's operations by order alone).
+  std::string p2p_trace;
+  bool ignore_p2p_tags = false;
 };
 
 // Rendezvous through the TCPStore (rank 0 hosts it) and build the world group.

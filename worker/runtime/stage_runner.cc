@@ -177,7 +177,7 @@ Status StageRunner::Backward(int64_t mb) {
       }
     }
     auto r0 = Clock::now();
-    TESSERA_RETURN_IF_ERROR(c_.p2p->Recv(grads, role.next_rank, BackwardTag(mb)));
+    TESSERA_RETURN_IF_ERROR(BackP2p().Recv(grads, role.next_rank, BackwardTag(mb)));
     stats_.bubble_s += Since(r0);
     // The next stage computed micro-batch mb before sending its gradient: our
     // activation sends of mb (and earlier) are done.
@@ -206,7 +206,7 @@ Status StageRunner::Backward(int64_t mb) {
               : torch::zeros(in.sizes(), in.options().device(c_.comm_device).requires_grad(false)));
     }
     sends_.push_back(
-        {false, mb, c_.p2p->SendAsync(std::move(in_grads), role.prev_rank, BackwardTag(mb))});
+        {false, mb, BackP2p().SendAsync(std::move(in_grads), role.prev_rank, BackwardTag(mb))});
   }
   f = InFlight{};  // free the graph and saved tensors
   return Status::Ok();

@@ -47,7 +47,15 @@ struct StageConfig {
   int64_t global_batch = 0;
   int64_t micro_batches = 1;  // EffectiveMicroBatches(plan)
   Schedule schedule = Schedule::k1F1B;
-  Collectives* p2p = nullptr;  // world group: ranks are world ranks
+  // Point-to-point, ranks are world ranks. Activations go forward over `p2p`,
+  // gradients come back over `p2p_back` (a second world group; null: `p2p` too).
+  // NCCL runs a pair's operations of one group in issue order on one stream, so
+  // with one group 1F1B would deadlock: a stage sends activation k+1 before it
+  // receives gradient 0, while the next stage sends gradient 0 before it
+  // receives activation k+1. In a group per direction each carries one kind of
+  // message, issued in the same order on both sides.
+  Collectives* p2p = nullptr;
+  Collectives* p2p_back = nullptr;
   BatchSource* data = nullptr;
   GradReducer* reducer = nullptr;  // may be null (no replicas)
   // Emulated device: every forward and backward is a compute segment that lasts
@@ -91,6 +99,7 @@ class StageRunner {
   // of micro-batches <= up_to, which the schedule guarantees are received already;
   // the first failed send's status.
   Status WaitSends(bool forward, int64_t up_to);
+  Collectives& BackP2p() { return c_.p2p_back != nullptr ? *c_.p2p_back : *c_.p2p; }
   // Ends a compute segment (holding an emulated device) and adds it to the step.
   void EndCompute(const EmulatedDevice::Segment& start);
 

@@ -2,7 +2,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -185,8 +187,22 @@ struct Runtime {
   RankRole role;
   std::unique_ptr<World> world;
   std::vector<std::unique_ptr<Collectives>> groups;
+  std::unique_ptr<Collectives> p2p_back;  // gradients between stages (stage_runner.h)
   std::vector<std::shared_ptr<CollectivesBatchNormSync>> syncs;
 };
+
+// The p2p test hooks of ConnectOptions, from TESSERA_P2P_TRACE (a path prefix:
+// rank R traces into <prefix>.R) and TESSERA_P2P_IGNORE_TAGS, honoured only with
+// TESSERA_WORKER_TEST_HOOKS=1.
+void ApplyP2pTestHooks(int rank, ConnectOptions* co) {
+  const char* hooks = std::getenv("TESSERA_WORKER_TEST_HOOKS");
+  if (hooks == nullptr || std::string(hooks) != "1") return;
+  if (const char* trace = std::getenv("TESSERA_P2P_TRACE")) {
+    co->p2p_trace = std::string(trace) + "." + std::to_string(rank);
+  }
+  const char* ignore = std::getenv("TESSERA_P2P_IGNORE_TAGS");
+  co->ignore_p2p_tags = ignore != nullptr && std::string(ignore) == "1";
+}
 
 }  // namespace
 
@@ -251,6 +267,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     ConnectOptions co;
     co.backend = backend;
     co.op_timeout = env.collective_timeout;
+    ApplyP2pTestHooks(env.rank, &co);
     TESSERA_ASSIGN_OR_RETURN(rt.world, ConnectWorld(env, co));
   } else {
     rt.world = MakeLocalWorld();
@@ -284,6 +301,16 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     rt.syncs.push_back(sync);
     reducer.AddGroup(comm.get(), params, bucket_bytes);
     rt.groups.push_back(std::move(comm));
+  }
+
+  // Stages send gradients back over a group of their own (every rank makes it, in
+  // the same order, when the plan has a pipeline).
+  const bool staged = std::any_of(rt.plan.replicas.begin(), rt.plan.replicas.end(),
+                                  [](const auto& r) { return r.stages.size() > 1; });
+  if (staged && env.world_size > 1) {
+    std::vector<int> all(static_cast<size_t>(env.world_size));
+    for (int r = 0; r < env.world_size; ++r) all[static_cast<size_t>(r)] = r;
+    TESSERA_ASSIGN_OR_RETURN(rt.p2p_back, rt.world->NewGroup("p2p-back", all));
   }
 
   TESSERA_ASSIGN_OR_RETURN(NamedOptimizer optimizer,
@@ -369,6 +396,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     }
   }
   sc.p2p = &world;
+  sc.p2p_back = rt.p2p_back.get();
   sc.data = source.get();
   sc.reducer = &reducer;
   sc.emulated = SegmentClockFor(device, env.device_speed, o.threads);

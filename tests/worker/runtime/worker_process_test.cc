@@ -67,6 +67,7 @@ struct Job {
   std::string checkpoint_dir;
   std::string speed;   // TESSERA_DEVICE_SPEED
   std::string memory;  // TESSERA_DEVICE_MEMORY
+  std::map<std::string, std::string> env;  // more variables, for every rank
 };
 
 class WorkerProcessTest : public ::testing::Test {
@@ -107,6 +108,7 @@ class WorkerProcessTest : public ::testing::Test {
       if (!job.checkpoint_dir.empty()) env["TESSERA_CHECKPOINT_DIR"] = job.checkpoint_dir;
       if (!job.speed.empty()) env["TESSERA_DEVICE_SPEED"] = job.speed;
       if (!job.memory.empty()) env["TESSERA_DEVICE_MEMORY"] = job.memory;
+      for (const auto& [k, v] : job.env) env[k] = v;
       std::vector<std::string> args{TESSERA_WORKER_BINARY, "train"};
       args.insert(args.end(), job.args.begin(), job.args.end());
       pids.push_back(Spawn(args, env, Log(tag, r).string()));
@@ -229,6 +231,88 @@ TEST_F(WorkerProcessTest, PipelineEqualsSingleProcess) {
     ExpectAllZero(Run(job, schedule), schedule);
     EXPECT_LE(MaxDiff(ref, Dump(schedule)), kTolerance) << schedule;
     EXPECT_GT(LastProgressStep(Progress(schedule, 1)), 0);
+  }
+}
+
+// NCCL matches the sends and receives between two ranks by issue order alone (it
+// ignores tags) and runs a pair's operations of one group on one stream, so
+// every layout must (a) stay correct with tags ignored and (b) issue, for every
+// pair and group, rank a's operations toward b as the mirror of b's toward a
+// (a send where the other receives, same size, same order), or it deadlocks
+// on GPUs. Gloo runs the ranks here with every tag sent as 0 and each rank's
+// point-to-point operations traced (test hooks).
+struct P2pOp {
+  std::string group, op;
+  int peer = 0;
+  long long elements = 0;
+};
+
+std::vector<P2pOp> ReadP2pTrace(const fs::path& path) {
+  std::vector<P2pOp> ops;
+  std::ifstream in(path);
+  P2pOp op;
+  while (in >> op.group >> op.op >> op.peer >> op.elements) ops.push_back(op);
+  return ops;
+}
+
+// Returns "" when every pair's operations mirror each other, else the first mismatch.
+std::string P2pOrderMismatch(const std::vector<std::vector<P2pOp>>& by_rank) {
+  const int n = static_cast<int>(by_rank.size());
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      std::map<std::string, std::vector<std::string>> from_a, from_b;  // group -> ops
+      for (const P2pOp& op : by_rank[static_cast<size_t>(a)]) {
+        if (op.peer == b) from_a[op.group].push_back(op.op + " " + std::to_string(op.elements));
+      }
+      for (const P2pOp& op : by_rank[static_cast<size_t>(b)]) {
+        if (op.peer != a) continue;
+        const std::string mirrored = op.op == "send" ? "recv" : "send";
+        from_b[op.group].push_back(mirrored + " " + std::to_string(op.elements));
+      }
+      if (from_a == from_b) continue;
+      for (const auto& [group, ops] : from_a) {
+        const auto& other = from_b[group];
+        for (size_t i = 0; i < std::max(ops.size(), other.size()); ++i) {
+          const std::string x = i < ops.size() ? ops[i] : "(none)";
+          const std::string y = i < other.size() ? other[i] : "(none)";
+          if (x != y) {
+            return "ranks " + std::to_string(a) + "," + std::to_string(b) + " group " + group +
+                   " operation " + std::to_string(i) + ": rank " + std::to_string(a) + " " + x +
+                   ", rank " + std::to_string(b) + " mirrored " + y;
+          }
+        }
+      }
+      return "ranks " + std::to_string(a) + "," + std::to_string(b) + ": groups differ";
+    }
+  }
+  return "";
+}
+
+TEST_F(WorkerProcessTest, PipelinesWithTagsIgnoredEqualOneProcessAndMirrorTheirSendRecvOrder) {
+  const std::string ref = Reference("tiny-skip", 6);
+  struct Case {
+    std::string name, plan;
+    int world;
+  };
+  for (const Case& c : {Case{"nccl-gpipe", PipelinePlan("gpipe"), 2},
+                        Case{"nccl-1f1b", PipelinePlan("1f1b"), 2},
+                        Case{"nccl-hybrid", kHybridPlan, 4}}) {
+    Job job;
+    job.plan = c.plan;
+    job.world = c.world;
+    job.args = TrainArgs("tiny-skip", 6, Dump(c.name));
+    job.env = {{"TESSERA_P2P_IGNORE_TAGS", "1"},
+               {"TESSERA_P2P_TRACE", (dir_ / (c.name + "-p2p")).string()}};
+    ExpectAllZero(Run(job, c.name), c.name);
+    EXPECT_LE(MaxDiff(ref, Dump(c.name)), kTolerance) << c.name;
+    std::vector<std::vector<P2pOp>> traces;
+    size_t ops = 0;
+    for (int r = 0; r < c.world; ++r) {
+      traces.push_back(ReadP2pTrace(dir_ / (c.name + "-p2p." + std::to_string(r))));
+      ops += traces.back().size();
+    }
+    EXPECT_GT(ops, 0u) << c.name << ": no point-to-point operation traced";
+    EXPECT_EQ(P2pOrderMismatch(traces), "") << c.name;
   }
 }
 
