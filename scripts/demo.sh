@@ -15,7 +15,7 @@ exit_after=0
 [ "${1:-}" = "--exit" ] && exit_after=1
 
 bash scripts/setup.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target tesserad tessera-agent tessera tessera-worker
 
 bin=$root/build
