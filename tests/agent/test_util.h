@@ -2,11 +2,13 @@
 #ifndef TESSERA_TESTS_AGENT_TEST_UTIL_H_
 #define TESSERA_TESTS_AGENT_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -79,10 +81,32 @@ inline bool Eventually(const std::function<bool()>& done,
   return done();
 }
 
+// The text of a /proc file, "" when it cannot be read. A process may exit
+// between the open and the read, which then fails with ESRCH: std::ifstream
+// throws on that ("basic_filebuf::underflow error reading the file"), so plain
+// read(2) is used.
+inline std::string ReadProcFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      text.clear();
+      break;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
 // True while `pid` exists and is not a zombie.
 inline bool ProcessAlive(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
   if (text.empty()) return false;
   auto paren = text.rfind(')');
   return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
@@ -94,8 +118,7 @@ inline std::vector<pid_t> LiveMembersOfGroup(pid_t pgid) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = ReadProcFile((entry.path() / "stat").string());
     auto paren = text.rfind(')');
     if (paren == std::string::npos) continue;
     std::istringstream fields(text.substr(paren + 2));
