@@ -30,7 +30,8 @@ std::string LastLine(const std::string& text) {
   size_t end = text.find_last_not_of("\r\n");
   if (end == std::string::npos) return "";
   size_t begin = text.rfind('\n', end);
-  return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+  return text.substr(begin == std::string::npos ? 0 : begin + 1,
+                     end + 1 - (begin == std::string::npos ? 0 : begin + 1));
 }
 
 std::string Tail(const std::string& text, size_t max = 400) {
@@ -59,7 +60,8 @@ std::string FiguresToJsonLine(const BenchmarkFigures& f) {
 
 std::string ErrorToJsonLine(const Status& error) {
   return nlohmann::json{
-      {"error", {{"code", std::string(StatusCodeName(error.code()))}, {"message", error.message()}}}}
+      {"error",
+       {{"code", std::string(StatusCodeName(error.code()))}, {"message", error.message()}}}}
       .dump();
 }
 

@@ -46,14 +46,12 @@ double MatmulTflops(const torch::Device& device, torch::ScalarType dtype, int64_
   } catch (const c10::Error&) {
     return 0.0;
   }
-  const double s = SecondsPerCall(device, options.matmul_budget, per_sync,
-                                  [&] { torch::mm_out(c, a, b); });
-  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s /
-         1e12;
+  const double s =
+      SecondsPerCall(device, options.matmul_budget, per_sync, [&] { torch::mm_out(c, a, b); });
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s / 1e12;
 }
 
 }  // namespace
-
 
 Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device_name,
                                             const BenchmarkOptions& options) {

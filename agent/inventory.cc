@@ -50,8 +50,7 @@ namespace {
 // Measured figures for a real device, from the cache or a fresh benchmark.
 // A failed benchmark gives zeros and, in *error, the reason.
 BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
-                         const InventoryOptions& options, bool* cache_changed,
-                         std::string* error) {
+                         const InventoryOptions& options, bool* cache_changed, std::string* error) {
   const std::string key = BenchmarkCache::KeyFor(device);
   if (!options.rebenchmark) {
     if (auto cached = cache.Get(key)) return *cached;

@@ -107,7 +107,7 @@ struct Device {
   std::string type;  // "cuda" | "cpu"
   int64_t memory_bytes = 0;
   int64_t memory_used_bytes = 0;
-  double utilization = 0.0;      // 0..1
+  double utilization = 0.0;           // 0..1
   double measured_tflops = 0.0;       // sustained fp32 matmul throughput measured by the agent
   double measured_tflops_half = 0.0;  // the same at fp16/bf16 (the faster); 0: not measured
   double mem_bandwidth_gbps = 0.0;

@@ -776,8 +776,7 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
                           d.value("busy", false) ? "yes" : "no"});
           if (!Str(d, "measure_error").empty()) {
             notes.push_back(Str(node, "name") + " " + Str(d, "type") + ":" + Str(d, "index") +
-                            " not measured, the planner leaves it out: " +
-                            Str(d, "measure_error"));
+                            " not measured, the planner leaves it out: " + Str(d, "measure_error"));
           }
         }
       }

@@ -1,7 +1,9 @@
 #include "daemon/profile_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +34,7 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
     if (::pipe2(out, O_CLOEXEC) != 0) return Unavailable("pipe failed");
     char err_path[] = "/tmp/tessera-profile-XXXXXX";
     int err_fd = ::mkstemp(err_path);
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) {
       ::close(out[0]);
@@ -39,6 +42,10 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
       return Unavailable("fork failed");
     }
     if (pid == 0) {
+      // The profile is for this tesserad alone: it ends with it (a killed tesserad
+      // left its profiling workers running, each on a core, for up to minutes).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
       ::dup2(out[1], 1);
       if (err_fd >= 0) ::dup2(err_fd, 2);
       // Inherit nothing else: above all not the daemon's listening socket,

@@ -143,10 +143,8 @@ TEST(SystemInventory, MissingFileRefuses) {
 // A benchmark that counts its calls and reports fixed figures.
 struct CountingBenchmark {
   int calls = 0;
-  BenchmarkFigures figures{.tflops = 3.0,
-                           .tflops_half = 9.0,
-                           .tflops_bf16 = 9.0,
-                           .mem_bandwidth_gbps = 30.0};
+  BenchmarkFigures figures{
+      .tflops = 3.0, .tflops_half = 9.0, .tflops_bf16 = 9.0, .mem_bandwidth_gbps = 30.0};
   DeviceBenchmarkFn Fn() {
     return [this](const std::string& device) -> Result<BenchmarkFigures> {
       ++calls;
@@ -161,10 +159,10 @@ TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
   BenchmarkCache seeded(state.path() / "inventory-cache.json");
-  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{.tflops = 2.0,
-                                                              .tflops_half = 5.0,
-                                                              .tflops_fp16 = 5.0,
-                                                              .mem_bandwidth_gbps = 10.0});
+  seeded.Put(
+      BenchmarkCache::KeyFor(*cpu),
+      BenchmarkFigures{
+          .tflops = 2.0, .tflops_half = 5.0, .tflops_fp16 = 5.0, .mem_bandwidth_gbps = 10.0});
   ASSERT_TRUE(seeded.Save().ok());
   WriteFile(state.path() / "inv.yaml",
             "combine: true\ndevices:\n  - {name: half, memory: 1G, relative_speed: 0.5}\n"
@@ -255,9 +253,9 @@ TEST(SystemInventory, RebenchmarkMeasuresAgainAndUpdatesTheCache) {
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
   BenchmarkCache seeded(state.path() / "inventory-cache.json");
-  seeded.Put(BenchmarkCache::KeyFor(*cpu), BenchmarkFigures{.tflops = 1234.0,
-                                                              .tflops_half = 1234.0,
-                                                              .mem_bandwidth_gbps = 1234.0});
+  seeded.Put(
+      BenchmarkCache::KeyFor(*cpu),
+      BenchmarkFigures{.tflops = 1234.0, .tflops_half = 1234.0, .mem_bandwidth_gbps = 1234.0});
   ASSERT_TRUE(seeded.Save().ok());
   CountingBenchmark bench;
   InventoryOptions o = Options(state);

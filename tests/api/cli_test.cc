@@ -350,13 +350,12 @@ TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
   api::Node n;
   n.name = "boxA";
   n.devices = {
-      api::Device{
-          .node = "boxA",
-          .index = 0,
-          .name = "A100",
-          .type = "cuda",
-          .measured_tflops = 312.04,
-          .measured_tflops_half = 624.5},
+      api::Device{.node = "boxA",
+                  .index = 0,
+                  .name = "A100",
+                  .type = "cuda",
+                  .measured_tflops = 312.04,
+                  .measured_tflops_half = 624.5},
       api::Device{.node = "boxA",
                   .index = 1,
                   .name = "GTX1080 (emulated)",
@@ -382,14 +381,15 @@ TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
 TEST_F(CliTest, NodesSayWhyADeviceWasNotMeasured) {
   api::Node n;
   n.name = "gpubox";
-  n.devices = {api::Device{.node = "gpubox",
-                           .index = 0,
-                           .name = "A100-SXM4-80GB",
-                           .type = "cuda",
-                           .measure_error = "benchmark of cuda:0 failed: unavailable: CUDA is not "
-                                            "available to LibTorch"},
-               api::Device{.node = "gpubox", .index = 1, .name = "A100", .type = "cuda",
-                           .measured_tflops = 19.5}};
+  n.devices = {
+      api::Device{.node = "gpubox",
+                  .index = 0,
+                  .name = "A100-SXM4-80GB",
+                  .type = "cuda",
+                  .measure_error = "benchmark of cuda:0 failed: unavailable: CUDA is not "
+                                   "available to LibTorch"},
+      api::Device{
+          .node = "gpubox", .index = 1, .name = "A100", .type = "cuda", .measured_tflops = 19.5}};
   cp_.nodes.push_back(n);
   ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
   const std::string out = out_.str();

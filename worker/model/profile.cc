@@ -269,10 +269,10 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
   }
   for (size_t i = 0; i < n; ++i) model.layer(i).layer->train(was_training[i]);
   if (!status.ok()) return status;
-  return nlohmann::json{{"model", model.name()}, {"device", "cpu"},
-                        {"batch", batch},        {"in_shape", in_shape},
-                        {"repeats", repeats},    {"clock", CpuClockName(clock)},
-                        {"layers", std::move(layers)}};
+  return nlohmann::json{
+      {"model", model.name()},      {"device", "cpu"},    {"batch", batch},
+      {"in_shape", in_shape},       {"repeats", repeats}, {"clock", CpuClockName(clock)},
+      {"layers", std::move(layers)}};
 }
 
 struct AllocationCounter::Scope {
@@ -334,8 +334,7 @@ Result<nlohmann::json> WithFixedCosts(nlohmann::json profile,
         }
         const double slope = var > 0 ? cov / var : 0.0;
         const double fixed = mean_t - slope * mean_b;
-        layers[i][std::string(key) + "_fixed_ms"] =
-            std::clamp(fixed, 0.0, points.front().second);
+        layers[i][std::string(key) + "_fixed_ms"] = std::clamp(fixed, 0.0, points.front().second);
       }
     }
     profile["fixed_batch"] = static_cast<int64_t>(smallest);

@@ -15,10 +15,9 @@
 #ifndef TESSERA_WORKER_RUNTIME_AWAIT_WORK_H_
 #define TESSERA_WORKER_RUNTIME_AWAIT_WORK_H_
 
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <chrono>
 #include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "common/status.h"
 

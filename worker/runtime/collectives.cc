@@ -1,17 +1,10 @@
 #include "worker/runtime/collectives.h"
 
-#include <stdlib.h>
-
-#include <torch/version.h>
-
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +12,10 @@
 #include <cstdio>
 #include <map>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "worker/runtime/await_work.h"
 
@@ -48,7 +45,6 @@ class DoneWork : public CommWork {
  private:
   Status s_;
 };
-
 
 class LocalCollectives : public Collectives {
  public:

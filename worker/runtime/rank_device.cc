@@ -25,8 +25,7 @@ int IndexAfter(const std::string& device, size_t prefix_len) {
 }  // namespace
 
 Result<ResolvedDevice> ResolveRankDevice(const std::string& device, int local_rank,
-                                         int visible_gpus,
-                                         const std::string& visible_devices_env) {
+                                         int visible_gpus, const std::string& visible_devices_env) {
   if (device.empty() || device == "cpu") return ResolvedDevice{};
   if (device.rfind("cpu:", 0) == 0) {
     if (IndexAfter(device, 4) < 0) {
@@ -49,12 +48,12 @@ Result<ResolvedDevice> ResolveRankDevice(const std::string& device, int local_ra
                   kField);
   }
   if (index >= visible_gpus) {
-    return Status(
-        StatusCode::kFailedPrecondition,
-        (from_local_rank ? "cuda:LOCAL_RANK = cuda:" + std::to_string(index)
-                         : "cuda:" + std::to_string(index)) +
-            " asked for, but CUDA sees " + std::to_string(visible_gpus) + " GPU(s)" + visible,
-        kField);
+    return Status(StatusCode::kFailedPrecondition,
+                  (from_local_rank ? "cuda:LOCAL_RANK = cuda:" + std::to_string(index)
+                                   : "cuda:" + std::to_string(index)) +
+                      " asked for, but CUDA sees " + std::to_string(visible_gpus) + " GPU(s)" +
+                      visible,
+                  kField);
   }
   return ResolvedDevice{true, index};
 }

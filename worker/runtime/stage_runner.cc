@@ -1,8 +1,8 @@
 #include "worker/runtime/stage_runner.h"
 
-#include <chrono>
-
 #include <ATen/autocast_mode.h>
+
+#include <chrono>
 
 #include "worker/runtime/device_memory.h"
 

@@ -49,7 +49,8 @@ TEST(AwaitWorkTest, WaitsUntilAnOperationWhoseWaitReturnsAtOnceHasCompleted) {
 
 TEST(AwaitWorkTest, AFailedOperationIsUnavailableAndMarksThePeerLost) {
   auto work = c10::make_intrusive<StreamOrderedWork>();
-  work->error = std::make_exception_ptr(std::runtime_error("NCCL error: remote process exited\nstack"));
+  work->error =
+      std::make_exception_ptr(std::runtime_error("NCCL error: remote process exited\nstack"));
   work->done.store(true);
   Status s = AwaitWork(*work, 10s, "broadcast");
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);

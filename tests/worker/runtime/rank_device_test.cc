@@ -15,10 +15,10 @@ struct Row {
   std::string device;
   int local_rank;
   int visible_gpus;
-  StatusCode code;       // kOk: resolved
-  bool cuda;             // when resolved
-  int index;             // when resolved
-  std::string message;   // a part of the error message
+  StatusCode code;      // kOk: resolved
+  bool cuda;            // when resolved
+  int index;            // when resolved
+  std::string message;  // a part of the error message
 };
 
 class ResolveRankDeviceTest : public ::testing::TestWithParam<Row> {};

@@ -65,8 +65,8 @@ struct Job {
   int world = 1;
   std::vector<std::string> args;
   std::string checkpoint_dir;
-  std::string speed;   // TESSERA_DEVICE_SPEED
-  std::string memory;  // TESSERA_DEVICE_MEMORY
+  std::string speed;                       // TESSERA_DEVICE_SPEED
+  std::string memory;                      // TESSERA_DEVICE_MEMORY
   std::map<std::string, std::string> env;  // more variables, for every rank
 };
 
@@ -294,9 +294,9 @@ TEST_F(WorkerProcessTest, PipelinesWithTagsIgnoredEqualOneProcessAndMirrorTheirS
     std::string name, plan;
     int world;
   };
-  for (const Case& c : {Case{"nccl-gpipe", PipelinePlan("gpipe"), 2},
-                        Case{"nccl-1f1b", PipelinePlan("1f1b"), 2},
-                        Case{"nccl-hybrid", kHybridPlan, 4}}) {
+  for (const Case& c :
+       {Case{"nccl-gpipe", PipelinePlan("gpipe"), 2}, Case{"nccl-1f1b", PipelinePlan("1f1b"), 2},
+        Case{"nccl-hybrid", kHybridPlan, 4}}) {
     Job job;
     job.plan = c.plan;
     job.world = c.world;
@@ -333,12 +333,13 @@ TEST_F(WorkerProcessTest, CollectivesCheckPassesOnTwoRanks) {
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     std::map<std::string, std::string> env = {
-        {"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"},         {"LOCAL_RANK", std::to_string(r)},
-        {"LOCAL_WORLD_SIZE", "2"},   {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+        {"RANK", std::to_string(r)},       {"WORLD_SIZE", "2"},
+        {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", port},
         {"TESSERA_DEVICE", "cpu"}};
-    pids.push_back(Spawn({TESSERA_WORKER_BINARY, "collectives-check", "--size-mb", "1", "--iters",
-                          "3"},
-                         env, Log("check", r).string()));
+    pids.push_back(
+        Spawn({TESSERA_WORKER_BINARY, "collectives-check", "--size-mb", "1", "--iters", "3"}, env,
+              Log("check", r).string()));
   }
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(WaitExit(pids[static_cast<size_t>(r)]), 0) << ReadText(Log("check", r));
