@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -21,11 +22,17 @@ namespace fs = std::filesystem;
 class DatasetTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::TempDir() + "/tessera_dataset_test";
+    // One folder per process: ctest runs each test of this suite as its own process,
+    // side by side, and a shared folder was removed under a running neighbour.
+    dir_ = testing::TempDir() + "/tessera_dataset_test-" + std::to_string(::getpid());
     fs::remove_all(dir_);
     ASSERT_TRUE(GenerateSampleImages(dir_, 9, 40, 21).ok());
     ASSERT_TRUE(WriteJpeg(dir_ + "/zz-photo-00-checker.jpg", GenerateSampleImage(3, 40, 5)).ok());
     std::ofstream(dir_ + "/notes.txt") << "not an image";
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
   }
   static DatasetOptions Opts(DataTask task) {
     DatasetOptions o;
