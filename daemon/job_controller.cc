@@ -10,6 +10,7 @@
 #include "daemon/infer_input.h"
 #include "daemon/planning.h"
 #include "daemon/profile_cache.h"
+#include "daemon/rank_error.h"
 #include "scheduler/plan_json.h"
 
 namespace tessera::daemon {
@@ -95,7 +96,7 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   std::vector<api::WorkerLaunch> out;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (r.node != node) continue;
+      if (r.node != node || active.dropped.contains(r.launch.key.rank)) continue;
       out.push_back(r.launch);
       if (active.launch.infer && options_.lease_tokens != nullptr) {
         // Per rank: a rank's token leases for that rank only.
@@ -280,11 +281,14 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     }
 
     std::map<std::string, std::vector<int64_t>> lost;  // dead node -> ranks
-    std::string failed;
+    std::string failed;        // the failed rank that says most, with its error
+    std::string failed_error;  // that rank's named error (daemon/rank_error.h), or empty
+    int failed_weight = -1;
     int running = 0, done = 0;
     std::vector<int64_t> missing;
     std::string vanished;
     for (const RankLaunch& r : launch.ranks) {
+      if (it->second.dropped.contains(r.launch.key.rank)) continue;
       auto h = health.find(r.node);
       if (h == health.end() || h->second == NodeHealth::kDead) {
         lost[r.node].push_back(r.launch.key.rank);
@@ -301,9 +305,19 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       } else if (w->state == api::WorkerState::kExited) {
         if (w->exit_code == 0) {
           ++done;
-        } else if (failed.empty()) {
-          failed = "rank " + std::to_string(r.launch.key.rank) + " on " + r.node +
-                   " exited with code " + std::to_string(w->exit_code);
+        } else {
+          // The rank that says why wins over one that only exited, and both
+          // over a survivor that lost its peer (exit 75).
+          const bool peer_lost = w->exit_code == api::kPeerLostExitCode;
+          std::optional<std::string> named = peer_lost ? std::nullopt : NameRankError(w->log_tail);
+          const int weight = peer_lost ? 0 : named ? 2 : 1;
+          if (weight > failed_weight) {
+            failed_weight = weight;
+            failed = "rank " + std::to_string(r.launch.key.rank) + " on " + r.node +
+                     " exited with code " + std::to_string(w->exit_code);
+            if (named) failed += ": " + *named;
+            failed_error = named.value_or("");
+          }
         }
       } else {
         ++running;
@@ -326,7 +340,14 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       }
     }
 
-    const int world = static_cast<int>(launch.ranks.size());
+    if (!lost.empty() && job->state == JobState::kRunning && launch.infer) {
+      TESSERA_ASSIGN_OR_RETURN(bool dropped, DropLostInferRanksLocked(*job, &it->second, lost));
+      if (dropped) {
+        ++it;
+        continue;
+      }
+    }
+    const int world = static_cast<int>(launch.ranks.size() - it->second.dropped.size());
     std::optional<JobEvent> event;
     std::string reason;
     if (!lost.empty()) {
@@ -364,6 +385,14 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       ++it;
       continue;
     }
+    if (*event == JobEvent::kRankFailed || *event == JobEvent::kNodeLost) {
+      std::optional<std::string> loop =
+          CrashLoopLocked(*job, it->second, *event == JobEvent::kRankFailed ? failed_error : "");
+      if (loop) {
+        event = JobEvent::kFail;
+        reason = *loop + ": " + reason;
+      }
+    }
     auto next = StepLocked(*job, *event, reason);
     if (!next.ok()) return next.status();
     if (next->state == JobState::kRunning) {
@@ -384,6 +413,72 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     ++generation_;
   }
   return Status::Ok();
+}
+
+Result<bool> JobController::DropLostInferRanksLocked(
+    const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost) {
+  const AttemptLaunch& launch = active->launch;
+  // Independent ranks: no tiling, one stage per replica.
+  if (launch.rank_plan.contains("tiling")) return false;
+  for (const auto& replica : launch.rank_plan.value("replicas", api::Json::array())) {
+    if (replica.value("stages", api::Json::array()).size() != 1) return false;
+  }
+  size_t lost_ranks = 0;
+  for (const auto& [node, ranks] : lost) lost_ranks += ranks.size();
+  if (lost_ranks + active->dropped.size() >= launch.ranks.size()) return false;  // none left
+
+  const int64_t now = clock_->NowUnixMillis();
+  std::string reason;
+  for (const auto& [node, ranks] : lost) {
+    for (int64_t rank : ranks) {
+      // Renewing the rank's leases until now hands them back at once.
+      ChunkLeaseRequest release;
+      release.job_id = job.id;
+      release.attempt = launch.attempt;
+      release.rank = rank;
+      release.max_chunks = 0;
+      release.now_ms = now;
+      release.lease_until_ms = now;
+      TESSERA_ASSIGN_OR_RETURN(ChunkLeaseResult released, store_->LeaseChunks(release));
+      (void)released;
+      active->dropped.insert(rank);
+    }
+    reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
+              " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  const int64_t left = static_cast<int64_t>(launch.ranks.size() - active->dropped.size());
+  reason += ": the other " + std::to_string(left) + " rank" + (left == 1 ? "" : "s") +
+            " go on, and the chunks the lost ranks held went back to the queue";
+  TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kRanksDropped, reason));
+  (void)next;
+  ++generation_;
+  return true;
+}
+
+std::optional<std::string> JobController::CrashLoopLocked(const api::Job& job, const Active& active,
+                                                          const std::string& error) {
+  const AttemptLaunch& launch = active.launch;
+  // Progress: a step any rank reported, or (for a script that reports no
+  // steps) a run longer than the crash-loop window.
+  bool progressed = SteadyMs(active.launched_at) > options_.crash_loop_window_ms;
+  for (const RankLaunch& r : launch.ranks) {
+    const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    if (w != nullptr && w->progress.is_object()) progressed = true;
+  }
+  if (error.empty() || progressed) {
+    crash_history_.erase(job.id);
+    return std::nullopt;
+  }
+  const std::string signature = CrashSignature(error);
+  std::optional<std::string> loop;
+  auto previous = crash_history_.find(job.id);
+  if (previous != crash_history_.end() && previous->second.signature == signature &&
+      previous->second.attempt + 1 == launch.attempt) {
+    loop = "crash loop: attempts " + std::to_string(previous->second.attempt) + " and " +
+           std::to_string(launch.attempt) + " failed the same way before any progress";
+  }
+  crash_history_[job.id] = {signature, launch.attempt};
+  return loop;
 }
 
 bool JobController::JobHasLiveWorkersLocked(api::JobId job,
@@ -417,7 +512,11 @@ Status JobController::RetryRecoveringLocked(const std::map<std::string, NodeHeal
 std::set<std::string> JobController::BusyDevicesLocked() const {
   std::set<std::string> busy;
   for (const auto& [id, active] : active_) {
-    for (const RankLaunch& r : active.launch.ranks) busy.insert(DeviceKey(r.node, r.device_index));
+    for (const RankLaunch& r : active.launch.ranks) {
+      if (!active.dropped.contains(r.launch.key.rank)) {
+        busy.insert(DeviceKey(r.node, r.device_index));
+      }
+    }
   }
   return busy;
 }

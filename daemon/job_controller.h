@@ -3,6 +3,12 @@
 // agents report, detects dead nodes and failed ranks, and recovers: stop
 // the attempt, back off, re-plan on the devices still healthy, launch the
 // next attempt (which resumes from the newest complete checkpoint).
+// A failed rank's reason carries the error its last log lines name
+// (daemon/rank_error.h); two attempts in a row that fail with the same error
+// before any progress are a crash loop, and the job fails with that error
+// instead of spending its remaining attempts. A running infer attempt whose
+// ranks lease chunks independently goes on without a lost node's ranks
+// (their chunks go back to the queue) instead of restarting.
 //
 // Reconciliation is by level, not by edge: OnHeartbeat records what a node
 // runs and answers with everything it should run; Tick compares the reports
@@ -59,7 +65,13 @@ struct JobControllerOptions {
   int64_t max_retry_backoff_ms = 10'000;
   int64_t launch_timeout_ms = 120'000;  // starting -> every rank running
   int64_t stop_wait_ms = 10'000;        // how long a re-plan waits for old ranks to stop
-  ProfileLookup builtin_profiles;       // measured profiles of builtin models
+  // Crash loops: an attempt whose rank failed with the same named error
+  // (daemon/rank_error.h) as the attempt before it, neither having made
+  // progress, fails the job with that error instead of retrying. Progress
+  // is a reported step, or (for scripts that report none) a run longer
+  // than this window.
+  int64_t crash_loop_window_ms = 300'000;
+  ProfileLookup builtin_profiles;  // measured profiles of builtin models
   // Infer jobs: images per chunk, and the tokens their ranks lease chunks
   // with (not owned; without it infer ranks get no token and cannot lease).
   int64_t infer_chunk_images = 32;
@@ -116,6 +128,9 @@ class JobController {
   struct Active {
     AttemptLaunch launch;
     std::chrono::steady_clock::time_point launched_at;
+    // Ranks of a lost node that a running infer attempt goes on without
+    // (DropLostInferRanksLocked): no longer desired, counted or busy.
+    std::set<int64_t> dropped;
   };
   struct Report {
     std::chrono::steady_clock::time_point seen;
@@ -156,6 +171,20 @@ class JobController {
                                             const api::WorkerKey& key) const;
   bool JobHasLiveWorkersLocked(api::JobId job,
                                const std::map<std::string, NodeHealth>& health) const;
+  // Called when `active`'s attempt of `job` ended with a failed rank or a
+  // lost node; `error` is the failed rank's named error (empty for none or a
+  // node loss). Returns the crash loop's description when this attempt
+  // failed as the one before it did, both without progress (see
+  // JobControllerOptions::crash_loop_window_ms), and remembers this failure.
+  std::optional<std::string> CrashLoopLocked(const api::Job& job, const Active& active,
+                                             const std::string& error);
+  // A running infer attempt whose ranks are independent (each leases its own
+  // chunks: no tiles shared over a process group) loses only the ranks of a
+  // lost node, as long as a rank survives: they are dropped, the chunks they
+  // had leased go back to the queue at once, and the event says so. Returns
+  // whether it dropped them (else the attempt is recovered as usual).
+  Result<bool> DropLostInferRanksLocked(const api::Job& job, Active* active,
+                                        const std::map<std::string, std::vector<int64_t>>& lost);
 
   Store* const store_;
   const Clock* const clock_;
@@ -173,6 +202,13 @@ class JobController {
   std::map<std::string, Report> reports_;
   PeerLossChecks peer_checks_;  // nodes checked early after a rank reported peer loss
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
+  // The last failure of each job that ended without progress (in memory: a
+  // restarted controller starts counting again).
+  struct CrashRecord {
+    std::string signature;  // CrashSignature of the named error
+    int64_t attempt = 0;
+  };
+  std::map<api::JobId, CrashRecord> crash_history_;
   std::vector<std::string> emulation_warnings_;  // last logged
   // PlanCached's memory: per job, the newest few (cluster key, plans).
   // Used by Tick's thread only (no lock).

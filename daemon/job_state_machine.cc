@@ -7,7 +7,7 @@ namespace {
 
 using api::JobState;
 
-constexpr std::array<std::pair<JobEvent, std::string_view>, 9> kEventNames = {{
+constexpr std::array<std::pair<JobEvent, std::string_view>, 10> kEventNames = {{
     {JobEvent::kPlan, "plan"},
     {JobEvent::kLaunch, "launch"},
     {JobEvent::kAllRunning, "all_running"},
@@ -17,6 +17,7 @@ constexpr std::array<std::pair<JobEvent, std::string_view>, 9> kEventNames = {{
     {JobEvent::kSucceed, "succeed"},
     {JobEvent::kFail, "fail"},
     {JobEvent::kCancel, "cancel"},
+    {JobEvent::kRanksDropped, "ranks_dropped"},
 }};
 
 Status Refuse(JobState current, JobEvent event, std::string_view why) {
@@ -88,6 +89,9 @@ Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_
       }
       if (current == JobState::kRunning && event == JobEvent::kSucceed) {
         return Step(JobState::kSucceeded, attempts_used, "succeeded");
+      }
+      if (current == JobState::kRunning && event == JobEvent::kRanksDropped) {
+        return Step(JobState::kRunning, attempts_used, "a lost node's ranks were dropped");
       }
       break;
     case JobState::kRecovering:

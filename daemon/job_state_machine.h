@@ -15,6 +15,8 @@
 //   running    --RankFailed-> recovering
 //   running    --NodeLost---> recovering
 //   running    --Succeed----> succeeded
+//   running    --RanksDropped-> running  (an infer attempt goes on without the
+//                                       ranks of a lost node; no attempt used)
 //   recovering --Retry------> pending    (attempts left) | failed (attempts exhausted)
 //   any non-terminal --Fail---> failed
 //   any non-terminal --Cancel-> cancelled
@@ -36,21 +38,22 @@
 namespace tessera::daemon {
 
 enum class JobEvent {
-  kPlan,        // the planner chose a plan
-  kLaunch,      // ranks of a new attempt are being launched
-  kAllRunning,  // every rank of the attempt reported running
-  kRankFailed,  // a rank exited abnormally
-  kNodeLost,    // a node holding (or planned for) the job was declared dead
-  kRetry,       // re-queue after a failed attempt
-  kSucceed,     // every rank finished successfully
-  kFail,        // give up: unrecoverable error
-  kCancel,      // a user or admin cancelled the job
+  kPlan,          // the planner chose a plan
+  kLaunch,        // ranks of a new attempt are being launched
+  kAllRunning,    // every rank of the attempt reported running
+  kRankFailed,    // a rank exited abnormally
+  kNodeLost,      // a node holding (or planned for) the job was declared dead
+  kRetry,         // re-queue after a failed attempt
+  kSucceed,       // every rank finished successfully
+  kFail,          // give up: unrecoverable error
+  kCancel,        // a user or admin cancelled the job
+  kRanksDropped,  // a lost node's ranks left a running attempt that goes on
 };
 
-inline constexpr std::array<JobEvent, 9> kAllJobEvents = {
-    JobEvent::kPlan,       JobEvent::kLaunch,   JobEvent::kAllRunning,
-    JobEvent::kRankFailed, JobEvent::kNodeLost, JobEvent::kRetry,
-    JobEvent::kSucceed,    JobEvent::kFail,     JobEvent::kCancel,
+inline constexpr std::array<JobEvent, 10> kAllJobEvents = {
+    JobEvent::kPlan,     JobEvent::kLaunch,       JobEvent::kAllRunning, JobEvent::kRankFailed,
+    JobEvent::kNodeLost, JobEvent::kRetry,        JobEvent::kSucceed,    JobEvent::kFail,
+    JobEvent::kCancel,   JobEvent::kRanksDropped,
 };
 
 inline constexpr std::array<api::JobState, 8> kAllJobStates = {

@@ -308,6 +308,7 @@ int main(int argc, char** argv) {
   jc.launch.run_as = config.run_as;
   jc.retry_backoff_ms = config.retry_backoff_ms;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
+  jc.crash_loop_window_ms = config.crash_loop_window_ms;
   // Plans cut builtin models where the worker's layers are: measure them once.
   daemon::ProfileCache profiles(fs::path(config.state_dir) / "profiles",
                                 daemon::BuiltinModelsToProfile(),

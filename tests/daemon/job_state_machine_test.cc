@@ -14,22 +14,24 @@ constexpr std::optional<S> X = std::nullopt;  // refused
 
 // The expected next state for every (state, event) pair, events in the
 // order of kAllJobEvents:
-//   Plan, Launch, AllRunning, RankFailed, NodeLost, Retry, Succeed, Fail, Cancel
+//   Plan, Launch, AllRunning, RankFailed, NodeLost, Retry, Succeed, Fail, Cancel,
+//   RanksDropped
 struct Row {
   S state;
-  std::array<std::optional<S>, 9> next;
+  std::array<std::optional<S>, 10> next;
 };
 const Row kExpected[] = {
-    {S::kPending, {S::kPlanned, X, X, X, X, X, X, S::kFailed, S::kCancelled}},
-    {S::kPlanned, {X, S::kStarting, X, X, S::kPending, X, X, S::kFailed, S::kCancelled}},
+    {S::kPending, {S::kPlanned, X, X, X, X, X, X, S::kFailed, S::kCancelled, X}},
+    {S::kPlanned, {X, S::kStarting, X, X, S::kPending, X, X, S::kFailed, S::kCancelled, X}},
     {S::kStarting,
-     {X, X, S::kRunning, S::kRecovering, S::kRecovering, X, X, S::kFailed, S::kCancelled}},
+     {X, X, S::kRunning, S::kRecovering, S::kRecovering, X, X, S::kFailed, S::kCancelled, X}},
     {S::kRunning,
-     {X, X, X, S::kRecovering, S::kRecovering, X, S::kSucceeded, S::kFailed, S::kCancelled}},
-    {S::kRecovering, {X, X, X, X, X, S::kPending, X, S::kFailed, S::kCancelled}},
-    {S::kSucceeded, {X, X, X, X, X, X, X, X, X}},
-    {S::kFailed, {X, X, X, X, X, X, X, X, X}},
-    {S::kCancelled, {X, X, X, X, X, X, X, X, X}},
+     {X, X, X, S::kRecovering, S::kRecovering, X, S::kSucceeded, S::kFailed, S::kCancelled,
+      S::kRunning}},
+    {S::kRecovering, {X, X, X, X, X, S::kPending, X, S::kFailed, S::kCancelled, X}},
+    {S::kSucceeded, {X, X, X, X, X, X, X, X, X, X}},
+    {S::kFailed, {X, X, X, X, X, X, X, X, X, X}},
+    {S::kCancelled, {X, X, X, X, X, X, X, X, X, X}},
 };
 
 const Row& ExpectedRow(S state) {
@@ -72,8 +74,8 @@ TEST(JobStateMachineTest, EveryStateEventPairMatchesTheTable) {
       }
     }
   }
-  EXPECT_EQ(allowed + refused, 72);
-  EXPECT_EQ(allowed, 20);
+  EXPECT_EQ(allowed + refused, 80);
+  EXPECT_EQ(allowed, 21);
 }
 
 struct AttemptCase {

@@ -275,6 +275,110 @@ TEST_F(JobControllerTest, FailedRankRetriesThenGivesUpAfterMaxAttempts) {
   EXPECT_NE(job.reason.find("exited with code 3"), std::string::npos) << job.reason;
 }
 
+TEST_F(JobControllerTest, AFailedRanksReasonNamesTheErrorOfItsLastLogLines) {
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobId id = Submit(CmdSpec(2, /*max_attempts=*/3));
+  ASSERT_TRUE(controller_->Tick().ok());
+  auto d = Beat(a);
+  ASSERT_EQ(d.desired.size(), 2u);
+  // Rank 1 crashed with a traceback; rank 0 then lost its peer (exit 75).
+  auto workers = Exited(d, 1);
+  for (auto& w : workers) {
+    if (w.key.rank == 0) {
+      w.exit_code = api::kPeerLostExitCode;
+      w.log_tail = {"RuntimeError: Connection closed by peer"};
+    } else {
+      w.log_tail = {
+          "Traceback (most recent call last):", "  File \"/lab/train.py\", line 9, in main",
+          "    state = torch.load(\"snapshot.pt\")", "EOFError: Ran out of input"};
+    }
+  }
+  Beat(a, workers);
+  ASSERT_TRUE(controller_->Tick().ok());
+  std::string recovery;  // (the first retry follows within the same tick)
+  auto events = store_->ListEvents(id, 0, 100);
+  ASSERT_TRUE(events.ok());
+  for (const api::Event& e : *events) {
+    if (e.to_state == "recovering") recovery = e.reason;
+  }
+  EXPECT_EQ(recovery,
+            "rank 1 on a exited with code 1: EOFError: Ran out of input, at train.py:9 in main: "
+            "state = torch.load(\"snapshot.pt\")");
+}
+
+// Attempts 1 and 2 fail as the case says; the job either stops after attempt 2
+// as a crash loop or launches attempt 3.
+TEST_F(JobControllerTest, CrashLoopsStopTheJobWithTheError) {
+  struct AttemptEnd {
+    std::vector<std::string> log_tail;
+    bool progress = false;
+    int64_t ran_ms = 100;
+  };
+  struct Case {
+    const char* name;
+    AttemptEnd first, second;
+    bool stops;
+  };
+  const std::vector<std::string> eof = {
+      "Traceback (most recent call last):", "  File \"/lab/train.py\", line 9, in main",
+      "    torch.load(p)", "EOFError: Ran out of input"};
+  const std::vector<std::string> key = {
+      "Traceback (most recent call last):", "  File \"/lab/train.py\", line 12, in main",
+      "    cfg[k]", "KeyError: 'lr'"};
+  const int64_t window = options_.crash_loop_window_ms;
+  const std::vector<Case> cases = {
+      {"same error twice before any progress", {eof}, {eof}, true},
+      {"different errors", {key}, {eof}, false},
+      {"no error named (exit code only)", {{"bye"}}, {{"bye"}}, false},
+      {"the second attempt trained first", {eof}, {eof, /*progress=*/true}, false},
+      {"the first attempt trained first", {eof, /*progress=*/true}, {eof}, false},
+      {"the second attempt ran longer than the window", {eof}, {eof, false, window + 1000}, false},
+  };
+  for (const Case& c : cases) {
+    TearDown();  // a fresh store and controller for each case
+    SetUp();
+    api::Node a = MakeNode("a", 1, 20);
+    Beat(a);
+    api::JobId id = Submit(CmdSpec(1, /*max_attempts=*/5));
+    int attempt = 0;
+    for (const AttemptEnd& end : {c.first, c.second}) {
+      ++attempt;
+      ASSERT_TRUE(controller_->Tick().ok()) << c.name;
+      auto d = Beat(a);
+      ASSERT_EQ(d.desired.size(), 1u) << c.name << ", attempt " << attempt;
+      ASSERT_EQ(d.desired[0].key.attempt, attempt) << c.name;
+      auto running = Running(d);
+      if (end.progress) running[0].progress = api::Json{{"step", 3}};
+      Beat(a, running);
+      ASSERT_TRUE(controller_->Tick().ok()) << c.name;
+      clock_.Advance(milliseconds(end.ran_ms));
+      auto exited = Exited(d, 1);
+      exited[0].progress = running[0].progress;
+      exited[0].log_tail = end.log_tail;
+      Beat(a, exited);
+      ASSERT_TRUE(controller_->Tick().ok()) << c.name;
+      clock_.Advance(milliseconds(options_.max_retry_backoff_ms + 1));
+      Beat(a);
+    }
+    ASSERT_TRUE(controller_->Tick().ok()) << c.name;
+    api::Job job = *store_->GetJob(id);
+    if (c.stops) {
+      EXPECT_EQ(job.state, JobState::kFailed) << c.name;
+      EXPECT_EQ(job.attempt, 2) << c.name;
+      EXPECT_EQ(job.reason,
+                "crash loop: attempts 1 and 2 failed the same way before any progress: rank 0 "
+                "on a exited with code 1: EOFError: Ran out of input, at train.py:9 in main: "
+                "torch.load(p)")
+          << c.name;
+    } else {
+      EXPECT_NE(job.state, JobState::kFailed) << c.name << ": " << job.reason;
+      EXPECT_EQ(Beat(a).desired.size(), 1u) << c.name << ": attempt 3 is launched";
+      EXPECT_EQ(store_->GetJob(id)->attempt, 3) << c.name;
+    }
+  }
+}
+
 TEST_F(JobControllerTest, PriorityThenFifoAndBackfillNeverDelaysHead) {
   api::Node a = MakeNode("a", 2, 20);
   Beat(a);
@@ -730,6 +834,62 @@ TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
   Beat(node_, Exited(desired, 0));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+// An infer attempt whose ranks lease chunks independently loses only a dead
+// node's ranks: the attempt goes on (no new attempt), the dead rank's leased
+// chunk is leasable at once, and the job succeeds when the survivor is done.
+TEST_F(InferControllerTest, ALostNodeCostsOnlyItsChunksAndTheAttemptGoesOn) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20);
+  Beat(a);
+  Beat(b);
+  api::JobId id = Submit(InferSpec(InputFolder(12)));  // 3 chunks of 4
+  TickWhilePending(id);
+  std::map<std::string, api::HeartbeatResponse> desired = {{"a", Beat(a)}, {"b", Beat(b)}};
+  ASSERT_EQ(desired["a"].desired.size(), 1u);
+  ASSERT_EQ(desired["b"].desired.size(), 1u);
+  Beat(a, Running(desired["a"]));
+  Beat(b, Running(desired["b"]));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  const int64_t rank_a = desired["a"].desired[0].key.rank;
+  const int64_t rank_b = desired["b"].desired[0].key.rank;
+  const int64_t now = clock_.NowUnixMillis();
+  // b's rank holds chunk 0 for 30 s; a's rank finished chunk 1.
+  auto held = store_->LeaseChunks({id, 1, rank_b, {}, 1, now, now + 30'000});
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->leased.size(), 1u);
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, rank_a, {}, 1, now, now + 30'000}).ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, rank_a, {1}, 0, now, now + 30'000}).ok());
+
+  // b falls silent until it is dead; a keeps beating with its rank running.
+  for (int i = 0; i < 40 && store_->GetNode("b")->health != "dead"; ++i) {
+    clock_.Advance(milliseconds(250));
+    Beat(a, Running(desired["a"]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_EQ(store_->GetNode("b")->health, "dead");
+  api::Job job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1) << "no new attempt";
+  EXPECT_NE(job.reason.find("node b lost"), std::string::npos) << job.reason;
+  EXPECT_NE(job.reason.find("the other 1 rank go on"), std::string::npos) << job.reason;
+  EXPECT_EQ(EventTrail(id).back(), "running");
+  // a still runs its rank, unchanged.
+  auto still = Beat(a, Running(desired["a"]));
+  ASSERT_EQ(still.desired.size(), 1u);
+  EXPECT_EQ(still.desired[0].key, desired["a"].desired[0].key);
+  // The chunk b held is a's to lease now (its lease had 30 s left).
+  const int64_t later = clock_.NowUnixMillis();
+  auto taken = store_->LeaseChunks({id, 1, rank_a, {}, 2, later, later + 30'000});
+  ASSERT_TRUE(taken.ok());
+  std::set<int64_t> numbers;
+  for (const InferChunk& c : taken->leased) numbers.insert(c.chunk);
+  EXPECT_TRUE(numbers.contains(held->leased[0].chunk));
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, rank_a, {0, 2}, 0, later, later + 30'000}).ok());
+  Beat(a, Exited(desired["a"], 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded) << store_->GetJob(id)->reason;
 }
 
 // A rank that exits with kPeerLostExitCode (its collective failed as a peer
