@@ -51,6 +51,7 @@ default reduction of torch's losses); for a summed loss divide by G instead.
 import datetime
 import math
 import os
+import tempfile
 from typing import Iterator, List, Optional
 
 import torch
@@ -64,6 +65,7 @@ __all__ = [
     "loss_scale",
     "rank",
     "sample_offset",
+    "save_checkpoint",
     "scale_loss",
     "shares",
     "world_size",
@@ -148,6 +150,38 @@ def collective_timeout(default_s: float = 300.0) -> datetime.timedelta:
     lost peer fails, so the survivors exit and Tessera restarts the job."""
     t = _env_int("TESSERA_COLLECTIVE_TIMEOUT_S")
     return datetime.timedelta(seconds=default_s if t is None else t)
+
+
+def save_checkpoint(obj, path) -> None:
+    """torch.save(obj, path), all or nothing: a rank killed mid-write (its node
+    lost, kill -9) leaves the previous file whole, never a cut one that a later
+    attempt's torch.load would fail on ("EOFError: Ran out of input").
+
+    Writes a temporary file in the same folder, flushes and fsyncs it, renames
+    it over `path` (atomic on POSIX) and fsyncs the folder so the rename
+    survives a crash of the machine. On any error the temporary file is
+    removed and the error raised; `path` is unchanged."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def loss_scale(local: Optional[int] = None, global_: Optional[int] = None,

@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 """Unit tests of python/tessera_shares.py: shares from the environment and
 their even fallback, the sampler's slices of every global batch, the loss
-scale. Exits 77 (CTest: skipped) when torch cannot be imported."""
+scale, and the all-or-nothing checkpoint save. Exits 77 (CTest: skipped) when torch cannot be imported."""
 import importlib.util
 import os
 import pathlib
+import random
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 import unittest
 from unittest import mock
 
@@ -42,6 +47,73 @@ class Data(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         return i
+
+
+class SaveCheckpointTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tessera-ckpt-"))
+
+    def tearDown(self):
+        for p in self.dir.iterdir():
+            p.unlink()
+        self.dir.rmdir()
+
+    def test_round_trip_leaves_only_the_file(self):
+        path = self.dir / "snapshot.pt"
+        shares.save_checkpoint({"epoch": 3, "w": torch.arange(4.0)}, path)
+        shares.save_checkpoint({"epoch": 4, "w": torch.arange(5.0)}, str(path))
+        got = torch.load(path)
+        self.assertEqual(got["epoch"], 4)
+        self.assertTrue(torch.equal(got["w"], torch.arange(5.0)))
+        self.assertEqual([p.name for p in self.dir.iterdir()], ["snapshot.pt"])
+
+    def test_a_failed_save_keeps_the_old_file_and_no_temporary(self):
+        path = self.dir / "snapshot.pt"
+        shares.save_checkpoint({"epoch": 1}, path)
+        real_save = torch.save
+
+        def cut_save(obj, f, *args, **kwargs):
+            f.write(b"PK\x03\x04 half a zip")
+            raise OSError(28, "No space left on device")
+
+        with mock.patch.object(torch, "save", cut_save):
+            with self.assertRaises(OSError):
+                shares.save_checkpoint({"epoch": 2}, path)
+        self.assertIs(torch.save, real_save)
+        self.assertEqual(torch.load(path)["epoch"], 1)
+        self.assertEqual([p.name for p in self.dir.iterdir()], ["snapshot.pt"])
+
+    def test_kill_9_mid_write_leaves_a_whole_checkpoint(self):
+        # A child saves a 32 MiB checkpoint over and over; it is killed at
+        # random moments. The file must load every time (a plain torch.save
+        # to the path leaves it cut when the kill lands mid-write).
+        path = self.dir / "snapshot.pt"
+        shares.save_checkpoint({"round": -1, "w": torch.zeros(8 << 20)}, path)
+        child_code = (
+            "import importlib.util, sys, torch\n"
+            f"spec = importlib.util.spec_from_file_location('s', {str(REPO / 'python' / 'tessera_shares.py')!r})\n"
+            "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
+            "i = 0\n"
+            "print('ready', flush=True)\n"
+            "while True:\n"
+            f"    s.save_checkpoint({{'round': i, 'w': torch.full((8 << 20,), float(i))}}, {str(path)!r})\n"
+            "    i += 1\n")
+        rng = random.Random(7)
+        for kill in range(5):
+            child = subprocess.Popen([sys.executable, "-c", child_code], stdout=subprocess.PIPE)
+            self.assertEqual(child.stdout.readline().strip(), b"ready")
+            time.sleep(rng.uniform(0.05, 0.6))
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            child.stdout.close()
+            got = torch.load(path)  # raises on a cut file
+            self.assertEqual(got["w"].numel(), 8 << 20, f"kill {kill}")
+            self.assertTrue(bool((got["w"] == float(max(got["round"], 0))).all())
+                            or got["round"] == -1, f"kill {kill}")
+        # A killed writer's temporary files stay (they are named after the
+        # target, so they are easy to spot); the target itself is whole.
+        for p in self.dir.glob(".snapshot.pt.*.tmp"):
+            p.unlink()
 
 
 class SharesFromEnvTest(unittest.TestCase):
