@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "agent/file_util.h"
+#include "agent/port_holders.h"
 #include "api/job_spec_validation.h"
 
 extern char** environ;
@@ -211,8 +212,10 @@ Status CheckMasterPortFree(const api::WorkerLaunch& launch) {
     const int err = errno;
     ::close(fd);
     if (rc != 0 && err == EADDRINUSE) {
+      const std::string by = DescribePortHolders(FindPortHolders(port));
       return FailedPrecondition("env.MASTER_PORT: " + std::to_string(port) +
-                                " is in use on this node; the attempt must pick another");
+                                " is in use on this node" + (by.empty() ? "" : " (" + by + ")") +
+                                "; the attempt must pick another");
     }
   }
   return Status::Ok();

@@ -373,6 +373,10 @@ TEST_F(SupervisorTest, RankZeroIsRefusedWhileItsMasterPortIsTaken) {
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
   EXPECT_EQ(Sup().WaitForExit(master, 10s)->exit_code, kExitCodeLaunchFailed);
   EXPECT_TRUE(LogContains(master, "MASTER_PORT"));
+  // The refusal names who holds the port: this test process, listening.
+  EXPECT_NE(st.message().find("pid " + std::to_string(::getpid())), std::string::npos)
+      << st.ToString();
+  EXPECT_NE(st.message().find("listening"), std::string::npos) << st.ToString();
   // Only rank 0 hosts the store: the others just connect to it.
   api::WorkerLaunch peer = ShellLaunch(other, "exit 0");
   peer.env["MASTER_PORT"] = port;
