@@ -275,6 +275,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
           ->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(),
                           api::JobStateName(job->state))
           .IgnoreError();
+      RememberStoppingMasterLocked(it->second.launch);
       it = active_.erase(it);
       ++generation_;
       continue;
@@ -409,10 +410,20 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       backoff = std::min(backoff, options_.max_retry_backoff_ms);
       retry_at_[job->id] = clock_->SteadyNow() + std::chrono::milliseconds(backoff);
     }
+    RememberStoppingMasterLocked(it->second.launch);
     it = active_.erase(it);
     ++generation_;
   }
   return Status::Ok();
+}
+
+void JobController::RememberStoppingMasterLocked(const AttemptLaunch& launch) {
+  if (launch.ranks.empty()) return;
+  const RankLaunch& master = launch.ranks.front();
+  AttemptLaunch ports;  // only what AddMasterPort reads
+  ports.ranks.push_back(master);
+  stopping_masters_.push_back(
+      {master.node, master.launch.key, std::move(ports), clock_->SteadyNow()});
 }
 
 Result<bool> JobController::DropLostInferRanksLocked(
@@ -676,9 +687,18 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
     return r.ok() ? Status::Ok() : r.status();
   }
   const int64_t attempt = job.attempt + 1;
-  // Live attempts keep their rendezvous ports; the new master picks another.
+  // Live attempts keep their rendezvous ports, and so do ended attempts whose
+  // rank 0 still runs (it is being stopped); the new master picks another.
   MasterPortsInUse ports;
   for (const auto& [id, active] : active_) AddMasterPort(active.launch, &ports);
+  std::erase_if(stopping_masters_, [&](const StoppingMaster& m) {
+    const api::WorkerStatus* w = FindReportLocked(m.node, m.key);
+    const bool stopped = w == nullptr || w->state == api::WorkerState::kExited;
+    // A node that no longer reports keeps it for as long as a stop may take.
+    const bool forgotten = SteadyMs(m.ended) > 6 * options_.stop_wait_ms;
+    return stopped || forgotten;
+  });
+  for (const StoppingMaster& m : stopping_masters_) AddMasterPort(m.launch, &ports);
   auto launch = BuildAttemptLaunch(job, attempt, best, plan_json,
                                    EntrypointCommand{entry->name, entry->command}, addresses,
                                    options_.launch, ports);

@@ -202,6 +202,18 @@ class JobController {
   std::map<std::string, Report> reports_;
   PeerLossChecks peer_checks_;  // nodes checked early after a rank reported peer loss
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_;
+  // Rank 0 of an attempt that left active_ keeps its rendezvous port until it
+  // has stopped (SIGTERM, the grace, SIGKILL): a new master at that address
+  // must not be given the port meanwhile.
+  struct StoppingMaster {
+    std::string node;
+    api::WorkerKey key;
+    AttemptLaunch launch;  // its master address and port (AddMasterPort)
+    std::chrono::steady_clock::time_point ended;
+  };
+  std::vector<StoppingMaster> stopping_masters_;
+  // Moves an ending attempt's rank 0 into stopping_masters_.
+  void RememberStoppingMasterLocked(const AttemptLaunch& launch);
   // The last failure of each job that ended without progress (in memory: a
   // restarted controller starts counting again).
   struct CrashRecord {

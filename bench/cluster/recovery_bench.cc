@@ -8,10 +8,20 @@
 // Workers:
 //   --worker PATH   the checkpointing shell-script test worker (cmd: entrypoint):
 //                   measures the control plane alone
-//   --model NAME    the real tessera-worker (builtin:NAME, data parallel over
-//                   three emulated devices, one a node, and over the two left
-//                   after the kill; the job spec's defaults except steps and
+//   --model NAME    the real tessera-worker (builtin:NAME, data parallel;
+//                   the job spec's defaults except steps and
 //                   checkpoint_every_s): measures what a user waits
+//
+// Topologies (--topology, real worker):
+//   three-nodes     three emulated devices, one a node; rank 0's node is
+//                   killed (the default)
+//   demo-lab        examples/demo-lab's three nodes (two, one and two
+//                   devices), global batch 16 over 4 or 5 devices (so at least
+//                   two nodes); a node that holds ranks but not
+//                   rank 0 is killed, so rank 0's node survives and hosts the
+//                   next attempt's rendezvous too
+// --load N keeps N threads of this process busy from submit to the end of the
+// repetition (a lab box that also serves files).
 //
 // Measured (from the job's events, its metrics history and the kill time):
 //   submit -> running        the job's "running" event after the POST
@@ -21,15 +31,22 @@
 //                            worker's own timestamp; real worker only)
 //   steps redone             the last step of the killed attempt minus the step
 //                            the next attempt resumed from (real worker only)
+//   failed attempts          attempts after the kill that ended without
+//                            progress (each a "recovering" event beyond the first)
 // Usage: recovery_bench [--reps 5] (--worker PATH_TO_checkpointing_worker.sh |
-//                        --model colorize-unet [--checkpoint-every-s 2])
+//                        --model colorize-unet [--checkpoint-every-s 2]
+//                        [--topology three-nodes|demo-lab] [--load N])
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/harness.h"
@@ -53,6 +70,7 @@ struct Sample {
   double submit_to_running = -1, kill_to_detected = -1, kill_to_running = -1;
   double kill_to_progress = -1;
   int64_t steps_redone = -1;
+  int64_t failed_attempts = -1;
   std::string detected_by;
 };
 
@@ -60,7 +78,37 @@ struct Setup {
   std::string worker;  // script worker (cmd:ckpt), or empty
   std::string model;   // builtin model of the real worker, or empty
   int checkpoint_every_s = 2;
+  std::string topology = "three-nodes";
+  int load = 0;
 };
+
+// N threads that spin until destroyed.
+class CpuLoad {
+ public:
+  explicit CpuLoad(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        volatile uint64_t x = 0;
+        while (!stop_.load(std::memory_order_relaxed)) x = x + 1;
+      });
+    }
+  }
+  ~CpuLoad() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // Every metrics point of one attempt of the job (all pages).
 std::vector<tessera::api::Json> Points(Cluster& cluster, int64_t id, int64_t attempt) {
@@ -87,10 +135,17 @@ Sample RunOnce(int rep, const Setup& setup) {
                 {}, cluster.dir() / "gen-images.log");
     if (gen.Wait(60s) != 0) return {};
     cluster.StartController("worker_binary: " + BinaryPath("tessera-worker") + "\n");
-    // Three emulated devices that together fit this host's cores.
-    const char* one =
-        "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 0.5}\n";
-    for (const char* n : {"boxa", "boxb", "boxc"}) cluster.StartAgent(n, one);
+    if (setup.topology == "demo-lab") {
+      const fs::path lab = fs::path(TESSERA_SOURCE_DIR) / "examples" / "demo-lab";
+      for (const char* n : {"boxa", "boxb", "boxc"}) {
+        cluster.StartAgent(n, ReadText(lab / (std::string(n) + ".yaml")));
+      }
+    } else {
+      // Three emulated devices that together fit this host's cores.
+      const char* one =
+          "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 0.5}\n";
+      for (const char* n : {"boxa", "boxb", "boxc"}) cluster.StartAgent(n, one);
+    }
   } else {
     const char* fast2 =
         "devices:\n  - {name: \"A (emulated)\", memory: 16GiB, relative_speed: 0.5}\n"
@@ -101,15 +156,16 @@ Sample RunOnce(int rep, const Setup& setup) {
   Sample s;
   if (!WaitFor([&] { return cluster.HealthyNodes() == 3; }, 30s)) return s;
   tessera::api::Json spec;
+  const bool demo_lab = setup.topology == "demo-lab";
   if (real) {
     spec = {{"name", "bench"},
             {"entrypoint", "builtin:" + setup.model},
             {"dataset", images.string()},
-            {"global_batch", 12},
+            {"global_batch", demo_lab ? 16 : 12},
             {"steps", 100000},
             {"checkpoint_every_s", setup.checkpoint_every_s},
-            {"min_devices", 2},
-            {"max_devices", 3},
+            {"min_devices", demo_lab ? 4 : 2},
+            {"max_devices", demo_lab ? 5 : 3},
             {"layout", "data"},
             {"max_attempts", 5}};
   } else {
@@ -121,6 +177,7 @@ Sample RunOnce(int rep, const Setup& setup) {
   }
   // Let the agents settle into long polls before timing.
   std::this_thread::sleep_for(1500ms);
+  CpuLoad load(setup.load);
   int64_t submitted = NowMs();
   int status = 0;
   auto job = cluster.PostJson("/api/v1/jobs", spec, &status);
@@ -175,8 +232,25 @@ Sample RunOnce(int rep, const Setup& setup) {
     std::this_thread::sleep_for(1000ms);
   }
   auto plan = cluster.GetJson(path)["plan"];
-  std::string victim = plan["replicas"][0]["stages"][0]["devices"][0].get<std::string>();
-  victim = victim.substr(0, victim.find(':'));
+  auto node_of = [](const tessera::api::Json& device) {
+    std::string d = device.get<std::string>();
+    return d.substr(0, d.find(':'));
+  };
+  const std::string rank0_node = node_of(plan["replicas"][0]["stages"][0]["devices"][0]);
+  std::string victim = rank0_node;
+  if (demo_lab) {
+    // The first node in rank order other than rank 0's.
+    for (const auto& replica : plan["replicas"]) {
+      for (const auto& stage : replica["stages"]) {
+        std::string node = node_of(stage["devices"][0]);
+        if (victim == rank0_node && node != rank0_node) victim = node;
+      }
+    }
+    if (victim == rank0_node) {
+      std::fprintf(stderr, "every rank is on %s: nothing to kill\n", victim.c_str());
+      return s;
+    }
+  }
   const int64_t killed = NowMs();
   cluster.StopAgent(victim, SIGKILL);
   tessera::testing::KillProcessesUnder(cluster.dir() / ("agent-" + victim));
@@ -210,15 +284,19 @@ Sample RunOnce(int rep, const Setup& setup) {
   }
   s.kill_to_progress = (first_ts - killed) / 1000.0;
   s.steps_redone = last_step >= 0 ? last_step - (first_step - 1) : -1;
+  int recovering = 0;
+  for (const auto& e : cluster.Events(id)) recovering += e.to_state == "recovering" ? 1 : 0;
+  s.failed_attempts = std::max(0, recovering - 1);
   return s;
 }
 
-void Row(const char* what, std::vector<double> v, double target) {
+// target: the largest value met; none for a figure without one.
+void Row(const char* what, std::vector<double> v, std::optional<double> target) {
   std::sort(v.begin(), v.end());
   double p50 = v.empty() ? -1 : v[v.size() / 2];
   double max = v.empty() ? -1 : v.back();
   std::printf("| %-30s | %5zu | %7.2f | %7.2f | %s |\n", what, v.size(), p50, max,
-              target > 0 ? (max <= target ? "met" : "missed") : "-");
+              !target ? "-" : (!v.empty() && max <= *target ? "met" : "missed"));
 }
 
 }  // namespace
@@ -231,6 +309,10 @@ int main(int argc, char** argv) {
   auto* w = app.add_option("--worker", setup.worker)->check(CLI::ExistingFile);
   auto* m = app.add_option("--model", setup.model, "real tessera-worker, builtin:MODEL");
   app.add_option("--checkpoint-every-s", setup.checkpoint_every_s)->check(CLI::PositiveNumber);
+  app.add_option("--topology", setup.topology, "three-nodes or demo-lab (real worker)")
+      ->check(CLI::IsMember({"three-nodes", "demo-lab"}));
+  app.add_option("--load", setup.load, "threads kept busy during each repetition")
+      ->check(CLI::NonNegativeNumber);
   w->excludes(m);
   m->excludes(w);
   CLI11_PARSE(app, argc, argv);
@@ -239,30 +321,38 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!setup.worker.empty()) setup.worker = fs::absolute(setup.worker).string();
+  if (setup.topology != "three-nodes" && setup.model.empty()) {
+    std::fprintf(stderr, "--topology %s needs --model\n", setup.topology.c_str());
+    return 2;
+  }
   const bool real = !setup.model.empty();
-  std::vector<double> a, b, c, d, e;
+  std::vector<double> a, b, c, d, e, f;
   for (int r = 0; r < reps; ++r) {
     Sample s = RunOnce(r, setup);
     std::fprintf(stderr,
                  "rep %d: submit->running %.2f s, kill->detected %.2f s (%s), kill->running %.2f "
-                 "s, kill->progress %.2f s, steps redone %lld\n",
+                 "s, kill->progress %.2f s, steps redone %lld, failed attempts %lld\n",
                  r, s.submit_to_running, s.kill_to_detected, s.detected_by.c_str(),
-                 s.kill_to_running, s.kill_to_progress, static_cast<long long>(s.steps_redone));
+                 s.kill_to_running, s.kill_to_progress, static_cast<long long>(s.steps_redone),
+                 static_cast<long long>(s.failed_attempts));
     if (s.submit_to_running >= 0) a.push_back(s.submit_to_running);
     if (s.kill_to_detected >= 0) b.push_back(s.kill_to_detected);
     if (s.kill_to_running >= 0) c.push_back(s.kill_to_running);
     if (s.kill_to_progress >= 0) d.push_back(s.kill_to_progress);
     if (s.steps_redone >= 0) e.push_back(static_cast<double>(s.steps_redone));
+    if (s.failed_attempts >= 0) f.push_back(static_cast<double>(s.failed_attempts));
   }
-  std::printf("worker: %s\n",
-              real ? ("tessera-worker builtin:" + setup.model).c_str() : "checkpointing script");
+  std::printf("worker: %s, topology %s, %d busy thread(s)\n",
+              real ? ("tessera-worker builtin:" + setup.model).c_str() : "checkpointing script",
+              setup.topology.c_str(), setup.load);
   std::printf("| measure (s) | n | p50 | max | target |\n| --- | --- | --- | --- | --- |\n");
   Row(real ? "planned -> all ranks running" : "submit -> all ranks running", a, 0.5);
-  Row("node killed -> detected", b, real ? 3.0 : 0);
+  Row("node killed -> detected", b, real ? std::optional<double>(1.0) : std::nullopt);
   Row("node killed -> running again", c, 5.0);
   if (real) {
-    Row("node killed -> progressing", d, 4.0);
+    Row("node killed -> progressing", d, 2.0);
     Row("steps redone (steps)", e, 0);
+    Row("failed attempts", f, 0);
   }
   const size_t n = static_cast<size_t>(reps);
   return (a.size() == n && c.size() == n && (!real || d.size() == n)) ? 0 : 1;

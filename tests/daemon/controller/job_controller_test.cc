@@ -429,6 +429,56 @@ TEST_F(JobControllerTest, CancelledJobLeavesDesiredSet) {
   EXPECT_TRUE(Beat(a).desired.empty());
 }
 
+// An ended attempt's rank 0 holds its rendezvous port until it has stopped:
+// a new master at the same address gets another port meanwhile, and the
+// port is free again once rank 0 is reported exited.
+TEST_F(JobControllerTest, APortIsNotGivenAgainWhileTheRankHoldingItStops) {
+  options_.launch.master_port_span = 7;  // every job's first attempt prefers one port
+  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+  ASSERT_TRUE(controller_->Recover().ok());
+  api::Node a = MakeNode("a", 1, 20);
+  Beat(a);
+  auto port_of = [](const api::HeartbeatResponse& d) {
+    return d.desired.at(0).env.at("MASTER_PORT");
+  };
+  api::JobId first = Submit(CmdSpec(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  auto d1 = Beat(a);
+  ASSERT_EQ(d1.desired.size(), 1u);
+  const std::string held = port_of(d1);
+  Beat(a, Running(d1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  JobTransition cancel{first, JobState::kRunning, JobState::kCancelled,  "cancelled by alice",
+                       1,     std::nullopt,       clock_.NowUnixMillis()};
+  ASSERT_TRUE(store_->TransitionJob(cancel).ok());
+  ASSERT_TRUE(controller_->Tick().ok());
+
+  // The first job's rank 0 is still stopping (reported running) when the
+  // second job is placed on the device it frees.
+  std::vector<api::WorkerStatus> stopping = Running(d1);
+  api::JobId second = Submit(CmdSpec(1));
+  auto d2 = Beat(a, stopping);
+  ASSERT_TRUE(controller_->Tick().ok());
+  d2 = Beat(a, stopping);
+  ASSERT_EQ(d2.desired.size(), 1u);
+  EXPECT_EQ(d2.desired[0].key.job_id, second);
+  EXPECT_NE(port_of(d2), held) << "the stopping rank 0 still listens there";
+
+  // Once it exited, the port is given again.
+  Beat(a, Exited(d1, 143));
+  JobTransition cancel2{second, JobState::kStarting, JobState::kCancelled,  "cancelled",
+                        1,      std::nullopt,        clock_.NowUnixMillis()};
+  ASSERT_TRUE(store_->TransitionJob(cancel2).ok());
+  ASSERT_TRUE(controller_->Tick().ok());
+  Beat(a, {});
+  api::JobId third = Submit(CmdSpec(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  auto d3 = Beat(a, {});
+  ASSERT_EQ(d3.desired.size(), 1u);
+  EXPECT_EQ(d3.desired[0].key.job_id, third);
+  EXPECT_EQ(port_of(d3), held);
+}
+
 TEST_F(JobControllerTest, RestartedControllerKeepsRunningJob) {
   api::Node a = MakeNode("a", 1, 20);
   Beat(a);
