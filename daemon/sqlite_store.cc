@@ -7,10 +7,8 @@
 #include <utility>
 
 #include "daemon/job_state_machine.h"
-#include "daemon/node_credentials.h"
 #include "daemon/sqlite_schema.h"
 #include "daemon/sqlite_util.h"
-#include "daemon/token_crypto.h"
 
 namespace tessera::daemon {
 namespace {
@@ -1012,52 +1010,44 @@ Status SqliteStore::SetNodeHealth(std::string_view name, std::string_view health
 
 // ---------------------------------------------------------------- tokens
 
-Result<IssuedToken> SqliteStore::CreateToken(std::string_view user, api::Role role,
-                                             int64_t now_ms) {
-  if (user.empty()) return InvalidArgument("must not be empty", "user");
-  TESSERA_ASSIGN_OR_RETURN(FreshToken fresh, MakeFreshToken());
-  TokenInfo info{fresh.parts.id, std::string(user), role, now_ms, std::nullopt};
-  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
+Status SqliteStore::InsertToken(const TokenRecord& record) {
+  TESSERA_RETURN_IF_ERROR(ValidateTokenRecord(record));
+  const TokenInfo& info = record.info;
+  return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt u, Stmt::Prepare(db, "INSERT OR IGNORE INTO users (name, created_ms) VALUES (?, ?)"));
-    u.Bind(1, user).Bind(2, now_ms);
+    u.Bind(1, std::string_view(info.user)).Bind(2, info.created_ms);
     TESSERA_RETURN_IF_ERROR(u.Run());
     TESSERA_ASSIGN_OR_RETURN(
         Stmt ins, Stmt::Prepare(db,
-                                "INSERT INTO tokens (id, user, role, salt, hash, created_ms) "
-                                "VALUES (?, ?, ?, ?, ?, ?)"));
+                                "INSERT INTO tokens (id, user, role, salt, hash, created_ms, "
+                                "revoked_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, std::string_view(info.id))
-        .Bind(2, user)
-        .Bind(3, api::RoleName(role))
-        .BindBlob(4, fresh.salt)
-        .BindBlob(5, fresh.hash)
-        .Bind(6, now_ms);
+        .Bind(2, std::string_view(info.user))
+        .Bind(3, api::RoleName(info.role))
+        .BindBlob(4, record.secret.salt)
+        .BindBlob(5, record.secret.hash)
+        .Bind(6, info.created_ms)
+        .Bind(7, info.revoked_ms);
     return ins.Run();
-  }));
-  return IssuedToken{info, FormatApiToken(fresh.parts)};
+  });
 }
 
-Result<TokenInfo> SqliteStore::LookupToken(std::string_view plaintext) {
-  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseApiToken(plaintext));
-  TokenInfo info;
-  std::string salt, hash;
+Result<TokenRecord> SqliteStore::GetToken(std::string_view token_id) {
+  TokenRecord record;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt q, Stmt::Prepare(db,
                               "SELECT id, user, role, created_ms, revoked_ms, salt, hash "
                               "FROM tokens WHERE id = ?"));
-    q.Bind(1, std::string_view(parts.id));
+    q.Bind(1, token_id);
     TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) return Unauthenticated("unknown token");
-    TESSERA_ASSIGN_OR_RETURN(info, TokenFromRow(q));
-    salt = q.Blob(5);
-    hash = q.Blob(6);
+    if (!row) return NotFound("token " + std::string(token_id) + " not found");
+    TESSERA_ASSIGN_OR_RETURN(record.info, TokenFromRow(q));
+    record.secret = SecretDigest{q.Blob(5), q.Blob(6)};
     return Status::Ok();
   }));
-  TESSERA_ASSIGN_OR_RETURN(std::string computed, SaltedSha256(salt, parts.secret));
-  if (!ConstantTimeEquals(computed, hash)) return Unauthenticated("unknown token");
-  if (info.revoked_ms) return Unauthenticated("token revoked");
-  return info;
+  return record;
 }
 
 Status SqliteStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
@@ -1156,38 +1146,29 @@ Status SqliteStore::DeleteEntrypoint(std::string_view name) {
 
 // ---------------------------------------------------------------- join token
 
-Status SqliteStore::SetAgentJoinToken(std::string_view plaintext) {
-  if (plaintext.empty()) return InvalidArgument("must not be empty", "join_token");
-  TESSERA_ASSIGN_OR_RETURN(std::string salt, RandomHex(16));
-  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(salt, plaintext));
+Status SqliteStore::PutAgentJoinToken(const SecretDigest& digest) {
   return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt up, Stmt::Prepare(db,
                                "INSERT INTO agent_join_token (id, salt, hash) VALUES (1, ?, ?) "
                                "ON CONFLICT (id) DO UPDATE SET salt = excluded.salt, "
                                "hash = excluded.hash"));
-    up.BindBlob(1, salt).BindBlob(2, hash);
+    up.BindBlob(1, digest.salt).BindBlob(2, digest.hash);
     return up.Run();
   });
 }
 
-Status SqliteStore::CheckAgentJoinToken(std::string_view plaintext) {
-  std::string salt, hash;
-  bool found = false;
+Result<SecretDigest> SqliteStore::GetAgentJoinToken() {
+  SecretDigest digest;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt q, Stmt::Prepare(db, "SELECT salt, hash FROM agent_join_token WHERE id = 1"));
-    TESSERA_ASSIGN_OR_RETURN(found, q.Step());
-    if (found) {
-      salt = q.Blob(0);
-      hash = q.Blob(1);
-    }
+    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return NotFound("no agent join token is set");
+    digest = SecretDigest{q.Blob(0), q.Blob(1)};
     return Status::Ok();
   }));
-  if (!found) return Unauthenticated("no agent join token is set");
-  TESSERA_ASSIGN_OR_RETURN(std::string computed, SaltedSha256(salt, plaintext));
-  if (!ConstantTimeEquals(computed, hash)) return Unauthenticated("wrong join token");
-  return Status::Ok();
+  return digest;
 }
 
 // ---------------------------------------------------------------- node credentials
@@ -1204,80 +1185,99 @@ NodeCredentialRecord NodeCredentialFromRow(const Stmt& q) {
   r.enrolment.enrolled_ms = q.Int(2);
   r.enrolment.first_used_ms = q.OptInt(3);
   r.enrolment.revoked_ms = q.OptInt(4);
-  r.salt = q.Blob(5);
-  r.hash = q.Blob(6);
+  r.secret = SecretDigest{q.Blob(5), q.Blob(6)};
   return r;
 }
 
-// The record of `node`, or nullopt.
+Status NotEnrolled(std::string_view node) {
+  return NotFound("node " + std::string(node) + " is not enrolled");
+}
+
+// The record whose `column` (node or id) is `key`, or nullopt.
 Result<std::optional<NodeCredentialRecord>> SelectNodeCredential(sqlite3* db,
-                                                                 std::string_view node) {
+                                                                 std::string_view column,
+                                                                 std::string_view key) {
   TESSERA_ASSIGN_OR_RETURN(
-      Stmt q,
-      Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE node = ?"));
-  q.Bind(1, node);
+      Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE " +
+                                    std::string(column) + " = ?"));
+  q.Bind(1, key);
   TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
   if (!row) return std::optional<NodeCredentialRecord>();
   return std::optional<NodeCredentialRecord>(NodeCredentialFromRow(q));
 }
 
-}  // namespace
-
-Result<api::IssuedNodeCredential> SqliteStore::EnrolNode(std::string_view node, int64_t now_ms) {
-  TESSERA_ASSIGN_OR_RETURN(FreshNodeCredential fresh, MakeNodeCredential(node, now_ms));
-  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> existing,
-                             SelectNodeCredential(db, node));
-    std::optional<api::NodeEnrolment> current;
-    if (existing) current = existing->enrolment;
-    TESSERA_RETURN_IF_ERROR(CheckEnrolmentAllowed(current));
-    TESSERA_ASSIGN_OR_RETURN(
-        Stmt up, Stmt::Prepare(db,
-                               "INSERT INTO node_credentials (node, id, salt, hash, enrolled_ms) "
-                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (node) DO UPDATE SET "
-                               "id = excluded.id, salt = excluded.salt, hash = excluded.hash, "
-                               "enrolled_ms = excluded.enrolled_ms, first_used_ms = NULL, "
-                               "revoked_ms = NULL"));
-    up.Bind(1, node)
-        .Bind(2, std::string_view(fresh.record.enrolment.credential_id))
-        .BindBlob(3, fresh.record.salt)
-        .BindBlob(4, fresh.record.hash)
-        .Bind(5, now_ms);
-    return up.Run();
-  }));
-  return api::IssuedNodeCredential{fresh.record.enrolment, fresh.plaintext};
+// The enrolment of `node` now, or nullopt.
+Result<std::optional<api::NodeEnrolment>> CurrentEnrolment(sqlite3* db, std::string_view node) {
+  TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> record,
+                           SelectNodeCredential(db, "node", node));
+  if (!record) return std::optional<api::NodeEnrolment>();
+  return std::optional<api::NodeEnrolment>(std::move(record->enrolment));
 }
 
-Result<std::string> SqliteStore::CheckNodeCredential(std::string_view plaintext, int64_t now_ms) {
-  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseNodeCredential(plaintext));
+Status EnrolmentChanged(std::string_view node) {
+  return FailedPrecondition("the enrolment of node " + std::string(node) + " changed meanwhile");
+}
+
+}  // namespace
+
+Result<NodeCredentialRecord> SqliteStore::GetNodeCredential(std::string_view node) {
   std::optional<NodeCredentialRecord> record;
-  auto select_by_id = [&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(
-        Stmt q,
-        Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " WHERE id = ?"));
-    q.Bind(1, std::string_view(parts.id));
-    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-    record.reset();
-    if (row) record = NodeCredentialFromRow(q);
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(record, SelectNodeCredential(db, "node", node));
     return Status::Ok();
-  };
-  TESSERA_RETURN_IF_ERROR(Read(select_by_id));
-  if (!record) return Unauthenticated("unknown node credential");
-  TESSERA_RETURN_IF_ERROR(CheckNodeSecret(*record, parts.secret));
-  if (record->enrolment.first_used_ms) return record->enrolment.node;
-  // First use: record it, checking again inside the write (a re-enrolment
-  // or a revocation may have replaced the record meanwhile).
-  TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
-    TESSERA_RETURN_IF_ERROR(select_by_id(db));
-    if (!record) return Unauthenticated("unknown node credential");
-    TESSERA_RETURN_IF_ERROR(CheckNodeSecret(*record, parts.secret));
-    TESSERA_ASSIGN_OR_RETURN(Stmt up, Stmt::Prepare(db,
-                                                    "UPDATE node_credentials SET first_used_ms = ? "
-                                                    "WHERE id = ? AND first_used_ms IS NULL"));
-    up.Bind(1, now_ms).Bind(2, std::string_view(parts.id));
-    return up.Run();
   }));
-  return record->enrolment.node;
+  if (!record) return NotEnrolled(node);
+  return *std::move(record);
+}
+
+Result<NodeCredentialRecord> SqliteStore::FindNodeCredential(std::string_view credential_id) {
+  std::optional<NodeCredentialRecord> record;
+  TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(record, SelectNodeCredential(db, "id", credential_id));
+    return Status::Ok();
+  }));
+  if (!record) return NotFound("no node credential " + std::string(credential_id));
+  return *std::move(record);
+}
+
+Status SqliteStore::PutNodeCredential(const NodeCredentialRecord& record,
+                                      const std::optional<api::NodeEnrolment>& expected) {
+  TESSERA_RETURN_IF_ERROR(ValidateNodeCredentialRecord(record));
+  const api::NodeEnrolment& e = record.enrolment;
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<api::NodeEnrolment> current,
+                             CurrentEnrolment(db, e.node));
+    if (current != expected) return EnrolmentChanged(e.node);
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up,
+        Stmt::Prepare(db,
+                      "INSERT INTO node_credentials (node, id, salt, hash, enrolled_ms, "
+                      "first_used_ms, revoked_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                      "ON CONFLICT (node) DO UPDATE SET id = excluded.id, salt = excluded.salt, "
+                      "hash = excluded.hash, enrolled_ms = excluded.enrolled_ms, "
+                      "first_used_ms = excluded.first_used_ms, revoked_ms = excluded.revoked_ms"));
+    up.Bind(1, std::string_view(e.node))
+        .Bind(2, std::string_view(e.credential_id))
+        .BindBlob(3, record.secret.salt)
+        .BindBlob(4, record.secret.hash)
+        .Bind(5, e.enrolled_ms)
+        .Bind(6, e.first_used_ms)
+        .Bind(7, e.revoked_ms);
+    return up.Run();
+  });
+}
+
+Status SqliteStore::DeleteNodeCredential(const api::NodeEnrolment& expected) {
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<api::NodeEnrolment> current,
+                             CurrentEnrolment(db, expected.node));
+    if (!current) return NotEnrolled(expected.node);
+    if (*current != expected) return EnrolmentChanged(expected.node);
+    TESSERA_ASSIGN_OR_RETURN(Stmt del,
+                             Stmt::Prepare(db, "DELETE FROM node_credentials WHERE node = ?"));
+    del.Bind(1, std::string_view(expected.node));
+    return del.Run();
+  });
 }
 
 Result<std::vector<api::NodeEnrolment>> SqliteStore::ListNodeEnrolments() {
@@ -1298,29 +1298,13 @@ Result<std::vector<api::NodeEnrolment>> SqliteStore::ListNodeEnrolments() {
 
 Status SqliteStore::RevokeNode(std::string_view node, int64_t now_ms) {
   return Write([&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> existing,
-                             SelectNodeCredential(db, node));
-    if (!existing) return NotFound("node " + std::string(node) + " is not enrolled");
+    TESSERA_ASSIGN_OR_RETURN(std::optional<api::NodeEnrolment> current, CurrentEnrolment(db, node));
+    if (!current) return NotEnrolled(node);
     TESSERA_ASSIGN_OR_RETURN(Stmt up, Stmt::Prepare(db,
                                                     "UPDATE node_credentials SET revoked_ms = ? "
                                                     "WHERE node = ? AND revoked_ms IS NULL"));
     up.Bind(1, now_ms).Bind(2, node);
     return up.Run();
-  });
-}
-
-Status SqliteStore::ReadmitNode(std::string_view node) {
-  return Write([&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<NodeCredentialRecord> existing,
-                             SelectNodeCredential(db, node));
-    if (!existing) return NotFound("node " + std::string(node) + " is not enrolled");
-    if (!existing->enrolment.revoked_ms) {
-      return FailedPrecondition("node " + std::string(node) + " is not revoked");
-    }
-    TESSERA_ASSIGN_OR_RETURN(Stmt del,
-                             Stmt::Prepare(db, "DELETE FROM node_credentials WHERE node = ?"));
-    del.Bind(1, node);
-    return del.Run();
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "daemon/faulty_store.h"
 #include "daemon/memory_store.h"
 #include "daemon/sqlite_store.h"
+#include "daemon/token_crypto.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon {
@@ -668,38 +670,62 @@ TEST_P(StoreTest, SetNodeHealth) {
   EXPECT_EQ(store_->SetNodeHealth("nope", "dead").code(), StatusCode::kNotFound);
 }
 
-TEST_P(StoreTest, TokensAreIssuedOnceAndLookedUp) {
+// Tokens are rows: the store keeps and returns them; whether a presented
+// token is valid is daemon/auth/api_tokens.h's (tests/daemon/auth/).
+TEST_P(StoreTest, CreateTokenStoresTheDigestNotTheSecret) {
   auto issued = store_->CreateToken("alice", api::Role::kAdmin, 42);
   ASSERT_TRUE(issued.ok()) << issued.status().ToString();
   EXPECT_TRUE(issued->plaintext.starts_with("tsr_" + issued->info.id + "_"));
-  auto found = store_->LookupToken(issued->plaintext);
-  ASSERT_TRUE(found.ok()) << found.status().ToString();
-  EXPECT_EQ(found->user, "alice");
-  EXPECT_EQ(found->role, api::Role::kAdmin);
-  EXPECT_EQ(found->created_ms, 42);
-  EXPECT_EQ(*found, issued->info);
-
-  // A wrong secret with the right id, a malformed token, an unknown id.
-  std::string wrong = issued->plaintext;
-  wrong.back() = wrong.back() == '0' ? '1' : '0';
-  EXPECT_EQ(store_->LookupToken(wrong).status().code(), StatusCode::kUnauthenticated);
-  EXPECT_EQ(store_->LookupToken("hunter2").status().code(), StatusCode::kUnauthenticated);
-  EXPECT_EQ(store_->LookupToken("").status().code(), StatusCode::kUnauthenticated);
-  std::string unknown = "tsr_0000000000000000_" + std::string(64, 'a');
-  EXPECT_EQ(store_->LookupToken(unknown).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(issued->info, (TokenInfo{issued->info.id, "alice", api::Role::kAdmin, 42, {}}));
+  auto row = store_->GetToken(issued->info.id);
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  EXPECT_EQ(row->info, issued->info);
+  const std::string secret = issued->plaintext.substr(issued->plaintext.rfind('_') + 1);
+  EXPECT_FALSE(row->secret.salt.empty());
+  EXPECT_EQ(row->secret.hash, *SaltedSha256(row->secret.salt, secret));
+  EXPECT_EQ(store_->GetToken("feedfeedfeedfeed").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->CreateToken("", api::Role::kUser, 1).status().code(),
             StatusCode::kInvalidArgument);
 }
 
-TEST_P(StoreTest, RevokedTokensStopWorking) {
+TEST_P(StoreTest, InsertTokenKeepsTheRowAsGiven) {
+  const TokenRecord revoked{TokenInfo{"00000000000000aa", "carol", api::Role::kUser, 5, 6},
+                            SecretDigest{"salt", "hash"}};
+  ASSERT_TRUE(store_->InsertToken(revoked).ok());
+  EXPECT_EQ(*store_->GetToken("00000000000000aa"), revoked) << "a revoked row is still a row";
+  Reopen();
+  EXPECT_EQ(*store_->GetToken("00000000000000aa"), revoked);
+
+  struct Row {
+    const char* what;
+    TokenRecord record;
+    StatusCode want;
+    std::string field;
+  };
+  const Row rows[] = {
+      {"id in use", revoked, StatusCode::kAlreadyExists, ""},
+      {"no id", TokenRecord{TokenInfo{"", "carol", api::Role::kUser, 1, {}}, {}},
+       StatusCode::kInvalidArgument, "id"},
+      {"no user", TokenRecord{TokenInfo{"00000000000000bb", "", api::Role::kUser, 1, {}}, {}},
+       StatusCode::kInvalidArgument, "user"},
+  };
+  for (const Row& row : rows) {
+    Status st = store_->InsertToken(row.record);
+    EXPECT_EQ(st.code(), row.want) << row.what << ": " << st.ToString();
+    if (!row.field.empty()) {
+      EXPECT_EQ(st.field(), row.field) << row.what;
+    }
+  }
+  EXPECT_EQ(store_->ListTokens()->size(), 1u) << "refused rows are not written";
+}
+
+TEST_P(StoreTest, RevokeTokenKeepsTheFirstRevocationTime) {
   auto t1 = store_->CreateToken("bob", api::Role::kUser, 1);
   auto t2 = store_->CreateToken("bob", api::Role::kUser, 2);
   ASSERT_TRUE(t1.ok() && t2.ok());
   ASSERT_TRUE(store_->RevokeToken(t1->info.id, 10).ok());
-  auto refused = store_->LookupToken(t1->plaintext);
-  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated);
-  EXPECT_NE(refused.status().message().find("revoked"), std::string::npos);
-  EXPECT_TRUE(store_->LookupToken(t2->plaintext).ok()) << "other tokens of the user still work";
+  EXPECT_EQ(store_->GetToken(t1->info.id)->info.revoked_ms, 10);
+  EXPECT_FALSE(store_->GetToken(t2->info.id)->info.revoked_ms) << "other rows are unchanged";
   EXPECT_TRUE(store_->RevokeToken(t1->info.id, 20).ok()) << "revoking twice is fine";
   EXPECT_EQ(store_->RevokeToken("feedfeedfeedfeed", 1).code(), StatusCode::kNotFound);
 
@@ -757,86 +783,98 @@ TEST_P(StoreTest, EntrypointsAreSeededAndEditable) {
   EXPECT_EQ(store_->DeleteEntrypoint("cmd:my-train").code(), StatusCode::kNotFound);
 }
 
-TEST_P(StoreTest, AgentJoinToken) {
-  EXPECT_EQ(store_->CheckAgentJoinToken("anything").code(), StatusCode::kUnauthenticated);
+TEST_P(StoreTest, AgentJoinTokenIsOneDigestRow) {
+  EXPECT_EQ(store_->GetAgentJoinToken().status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->SetAgentJoinToken("").code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(store_->SetAgentJoinToken("join-me-please").ok());
-  EXPECT_TRUE(store_->CheckAgentJoinToken("join-me-please").ok());
-  EXPECT_EQ(store_->CheckAgentJoinToken("join-me-pleasE").code(), StatusCode::kUnauthenticated);
-  EXPECT_EQ(store_->CheckAgentJoinToken("").code(), StatusCode::kUnauthenticated);
-  ASSERT_TRUE(store_->SetAgentJoinToken("rotated").ok());
-  EXPECT_EQ(store_->CheckAgentJoinToken("join-me-please").code(), StatusCode::kUnauthenticated);
-  EXPECT_TRUE(store_->CheckAgentJoinToken("rotated").ok());
+  auto digest = store_->GetAgentJoinToken();
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  EXPECT_EQ(digest->hash, *SaltedSha256(digest->salt, "join-me-please"));
+  const SecretDigest rotated{"other-salt", "other-hash"};
+  ASSERT_TRUE(store_->PutAgentJoinToken(rotated).ok());
+  EXPECT_EQ(*store_->GetAgentJoinToken(), rotated) << "one row, replaced";
+  Reopen();
+  EXPECT_EQ(*store_->GetAgentJoinToken(), rotated);
 }
 
-// Node credentials: enrol, authenticate, re-enrol, revoke, readmit, in the
-// order an operator meets them. Each row is one call and what it must give.
-TEST_P(StoreTest, NodeCredentialLifeCycle) {
-  std::map<std::string, std::string> cred;  // node -> newest credential issued
-  auto enrol = [&](const std::string& node) -> StatusCode {
-    auto issued = store_->EnrolNode(node, 1000);
-    if (!issued.ok()) return issued.status().code();
-    EXPECT_TRUE(api::LooksLikeNodeCredential(issued->credential)) << issued->credential;
-    EXPECT_EQ(issued->enrolment.node, node);
-    cred[node] = issued->credential;
-    return StatusCode::kOk;
-  };
-  auto check = [&](const std::string& credential) -> std::string {
-    auto node = store_->CheckNodeCredential(credential, 2000);
-    return node.ok() ? *node : std::string(StatusCodeName(node.status().code()));
-  };
-  ASSERT_EQ(enrol("boxa"), StatusCode::kOk);
-  const std::string unused_boxa = cred["boxa"];
-  // Unused yet (the agent may have lost the answer): enrolling again replaces it.
-  ASSERT_EQ(enrol("boxa"), StatusCode::kOk);
-  EXPECT_NE(cred["boxa"], unused_boxa);
-  EXPECT_EQ(check(unused_boxa), "unauthenticated") << "the replaced credential is gone";
-  EXPECT_EQ(check(cred["boxa"]), "boxa");
-  // Now in use: the join token cannot take the name again.
-  EXPECT_EQ(enrol("boxa"), StatusCode::kAlreadyExists);
-  EXPECT_EQ(check(cred["boxa"]), "boxa") << "a refused enrolment changes nothing";
-  ASSERT_EQ(enrol("boxb"), StatusCode::kOk);
-  EXPECT_EQ(check(cred["boxb"]), "boxb");
+// A node credential row with a made-up digest (the store does not look at it).
+NodeCredentialRecord Credential(std::string node, std::string id, int64_t enrolled_ms) {
+  NodeCredentialRecord r;
+  r.enrolment.node = std::move(node);
+  r.enrolment.credential_id = std::move(id);
+  r.enrolment.enrolled_ms = enrolled_ms;
+  r.secret = SecretDigest{"salt-" + r.enrolment.credential_id, "hash-" + r.enrolment.credential_id};
+  return r;
+}
 
+// Node credentials are rows written by compare-and-set; the enrolment rules
+// and the credential check are daemon/auth/node_credentials.h's. Each row is
+// one call, in order, and the code it must give.
+TEST_P(StoreTest, NodeCredentialRowsAreWrittenByCompareAndSet) {
+  const NodeCredentialRecord a1 = Credential("boxa", "00000000000000a1", 1000);
+  const NodeCredentialRecord a2 = Credential("boxa", "00000000000000a2", 1100);
+  NodeCredentialRecord a2_used = a2;
+  a2_used.enrolment.first_used_ms = 2000;
+  const NodeCredentialRecord b1 = Credential("boxb", "00000000000000b1", 1200);
+  const NodeCredentialRecord b_taking_a2s_id = Credential("boxb", "00000000000000a2", 1300);
+  using Expected = std::optional<api::NodeEnrolment>;
   struct Row {
-    std::string presented;
-    std::string want;
+    const char* what;
+    std::function<Status()> call;
+    StatusCode want;
   };
-  std::string tampered = cred["boxa"];
-  tampered.back() = tampered.back() == '0' ? '1' : '0';
   const Row rows[] = {
-      {"", "unauthenticated"},
-      {"tsj_join-token", "unauthenticated"},
-      {tampered, "unauthenticated"},
-      {cred["boxa"].substr(0, 21) + cred["boxb"].substr(21), "unauthenticated"},  // id of a, secret of b
-      {"tsr_" + cred["boxa"].substr(4), "unauthenticated"},  // API-token prefix
+      {"put a1, none expected", [&] { return store_->PutNodeCredential(a1, Expected()); },
+       StatusCode::kOk},
+      {"put a2, none expected but a1 is there",
+       [&] { return store_->PutNodeCredential(a2, Expected()); }, StatusCode::kFailedPrecondition},
+      {"put a2 over a1", [&] { return store_->PutNodeCredential(a2, a1.enrolment); },
+       StatusCode::kOk},
+      {"put over a stale a1", [&] { return store_->PutNodeCredential(a1, a1.enrolment); },
+       StatusCode::kFailedPrecondition},
+      {"mark a2 used", [&] { return store_->PutNodeCredential(a2_used, a2.enrolment); },
+       StatusCode::kOk},
+      {"put b1", [&] { return store_->PutNodeCredential(b1, Expected()); }, StatusCode::kOk},
+      {"an id another node holds",
+       [&] { return store_->PutNodeCredential(b_taking_a2s_id, b1.enrolment); },
+       StatusCode::kAlreadyExists},
+      {"no node name",
+       [&] { return store_->PutNodeCredential(Credential("", "00000000000000c1", 1), Expected()); },
+       StatusCode::kInvalidArgument},
+      {"no credential id",
+       [&] { return store_->PutNodeCredential(Credential("boxc", "", 1), Expected()); },
+       StatusCode::kInvalidArgument},
+      {"revoke nobody", [&] { return store_->RevokeNode("nobody", 3000); }, StatusCode::kNotFound},
+      {"revoke boxa", [&] { return store_->RevokeNode("boxa", 3000); }, StatusCode::kOk},
+      {"revoke boxa again", [&] { return store_->RevokeNode("boxa", 3500); }, StatusCode::kOk},
+      {"delete a stale boxa", [&] { return store_->DeleteNodeCredential(a2_used.enrolment); },
+       StatusCode::kFailedPrecondition},
+      {"delete nobody",
+       [&] { return store_->DeleteNodeCredential(Credential("nobody", "x", 1).enrolment); },
+       StatusCode::kNotFound},
   };
-  for (const Row& row : rows) EXPECT_EQ(check(row.presented), row.want) << row.presented;
+  for (const Row& row : rows) {
+    Status st = row.call();
+    EXPECT_EQ(st.code(), row.want) << row.what << ": " << st.ToString();
+  }
 
-  EXPECT_EQ(store_->RevokeNode("nobody", 3000).code(), StatusCode::kNotFound);
-  ASSERT_TRUE(store_->RevokeNode("boxa", 3000).ok());
-  ASSERT_TRUE(store_->RevokeNode("boxa", 3500).ok()) << "idempotent";
-  EXPECT_EQ(check(cred["boxa"]), "unauthenticated");
-  EXPECT_EQ(check(cred["boxb"]), "boxb") << "other nodes are unaffected";
-  EXPECT_EQ(enrol("boxa"), StatusCode::kPermissionDenied) << "a revoked name stays out";
-
+  Reopen();
+  NodeCredentialRecord a_now = a2_used;
+  a_now.enrolment.revoked_ms = 3000;  // the first revocation time
+  EXPECT_EQ(*store_->GetNodeCredential("boxa"), a_now);
+  EXPECT_EQ(*store_->FindNodeCredential("00000000000000a2"), a_now);
+  EXPECT_EQ(*store_->FindNodeCredential("00000000000000b1"), b1);
+  EXPECT_EQ(store_->FindNodeCredential("00000000000000a1").status().code(), StatusCode::kNotFound)
+      << "a replaced credential is gone";
+  EXPECT_EQ(store_->GetNodeCredential("boxc").status().code(), StatusCode::kNotFound);
   auto list = store_->ListNodeEnrolments();
   ASSERT_TRUE(list.ok()) << list.status().ToString();
-  ASSERT_EQ(list->size(), 2u);
-  EXPECT_EQ((*list)[0].node, "boxa");
-  EXPECT_EQ((*list)[0].revoked_ms, std::optional<int64_t>(3000));
-  EXPECT_EQ((*list)[0].first_used_ms, std::optional<int64_t>(2000));
-  EXPECT_EQ((*list)[1].node, "boxb");
-  EXPECT_FALSE((*list)[1].revoked_ms.has_value());
+  EXPECT_EQ(*list, (std::vector<api::NodeEnrolment>{a_now.enrolment, b1.enrolment}))
+      << "by node name";
 
-  EXPECT_EQ(store_->ReadmitNode("boxb").code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store_->ReadmitNode("nobody").code(), StatusCode::kNotFound);
-  ASSERT_TRUE(store_->ReadmitNode("boxa").ok());
-  EXPECT_EQ(check(cred["boxa"]), "unauthenticated") << "readmission issues nothing";
-  ASSERT_EQ(enrol("boxa"), StatusCode::kOk);
-  EXPECT_EQ(check(cred["boxa"]), "boxa");
-  EXPECT_EQ(store_->EnrolNode("bad name", 1).status().field(), "node");
-  EXPECT_EQ(store_->EnrolNode("", 1).status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store_->DeleteNodeCredential(a_now.enrolment).ok());
+  EXPECT_EQ(store_->GetNodeCredential("boxa").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->PutNodeCredential(a1, Expected()).ok()) << "the name is free again";
 }
 
 // ---- inference chunks ----
