@@ -23,6 +23,10 @@
 // to commit changes nothing). The controller lists every node many times a
 // second; this spares it the SQL and the device JSON.
 //
+// The methods are defined across daemon/sqlite_store*.cc, one file per
+// concept (jobs, attempts, metrics, nodes, credentials, entrypoints, chunks);
+// daemon/README.md lists them.
+//
 // Ownership: owns its connections and the writer thread. Destruction (or
 // Close) completes every queued write, stops the writer and closes the
 // connections; later calls return kUnavailable.
