@@ -7,7 +7,7 @@
 // same semantics, no disk) and FaultyStore (daemon/faulty_store.h, wraps
 // another and injects errors).
 //
-// Semantics every backend shares (tests/daemon/store_test.cc checks them):
+// Semantics every backend shares (tests/daemon/store*_test.cc check them):
 // - A write that returns OK is durable (SqliteStore: committed with
 //   synchronous=FULL before the call returns).
 // - TransitionJob is a compare-and-set on the job's state; the state change
