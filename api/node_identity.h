@@ -7,7 +7,7 @@
 // Every heartbeat carries "Authorization: Bearer <node credential>", and a
 // heartbeat naming another node than the credential's is refused (403).
 //
-// Enrolment rules (tesserad, daemon/node_credentials.h):
+// Enrolment rules (tesserad, daemon/auth/node_credentials.h):
 //   - a name never enrolled: enrolled, a fresh credential is returned (201);
 //   - a name enrolled whose credential has not yet authenticated a heartbeat
 //     (the agent may have lost the answer): a fresh credential replaces it;

@@ -7,6 +7,9 @@
 #include <set>
 #include <utility>
 
+#include "daemon/auth/api_tokens.h"
+#include "daemon/auth/node_credentials.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -46,7 +49,7 @@ ControlPlaneService::ControlPlaneService(Store* store, Clock* clock, ControlPlan
 // ---------------------------------------------------------------- auth
 
 Result<api::Principal> ControlPlaneService::Authenticate(std::string_view bearer_token) {
-  auto token = store_->LookupToken(bearer_token);
+  auto token = auth::AuthenticateApiToken(store_, bearer_token);
   if (!token.ok()) {
     if (token.status().code() == StatusCode::kUnauthenticated) return token.status();
     return token.status().WithPrefix("token lookup");
@@ -55,7 +58,7 @@ Result<api::Principal> ControlPlaneService::Authenticate(std::string_view bearer
 }
 
 Status ControlPlaneService::AuthenticateAgent(std::string_view join_token) {
-  return store_->CheckAgentJoinToken(join_token);
+  return auth::CheckAgentJoinToken(store_, join_token);
 }
 
 // ---------------------------------------------------------------- jobs
@@ -466,11 +469,11 @@ Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Princip
 // ---------------------------------------------------------------- node identity
 
 Result<std::string> ControlPlaneService::AuthenticateNode(std::string_view credential) {
-  return store_->CheckNodeCredential(credential, clock_->NowUnixMillis());
+  return auth::AuthenticateNode(store_, credential, clock_->NowUnixMillis());
 }
 
 Result<api::IssuedNodeCredential> ControlPlaneService::EnrolNode(std::string_view node) {
-  return store_->EnrolNode(node, clock_->NowUnixMillis());
+  return auth::EnrolNode(store_, node, clock_->NowUnixMillis());
 }
 
 Result<std::vector<api::NodeEnrolment>> ControlPlaneService::ListNodeEnrolments(
@@ -486,7 +489,7 @@ Status ControlPlaneService::RevokeNode(const api::Principal& who, std::string_vi
 
 Status ControlPlaneService::ReadmitNode(const api::Principal& who, std::string_view node) {
   TESSERA_RETURN_IF_ERROR(AdminOnly(who, "readmitting a node"));
-  return store_->ReadmitNode(node);
+  return auth::ReadmitNode(store_, node);
 }
 
 Result<api::Json> ControlPlaneService::JoinBundle(const api::Principal& who) {

@@ -116,14 +116,13 @@ Status FaultyStore::SetNodeHealth(std::string_view name, std::string_view health
   TESSERA_FAULT_(Write);
   return base_->SetNodeHealth(name, health);
 }
-Result<IssuedToken> FaultyStore::CreateToken(std::string_view user, api::Role role,
-                                             int64_t now_ms) {
+Status FaultyStore::InsertToken(const TokenRecord& record) {
   TESSERA_FAULT_(Write);
-  return base_->CreateToken(user, role, now_ms);
+  return base_->InsertToken(record);
 }
-Result<TokenInfo> FaultyStore::LookupToken(std::string_view plaintext) {
+Result<TokenRecord> FaultyStore::GetToken(std::string_view token_id) {
   TESSERA_FAULT_(Read);
-  return base_->LookupToken(plaintext);
+  return base_->GetToken(token_id);
 }
 Status FaultyStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
   TESSERA_FAULT_(Write);
@@ -149,22 +148,31 @@ Status FaultyStore::DeleteEntrypoint(std::string_view name) {
   TESSERA_FAULT_(Write);
   return base_->DeleteEntrypoint(name);
 }
-Status FaultyStore::SetAgentJoinToken(std::string_view plaintext) {
+Status FaultyStore::PutAgentJoinToken(const SecretDigest& digest) {
   TESSERA_FAULT_(Write);
-  return base_->SetAgentJoinToken(plaintext);
+  return base_->PutAgentJoinToken(digest);
 }
-Status FaultyStore::CheckAgentJoinToken(std::string_view plaintext) {
+Result<SecretDigest> FaultyStore::GetAgentJoinToken() {
   TESSERA_FAULT_(Read);
-  return base_->CheckAgentJoinToken(plaintext);
+  return base_->GetAgentJoinToken();
 }
 
-Result<api::IssuedNodeCredential> FaultyStore::EnrolNode(std::string_view node, int64_t now_ms) {
-  TESSERA_FAULT_(Write);
-  return base_->EnrolNode(node, now_ms);
-}
-Result<std::string> FaultyStore::CheckNodeCredential(std::string_view plaintext, int64_t now_ms) {
+Result<NodeCredentialRecord> FaultyStore::GetNodeCredential(std::string_view node) {
   TESSERA_FAULT_(Read);
-  return base_->CheckNodeCredential(plaintext, now_ms);
+  return base_->GetNodeCredential(node);
+}
+Result<NodeCredentialRecord> FaultyStore::FindNodeCredential(std::string_view credential_id) {
+  TESSERA_FAULT_(Read);
+  return base_->FindNodeCredential(credential_id);
+}
+Status FaultyStore::PutNodeCredential(const NodeCredentialRecord& record,
+                                      const std::optional<api::NodeEnrolment>& expected) {
+  TESSERA_FAULT_(Write);
+  return base_->PutNodeCredential(record, expected);
+}
+Status FaultyStore::DeleteNodeCredential(const api::NodeEnrolment& expected) {
+  TESSERA_FAULT_(Write);
+  return base_->DeleteNodeCredential(expected);
 }
 Result<std::vector<api::NodeEnrolment>> FaultyStore::ListNodeEnrolments() {
   TESSERA_FAULT_(Read);
@@ -173,10 +181,6 @@ Result<std::vector<api::NodeEnrolment>> FaultyStore::ListNodeEnrolments() {
 Status FaultyStore::RevokeNode(std::string_view node, int64_t now_ms) {
   TESSERA_FAULT_(Write);
   return base_->RevokeNode(node, now_ms);
-}
-Status FaultyStore::ReadmitNode(std::string_view node) {
-  TESSERA_FAULT_(Write);
-  return base_->ReadmitNode(node);
 }
 
 Status FaultyStore::InsertChunks(api::JobId job,

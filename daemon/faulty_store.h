@@ -59,8 +59,8 @@ class FaultyStore final : public Store {
   Result<std::vector<api::Node>> ListNodes() override;
   Status SetNodeHealth(std::string_view name, std::string_view health) override;
 
-  Result<IssuedToken> CreateToken(std::string_view user, api::Role role, int64_t now_ms) override;
-  Result<TokenInfo> LookupToken(std::string_view plaintext) override;
+  Status InsertToken(const TokenRecord& record) override;
+  Result<TokenRecord> GetToken(std::string_view token_id) override;
   Status RevokeToken(std::string_view token_id, int64_t now_ms) override;
   Result<std::vector<TokenInfo>> ListTokens() override;
 
@@ -69,14 +69,16 @@ class FaultyStore final : public Store {
   Status PutEntrypoint(const api::Entrypoint& entrypoint) override;
   Status DeleteEntrypoint(std::string_view name) override;
 
-  Status SetAgentJoinToken(std::string_view plaintext) override;
-  Status CheckAgentJoinToken(std::string_view plaintext) override;
+  Status PutAgentJoinToken(const SecretDigest& digest) override;
+  Result<SecretDigest> GetAgentJoinToken() override;
 
-  Result<api::IssuedNodeCredential> EnrolNode(std::string_view node, int64_t now_ms) override;
-  Result<std::string> CheckNodeCredential(std::string_view plaintext, int64_t now_ms) override;
+  Result<NodeCredentialRecord> GetNodeCredential(std::string_view node) override;
+  Result<NodeCredentialRecord> FindNodeCredential(std::string_view credential_id) override;
+  Status PutNodeCredential(const NodeCredentialRecord& record,
+                           const std::optional<api::NodeEnrolment>& expected) override;
+  Status DeleteNodeCredential(const api::NodeEnrolment& expected) override;
   Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() override;
   Status RevokeNode(std::string_view node, int64_t now_ms) override;
-  Status ReadmitNode(std::string_view node) override;
 
   Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
   Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "daemon/auth/api_tokens.h"
+
 namespace tessera::daemon {
 
 JobAdmission::JobAdmission(DataRoots roots,
@@ -55,9 +57,7 @@ Result<InputPathCheck> JobAdmission::InputCheckFor(Store* store, const std::stri
   DataUser user{owner, false};
   if (roots_.configured()) {  // without roots nothing is checked: skip the lookup
     TESSERA_ASSIGN_OR_RETURN(std::vector<TokenInfo> tokens, store->ListTokens());
-    for (const TokenInfo& t : tokens) {
-      if (t.user == owner && t.role == api::Role::kAdmin && !t.revoked_ms) user.admin = true;
-    }
+    user.admin = auth::HoldsAdminToken(tokens, owner);
   } else {
     user.admin = true;  // jobs naming paths were admitted as an admin's (or before roots)
   }

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "daemon/job_state_machine.h"
-#include "daemon/token_crypto.h"
 
 namespace tessera::daemon {
 namespace {
@@ -275,30 +274,22 @@ Status MemoryStore::SetNodeHealth(std::string_view name, std::string_view health
   return Status::Ok();
 }
 
-Result<IssuedToken> MemoryStore::CreateToken(std::string_view user, api::Role role,
-                                             int64_t now_ms) {
-  if (user.empty()) return InvalidArgument("must not be empty", "user");
-  TESSERA_ASSIGN_OR_RETURN(FreshToken fresh, MakeFreshToken());
+Status MemoryStore::InsertToken(const TokenRecord& record) {
+  TESSERA_RETURN_IF_ERROR(ValidateTokenRecord(record));
   std::lock_guard lock(mu_);
   ++writes_;
-  TokenInfo info{fresh.parts.id, std::string(user), role, now_ms, std::nullopt};
-  tokens_[info.id] = StoredToken{info, fresh.salt, fresh.hash};
-  return IssuedToken{info, FormatApiToken(fresh.parts)};
+  if (tokens_.contains(record.info.id)) {
+    return AlreadyExists("token " + record.info.id + " exists", "id");
+  }
+  tokens_[record.info.id] = record;
+  return Status::Ok();
 }
 
-Result<TokenInfo> MemoryStore::LookupToken(std::string_view plaintext) {
-  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseApiToken(plaintext));
-  StoredToken stored;
-  {
-    std::lock_guard lock(mu_);
-    auto it = tokens_.find(parts.id);
-    if (it == tokens_.end()) return Unauthenticated("unknown token");
-    stored = it->second;
-  }
-  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(stored.salt, parts.secret));
-  if (!ConstantTimeEquals(hash, stored.hash)) return Unauthenticated("unknown token");
-  if (stored.info.revoked_ms) return Unauthenticated("token revoked");
-  return stored.info;
+Result<TokenRecord> MemoryStore::GetToken(std::string_view token_id) {
+  std::lock_guard lock(mu_);
+  auto it = tokens_.find(token_id);
+  if (it == tokens_.end()) return NotFound("token " + std::string(token_id) + " not found");
+  return it->second;
 }
 
 Status MemoryStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
@@ -353,55 +344,75 @@ Status MemoryStore::DeleteEntrypoint(std::string_view name) {
   return Status::Ok();
 }
 
-Status MemoryStore::SetAgentJoinToken(std::string_view plaintext) {
-  if (plaintext.empty()) return InvalidArgument("must not be empty", "join_token");
-  TESSERA_ASSIGN_OR_RETURN(std::string salt, RandomHex(16));
-  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(salt, plaintext));
+Status MemoryStore::PutAgentJoinToken(const SecretDigest& digest) {
   std::lock_guard lock(mu_);
   ++writes_;
-  join_token_ = {salt, hash};
+  join_token_ = digest;
   return Status::Ok();
 }
 
-Status MemoryStore::CheckAgentJoinToken(std::string_view plaintext) {
-  std::optional<std::pair<std::string, std::string>> stored;
-  {
-    std::lock_guard lock(mu_);
-    stored = join_token_;
-  }
-  if (!stored) return Unauthenticated("no agent join token is set");
-  TESSERA_ASSIGN_OR_RETURN(std::string hash, SaltedSha256(stored->first, plaintext));
-  if (!ConstantTimeEquals(hash, stored->second)) return Unauthenticated("wrong join token");
-  return Status::Ok();
+Result<SecretDigest> MemoryStore::GetAgentJoinToken() {
+  std::lock_guard lock(mu_);
+  if (!join_token_) return NotFound("no agent join token is set");
+  return *join_token_;
 }
 
 // ---------------------------------------------------------------- node credentials
 
-Result<api::IssuedNodeCredential> MemoryStore::EnrolNode(std::string_view node, int64_t now_ms) {
-  TESSERA_ASSIGN_OR_RETURN(FreshNodeCredential fresh, MakeNodeCredential(node, now_ms));
+namespace {
+
+Status NotEnrolled(std::string_view node) {
+  return NotFound("node " + std::string(node) + " is not enrolled");
+}
+
+}  // namespace
+
+Result<NodeCredentialRecord> MemoryStore::GetNodeCredential(std::string_view node) {
+  std::lock_guard lock(mu_);
+  auto it = node_credentials_.find(node);
+  if (it == node_credentials_.end()) return NotEnrolled(node);
+  return it->second;
+}
+
+Result<NodeCredentialRecord> MemoryStore::FindNodeCredential(std::string_view credential_id) {
+  std::lock_guard lock(mu_);
+  for (const auto& [name, record] : node_credentials_) {
+    if (record.enrolment.credential_id == credential_id) return record;
+  }
+  return NotFound("no node credential " + std::string(credential_id));
+}
+
+Status MemoryStore::PutNodeCredential(const NodeCredentialRecord& record,
+                                      const std::optional<api::NodeEnrolment>& expected) {
+  TESSERA_RETURN_IF_ERROR(ValidateNodeCredentialRecord(record));
+  const std::string& node = record.enrolment.node;
   std::lock_guard lock(mu_);
   ++writes_;
   auto it = node_credentials_.find(node);
-  std::optional<api::NodeEnrolment> existing;
-  if (it != node_credentials_.end()) existing = it->second.enrolment;
-  TESSERA_RETURN_IF_ERROR(CheckEnrolmentAllowed(existing));
-  node_credentials_[std::string(node)] = fresh.record;
-  return api::IssuedNodeCredential{fresh.record.enrolment, fresh.plaintext};
+  std::optional<api::NodeEnrolment> current;
+  if (it != node_credentials_.end()) current = it->second.enrolment;
+  if (current != expected) {
+    return FailedPrecondition("the enrolment of node " + node + " changed meanwhile");
+  }
+  for (const auto& [name, other] : node_credentials_) {
+    if (name != node && other.enrolment.credential_id == record.enrolment.credential_id) {
+      return AlreadyExists("credential id in use", "credential_id");
+    }
+  }
+  node_credentials_[node] = record;
+  return Status::Ok();
 }
 
-Result<std::string> MemoryStore::CheckNodeCredential(std::string_view plaintext, int64_t now_ms) {
-  TESSERA_ASSIGN_OR_RETURN(TokenParts parts, ParseNodeCredential(plaintext));
+Status MemoryStore::DeleteNodeCredential(const api::NodeEnrolment& expected) {
   std::lock_guard lock(mu_);
-  for (auto& [name, record] : node_credentials_) {
-    if (record.enrolment.credential_id != parts.id) continue;
-    TESSERA_RETURN_IF_ERROR(CheckNodeSecret(record, parts.secret));
-    if (!record.enrolment.first_used_ms) {
-      ++writes_;
-      record.enrolment.first_used_ms = now_ms;
-    }
-    return name;
+  ++writes_;
+  auto it = node_credentials_.find(expected.node);
+  if (it == node_credentials_.end()) return NotEnrolled(expected.node);
+  if (it->second.enrolment != expected) {
+    return FailedPrecondition("the enrolment of node " + expected.node + " changed meanwhile");
   }
-  return Unauthenticated("unknown node credential");
+  node_credentials_.erase(it);
+  return Status::Ok();
 }
 
 Result<std::vector<api::NodeEnrolment>> MemoryStore::ListNodeEnrolments() {
@@ -415,24 +426,8 @@ Status MemoryStore::RevokeNode(std::string_view node, int64_t now_ms) {
   std::lock_guard lock(mu_);
   ++writes_;
   auto it = node_credentials_.find(node);
-  if (it == node_credentials_.end()) {
-    return NotFound("node " + std::string(node) + " is not enrolled");
-  }
+  if (it == node_credentials_.end()) return NotEnrolled(node);
   if (!it->second.enrolment.revoked_ms) it->second.enrolment.revoked_ms = now_ms;
-  return Status::Ok();
-}
-
-Status MemoryStore::ReadmitNode(std::string_view node) {
-  std::lock_guard lock(mu_);
-  ++writes_;
-  auto it = node_credentials_.find(node);
-  if (it == node_credentials_.end()) {
-    return NotFound("node " + std::string(node) + " is not enrolled");
-  }
-  if (!it->second.enrolment.revoked_ms) {
-    return FailedPrecondition("node " + std::string(node) + " is not revoked");
-  }
-  node_credentials_.erase(it);
   return Status::Ok();
 }
 

@@ -9,13 +9,12 @@
 #define TESSERA_DAEMON_MEMORY_STORE_H_
 
 #include <map>
-#include <set>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "daemon/node_credentials.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
@@ -49,8 +48,8 @@ class MemoryStore final : public Store {
   Result<std::vector<api::Node>> ListNodes() override;
   Status SetNodeHealth(std::string_view name, std::string_view health) override;
 
-  Result<IssuedToken> CreateToken(std::string_view user, api::Role role, int64_t now_ms) override;
-  Result<TokenInfo> LookupToken(std::string_view plaintext) override;
+  Status InsertToken(const TokenRecord& record) override;
+  Result<TokenRecord> GetToken(std::string_view token_id) override;
   Status RevokeToken(std::string_view token_id, int64_t now_ms) override;
   Result<std::vector<TokenInfo>> ListTokens() override;
 
@@ -59,14 +58,16 @@ class MemoryStore final : public Store {
   Status PutEntrypoint(const api::Entrypoint& entrypoint) override;
   Status DeleteEntrypoint(std::string_view name) override;
 
-  Status SetAgentJoinToken(std::string_view plaintext) override;
-  Status CheckAgentJoinToken(std::string_view plaintext) override;
+  Status PutAgentJoinToken(const SecretDigest& digest) override;
+  Result<SecretDigest> GetAgentJoinToken() override;
 
-  Result<api::IssuedNodeCredential> EnrolNode(std::string_view node, int64_t now_ms) override;
-  Result<std::string> CheckNodeCredential(std::string_view plaintext, int64_t now_ms) override;
+  Result<NodeCredentialRecord> GetNodeCredential(std::string_view node) override;
+  Result<NodeCredentialRecord> FindNodeCredential(std::string_view credential_id) override;
+  Status PutNodeCredential(const NodeCredentialRecord& record,
+                           const std::optional<api::NodeEnrolment>& expected) override;
+  Status DeleteNodeCredential(const api::NodeEnrolment& expected) override;
   Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() override;
   Status RevokeNode(std::string_view node, int64_t now_ms) override;
-  Status ReadmitNode(std::string_view node) override;
 
   Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
   Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
@@ -93,12 +94,6 @@ class MemoryStore final : public Store {
   };
   void AppendSeriesLocked(MetricSeries& series, const std::vector<const api::MetricPoint*>& points);
 
-  struct StoredToken {
-    TokenInfo info;
-    std::string salt;
-    std::string hash;
-  };
-
   std::mutex mu_;
   api::JobId next_job_id_ = 1;
   int64_t next_event_id_ = 1;
@@ -106,9 +101,9 @@ class MemoryStore final : public Store {
   std::vector<api::Event> events_;
   std::map<std::pair<api::JobId, int64_t>, JobAttempt> attempts_;
   std::map<std::string, api::Node, std::less<>> nodes_;
-  std::map<std::string, StoredToken, std::less<>> tokens_;  // by id
+  std::map<std::string, TokenRecord, std::less<>> tokens_;  // by id
   std::map<std::string, api::Entrypoint, std::less<>> entrypoints_;
-  std::optional<std::pair<std::string, std::string>> join_token_;  // salt, hash
+  std::optional<SecretDigest> join_token_;
   std::map<api::JobId, std::vector<InferChunk>> chunks_;  // by chunk number
   std::set<api::JobId> sealed_;                           // inputs listed whole
   std::map<std::string, NodeCredentialRecord, std::less<>> node_credentials_;  // by node

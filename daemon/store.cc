@@ -4,6 +4,8 @@
 #include <set>
 #include <tuple>
 
+#include "daemon/token_crypto.h"
+
 namespace tessera::daemon {
 
 Status ValidateNodeHealth(std::string_view health) {
@@ -45,6 +47,37 @@ Status ValidateEntrypoint(const api::Entrypoint& e) {
     return Status::Ok();
   }
   return InvalidArgument("must be builtin:<name> or cmd:<name>", "name");
+}
+
+Status ValidateTokenRecord(const TokenRecord& record) {
+  if (record.info.id.empty()) return InvalidArgument("must not be empty", "id");
+  if (record.info.user.empty()) return InvalidArgument("must not be empty", "user");
+  return Status::Ok();
+}
+
+Status ValidateNodeCredentialRecord(const NodeCredentialRecord& record) {
+  if (record.enrolment.node.empty()) return InvalidArgument("must not be empty", "node");
+  if (record.enrolment.credential_id.empty()) {
+    return InvalidArgument("must not be empty", "credential_id");
+  }
+  return Status::Ok();
+}
+
+Result<IssuedToken> Store::CreateToken(std::string_view user, api::Role role, int64_t now_ms) {
+  if (user.empty()) return InvalidArgument("must not be empty", "user");
+  TESSERA_ASSIGN_OR_RETURN(FreshToken fresh, MakeFreshToken());
+  TokenRecord record{TokenInfo{fresh.parts.id, std::string(user), role, now_ms, std::nullopt},
+                     SecretDigest{std::move(fresh.salt), std::move(fresh.hash)}};
+  TESSERA_RETURN_IF_ERROR(InsertToken(record));
+  return IssuedToken{std::move(record.info), FormatApiToken(fresh.parts)};
+}
+
+Status Store::SetAgentJoinToken(std::string_view plaintext) {
+  if (plaintext.empty()) return InvalidArgument("must not be empty", "join_token");
+  SecretDigest digest;
+  TESSERA_ASSIGN_OR_RETURN(digest.salt, RandomHex(16));
+  TESSERA_ASSIGN_OR_RETURN(digest.hash, SaltedSha256(digest.salt, plaintext));
+  return PutAgentJoinToken(digest);
 }
 
 std::string_view ChunkStateName(ChunkState state) {

@@ -7,7 +7,7 @@
 // same semantics, no disk) and FaultyStore (daemon/faulty_store.h, wraps
 // another and injects errors).
 //
-// Semantics every backend shares (tests/daemon/store_test.cc checks them):
+// Semantics every backend shares (tests/daemon/store*_test.cc check them):
 // - A write that returns OK is durable (SqliteStore: committed with
 //   synchronous=FULL before the call returns).
 // - TransitionJob is a compare-and-set on the job's state; the state change
@@ -15,12 +15,17 @@
 //   job and its submission event together.
 // - The store does not know the job state machine; callers consult
 //   daemon/job_state_machine.h first.
+// - Storage without policy: backends store and return rows. Whether a
+//   presented API token, join token or node credential is valid (secret
+//   compare, revocation) and what an enrolment may do are decided once,
+//   above the store, in daemon/auth/; who may do what (roles, owners) is
+//   ControlPlaneService's.
 // - Tokens: only an id, a salt and SHA-256(salt || secret) are stored; the
 //   plaintext is returned once by CreateToken and never kept.
 // - Errors: kNotFound for a missing row, kFailedPrecondition for a failed
 //   compare-and-set, kAlreadyExists for a duplicate key, kInvalidArgument for
 //   malformed input (naming the field), kUnavailable for a closed or busy
-//   store, kUnauthenticated for token checks that fail.
+//   store.
 // - Timestamps are Unix milliseconds supplied by the caller (the store reads
 //   no clock for records).
 //
@@ -167,6 +172,29 @@ struct IssuedToken {
   std::string plaintext;  // "tsr_<id>_<secret>"
 };
 
+// A stored secret: a random salt and SHA-256(salt || secret)
+// (daemon/token_crypto.h), never the secret.
+struct SecretDigest {
+  std::string salt;
+  std::string hash;
+  friend bool operator==(const SecretDigest&, const SecretDigest&) = default;
+};
+
+// An API token's row: its info and the digest of its secret.
+struct TokenRecord {
+  TokenInfo info;
+  SecretDigest secret;
+  friend bool operator==(const TokenRecord&, const TokenRecord&) = default;
+};
+
+// A node credential's row (api/node_identity.h): the enrolment admins see and
+// the digest of the credential's secret.
+struct NodeCredentialRecord {
+  api::NodeEnrolment enrolment;
+  SecretDigest secret;
+  friend bool operator==(const NodeCredentialRecord&, const NodeCredentialRecord&) = default;
+};
+
 // A latency histogram. counts[i] counts samples <= upper_bounds[i] and above
 // the previous bound (not cumulative); counts.back() is the +Inf bucket, so
 // counts.size() == upper_bounds.size() + 1.
@@ -253,13 +281,20 @@ class Store {
   virtual Status SetNodeHealth(std::string_view name, std::string_view health) = 0;
 
   // ---- users and tokens ----
-  // Creates the user if new and a token for it. REQUIRES: non-empty user.
-  virtual Result<IssuedToken> CreateToken(std::string_view user, api::Role role,
-                                          int64_t now_ms) = 0;
-  // kUnauthenticated when malformed, unknown or revoked. The secret is
-  // compared in constant time.
-  virtual Result<TokenInfo> LookupToken(std::string_view plaintext) = 0;
-  // Idempotent for an already revoked token; kNotFound for an unknown id.
+  // Rows only: daemon/auth/api_tokens.h decides whether a presented token is
+  // valid.
+  // Issues a token for `user`: a fresh id and secret (daemon/token_crypto.h)
+  // stored as a row by InsertToken. Returns the plaintext, the only time it
+  // exists. Not virtual: written once for every backend. REQUIRES: non-empty
+  // user (else kInvalidArgument).
+  Result<IssuedToken> CreateToken(std::string_view user, api::Role role, int64_t now_ms);
+  // Stores a token's row, creating its user if new. kAlreadyExists for an id
+  // in use. REQUIRES: non-empty id and user (ValidateTokenRecord).
+  virtual Status InsertToken(const TokenRecord& record) = 0;
+  // The row of a token, revoked or not; kNotFound for an unknown id.
+  virtual Result<TokenRecord> GetToken(std::string_view token_id) = 0;
+  // Sets revoked_ms; a revoked token keeps its first revocation time.
+  // kNotFound for an unknown id.
   virtual Status RevokeToken(std::string_view token_id, int64_t now_ms) = 0;
   // Ordered by user, then id. No secrets.
   virtual Result<std::vector<TokenInfo>> ListTokens() = 0;
@@ -274,27 +309,38 @@ class Store {
   virtual Status DeleteEntrypoint(std::string_view name) = 0;
 
   // ---- agent join token ----
-  // Stores salt + SHA-256 of the join token, replacing any earlier one.
-  virtual Status SetAgentJoinToken(std::string_view plaintext) = 0;
-  // kUnauthenticated when no join token is set or it does not match.
-  virtual Status CheckAgentJoinToken(std::string_view plaintext) = 0;
+  // Stores a fresh salt and SHA-256(salt || plaintext) by PutAgentJoinToken,
+  // replacing any earlier join token. Not virtual. REQUIRES: non-empty
+  // plaintext (else kInvalidArgument).
+  Status SetAgentJoinToken(std::string_view plaintext);
+  // Replaces the stored join token digest.
+  virtual Status PutAgentJoinToken(const SecretDigest& digest) = 0;
+  // kNotFound when no join token is set.
+  virtual Result<SecretDigest> GetAgentJoinToken() = 0;
 
   // ---- node credentials (api/node_identity.h) ----
-  // Enrols `node`: CheckEnrolmentAllowed (daemon/node_credentials.h) decides
-  // against the name's current record in the same write, and a fresh
-  // credential replaces an unused one. Returns the plaintext, once.
-  virtual Result<api::IssuedNodeCredential> EnrolNode(std::string_view node, int64_t now_ms) = 0;
-  // The node a credential belongs to. kUnauthenticated when malformed,
-  // unknown or revoked. The first successful check records first_used_ms.
-  virtual Result<std::string> CheckNodeCredential(std::string_view plaintext, int64_t now_ms) = 0;
+  // Rows only: the enrolment rules and the credential check are
+  // daemon/auth/node_credentials.h's.
+  // The record of `node`; kNotFound ("node X is not enrolled") when none.
+  virtual Result<NodeCredentialRecord> GetNodeCredential(std::string_view node) = 0;
+  // The record holding credential id `credential_id`; kNotFound when none.
+  virtual Result<NodeCredentialRecord> FindNodeCredential(std::string_view credential_id) = 0;
+  // Compare-and-set on record.enrolment.node's record: writes `record` (all
+  // of it) when the node's current enrolment equals `expected` (nullopt: the
+  // node has no record); kFailedPrecondition when it does not.
+  // kAlreadyExists when another node holds the credential id. REQUIRES:
+  // non-empty node name and credential id (else kInvalidArgument).
+  virtual Status PutNodeCredential(const NodeCredentialRecord& record,
+                                   const std::optional<api::NodeEnrolment>& expected) = 0;
+  // Compare-and-set: forgets expected.node's record when its enrolment
+  // equals `expected`. kNotFound when the node has no record,
+  // kFailedPrecondition when it differs.
+  virtual Status DeleteNodeCredential(const api::NodeEnrolment& expected) = 0;
   // Every enrolment, revoked ones too, by node name. No secrets.
   virtual Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() = 0;
-  // Revokes the node's credential at once. Idempotent for a revoked node;
-  // kNotFound for a name never enrolled.
+  // Sets the node's revoked_ms; a revoked node keeps its first revocation
+  // time. kNotFound for a name never enrolled.
   virtual Status RevokeNode(std::string_view node, int64_t now_ms) = 0;
-  // Forgets a revoked node's record so the name may enrol again. kNotFound
-  // when not enrolled, kFailedPrecondition when not revoked.
-  virtual Status ReadmitNode(std::string_view node) = 0;
 
   // ---- inference chunks ----
   // Writes every chunk of an infer job (numbered from 0) in one transaction.
@@ -329,6 +375,8 @@ class Store {
 Status ValidateNode(const api::Node& node);
 Status ValidateNodeHealth(std::string_view health);
 Status ValidateEntrypoint(const api::Entrypoint& entrypoint);
+Status ValidateTokenRecord(const TokenRecord& record);
+Status ValidateNodeCredentialRecord(const NodeCredentialRecord& record);
 Status ValidateChunkLeaseRequest(const ChunkLeaseRequest& request);
 std::optional<ChunkState> ParseChunkState(std::string_view name);
 // Whether `chunk` may be leased by `request` (see ChunkLeaseRequest).

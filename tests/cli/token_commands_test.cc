@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "daemon/auth/api_tokens.h"
 #include "daemon/sqlite_store.h"
 
 namespace tessera::cli {
@@ -50,7 +51,7 @@ TEST_F(TokenCommandsTest, CreateListRevokeOnTheLocalStore) {
   {
     auto store = daemon::SqliteStore::Open(db_);
     ASSERT_TRUE(store.ok());
-    auto info = (*store)->LookupToken(plaintext);
+    auto info = daemon::auth::AuthenticateApiToken(store->get(), plaintext);
     ASSERT_TRUE(info.ok()) << info.status().ToString();
     EXPECT_EQ(info->user, "bob");
     EXPECT_EQ(info->role, api::Role::kAdmin);
@@ -59,7 +60,8 @@ TEST_F(TokenCommandsTest, CreateListRevokeOnTheLocalStore) {
   ASSERT_EQ(Run({"token", "--db", db_, "revoke", id}, &out), 0) << out;
   auto store = daemon::SqliteStore::Open(db_);
   ASSERT_TRUE(store.ok());
-  EXPECT_EQ((*store)->LookupToken(plaintext).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(daemon::auth::AuthenticateApiToken(store->get(), plaintext).status().code(),
+            StatusCode::kUnauthenticated);
   EXPECT_NE(Run({"token", "--db", db_, "revoke", "nope"}, &out), 0);
 }
 

@@ -322,7 +322,8 @@ TEST_F(SqliteStoreTest, SchemaFiveJobsGainAnEmptyMetricsHistory) {
 
 TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   api::JobId id = 0;
-  std::string token;
+  TokenRecord token;
+  SecretDigest join;
   {
     auto store = OpenOrDie(Path());
     ASSERT_NE(store, nullptr);
@@ -332,13 +333,14 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
             ->TransitionJob(JobTransition{id, api::JobState::kPending, api::JobState::kPlanned,
                                           "planned", 0, api::Json{{"layout", "data"}}, 6})
             .ok());
-    token = store->CreateToken("alice", api::Role::kUser, 7)->plaintext;
+    token = *store->GetToken(store->CreateToken("alice", api::Role::kUser, 7)->info.id);
     api::Node n;
     n.name = "boxA";
     n.devices.push_back(api::Device{});
     n.devices[0].emulated = true;
     ASSERT_TRUE(store->UpsertNode(n).ok());
     ASSERT_TRUE(store->SetAgentJoinToken("join").ok());
+    join = *store->GetAgentJoinToken();
     ASSERT_TRUE(store->PutEntrypoint({"cmd:x", "/bin/true", ""}).ok());
   }
   auto store = OpenOrDie(Path());
@@ -348,9 +350,9 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   EXPECT_EQ(job->state, api::JobState::kPlanned);
   EXPECT_EQ(job->plan, (api::Json{{"layout", "data"}}));
   EXPECT_EQ(store->ListEvents(id, 0, 10)->size(), 2u);
-  EXPECT_EQ(store->LookupToken(token)->user, "alice");
+  EXPECT_EQ(*store->GetToken(token.info.id), token) << "the row, digest included";
   EXPECT_TRUE(store->GetNode("boxA")->devices.at(0).emulated);
-  EXPECT_TRUE(store->CheckAgentJoinToken("join").ok());
+  EXPECT_EQ(*store->GetAgentJoinToken(), join);
   EXPECT_TRUE(store->GetEntrypoint("cmd:x").ok());
 }
 
