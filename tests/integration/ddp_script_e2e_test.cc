@@ -161,5 +161,69 @@ TEST(DdpScriptE2ETest, NodeKilledMidRunResumesFromTheScriptsCheckpointAtNewShare
   std::printf("%s%s", reasons.c_str(), trace.c_str());
 }
 
+// A lab script whose first attempt dies mid-write of its checkpoint (an empty
+// snapshot.pt, then SIGKILL): every later attempt fails at torch.load. The
+// job's reason names the error from the script's traceback, and the second
+// identical failure stops the job as a crash loop instead of spending all five
+// attempts on "exited with code 1".
+TEST(DdpScriptE2ETest, ACutCheckpointFailsAsANamedCrashLoop) {
+  ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch' >/dev/null 2>&1"), 0)
+      << TESSERA_PYTHON << " cannot import torch (run scripts/setup.sh)";
+  Cluster cluster("cut-checkpoint");
+  const fs::path script = cluster.dir() / "resume.py";
+  {
+    std::ofstream out(script);
+    out << "import os, signal, torch\n"
+           "path = os.path.join(os.environ['TESSERA_CHECKPOINT_DIR'], 'snapshot.pt')\n"
+           "def load_snapshot():\n"
+           "    return torch.load(path)\n"
+           "if os.path.exists(path):\n"
+           "    state = load_snapshot()\n"
+           "os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+           "open(path, 'wb').close()  # the write is cut here: the node dies\n"
+           "os.kill(os.getpid(), signal.SIGKILL)\n";
+  }
+  const fs::path launcher = cluster.dir() / "resume.sh";
+  {
+    std::ofstream out(launcher);
+    out << "#!/bin/sh\nexec '" << TESSERA_PYTHON << "' '" << script.string() << "' \"$@\"\n";
+  }
+  fs::permissions(launcher, fs::perms::owner_all, fs::perm_options::add);
+  cluster.StartController();
+  cluster.StartAgent("nodea", kOneMid);
+  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 1; }, 30s))
+      << cluster.controller()->Log();
+  int status = 0;
+  cluster.PostJson("/api/v1/entrypoints", {{"name", "cmd:resume"}, {"command", launcher.string()}},
+                   &status);
+  ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   {{"name", "resume"},
+                                    {"entrypoint", "cmd:resume"},
+                                    {"global_batch", 4},
+                                    {"min_devices", 1},
+                                    {"max_devices", 1},
+                                    {"max_attempts", 5}},
+                                   &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  const std::string path = "/api/v1/jobs/" + std::to_string(id);
+  ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "failed"; }, 120s))
+      << cluster.GetJson(path).dump(2);
+  const api::Json end = cluster.GetJson(path);
+  const std::string reason = end.value("reason", "");
+  EXPECT_EQ(end.value("attempt", 0), 3) << "attempt 1 cut the file, 2 and 3 failed on it\n"
+                                        << reason;
+  // torch 2.x's weights-only loader raises a bare EOFError on an empty file.
+  EXPECT_EQ(reason.rfind("crash loop: attempts 2 and 3 failed the same way before any progress: "
+                         "rank 0 on nodea exited with code 1: EOFError",
+                         0),
+            0u)
+      << reason;
+  EXPECT_NE(reason.find("at resume.py:4 in load_snapshot: return torch.load(path)"),
+            std::string::npos)
+      << reason;
+}
+
 }  // namespace
 }  // namespace tessera::testing
