@@ -1,0 +1,164 @@
+// End to end: a lab's own PyTorch inference script (lease_infer_script.py,
+// the project's Python with PyPI's torch) as a cmd: infer job on the real
+// tesserad (HTTPS with its own CA) and three real tessera-agents, its items
+// leased through python/tessera_lease.py. Mid-run one rank is killed (kill -9:
+// a new attempt), later a whole node (agent and rank). Every output is then
+// present exactly once, no temporary file remains, and each is byte-equal to
+// the same script run in one process outside Tessera.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tests/integration/harness.h"
+
+namespace tessera::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+#ifdef TESSERA_E2E_HAVE_WORKER
+
+constexpr int kImages = 300;
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every regular file below `root`, by path relative to it.
+std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
+  std::map<std::string, fs::path> out;
+  if (!fs::exists(root)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) out[e.path().lexically_relative(root).generic_string()] = e.path();
+  }
+  return out;
+}
+
+void RunTool(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const fs::path& log, std::chrono::seconds timeout) {
+  Process p(argv, env, log);
+  auto code = p.Wait(timeout);
+  ASSERT_TRUE(code.has_value()) << argv[1] << " timed out\n" << p.Log();
+  ASSERT_EQ(*code, 0) << argv[1] << " failed\n" << p.Log();
+}
+
+TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKills) {
+  ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch, PIL' >/dev/null 2>&1"), 0)
+      << TESSERA_PYTHON << " cannot import torch and PIL (run scripts/setup.sh)";
+  Cluster cluster("lease-script");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path in = cluster.dir() / "scans", ref = cluster.dir() / "reference",
+                 out = cluster.dir() / "outputs";
+  // The name a rank's process runs under (the venv's python is a link).
+  const std::string python_exe = fs::canonical(TESSERA_PYTHON).filename().string();
+
+  RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages), "--size",
+           "16"},
+          {}, cluster.dir() / "gen.log", 120s);
+  // The reference: the same script in one process, outside Tessera.
+  RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output", ref.string()},
+          {}, cluster.dir() / "reference.log", 300s);
+  const auto reference = FilesBelow(ref);
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
+
+  // As a lab runs a script from its virtual environment: a launcher that execs it.
+  const fs::path launcher = cluster.dir() / "infer-script.sh";
+  {
+    std::ofstream o(launcher);
+    o << "#!/bin/sh\nexec '" << TESSERA_PYTHON << "' '" << TESSERA_LEASE_SCRIPT << "' \"$@\"\n";
+  }
+  fs::permissions(launcher, fs::perms::owner_all, fs::perm_options::add);
+
+  cluster.StartController("tls: on\ninfer_chunk_images: 10\nlease_ms: 3000\n");
+  ASSERT_TRUE(cluster.tls());
+  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
+  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
+  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s))
+      << cluster.controller()->Log();
+  int status = 0;
+  cluster.PostJson("/api/v1/entrypoints",
+                   {{"name", "cmd:infer-script"}, {"command", launcher.string()}}, &status);
+  ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+
+  api::Json job = cluster.PostJson(
+      "/api/v1/jobs",
+      {{"name", "lease-script"},
+       {"kind", "infer"},
+       {"entrypoint", "cmd:infer-script"},
+       {"dataset", in.string()},
+       {"output", out.string()},
+       {"args", {"--data", in.string(), "--output", out.string(), "--delay", "0.04"}},
+       {"global_batch", 3},
+       {"min_devices", 2},
+       {"max_devices", 3},
+       {"layout", "data"},
+       {"max_attempts", 5}},
+      &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  auto images_done = [&] {
+    api::Json j = cluster.GetJson(target);
+    return j["inference"].is_object() ? j["inference"]["images_done"].get<int64_t>() : 0;
+  };
+  auto state = [&] { return cluster.JobState(id); };
+
+  // 1. One rank dies mid-run (kill -9 of the script's process).
+  ASSERT_TRUE(WaitFor([&] { return images_done() >= 40 || state() == "succeeded"; }, 120s))
+      << state() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(state(), "running") << "the run must still be going to kill a rank in it";
+  const std::string rank_victim = *cluster.PlannedNodes(id).begin();
+  ASSERT_GT(KillProcessesUnder(cluster.dir() / ("agent-" + rank_victim), python_exe), 0);
+  ASSERT_TRUE(WaitFor([&] { return state() == "recovering"; }, 30s)) << state();
+  ASSERT_TRUE(WaitFor([&] { return state() == "running"; }, 60s)) << state();
+
+  // 2. Later a whole node dies: its agent and its rank.
+  const int64_t after_first = images_done();
+  ASSERT_TRUE(
+      WaitFor([&] { return images_done() >= after_first + 40 || state() == "succeeded"; }, 120s))
+      << state();
+  ASSERT_EQ(state(), "running") << "the run must still be going to kill a node in it";
+  const std::set<std::string> planned = cluster.PlannedNodes(id);
+  const std::string victim = planned.contains("boxc") ? "boxc" : *planned.begin();
+  cluster.agent(victim)->Kill9();
+  KillProcessesUnder(cluster.dir() / ("agent-" + victim));
+
+  ASSERT_TRUE(WaitFor([&] { return state() == "succeeded" || state() == "failed"; }, 240s))
+      << state() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(state(), "succeeded") << cluster.GetJson(target).dump(2);
+  api::Json final_job = cluster.GetJson(target);
+  EXPECT_EQ(final_job["inference"]["images_done"], kImages);
+  EXPECT_GE(final_job.value("attempt", int64_t{0}), 2) << "the killed rank cost an attempt";
+
+  // Every output exactly once, nothing else (no temporary or partial file),
+  // each byte-equal to the single-process run.
+  const auto outputs = FilesBelow(out);
+  EXPECT_EQ(outputs.size(), reference.size());
+  int missing = 0, different = 0, extra = 0;
+  for (const auto& [name, path] : reference) {
+    auto it = outputs.find(name);
+    if (it == outputs.end()) {
+      ++missing;
+    } else if (ReadAll(it->second) != ReadAll(path)) {
+      ++different;
+    }
+  }
+  for (const auto& [name, path] : outputs) extra += !reference.contains(name);
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(different, 0);
+  EXPECT_EQ(extra, 0) << "temporary or unexpected files left in the output folder";
+}
+
+#endif  // TESSERA_E2E_HAVE_WORKER
+
+}  // namespace
+}  // namespace tessera::testing
