@@ -176,6 +176,11 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
     l.env["TESSERA_LOCAL_BATCH"] = std::to_string(plan.replicas[replica].batch);
     l.env["TESSERA_GLOBAL_BATCH"] = std::to_string(global_batch);
     l.env["TESSERA_SAMPLE_OFFSET"] = std::to_string(sample_offset[replica]);
+    if (out.infer) {
+      // A cmd: infer script finds its input and output here (python/tessera_lease.py).
+      l.env["TESSERA_INFER_DATASET"] = job.spec.dataset;
+      l.env["TESSERA_INFER_OUTPUT"] = job.spec.output;
+    }
     l.device_indices = {dev.index};
     l.plan = out.rank_plan;
     if (account != options.run_as.end()) l.run_as = account->second;

@@ -24,6 +24,8 @@
 //   TESSERA_SAMPLE_OFFSET         the first sample of the rank's replica within
 //                                 each global batch (replicas in rank order; the
 //                                 stages of one pipeline replica share it)
+//   TESSERA_INFER_DATASET,        an infer job's dataset and output, as the spec
+//   TESSERA_INFER_OUTPUT          gives them (infer jobs only)
 // (the agent adds CUDA_VISIBLE_DEVICES, TESSERA_DEVICE and OMP_NUM_THREADS,
 // agent/worker_env.h); the command line of its entrypoint, and the rank plan
 // the worker reads from TESSERA_PLAN:

@@ -15,8 +15,7 @@ the script, or put python/ on PYTHONPATH):
     import tessera_lease                                                  # 1
 
     model = load_model().to(device).eval()
-    leases = tessera_lease.Leases(data=args.data, output=args.output,     # 2
-                                  suffix=".png")
+    leases = tessera_lease.Leases(suffix=".png")                          # 2
     with torch.no_grad():
         for batch in leases.batches(8):                                   # 3
             x = torch.stack([load_image(item.input_path) for item in batch])
@@ -25,9 +24,9 @@ the script, or put python/ on PYTHONPATH):
                 item.write_with(lambda tmp, out=out: save_png(out, tmp))  # 4
     leases.close()                                                        # 5
 
-(1) the module; (2) the input folder (or list file) and output folder, the
-same as the job's `dataset` and `output` (Tessera does not pass those to a
-`cmd:` script: give them in `args`); (3) instead of a DataLoader over the
+(1) the module; (2) the job's `dataset` (input folder or list file) and
+`output` folder, which Tessera passes to every rank as TESSERA_INFER_DATASET
+and TESSERA_INFER_OUTPUT (or pass `data=` and `output=`); (3) instead of a DataLoader over the
 whole folder, the items of this rank's leased chunks whose outputs do not
 exist yet, in batches of up to 8 (`for item in leases:` gives them one by
 one); (4) instead of saving to the final path, a write through a temporary
@@ -480,16 +479,20 @@ class _Chunk:
 class Leases:
     """The items of this rank's leased chunks; see the module docstring.
 
-    Arguments: `data`, the input folder or list file (the job's `dataset`);
-    `output`, the output folder (the job's `output`); `suffix`, the output's
+    Arguments: `data`, the input folder or list file (the job's `dataset`;
+    default TESSERA_INFER_DATASET, which Tessera sets on every rank of an
+    infer job); `output`, the output folder (the job's `output`; default
+    TESSERA_INFER_OUTPUT); `suffix`, the output's
     extension (".png"). `max_chunks`: chunks leased per call. `env`: the
     environment (os.environ). Iterate once, from one thread; the lease
     renewal runs in a background thread of its own.
     """
 
-    def __init__(self, data, output, suffix=".png", max_chunks=1, env=None,
+    def __init__(self, data=None, output=None, suffix=".png", max_chunks=1, env=None,
                  retry_for_s=120.0, request_timeout_s=10.0, local_chunk_size=16):
         env = os.environ if env is None else env
+        data = data or env.get("TESSERA_INFER_DATASET")
+        output = output or env.get("TESSERA_INFER_OUTPUT")
         if not data:
             raise LeaseError("the input folder or list file (the job's dataset) is required",
                              "data")

@@ -9,7 +9,8 @@ image's output is its float32 result, raw bytes, at <output>/<item>.bin.
 One intra-op thread and one image at a time, so every run writes the same
 bytes. DELAY_S of sleep per image keeps a rank busy long enough to be killed.
 
-Usage: lease_infer_script.py --data DIR --output DIR [--delay DELAY_S]
+Usage: lease_infer_script.py [--data DIR] [--output DIR] [--delay DELAY_S]
+(under Tessera, the job's dataset and output are the defaults)
 """
 import argparse
 import os
@@ -26,8 +27,9 @@ import tessera_lease  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--data", required=True)
-    p.add_argument("--output", required=True)
+    # Under Tessera both come from TESSERA_INFER_DATASET / TESSERA_INFER_OUTPUT.
+    p.add_argument("--data")
+    p.add_argument("--output")
     p.add_argument("--delay", type=float, default=0.0)
     args = p.parse_args()
     torch.set_num_threads(1)

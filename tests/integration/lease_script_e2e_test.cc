@@ -94,7 +94,8 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
        {"entrypoint", "cmd:infer-script"},
        {"dataset", in.string()},
        {"output", out.string()},
-       {"args", {"--data", in.string(), "--output", out.string(), "--delay", "0.04"}},
+       // dataset and output reach the script as TESSERA_INFER_DATASET / _OUTPUT.
+       {"args", {"--delay", "0.04"}},
        {"global_batch", 3},
        {"min_devices", 2},
        {"max_devices", 3},

@@ -181,6 +181,32 @@ TEST(AttemptLaunchTest, FirstAttemptHasNoRestartsAndOneNodeIsOneGroup) {
   EXPECT_EQ(launch->ranks[1].launch.env.at("TESSERA_SAMPLE_OFFSET"), "5");
 }
 
+// Every rank of an infer job gets the spec's dataset and output (a cmd: script
+// reads them there); a train job's ranks get neither.
+TEST(AttemptLaunchTest, InferRanksGetTheDatasetAndOutput) {
+  scheduler::Plan plan;
+  plan.replicas = {ReplicaOf(5, {StageOn("boxa", 0, 0, 6)}),
+                   ReplicaOf(7, {StageOn("boxa", 1, 0, 6)})};
+  for (api::JobKind kind : {api::JobKind::kInfer, api::JobKind::kTrain}) {
+    api::Job job = TwoNodeJob();
+    job.spec.kind = kind;
+    job.spec.dataset = "/srv/scans";
+    job.spec.output = "/srv/colorized";
+    auto launch = BuildAttemptLaunch(job, 1, plan, api::Json::object(), {"cmd:x", "/bin/x"},
+                                     {{"boxa", "10.0.0.1"}}, LaunchOptions{});
+    ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+    for (const RankLaunch& r : launch->ranks) {
+      if (kind == api::JobKind::kInfer) {
+        EXPECT_EQ(r.launch.env.at("TESSERA_INFER_DATASET"), "/srv/scans");
+        EXPECT_EQ(r.launch.env.at("TESSERA_INFER_OUTPUT"), "/srv/colorized");
+      } else {
+        EXPECT_FALSE(r.launch.env.contains("TESSERA_INFER_DATASET"));
+        EXPECT_FALSE(r.launch.env.contains("TESSERA_INFER_OUTPUT"));
+      }
+    }
+  }
+}
+
 TEST(AttemptLaunchTest, StoredLaunchKeepsTheContract) {
   auto launch = BuildTwoNodeLaunch();
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();
