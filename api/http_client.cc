@@ -9,7 +9,7 @@
 #include <boost/beast/ssl.hpp>
 #include <optional>
 
-#include "api/tls_asio.h"
+#include "api/tls_asio_client.h"
 
 namespace tessera::api {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "api/http_status.h"
 #include "api/responder.h"
-#include "api/tls_asio.h"
+#include "api/tls_asio_server.h"
 
 namespace tessera::api {
 namespace {

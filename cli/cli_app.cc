@@ -25,6 +25,7 @@
 #include "cli/job_spec_file.h"
 #include "cli/progress_view.h"
 #include "cli/text_table.h"
+#include "cli/token_pointer.h"
 #include "cli/training_view.h"
 
 namespace tessera::cli {
@@ -875,7 +876,8 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   AddNodes(app, ctx);
   AddPlan(app, ctx);
   AddEntrypoints(app, ctx);
-  // Local commands that do not use the API (token create|list|revoke, ...).
+  AddTokenPointer(app, ctx);
+  // Commands a caller adds.
   for (const CommandRegistrar& registrar : extra_commands) registrar(app, ctx);
 
   std::vector<std::string> args(argv.begin() + (argv.empty() ? 0 : 1), argv.end());

@@ -17,9 +17,11 @@
 // Exit codes: 0 ok, 1 the API answered an error, 2 usage or local
 // validation error, 3 the server could not be reached.
 //
-// Extension point: commands that do not talk to the API (e.g. `token
-// create|list|revoke`, which open the controller's SQLite store directly)
-// are added by passing CommandRegistrars to RunCli; see cli/main.cc.
+//   token ...: only points to `tesserad token` on the controller's machine
+//     (cli/token_pointer.h); exit code 2
+//
+// Extension point: more commands are added by passing CommandRegistrars
+// to RunCli.
 //
 // Thread safety: RunCli is reentrant (no globals besides the environment).
 #ifndef TESSERA_CLI_CLI_APP_H_

@@ -5,6 +5,9 @@
 // READY=1 once the listener is bound, WATCHDOG=1 from the control loop,
 // RELOADING=1/READY=1 around a SIGHUP reload, STOPPING=1 on SIGTERM, after
 // which in-flight requests finish and the store is closed cleanly.
+//
+// `tesserad token ...` is API token administration on the store instead
+// (daemon/token_admin.h); it starts no daemon.
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <signal.h>
@@ -18,9 +21,13 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "api/http_server.h"
 #include "api/router.h"
@@ -35,6 +42,7 @@
 #include "daemon/profile_cache.h"
 #include "daemon/self_signed_ca.h"
 #include "daemon/sqlite_store.h"
+#include "daemon/token_admin.h"
 #include "slurm/slurm_config.h"
 #include "slurm/slurm_pool.h"
 #include "slurm/slurm_rest_client.h"
@@ -125,7 +133,14 @@ void Notify(const std::string& state) { sd_notify(0, state.c_str()); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "token") {
+    return daemon::RunTokenAdmin(std::vector<std::string>(argv + 2, argv + argc), std::cout,
+                                 std::cerr, daemon::ProcessEnvironment);
+  }
   CLI::App app{"tesserad: the Tessera controller (job queue, GPU inventory, REST API)"};
+  app.footer(
+      "API tokens: tesserad token [--db PATH | --state-dir DIR] create USER [--admin] | list | "
+      "revoke ID (tesserad token --help)");
   std::string config_path;
   daemon::DaemonConfig config;
   std::string state_dir, listen, web_dir, log_level, worker_binary, join_token_file;

@@ -55,8 +55,8 @@ function mountLogin() {
       h('label', { for: 'token' }, 'API token'),
       input,
       h('p', { id: 'token-help', class: 'help' },
-        'An admin token is in <state_dir>/admin-token; more with `tessera token create USER`. ' +
-        'It stays in this browser tab only.'),
+        'An admin token is in <state_dir>/admin-token; more with `tesserad token create USER` ' +
+        'on the controller. It stays in this browser tab only.'),
       error),
     button);
   form.addEventListener('submit', async (ev) => {

@@ -566,12 +566,12 @@ TEST_F(CliTest, UsageErrors) {
 
 TEST_F(CliTest, ExtraCommandsCanBeRegistered) {
   bool ran = false;
-  CommandRegistrar token = [&ran](CLI::App& app, CliContext& ctx) {
+  CommandRegistrar local = [&ran](CLI::App& app, CliContext& ctx) {
     (void)ctx;
-    app.add_subcommand("token", "local tokens")->callback([&ran] { ran = true; });
+    app.add_subcommand("local", "a local command")->callback([&ran] { ran = true; });
   };
-  std::vector<std::string> args = {"tessera", "token"};
-  EXPECT_EQ(RunCli(args, out_, err_, {token}, LookupIn({})), kExitOk);
+  std::vector<std::string> args = {"tessera", "local"};
+  EXPECT_EQ(RunCli(args, out_, err_, {local}, LookupIn({})), kExitOk);
   EXPECT_TRUE(ran);
 }
 

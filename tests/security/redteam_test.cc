@@ -242,7 +242,7 @@ class Lab {
  private:
   std::string MakeToken(const std::string& user) {
     const fs::path log = dir() / ("token-" + user + ".log");
-    Process p({BinaryPath("tessera"), "token", "--db", (dir() / "controller/tessera.db").string(),
+    Process p({BinaryPath("tesserad"), "token", "--state-dir", (dir() / "controller").string(),
                "create", user},
               {}, log);
     auto code = p.Wait(30s);

@@ -1,11 +1,12 @@
-// Internal to api/: Boost.Asio SSL contexts for HttpServer and HttpClient
-// (api/tls_context.h has the settings). Not included by other modules, so
-// Boost stays out of their builds.
+// Internal to api/: the Boost.Asio SSL context of HttpClient
+// (api/tls_context.h has the settings) and the pinned-fingerprint verifier.
+// Not included by other modules, so Boost stays out of their builds. Part of
+// tessera_http_client.
 //
 // Thread safety: a context is built once and then only read (OpenSSL's
 // SSL_CTX is safe to share between connections after setup).
-#ifndef TESSERA_API_TLS_ASIO_H_
-#define TESSERA_API_TLS_ASIO_H_
+#ifndef TESSERA_API_TLS_ASIO_CLIENT_H_
+#define TESSERA_API_TLS_ASIO_CLIENT_H_
 
 #include <boost/asio/ssl.hpp>
 #include <memory>
@@ -26,11 +27,6 @@ Result<std::shared_ptr<boost::asio::ssl::context>> MakeClientSslContext(
 // REQUIRES: ssl belongs to a context from MakeClientSslContext(options).
 Status PrepareClientSsl(SSL* ssl, const std::string& host, const TlsClientOptions& options);
 
-// A server context (TLS 1.2+) with the chain and key. Errors name
-// "tls_cert_file" / "tls_key_file".
-Result<std::shared_ptr<boost::asio::ssl::context>> MakeServerSslContext(
-    const TlsServerFiles& files);
-
 }  // namespace tessera::api
 
-#endif  // TESSERA_API_TLS_ASIO_H_
+#endif  // TESSERA_API_TLS_ASIO_CLIENT_H_
