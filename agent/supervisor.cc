@@ -14,12 +14,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <system_error>
 
-#include "agent/file_util.h"
 #include "api/job_spec_validation.h"
+#include "common/atomic_file.h"
 
 extern char** environ;
 
@@ -41,9 +40,9 @@ struct ProcStat {
   char state = '?';
   uint64_t start_ticks = 0;
 };
-std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!text) return std::nullopt;
+std::optional<ProcStat> ReadProcStat(FileSystem& fs, pid_t pid) {
+  auto text = fs.ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!text.ok()) return std::nullopt;
   size_t paren = text->rfind(')');
   if (paren == std::string::npos) return std::nullopt;
   std::istringstream fields(text->substr(paren + 1));
@@ -57,26 +56,26 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
 }
 
 // True when /proc/<pid>/environ is readable and lacks one of `want`.
-bool OwnEnvironContradicts(pid_t pid, const EnvMap& want);
+bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want);
 
 // The recorded pid is the worker's shim, whose environment is the agent's;
 // the identity is in the environment of the worker, its child.
-bool EnvironContradicts(pid_t pid, const EnvMap& want) {
-  if (!OwnEnvironContradicts(pid, want)) return false;
+bool EnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
+  if (!OwnEnvironContradicts(fs, pid, want)) return false;
   auto children =
-      ReadWholeFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  if (!children) return true;
+      fs.ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  if (!children.ok()) return true;
   std::istringstream in(*children);
   pid_t child = 0;
   while (in >> child) {
-    if (!OwnEnvironContradicts(child, want)) return false;
+    if (!OwnEnvironContradicts(fs, child, want)) return false;
   }
   return true;
 }
 
-bool OwnEnvironContradicts(pid_t pid, const EnvMap& want) {
-  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/environ");
-  if (!text || text->empty()) return false;  // unreadable: rely on start time
+bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
+  auto text = fs.ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!text.ok() || text->empty()) return false;  // unreadable: rely on start time
   EnvMap have;
   size_t pos = 0;
   while (pos < text->size()) {
@@ -100,9 +99,9 @@ EnvMap IdentityEnv(const WorkerKey& key) {
           {"RANK", std::to_string(key.rank)}};
 }
 
-std::optional<int64_t> ReadExitCode(const RankPaths& paths) {
-  auto text = ReadWholeFile(paths.exit);
-  if (!text) return std::nullopt;
+std::optional<int64_t> ReadExitCode(FileSystem& fs, const RankPaths& paths) {
+  auto text = fs.ReadFile(paths.exit);
+  if (!text.ok()) return std::nullopt;
   Json j = Json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer()) {
     return kExitCodeUnknown;  // an exit was recorded, its code is damaged
@@ -111,8 +110,10 @@ std::optional<int64_t> ReadExitCode(const RankPaths& paths) {
 }
 
 // The exit code the worker's shim wrote when the worker ended, if it did.
-std::optional<int64_t> ReadShimExitCode(const RankPaths& paths) {
-  std::ifstream in(paths.dir / "exit_code");
+std::optional<int64_t> ReadShimExitCode(FileSystem& fs, const RankPaths& paths) {
+  auto text = fs.ReadFile(paths.dir / "exit_code");
+  if (!text.ok()) return std::nullopt;
+  std::istringstream in(*text);
   int64_t code = 0;
   if (in >> code) return code;
   return std::nullopt;
@@ -245,6 +246,7 @@ ProcessSupervisor::~ProcessSupervisor() {
 
 Result<RecoveryReport> ProcessSupervisor::Recover() {
   RecoveryReport report;
+  FileSystem& fs = *options_.fs;
   std::error_code ec;
   const auto jobs = options_.state_dir / "jobs";
   if (!std::filesystem::exists(jobs, ec)) return report;
@@ -256,10 +258,10 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       continue;
     }
     if (it->path().filename() != "worker.pid") continue;
-    auto text = ReadWholeFile(it->path());
-    Json j = text ? Json::parse(*text, nullptr, false) : Json();
+    auto text = fs.ReadFile(it->path());
+    Json j = text.ok() ? Json::parse(*text, nullptr, false) : Json();
     if (!j.is_object()) {
-      std::filesystem::remove(it->path(), ec);
+      fs.Remove(it->path()).IgnoreError();
       ++report.dropped;
       continue;
     }
@@ -270,22 +272,22 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       w.pid = static_cast<pid_t>(j.at("pid").get<int64_t>());
       w.start_ticks = j.at("start_ticks").get<uint64_t>();
     } catch (const Json::exception&) {
-      std::filesystem::remove(it->path(), ec);
+      fs.Remove(it->path()).IgnoreError();
       ++report.dropped;
       continue;
     }
     w.paths = RankPathsFor(options_.state_dir, w.key);
     if (workers_.count(w.key)) continue;
-    if (auto code = ReadExitCode(w.paths)) {
+    if (auto code = ReadExitCode(fs, w.paths)) {
       w.state = WorkerState::kExited;
       w.exit_code = *code;
       workers_[w.key] = std::move(w);
       ++report.exited;
       continue;
     }
-    auto stat = ReadProcStat(w.pid);
+    auto stat = ReadProcStat(fs, w.pid);
     bool alive = w.pid > 0 && stat && stat->state != 'Z' && stat->start_ticks == w.start_ticks &&
-                 !EnvironContradicts(w.pid, IdentityEnv(w.key));
+                 !EnvironContradicts(fs, w.pid, IdentityEnv(w.key));
     if (alive) {
       w.is_child = false;
       w.state = WorkerState::kRunning;
@@ -295,8 +297,8 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       // The worker ended while no agent watched (or its pid was reused):
       // drop the pid file, remember the key as ended with the code its shim
       // recorded, or an unknown code.
-      MarkExitedLocked(w, ReadShimExitCode(w.paths).value_or(kExitCodeUnknown));
-      std::filesystem::remove(w.paths.pid, ec);
+      MarkExitedLocked(w, ReadShimExitCode(fs, w.paths).value_or(kExitCodeUnknown));
+      fs.Remove(w.paths.pid).IgnoreError();
       workers_[w.key] = std::move(w);
       ++report.dropped;
     }
@@ -323,7 +325,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   const WorkerKey& key = launch.key;
   if (workers_.count(key)) return Status::Ok();  // never the same key twice
   const RankPaths paths = RankPathsFor(options_.state_dir, key);
-  if (auto code = ReadExitCode(paths)) {
+  if (auto code = ReadExitCode(*options_.fs, paths)) {
     Worker w;
     w.key = key;
     w.paths = paths;
@@ -362,7 +364,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     }
   }
   if (Status port = CheckMasterPortFree(launch); !port.ok()) return fail(port);
-  Status plan_written = WriteFileAtomically(paths.plan, launch.plan.dump(2) + "\n");
+  Status plan_written = WriteFileAtomically(*options_.fs, paths.plan, launch.plan.dump(2) + "\n");
   if (!plan_written.ok()) return fail(plan_written);
 
   // The job's env is laid over a clean base env (not the agent's own), then
@@ -519,7 +521,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   w.pid = pid;
   w.is_child = true;
   w.state = WorkerState::kRunning;
-  if (auto stat = ReadProcStat(pid)) w.start_ticks = stat->start_ticks;
+  if (auto stat = ReadProcStat(*options_.fs, pid)) w.start_ticks = stat->start_ticks;
   Json pid_record = {{"job_id", key.job_id},
                      {"attempt", key.attempt},
                      {"rank", key.rank},
@@ -529,7 +531,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
                      {"started_ms", options_.clock->NowUnixMillis()},
                      {"argv", launch.argv},
                      {"device_indices", launch.device_indices}};
-  Status recorded = WriteFileAtomically(paths.pid, pid_record.dump(2) + "\n");
+  Status recorded = WriteFileAtomically(*options_.fs, paths.pid, pid_record.dump(2) + "\n");
   workers_[key] = std::move(w);
   cv_.notify_all();
   if (!recorded.ok()) return recorded.WithPrefix("pid file (re-adoption will miss this worker)");
@@ -561,8 +563,7 @@ void ProcessSupervisor::Forget(const WorkerKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(key);
   if (it == workers_.end() || it->second.state != WorkerState::kExited) return;
-  std::error_code ec;
-  std::filesystem::remove(it->second.paths.pid, ec);  // exit.json and logs stay
+  options_.fs->Remove(it->second.paths.pid).IgnoreError();  // exit.json and logs stay
   workers_.erase(it);
 }
 
@@ -640,7 +641,12 @@ void ProcessSupervisor::MarkExitedLocked(Worker& w, int64_t exit_code) {
   w.exit_code = exit_code;
   w.kill_at.reset();
   Json record = {{"exit_code", exit_code}, {"ended_ms", options_.clock->NowUnixMillis()}};
-  WriteFileAtomically(w.paths.exit, record.dump() + "\n").IgnoreError();
+  Status recorded = WriteFileAtomically(*options_.fs, w.paths.exit, record.dump() + "\n");
+  if (!recorded.ok()) {
+    // Nobody to return it to (the monitor thread): the worker's log says it.
+    AppendToLog(w.paths.log, "tessera-agent: cannot record the exit of " + KeyText(w.key) + ": " +
+                                 recorded.ToString());
+  }
 }
 
 void ProcessSupervisor::PollLocked(Worker& w) {
@@ -658,10 +664,10 @@ void ProcessSupervisor::PollLocked(Worker& w) {
       ended = true;  // reaped elsewhere; the status is lost
     }
   } else {
-    auto stat = ReadProcStat(w.pid);
+    auto stat = ReadProcStat(*options_.fs, w.pid);
     pid_reused = stat && stat->start_ticks != w.start_ticks;
     ended = !stat || stat->state == 'Z' || pid_reused;
-    if (ended) code = ReadShimExitCode(w.paths).value_or(kExitCodeUnknown);
+    if (ended) code = ReadShimExitCode(*options_.fs, w.paths).value_or(kExitCodeUnknown);
   }
   if (ended) {
     // Whatever the leader left behind in its group ends with it (unless the

@@ -21,6 +21,13 @@
 // agent forgets it, and a key that ever ran is never started again -- not
 // even by a restarted agent: exit.json in the rank dir remembers it.
 //
+// Files: plan.json, worker.pid and exit.json are written atomically through
+// options.fs (common/atomic_file.h). A plan that cannot be written fails
+// the start (an exited worker, the reason in its log); a pid file that
+// cannot be written is returned by Start (the worker runs, but a restarted
+// agent will not re-adopt it); an exit.json that cannot be written is said
+// in the worker's log (the monitor thread has no caller to tell).
+//
 // Re-adoption: the pid file in each rank dir lets a RESTARTED agent find the
 // workers of its predecessor (Recover()). A worker is adopted when its pid is
 // alive, its process start time equals the recorded one and its
@@ -52,6 +59,7 @@
 #include "agent/worker_env.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace tessera::agent {
@@ -103,7 +111,8 @@ struct SupervisorOptions {
   // The clean base every worker env starts from (launch env and agent vars are
   // added on top); DefaultBaseEnv() when not set.
   std::optional<EnvMap> base_env;
-  Clock* clock = SystemClock::Default();  // not owned
+  Clock* clock = SystemClock::Default();   // not owned
+  FileSystem* fs = FileSystem::Default();  // rank files and /proc; not owned
 };
 
 // PATH (a fixed system path), LANG=C.UTF-8, and HOME, USER, LOGNAME, TMPDIR,

@@ -9,10 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/atomic_file.h"
 #include "daemon/store.h"
 #include "scheduler/profile_json.h"
 
@@ -68,10 +67,7 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
     ::waitpid(pid, &status, 0);
     std::string err;
     if (err_fd >= 0) {
-      std::ifstream in(err_path);
-      std::stringstream s;
-      s << in.rdbuf();
-      err = s.str();
+      err = FileSystem::Default()->ReadFile(err_path).value_or(std::string());
       ::close(err_fd);
       ::unlink(err_path);
     }
@@ -104,11 +100,12 @@ api::Json MeasuringProfileAnswer(const Status& status) {
 }
 
 ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, ProfileSource source,
-                           const Clock* clock)
+                           const Clock* clock, FileSystem* files)
     : dir_(std::move(dir)),
       models_(std::move(models)),
       source_(std::move(source)),
-      clock_(clock != nullptr ? clock : SystemClock::Default()) {}
+      clock_(clock != nullptr ? clock : SystemClock::Default()),
+      files_(files != nullptr ? files : FileSystem::Default()) {}
 
 ProfileCache::~ProfileCache() {
   if (warmup_.joinable()) warmup_.join();
@@ -146,18 +143,18 @@ void ProfileCache::StartWarmup() {
 Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model, bool* measured) {
   fs::path file = dir_ / (model + ".json");
   std::string text;
-  if (std::ifstream in(file); in) {
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
+  if (Result<std::string> cached = files_->ReadFile(file); cached.ok()) {
+    text = *std::move(cached);
   } else {
     *measured = true;
     TESSERA_ASSIGN_OR_RETURN(text, source_(model));
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    fs::path tmp = file.string() + ".tmp";
-    std::ofstream(tmp) << text;
-    fs::rename(tmp, file, ec);
+    AtomicWriteOptions options;
+    options.create_parent_dirs = true;
+    if (Status kept = WriteFileAtomically(*files_, file, text, options); !kept.ok()) {
+      // The measurement is good; only the next start pays for it again.
+      spdlog::warn("profile of {} not cached (the next start measures it again): {}", model,
+                   kept.ToString());
+    }
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Internal("profile of " + model + " is not JSON");

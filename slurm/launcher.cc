@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "agent/file_util.h"
 #include "agent/inventory.h"
+#include "common/atomic_file.h"
 
 namespace tessera::slurm {
 namespace {
@@ -29,6 +29,16 @@ volatile sig_atomic_t g_child_group = 0;
 
 void Forward(int sig) {
   if (g_child_group > 0) ::kill(-g_child_group, sig);
+}
+
+// Appends one line to a file (the rank's log), as best it can.
+void AppendLine(const std::filesystem::path& file, const std::string& line) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string text = line + "\n";
+  ssize_t ignored = ::write(fd, text.data(), text.size());
+  (void)ignored;
+  ::close(fd);
 }
 
 int64_t NowMs() {
@@ -109,15 +119,14 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
   return t;
 }
 
-Result<int> RunTask(const TaskLaunch& task) {
+Result<int> RunTask(const TaskLaunch& task, const RunTaskOptions& options) {
+  FileSystem& fs = *options.fs;
   const agent::RankPaths& p = task.paths;
-  std::error_code ec;
-  std::filesystem::create_directories(p.dir, ec);
-  if (ec) return Internal("cannot create " + p.dir.string() + ": " + ec.message());
+  TESSERA_RETURN_IF_ERROR(fs.CreateDirs(p.dir));
   if (task.launch.argv.empty() || task.launch.argv[0].empty() || task.launch.argv[0][0] != '/') {
     return InvalidArgument("argv[0] must be an absolute path", "argv[0]");
   }
-  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(p.plan, task.launch.plan.dump(2) + "\n"));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(fs, p.plan, task.launch.plan.dump(2) + "\n"));
   int progress_fd = ::open(p.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (progress_fd >= 0) ::close(progress_fd);
   int log_fd = ::open(p.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -167,15 +176,19 @@ Result<int> RunTask(const TaskLaunch& task) {
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
   sigprocmask(SIG_SETMASK, &old, nullptr);
-  agent::WriteFileAtomically(p.pid, api::Json{{"pid", pid}, {"pgid", pid}}.dump() + "\n")
-      .IgnoreError();
+  Status recorded =
+      WriteFileAtomically(fs, p.pid, api::Json{{"pid", pid}, {"pgid", pid}}.dump() + "\n");
+  if (!recorded.ok()) {
+    AppendLine(p.log, "tessera-slurm-launch: cannot record the pid of rank " +
+                          std::to_string(task.rank) + ": " + recorded.ToString());
+  }
 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(
-      p.exit, api::Json{{"exit_code", code}, {"ended_ms", NowMs()}}.dump() + "\n"));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(
+      fs, p.exit, api::Json{{"exit_code", code}, {"ended_ms", NowMs()}}.dump() + "\n"));
   return code;
 }
 
