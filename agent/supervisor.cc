@@ -19,8 +19,7 @@
 
 #include "api/job_spec_validation.h"
 #include "common/atomic_file.h"
-
-extern char** environ;
+#include "common/process_launcher.h"
 
 namespace tessera::agent {
 namespace {
@@ -381,16 +380,6 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   env["TESSERA_PROGRESS_FILE"] = paths.progress.string();
   for (const auto& [k, v] : IdentityEnv(key)) env[k] = v;  // identity for re-adoption
 
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = launch.argv;
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
   {  // progress file exists before the worker runs, so tailing never races creation
     int fd = ::open(paths.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
                     0600);
@@ -408,112 +397,28 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   int log_fd =
       ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd < 0) return fail(Internal("cannot open " + paths.log.string()));
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int err_pipe[2];
-  if (null_fd < 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ::close(log_fd);
-    if (null_fd >= 0) ::close(null_fd);
-    return fail(Internal(std::string("cannot prepare launch: ") + std::strerror(errno)));
-  }
-  const std::string cwd = paths.dir.string();
-  const bool drop = account->drop;
-  const uid_t uid = account->uid;
-  const gid_t gid = account->gid;
-  const std::vector<gid_t> groups = account->groups;
-
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until execve.
-    ::setsid();  // own session and process group (pgid == pid)
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks TERM/HUP
-    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-    int err = 0;
-    if (::chdir(cwd.c_str()) != 0) err = errno;
-    if (err == 0 && (::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0)) {
-      err = errno;
-    }
-    if (err == 0) {
-      // Close every inherited descriptor except the error pipe (CLOEXEC).
-      const int keep = err_pipe[1];
-      if (keep > 3) ::close_range(3, static_cast<unsigned>(keep - 1), 0);
-      ::close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
-      // This process stays as the worker's shim: it waits for the worker and
-      // writes its exit code to <rank dir>/exit_code, so an agent that
-      // re-adopts the worker after a restart still learns how it ended.
-      // It ignores TERM/INT/HUP (the group's stop signals are for the worker)
-      // but dies with it on SIGKILL.
-      pid_t worker = ::fork();
-      if (worker == 0) {
-        // The worker alone drops to its account; the shim stays with the
-        // agent's, so it can still write exit_code into the rank folder.
-        if (drop && (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
-                     ::setuid(uid) != 0 || ::setuid(0) == 0)) {
-          err = errno == 0 ? EPERM : errno;
-          ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
-          (void)ignored;
-          ::_exit(static_cast<int>(kExitCodeLaunchFailed));
-        }
-        ::execve(argv[0], argv.data(), envp.data());
-        err = errno;
-        ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
-        (void)ignored;
-        ::_exit(static_cast<int>(kExitCodeLaunchFailed));
-      }
-      if (worker > 0) {
-        ::signal(SIGTERM, SIG_IGN);
-        ::signal(SIGINT, SIG_IGN);
-        ::signal(SIGHUP, SIG_IGN);
-        ::close(err_pipe[1]);
-        int status = 0;
-        while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
-        }
-        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        char text[16];
-        int len = 0;
-        int v = code;
-        char digits[12];
-        do {
-          digits[len++] = static_cast<char>('0' + v % 10);
-          v /= 10;
-        } while (v > 0 && len < 11);
-        for (int i = 0; i < len; ++i) text[i] = digits[len - 1 - i];
-        text[len] = '\n';
-        int fd = ::open("exit_code.tmp", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          ssize_t ignored = ::write(fd, text, static_cast<size_t>(len + 1));
-          (void)ignored;
-          ::fsync(fd);
-          ::close(fd);
-          ::rename("exit_code.tmp", "exit_code");
-        }
-        ::_exit(code);
-      }
-      err = errno;
-    }
-    ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
-    (void)ignored;
-    ::_exit(static_cast<int>(kExitCodeLaunchFailed));
-  }
-  ::close(err_pipe[1]);
+  // The worker's shim (ProcessSpec::exit_code_file) records its exit code in
+  // the rank folder, so an agent that re-adopts it still learns how it ended.
+  ProcessSpec spec;
+  spec.argv = launch.argv;
+  spec.env.emplace();
+  for (const auto& [k, v] : env) spec.env->push_back(k + "=" + v);
+  spec.cwd = paths.dir.string();
+  spec.stdin_from = ChildStdio::Null();
+  spec.stdout_to = ChildStdio::Fd(log_fd);
+  spec.stderr_to = ChildStdio::Fd(log_fd);
+  spec.group = ChildProcessGroup::kNewSession;
+  sigset_t none;
+  sigemptyset(&none);
+  spec.signal_mask = none;  // the agent blocks TERM/HUP
+  spec.default_signal_handlers = true;
+  spec.close_other_fds = true;
+  spec.exit_code_file = "exit_code";
+  if (account->drop) spec.run_as = ChildAccount{account->uid, account->gid, account->groups};
+  Result<pid_t> started = options_.launcher->Launch(spec);
   ::close(log_fd);
-  ::close(null_fd);
-  if (pid < 0) {
-    ::close(err_pipe[0]);
-    return fail(Internal(std::string("fork failed: ") + std::strerror(errno)));
-  }
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(err_pipe[0], &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  ::close(err_pipe[0]);
-  if (n > 0) {  // exec failed; the child has exited
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return fail(Internal("cannot execute " + launch.argv[0] + ": " + std::strerror(child_errno)));
-  }
+  if (!started.ok()) return fail(started.status());
+  const pid_t pid = *started;
 
   Worker w;
   w.key = key;

@@ -1,9 +1,11 @@
 // Supervisor: starts, watches and stops the worker processes of this node.
 //
 // `Supervisor` is the interface the agent loop talks to; `ProcessSupervisor`
-// is the real one: fork/exec of real processes, each in its own session and
-// process group, with its rank directory (agent/rank_files.h) as cwd and its
-// stdout+stderr appended to a size-capped, rotated log.
+// is the real one: real processes started through a ProcessLauncher
+// (common/process_launcher.h), each in its own session and process group,
+// with its rank directory (agent/rank_files.h) as cwd, its stdout+stderr
+// appended to a size-capped, rotated log, and a shim between the agent and
+// the worker that records the worker's exit code in the rank directory.
 //
 // Before a start: the rank's folders are made 0700 (agent/rank_files.h); a
 // launch whose env sets a denied key (api::IsDeniedEnvKey) is refused; rank 0
@@ -60,6 +62,7 @@
 #include "api/agent_protocol.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 
 namespace tessera::agent {
@@ -111,8 +114,9 @@ struct SupervisorOptions {
   // The clean base every worker env starts from (launch env and agent vars are
   // added on top); DefaultBaseEnv() when not set.
   std::optional<EnvMap> base_env;
-  Clock* clock = SystemClock::Default();   // not owned
-  FileSystem* fs = FileSystem::Default();  // rank files and /proc; not owned
+  Clock* clock = SystemClock::Default();                   // not owned
+  FileSystem* fs = FileSystem::Default();                  // rank files and /proc; not owned
+  ProcessLauncher* launcher = ProcessLauncher::Default();  // starts workers; not owned
 };
 
 // PATH (a fixed system path), LANG=C.UTF-8, and HOME, USER, LOGNAME, TMPDIR,

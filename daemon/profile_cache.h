@@ -31,6 +31,7 @@
 #include "api/types.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 #include "scheduler/model_profile.h"
 
@@ -53,9 +54,11 @@ std::vector<std::string> BuiltinModelsToProfile();
 // Produces the worker's profile JSON text for a model.
 using ProfileSource = std::function<Result<std::string>(const std::string& model)>;
 
-// Runs `<worker_binary> profile --model <model>` and returns its stdout.
+// Runs `<worker_binary> profile --model <model>` (through `launcher`, not
+// owned; the child gets SIGKILL when tesserad dies) and returns its stdout.
 // kUnavailable when it cannot run or exits non-zero (stderr in the message).
-ProfileSource WorkerProfileSource(std::string worker_binary);
+ProfileSource WorkerProfileSource(std::string worker_binary,
+                                  ProcessLauncher* launcher = ProcessLauncher::Default());
 
 class ProfileCache {
  public:

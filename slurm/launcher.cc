@@ -14,6 +14,7 @@
 
 #include "agent/inventory.h"
 #include "common/atomic_file.h"
+#include "common/process_launcher.h"
 
 namespace tessera::slurm {
 namespace {
@@ -132,43 +133,31 @@ Result<int> RunTask(const TaskLaunch& task, const RunTaskOptions& options) {
   int log_fd = ::open(p.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Internal("cannot open " + p.log.string());
 
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : task.env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = task.launch.argv;
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const std::string cwd = p.dir.string();
+  ProcessSpec spec;
+  spec.argv = task.launch.argv;
+  spec.env.emplace();
+  for (const auto& [k, v] : task.env) spec.env->push_back(k + "=" + v);
+  spec.cwd = p.dir.string();
+  spec.stdin_from = ChildStdio::Null();
+  spec.stdout_to = ChildStdio::Fd(log_fd);
+  spec.stderr_to = ChildStdio::Fd(log_fd);
+  spec.group = ChildProcessGroup::kNewGroup;
+  spec.on_start_failure = StartFailure::kExitInChild;  // exit 127, recorded as the rank's code
+  spec.start_failure_message = "tessera-slurm-launch: cannot execute the rank's command\n";
 
   // Signals that arrive before the child exists are held until it does.
   sigset_t forwarded, old;
   sigemptyset(&forwarded);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
   sigprocmask(SIG_BLOCK, &forwarded, &old);
-  pid_t pid = ::fork();
-  if (pid < 0) {
+  spec.signal_mask = old;  // the child gets the mask this process had
+  Result<pid_t> started = options.launcher->Launch(spec);
+  if (!started.ok()) {
     ::close(log_fd);
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    return Internal(std::string("fork: ") + std::strerror(errno));
+    return started.status();
   }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    if (::chdir(cwd.c_str()) != 0) _exit(127);
-    ::execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "tessera-slurm-launch: cannot execute the rank's command\n";
-    ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
-    (void)ignored;
-    _exit(127);
-  }
-  ::setpgid(pid, pid);  // also in the child: whichever runs first
+  const pid_t pid = *started;
   ::close(log_fd);
   g_child_group = pid;
   struct sigaction sa {};

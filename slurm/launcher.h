@@ -13,8 +13,10 @@
 // uses cuda:LOCAL_RANK, as under torchrun. So builtin and cmd: entrypoints
 // run unchanged.
 //
-// RunTask runs it: writes the plan, starts the command in its own process
-// group with stdout and stderr appended to the rank's worker.log, records its
+// RunTask runs it: writes the plan, starts the command (through
+// options.launcher) in its own process group with stdout and stderr
+// appended to the rank's worker.log (a command that cannot be executed says
+// so there and exits 127, the rank's code), records its
 // pid in worker.pid (the pool reports the rank running from then on),
 // forwards SIGTERM, SIGINT and SIGHUP to it (Slurm's cancel), and when it
 // ends writes exit.json ({"exit_code", "ended_ms"}) and returns its code
@@ -34,6 +36,7 @@
 #include "agent/worker_env.h"
 #include "api/agent_protocol.h"
 #include "common/file_system.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 #include "slurm/slurm_attempt.h"
 
@@ -55,7 +58,8 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
                                const agent::EnvMap& base_env);
 
 struct RunTaskOptions {
-  FileSystem* fs = FileSystem::Default();  // the rank files; not owned
+  FileSystem* fs = FileSystem::Default();                  // the rank files; not owned
+  ProcessLauncher* launcher = ProcessLauncher::Default();  // starts the rank; not owned
 };
 
 // Runs the task to its end; returns its exit code. kInternal when it cannot

@@ -16,6 +16,7 @@
 
 #include "common/atomic_file.h"
 #include "common/faulty_file_system.h"
+#include "common/faulty_process_launcher.h"
 #include "tests/agent/test_util.h"
 
 namespace tessera::agent {
@@ -303,6 +304,28 @@ TEST_F(SupervisorTest, RankFilesThatCannotBeWrittenSurface) {
       EXPECT_FALSE(IsTempFileName(e.path().filename().string())) << e.path();
     }
   }
+}
+
+// A launch that fails (here: fork, injected) is returned and recorded as an
+// exited worker with the reason in its log; the next launch is unaffected.
+TEST_F(SupervisorTest, LaunchFailureIsAnExitedWorkerWithReasonInLog) {
+  FaultyProcessLauncher launcher;
+  launcher.FailNextLaunch(EAGAIN);
+  SupervisorOptions o = Options();
+  o.launcher = &launcher;
+  sup_ = std::make_unique<ProcessSupervisor>(o);
+  const WorkerKey failed{70, 1, 0}, next{71, 1, 0};
+  Status st = sup_->Start(ShellLaunch(failed, "echo never"), {});
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_EQ(st.message(),
+            "job 70 attempt 1 rank 0: fork failed: " + std::string(std::strerror(EAGAIN)));
+  EXPECT_EQ(sup_->Get(failed)->state, WorkerState::kExited);
+  EXPECT_EQ(sup_->Get(failed)->exit_code, kExitCodeLaunchFailed);
+  EXPECT_TRUE(LogContains(failed, "cannot start job 70 attempt 1 rank 0: internal: fork failed"));
+  EXPECT_FALSE(LogContains(failed, "never"));
+  ASSERT_TRUE(sup_->Start(ShellLaunch(next, "exit 0"), {}).ok());
+  EXPECT_EQ(sup_->WaitForExit(next, 10s)->exit_code, 0);
+  EXPECT_EQ(launcher.fired(), 1);
 }
 
 TEST_F(SupervisorTest, RelativeArgv0IsRejected) {

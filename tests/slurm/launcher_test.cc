@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/faulty_file_system.h"
+#include "common/faulty_process_launcher.h"
 
 namespace tessera::slurm {
 namespace {
@@ -235,6 +236,35 @@ TEST_F(LauncherRunTest, RankFilesThatCannotBeWrittenSurface) {
     // The plan's failure stops the task before its rank runs.
     EXPECT_EQ(log.find("ran") != std::string::npos, std::string(c.file) == "exit.json") << log;
   }
+}
+
+// A rank that cannot be started (fork fails, injected) is RunTask's error
+// (tessera-slurm-launch exits 127); nothing says it ran; a command that cannot
+// be executed is a rank that exited 127, said in its log.
+TEST_F(LauncherRunTest, StartFailuresSurface) {
+  SlurmAttempt attempt = MakeAttempt(root_.string(), {"/bin/sh", "-c", "exit 0"}, false);
+  auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
+                       {{"PATH", "/usr/bin:/bin"}});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  FaultyProcessLauncher launcher;
+  launcher.FailNextLaunch(EAGAIN);
+  RunTaskOptions options;
+  options.launcher = &launcher;
+  Result<int> code = RunTask(*t, options);
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().message(), "fork failed: " + std::string(std::strerror(EAGAIN)));
+  EXPECT_FALSE(fs::exists(t->paths.pid));
+  EXPECT_FALSE(fs::exists(t->paths.exit));
+
+  SlurmAttempt missing = MakeAttempt(root_.string(), {(root_ / "no-such-program").string()}, false);
+  t = PrepareTask(missing, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
+                  {{"PATH", "/usr/bin:/bin"}});
+  ASSERT_TRUE(t.ok());
+  code = RunTask(*t);
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  EXPECT_EQ(*code, 127);
+  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 127);
+  EXPECT_NE(Read(t->paths.log).find("cannot execute the rank's command"), std::string::npos);
 }
 
 // The real binary, as srun runs it: Slurm's cancel (SIGTERM) reaches the rank.

@@ -14,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/fake_clock.h"
 #include "common/faulty_file_system.h"
+#include "common/faulty_process_launcher.h"
 
 namespace tessera::daemon {
 namespace {
@@ -174,6 +175,23 @@ TEST_F(ProfileCacheTest, WorkerSourceReportsAFailingBinary) {
   auto r = source("colorize-unet");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  // A binary that is not there: the child exits 127.
+  r = WorkerProfileSource((dir_ / "no-such-worker").string())("colorize-unet");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("exit status " + std::to_string(127 << 8)), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(ProfileCacheTest, WorkerSourceReportsALaunchFailure) {
+  FaultyProcessLauncher launcher;
+  launcher.FailNextLaunch(EAGAIN, "tessera-worker");
+  auto source = WorkerProfileSource("/usr/bin/tessera-worker", &launcher);
+  auto r = source("colorize-unet");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "fork failed: " + std::string(std::strerror(EAGAIN)));
+  EXPECT_EQ(launcher.fired(), 1);
 }
 
 }  // namespace
