@@ -486,11 +486,11 @@ std::optional<api::WorkerStatus> ProcessSupervisor::Get(const WorkerKey& key) {
 
 std::optional<api::WorkerStatus> ProcessSupervisor::WaitForExit(const WorkerKey& key,
                                                                 std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = options_.clock->SteadyNow() + timeout;
   while (true) {
     auto s = Get(key);
     if (!s || s->state == WorkerState::kExited) return s;
-    if (std::chrono::steady_clock::now() >= deadline) return s;
+    if (options_.clock->SteadyNow() >= deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -526,8 +526,8 @@ bool ProcessSupervisor::StopAllAndWait() {
     for (const auto& [key, w] : workers_) keys.push_back(key);
   }
   for (const auto& key : keys) Stop(key);
-  auto deadline = std::chrono::steady_clock::now() + options_.stop_grace + std::chrono::seconds(2) +
-                  options_.poll_interval * 4;
+  const auto deadline = options_.clock->SteadyNow() + options_.stop_grace +
+                        std::chrono::seconds(2) + options_.poll_interval * 4;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -536,7 +536,7 @@ bool ProcessSupervisor::StopAllAndWait() {
       });
       if (!any) return true;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (options_.clock->SteadyNow() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

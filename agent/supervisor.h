@@ -101,7 +101,8 @@ class Supervisor {
   virtual std::vector<api::WorkerStatus> Snapshot() = 0;
 
   // Stops every worker and waits until all have exited (at most the grace
-  // period plus a margin). Returns true when none runs any more.
+  // period plus a margin, on the supervisor's clock). Returns true when none
+  // runs any more.
   virtual bool StopAllAndWait() = 0;
 };
 
@@ -150,7 +151,8 @@ class ProcessSupervisor final : public Supervisor {
 
   // The worker's status without log tail and progress; nullopt when unknown.
   std::optional<api::WorkerStatus> Get(const api::WorkerKey& key);
-  // Polls Get until the worker has exited or `timeout` passed.
+  // Polls Get until the worker has exited or `timeout` passed on the
+  // options' clock.
   std::optional<api::WorkerStatus> WaitForExit(const api::WorkerKey& key,
                                                std::chrono::milliseconds timeout);
 

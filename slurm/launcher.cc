@@ -42,12 +42,6 @@ void AppendLine(const std::filesystem::path& file, const std::string& line) {
   ::close(fd);
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
@@ -177,7 +171,8 @@ Result<int> RunTask(const TaskLaunch& task, const RunTaskOptions& options) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   TESSERA_RETURN_IF_ERROR(WriteFileAtomically(
-      fs, p.exit, api::Json{{"exit_code", code}, {"ended_ms", NowMs()}}.dump() + "\n"));
+      fs, p.exit,
+      api::Json{{"exit_code", code}, {"ended_ms", options.clock->NowUnixMillis()}}.dump() + "\n"));
   return code;
 }
 

@@ -35,6 +35,7 @@
 #include "agent/rank_files.h"
 #include "agent/worker_env.h"
 #include "api/agent_protocol.h"
+#include "common/clock.h"
 #include "common/file_system.h"
 #include "common/process_launcher.h"
 #include "common/status.h"
@@ -60,6 +61,7 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
 struct RunTaskOptions {
   FileSystem* fs = FileSystem::Default();                  // the rank files; not owned
   ProcessLauncher* launcher = ProcessLauncher::Default();  // starts the rank; not owned
+  const Clock* clock = SystemClock::Default();             // ended_ms of exit.json; not owned
 };
 
 // Runs the task to its end; returns its exit code. kInternal when it cannot

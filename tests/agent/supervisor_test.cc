@@ -13,8 +13,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 
 #include "common/atomic_file.h"
+#include "common/fake_clock.h"
 #include "common/faulty_file_system.h"
 #include "common/faulty_process_launcher.h"
 #include "tests/agent/test_util.h"
@@ -182,6 +184,38 @@ TEST_F(SupervisorTest, EscalatesToKillWhenTermIsIgnored) {
   EXPECT_EQ(s->exit_code, 128 + SIGKILL);
   EXPECT_GE(took, 450ms);  // TERM was ignored for the grace period...
   EXPECT_LT(took, 3s);     // ...and KILL followed it (grace 500 ms + margin)
+}
+
+// Waits and the stop grace run on the injected clock: WaitForExit gives up
+// when that clock passes its timeout, and a worker that ignores SIGTERM is
+// killed once it passes the grace, however little real time went by.
+TEST_F(SupervisorTest, WaitsAndGraceRunOnTheInjectedClock) {
+  FakeClock clock;
+  SupervisorOptions o = Options();
+  o.clock = &clock;
+  o.stop_grace = 1h;
+  sup_ = std::make_unique<ProcessSupervisor>(o);
+  const WorkerKey key{80, 1, 0};
+  ASSERT_TRUE(
+      sup_->Start(ShellLaunch(key, "trap '' TERM; echo ready; while :; do sleep 0.05; done"), {})
+          .ok());
+  ASSERT_TRUE(Eventually([&] { return LogContains(key, "ready"); }));
+
+  auto waited = std::async(std::launch::async, [&] { return sup_->WaitForExit(key, 1h); });
+  EXPECT_EQ(waited.wait_for(200ms), std::future_status::timeout) << "the fake clock has not moved";
+  clock.Advance(1h);
+  const bool gave_up = waited.wait_for(10s) == std::future_status::ready;
+  EXPECT_TRUE(gave_up) << "WaitForExit timed on the real clock";
+  if (!gave_up) ::kill(-sup_->Get(key)->pid, SIGKILL);  // let it return
+  EXPECT_EQ(waited.get()->state, WorkerState::kRunning);
+
+  sup_->Stop(key);  // SIGTERM, ignored
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(sup_->Get(key)->state, WorkerState::kStopping) << "killed before the grace";
+  clock.Advance(1h);
+  // The monitor kills it on its next poll.
+  ASSERT_TRUE(Eventually([&] { return sup_->Get(key)->state == WorkerState::kExited; }));
+  EXPECT_EQ(sup_->Get(key)->exit_code, 128 + SIGKILL);
 }
 
 TEST_F(SupervisorTest, GroupKillReachesGrandchildrenAndLeavesNoOrphans) {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/fake_clock.h"
 #include "common/faulty_file_system.h"
 #include "common/faulty_process_launcher.h"
 
@@ -180,11 +181,15 @@ TEST_F(LauncherRunTest, RunsTheRankAndRecordsItsExit) {
   auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fa"}, {"SLURM_LOCALID", "1"}},
                        {{"PATH", "/usr/bin:/bin"}});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  auto code = RunTask(*t);
+  FakeClock clock;
+  RunTaskOptions options;
+  options.clock = &clock;
+  auto code = RunTask(*t, options);
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   EXPECT_EQ(*code, 3);
   EXPECT_NE(Read(t->paths.log).find("rank 1 on fa"), std::string::npos) << Read(t->paths.log);
   EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 3);
+  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["ended_ms"], clock.NowUnixMillis());
   EXPECT_TRUE(fs::exists(t->paths.pid));
   EXPECT_TRUE(fs::exists(t->paths.progress));
   EXPECT_EQ(api::Json::parse(Read(t->paths.plan))["rank"], 1);
