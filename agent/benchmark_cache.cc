@@ -1,23 +1,18 @@
 #include "agent/benchmark_cache.h"
 
-#include <fstream>
-#include <sstream>
-#include <system_error>
-
-#include "agent/file_util.h"
+#include "common/atomic_file.h"
 
 namespace tessera::agent {
 
-BenchmarkCache::BenchmarkCache(std::filesystem::path file) : file_(std::move(file)) {}
+BenchmarkCache::BenchmarkCache(std::filesystem::path file, FileSystem* fs)
+    : file_(std::move(file)), fs_(fs) {}
 
 void BenchmarkCache::Load() {
   entries_.clear();
   if (file_.empty()) return;
-  std::ifstream in(file_);
-  if (!in) return;
-  std::ostringstream text;
-  text << in.rdbuf();
-  api::Json j = api::Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  Result<std::string> text = fs_->ReadFile(file_);
+  if (!text.ok()) return;
+  api::Json j = api::Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("devices") || !j["devices"].is_object()) return;
   for (const auto& [key, value] : j["devices"].items()) {
     if (!value.is_object()) continue;
@@ -25,8 +20,10 @@ void BenchmarkCache::Load() {
     // they are measured again.
     BenchmarkFigures f;
     bool complete = true;
-    for (auto [name, out] : {std::pair{"tflops", &f.tflops}, {"tflops_half", &f.tflops_half},
-                             {"tflops_fp16", &f.tflops_fp16}, {"tflops_bf16", &f.tflops_bf16},
+    for (auto [name, out] : {std::pair{"tflops", &f.tflops},
+                             {"tflops_half", &f.tflops_half},
+                             {"tflops_fp16", &f.tflops_fp16},
+                             {"tflops_bf16", &f.tflops_bf16},
                              {"mem_bandwidth_gbps", &f.mem_bandwidth_gbps}}) {
       auto it = value.find(name);
       if (it == value.end() || !it->is_number()) {
@@ -50,7 +47,7 @@ Status BenchmarkCache::Save() const {
                     {"mem_bandwidth_gbps", f.mem_bandwidth_gbps}};
   }
   api::Json j = {{"version", 2}, {"devices", devices}};
-  return WriteFileAtomically(file_, j.dump(2) + "\n");
+  return WriteFileAtomically(*fs_, file_, j.dump(2) + "\n");
 }
 
 std::optional<BenchmarkFigures> BenchmarkCache::Get(const std::string& key) const {

@@ -3,7 +3,8 @@
 // forces a new measurement).
 //
 // Entries are keyed by a device's identity ("cuda:<uuid>", "cpu:<model
-// name>"), so a swapped GPU is measured afresh.
+// name>"), so a swapped GPU is measured afresh. The file is read and written
+// through a FileSystem (common/file_system.h), not owned.
 // Thread safety: not thread-safe; the agent loop owns it.
 #ifndef TESSERA_AGENT_BENCHMARK_CACHE_H_
 #define TESSERA_AGENT_BENCHMARK_CACHE_H_
@@ -15,6 +16,7 @@
 
 #include "agent/device_benchmark.h"
 #include "api/types.h"
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace tessera::agent {
@@ -22,12 +24,14 @@ namespace tessera::agent {
 class BenchmarkCache {
  public:
   // The cache file path; an empty path keeps the cache in memory only.
-  explicit BenchmarkCache(std::filesystem::path file);
+  explicit BenchmarkCache(std::filesystem::path file, FileSystem* fs = FileSystem::Default());
 
   // Reads the file; a missing or unreadable file gives an empty cache (the
   // agent measures again), never an error.
   void Load();
-  // Writes atomically (temp file + rename).
+  // Writes atomically (WriteFileAtomically of common/atomic_file.h); its
+  // error, naming the file, when that fails (the file then keeps its
+  // previous content).
   Status Save() const;
 
   std::optional<BenchmarkFigures> Get(const std::string& key) const;
@@ -38,6 +42,7 @@ class BenchmarkCache {
 
  private:
   std::filesystem::path file_;
+  FileSystem* fs_;
   std::map<std::string, BenchmarkFigures> entries_;
 };
 

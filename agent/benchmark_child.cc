@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-
-extern char** environ;
 
 namespace tessera::agent {
 namespace {
@@ -92,25 +89,19 @@ Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
                                            const std::string& device) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Internal("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<std::string> argv_text{options.binary, "--device", device};
-  argv_text.insert(argv_text.end(), options.args.begin(), options.args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned =
-      ::posix_spawn(&pid, options.binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  ProcessSpec spec;
+  spec.argv = {options.binary, "--device", device};
+  spec.argv.insert(spec.argv.end(), options.args.begin(), options.args.end());
+  spec.stdin_from = ChildStdio::Null();
+  spec.stdout_to = ChildStdio::Fd(fds[1]);
+  spec.stderr_to = ChildStdio::Fd(fds[1]);
+  Result<pid_t> started = options.launcher->Launch(spec);
   ::close(fds[1]);
-  if (spawned != 0) {
+  if (!started.ok()) {
     ::close(fds[0]);
-    return NotFound("cannot run " + options.binary + ": " + std::strerror(spawned));
+    return Status(StatusCode::kNotFound, started.status().message());
   }
+  const pid_t pid = *started;
 
   std::string output;
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;

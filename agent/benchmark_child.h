@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/device_benchmark.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 
 namespace tessera::agent {
@@ -26,6 +27,7 @@ struct BenchmarkChildOptions {
   std::string binary;             // path of tessera-device-bench
   std::vector<std::string> args;  // extra arguments after --device
   std::chrono::milliseconds timeout{std::chrono::minutes(3)};
+  ProcessLauncher* launcher = ProcessLauncher::Default();  // starts the child; not owned
 };
 
 // The tessera-device-bench installed beside this process's executable.
@@ -34,7 +36,9 @@ std::string DefaultBenchmarkBinary();
 // Runs the child and parses its figures. Errors: the child's own error
 // (its code and message), kDeadlineExceeded when it outlives `timeout` (it is
 // killed), kInternal when it dies by a signal or prints no JSON (with the end
-// of what it printed), kNotFound when the binary cannot be run.
+// of what it printed), kNotFound when the binary cannot be run (the
+// launcher's message: "cannot execute <binary>: <errno text>", or "fork
+// failed: ...").
 Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
                                            const std::string& device);
 

@@ -1,11 +1,17 @@
 #include "agent/cpu_discovery.h"
 
-#include <fstream>
 #include <sstream>
 #include <string>
 
+#include "common/file_system.h"
+
 namespace tessera::agent {
 namespace {
+
+// The whole file ("" when it cannot be read).
+std::string ReadText(const std::filesystem::path& path) {
+  return FileSystem::Default()->ReadFile(path).value_or(std::string());
+}
 
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t");
@@ -16,7 +22,7 @@ std::string Trim(const std::string& s) {
 
 // Value of "Key:  1234 kB" in /proc/meminfo, in bytes.
 std::optional<int64_t> MeminfoBytes(const std::filesystem::path& proc_root, const char* key) {
-  std::ifstream in(proc_root / "meminfo");
+  std::istringstream in(ReadText(proc_root / "meminfo"));
   std::string line;
   const std::string prefix = std::string(key) + ":";
   while (std::getline(in, line)) {
@@ -37,7 +43,7 @@ Result<api::Device> DiscoverCpuDevice(const std::filesystem::path& proc_root) {
   d.type = "cpu";
   d.name = "cpu";
   {
-    std::ifstream in(proc_root / "cpuinfo");
+    std::istringstream in(ReadText(proc_root / "cpuinfo"));
     std::string line;
     while (std::getline(in, line)) {
       auto colon = line.find(':');
@@ -53,7 +59,7 @@ Result<api::Device> DiscoverCpuDevice(const std::filesystem::path& proc_root) {
   if (!total) return Internal("cannot read MemTotal from " + (proc_root / "meminfo").string());
   d.memory_bytes = *total;
   if (auto used = ReadMemoryUsed(proc_root)) d.memory_used_bytes = *used;
-  std::ifstream machine_id("/etc/machine-id");
+  std::istringstream machine_id(ReadText("/etc/machine-id"));
   std::string id;
   if (machine_id >> id) {
     d.uuid = "cpu-" + id;
@@ -64,7 +70,7 @@ Result<api::Device> DiscoverCpuDevice(const std::filesystem::path& proc_root) {
 }
 
 std::optional<CpuTimes> ReadCpuTimes(const std::filesystem::path& proc_root) {
-  std::ifstream in(proc_root / "stat");
+  std::istringstream in(ReadText(proc_root / "stat"));
   std::string label;
   if (!(in >> label) || label != "cpu") return std::nullopt;
   // user nice system idle iowait irq softirq steal

@@ -63,7 +63,7 @@ Result<std::unique_ptr<HttpAgentTransport>> HttpAgentTransport::Create(
   std::string credential;
   if (!options.credential_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::optional<std::string> kept,
-                             LoadNodeCredential(options.credential_file, options.node));
+                             LoadNodeCredential(options.credential_file, options.node, options.fs));
     if (kept) credential = *std::move(kept);
   }
   auto client = std::make_unique<api::HttpClient>(url, options.timeout, options.tls);
@@ -89,8 +89,8 @@ Status HttpAgentTransport::Enrol() {
   if (!options_.credential_file.empty()) {
     // Kept before it is used: a crash now leaves a credential the next
     // start can use (or replace, while it is still unused).
-    TESSERA_RETURN_IF_ERROR(
-        StoreNodeCredential(options_.credential_file, issued.credential, options_.node));
+    TESSERA_RETURN_IF_ERROR(StoreNodeCredential(options_.credential_file, issued.credential,
+                                                options_.node, options_.fs));
   }
   credential_ = issued.credential;
   spdlog::info("node {} enrolled with the join token; its credential is in {}", options_.node,

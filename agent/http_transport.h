@@ -29,6 +29,7 @@
 #include "agent/transport.h"
 #include "api/server_url.h"
 #include "api/tls_context.h"
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace tessera::api {
@@ -47,6 +48,7 @@ struct HttpAgentTransportOptions {
   std::string credential_file;  // where the credential is kept; "": memory only
   api::TlsClientOptions tls;    // how an https:// controller is verified
   std::chrono::milliseconds timeout{5000};
+  FileSystem* fs = FileSystem::Default();  // reads and writes credential_file; not owned
 };
 
 class HttpAgentTransport final : public AgentTransport {

@@ -5,9 +5,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "common/file_system.h"
 
 namespace tessera::agent {
 namespace {
@@ -324,11 +325,9 @@ Status CheckEmulationCapacity(const InventoryFile& file, double host_cores) {
 }
 
 Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument("cannot read inventory file " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto parsed = ParseInventoryFile(text.str());
+  Result<std::string> text = FileSystem::Default()->ReadFile(path);
+  if (!text.ok()) return InvalidArgument("cannot read inventory file " + path.string());
+  auto parsed = ParseInventoryFile(*text);
   if (!parsed.ok()) return parsed.status().WithPrefix("inventory file " + path.string());
   return parsed;
 }

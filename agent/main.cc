@@ -11,8 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "agent/advertised_address.h"
@@ -25,6 +24,7 @@
 #include "agent/supervisor.h"
 #include "api/join_bundle.h"
 #include "api/tls_context.h"
+#include "common/file_system.h"
 
 namespace {
 
@@ -41,8 +41,9 @@ std::string DefaultStateDir() {
 }
 
 bool ReadToken(const std::string& path, std::string* token) {
-  std::ifstream in(path);
-  if (!in) return false;
+  auto text = tessera::FileSystem::Default()->ReadFile(path);
+  if (!text.ok()) return false;
+  std::istringstream in(*text);
   std::getline(in, *token);
   while (!token->empty() && (token->back() == '\r' || token->back() == ' ')) token->pop_back();
   return true;
@@ -182,12 +183,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!join_bundle_file.empty()) {
-    std::ifstream in(join_bundle_file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto bundle = api::ParseJoinBundle(text);
-    if (!in || !bundle.ok()) {
+    auto text = FileSystem::Default()->ReadFile(join_bundle_file);
+    auto bundle = api::ParseJoinBundle(text.ok() ? *text : std::string());
+    if (!text.ok() || !bundle.ok()) {
       spdlog::critical("--join-bundle {}: {}", join_bundle_file,
-                       in ? bundle.status().ToString() : "cannot read it");
+                       text.ok() ? bundle.status().ToString() : "cannot read it");
       return 2;
     }
     // The bundle fills what the command line left unset.

@@ -1,15 +1,13 @@
 #include "agent/node_credential_file.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "api/node_identity.h"
+#include "common/atomic_file.h"
 
 namespace tessera::agent {
 namespace {
@@ -25,7 +23,7 @@ Status Errno(std::string what) {
 }  // namespace
 
 Result<std::optional<std::string>> LoadNodeCredential(const std::string& path,
-                                                      const std::string& node) {
+                                                      const std::string& node, FileSystem* fs) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return std::optional<std::string>();
@@ -34,9 +32,10 @@ Result<std::optional<std::string>> LoadNodeCredential(const std::string& path,
   if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), 0600) != 0) {
     return Errno("cannot make " + path + " private");
   }
-  std::ifstream in(path);
+  Result<std::string> text = fs->ReadFile(path);
+  std::istringstream in(text.ok() ? *text : std::string());
   std::string credential, owner;
-  if (!in || !std::getline(in, credential)) {
+  if (!text.ok() || !std::getline(in, credential)) {
     return InvalidArgument("cannot read " + path, kField);
   }
   std::getline(in, owner);
@@ -49,27 +48,12 @@ Result<std::optional<std::string>> LoadNodeCredential(const std::string& path,
 }
 
 Status StoreNodeCredential(const std::string& path, const std::string& credential,
-                           const std::string& node) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Errno("cannot write " + tmp);
-  const std::string text = credential + "\n" + node + "\n";
-  bool ok = ::fchmod(fd, 0600) == 0 &&
-            ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status st = Errno("cannot write " + path);
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = std::filesystem::current_path();
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+                           const std::string& node, FileSystem* fs) {
+  AtomicWriteOptions options;
+  options.mode = 0600;
+  options.ignore_umask = true;
+  Status written = WriteFileAtomically(*fs, path, credential + "\n" + node + "\n", options);
+  if (!written.ok()) return InvalidArgument(written.message(), kField);
   return Status::Ok();
 }
 

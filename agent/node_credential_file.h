@@ -2,10 +2,11 @@
 // (api/node_identity.h), normally <state_dir>/node-credential.
 //
 // The file holds two lines: the credential and the node name it was issued
-// for. It is written with mode 0600 (a temp file beside it, fsync, rename,
-// fsync of the folder), so a crash leaves the old or the new credential,
-// never a mix. A credential kept for another node name is not used (the
-// agent enrols again under its new name).
+// for. It is written with mode 0600 (WriteFileAtomically of
+// common/atomic_file.h: a temp file beside it, fsync, rename, fsync of the
+// folder), so a crash leaves the old or the new credential, never a mix. A
+// credential kept for another node name is not used (the agent enrols again
+// under its new name). Reads and writes go through `fs` (not owned).
 //
 // Thread safety: functions; one agent owns the file.
 #ifndef TESSERA_AGENT_NODE_CREDENTIAL_FILE_H_
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace tessera::agent {
@@ -22,11 +24,14 @@ namespace tessera::agent {
 // one for another node. kInvalidArgument naming "credential_file" when the
 // file cannot be read or is malformed. Tightens a looser mode to 0600.
 Result<std::optional<std::string>> LoadNodeCredential(const std::string& path,
-                                                      const std::string& node);
+                                                      const std::string& node,
+                                                      FileSystem* fs = FileSystem::Default());
 
-// Replaces the file with (credential, node), mode 0600.
+// Replaces the file with (credential, node), mode 0600. kInvalidArgument
+// naming "credential_file", its message naming the path and the failed step,
+// when that fails (the file keeps its previous content).
 Status StoreNodeCredential(const std::string& path, const std::string& credential,
-                           const std::string& node);
+                           const std::string& node, FileSystem* fs = FileSystem::Default());
 
 }  // namespace tessera::agent
 

@@ -9,10 +9,33 @@
 #include <cstring>
 #include <system_error>
 
-#include "agent/file_util.h"
-
 namespace tessera::agent {
 namespace {
+
+// The last `max_bytes` of the file (all of it when shorter); empty when it
+// cannot be read. (A partial read of a growing file: not a whole-file read,
+// so not through common/file_system.h.)
+std::string ReadFileTail(const std::filesystem::path& path, int64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size <= 0) {
+    ::close(fd);
+    return {};
+  }
+  off_t start = size > max_bytes ? size - max_bytes : 0;
+  std::string out(static_cast<size_t>(size - start), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, start + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
 
 std::vector<std::string> SplitLines(const std::string& text, bool drop_first_partial) {
   std::vector<std::string> lines;

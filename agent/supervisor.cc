@@ -14,15 +14,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <system_error>
 
-#include "agent/file_util.h"
 #include "agent/port_holders.h"
 #include "api/job_spec_validation.h"
-
-extern char** environ;
+#include "common/atomic_file.h"
+#include "common/process_launcher.h"
 
 namespace tessera::agent {
 namespace {
@@ -42,9 +40,9 @@ struct ProcStat {
   char state = '?';
   uint64_t start_ticks = 0;
 };
-std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!text) return std::nullopt;
+std::optional<ProcStat> ReadProcStat(FileSystem& fs, pid_t pid) {
+  auto text = fs.ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!text.ok()) return std::nullopt;
   size_t paren = text->rfind(')');
   if (paren == std::string::npos) return std::nullopt;
   std::istringstream fields(text->substr(paren + 1));
@@ -58,26 +56,26 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
 }
 
 // True when /proc/<pid>/environ is readable and lacks one of `want`.
-bool OwnEnvironContradicts(pid_t pid, const EnvMap& want);
+bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want);
 
 // The recorded pid is the worker's shim, whose environment is the agent's;
 // the identity is in the environment of the worker, its child.
-bool EnvironContradicts(pid_t pid, const EnvMap& want) {
-  if (!OwnEnvironContradicts(pid, want)) return false;
+bool EnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
+  if (!OwnEnvironContradicts(fs, pid, want)) return false;
   auto children =
-      ReadWholeFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  if (!children) return true;
+      fs.ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  if (!children.ok()) return true;
   std::istringstream in(*children);
   pid_t child = 0;
   while (in >> child) {
-    if (!OwnEnvironContradicts(child, want)) return false;
+    if (!OwnEnvironContradicts(fs, child, want)) return false;
   }
   return true;
 }
 
-bool OwnEnvironContradicts(pid_t pid, const EnvMap& want) {
-  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/environ");
-  if (!text || text->empty()) return false;  // unreadable: rely on start time
+bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
+  auto text = fs.ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!text.ok() || text->empty()) return false;  // unreadable: rely on start time
   EnvMap have;
   size_t pos = 0;
   while (pos < text->size()) {
@@ -101,9 +99,9 @@ EnvMap IdentityEnv(const WorkerKey& key) {
           {"RANK", std::to_string(key.rank)}};
 }
 
-std::optional<int64_t> ReadExitCode(const RankPaths& paths) {
-  auto text = ReadWholeFile(paths.exit);
-  if (!text) return std::nullopt;
+std::optional<int64_t> ReadExitCode(FileSystem& fs, const RankPaths& paths) {
+  auto text = fs.ReadFile(paths.exit);
+  if (!text.ok()) return std::nullopt;
   Json j = Json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer()) {
     return kExitCodeUnknown;  // an exit was recorded, its code is damaged
@@ -112,8 +110,10 @@ std::optional<int64_t> ReadExitCode(const RankPaths& paths) {
 }
 
 // The exit code the worker's shim wrote when the worker ended, if it did.
-std::optional<int64_t> ReadShimExitCode(const RankPaths& paths) {
-  std::ifstream in(paths.dir / "exit_code");
+std::optional<int64_t> ReadShimExitCode(FileSystem& fs, const RankPaths& paths) {
+  auto text = fs.ReadFile(paths.dir / "exit_code");
+  if (!text.ok()) return std::nullopt;
+  std::istringstream in(*text);
   int64_t code = 0;
   if (in >> code) return code;
   return std::nullopt;
@@ -248,6 +248,7 @@ ProcessSupervisor::~ProcessSupervisor() {
 
 Result<RecoveryReport> ProcessSupervisor::Recover() {
   RecoveryReport report;
+  FileSystem& fs = *options_.fs;
   std::error_code ec;
   const auto jobs = options_.state_dir / "jobs";
   if (!std::filesystem::exists(jobs, ec)) return report;
@@ -259,10 +260,10 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       continue;
     }
     if (it->path().filename() != "worker.pid") continue;
-    auto text = ReadWholeFile(it->path());
-    Json j = text ? Json::parse(*text, nullptr, false) : Json();
+    auto text = fs.ReadFile(it->path());
+    Json j = text.ok() ? Json::parse(*text, nullptr, false) : Json();
     if (!j.is_object()) {
-      std::filesystem::remove(it->path(), ec);
+      fs.Remove(it->path()).IgnoreError();
       ++report.dropped;
       continue;
     }
@@ -273,22 +274,22 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       w.pid = static_cast<pid_t>(j.at("pid").get<int64_t>());
       w.start_ticks = j.at("start_ticks").get<uint64_t>();
     } catch (const Json::exception&) {
-      std::filesystem::remove(it->path(), ec);
+      fs.Remove(it->path()).IgnoreError();
       ++report.dropped;
       continue;
     }
     w.paths = RankPathsFor(options_.state_dir, w.key);
     if (workers_.count(w.key)) continue;
-    if (auto code = ReadExitCode(w.paths)) {
+    if (auto code = ReadExitCode(fs, w.paths)) {
       w.state = WorkerState::kExited;
       w.exit_code = *code;
       workers_[w.key] = std::move(w);
       ++report.exited;
       continue;
     }
-    auto stat = ReadProcStat(w.pid);
+    auto stat = ReadProcStat(fs, w.pid);
     bool alive = w.pid > 0 && stat && stat->state != 'Z' && stat->start_ticks == w.start_ticks &&
-                 !EnvironContradicts(w.pid, IdentityEnv(w.key));
+                 !EnvironContradicts(fs, w.pid, IdentityEnv(w.key));
     if (alive) {
       w.is_child = false;
       w.state = WorkerState::kRunning;
@@ -298,8 +299,8 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       // The worker ended while no agent watched (or its pid was reused):
       // drop the pid file, remember the key as ended with the code its shim
       // recorded, or an unknown code.
-      MarkExitedLocked(w, ReadShimExitCode(w.paths).value_or(kExitCodeUnknown));
-      std::filesystem::remove(w.paths.pid, ec);
+      MarkExitedLocked(w, ReadShimExitCode(fs, w.paths).value_or(kExitCodeUnknown));
+      fs.Remove(w.paths.pid).IgnoreError();
       workers_[w.key] = std::move(w);
       ++report.dropped;
     }
@@ -326,7 +327,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   const WorkerKey& key = launch.key;
   if (workers_.count(key)) return Status::Ok();  // never the same key twice
   const RankPaths paths = RankPathsFor(options_.state_dir, key);
-  if (auto code = ReadExitCode(paths)) {
+  if (auto code = ReadExitCode(*options_.fs, paths)) {
     Worker w;
     w.key = key;
     w.paths = paths;
@@ -365,7 +366,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     }
   }
   if (Status port = CheckMasterPortFree(launch); !port.ok()) return fail(port);
-  Status plan_written = WriteFileAtomically(paths.plan, launch.plan.dump(2) + "\n");
+  Status plan_written = WriteFileAtomically(*options_.fs, paths.plan, launch.plan.dump(2) + "\n");
   if (!plan_written.ok()) return fail(plan_written);
 
   // The job's env is laid over a clean base env (not the agent's own), then
@@ -381,16 +382,6 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   env["TESSERA_PLAN"] = paths.plan.string();
   env["TESSERA_PROGRESS_FILE"] = paths.progress.string();
   for (const auto& [k, v] : IdentityEnv(key)) env[k] = v;  // identity for re-adoption
-
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = launch.argv;
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
 
   {  // progress file exists before the worker runs, so tailing never races creation
     int fd = ::open(paths.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
@@ -409,112 +400,28 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   int log_fd =
       ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd < 0) return fail(Internal("cannot open " + paths.log.string()));
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int err_pipe[2];
-  if (null_fd < 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ::close(log_fd);
-    if (null_fd >= 0) ::close(null_fd);
-    return fail(Internal(std::string("cannot prepare launch: ") + std::strerror(errno)));
-  }
-  const std::string cwd = paths.dir.string();
-  const bool drop = account->drop;
-  const uid_t uid = account->uid;
-  const gid_t gid = account->gid;
-  const std::vector<gid_t> groups = account->groups;
-
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until execve.
-    ::setsid();  // own session and process group (pgid == pid)
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks TERM/HUP
-    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-    int err = 0;
-    if (::chdir(cwd.c_str()) != 0) err = errno;
-    if (err == 0 && (::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0)) {
-      err = errno;
-    }
-    if (err == 0) {
-      // Close every inherited descriptor except the error pipe (CLOEXEC).
-      const int keep = err_pipe[1];
-      if (keep > 3) ::close_range(3, static_cast<unsigned>(keep - 1), 0);
-      ::close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
-      // This process stays as the worker's shim: it waits for the worker and
-      // writes its exit code to <rank dir>/exit_code, so an agent that
-      // re-adopts the worker after a restart still learns how it ended.
-      // It ignores TERM/INT/HUP (the group's stop signals are for the worker)
-      // but dies with it on SIGKILL.
-      pid_t worker = ::fork();
-      if (worker == 0) {
-        // The worker alone drops to its account; the shim stays with the
-        // agent's, so it can still write exit_code into the rank folder.
-        if (drop && (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
-                     ::setuid(uid) != 0 || ::setuid(0) == 0)) {
-          err = errno == 0 ? EPERM : errno;
-          ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
-          (void)ignored;
-          ::_exit(static_cast<int>(kExitCodeLaunchFailed));
-        }
-        ::execve(argv[0], argv.data(), envp.data());
-        err = errno;
-        ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
-        (void)ignored;
-        ::_exit(static_cast<int>(kExitCodeLaunchFailed));
-      }
-      if (worker > 0) {
-        ::signal(SIGTERM, SIG_IGN);
-        ::signal(SIGINT, SIG_IGN);
-        ::signal(SIGHUP, SIG_IGN);
-        ::close(err_pipe[1]);
-        int status = 0;
-        while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
-        }
-        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        char text[16];
-        int len = 0;
-        int v = code;
-        char digits[12];
-        do {
-          digits[len++] = static_cast<char>('0' + v % 10);
-          v /= 10;
-        } while (v > 0 && len < 11);
-        for (int i = 0; i < len; ++i) text[i] = digits[len - 1 - i];
-        text[len] = '\n';
-        int fd = ::open("exit_code.tmp", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          ssize_t ignored = ::write(fd, text, static_cast<size_t>(len + 1));
-          (void)ignored;
-          ::fsync(fd);
-          ::close(fd);
-          ::rename("exit_code.tmp", "exit_code");
-        }
-        ::_exit(code);
-      }
-      err = errno;
-    }
-    ssize_t ignored = ::write(err_pipe[1], &err, sizeof(err));
-    (void)ignored;
-    ::_exit(static_cast<int>(kExitCodeLaunchFailed));
-  }
-  ::close(err_pipe[1]);
+  // The worker's shim (ProcessSpec::exit_code_file) records its exit code in
+  // the rank folder, so an agent that re-adopts it still learns how it ended.
+  ProcessSpec spec;
+  spec.argv = launch.argv;
+  spec.env.emplace();
+  for (const auto& [k, v] : env) spec.env->push_back(k + "=" + v);
+  spec.cwd = paths.dir.string();
+  spec.stdin_from = ChildStdio::Null();
+  spec.stdout_to = ChildStdio::Fd(log_fd);
+  spec.stderr_to = ChildStdio::Fd(log_fd);
+  spec.group = ChildProcessGroup::kNewSession;
+  sigset_t none;
+  sigemptyset(&none);
+  spec.signal_mask = none;  // the agent blocks TERM/HUP
+  spec.default_signal_handlers = true;
+  spec.close_other_fds = true;
+  spec.exit_code_file = "exit_code";
+  if (account->drop) spec.run_as = ChildAccount{account->uid, account->gid, account->groups};
+  Result<pid_t> started = options_.launcher->Launch(spec);
   ::close(log_fd);
-  ::close(null_fd);
-  if (pid < 0) {
-    ::close(err_pipe[0]);
-    return fail(Internal(std::string("fork failed: ") + std::strerror(errno)));
-  }
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(err_pipe[0], &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  ::close(err_pipe[0]);
-  if (n > 0) {  // exec failed; the child has exited
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return fail(Internal("cannot execute " + launch.argv[0] + ": " + std::strerror(child_errno)));
-  }
+  if (!started.ok()) return fail(started.status());
+  const pid_t pid = *started;
 
   Worker w;
   w.key = key;
@@ -522,7 +429,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
   w.pid = pid;
   w.is_child = true;
   w.state = WorkerState::kRunning;
-  if (auto stat = ReadProcStat(pid)) w.start_ticks = stat->start_ticks;
+  if (auto stat = ReadProcStat(*options_.fs, pid)) w.start_ticks = stat->start_ticks;
   Json pid_record = {{"job_id", key.job_id},
                      {"attempt", key.attempt},
                      {"rank", key.rank},
@@ -532,7 +439,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
                      {"started_ms", options_.clock->NowUnixMillis()},
                      {"argv", launch.argv},
                      {"device_indices", launch.device_indices}};
-  Status recorded = WriteFileAtomically(paths.pid, pid_record.dump(2) + "\n");
+  Status recorded = WriteFileAtomically(*options_.fs, paths.pid, pid_record.dump(2) + "\n");
   workers_[key] = std::move(w);
   cv_.notify_all();
   if (!recorded.ok()) return recorded.WithPrefix("pid file (re-adoption will miss this worker)");
@@ -564,8 +471,7 @@ void ProcessSupervisor::Forget(const WorkerKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = workers_.find(key);
   if (it == workers_.end() || it->second.state != WorkerState::kExited) return;
-  std::error_code ec;
-  std::filesystem::remove(it->second.paths.pid, ec);  // exit.json and logs stay
+  options_.fs->Remove(it->second.paths.pid).IgnoreError();  // exit.json and logs stay
   workers_.erase(it);
 }
 
@@ -583,11 +489,11 @@ std::optional<api::WorkerStatus> ProcessSupervisor::Get(const WorkerKey& key) {
 
 std::optional<api::WorkerStatus> ProcessSupervisor::WaitForExit(const WorkerKey& key,
                                                                 std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = options_.clock->SteadyNow() + timeout;
   while (true) {
     auto s = Get(key);
     if (!s || s->state == WorkerState::kExited) return s;
-    if (std::chrono::steady_clock::now() >= deadline) return s;
+    if (options_.clock->SteadyNow() >= deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -623,8 +529,8 @@ bool ProcessSupervisor::StopAllAndWait() {
     for (const auto& [key, w] : workers_) keys.push_back(key);
   }
   for (const auto& key : keys) Stop(key);
-  auto deadline = std::chrono::steady_clock::now() + options_.stop_grace + std::chrono::seconds(2) +
-                  options_.poll_interval * 4;
+  const auto deadline = options_.clock->SteadyNow() + options_.stop_grace +
+                        std::chrono::seconds(2) + options_.poll_interval * 4;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -633,7 +539,7 @@ bool ProcessSupervisor::StopAllAndWait() {
       });
       if (!any) return true;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (options_.clock->SteadyNow() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -643,7 +549,12 @@ void ProcessSupervisor::MarkExitedLocked(Worker& w, int64_t exit_code) {
   w.exit_code = exit_code;
   w.kill_at.reset();
   Json record = {{"exit_code", exit_code}, {"ended_ms", options_.clock->NowUnixMillis()}};
-  WriteFileAtomically(w.paths.exit, record.dump() + "\n").IgnoreError();
+  Status recorded = WriteFileAtomically(*options_.fs, w.paths.exit, record.dump() + "\n");
+  if (!recorded.ok()) {
+    // Nobody to return it to (the monitor thread): the worker's log says it.
+    AppendToLog(w.paths.log, "tessera-agent: cannot record the exit of " + KeyText(w.key) + ": " +
+                                 recorded.ToString());
+  }
 }
 
 void ProcessSupervisor::PollLocked(Worker& w) {
@@ -661,10 +572,10 @@ void ProcessSupervisor::PollLocked(Worker& w) {
       ended = true;  // reaped elsewhere; the status is lost
     }
   } else {
-    auto stat = ReadProcStat(w.pid);
+    auto stat = ReadProcStat(*options_.fs, w.pid);
     pid_reused = stat && stat->start_ticks != w.start_ticks;
     ended = !stat || stat->state == 'Z' || pid_reused;
-    if (ended) code = ReadShimExitCode(w.paths).value_or(kExitCodeUnknown);
+    if (ended) code = ReadShimExitCode(*options_.fs, w.paths).value_or(kExitCodeUnknown);
   }
   if (ended) {
     // Whatever the leader left behind in its group ends with it (unless the

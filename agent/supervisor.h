@@ -1,9 +1,11 @@
 // Supervisor: starts, watches and stops the worker processes of this node.
 //
 // `Supervisor` is the interface the agent loop talks to; `ProcessSupervisor`
-// is the real one: fork/exec of real processes, each in its own session and
-// process group, with its rank directory (agent/rank_files.h) as cwd and its
-// stdout+stderr appended to a size-capped, rotated log.
+// is the real one: real processes started through a ProcessLauncher
+// (common/process_launcher.h), each in its own session and process group,
+// with its rank directory (agent/rank_files.h) as cwd, its stdout+stderr
+// appended to a size-capped, rotated log, and a shim between the agent and
+// the worker that records the worker's exit code in the rank directory.
 //
 // Before a start: the rank's folders are made 0700 (agent/rank_files.h); a
 // launch whose env sets a denied key (api::IsDeniedEnvKey) is refused; rank 0
@@ -20,6 +22,13 @@
 // kExited, then Forget. An exited record stays (and is reported) until the
 // agent forgets it, and a key that ever ran is never started again -- not
 // even by a restarted agent: exit.json in the rank dir remembers it.
+//
+// Files: plan.json, worker.pid and exit.json are written atomically through
+// options.fs (common/atomic_file.h). A plan that cannot be written fails
+// the start (an exited worker, the reason in its log); a pid file that
+// cannot be written is returned by Start (the worker runs, but a restarted
+// agent will not re-adopt it); an exit.json that cannot be written is said
+// in the worker's log (the monitor thread has no caller to tell).
 //
 // Re-adoption: the pid file in each rank dir lets a RESTARTED agent find the
 // workers of its predecessor (Recover()). A worker is adopted when its pid is
@@ -52,6 +61,8 @@
 #include "agent/worker_env.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
+#include "common/file_system.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 
 namespace tessera::agent {
@@ -90,7 +101,8 @@ class Supervisor {
   virtual std::vector<api::WorkerStatus> Snapshot() = 0;
 
   // Stops every worker and waits until all have exited (at most the grace
-  // period plus a margin). Returns true when none runs any more.
+  // period plus a margin, on the supervisor's clock). Returns true when none
+  // runs any more.
   virtual bool StopAllAndWait() = 0;
 };
 
@@ -103,7 +115,9 @@ struct SupervisorOptions {
   // The clean base every worker env starts from (launch env and agent vars are
   // added on top); DefaultBaseEnv() when not set.
   std::optional<EnvMap> base_env;
-  Clock* clock = SystemClock::Default();  // not owned
+  Clock* clock = SystemClock::Default();                   // not owned
+  FileSystem* fs = FileSystem::Default();                  // rank files and /proc; not owned
+  ProcessLauncher* launcher = ProcessLauncher::Default();  // starts workers; not owned
 };
 
 // PATH (a fixed system path), LANG=C.UTF-8, and HOME, USER, LOGNAME, TMPDIR,
@@ -137,7 +151,8 @@ class ProcessSupervisor final : public Supervisor {
 
   // The worker's status without log tail and progress; nullopt when unknown.
   std::optional<api::WorkerStatus> Get(const api::WorkerKey& key);
-  // Polls Get until the worker has exited or `timeout` passed.
+  // Polls Get until the worker has exited or `timeout` passed on the
+  // options' clock.
   std::optional<api::WorkerStatus> WaitForExit(const api::WorkerKey& key,
                                                std::chrono::milliseconds timeout);
 

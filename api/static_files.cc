@@ -2,12 +2,12 @@
 
 #include <array>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <system_error>
 #include <utility>
 
 #include "api/url.h"
+#include "common/file_system.h"
 
 namespace tessera::api {
 namespace {
@@ -86,11 +86,9 @@ Result<StaticFile> ReadStaticFile(const std::string& root, std::string_view path
   auto size = fs::file_size(resolved, ec);
   if (ec) return NotFound("no such file");
   if (size > kMaxStaticFileBytes) return NotFound("file too large to serve");
-  std::ifstream in(resolved, std::ios::binary);
-  if (!in) return NotFound("no such file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return StaticFile{std::string(ContentTypeForPath(resolved.string())), buf.str()};
+  Result<std::string> body = FileSystem::Default()->ReadFile(resolved);
+  if (!body.ok()) return NotFound("no such file");
+  return StaticFile{std::string(ContentTypeForPath(resolved.string())), *std::move(body)};
 }
 
 }  // namespace tessera::api

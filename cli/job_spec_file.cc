@@ -3,9 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
-#include <fstream>
 #include <iostream>
 #include <sstream>
+
+#include "common/file_system.h"
 
 namespace tessera::cli {
 namespace {
@@ -82,9 +83,9 @@ Result<api::JobSpec> LoadJobSpecFile(const std::string& path) {
   if (path == "-") {
     buf << std::cin.rdbuf();
   } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return InvalidArgument("cannot read " + path, "file");
-    buf << in.rdbuf();
+    Result<std::string> text = FileSystem::Default()->ReadFile(path);
+    if (!text.ok()) return InvalidArgument("cannot read " + path, "file");
+    buf << *text;
   }
   return ParseJobSpecText(buf.str(), path);
 }

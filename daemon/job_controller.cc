@@ -145,7 +145,7 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   // own dangling request.
   const std::string node = request.node;
   polls_.Park(
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(request.wait_ms), seen_news,
+      std::chrono::milliseconds(request.wait_ms), seen_news,
       [this, node, reported = std::move(reported)] {
         std::lock_guard lock(mu_);
         std::set<api::WorkerKey> desired;

@@ -18,8 +18,9 @@ uint64_t LongPollSet::news_count() const {
   return news_;
 }
 
-void LongPollSet::Park(Steady::time_point deadline, uint64_t seen_news,
-                       std::function<bool()> has_news, std::function<void()> answer) {
+void LongPollSet::Park(Steady::duration wait, uint64_t seen_news, std::function<bool()> has_news,
+                       std::function<void()> answer) {
+  const Steady::time_point deadline = Steady::now() + wait;
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {

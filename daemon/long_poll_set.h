@@ -12,8 +12,8 @@
 // is not lost: Park takes the news count read (news_count()) before the
 // poller looked, and a poll parked with an older count is checked at once.
 //
-// Deadlines are on the real steady clock (a hold is real time, whatever
-// clock the caller's logic uses).
+// A poll waits real time (the set's own steady clock, whatever clock the
+// caller's logic uses): the caller gives how long, not until when.
 //
 // Thread safety: every method may be called from any thread. Callbacks run
 // on the set's own thread (or on the caller's, for Park after Shutdown)
@@ -44,9 +44,9 @@ class LongPollSet {
   // How many times Notify() was called; read it before deciding to park.
   uint64_t news_count() const;
 
-  // Parks a poll. REQUIRES: answer callable; has_news callable and cheap
-  // (called once per Notify while parked).
-  void Park(Steady::time_point deadline, uint64_t seen_news, std::function<bool()> has_news,
+  // Parks a poll for at most `wait`. REQUIRES: answer callable; has_news
+  // callable and cheap (called once per Notify while parked).
+  void Park(Steady::duration wait, uint64_t seen_news, std::function<bool()> has_news,
             std::function<void()> answer);
 
   // Something changed: parked polls with news are answered soon.

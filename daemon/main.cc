@@ -20,7 +20,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -34,12 +33,14 @@
 #include "api/server_url.h"
 #include "api/tls_context.h"
 #include "common/clock.h"
+#include "common/file_system.h"
 #include "daemon/control_plane_service.h"
 #include "daemon/daemon_config.h"
 #include "daemon/job_admission.h"
 #include "daemon/job_controller.h"
 #include "daemon/lease_tokens.h"
 #include "daemon/profile_cache.h"
+#include "daemon/secret_file.h"
 #include "daemon/self_signed_ca.h"
 #include "daemon/sqlite_store.h"
 #include "daemon/token_admin.h"
@@ -80,36 +81,13 @@ std::string RandomHex(size_t bytes) {
   return out;
 }
 
-// Writes a secret file readable by its owner only.
-Status WriteSecret(const fs::path& path, const std::string& text) {
-  fs::path tmp = path.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Unavailable("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  std::string line = text + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Unavailable("cannot write " + path.string());
-  }
-  return Status::Ok();
-}
-
-Result<std::string> ReadFirstLine(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line) || line.empty()) {
-    return NotFound("cannot read " + path.string());
-  }
-  return line;
-}
-
 // The agents' join token: read from its file, or made once and written there.
 Result<std::string> EnsureJoinToken(const daemon::DaemonConfig& config) {
   fs::path path = config.JoinTokenPath();
-  if (auto existing = ReadFirstLine(path); existing.ok()) return existing;
+  if (auto existing = daemon::ReadSecretLine(*FileSystem::Default(), path); existing.ok())
+    return existing;
   std::string token = "tsj_" + RandomHex(24);
-  TESSERA_RETURN_IF_ERROR(WriteSecret(path, token));
+  TESSERA_RETURN_IF_ERROR(daemon::WriteSecretLine(*FileSystem::Default(), path, token));
   spdlog::info("created the agents' join token in {}", path.string());
   return token;
 }
@@ -123,7 +101,7 @@ Status BootstrapAdmin(daemon::Store* store, const daemon::DaemonConfig& config) 
       auto issued,
       store->CreateToken("admin", api::Role::kAdmin, SystemClock::Default()->NowUnixMillis()));
   fs::path path = fs::path(config.state_dir) / "admin-token";
-  TESSERA_RETURN_IF_ERROR(WriteSecret(path, issued.plaintext));
+  TESSERA_RETURN_IF_ERROR(daemon::WriteSecretLine(*FileSystem::Default(), path, issued.plaintext));
   spdlog::info("first start: created an admin token in {}", path.string());
   return Status::Ok();
 }
@@ -222,10 +200,11 @@ int main(int argc, char** argv) {
   // Infer ranks lease chunks with per-attempt tokens derived from this key;
   // keeping it across restarts keeps running ranks' tokens valid.
   const fs::path lease_key_path = fs::path(config.state_dir) / "lease-key";
-  auto lease_key = ReadFirstLine(lease_key_path);
+  auto lease_key = daemon::ReadSecretLine(*FileSystem::Default(), lease_key_path);
   if (!lease_key.ok()) {
     lease_key = RandomHex(32);
-    if (Status st = WriteSecret(lease_key_path, *lease_key); !st.ok()) {
+    if (Status st = daemon::WriteSecretLine(*FileSystem::Default(), lease_key_path, *lease_key);
+        !st.ok()) {
       spdlog::critical("cannot write the lease key: {}", st.ToString());
       return 1;
     }
@@ -340,7 +319,8 @@ int main(int argc, char** argv) {
   cp.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_interval_ms);
   cp.lease_tokens = &lease_tokens;
   cp.join_bundle = [&config, ca_sha256]() -> Result<api::Json> {
-    TESSERA_ASSIGN_OR_RETURN(std::string token, ReadFirstLine(config.JoinTokenPath()));
+    TESSERA_ASSIGN_OR_RETURN(
+        std::string token, daemon::ReadSecretLine(*FileSystem::Default(), config.JoinTokenPath()));
     return api::Json{{"join_token", token},
                      {"ca_sha256", ca_sha256.empty() ? api::Json() : api::Json(ca_sha256)}};
   };
@@ -376,7 +356,10 @@ int main(int argc, char** argv) {
   http.body_limit = static_cast<size_t>(config.body_limit_bytes);
   http.tls = tls_files;
   http.on_listening = [&config, &tls_files](uint16_t bound) {
-    WriteSecret(fs::path(config.state_dir) / "tesserad.port", std::to_string(bound)).IgnoreError();
+    Status port_file = daemon::WriteSecretLine(*FileSystem::Default(),
+                                               fs::path(config.state_dir) / "tesserad.port",
+                                               std::to_string(bound));
+    if (!port_file.ok()) spdlog::warn("port file not written: {}", port_file.ToString());
     spdlog::info("listening on {}://{}:{}", tls_files ? "https" : "http", config.listen_address,
                  bound);
     Notify("READY=1\nSTATUS=listening on port " + std::to_string(bound));
@@ -428,7 +411,7 @@ int main(int argc, char** argv) {
         // Live-reloadable: log level and the join token. Listener, state
         // folder and timings take effect on restart.
         spdlog::set_level(spdlog::level::from_str(fresh.log_level));
-        auto token = ReadFirstLine(fresh.JoinTokenPath());
+        auto token = daemon::ReadSecretLine(*FileSystem::Default(), fresh.JoinTokenPath());
         if (token.ok()) st = store->SetAgentJoinToken(*token);
       }
       if (st.ok()) {

@@ -3,16 +3,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/atomic_file.h"
+#include "common/process_launcher.h"
 #include "daemon/store.h"
 #include "scheduler/profile_json.h"
 
@@ -28,36 +27,37 @@ std::vector<std::string> BuiltinModelsToProfile() {
   return models;
 }
 
-ProfileSource WorkerProfileSource(std::string worker_binary) {
-  return [binary = std::move(worker_binary)](const std::string& model) -> Result<std::string> {
+ProfileSource WorkerProfileSource(std::string worker_binary, ProcessLauncher* launcher) {
+  return [binary = std::move(worker_binary),
+          launcher](const std::string& model) -> Result<std::string> {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return Unavailable("pipe failed");
     char err_path[] = "/tmp/tessera-profile-XXXXXX";
     int err_fd = ::mkstemp(err_path);
-    const pid_t parent = ::getpid();
-    pid_t pid = ::fork();
-    if (pid < 0) {
+    ProcessSpec spec;
+    // A second, small batch separates each layer's per-call cost from its
+    // per-sample cost (small pipeline micro-batches pay the former more often).
+    spec.argv = {binary, "profile", "--model", model, "--batch", "8", "--fixed-batch", "2"};
+    spec.stdout_to = ChildStdio::Fd(out[1]);
+    if (err_fd >= 0) spec.stderr_to = ChildStdio::Fd(err_fd);
+    // The profile is for this tesserad alone: it ends with it (a killed tesserad
+    // left its profiling workers running, each on a core, for up to minutes).
+    spec.parent_death_signal = SIGKILL;
+    // Inherit nothing else: above all not the daemon's listening socket,
+    // which would keep the port taken if the daemon died first.
+    spec.close_other_fds = true;
+    spec.on_start_failure = StartFailure::kExitInChild;  // exit 127: reported below
+    Result<pid_t> started = launcher->Launch(spec);
+    if (!started.ok()) {
       ::close(out[0]);
       ::close(out[1]);
-      return Unavailable("fork failed");
+      if (err_fd >= 0) {
+        ::close(err_fd);
+        ::unlink(err_path);
+      }
+      return Unavailable(started.status().message());
     }
-    if (pid == 0) {
-      // The profile is for this tesserad alone: it ends with it (a killed tesserad
-      // left its profiling workers running, each on a core, for up to minutes).
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      ::dup2(out[1], 1);
-      if (err_fd >= 0) ::dup2(err_fd, 2);
-      // Inherit nothing else: above all not the daemon's listening socket,
-      // which would keep the port taken if the daemon died first.
-      ::close_range(3, ~0U, 0);
-      // A second, small batch separates each layer's per-call cost from its
-      // per-sample cost (small pipeline micro-batches pay the former more often).
-      const char* argv[] = {binary.c_str(),  "profile", "--model", model.c_str(), "--batch", "8",
-                            "--fixed-batch", "2",       nullptr};
-      ::execv(argv[0], const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
+    const pid_t pid = *started;
     ::close(out[1]);
     std::string text;
     char buf[4096];
@@ -68,10 +68,7 @@ ProfileSource WorkerProfileSource(std::string worker_binary) {
     ::waitpid(pid, &status, 0);
     std::string err;
     if (err_fd >= 0) {
-      std::ifstream in(err_path);
-      std::stringstream s;
-      s << in.rdbuf();
-      err = s.str();
+      err = FileSystem::Default()->ReadFile(err_path).value_or(std::string());
       ::close(err_fd);
       ::unlink(err_path);
     }
@@ -104,11 +101,12 @@ api::Json MeasuringProfileAnswer(const Status& status) {
 }
 
 ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, ProfileSource source,
-                           const Clock* clock)
+                           const Clock* clock, FileSystem* files)
     : dir_(std::move(dir)),
       models_(std::move(models)),
       source_(std::move(source)),
-      clock_(clock != nullptr ? clock : SystemClock::Default()) {}
+      clock_(clock != nullptr ? clock : SystemClock::Default()),
+      files_(files != nullptr ? files : FileSystem::Default()) {}
 
 ProfileCache::~ProfileCache() {
   if (warmup_.joinable()) warmup_.join();
@@ -146,18 +144,18 @@ void ProfileCache::StartWarmup() {
 Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model, bool* measured) {
   fs::path file = dir_ / (model + ".json");
   std::string text;
-  if (std::ifstream in(file); in) {
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
+  if (Result<std::string> cached = files_->ReadFile(file); cached.ok()) {
+    text = *std::move(cached);
   } else {
     *measured = true;
     TESSERA_ASSIGN_OR_RETURN(text, source_(model));
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    fs::path tmp = file.string() + ".tmp";
-    std::ofstream(tmp) << text;
-    fs::rename(tmp, file, ec);
+    AtomicWriteOptions options;
+    options.create_parent_dirs = true;
+    if (Status kept = WriteFileAtomically(*files_, file, text, options); !kept.ok()) {
+      // The measurement is good; only the next start pays for it again.
+      spdlog::warn("profile of {} not cached (the next start measures it again): {}", model,
+                   kept.ToString());
+    }
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Internal("profile of " + model + " is not JSON");

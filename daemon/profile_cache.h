@@ -3,7 +3,10 @@
 //
 // Profiles come from `tessera-worker profile --model <name>` (run by a
 // ProfileSource), are cached as JSON in a folder (so a restart does not
-// profile again), and are converted with scheduler::ModelProfileFromWorkerJson.
+// profile again; written atomically through a FileSystem, common/atomic_file.h),
+// and are converted with scheduler::ModelProfileFromWorkerJson. A profile
+// that cannot be cached (the write fails) is still used; the failure is
+// logged as a warning naming the file, and the next start measures it again.
 // StartWarmup() profiles every builtin model on a background thread; until a
 // model's profile is ready Get answers MeasuringProfile(eta), so its jobs
 // stay pending (their reason says how long) instead of blocking the control
@@ -27,6 +30,8 @@
 
 #include "api/types.h"
 #include "common/clock.h"
+#include "common/file_system.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 #include "scheduler/model_profile.h"
 
@@ -49,15 +54,18 @@ std::vector<std::string> BuiltinModelsToProfile();
 // Produces the worker's profile JSON text for a model.
 using ProfileSource = std::function<Result<std::string>(const std::string& model)>;
 
-// Runs `<worker_binary> profile --model <model>` and returns its stdout.
+// Runs `<worker_binary> profile --model <model>` (through `launcher`, not
+// owned; the child gets SIGKILL when tesserad dies) and returns its stdout.
 // kUnavailable when it cannot run or exits non-zero (stderr in the message).
-ProfileSource WorkerProfileSource(std::string worker_binary);
+ProfileSource WorkerProfileSource(std::string worker_binary,
+                                  ProcessLauncher* launcher = ProcessLauncher::Default());
 
 class ProfileCache {
  public:
   // clock: times the measurements for the estimate (nullptr: the system clock).
+  // files: reads and writes the cache folder (nullptr: the real file system).
   ProfileCache(std::filesystem::path dir, std::vector<std::string> models, ProfileSource source,
-               const Clock* clock = nullptr);
+               const Clock* clock = nullptr, FileSystem* files = nullptr);
   ~ProfileCache();
   ProfileCache(const ProfileCache&) = delete;
   ProfileCache& operator=(const ProfileCache&) = delete;
@@ -79,6 +87,7 @@ class ProfileCache {
   const std::vector<std::string> models_;
   const ProfileSource source_;
   const Clock* const clock_;
+  FileSystem* const files_;
   std::mutex mu_;
   std::map<std::string, Result<scheduler::ModelProfile>> ready_;
   std::string measuring_;  // the model being measured now, or ""

@@ -17,6 +17,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "api/tls_context.h"
+#include "common/atomic_file.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -94,19 +97,13 @@ Result<Cert> NewCertificate(EVP_PKEY* key, const std::string& common_name, long 
   return cert;
 }
 
-// Writes text to path via a temp file with `mode`, fsync and rename.
-Status WriteFile(const fs::path& path, const std::string& text, mode_t mode) {
-  const std::string tmp = path.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) return Unavailable("cannot write " + tmp);
-  bool ok = ::fchmod(fd, mode) == 0 &&
-            ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Unavailable("cannot write " + path.string());
-  }
+// Writes text to path atomically with exactly `mode` (common/atomic_file.h).
+Status WriteFile(FileSystem& files, const fs::path& path, const std::string& text, uint32_t mode) {
+  AtomicWriteOptions options;
+  options.mode = mode;
+  options.ignore_umask = true;
+  Status written = WriteFileAtomically(files, path, text, options);
+  if (!written.ok()) return Unavailable(written.message());
   return Status::Ok();
 }
 
@@ -129,14 +126,19 @@ Result<std::string> PemOf(EVP_PKEY* key) {
   return std::string(data, static_cast<size_t>(n));
 }
 
-Cert ReadCert(const fs::path& path) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_file(path.c_str(), "r"));
+// The certificate or key in a PEM file; null when it cannot be read or parsed.
+Cert ReadCert(FileSystem& files, const fs::path& path) {
+  Result<std::string> pem = files.ReadFile(path);
+  if (!pem.ok()) return nullptr;
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
   if (!bio) return nullptr;
   return Cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
 }
 
-Pkey ReadKey(const fs::path& path) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_file(path.c_str(), "r"));
+Pkey ReadKey(FileSystem& files, const fs::path& path) {
+  Result<std::string> pem = files.ReadFile(path);
+  if (!pem.ok()) return nullptr;
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
   if (!bio) return nullptr;
   return Pkey(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
 }
@@ -178,11 +180,10 @@ std::vector<std::string> DefaultServerNames(const std::string& listen_address,
 }
 
 Result<SelfSignedTls> EnsureSelfSignedTls(const std::string& dir,
-                                          const std::vector<std::string>& server_names) {
+                                          const std::vector<std::string>& server_names,
+                                          FileSystem* files) {
   if (server_names.empty()) return InvalidArgument("name at least one", "tls_server_names");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Unavailable("cannot create " + dir + ": " + ec.message());
+  if (Status made = files->CreateDirs(dir); !made.ok()) return Unavailable(made.message());
   ::chmod(dir.c_str(), 0700);
   const fs::path ca_pem = fs::path(dir) / "ca.pem", ca_key_path = fs::path(dir) / "ca.key";
   const fs::path server_pem = fs::path(dir) / "server.pem";
@@ -191,8 +192,8 @@ Result<SelfSignedTls> EnsureSelfSignedTls(const std::string& dir,
   out.server = {server_pem.string(), server_key_path.string()};
   out.ca_file = ca_pem.string();
 
-  Cert ca = ReadCert(ca_pem);
-  Pkey ca_key = ReadKey(ca_key_path);
+  Cert ca = ReadCert(*files, ca_pem);
+  Pkey ca_key = ReadKey(*files, ca_key_path);
   if (!ca || !ca_key || X509_check_private_key(ca.get(), ca_key.get()) != 1) {
     TESSERA_ASSIGN_OR_RETURN(ca_key, NewKey());
     TESSERA_ASSIGN_OR_RETURN(ca, NewCertificate(ca_key.get(), "Tessera cluster CA", kCaDays));
@@ -204,16 +205,16 @@ Result<SelfSignedTls> EnsureSelfSignedTls(const std::string& dir,
     TESSERA_RETURN_IF_ERROR(AddExtension(ca.get(), ca.get(), NID_subject_key_identifier, "hash"));
     if (X509_sign(ca.get(), ca_key.get(), EVP_sha256()) == 0) return OpenSslFailure("CA signing");
     TESSERA_ASSIGN_OR_RETURN(std::string key_pem, PemOf(ca_key.get()));
-    TESSERA_RETURN_IF_ERROR(WriteFile(ca_key_path, key_pem, 0600));
+    TESSERA_RETURN_IF_ERROR(WriteFile(*files, ca_key_path, key_pem, 0600));
     TESSERA_ASSIGN_OR_RETURN(std::string cert_pem, PemOf(ca.get()));
-    TESSERA_RETURN_IF_ERROR(WriteFile(ca_pem, cert_pem, 0644));
+    TESSERA_RETURN_IF_ERROR(WriteFile(*files, ca_pem, cert_pem, 0644));
     out.made_ca = true;
   }
   TESSERA_ASSIGN_OR_RETURN(std::string ca_text, PemOf(ca.get()));
   TESSERA_ASSIGN_OR_RETURN(out.ca_sha256, api::CertificatePemSha256(ca_text));
 
-  Cert server = ReadCert(server_pem);
-  Pkey server_key = ReadKey(server_key_path);
+  Cert server = ReadCert(*files, server_pem);
+  Pkey server_key = ReadKey(*files, server_key_path);
   if (!out.made_ca &&
       ServerCertificateFits(server.get(), server_key.get(), ca.get(), server_names)) {
     return out;
@@ -238,9 +239,9 @@ Result<SelfSignedTls> EnsureSelfSignedTls(const std::string& dir,
     return OpenSslFailure("server certificate signing");
   }
   TESSERA_ASSIGN_OR_RETURN(std::string server_key_pem, PemOf(server_key.get()));
-  TESSERA_RETURN_IF_ERROR(WriteFile(server_key_path, server_key_pem, 0600));
+  TESSERA_RETURN_IF_ERROR(WriteFile(*files, server_key_path, server_key_pem, 0600));
   TESSERA_ASSIGN_OR_RETURN(std::string server_cert_pem, PemOf(server.get()));
-  TESSERA_RETURN_IF_ERROR(WriteFile(server_pem, server_cert_pem + ca_text, 0644));
+  TESSERA_RETURN_IF_ERROR(WriteFile(*files, server_pem, server_cert_pem + ca_text, 0644));
   out.issued_server_certificate = true;
   return out;
 }

@@ -9,8 +9,12 @@
 // unreadable, expires within 30 days, or does not name every requested
 // server name. Keys never leave the folder.
 //
-// Thread safety: call once at start (files are written with temp file +
-// rename; concurrent callers on one folder are not supported).
+// Files are read and written through `files` (not owned); each is written
+// atomically (common/atomic_file.h), so a crash leaves the old file or the
+// new one, and a write that fails is returned (kUnavailable naming the file).
+//
+// Thread safety: call once at start (concurrent callers on one folder are
+// not supported).
 #ifndef TESSERA_DAEMON_SELF_SIGNED_CA_H_
 #define TESSERA_DAEMON_SELF_SIGNED_CA_H_
 
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "api/tls_context.h"
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace tessera::daemon {
@@ -34,7 +39,8 @@ struct SelfSignedTls {
 // REQUIRES: at least one name. kUnavailable when the folder cannot be
 // written, kInternal for an OpenSSL failure.
 Result<SelfSignedTls> EnsureSelfSignedTls(const std::string& dir,
-                                          const std::vector<std::string>& server_names);
+                                          const std::vector<std::string>& server_names,
+                                          FileSystem* files = FileSystem::Default());
 
 // The names tesserad's own certificate carries by default: the host name,
 // "localhost", "127.0.0.1", "::1", the listen address unless it is a

@@ -12,8 +12,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "agent/file_util.h"
 #include "agent/inventory.h"
+#include "common/atomic_file.h"
+#include "common/process_launcher.h"
 
 namespace tessera::slurm {
 namespace {
@@ -31,10 +32,14 @@ void Forward(int sig) {
   if (g_child_group > 0) ::kill(-g_child_group, sig);
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+// Appends one line to a file (the rank's log), as best it can.
+void AppendLine(const std::filesystem::path& file, const std::string& line) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string text = line + "\n";
+  ssize_t ignored = ::write(fd, text.data(), text.size());
+  (void)ignored;
+  ::close(fd);
 }
 
 }  // namespace
@@ -109,57 +114,44 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
   return t;
 }
 
-Result<int> RunTask(const TaskLaunch& task) {
+Result<int> RunTask(const TaskLaunch& task, const RunTaskOptions& options) {
+  FileSystem& fs = *options.fs;
   const agent::RankPaths& p = task.paths;
-  std::error_code ec;
-  std::filesystem::create_directories(p.dir, ec);
-  if (ec) return Internal("cannot create " + p.dir.string() + ": " + ec.message());
+  TESSERA_RETURN_IF_ERROR(fs.CreateDirs(p.dir));
   if (task.launch.argv.empty() || task.launch.argv[0].empty() || task.launch.argv[0][0] != '/') {
     return InvalidArgument("argv[0] must be an absolute path", "argv[0]");
   }
-  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(p.plan, task.launch.plan.dump(2) + "\n"));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(fs, p.plan, task.launch.plan.dump(2) + "\n"));
   int progress_fd = ::open(p.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (progress_fd >= 0) ::close(progress_fd);
   int log_fd = ::open(p.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Internal("cannot open " + p.log.string());
 
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : task.env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = task.launch.argv;
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const std::string cwd = p.dir.string();
+  ProcessSpec spec;
+  spec.argv = task.launch.argv;
+  spec.env.emplace();
+  for (const auto& [k, v] : task.env) spec.env->push_back(k + "=" + v);
+  spec.cwd = p.dir.string();
+  spec.stdin_from = ChildStdio::Null();
+  spec.stdout_to = ChildStdio::Fd(log_fd);
+  spec.stderr_to = ChildStdio::Fd(log_fd);
+  spec.group = ChildProcessGroup::kNewGroup;
+  spec.on_start_failure = StartFailure::kExitInChild;  // exit 127, recorded as the rank's code
+  spec.start_failure_message = "tessera-slurm-launch: cannot execute the rank's command\n";
 
   // Signals that arrive before the child exists are held until it does.
   sigset_t forwarded, old;
   sigemptyset(&forwarded);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
   sigprocmask(SIG_BLOCK, &forwarded, &old);
-  pid_t pid = ::fork();
-  if (pid < 0) {
+  spec.signal_mask = old;  // the child gets the mask this process had
+  Result<pid_t> started = options.launcher->Launch(spec);
+  if (!started.ok()) {
     ::close(log_fd);
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    return Internal(std::string("fork: ") + std::strerror(errno));
+    return started.status();
   }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    if (::chdir(cwd.c_str()) != 0) _exit(127);
-    ::execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "tessera-slurm-launch: cannot execute the rank's command\n";
-    ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
-    (void)ignored;
-    _exit(127);
-  }
-  ::setpgid(pid, pid);  // also in the child: whichever runs first
+  const pid_t pid = *started;
   ::close(log_fd);
   g_child_group = pid;
   struct sigaction sa {};
@@ -167,15 +159,20 @@ Result<int> RunTask(const TaskLaunch& task) {
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
   sigprocmask(SIG_SETMASK, &old, nullptr);
-  agent::WriteFileAtomically(p.pid, api::Json{{"pid", pid}, {"pgid", pid}}.dump() + "\n")
-      .IgnoreError();
+  Status recorded =
+      WriteFileAtomically(fs, p.pid, api::Json{{"pid", pid}, {"pgid", pid}}.dump() + "\n");
+  if (!recorded.ok()) {
+    AppendLine(p.log, "tessera-slurm-launch: cannot record the pid of rank " +
+                          std::to_string(task.rank) + ": " + recorded.ToString());
+  }
 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(
-      p.exit, api::Json{{"exit_code", code}, {"ended_ms", NowMs()}}.dump() + "\n"));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(
+      fs, p.exit,
+      api::Json{{"exit_code", code}, {"ended_ms", options.clock->NowUnixMillis()}}.dump() + "\n"));
   return code;
 }
 

@@ -13,12 +13,17 @@
 // uses cuda:LOCAL_RANK, as under torchrun. So builtin and cmd: entrypoints
 // run unchanged.
 //
-// RunTask runs it: writes the plan, starts the command in its own process
-// group with stdout and stderr appended to the rank's worker.log, records its
+// RunTask runs it: writes the plan, starts the command (through
+// options.launcher) in its own process group with stdout and stderr
+// appended to the rank's worker.log (a command that cannot be executed says
+// so there and exits 127, the rank's code), records its
 // pid in worker.pid (the pool reports the rank running from then on),
 // forwards SIGTERM, SIGINT and SIGHUP to it (Slurm's cancel), and when it
 // ends writes exit.json ({"exit_code", "ended_ms"}) and returns its code
-// (128 + signal when killed).
+// (128 + signal when killed). The rank files are written atomically through
+// options.fs (common/atomic_file.h): a plan or an exit.json that cannot be
+// written is returned; a worker.pid that cannot be written is said in
+// worker.log (the rank runs; the pool sees it once it ends).
 //
 // Thread safety: PrepareTask is pure; RunTask is for the launcher's one thread.
 #ifndef TESSERA_SLURM_LAUNCHER_H_
@@ -30,6 +35,9 @@
 #include "agent/rank_files.h"
 #include "agent/worker_env.h"
 #include "api/agent_protocol.h"
+#include "common/clock.h"
+#include "common/file_system.h"
+#include "common/process_launcher.h"
 #include "common/status.h"
 #include "slurm/slurm_attempt.h"
 
@@ -50,8 +58,15 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
                                const std::map<std::string, std::string>& slurm_env,
                                const agent::EnvMap& base_env);
 
-// Runs the task to its end; returns its exit code. kInternal when it cannot start.
-Result<int> RunTask(const TaskLaunch& task);
+struct RunTaskOptions {
+  FileSystem* fs = FileSystem::Default();                  // the rank files; not owned
+  ProcessLauncher* launcher = ProcessLauncher::Default();  // starts the rank; not owned
+  const Clock* clock = SystemClock::Default();             // ended_ms of exit.json; not owned
+};
+
+// Runs the task to its end; returns its exit code. kInternal when it cannot
+// start, or when its plan or exit.json cannot be written.
+Result<int> RunTask(const TaskLaunch& task, const RunTaskOptions& options = {});
 
 }  // namespace tessera::slurm
 

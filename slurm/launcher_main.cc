@@ -1,13 +1,13 @@
 // tessera-slurm-launch ATTEMPT_FILE: runs one rank of a Tessera attempt in a
 // Slurm task (slurm/launcher.h). Exit code: the rank's, or 2 when the task
 // cannot be matched to a rank, 127 when the rank cannot start.
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
 
 #include "agent/rank_files.h"
 #include "agent/supervisor.h"
+#include "common/file_system.h"
 #include "slurm/launcher.h"
 
 extern char** environ;
@@ -18,8 +18,9 @@ int main(int argc, char** argv) {
     std::cerr << "usage: tessera-slurm-launch ATTEMPT_FILE (run by srun in a Tessera job)\n";
     return 2;
   }
-  std::ifstream in(argv[1]);
-  api::Json j = api::Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  Result<std::string> text = FileSystem::Default()->ReadFile(argv[1]);
+  api::Json j = text.ok() ? api::Json::parse(*text, nullptr, /*allow_exceptions=*/false)
+                          : api::Json(api::Json::value_t::discarded);
   if (j.is_discarded()) {
     std::cerr << "tessera-slurm-launch: cannot read " << argv[1] << "\n";
     return 2;

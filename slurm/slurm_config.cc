@@ -2,7 +2,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <sstream>
 
 #include "agent/inventory_file.h"

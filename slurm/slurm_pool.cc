@@ -4,11 +4,9 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "agent/file_util.h"
 #include "agent/rank_files.h"
+#include "common/atomic_file.h"
 
 namespace tessera::slurm {
 namespace {
@@ -16,12 +14,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // The exit code a rank's launcher recorded, if it did.
-std::optional<int64_t> ReadExit(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  api::Json j = api::Json::parse(s.str(), nullptr, false);
+std::optional<int64_t> ReadExit(FileSystem& files, const fs::path& path) {
+  Result<std::string> text = files.ReadFile(path);
+  if (!text.ok()) return std::nullopt;
+  api::Json j = api::Json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer()) {
     return std::nullopt;  // being written
   }
@@ -80,9 +76,9 @@ bool SlurmPool::Owns(const std::string& node) const {
 const SlurmAttempt* SlurmPool::AttemptFor(const AttemptKey& key) {
   if (auto it = attempts_.find(key); it != attempts_.end()) return &it->second;
   const fs::path file = AttemptDir(options_.rank_root, key.first, key.second) / "attempt.json";
-  std::ifstream in(file);
-  if (!in) return nullptr;
-  api::Json j = api::Json::parse(in, nullptr, false);
+  Result<std::string> text = options_.fs->ReadFile(file);
+  if (!text.ok()) return nullptr;
+  api::Json j = api::Json::parse(*text, nullptr, false);
   auto attempt = SlurmAttemptFromJson(j);
   if (!attempt.ok()) return nullptr;
   return &attempts_.emplace(key, *std::move(attempt)).first->second;
@@ -100,9 +96,8 @@ std::vector<api::WorkerStatus> SlurmPool::StatusesOn(
       const agent::RankPaths paths = agent::RankPathsFor(options_.rank_root, wk);
       api::WorkerStatus w;
       w.key = wk;
-      std::error_code ec;
-      const bool started = fs::exists(paths.pid, ec);
-      if (auto code = ReadExit(paths.exit)) {
+      const bool started = options_.fs->Exists(paths.pid);
+      if (auto code = ReadExit(*options_.fs, paths.exit)) {
         w.state = api::WorkerState::kExited;
         w.exit_code = *code;
       } else if (ended) {
@@ -139,15 +134,13 @@ Status SlurmPool::Submit(const AttemptKey& key,
                            AttemptOf(std::move(launches), rank_nodes, nodes, options_.rank_root));
   const fs::path dir = AttemptDir(options_.rank_root, key.first, key.second);
   const fs::path file = dir / "attempt.json";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Internal("cannot create " + dir.string() + ": " + ec.message());
-  TESSERA_RETURN_IF_ERROR(agent::WriteFileAtomically(file, ToJson(attempt).dump() + "\n"));
+  TESSERA_RETURN_IF_ERROR(options_.fs->CreateDirs(dir));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(*options_.fs, file, ToJson(attempt).dump() + "\n"));
   HetJobRequest request =
       BuildHetJobRequest(attempt, file.string(), options_.launcher, options_.partition);
   auto id = client_->SubmitHetJob(request);
   if (!id.ok()) {
-    fs::remove(file, ec);  // not submitted: the next poll tries again
+    options_.fs->Remove(file).IgnoreError();  // not submitted: the next poll tries again
     return id.status();
   }
   spdlog::info("slurm: job {} attempt {}: submitted Slurm job {} ({} ranks, {} components)",

@@ -13,7 +13,9 @@
 // - A new attempt in the desired sets (every one of its WORLD_SIZE ranks
 //   desired on nodes that are up) becomes one heterogeneous Slurm job
 //   (slurm/slurm_attempt.h), submitted once: its attempt.json is written
-//   first and kept, so a restarted pool does not submit it again.
+//   first (atomically, through options.fs) and kept, so a restarted pool
+//   does not submit it again. An attempt.json that cannot be written is
+//   PollOnce's error and nothing is submitted; the next poll tries again.
 // - A rank is reported running once its launcher started it (worker.pid),
 //   exited with its code once it wrote exit.json, and exited 137 (killed)
 //   when its Slurm job ended without one (NODE_FAIL, cancelled), or 1 when
@@ -46,6 +48,7 @@
 
 #include "api/agent_protocol.h"
 #include "common/clock.h"
+#include "common/file_system.h"
 #include "common/status.h"
 #include "slurm/slurm_attempt.h"
 #include "slurm/slurm_client.h"
@@ -60,6 +63,7 @@ struct SlurmPoolOptions {
   std::string rank_root;                     // a folder tesserad and every node see
   std::chrono::milliseconds poll_interval{500};
   std::chrono::milliseconds stale_after{10'000};
+  FileSystem* fs = FileSystem::Default();  // attempt and rank files; not owned
 };
 
 // api::ControlPlane::Heartbeat: a heartbeat's JSON in, the answer's out.

@@ -1,8 +1,9 @@
 #include "slurm/slurm_rest_client.h"
 
 #include <charconv>
-#include <fstream>
 #include <sstream>
+
+#include "common/file_system.h"
 
 namespace tessera::slurm {
 namespace {
@@ -179,8 +180,9 @@ SlurmRestClient::~SlurmRestClient() = default;
 
 Result<api::Json> SlurmRestClient::Call(const std::string& method, const std::string& path,
                                         const std::string& body) {
-  std::ifstream in(token_file_);
-  if (!in) return Unavailable("cannot read the Slurm token file " + token_file_);
+  Result<std::string> text = FileSystem::Default()->ReadFile(token_file_);
+  if (!text.ok()) return Unavailable("cannot read the Slurm token file " + token_file_);
+  std::istringstream in(*text);
   std::string token;
   std::getline(in, token);
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();

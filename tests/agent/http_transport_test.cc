@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "agent/agent.h"
 #include "api/http_server.h"
 #include "api/node_identity.h"
+#include "common/faulty_file_system.h"
 #include "tests/agent/test_util.h"
 
 namespace tessera::agent {
@@ -175,6 +177,31 @@ TEST(HttpTransport, EnrolsOnceThenHeartbeatsWithItsCredential) {
   EXPECT_FALSE((*renamed)->enrolled());
   ASSERT_TRUE((*renamed)->Heartbeat(Heartbeat("b")).ok());
   EXPECT_EQ(controller.enrolments(), 2);
+}
+
+// A credential that cannot be kept (its file's fsync fails) is not used: the
+// beat fails with the error and the next one enrols again.
+TEST(HttpTransport, CredentialThatCannotBeKeptFailsTheBeat) {
+  testing::TempDir state;
+  const std::string file = (state.path() / "node-credential").string();
+  FakeController controller;
+  FaultyFileSystem faulty;
+  faulty.FailNext(FileOp::kSync, "node-credential", EIO);
+  HttpAgentTransportOptions o = Options(controller.url(), "join-secret", file);
+  o.fs = &faulty;
+  auto transport = HttpAgentTransport::Create(o);
+  ASSERT_TRUE(transport.ok()) << transport.status().ToString();
+  auto lost = (*transport)->Heartbeat(Heartbeat());
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().field(), "credential_file");
+  EXPECT_NE(lost.status().message().find("cannot write " + file), std::string::npos)
+      << lost.status().message();
+  EXPECT_FALSE((*transport)->enrolled());
+  EXPECT_TRUE(controller.received().empty());
+  EXPECT_FALSE(std::filesystem::exists(file));
+  ASSERT_TRUE((*transport)->Heartbeat(Heartbeat()).ok());
+  EXPECT_EQ(controller.enrolments(), 2);
+  EXPECT_TRUE(std::filesystem::exists(file));
 }
 
 TEST(HttpTransport, RefusedCredentialMakesTheNextBeatEnrolAgain) {

@@ -2,15 +2,20 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "agent/benchmark_cache.h"
 #include "agent/cpu_discovery.h"
 #include "agent/device_benchmark.h"
 #include "agent/nvml_discovery.h"
+#include "common/faulty_file_system.h"
 #include "tests/agent/test_util.h"
 
 namespace tessera::agent {
 namespace {
 
+using testing::ReadFile;
 using testing::TempDir;
 using testing::WriteFile;
 
@@ -283,6 +288,44 @@ TEST(SystemInventory, FailedBenchmarkLeavesZeroFiguresNotAnError) {
   EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 0.0);
   // ... and the device carries the reason to the controller, the CLI and the planner.
   EXPECT_EQ(inv->devices[0].measure_error, "benchmark of cpu failed: internal: no luck");
+}
+
+// A save whose fsync or rename fails returns the error naming the file,
+// which keeps its previous figures (the agent logs it and measures again on
+// its next start).
+TEST(BenchmarkCache, SaveThatCannotBeWrittenSurfacesAndKeepsTheOldFile) {
+  struct Case {
+    FileOp op;
+    int err;
+  };
+  for (const Case& c : {Case{FileOp::kSync, EIO}, Case{FileOp::kRename, ENOSPC}}) {
+    TempDir state;
+    const std::filesystem::path file = state.path() / "inventory-cache.json";
+    BenchmarkCache first(file);
+    first.Put("cpu:x", BenchmarkFigures{.tflops = 1.0, .tflops_half = 2.0});
+    ASSERT_TRUE(first.Save().ok());
+    const std::string before = ReadFile(file);
+
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, "inventory-cache.json", c.err);
+    BenchmarkCache cache(file, &faulty);
+    cache.Load();
+    cache.Put("cpu:x", BenchmarkFigures{.tflops = 3.0, .tflops_half = 6.0});
+    Status saved = cache.Save();
+    ASSERT_FALSE(saved.ok());
+    EXPECT_EQ(faulty.fired(), 1);
+    EXPECT_EQ(saved.message().rfind("cannot write " + file.string() + ": ", 0), 0u)
+        << saved.message();
+    EXPECT_NE(saved.message().find(std::strerror(c.err)), std::string::npos) << saved.message();
+    EXPECT_EQ(ReadFile(file), before);
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(state.path()),
+                            std::filesystem::directory_iterator()),
+              1);                    // no temporary file left
+    ASSERT_TRUE(cache.Save().ok());  // the disk is back: saved
+    BenchmarkCache reread(file);
+    reread.Load();
+    EXPECT_DOUBLE_EQ(reread.Get("cpu:x")->tflops, 3.0);
+  }
 }
 
 TEST(BenchmarkCache, DamagedFileIsAnEmptyCache) {

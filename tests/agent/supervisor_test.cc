@@ -11,7 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/file_util.h"
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "common/atomic_file.h"
+#include "common/fake_clock.h"
+#include "common/faulty_file_system.h"
+#include "common/faulty_process_launcher.h"
 #include "tests/agent/test_util.h"
 
 namespace tessera::agent {
@@ -179,6 +186,38 @@ TEST_F(SupervisorTest, EscalatesToKillWhenTermIsIgnored) {
   EXPECT_LT(took, 3s);     // ...and KILL followed it (grace 500 ms + margin)
 }
 
+// Waits and the stop grace run on the injected clock: WaitForExit gives up
+// when that clock passes its timeout, and a worker that ignores SIGTERM is
+// killed once it passes the grace, however little real time went by.
+TEST_F(SupervisorTest, WaitsAndGraceRunOnTheInjectedClock) {
+  FakeClock clock;
+  SupervisorOptions o = Options();
+  o.clock = &clock;
+  o.stop_grace = 1h;
+  sup_ = std::make_unique<ProcessSupervisor>(o);
+  const WorkerKey key{80, 1, 0};
+  ASSERT_TRUE(
+      sup_->Start(ShellLaunch(key, "trap '' TERM; echo ready; while :; do sleep 0.05; done"), {})
+          .ok());
+  ASSERT_TRUE(Eventually([&] { return LogContains(key, "ready"); }));
+
+  auto waited = std::async(std::launch::async, [&] { return sup_->WaitForExit(key, 1h); });
+  EXPECT_EQ(waited.wait_for(200ms), std::future_status::timeout) << "the fake clock has not moved";
+  clock.Advance(1h);
+  const bool gave_up = waited.wait_for(10s) == std::future_status::ready;
+  EXPECT_TRUE(gave_up) << "WaitForExit timed on the real clock";
+  if (!gave_up) ::kill(-sup_->Get(key)->pid, SIGKILL);  // let it return
+  EXPECT_EQ(waited.get()->state, WorkerState::kRunning);
+
+  sup_->Stop(key);  // SIGTERM, ignored
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(sup_->Get(key)->state, WorkerState::kStopping) << "killed before the grace";
+  clock.Advance(1h);
+  // The monitor kills it on its next poll.
+  ASSERT_TRUE(Eventually([&] { return sup_->Get(key)->state == WorkerState::kExited; }));
+  EXPECT_EQ(sup_->Get(key)->exit_code, 128 + SIGKILL);
+}
+
 TEST_F(SupervisorTest, GroupKillReachesGrandchildrenAndLeavesNoOrphans) {
   WorkerKey key{8, 1, 0};
   ASSERT_TRUE(Sup()
@@ -235,6 +274,94 @@ TEST_F(SupervisorTest, ExecFailureIsAnExitedWorkerWithReasonInLog) {
   EXPECT_NE(tail.back().find("cannot execute"), std::string::npos) << tail.back();
 }
 
+// A rank file that cannot be written (its fsync or its rename fails) is
+// not swallowed: the plan's failure fails the start, the pid file's is
+// returned by Start, exit.json's is said in the worker's log.
+TEST_F(SupervisorTest, RankFilesThatCannotBeWrittenSurface) {
+  struct Case {
+    FileOp op;
+    const char* file;
+    int err;
+    bool started;  // the worker ran
+  };
+  const Case cases[] = {
+      {FileOp::kSync, "plan.json", EIO, false},   {FileOp::kRename, "plan.json", EXDEV, false},
+      {FileOp::kSync, "worker.pid", EIO, true},   {FileOp::kRename, "worker.pid", EXDEV, true},
+      {FileOp::kSync, "exit.json", ENOSPC, true}, {FileOp::kRename, "exit.json", EROFS, true},
+  };
+  int64_t job = 60;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.file) + (c.op == FileOp::kSync ? " fsync" : " rename"));
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, c.file, c.err);
+    SupervisorOptions o = Options();
+    o.fs = &faulty;
+    ProcessSupervisor sup(o);
+    const WorkerKey key{job++, 1, 0};
+    const RankPaths p = Paths(key);
+    Status started = sup.Start(ShellLaunch(key, "echo ran"), {});
+    auto s = sup.WaitForExit(key, 10s);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->state, WorkerState::kExited);
+    EXPECT_EQ(faulty.fired(), 1);
+    const std::string log = ReadFile(p.log);
+    const std::string cause = std::strerror(c.err);
+    EXPECT_EQ(log.find("ran\n") != std::string::npos, c.started) << log;
+    const std::string file = (p.dir / c.file).string();
+    if (std::string(c.file) == "plan.json") {
+      EXPECT_EQ(started.code(), StatusCode::kInternal);
+      EXPECT_NE(started.message().find("cannot write " + file), std::string::npos)
+          << started.message();
+      EXPECT_EQ(s->exit_code, kExitCodeLaunchFailed);
+      EXPECT_NE(log.find("cannot start"), std::string::npos) << log;
+      EXPECT_NE(log.find(cause), std::string::npos) << log;
+    } else if (std::string(c.file) == "worker.pid") {
+      EXPECT_EQ(started.code(), StatusCode::kInternal);
+      EXPECT_EQ(started.message().rfind(
+                    "pid file (re-adoption will miss this worker): cannot write " + file, 0),
+                0u)
+          << started.message();
+      EXPECT_NE(started.message().find(cause), std::string::npos) << started.message();
+      EXPECT_EQ(s->exit_code, 0);
+    } else {
+      EXPECT_TRUE(started.ok()) << started.ToString();
+      EXPECT_EQ(s->exit_code, 0);
+      EXPECT_FALSE(std::filesystem::exists(p.exit));
+      EXPECT_NE(log.find("cannot record the exit of job " + std::to_string(key.job_id)),
+                std::string::npos)
+          << log;
+      EXPECT_NE(log.find("cannot write " + file), std::string::npos) << log;
+      EXPECT_NE(log.find(cause), std::string::npos) << log;
+    }
+    // No temporary file is left in the rank folder.
+    for (const auto& e : std::filesystem::directory_iterator(p.dir)) {
+      EXPECT_FALSE(IsTempFileName(e.path().filename().string())) << e.path();
+    }
+  }
+}
+
+// A launch that fails (here: fork, injected) is returned and recorded as an
+// exited worker with the reason in its log; the next launch is unaffected.
+TEST_F(SupervisorTest, LaunchFailureIsAnExitedWorkerWithReasonInLog) {
+  FaultyProcessLauncher launcher;
+  launcher.FailNextLaunch(EAGAIN);
+  SupervisorOptions o = Options();
+  o.launcher = &launcher;
+  sup_ = std::make_unique<ProcessSupervisor>(o);
+  const WorkerKey failed{70, 1, 0}, next{71, 1, 0};
+  Status st = sup_->Start(ShellLaunch(failed, "echo never"), {});
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_EQ(st.message(),
+            "job 70 attempt 1 rank 0: fork failed: " + std::string(std::strerror(EAGAIN)));
+  EXPECT_EQ(sup_->Get(failed)->state, WorkerState::kExited);
+  EXPECT_EQ(sup_->Get(failed)->exit_code, kExitCodeLaunchFailed);
+  EXPECT_TRUE(LogContains(failed, "cannot start job 70 attempt 1 rank 0: internal: fork failed"));
+  EXPECT_FALSE(LogContains(failed, "never"));
+  ASSERT_TRUE(sup_->Start(ShellLaunch(next, "exit 0"), {}).ok());
+  EXPECT_EQ(sup_->WaitForExit(next, 10s)->exit_code, 0);
+  EXPECT_EQ(launcher.fired(), 1);
+}
+
 TEST_F(SupervisorTest, RelativeArgv0IsRejected) {
   WorkerKey key{12, 1, 0};
   api::WorkerLaunch launch = ShellLaunch(key, "");
@@ -276,7 +403,7 @@ TEST_F(SupervisorTest, RestartedSupervisorReadoptsLiveWorkersAndDropsStalePidFil
   std::filesystem::create_directories(reused_paths.dir);
   ASSERT_TRUE(
       WriteFileAtomically(
-          reused_paths.pid,
+          *FileSystem::Default(), reused_paths.pid,
           api::Json{
               {"job_id", 20}, {"attempt", 1}, {"rank", 3}, {"pid", ::getpid()}, {"start_ticks", 1}}
               .dump())
@@ -318,12 +445,13 @@ TEST_F(SupervisorTest, ReadoptionRejectsAPidWhoseEnvironDoesNotMatch) {
   for (int i = 3; i <= 22; ++i) fields >> field;
   const RankPaths p = Paths(key);
   std::filesystem::create_directories(p.dir);
-  ASSERT_TRUE(WriteFileAtomically(p.pid, api::Json{{"job_id", 21},
-                                                   {"attempt", 1},
-                                                   {"rank", 0},
-                                                   {"pid", ::getpid()},
-                                                   {"start_ticks", std::stoull(field)}}
-                                             .dump())
+  ASSERT_TRUE(WriteFileAtomically(*FileSystem::Default(), p.pid,
+                                  api::Json{{"job_id", 21},
+                                            {"attempt", 1},
+                                            {"rank", 0},
+                                            {"pid", ::getpid()},
+                                            {"start_ticks", std::stoull(field)}}
+                                      .dump())
                   .ok());
   sup_ = std::make_unique<ProcessSupervisor>(Options());
   auto report = sup_->Recover();

@@ -6,11 +6,14 @@
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "api/tls_context.h"
+#include "common/faulty_file_system.h"
 #include "daemon/daemon_config.h"
 #include "daemon/self_signed_ca.h"
 #include "tests/daemon/temp_dir.h"
@@ -104,6 +107,39 @@ TEST(SelfSignedTlsTest, MakesTheCaOnceAndReissuesTheServerCertificateForNewNames
   EXPECT_TRUE(recovered->issued_server_certificate);
   EXPECT_EQ(recovered->ca_sha256, first->ca_sha256);
   EXPECT_TRUE(api::CheckTlsServerFiles(recovered->server).ok());
+}
+
+// A TLS file whose fsync or rename fails is tesserad's setup error
+// (kUnavailable naming the file), and the file is left as it was.
+TEST(SelfSignedTlsTest, FilesThatCannotBeWrittenFailTheSetup) {
+  struct Case {
+    FileOp op;
+    const char* file;
+    int err;
+  };
+  const Case cases[] = {{FileOp::kSync, "ca.key", EIO},
+                        {FileOp::kRename, "ca.pem", ENOSPC},
+                        {FileOp::kSync, "server.key", EIO},
+                        {FileOp::kRename, "server.pem", EROFS}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    testing::TempDir dir;
+    const std::string tls_dir = dir.File("tls");
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, c.file, c.err);
+    auto failed = EnsureSelfSignedTls(tls_dir, {"ctl.lab"}, &faulty);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+    const std::string file = tls_dir + "/" + c.file;
+    EXPECT_EQ(failed.status().message().rfind("cannot write " + file + ": ", 0), 0u)
+        << failed.status().message();
+    EXPECT_NE(failed.status().message().find(std::strerror(c.err)), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(file));
+    auto retried = EnsureSelfSignedTls(tls_dir, {"ctl.lab"});  // the disk is back
+    ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+    EXPECT_TRUE(api::CheckTlsServerFiles(retried->server).ok());
+    EXPECT_EQ(Mode(tls_dir + "/ca.key"), 0600u);
+  }
 }
 
 TEST(SelfSignedTlsTest, DefaultNamesHoldLoopbackAndTheListenAddress) {

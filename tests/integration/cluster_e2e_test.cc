@@ -197,12 +197,6 @@ TEST_F(ClusterE2ETest, CancelStopsEveryRank) {
 }
 
 #ifdef TESSERA_E2E_HAVE_WORKER
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The worker.log of every rank `node` ran for job `id`, by rank folder.
 std::map<std::string, std::string> RankLogs(Cluster& cluster, const std::string& node,

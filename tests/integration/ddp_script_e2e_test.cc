@@ -40,13 +40,6 @@ struct Start {
   int attempt = 0, rank = 0, world = 0, step = 0, local = 0, global = 0;
 };
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(DdpScriptE2ETest, NodeKilledMidRunResumesFromTheScriptsCheckpointAtNewShares) {
   // The project's Python (scripts/setup.sh puts PyPI's torch there); CI must run this.
   ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch.distributed' >/dev/null 2>&1"), 0)

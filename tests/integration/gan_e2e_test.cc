@@ -18,12 +18,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 #ifdef TESSERA_E2E_HAVE_WORKER
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::map<std::string, std::string> RankLogs(Cluster& cluster, const std::string& node,
                                             api::JobId id) {

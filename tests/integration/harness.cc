@@ -118,6 +118,36 @@ std::string BinaryPath(const std::string& name) {
   throw std::invalid_argument("unknown binary " + name);
 }
 
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
+  std::map<std::string, fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file()) {
+      out[it->path().lexically_relative(root).generic_string()] = it->path();
+    }
+  }
+  return out;
+}
+
+std::string RunTool(const std::vector<std::string>& argv,
+                    const std::map<std::string, std::string>& env, const fs::path& log,
+                    std::chrono::seconds timeout) {
+  Process p(argv, env, log);
+  auto code = p.Wait(timeout);
+  const std::string what = argv.size() > 1 ? argv[1] : argv.at(0);
+  if (!code) return what + " timed out\n" + p.Log();
+  if (*code != 0) return what + " failed with exit code " + std::to_string(*code) + "\n" + p.Log();
+  return "";
+}
+
 int KillProcessesUnder(const fs::path& dir, const std::string& exe_name) {
   int killed = 0;
   for (const auto& entry : fs::directory_iterator("/proc")) {

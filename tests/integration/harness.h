@@ -68,6 +68,19 @@ class Process {
   std::filesystem::path log_;
 };
 
+// The whole file at `p` (bytes), or "" when it cannot be read.
+std::string ReadText(const std::filesystem::path& p);
+
+// Every regular file below `root`, by its path relative to `root` (generic
+// form); empty when `root` does not exist.
+std::map<std::string, std::filesystem::path> FilesBelow(const std::filesystem::path& root);
+
+// Runs a tool (argv[0]) to its end with `env`, output to `log`; "" when it
+// exited 0 within `timeout`, else what went wrong with its log.
+std::string RunTool(const std::vector<std::string>& argv,
+                    const std::map<std::string, std::string>& env, const std::filesystem::path& log,
+                    std::chrono::seconds timeout);
+
 // Polls `pred` every 20 ms until it is true or `timeout` passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 

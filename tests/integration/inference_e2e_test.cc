@@ -24,32 +24,6 @@ using namespace std::chrono_literals;
 
 constexpr int kImages = 10'000;
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Every regular file below `root`, by path relative to it.
-std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
-  std::map<std::string, fs::path> out;
-  if (!fs::exists(root)) return out;
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    if (e.is_regular_file()) out[e.path().lexically_relative(root).generic_string()] = e.path();
-  }
-  return out;
-}
-
-// Runs a tool to completion; fails the test on a non-zero exit.
-void RunTool(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-             const fs::path& log, std::chrono::seconds timeout) {
-  Process p(argv, env, log);
-  auto code = p.Wait(timeout);
-  ASSERT_TRUE(code.has_value()) << argv[1] << " timed out\n" << p.Log();
-  ASSERT_EQ(*code, 0) << argv[1] << " failed\n" << p.Log();
-}
-
 // An infer job of the trained colorizer, one intra-op thread per rank (as the
 // single-process reference runs), for the tests to complete.
 api::Json ColorizeSpec(const std::string& name, const fs::path& in, const fs::path& out,
@@ -70,15 +44,19 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
                  ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
 
   // The collection, a trained model, and the single-process reference.
-  RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages), "--size",
-           "16"},
-          {}, cluster.dir() / "gen.log", 300s);
-  RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps", "2",
-           "--width", "4", "--image-size", "16", "--batch", "4", "--checkpoint-every-steps", "1"},
-          {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}}, cluster.dir() / "train.log", 300s);
-  RunTool({worker, "infer", "--local", "--model", "colorize-unet", "--data", in.string(),
-           "--output", ref.string(), "--checkpoint", ckpt.string(), "--threads", "1"},
-          {}, cluster.dir() / "reference.log", 600s);
+  ASSERT_EQ(RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages),
+                     "--size", "16"},
+                    {}, cluster.dir() / "gen.log", 300s),
+            "");
+  ASSERT_EQ(RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps",
+                     "2", "--width", "4", "--image-size", "16", "--batch", "4",
+                     "--checkpoint-every-steps", "1"},
+                    {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}}, cluster.dir() / "train.log", 300s),
+            "");
+  ASSERT_EQ(RunTool({worker, "infer", "--local", "--model", "colorize-unet", "--data", in.string(),
+                     "--output", ref.string(), "--checkpoint", ckpt.string(), "--threads", "1"},
+                    {}, cluster.dir() / "reference.log", 600s),
+            "");
   const auto reference = FilesBelow(ref);
   ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
 
@@ -159,7 +137,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
     auto it = outputs.find(name);
     if (it == outputs.end()) {
       ++missing;
-    } else if (ReadAll(it->second) != ReadAll(path)) {
+    } else if (ReadText(it->second) != ReadText(path)) {
       ++different;
     }
   }
@@ -178,11 +156,14 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
   const std::string worker = BinaryPath("tessera-worker");
   const fs::path in = cluster.dir() / "scans", ckpt = cluster.dir() / "model",
                  out = cluster.dir() / "colorized", ref = cluster.dir() / "reference";
-  RunTool({worker, "gen-images", "--out", in.string(), "--count", "2", "--size", "640"}, {},
-          cluster.dir() / "gen.log", 120s);
-  RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps", "1",
-           "--width", "4", "--image-size", "16", "--batch", "2", "--checkpoint-every-steps", "1"},
-          {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}}, cluster.dir() / "train.log", 300s);
+  ASSERT_EQ(RunTool({worker, "gen-images", "--out", in.string(), "--count", "2", "--size", "640"},
+                    {}, cluster.dir() / "gen.log", 120s),
+            "");
+  ASSERT_EQ(RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps",
+                     "1", "--width", "4", "--image-size", "16", "--batch", "2",
+                     "--checkpoint-every-steps", "1"},
+                    {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}}, cluster.dir() / "train.log", 300s),
+            "");
 
   cluster.StartController("worker_binary: " + worker + "\n");
   // Devices too small to hold a 640 px scan whole (the planner estimates 256 bytes of
@@ -223,16 +204,17 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
   ASSERT_GT(tile_px, 0);
   ASSERT_LT(tile_px, 640) << "the scans must not fit one tile";
 
-  RunTool({worker, "infer", "--local", "--model", "colorize-unet", "--data", in.string(),
-           "--output", ref.string(), "--checkpoint", ckpt.string(), "--threads", "1",
-           "--max-tile-px", std::to_string(tile_px)},
-          {}, cluster.dir() / "reference.log", 300s);
+  ASSERT_EQ(RunTool({worker, "infer", "--local", "--model", "colorize-unet", "--data", in.string(),
+                     "--output", ref.string(), "--checkpoint", ckpt.string(), "--threads", "1",
+                     "--max-tile-px", std::to_string(tile_px)},
+                    {}, cluster.dir() / "reference.log", 300s),
+            "");
   const auto reference = FilesBelow(ref), outputs = FilesBelow(out);
   ASSERT_EQ(reference.size(), 2u);
   ASSERT_EQ(outputs.size(), reference.size());
   for (const auto& [name, path] : reference) {
     ASSERT_TRUE(outputs.contains(name)) << name;
-    EXPECT_EQ(ReadAll(outputs.at(name)), ReadAll(path)) << name;
+    EXPECT_EQ(ReadText(outputs.at(name)), ReadText(path)) << name;
   }
 }
 

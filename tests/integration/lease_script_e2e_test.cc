@@ -24,31 +24,6 @@ using namespace std::chrono_literals;
 
 constexpr int kImages = 300;
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Every regular file below `root`, by path relative to it.
-std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
-  std::map<std::string, fs::path> out;
-  if (!fs::exists(root)) return out;
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    if (e.is_regular_file()) out[e.path().lexically_relative(root).generic_string()] = e.path();
-  }
-  return out;
-}
-
-void RunTool(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-             const fs::path& log, std::chrono::seconds timeout) {
-  Process p(argv, env, log);
-  auto code = p.Wait(timeout);
-  ASSERT_TRUE(code.has_value()) << argv[1] << " timed out\n" << p.Log();
-  ASSERT_EQ(*code, 0) << argv[1] << " failed\n" << p.Log();
-}
-
 TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKills) {
   ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch, PIL' >/dev/null 2>&1"), 0)
       << TESSERA_PYTHON << " cannot import torch and PIL (run scripts/setup.sh)";
@@ -59,12 +34,15 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
   // The name a rank's process runs under (the venv's python is a link).
   const std::string python_exe = fs::canonical(TESSERA_PYTHON).filename().string();
 
-  RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages), "--size",
-           "16"},
-          {}, cluster.dir() / "gen.log", 120s);
+  ASSERT_EQ(RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages),
+                     "--size", "16"},
+                    {}, cluster.dir() / "gen.log", 120s),
+            "");
   // The reference: the same script in one process, outside Tessera.
-  RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output", ref.string()},
-          {}, cluster.dir() / "reference.log", 300s);
+  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output",
+                     ref.string()},
+                    {}, cluster.dir() / "reference.log", 300s),
+            "");
   const auto reference = FilesBelow(ref);
   ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
 
@@ -87,21 +65,21 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
                    {{"name", "cmd:infer-script"}, {"command", launcher.string()}}, &status);
   ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
 
-  api::Json job = cluster.PostJson(
-      "/api/v1/jobs",
-      {{"name", "lease-script"},
-       {"kind", "infer"},
-       {"entrypoint", "cmd:infer-script"},
-       {"dataset", in.string()},
-       {"output", out.string()},
-       // dataset and output reach the script as TESSERA_INFER_DATASET / _OUTPUT.
-       {"args", {"--delay", "0.04"}},
-       {"global_batch", 3},
-       {"min_devices", 2},
-       {"max_devices", 3},
-       {"layout", "data"},
-       {"max_attempts", 5}},
-      &status);
+  api::Json job =
+      cluster.PostJson("/api/v1/jobs",
+                       {{"name", "lease-script"},
+                        {"kind", "infer"},
+                        {"entrypoint", "cmd:infer-script"},
+                        {"dataset", in.string()},
+                        {"output", out.string()},
+                        // dataset and output reach the script as TESSERA_INFER_DATASET / _OUTPUT.
+                        {"args", {"--delay", "0.04"}},
+                        {"global_batch", 3},
+                        {"min_devices", 2},
+                        {"max_devices", 3},
+                        {"layout", "data"},
+                        {"max_attempts", 5}},
+                       &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"].get<api::JobId>();
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
@@ -149,7 +127,7 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
     auto it = outputs.find(name);
     if (it == outputs.end()) {
       ++missing;
-    } else if (ReadAll(it->second) != ReadAll(path)) {
+    } else if (ReadText(it->second) != ReadText(path)) {
       ++different;
     }
   }

@@ -46,13 +46,6 @@ if [ "$1" = "--mode=wait" ]; then sleep 120; fi
 exit 0
 )sh";
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // What an attack got back.
 struct Outcome {
   int status = 0;       // HTTP status (0: none)

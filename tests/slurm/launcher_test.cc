@@ -6,11 +6,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "common/fake_clock.h"
+#include "common/faulty_file_system.h"
+#include "common/faulty_process_launcher.h"
 
 namespace tessera::slurm {
 namespace {
@@ -175,14 +181,95 @@ TEST_F(LauncherRunTest, RunsTheRankAndRecordsItsExit) {
   auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fa"}, {"SLURM_LOCALID", "1"}},
                        {{"PATH", "/usr/bin:/bin"}});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  auto code = RunTask(*t);
+  FakeClock clock;
+  RunTaskOptions options;
+  options.clock = &clock;
+  auto code = RunTask(*t, options);
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   EXPECT_EQ(*code, 3);
   EXPECT_NE(Read(t->paths.log).find("rank 1 on fa"), std::string::npos) << Read(t->paths.log);
   EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 3);
+  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["ended_ms"], clock.NowUnixMillis());
   EXPECT_TRUE(fs::exists(t->paths.pid));
   EXPECT_TRUE(fs::exists(t->paths.progress));
   EXPECT_EQ(api::Json::parse(Read(t->paths.plan))["rank"], 1);
+}
+
+// A rank file whose fsync or rename fails is not swallowed: the plan's fails
+// the task before the rank starts, exit.json's fails it after, worker.pid's
+// is said in the rank's log (the rank still runs to its end).
+TEST_F(LauncherRunTest, RankFilesThatCannotBeWrittenSurface) {
+  struct Case {
+    FileOp op;
+    const char* file;
+    int err;
+  };
+  const Case cases[] = {
+      {FileOp::kSync, "plan.json", EIO},    {FileOp::kRename, "plan.json", EXDEV},
+      {FileOp::kSync, "worker.pid", EIO},   {FileOp::kRename, "worker.pid", EROFS},
+      {FileOp::kSync, "exit.json", ENOSPC}, {FileOp::kRename, "exit.json", EIO}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.file) + (c.op == FileOp::kSync ? " fsync" : " rename"));
+    fs::remove_all(root_);
+    SlurmAttempt attempt =
+        MakeAttempt(root_.string(), {"/bin/sh", "-c", "echo ran; exit 5"}, false);
+    auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
+                         {{"PATH", "/usr/bin:/bin"}});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, c.file, c.err);
+    RunTaskOptions options;
+    options.fs = &faulty;
+    Result<int> code = RunTask(*t, options);
+    EXPECT_EQ(faulty.fired(), 1);
+    const std::string file = (t->paths.dir / c.file).string();
+    const std::string log = Read(t->paths.log);
+    if (std::string(c.file) == "worker.pid") {
+      ASSERT_TRUE(code.ok()) << code.status().ToString();
+      EXPECT_EQ(*code, 5);
+      EXPECT_NE(log.find("cannot record the pid of rank 2"), std::string::npos) << log;
+      EXPECT_NE(log.find("cannot write " + file), std::string::npos) << log;
+      EXPECT_NE(log.find(std::strerror(c.err)), std::string::npos) << log;
+      EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 5);
+      continue;
+    }
+    ASSERT_FALSE(code.ok());
+    EXPECT_EQ(code.status().message().rfind("cannot write " + file + ": ", 0), 0u)
+        << code.status().message();
+    EXPECT_NE(code.status().message().find(std::strerror(c.err)), std::string::npos);
+    EXPECT_FALSE(fs::exists(t->paths.dir / c.file));
+    // The plan's failure stops the task before its rank runs.
+    EXPECT_EQ(log.find("ran") != std::string::npos, std::string(c.file) == "exit.json") << log;
+  }
+}
+
+// A rank that cannot be started (fork fails, injected) is RunTask's error
+// (tessera-slurm-launch exits 127); nothing says it ran; a command that cannot
+// be executed is a rank that exited 127, said in its log.
+TEST_F(LauncherRunTest, StartFailuresSurface) {
+  SlurmAttempt attempt = MakeAttempt(root_.string(), {"/bin/sh", "-c", "exit 0"}, false);
+  auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
+                       {{"PATH", "/usr/bin:/bin"}});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  FaultyProcessLauncher launcher;
+  launcher.FailNextLaunch(EAGAIN);
+  RunTaskOptions options;
+  options.launcher = &launcher;
+  Result<int> code = RunTask(*t, options);
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().message(), "fork failed: " + std::string(std::strerror(EAGAIN)));
+  EXPECT_FALSE(fs::exists(t->paths.pid));
+  EXPECT_FALSE(fs::exists(t->paths.exit));
+
+  SlurmAttempt missing = MakeAttempt(root_.string(), {(root_ / "no-such-program").string()}, false);
+  t = PrepareTask(missing, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
+                  {{"PATH", "/usr/bin:/bin"}});
+  ASSERT_TRUE(t.ok());
+  code = RunTask(*t);
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  EXPECT_EQ(*code, 127);
+  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 127);
+  EXPECT_NE(Read(t->paths.log).find("cannot execute the rank's command"), std::string::npos);
 }
 
 // The real binary, as srun runs it: Slurm's cancel (SIGTERM) reaches the rank.

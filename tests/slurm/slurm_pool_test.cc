@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "agent/rank_files.h"
 #include "common/fake_clock.h"
+#include "common/faulty_file_system.h"
 #include "slurm/fake_slurm_client.h"
 
 namespace tessera::slurm {
@@ -56,8 +59,9 @@ class SlurmPoolTest : public ::testing::Test {
     fs::remove_all(root_);
   }
 
-  std::unique_ptr<SlurmPool> MakePool() {
+  std::unique_ptr<SlurmPool> MakePool(FileSystem* files = FileSystem::Default()) {
     SlurmPoolOptions o;
+    o.fs = files;
     o.partition = "gpu";
     o.gpu_types = {{"a100", {0, 0.5, int64_t{1} << 30, true}},
                    {"t4", {0, 0.25, int64_t{1} << 30, true}}};
@@ -126,6 +130,35 @@ TEST_F(SlurmPoolTest, PartitionNodesHeartbeatWithTheirGpus) {
   // Slurm silent for long: tesserad judges by the heartbeats again.
   clock_.Advance(11s);
   EXPECT_EQ(pool_->NodeUp("fa"), std::nullopt);
+}
+
+// An attempt file whose fsync or rename fails is the poll's error and the
+// attempt is not submitted (nothing would remember it); the next poll is.
+TEST_F(SlurmPoolTest, AttemptFileThatCannotBeWrittenIsNotSubmitted) {
+  struct Case {
+    FileOp op;
+    int err;
+  };
+  int64_t attempt = 0;
+  for (const Case& c : {Case{FileOp::kSync, EIO}, Case{FileOp::kRename, ENOSPC}}) {
+    ++attempt;
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, "attempt.json", c.err);
+    pool_ = MakePool(&faulty);
+    const size_t submitted = slurm_.submitted().size();
+    desired_.clear();
+    DesireMixedAttempt(attempt);
+    Status polled = pool_->PollOnce();
+    const std::string file = (root_ / "jobs/7" / std::to_string(attempt) / "attempt.json").string();
+    ASSERT_FALSE(polled.ok());
+    EXPECT_EQ(polled.message().rfind("cannot write " + file + ": ", 0), 0u) << polled.message();
+    EXPECT_NE(polled.message().find(std::strerror(c.err)), std::string::npos);
+    EXPECT_EQ(slurm_.submitted().size(), submitted);
+    EXPECT_FALSE(fs::exists(file));
+    ASSERT_TRUE(pool_->PollOnce().ok());
+    EXPECT_EQ(slurm_.submitted().size(), submitted + 1);
+    EXPECT_TRUE(fs::exists(file));
+  }
 }
 
 TEST_F(SlurmPoolTest, AnAttemptBecomesOneHetjobSubmittedOnce) {

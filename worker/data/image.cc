@@ -8,8 +8,9 @@
 // clang-format on
 
 #include <cstring>
-#include <fstream>
 #include <iterator>
+
+#include "common/file_system.h"
 
 namespace tessera::worker {
 namespace {
@@ -124,12 +125,12 @@ Image MakeImage(int64_t width, int64_t height, int64_t channels) {
 }
 
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad()) return Internal("error reading " + path);
-  return bytes;
+  Result<std::string> text = FileSystem::Default()->ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return NotFound("cannot open " + path);
+    return Internal("error reading " + path + ": " + text.status().message());
+  }
+  return std::vector<uint8_t>(text->begin(), text->end());
 }
 
 Result<Image> ReadImage(const std::string& path) {

@@ -4,9 +4,10 @@
 #include <cctype>
 #include <exception>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <system_error>
 
+#include "common/file_system.h"
 #include "worker/data/color.h"
 #include "worker/data/rng.h"
 #include "worker/data/sample_images.h"
@@ -38,8 +39,9 @@ Result<std::vector<std::string>> ListSource(const std::string& source) {
               [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
     for (const auto& f : files) paths.push_back(f.string());
   } else {
-    std::ifstream in(source);
-    if (!in) return NotFound("cannot open list file " + source);
+    Result<std::string> list = FileSystem::Default()->ReadFile(source);
+    if (!list.ok()) return NotFound("cannot open list file " + source);
+    std::istringstream in(*list);
     std::string line;
     int64_t line_no = 0;
     while (std::getline(in, line)) {

@@ -1,30 +1,20 @@
 #include "worker/runtime/checkpoint.h"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "common/atomic_file.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[] = "TSRT1\n";
-
-Status FsyncPath(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return Internal("open " + path + ": " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Internal("fsync " + path + ": " + std::strerror(errno));
-  return Status::Ok();
-}
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -56,25 +46,16 @@ std::string Sha256OfBytes(const std::string& bytes) {
   return HexOf(digest, len);
 }
 
-Status WriteWholeFile(const std::string& path, const std::string& bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Internal("cannot write " + path + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) return Internal("short write to " + path);
-  return Status::Ok();
-}
-
 std::optional<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  Result<std::string> bytes = FileSystem::Default()->ReadFile(path);
+  if (!bytes.ok()) return std::nullopt;
+  return *std::move(bytes);
 }
 
 }  // namespace
 
-Status WriteTensorFile(const std::string& path, const NamedTensors& tensors, ManifestFile* facts) {
+Status WriteTensorFile(const std::string& path, const NamedTensors& tensors, ManifestFile* facts,
+                       FileSystem* files) {
   std::string out(kMagic);
   Put<uint32_t>(out, static_cast<uint32_t>(tensors.size()));
   for (const auto& [name, tensor] : tensors) {
@@ -88,7 +69,9 @@ Status WriteTensorFile(const std::string& path, const NamedTensors& tensors, Man
     Put<uint64_t>(out, nbytes);
     out.append(static_cast<const char*>(t.data_ptr()), nbytes);
   }
-  TESSERA_RETURN_IF_ERROR(WriteWholeFile(path, out));
+  WriteFileOptions synced;
+  synced.sync = true;
+  TESSERA_RETURN_IF_ERROR(files->WriteFile(path, out, synced));
   if (facts != nullptr) {
     facts->path = fs::path(path).filename().string();
     facts->size = out.size();
@@ -198,15 +181,10 @@ Result<Manifest> ReadManifest(const std::string& dir, int64_t step) {
   return ManifestFromJson(*text);
 }
 
-Status WriteManifestAtomically(const std::string& dir, const Manifest& manifest) {
+Status WriteManifestAtomically(const std::string& dir, const Manifest& manifest,
+                               FileSystem* files) {
   const fs::path step_dir = fs::path(dir) / StepDirName(manifest.step);
-  const std::string tmp = (step_dir / "manifest.json.tmp").string();
-  const std::string final_path = (step_dir / "manifest.json").string();
-  TESSERA_RETURN_IF_ERROR(WriteWholeFile(tmp, ManifestToJson(manifest)));
-  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    return Internal("rename " + tmp + ": " + std::strerror(errno));
-  }
-  return FsyncPath(step_dir.string(), /*directory=*/true);
+  return WriteFileAtomically(*files, step_dir / "manifest.json", ManifestToJson(manifest));
 }
 
 Result<std::map<std::string, torch::Tensor>> LoadTensors(const std::string& dir,

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/status.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/manifest.h"
@@ -33,8 +34,12 @@ namespace tessera::worker {
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // Binary tensor file: "TSRT1\n", count, then per tensor name, dtype, shape,
-// raw bytes (contiguous CPU copy). Fills size/sha256/tensors of *facts.
-Status WriteTensorFile(const std::string& path, const NamedTensors& tensors, ManifestFile* facts);
+// raw bytes (contiguous CPU copy), written and fsynced through `files` (not
+// atomic: the manifest, written last, is what makes a checkpoint complete).
+// Fills size/sha256/tensors of *facts. The failed write's or fsync's Status,
+// naming the path.
+Status WriteTensorFile(const std::string& path, const NamedTensors& tensors, ManifestFile* facts,
+                       FileSystem* files = FileSystem::Default());
 Result<std::map<std::string, torch::Tensor>> ReadTensorFile(const std::string& path);
 
 // Lower-case hex SHA-256 of a file's bytes (OpenSSL).
@@ -59,7 +64,11 @@ Result<int64_t> ShareResumeStep(Collectives& world, int64_t rank0_step);
 // kFailedPrecondition when the checkpoint is of another model.
 Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, const std::string& dir,
                                                         const std::string& model);
-Status WriteManifestAtomically(const std::string& dir, const Manifest& manifest);
+// Writes <dir>/step-<step>/manifest.json with WriteFileAtomically
+// (common/atomic_file.h) through `files`; its error, naming the file, when
+// that fails (the step then has no manifest, or keeps its old one).
+Status WriteManifestAtomically(const std::string& dir, const Manifest& manifest,
+                               FileSystem* files = FileSystem::Default());
 
 // Reads the named tensors from a chosen checkpoint; kNotFound if one is absent.
 Result<std::map<std::string, torch::Tensor>> LoadTensors(const std::string& dir,

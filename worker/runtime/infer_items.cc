@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
+
+#include "common/file_system.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -59,8 +61,9 @@ Result<std::vector<std::string>> ListInputItems(const std::string& data,
     }
     std::sort(items.begin(), items.end());
   } else {
-    std::ifstream in(data);
-    if (!in) return InvalidArgument("cannot read list file " + data, "data");
+    Result<std::string> list = FileSystem::Default()->ReadFile(data);
+    if (!list.ok()) return InvalidArgument("cannot read list file " + data, "data");
+    std::istringstream in(*list);
     std::string line;
     while (std::getline(in, line)) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();

@@ -228,7 +228,12 @@ void InferPipeline::Decode(Item& item) {
     const std::string note = item.out_path + ".error.txt";
     Status s = RemoveStaleTemps(note).status();
     if (s.ok()) {
-      s = WriteFileAtomically(note, image.status().ToString() + "\n", options_.write_faults);
+      AtomicWriteOptions shared;
+      shared.create_parent_dirs = true;
+      shared.shared_writer = true;
+      shared.faults = options_.write_faults;
+      s = WriteFileAtomically(*FileSystem::Default(), note, image.status().ToString() + "\n",
+                              shared);
     }
     item.error = s;
     item.kind = Item::Kind::kFail;

@@ -4,13 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include "common/file_system.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/infer_pipeline.h"
@@ -145,11 +145,9 @@ std::vector<std::string> LocalShare(const std::vector<std::string>& items, int64
 }
 
 Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument("cannot read plan file " + path, "TESSERA_PLAN");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  Result<std::string> text = FileSystem::Default()->ReadFile(path);
+  if (!text.ok()) return InvalidArgument("cannot read plan file " + path, "TESSERA_PLAN");
+  return text;
 }
 
 }  // namespace

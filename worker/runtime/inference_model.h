@@ -73,7 +73,7 @@ class InferenceModel {
   // the kernels a batch size selects: see worker/runtime/README.md).
   Result<torch::Tensor> ForwardBatch(const torch::Tensor& bchw);
   // Writes the output file for `input` (from Prepare) and `output`
-  // (RunImage) to `path` (a temporary path: use WriteAtomically).
+  // (RunImage) to `path` (a temporary path: StagedOutputs::Stage).
   // source_channels: channels of the image read (1 gray, 3 RGB).
   Status WriteOutput(const std::string& path, const std::string& item, int64_t source_channels,
                      const torch::Tensor& input, const torch::Tensor& output) const;

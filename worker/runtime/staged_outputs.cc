@@ -1,8 +1,5 @@
 #include "worker/runtime/staged_outputs.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -13,14 +10,11 @@ Status StagedOutputs::Stage(const std::string& path,
                             const std::function<Status(const std::string& tmp_path)>& write) {
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Internal("creating " + dir.string() + ": " + ec.message());
+  TESSERA_RETURN_IF_ERROR(files_->CreateDirs(dir));
   const std::string tmp = TempPathFor(path);
   Status written = write(tmp);
   if (!written.ok()) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
+    files_->Remove(tmp).IgnoreError();  // it may not exist
     return written;
   }
   if (faults_) TESSERA_RETURN_IF_ERROR(faults_(AtomicWriteStep::kAfterWrite, tmp));
@@ -38,10 +32,9 @@ Result<StagedOutputs::Committed> StagedOutputs::Commit() {
   Committed out;
   std::vector<bool> present(entries.size(), true);
   for (size_t i = 0; i < entries.size(); ++i) {
-    Status s = FsyncPath(entries[i].tmp, /*directory=*/false);
+    Status s = files_->SyncFile(entries[i].tmp);
     if (!s.ok()) {
-      std::error_code ec;
-      if (fs::exists(entries[i].tmp, ec)) return s;
+      if (files_->Exists(entries[i].tmp)) return s;
       present[i] = false;  // removed by another writer: decided at the rename
     }
   }
@@ -49,19 +42,19 @@ Result<StagedOutputs::Committed> StagedOutputs::Commit() {
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     if (faults_) TESSERA_RETURN_IF_ERROR(faults_(AtomicWriteStep::kAfterSync, e.tmp));
-    if (!present[i] || ::rename(e.tmp.c_str(), e.path.c_str()) != 0) {
-      const int err = present[i] ? errno : ENOENT;
-      std::error_code ec;
-      if (err == ENOENT) {
-        if (fs::exists(e.path, ec)) {
+    Status renamed = present[i] ? files_->Rename(e.tmp, e.path) : Status::Ok();
+    if (!present[i] || !renamed.ok()) {
+      if (!present[i] || !files_->Exists(e.tmp)) {
+        // Another writer of the same item removed our temporary file.
+        if (files_->Exists(e.path)) {
           ++out.written;
         } else {
           out.lost.push_back(e.path);
         }
         continue;
       }
-      fs::remove(e.tmp, ec);
-      return Internal("renaming " + e.tmp + " to " + e.path + ": " + std::strerror(err));
+      files_->Remove(e.tmp).IgnoreError();
+      return renamed;
     }
     if (faults_) TESSERA_RETURN_IF_ERROR(faults_(AtomicWriteStep::kAfterRename, e.tmp));
     ++out.written;
@@ -69,7 +62,7 @@ Result<StagedOutputs::Committed> StagedOutputs::Commit() {
     dirs.insert(dir.empty() ? "." : dir.string());
   }
   for (const std::string& dir : dirs) {
-    TESSERA_RETURN_IF_ERROR(FsyncPath(dir, /*directory=*/true));
+    TESSERA_RETURN_IF_ERROR(files_->SyncDir(dir));
   }
   return out;
 }

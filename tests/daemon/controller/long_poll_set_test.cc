@@ -31,7 +31,7 @@ struct Parked {
 
   void ParkIn(LongPollSet& set, Steady::duration wait, uint64_t seen) {
     set.Park(
-        Steady::now() + wait, seen, [news = news] { return news->load(); },
+        wait, seen, [news = news] { return news->load(); },
         [answered = answered, answers = answers] {
           if (answers->fetch_add(1) == 0) answered->set_value();
         });

@@ -1,13 +1,20 @@
 #include "daemon/profile_cache.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/atomic_file.h"
 #include "common/fake_clock.h"
+#include "common/faulty_file_system.h"
+#include "common/faulty_process_launcher.h"
 
 namespace tessera::daemon {
 namespace {
@@ -70,6 +77,58 @@ TEST_F(ProfileCacheTest, MeasuresOnceThenServesFromTheCacheFolder) {
   EXPECT_EQ(calls.load(), 2);
 }
 
+// A profile whose cache file cannot be written (its fsync or its rename
+// fails) is still used; the warning names the file and the cause, nothing
+// is left in the folder, and the next start measures it again.
+TEST_F(ProfileCacheTest, ProfileThatCannotBeCachedIsUsedAndTheFailureLogged) {
+  struct Case {
+    FileOp op;
+    int err;
+  };
+  for (const Case& c : {Case{FileOp::kSync, EIO}, Case{FileOp::kRename, ENOSPC}}) {
+    fs::remove_all(dir_);
+    auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+    spdlog::default_logger()->sinks().push_back(log);
+    std::atomic<int> calls{0};
+    auto source = [&](const std::string& model) -> Result<std::string> {
+      ++calls;
+      return ProfileText(model);
+    };
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, "m1.json", c.err);
+    {
+      ProfileCache cache(dir_, {"m1"}, source, nullptr, &faulty);
+      cache.StartWarmup();
+      for (int i = 0; i < 500 && !cache.Get("m1").ok(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_TRUE(cache.Get("m1").ok());
+    }
+    spdlog::default_logger()->sinks().pop_back();
+    EXPECT_EQ(faulty.fired(), 1);
+    const std::string file = (dir_ / "m1.json").string();
+    bool logged = false;
+    for (const std::string& line : log->last_formatted()) {
+      logged = logged || (line.find("profile of m1 not cached") != std::string::npos &&
+                          line.find("cannot write " + file) != std::string::npos &&
+                          line.find(std::strerror(c.err)) != std::string::npos);
+    }
+    EXPECT_TRUE(logged) << "no warning naming " << file;
+    EXPECT_FALSE(fs::exists(file));
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      EXPECT_FALSE(IsTempFileName(e.path().filename().string())) << e.path();
+    }
+    ProfileCache again(dir_, {"m1"}, source);  // a restart: measures again, and keeps it
+    again.StartWarmup();
+    for (int i = 0; i < 500 && !again.Get("m1").ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(again.Get("m1").ok());
+    EXPECT_EQ(calls.load(), 2);
+    EXPECT_TRUE(fs::exists(file));
+  }
+}
+
 TEST_F(ProfileCacheTest, WhileMeasuringItSaysAboutHowLong) {
   FakeClock clock;
   std::atomic<bool> second_started{false}, release{false};
@@ -116,6 +175,23 @@ TEST_F(ProfileCacheTest, WorkerSourceReportsAFailingBinary) {
   auto r = source("colorize-unet");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  // A binary that is not there: the child exits 127.
+  r = WorkerProfileSource((dir_ / "no-such-worker").string())("colorize-unet");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("exit status " + std::to_string(127 << 8)), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(ProfileCacheTest, WorkerSourceReportsALaunchFailure) {
+  FaultyProcessLauncher launcher;
+  launcher.FailNextLaunch(EAGAIN, "tessera-worker");
+  auto source = WorkerProfileSource("/usr/bin/tessera-worker", &launcher);
+  auto r = source("colorize-unet");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "fork failed: " + std::string(std::strerror(EAGAIN)));
+  EXPECT_EQ(launcher.fired(), 1);
 }
 
 }  // namespace

@@ -8,12 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/faulty_file_system.h"
 
 namespace tessera::worker {
 namespace {
@@ -126,6 +130,47 @@ TEST_F(StagedOutputsTest, CrashDuringCommitLeavesCompleteFinalsAndTemps) {
     auto removed = RemoveStaleTempsOf(paths);
     ASSERT_TRUE(removed.ok());
     EXPECT_EQ(static_cast<int>(Files(dir).size()), finals) << n << ": temporary files left";
+  }
+}
+
+// A commit whose fsync or rename fails returns the error naming the path
+// (the chunk is then not reported done): nothing is final before the fsync
+// round ends, an output whose rename failed leaves no temporary file, and
+// what is left RemoveStaleTempsOf clears.
+TEST_F(StagedOutputsTest, FailedFsyncOrRenameAtCommitIsReturned) {
+  struct Case {
+    FileOp op;
+    std::string part;
+    int err;
+    std::string step;  // the message starts so
+    int finals_expected;
+  };
+  int n = 0;
+  const Case cases[] = {{FileOp::kSync, "o1.png", EIO, "fsync ", 0},
+                        {FileOp::kRename, "o1.png", EXDEV, "renaming ", 1},
+                        {FileOp::kSyncDir, "case2", EIO, "fsync ", 3}};
+  for (const Case& c : cases) {
+    const fs::path dir = dir_ / ("case" + std::to_string(n++));
+    FaultyFileSystem faulty;
+    faulty.FailNext(c.op, c.part, c.err);
+    StagedOutputs staged({}, &faulty);
+    std::vector<std::string> paths;
+    for (int i = 0; i < 3; ++i) {
+      paths.push_back((dir / ("o" + std::to_string(i) + ".png")).string());
+      ASSERT_TRUE(staged.Stage(paths.back(), Writes("x" + std::to_string(i))).ok());
+    }
+    auto committed = staged.Commit();
+    ASSERT_FALSE(committed.ok()) << c.step;
+    EXPECT_EQ(faulty.fired(), 1);
+    EXPECT_EQ(committed.status().code(), StatusCode::kInternal);
+    EXPECT_EQ(committed.status().message().rfind(c.step, 0), 0u) << committed.status().message();
+    EXPECT_NE(committed.status().message().find(c.part), std::string::npos);
+    EXPECT_NE(committed.status().message().find(std::strerror(c.err)), std::string::npos);
+    int finals = 0;
+    for (const std::string& p : paths) finals += fs::exists(p);
+    EXPECT_EQ(finals, c.finals_expected) << c.step;
+    ASSERT_TRUE(RemoveStaleTempsOf(paths).ok());
+    EXPECT_EQ(static_cast<int>(Files(dir).size()), finals) << c.step;
   }
 }
 
