@@ -55,6 +55,7 @@ using namespace std::chrono_literals;
 using tessera::testing::BinaryPath;
 using tessera::testing::Cluster;
 using tessera::testing::Process;
+using tessera::testing::ReadText;
 using tessera::testing::WaitFor;
 namespace fs = std::filesystem;
 
@@ -102,13 +103,6 @@ class CpuLoad {
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };
-
-std::string ReadText(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every metrics point of one attempt of the job (all pages).
 std::vector<tessera::api::Json> Points(Cluster& cluster, int64_t id, int64_t attempt) {
