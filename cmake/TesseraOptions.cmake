@@ -19,7 +19,14 @@ if(TESSERA_SANITIZER_FLAGS)
   add_link_options(${TESSERA_SANITIZER_FLAGS})
 endif()
 
-# tessera_target_defaults(<target>): include root, warnings, C++20.
+if(TESSERA_THREAD_SAFETY AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  message(FATAL_ERROR "TESSERA_THREAD_SAFETY needs clang (-Wthread-safety); "
+                      "this compiler is ${CMAKE_CXX_COMPILER_ID}")
+endif()
+
+# tessera_target_defaults(<target>): include root, warnings, C++20, and with
+# TESSERA_THREAD_SAFETY the lock annotations checked (errors even without
+# TESSERA_WERROR: a broken lock rule is a bug, not a style note).
 function(tessera_target_defaults target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_features(${target} PUBLIC cxx_std_20)
@@ -27,5 +34,8 @@ function(tessera_target_defaults target)
                          -Wno-unused-parameter -Wno-missing-field-initializers)
   if(TESSERA_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(TESSERA_THREAD_SAFETY)
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror=thread-safety)
   endif()
 endfunction()

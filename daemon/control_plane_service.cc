@@ -228,7 +228,7 @@ Result<std::vector<api::Node>> ControlPlaneService::ListNodes(const api::Princip
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
   {
     // The newest beats' times live in memory (see the class comment).
-    std::lock_guard lock(nodes_mu_);
+    MutexLock lock(nodes_mu_);
     for (api::Node& n : nodes) {
       auto it = nodes_.find(n.name);
       if (it != nodes_.end())
@@ -282,7 +282,7 @@ Status ControlPlaneService::RecordNodeRow(api::HeartbeatRequest* req, bool* send
                                           int64_t now_ms) {
   std::optional<api::Node> known;
   {
-    std::lock_guard lock(nodes_mu_);
+    MutexLock lock(nodes_mu_);
     auto it = nodes_.find(req->node);
     if (it != nodes_.end()) known = it->second.row;
   }
@@ -318,14 +318,14 @@ Status ControlPlaneService::RecordNodeRow(api::HeartbeatRequest* req, bool* send
                      now_ms - known->last_heartbeat_ms >= options_.node_row_refresh.count();
   uint64_t ticket = 0;
   {
-    std::lock_guard lock(nodes_mu_);
+    MutexLock lock(nodes_mu_);
     KnownNode& k = nodes_[req->node];
     k.seen_ms = std::max(k.seen_ms, now_ms);
     if (!write) return Status::Ok();
     ticket = k.write = ++node_writes_;
   }
   Status written = store_->UpsertNode(node);
-  std::lock_guard lock(nodes_mu_);
+  MutexLock lock(nodes_mu_);
   KnownNode& k = nodes_[req->node];
   if (written.ok() && k.write == ticket) {
     k.row = std::move(node);
@@ -368,7 +368,7 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
   for (const auto& [job, w] : progress) report.latest[job] = w->progress;
   if (!report.latest.empty()) TESSERA_RETURN_IF_ERROR(store_->RecordProgress(report));
   {
-    std::lock_guard lock(logs_mu_);
+    MutexLock lock(logs_mu_);
     for (const api::WorkerStatus& w : req.workers) {
       if (w.log_tail.empty() && !logs_.contains({w.key.job_id, w.key.rank})) continue;
       LogTail& tail = logs_[{w.key.job_id, w.key.rank}];
@@ -391,7 +391,7 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
 void ControlPlaneService::DropEndedJobsLogs() {
   std::set<api::JobId> jobs;
   {
-    std::lock_guard lock(logs_mu_);
+    MutexLock lock(logs_mu_);
     const auto now = clock_->SteadyNow();
     if (now - logs_swept_at_ < kLogSweepEvery) return;
     logs_swept_at_ = now;
@@ -405,7 +405,7 @@ void ControlPlaneService::DropEndedJobsLogs() {
     }
   }
   if (ended.empty()) return;
-  std::lock_guard lock(logs_mu_);
+  MutexLock lock(logs_mu_);
   std::erase_if(logs_, [&](const auto& entry) { return ended.contains(entry.first.first); });
 }
 
@@ -455,7 +455,7 @@ Result<std::vector<std::string>> ControlPlaneService::JobLogs(const api::Princip
   TESSERA_RETURN_IF_ERROR(VisibleJob(who, id).status());
   if (rank < 0) return InvalidArgument("must be >= 0", "rank");
   if (tail < 1 || tail > 100) return InvalidArgument("must be between 1 and 100", "tail");
-  std::lock_guard lock(logs_mu_);
+  MutexLock lock(logs_mu_);
   auto it = logs_.find({id, rank});
   if (it == logs_.end() || it->second.lines.empty()) {
     return NotFound("no log reported for rank " + std::to_string(rank) + " of job " +

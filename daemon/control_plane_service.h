@@ -33,7 +33,6 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +42,8 @@
 #include "api/agent_protocol.h"
 #include "api/control_plane.h"
 #include "common/clock.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/inference_tracker.h"
 #include "daemon/job_admission.h"
 #include "daemon/job_state_machine.h"
@@ -169,7 +170,8 @@ class ControlPlaneService : public api::ControlPlane {
   // The node row a beat should leave in the store (filled from what this
   // service knows when the beat says inventory_unchanged), and whether it
   // must be written; records the beat's time in memory.
-  Status RecordNodeRow(api::HeartbeatRequest* req, bool* send_inventory, int64_t now_ms);
+  Status RecordNodeRow(api::HeartbeatRequest* req, bool* send_inventory, int64_t now_ms)
+      EXCLUDES(nodes_mu_);
 
   void AppendInferenceMetrics(std::string* out);
   // The job as the API shows it: with its inference progress, and a pending
@@ -192,7 +194,7 @@ class ControlPlaneService : public api::ControlPlane {
   static constexpr size_t kMaxLogLines = 100;
   static constexpr size_t kMaxLogLineBytes = 4096;
   static constexpr std::chrono::seconds kLogSweepEvery{5};
-  void DropEndedJobsLogs();
+  void DropEndedJobsLogs() EXCLUDES(logs_mu_);
   // Node rows as this service last wrote (or read) them, and when each node
   // was last heard from.
   struct KnownNode {
@@ -202,13 +204,13 @@ class ControlPlaneService : public api::ControlPlane {
     int64_t seen_ms = 0;  // the newest beat's time
     uint64_t write = 0;   // the newest write started for it (0: none)
   };
-  std::mutex nodes_mu_;
-  std::map<std::string, KnownNode, std::less<>> nodes_;  // guarded by nodes_mu_
-  uint64_t node_writes_ = 0;                             // guarded by nodes_mu_
+  Mutex nodes_mu_;
+  std::map<std::string, KnownNode, std::less<>> nodes_ GUARDED_BY(nodes_mu_);
+  uint64_t node_writes_ GUARDED_BY(nodes_mu_) = 0;
 
-  std::mutex logs_mu_;
-  std::map<std::pair<api::JobId, int64_t>, LogTail> logs_;  // guarded by logs_mu_
-  std::chrono::steady_clock::time_point logs_swept_at_{};   // guarded by logs_mu_
+  Mutex logs_mu_;
+  std::map<std::pair<api::JobId, int64_t>, LogTail> logs_ GUARDED_BY(logs_mu_);
+  std::chrono::steady_clock::time_point logs_swept_at_ GUARDED_BY(logs_mu_){};
 };
 
 }  // namespace tessera::daemon

@@ -11,17 +11,17 @@ namespace tessera::daemon {
   } while (0)
 
 void FaultyStore::ArmWriteFault(int64_t nth, Status status, bool sticky) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   write_fault_ = Fault{writes_seen_.load() + nth, std::move(status), sticky};
 }
 
 void FaultyStore::ArmReadFault(int64_t nth, Status status, bool sticky) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   read_fault_ = Fault{reads_seen_.load() + nth, std::move(status), sticky};
 }
 
 void FaultyStore::Disarm() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   write_fault_.reset();
   read_fault_.reset();
 }
@@ -33,12 +33,12 @@ Status FaultyStore::Check(const std::optional<Fault>& fault, int64_t call) {
 }
 
 Status FaultyStore::NextWrite() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return Check(write_fault_, ++writes_seen_);
 }
 
 Status FaultyStore::NextRead() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return Check(read_fault_, ++reads_seen_);
 }
 

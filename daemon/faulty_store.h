@@ -9,15 +9,16 @@
 //
 // Ownership: does not own the wrapped store, which must outlive it.
 // Thread safety: as safe as the wrapped store; the counters are atomic and
-// the armed faults are guarded by a mutex.
+// the armed faults are GUARDED_BY a mutex.
 #ifndef TESSERA_DAEMON_FAULTY_STORE_H_
 #define TESSERA_DAEMON_FAULTY_STORE_H_
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
@@ -28,9 +29,9 @@ class FaultyStore final : public Store {
   explicit FaultyStore(Store* base) : base_(base) {}
 
   // REQUIRES: nth >= 1; status not OK.
-  void ArmWriteFault(int64_t nth, Status status, bool sticky = false);
-  void ArmReadFault(int64_t nth, Status status, bool sticky = false);
-  void Disarm();
+  void ArmWriteFault(int64_t nth, Status status, bool sticky = false) EXCLUDES(mu_);
+  void ArmReadFault(int64_t nth, Status status, bool sticky = false) EXCLUDES(mu_);
+  void Disarm() EXCLUDES(mu_);
   // Calls seen since construction (failed ones included).
   int64_t writes_seen() const { return writes_seen_.load(); }
   int64_t reads_seen() const { return reads_seen_.load(); }
@@ -99,16 +100,16 @@ class FaultyStore final : public Store {
     bool sticky = false;
   };
   // The fault for this call, or OK to pass through.
-  Status NextWrite();
-  Status NextRead();
+  Status NextWrite() EXCLUDES(mu_);
+  Status NextRead() EXCLUDES(mu_);
   static Status Check(const std::optional<Fault>& fault, int64_t call);
 
   Store* const base_;
   std::atomic<int64_t> writes_seen_{0};
   std::atomic<int64_t> reads_seen_{0};
-  std::mutex mu_;
-  std::optional<Fault> write_fault_;  // guarded by mu_
-  std::optional<Fault> read_fault_;   // guarded by mu_
+  Mutex mu_;
+  std::optional<Fault> write_fault_ GUARDED_BY(mu_);
+  std::optional<Fault> read_fault_ GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::daemon

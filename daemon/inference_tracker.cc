@@ -29,7 +29,7 @@ std::vector<std::string> RankDevices(const api::Json& plan) {
 
 void InferenceTracker::Record(api::JobId job, int64_t attempt, int64_t rank, int64_t images,
                               double seconds) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   JobWork& work = jobs_[job];
   if (attempt < work.attempt) return;  // a straggler of an ended attempt
   if (attempt > work.attempt) work = JobWork{attempt, {}};
@@ -48,7 +48,7 @@ api::InferenceProgress InferenceTracker::Progress(api::JobId job, int64_t attemp
   p.chunks_done = counts.chunks_done;
   p.chunks_leased = counts.chunks_leased;
   const std::vector<std::string> devices = RankDevices(plan);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job);
   if (it != jobs_.end() && it->second.attempt == attempt) {
     for (const auto& [rank, work] : it->second.ranks) {
@@ -73,7 +73,7 @@ api::InferenceProgress InferenceTracker::Progress(api::JobId job, int64_t attemp
 }
 
 void InferenceTracker::Forget(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_.erase(job);
 }
 

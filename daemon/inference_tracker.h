@@ -12,26 +12,28 @@
 // Rates live in memory only: after a controller restart they start again.
 //
 // Ownership: owns its counters. Thread safety: every method is safe to call
-// concurrently.
+// concurrently (one mutex).
 #ifndef TESSERA_DAEMON_INFERENCE_TRACKER_H_
 #define TESSERA_DAEMON_INFERENCE_TRACKER_H_
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 
 #include "api/lease_protocol.h"
 #include "api/types.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
 
 class InferenceTracker {
  public:
-  void Record(api::JobId job, int64_t attempt, int64_t rank, int64_t images, double seconds);
+  void Record(api::JobId job, int64_t attempt, int64_t rank, int64_t images, double seconds)
+      EXCLUDES(mu_);
   api::InferenceProgress Progress(api::JobId job, int64_t attempt, const ChunkCounts& counts,
-                                  const api::Json& plan) const;
-  void Forget(api::JobId job);
+                                  const api::Json& plan) const EXCLUDES(mu_);
+  void Forget(api::JobId job) EXCLUDES(mu_);
 
  private:
   struct RankWork {
@@ -42,8 +44,8 @@ class InferenceTracker {
     int64_t attempt = 0;
     std::map<int64_t, RankWork> ranks;
   };
-  mutable std::mutex mu_;
-  std::map<api::JobId, JobWork> jobs_;
+  mutable Mutex mu_;
+  std::map<api::JobId, JobWork> jobs_ GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::daemon

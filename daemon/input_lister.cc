@@ -14,7 +14,7 @@ InputLister::InputLister(Store* store, InputListerOptions options)
 InputLister::~InputLister() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [job, listing] : listings_) listing->stop = true;
     threads.swap(threads_);
   }
@@ -23,13 +23,14 @@ InputLister::~InputLister() {
 
 Result<InputLister::Progress> InputLister::Poll(const api::Job& job,
                                                 const InputPathCheck& may_read) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = listings_.find(job.id);
   if (it == listings_.end()) {
     TESSERA_ASSIGN_OR_RETURN(bool sealed, store_->ChunksSealed(job.id));
     auto listing = std::make_shared<Listing>();
     if (sealed) {
       TESSERA_ASSIGN_OR_RETURN(ChunkCounts counts, store_->CountChunks(job.id));
+      MutexLock listing_lock(listing->mu);  // not shared yet; the rule holds all the same
       listing->phase = Phase::kDone;
       listing->found = counts.images_total;
     } else {
@@ -42,14 +43,14 @@ Result<InputLister::Progress> InputLister::Poll(const api::Job& job,
   Listing& l = *it->second;
   Progress p;
   p.found = l.found.load();
-  std::lock_guard listing_lock(l.mu);
+  MutexLock listing_lock(l.mu);
   p.phase = l.phase;
   p.error = l.error;
   return p;
 }
 
 void InputLister::Forget(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = listings_.find(job);
   if (it == listings_.end()) return;
   it->second->stop = true;
@@ -57,7 +58,7 @@ void InputLister::Forget(api::JobId job) {
 }
 
 void InputLister::ForgetAllBut(const std::set<api::JobId>& keep) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = listings_.begin(); it != listings_.end();) {
     if (keep.contains(it->first)) {
       ++it;
@@ -73,7 +74,7 @@ void InputLister::Run(api::JobId job, std::string dataset, InputPathCheck may_re
   Status st = ListAndWrite(job, dataset, may_read, *listing);
   if (st.ok()) st = store_->SealChunks(job);
   if (listing->stop) return;  // forgotten or shutting down: nothing to report
-  std::lock_guard lock(listing->mu);
+  MutexLock lock(listing->mu);
   if (st.ok()) {
     listing->phase = Phase::kDone;
     spdlog::info("job {}: {} input images in chunks of {}", job, listing->found.load(),

@@ -27,14 +27,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/types.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "daemon/infer_input.h"
 #include "daemon/store.h"
 
@@ -64,21 +65,21 @@ class InputLister {
   // Where the listing of `job`'s input stands; starts it when not started.
   // may_read is used by the listing thread (it must stay valid for it).
   // A store error is returned as is (nothing started).
-  Result<Progress> Poll(const api::Job& job, const InputPathCheck& may_read);
+  Result<Progress> Poll(const api::Job& job, const InputPathCheck& may_read) EXCLUDES(mu_);
 
   // Stops the job's listing if it runs and forgets it (the job left the
   // queue).
-  void Forget(api::JobId job);
+  void Forget(api::JobId job) EXCLUDES(mu_);
   // Forget for every job not in `keep`.
-  void ForgetAllBut(const std::set<api::JobId>& keep);
+  void ForgetAllBut(const std::set<api::JobId>& keep) EXCLUDES(mu_);
 
  private:
   struct Listing {
     std::atomic<bool> stop{false};
     std::atomic<int64_t> found{0};
-    std::mutex mu;
-    Phase phase = Phase::kListing;  // guarded by mu
-    Status error;                   // guarded by mu
+    Mutex mu;
+    Phase phase GUARDED_BY(mu) = Phase::kListing;
+    Status error GUARDED_BY(mu);
   };
 
   void Run(api::JobId job, std::string dataset, InputPathCheck may_read,
@@ -88,9 +89,9 @@ class InputLister {
 
   Store* const store_;
   const InputListerOptions options_;
-  std::mutex mu_;
-  std::map<api::JobId, std::shared_ptr<Listing>> listings_;  // guarded by mu_
-  std::vector<std::thread> threads_;                         // guarded by mu_
+  Mutex mu_;
+  std::map<api::JobId, std::shared_ptr<Listing>> listings_ GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::daemon

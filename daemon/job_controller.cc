@@ -64,7 +64,7 @@ int64_t JobController::SteadyMs(Steady::time_point t) const {
 }
 
 Status JobController::Recover() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (JobState state : {JobState::kStarting, JobState::kRunning}) {
     TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, AllJobsIn(store_, state));
     for (const api::Job& job : jobs) {
@@ -111,7 +111,7 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
 api::HeartbeatResponse JobController::ResponseFor(const std::string& node) {
   api::HeartbeatResponse response;
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   response.desired = DesiredForLocked(node);
   return response;
 }
@@ -124,7 +124,7 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   std::set<api::WorkerKey> reported;
   bool park = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
     response.desired = DesiredForLocked(request.node);
     if (request.wait_ms > 0 && !shutting_down_) {
@@ -147,7 +147,7 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   polls_.Park(
       std::chrono::milliseconds(request.wait_ms), seen_news,
       [this, node, reported = std::move(reported)] {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         std::set<api::WorkerKey> desired;
         for (const auto& l : DesiredForLocked(node)) desired.insert(l.key);
         return desired != reported;
@@ -164,7 +164,7 @@ api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& r
 
 void JobController::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shutting_down_ = true;
   }
   polls_.Shutdown();
@@ -179,9 +179,9 @@ Status JobController::Tick() {
   std::set<std::string> held;
   bool changed = false;
   Status st = [&]() -> Status {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const uint64_t before = generation_;
-    Status checked = [&]() -> Status {
+    Status checked = [&]() REQUIRES(mu_) -> Status {
       if (!listed.ok()) return listed.status();
       nodes = *std::move(listed);
       std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);
@@ -609,7 +609,7 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
                         plans.status().code() == StatusCode::kInvalidArgument)) {
       // Not a matter of waiting: the job can never be planned.
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto failed = StepLocked(job, JobEvent::kFail, "cannot plan: " + plans.status().message());
       if (!failed.ok()) return failed.status();
       continue;
@@ -637,7 +637,7 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     {
       // Only this thread changes active_, so the devices planned on are
       // still free: commit under the lock.
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, best, &placed));
     }
     if (!placed.empty()) polls_.Notify();  // the nodes' parked polls carry the launch
@@ -667,7 +667,7 @@ Result<bool> JobController::InferInputReady(const api::Job& job) {
       break;
   }
   lister_.Forget(job.id);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + listed.error.message());
   if (!r.ok()) return r.status();
   return false;
@@ -691,7 +691,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
   // rank 0 still runs (it is being stopped); the new master picks another.
   MasterPortsInUse ports;
   for (const auto& [id, active] : active_) AddMasterPort(active.launch, &ports);
-  std::erase_if(stopping_masters_, [&](const StoppingMaster& m) {
+  std::erase_if(stopping_masters_, [&](const StoppingMaster& m) REQUIRES(mu_) {
     const api::WorkerStatus* w = FindReportLocked(m.node, m.key);
     const bool stopped = w == nullptr || w->state == api::WorkerState::kExited;
     // A node that no longer reports keeps it for as long as a stop may take.
@@ -730,7 +730,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
 Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
   std::set<std::string> busy;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     busy = BusyDevicesLocked();
   }
   // Planned outside the lock, like Tick's plans.
@@ -745,7 +745,7 @@ Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
 }
 
 void JobController::SetWaiting(api::JobId job, const std::string& why) {
-  std::lock_guard lock(waiting_mu_);
+  MutexLock lock(waiting_mu_);
   if (why.empty()) {
     waiting_.erase(job);
   } else {
@@ -754,7 +754,7 @@ void JobController::SetWaiting(api::JobId job, const std::string& why) {
 }
 
 std::string JobController::WaitingReason(api::JobId job) {
-  std::lock_guard lock(waiting_mu_);
+  MutexLock lock(waiting_mu_);
   auto it = waiting_.find(job);
   return it == waiting_.end() ? std::string() : it->second;
 }

@@ -11,7 +11,7 @@ LatencyHistogram::LatencyHistogram(std::vector<double> upper_bounds) {
 }
 
 void LatencyHistogram::Record(double seconds) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = std::lower_bound(h_.upper_bounds.begin(), h_.upper_bounds.end(), seconds);
   ++h_.counts[static_cast<size_t>(it - h_.upper_bounds.begin())];
   h_.sum += seconds;
@@ -19,7 +19,7 @@ void LatencyHistogram::Record(double seconds) {
 }
 
 HistogramSnapshot LatencyHistogram::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return h_;
 }
 

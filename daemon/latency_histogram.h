@@ -7,9 +7,10 @@
 #define TESSERA_DAEMON_LATENCY_HISTOGRAM_H_
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/store.h"
 
 namespace tessera::daemon {
@@ -19,15 +20,15 @@ class LatencyHistogram {
   // REQUIRES: upper_bounds strictly increasing.
   explicit LatencyHistogram(std::vector<double> upper_bounds = DefaultBounds());
 
-  void Record(double seconds);
-  HistogramSnapshot Snapshot() const;
+  void Record(double seconds) EXCLUDES(mu_);
+  HistogramSnapshot Snapshot() const EXCLUDES(mu_);
 
   // 0.5 ms .. 2.5 s, roughly doubling.
   static std::vector<double> DefaultBounds();
 
  private:
-  mutable std::mutex mu_;
-  HistogramSnapshot h_;
+  mutable Mutex mu_;
+  HistogramSnapshot h_ GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::daemon

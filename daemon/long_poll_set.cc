@@ -14,7 +14,7 @@ LongPollSet::~LongPollSet() {
 }
 
 uint64_t LongPollSet::news_count() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return news_;
 }
 
@@ -22,7 +22,7 @@ void LongPollSet::Park(Steady::duration wait, uint64_t seen_news, std::function<
                        std::function<void()> answer) {
   const Steady::time_point deadline = Steady::now() + wait;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_) {
       const bool check = seen_news != news_;
       const bool earliest = std::none_of(polls_.begin(), polls_.end(),
@@ -40,7 +40,7 @@ void LongPollSet::Park(Steady::duration wait, uint64_t seen_news, std::function<
 
 void LongPollSet::Notify() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++news_;
   }
   cv_.notify_one();
@@ -48,35 +48,38 @@ void LongPollSet::Notify() {
 
 void LongPollSet::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_one();
 }
 
 size_t LongPollSet::parked() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return polls_.size() + checking_;
 }
 
+bool LongPollSet::WokenLocked() const { return stopping_ || fresh_ || news_ != handled_; }
+
 void LongPollSet::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     // Sleep until news, a fresh poll, the earliest deadline, or shutdown.
-    auto wake = [&] { return stopping_ || fresh_ || news_ != handled_; };
     if (polls_.empty()) {
-      cv_.wait(lock, wake);
+      while (!WokenLocked()) cv_.wait(mu_);
     } else {
       Steady::time_point earliest = polls_.front().deadline;
       for (const Poll& p : polls_) earliest = std::min(earliest, p.deadline);
-      cv_.wait_until(lock, earliest, wake);
+      while (!WokenLocked()) {
+        if (cv_.wait_until(mu_, earliest) == std::cv_status::timeout) break;
+      }
     }
     if (stopping_) {
       std::list<Poll> all;
       all.swap(polls_);
-      lock.unlock();
+      lock.Unlock();
       for (Poll& p : all) p.answer();
-      lock.lock();
+      lock.Lock();
       if (polls_.empty()) return;  // (Park after Shutdown answers inline)
       continue;
     }
@@ -100,14 +103,14 @@ void LongPollSet::Run() {
     }
     if (due.empty() && to_check.empty()) continue;
     checking_ = to_check.size();  // still parked while looked at
-    lock.unlock();
+    lock.Unlock();
     for (Poll& p : due) p.answer();
     std::list<Poll> keep;
     for (auto it = to_check.begin(); it != to_check.end();) {
       auto next = std::next(it);
       if (it->has_news()) {
         {
-          std::lock_guard answered(mu_);
+          MutexLock answered(mu_);
           --checking_;
         }
         it->answer();
@@ -118,7 +121,7 @@ void LongPollSet::Run() {
     }
     due.clear();
     to_check.clear();
-    lock.lock();
+    lock.Lock();
     checking_ = 0;
     polls_.splice(polls_.end(), keep);
   }

@@ -27,8 +27,10 @@
 #include <cstdint>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <thread>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace tessera::daemon {
 
@@ -42,21 +44,21 @@ class LongPollSet {
   LongPollSet& operator=(const LongPollSet&) = delete;
 
   // How many times Notify() was called; read it before deciding to park.
-  uint64_t news_count() const;
+  uint64_t news_count() const EXCLUDES(mu_);
 
   // Parks a poll for at most `wait`. REQUIRES: answer callable; has_news
   // callable and cheap (called once per Notify while parked).
   void Park(Steady::duration wait, uint64_t seen_news, std::function<bool()> has_news,
-            std::function<void()> answer);
+            std::function<void()> answer) EXCLUDES(mu_);
 
   // Something changed: parked polls with news are answered soon.
-  void Notify();
+  void Notify() EXCLUDES(mu_);
 
   // Answers every parked poll now, and every later one as it is parked.
-  void Shutdown();
+  void Shutdown() EXCLUDES(mu_);
 
   // Polls parked right now (those Run() is asking has_news included).
-  size_t parked() const;
+  size_t parked() const EXCLUDES(mu_);
 
  private:
   struct Poll {
@@ -66,17 +68,19 @@ class LongPollSet {
     bool check = false;  // parked with an old news count: check it once
   };
 
-  void Run();
+  void Run() EXCLUDES(mu_);
+  // Whether Run() has something to do before the earliest deadline.
+  bool WokenLocked() const REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<Poll> polls_;  // guarded by mu_
-  uint64_t news_ = 0;      // guarded by mu_
-  uint64_t handled_ = 0;   // news_ as of the last full check; guarded by mu_
-  size_t checking_ = 0;    // taken out by Run() to ask has_news; guarded by mu_
-  bool fresh_ = false;     // some poll has check set; guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
-  std::thread thread_;     // last: starts after the members it uses
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::list<Poll> polls_ GUARDED_BY(mu_);
+  uint64_t news_ GUARDED_BY(mu_) = 0;
+  uint64_t handled_ GUARDED_BY(mu_) = 0;  // news_ as of the last full check
+  size_t checking_ GUARDED_BY(mu_) = 0;   // taken out by Run() to ask has_news
+  bool fresh_ GUARDED_BY(mu_) = false;    // some poll has check set
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts after the members it uses
 };
 
 }  // namespace tessera::daemon

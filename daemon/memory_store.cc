@@ -22,7 +22,7 @@ MemoryStore::MemoryStore(MetricsRetention metrics_retention)
 Status MemoryStore::Health() { return Status::Ok(); }
 
 Result<api::Job> MemoryStore::InsertJob(const NewJob& in) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (in.owner.empty()) return InvalidArgument("must not be empty", "owner");
   api::Job job;
@@ -39,14 +39,14 @@ Result<api::Job> MemoryStore::InsertJob(const NewJob& in) {
 }
 
 Result<api::Job> MemoryStore::GetJob(api::JobId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(JobNotFound(id));
   return it->second;
 }
 
 Result<api::JobPage> MemoryStore::ListJobs(const api::JobQuery& q) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const int64_t limit = ClampStoreLimit(q.limit);
   api::JobPage page;
   for (auto it = jobs_.upper_bound(q.after); it != jobs_.end(); ++it) {
@@ -63,7 +63,7 @@ Result<api::JobPage> MemoryStore::ListJobs(const api::JobQuery& q) {
 }
 
 Result<api::Job> MemoryStore::TransitionJob(const JobTransition& t) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = jobs_.find(t.job_id);
   if (it == jobs_.end()) return NotFound(JobNotFound(t.job_id));
@@ -86,7 +86,7 @@ Result<api::Job> MemoryStore::TransitionJob(const JobTransition& t) {
 
 Result<std::vector<api::Event>> MemoryStore::ListEvents(api::JobId job, int64_t after,
                                                         int64_t limit) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   limit = ClampStoreLimit(limit);
   std::vector<api::Event> out;
   for (const api::Event& e : events_) {
@@ -98,7 +98,7 @@ Result<std::vector<api::Event>> MemoryStore::ListEvents(api::JobId job, int64_t 
 }
 
 Status MemoryStore::SetJobProgress(api::JobId job, const api::Json& progress) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return NotFound(JobNotFound(job));
@@ -107,7 +107,7 @@ Status MemoryStore::SetJobProgress(api::JobId job, const api::Json& progress) {
 }
 
 Status MemoryStore::RecordProgress(const ProgressReport& report) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   TESSERA_RETURN_IF_ERROR(ValidateProgressReport(report));
   for (const auto& [job, progress] : report.latest) {
@@ -156,7 +156,7 @@ void MemoryStore::AppendSeriesLocked(MetricSeries& s,
 }
 
 Result<api::MetricsPage> MemoryStore::ListMetrics(const api::MetricsQuery& query) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const int64_t limit = std::clamp<int64_t>(query.limit, 1, api::kMaxMetricsPageSize);
   const int64_t since = query.since.value_or(-1);
   std::vector<api::MetricPoint> all;
@@ -183,7 +183,7 @@ Result<api::MetricsPage> MemoryStore::ListMetrics(const api::MetricsQuery& query
 }
 
 Result<std::map<api::JobState, int64_t>> MemoryStore::CountJobsByState() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::map<api::JobState, int64_t> counts;
   for (api::JobState s : kAllJobStates) counts[s] = 0;
   for (const auto& [id, job] : jobs_) ++counts[job.state];
@@ -191,7 +191,7 @@ Result<std::map<api::JobState, int64_t>> MemoryStore::CountJobsByState() {
 }
 
 Status MemoryStore::InsertAttempt(const JobAttempt& a) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (!jobs_.contains(a.job_id)) return NotFound(JobNotFound(a.job_id));
   auto [it, inserted] = attempts_.try_emplace({a.job_id, a.attempt}, a);
@@ -204,14 +204,14 @@ Status MemoryStore::InsertAttempt(const JobAttempt& a) {
 }
 
 Result<JobAttempt> MemoryStore::GetAttempt(api::JobId job, int64_t attempt) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = attempts_.find({job, attempt});
   if (it == attempts_.end()) return NotFound("attempt not found");
   return it->second;
 }
 
 Result<std::vector<JobAttempt>> MemoryStore::ListAttempts(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<JobAttempt> out;
   for (auto it = attempts_.lower_bound({job, INT64_MIN});
        it != attempts_.end() && it->first.first == job; ++it) {
@@ -222,7 +222,7 @@ Result<std::vector<JobAttempt>> MemoryStore::ListAttempts(api::JobId job) {
 
 Status MemoryStore::FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
                                   std::string_view result) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = attempts_.find({job, attempt});
   if (it == attempts_.end()) return NotFound("attempt not found");
@@ -232,7 +232,7 @@ Status MemoryStore::FinishAttempt(api::JobId job, int64_t attempt, int64_t ended
 }
 
 Status MemoryStore::DeleteAttempt(api::JobId job, int64_t attempt) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (attempts_.erase({job, attempt}) == 0) return NotFound("attempt not found");
   return Status::Ok();
@@ -240,7 +240,7 @@ Status MemoryStore::DeleteAttempt(api::JobId job, int64_t attempt) {
 
 Status MemoryStore::UpsertNode(const api::Node& node) {
   TESSERA_RETURN_IF_ERROR(ValidateNode(node));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   api::Node copy = node;
   for (api::Device& d : copy.devices) d.node = copy.name;
@@ -251,14 +251,14 @@ Status MemoryStore::UpsertNode(const api::Node& node) {
 }
 
 Result<api::Node> MemoryStore::GetNode(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node " + std::string(name) + " not found");
   return it->second;
 }
 
 Result<std::vector<api::Node>> MemoryStore::ListNodes() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<api::Node> out;
   for (const auto& [name, node] : nodes_) out.push_back(node);
   return out;
@@ -266,7 +266,7 @@ Result<std::vector<api::Node>> MemoryStore::ListNodes() {
 
 Status MemoryStore::SetNodeHealth(std::string_view name, std::string_view health) {
   TESSERA_RETURN_IF_ERROR(ValidateNodeHealth(health));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node " + std::string(name) + " not found");
@@ -276,7 +276,7 @@ Status MemoryStore::SetNodeHealth(std::string_view name, std::string_view health
 
 Status MemoryStore::InsertToken(const TokenRecord& record) {
   TESSERA_RETURN_IF_ERROR(ValidateTokenRecord(record));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (tokens_.contains(record.info.id)) {
     return AlreadyExists("token " + record.info.id + " exists", "id");
@@ -286,14 +286,14 @@ Status MemoryStore::InsertToken(const TokenRecord& record) {
 }
 
 Result<TokenRecord> MemoryStore::GetToken(std::string_view token_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = tokens_.find(token_id);
   if (it == tokens_.end()) return NotFound("token " + std::string(token_id) + " not found");
   return it->second;
 }
 
 Status MemoryStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = tokens_.find(token_id);
   if (it == tokens_.end()) return NotFound("token " + std::string(token_id) + " not found");
@@ -302,7 +302,7 @@ Status MemoryStore::RevokeToken(std::string_view token_id, int64_t now_ms) {
 }
 
 Result<std::vector<TokenInfo>> MemoryStore::ListTokens() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<TokenInfo> out;
   for (const auto& [id, t] : tokens_) out.push_back(t.info);
   std::sort(out.begin(), out.end(), [](const TokenInfo& a, const TokenInfo& b) {
@@ -312,14 +312,14 @@ Result<std::vector<TokenInfo>> MemoryStore::ListTokens() {
 }
 
 Result<std::vector<api::Entrypoint>> MemoryStore::ListEntrypoints() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<api::Entrypoint> out;
   for (const auto& [name, e] : entrypoints_) out.push_back(e);
   return out;
 }
 
 Result<api::Entrypoint> MemoryStore::GetEntrypoint(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entrypoints_.find(name);
   if (it == entrypoints_.end()) {
     return NotFound("entrypoint " + std::string(name) + " is not allowed");
@@ -329,14 +329,14 @@ Result<api::Entrypoint> MemoryStore::GetEntrypoint(std::string_view name) {
 
 Status MemoryStore::PutEntrypoint(const api::Entrypoint& entrypoint) {
   TESSERA_RETURN_IF_ERROR(ValidateEntrypoint(entrypoint));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   entrypoints_[entrypoint.name] = entrypoint;
   return Status::Ok();
 }
 
 Status MemoryStore::DeleteEntrypoint(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = entrypoints_.find(name);
   if (it == entrypoints_.end()) return NotFound("entrypoint " + std::string(name) + " not found");
@@ -345,14 +345,14 @@ Status MemoryStore::DeleteEntrypoint(std::string_view name) {
 }
 
 Status MemoryStore::PutAgentJoinToken(const SecretDigest& digest) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   join_token_ = digest;
   return Status::Ok();
 }
 
 Result<SecretDigest> MemoryStore::GetAgentJoinToken() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!join_token_) return NotFound("no agent join token is set");
   return *join_token_;
 }
@@ -368,14 +368,14 @@ Status NotEnrolled(std::string_view node) {
 }  // namespace
 
 Result<NodeCredentialRecord> MemoryStore::GetNodeCredential(std::string_view node) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = node_credentials_.find(node);
   if (it == node_credentials_.end()) return NotEnrolled(node);
   return it->second;
 }
 
 Result<NodeCredentialRecord> MemoryStore::FindNodeCredential(std::string_view credential_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [name, record] : node_credentials_) {
     if (record.enrolment.credential_id == credential_id) return record;
   }
@@ -386,7 +386,7 @@ Status MemoryStore::PutNodeCredential(const NodeCredentialRecord& record,
                                       const std::optional<api::NodeEnrolment>& expected) {
   TESSERA_RETURN_IF_ERROR(ValidateNodeCredentialRecord(record));
   const std::string& node = record.enrolment.node;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = node_credentials_.find(node);
   std::optional<api::NodeEnrolment> current;
@@ -404,7 +404,7 @@ Status MemoryStore::PutNodeCredential(const NodeCredentialRecord& record,
 }
 
 Status MemoryStore::DeleteNodeCredential(const api::NodeEnrolment& expected) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = node_credentials_.find(expected.node);
   if (it == node_credentials_.end()) return NotEnrolled(expected.node);
@@ -416,14 +416,14 @@ Status MemoryStore::DeleteNodeCredential(const api::NodeEnrolment& expected) {
 }
 
 Result<std::vector<api::NodeEnrolment>> MemoryStore::ListNodeEnrolments() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<api::NodeEnrolment> out;
   for (const auto& [name, record] : node_credentials_) out.push_back(record.enrolment);
   return out;
 }
 
 Status MemoryStore::RevokeNode(std::string_view node, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   auto it = node_credentials_.find(node);
   if (it == node_credentials_.end()) return NotEnrolled(node);
@@ -432,7 +432,7 @@ Status MemoryStore::RevokeNode(std::string_view node, int64_t now_ms) {
 }
 
 StoreStats MemoryStore::Stats() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   StoreStats s;
   s.commits = writes_;
   s.writes = writes_;
@@ -444,7 +444,7 @@ StoreStats MemoryStore::Stats() {
 
 Status MemoryStore::InsertChunks(api::JobId job,
                                  const std::vector<std::vector<std::string>>& chunks) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (!jobs_.contains(job)) return NotFound(JobNotFound(job));
   auto& stored = chunks_[job];
@@ -462,7 +462,7 @@ Status MemoryStore::InsertChunks(api::JobId job,
 
 Status MemoryStore::AppendChunks(api::JobId job, int64_t first_chunk,
                                  const std::vector<std::vector<std::string>>& chunks) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (!jobs_.contains(job)) return NotFound(JobNotFound(job));
   auto& stored = chunks_[job];
@@ -481,7 +481,7 @@ Status MemoryStore::AppendChunks(api::JobId job, int64_t first_chunk,
 }
 
 Status MemoryStore::SealChunks(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (!jobs_.contains(job)) return NotFound(JobNotFound(job));
   sealed_.insert(job);
@@ -489,12 +489,12 @@ Status MemoryStore::SealChunks(api::JobId job) {
 }
 
 Result<bool> MemoryStore::ChunksSealed(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sealed_.contains(job);
 }
 
 Status MemoryStore::DeleteChunks(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   chunks_.erase(job);
   sealed_.erase(job);
@@ -521,7 +521,7 @@ ChunkCounts MemoryStore::CountChunksLocked(api::JobId job) const {
 
 Result<ChunkLeaseResult> MemoryStore::LeaseChunks(const ChunkLeaseRequest& r) {
   TESSERA_RETURN_IF_ERROR(ValidateChunkLeaseRequest(r));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++writes_;
   if (!jobs_.contains(r.job_id)) return NotFound(JobNotFound(r.job_id));
   ChunkLeaseResult out;
@@ -564,12 +564,12 @@ Result<ChunkLeaseResult> MemoryStore::LeaseChunks(const ChunkLeaseRequest& r) {
 }
 
 Result<ChunkCounts> MemoryStore::CountChunks(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return CountChunksLocked(job);
 }
 
 Result<std::vector<InferChunk>> MemoryStore::ListChunks(api::JobId job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = chunks_.find(job);
   if (it == chunks_.end()) return std::vector<InferChunk>{};
   return it->second;

@@ -113,12 +113,12 @@ ProfileCache::~ProfileCache() {
 }
 
 void ProfileCache::StartWarmup() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (warmup_.joinable()) return;
   warmup_ = std::thread([this] {
     for (const std::string& model : models_) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         measuring_ = model;
         measuring_since_ = clock_->SteadyNow();
       }
@@ -129,7 +129,7 @@ void ProfileCache::StartWarmup() {
       } else {
         spdlog::warn("model {} cannot be planned: {}", model, p.status().ToString());
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (measured) {
         measured_seconds_ +=
             std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
@@ -163,7 +163,7 @@ Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model, boo
 }
 
 Result<scheduler::ModelProfile> ProfileCache::Get(const std::string& model) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = ready_.find(model);
   if (it != ready_.end()) return it->second;
   for (const auto& m : models_) {

@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,8 +30,10 @@
 #include "api/types.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "common/mutex.h"
 #include "common/process_launcher.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "scheduler/model_profile.h"
 
 namespace tessera::daemon {
@@ -71,30 +72,30 @@ class ProfileCache {
   ProfileCache& operator=(const ProfileCache&) = delete;
 
   // Starts profiling the models not cached yet. Idempotent.
-  void StartWarmup();
+  void StartWarmup() EXCLUDES(mu_);
 
   // The profile of `model` ("colorize-unet"): MeasuringProfile(eta) while it
   // is being measured or waits its turn, the measuring error if it failed,
   // kNotFound for other names.
-  Result<scheduler::ModelProfile> Get(const std::string& model);
+  Result<scheduler::ModelProfile> Get(const std::string& model) EXCLUDES(mu_);
 
  private:
   // *measured: whether it ran the source (not the cached file).
   Result<scheduler::ModelProfile> Load(const std::string& model, bool* measured);
-  int64_t EtaSecondsLocked(const std::string& model) const;
+  int64_t EtaSecondsLocked(const std::string& model) const REQUIRES(mu_);
 
   const std::filesystem::path dir_;
   const std::vector<std::string> models_;
   const ProfileSource source_;
   const Clock* const clock_;
   FileSystem* const files_;
-  std::mutex mu_;
-  std::map<std::string, Result<scheduler::ModelProfile>> ready_;
-  std::string measuring_;  // the model being measured now, or ""
-  std::chrono::steady_clock::time_point measuring_since_;
-  double measured_seconds_ = 0;  // total time of the measurements so far
-  int measured_count_ = 0;
-  std::thread warmup_;
+  Mutex mu_;
+  std::map<std::string, Result<scheduler::ModelProfile>> ready_ GUARDED_BY(mu_);
+  std::string measuring_ GUARDED_BY(mu_);  // the model being measured now, or ""
+  std::chrono::steady_clock::time_point measuring_since_ GUARDED_BY(mu_);
+  double measured_seconds_ GUARDED_BY(mu_) = 0;  // total time of the measurements so far
+  int measured_count_ GUARDED_BY(mu_) = 0;
+  std::thread warmup_ GUARDED_BY(mu_);  // the destructor joins it
 };
 
 }  // namespace tessera::daemon

@@ -83,7 +83,7 @@ SqliteStore::~SqliteStore() { Close(); }
 
 void SqliteStore::Close() {
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     if (closing_) return;
     closing_ = true;
   }
@@ -91,14 +91,14 @@ void SqliteStore::Close() {
   writer_.join();
   sqlite3_close(writer_db_);
   writer_db_ = nullptr;
-  std::lock_guard lock(pool_mu_);
+  MutexLock lock(pool_mu_);
   pool_closed_ = true;
   for (sqlite3* db : idle_readers_) sqlite3_close(db);
   idle_readers_.clear();
 }
 
 Status SqliteStore::Health() {
-  std::lock_guard lock(queue_mu_);
+  MutexLock lock(queue_mu_);
   return closing_ ? StoreClosed() : Status::Ok();
 }
 
@@ -108,7 +108,7 @@ Status SqliteStore::Write(WriteFn fn) {
   WriteOp op{std::move(fn), {}};
   std::future<Status> done = op.done.get_future();
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     if (closing_) return StoreClosed();
     queue_.push_back(std::move(op));
     ++pending_writes_;
@@ -123,8 +123,8 @@ void SqliteStore::WriterLoop() {
   std::vector<WriteOp> batch;
   while (true) {
     {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+      MutexLock lock(queue_mu_);
+      while (!closing_ && queue_.empty()) queue_cv_.wait(queue_mu_);
       if (queue_.empty()) return;  // closing and drained
       while (!queue_.empty() && batch.size() < options_.max_batch) {
         batch.push_back(std::move(queue_.front()));
@@ -186,7 +186,7 @@ void SqliteStore::AfterCommit(std::function<void()> action) {
 
 Result<sqlite3*> SqliteStore::AcquireReader() {
   {
-    std::lock_guard lock(pool_mu_);
+    MutexLock lock(pool_mu_);
     if (pool_closed_) return StoreClosed();
     if (!idle_readers_.empty()) {
       sqlite3* db = idle_readers_.back();
@@ -201,7 +201,7 @@ Result<sqlite3*> SqliteStore::AcquireReader() {
 }
 
 void SqliteStore::ReleaseReader(sqlite3* db) {
-  std::lock_guard lock(pool_mu_);
+  MutexLock lock(pool_mu_);
   if (pool_closed_) {
     sqlite3_close(db);
   } else {
@@ -211,7 +211,7 @@ void SqliteStore::ReleaseReader(sqlite3* db) {
 
 Status SqliteStore::Read(const std::function<Status(sqlite3*)>& fn) {
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     if (closing_) return StoreClosed();
   }
   TESSERA_ASSIGN_OR_RETURN(sqlite3 * db, AcquireReader());

@@ -44,13 +44,14 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/latency_histogram.h"
 #include "daemon/store.h"
 
@@ -82,7 +83,7 @@ class SqliteStore final : public Store {
 
   // Completes queued writes, stops the writer, closes idle connections.
   // Idempotent.
-  void Close();
+  void Close() EXCLUDES(queue_mu_, pool_mu_);
 
   const std::string& path() const { return path_; }
   // The schema version of the open database.
@@ -160,19 +161,19 @@ class SqliteStore final : public Store {
   SqliteStore(std::string path, SqliteStoreOptions options, sqlite3* writer, int64_t version);
 
   // Queues fn for the writer thread and waits until its batch committed.
-  Status Write(WriteFn fn);
+  Status Write(WriteFn fn) EXCLUDES(queue_mu_);
   // Runs fn on a pooled read connection inside a read transaction.
-  Status Read(const std::function<Status(sqlite3*)>& fn);
-  Result<sqlite3*> AcquireReader();
-  void ReleaseReader(sqlite3* db);
-  void WriterLoop();
+  Status Read(const std::function<Status(sqlite3*)>& fn) EXCLUDES(queue_mu_, pool_mu_);
+  Result<sqlite3*> AcquireReader() EXCLUDES(pool_mu_);
+  void ReleaseReader(sqlite3* db) EXCLUDES(pool_mu_);
+  void WriterLoop() EXCLUDES(queue_mu_);
   void RunBatch(std::vector<WriteOp>& batch);
   // Inside a write fn (the writer thread): runs `action` once the batch has
   // committed, after the actions of earlier operations; dropped when the
   // operation fails or the batch does not commit.
   void AfterCommit(std::function<void()> action);
   // The committed node row `name` (or its absence) into the in-memory rows.
-  void CacheNode(const std::string& name, std::optional<api::Node> row);
+  void CacheNode(const std::string& name, std::optional<api::Node> row) EXCLUDES(nodes_mu_);
 
   const std::string path_;
   const SqliteStoreOptions options_;
@@ -180,23 +181,23 @@ class SqliteStore final : public Store {
   sqlite3* writer_db_;  // used by the writer thread only
   const int64_t schema_version_;
 
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<WriteOp> queue_;
-  bool closing_ = false;  // guarded by queue_mu_
+  Mutex queue_mu_;
+  std::condition_variable_any queue_cv_;
+  std::deque<WriteOp> queue_ GUARDED_BY(queue_mu_);
+  bool closing_ GUARDED_BY(queue_mu_) = false;
   std::thread writer_;
 
-  std::mutex pool_mu_;
-  std::vector<sqlite3*> idle_readers_;  // guarded by pool_mu_
-  bool pool_closed_ = false;            // guarded by pool_mu_
+  Mutex pool_mu_;
+  std::vector<sqlite3*> idle_readers_ GUARDED_BY(pool_mu_);
+  bool pool_closed_ GUARDED_BY(pool_mu_) = false;
 
   std::vector<std::function<void()>> after_commit_;  // writer thread only
 
   // Node rows in memory (see the class comment).
-  std::mutex nodes_mu_;
-  bool nodes_loaded_ = false;               // guarded by nodes_mu_
-  uint64_t nodes_version_ = 0;              // committed node writes; guarded by nodes_mu_
-  std::map<std::string, api::Node> nodes_;  // by name; guarded by nodes_mu_
+  Mutex nodes_mu_;
+  bool nodes_loaded_ GUARDED_BY(nodes_mu_) = false;
+  uint64_t nodes_version_ GUARDED_BY(nodes_mu_) = 0;              // committed node writes
+  std::map<std::string, api::Node> nodes_ GUARDED_BY(nodes_mu_);  // by name
   std::atomic<int64_t> node_row_reads_{0};
 
   LatencyHistogram commit_latency_;

@@ -1,7 +1,6 @@
 // SqliteStore (daemon/sqlite_store.h): nodes, their devices and the node rows
 // kept in memory.
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -128,11 +127,11 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
 
 Result<api::Node> SqliteStore::GetNode(std::string_view name) {
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     if (closing_) return StoreClosed();
   }
   {
-    std::lock_guard lock(nodes_mu_);
+    MutexLock lock(nodes_mu_);
     if (nodes_loaded_) {
       auto it = nodes_.find(std::string(name));
       if (it == nodes_.end()) return NotFound("node " + std::string(name) + " not found");
@@ -157,11 +156,11 @@ Result<std::vector<api::Node>> SqliteStore::ListNodes() {
   std::vector<api::Node> out;
   uint64_t version = 0;
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     if (closing_) return StoreClosed();
   }
   {
-    std::lock_guard lock(nodes_mu_);
+    MutexLock lock(nodes_mu_);
     if (nodes_loaded_) {
       out.reserve(nodes_.size());
       for (const auto& [name, node] : nodes_) out.push_back(node);
@@ -182,7 +181,7 @@ Result<std::vector<api::Node>> SqliteStore::ListNodes() {
     for (api::Node& n : out) TESSERA_RETURN_IF_ERROR(LoadDevices(db, &n));
     return Status::Ok();
   }));
-  std::lock_guard lock(nodes_mu_);
+  MutexLock lock(nodes_mu_);
   // Kept only if no node write committed since the read began (it might
   // not show it); otherwise the next listing tries again.
   if (!nodes_loaded_ && nodes_version_ == version) {
@@ -201,7 +200,7 @@ Status SqliteStore::SetNodeHealth(std::string_view name, std::string_view health
     TESSERA_RETURN_IF_ERROR(up.Run());
     if (sqlite3_changes(db) == 0) return NotFound("node " + std::string(name) + " not found");
     AfterCommit([this, node = std::string(name), health = std::string(health)] {
-      std::lock_guard lock(nodes_mu_);
+      MutexLock lock(nodes_mu_);
       ++nodes_version_;
       auto it = nodes_.find(node);
       if (it != nodes_.end()) it->second.health = health;
@@ -211,7 +210,7 @@ Status SqliteStore::SetNodeHealth(std::string_view name, std::string_view health
 }
 
 void SqliteStore::CacheNode(const std::string& name, std::optional<api::Node> row) {
-  std::lock_guard lock(nodes_mu_);
+  MutexLock lock(nodes_mu_);
   ++nodes_version_;
   if (!nodes_loaded_) return;
   if (row) {
