@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Tessera and runs every test: a short
 # libFuzzer run of the API's request and job-spec handling (clang, ASan and
-# UBSan), then the whole CTest suite (unit, integration, end-to-end with
-# real processes, and the web UI in headless Chromium).
+# UBSan), clang's lock-annotation check of the daemon and agent libraries
+# (-Wthread-safety), then the whole CTest suite (unit, integration,
+# end-to-end with real processes, and the web UI in headless Chromium).
 # Usage: scripts/test.sh            (from anywhere; builds into ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 
 echo "== fuzz: 20 s per target (fuzz/README.md has the long run)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTESSERA_FUZZ=ON -DTESSERA_ASAN=ON -DTESSERA_UBSAN=ON \
+  -DTESSERA_FUZZ=ON -DTESSERA_ASAN=ON -DTESSERA_UBSAN=ON -DTESSERA_THREAD_SAFETY=ON \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_router fuzz_job_spec
 for target in router job_spec; do
@@ -28,6 +29,9 @@ for target in router job_spec; do
     "$scratch" "fuzz/corpus/$target" 2>&1 | tail -3
   rm -rf "$scratch"
 done
+
+echo "== thread safety: the annotated libraries under clang -Wthread-safety (docs/engineering.md)"
+cmake --build build-fuzz -j"$jobs" --target tessera_controller tessera_daemon tessera_agent_lib
 
 echo "== build and test"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
