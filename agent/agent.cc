@@ -259,7 +259,7 @@ Status Agent::Beat() {
 
 void Agent::RequestStop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_requested_ = true;
   }
   cv_.notify_all();
@@ -267,7 +267,7 @@ void Agent::RequestStop() {
 
 void Agent::RequestReload() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reload_requested_ = true;
   }
   cv_.notify_all();
@@ -281,7 +281,7 @@ void Agent::Run() {
   while (true) {
     bool reload = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stop_requested_) break;
       reload = std::exchange(reload_requested_, false);
     }
@@ -296,8 +296,10 @@ void Agent::Run() {
       next_ping = steady::now() + options_.watchdog_interval;
     }
     auto wake = watchdog ? std::min(next_beat, next_ping) : next_beat;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_until(lock, wake, [this] { return stop_requested_ || reload_requested_; });
+    MutexLock lock(mu_);
+    while (!stop_requested_ && !reload_requested_) {
+      if (cv_.wait_until(mu_, wake) == std::cv_status::timeout) break;
+    }
   }
   if (notifier_) notifier_->Stopping();
   if (options_.stop_workers_on_exit) {

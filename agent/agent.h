@@ -31,7 +31,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,7 +40,9 @@
 #include "agent/transport.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace tessera::agent {
 
@@ -81,10 +82,10 @@ class Agent {
 
   // Beats until RequestStop(); reloads the inventory after RequestReload().
   // On return: STOPPING=1 sent, workers stopped if stop_workers_on_exit.
-  void Run();
+  void Run() EXCLUDES(mu_);
 
-  void RequestStop();
-  void RequestReload();  // SIGHUP: re-read the inventory file
+  void RequestStop() EXCLUDES(mu_);
+  void RequestReload() EXCLUDES(mu_);  // SIGHUP: re-read the inventory file
 
   // Loop-thread accessors (tests, logs).
   const NodeInventory& inventory() const { return inventory_; }
@@ -120,10 +121,10 @@ class Agent {
   // later beats send only the lines after it.
   std::map<api::WorkerKey, int64_t> delivered_step_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_requested_ = false;
-  bool reload_requested_ = false;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_requested_ GUARDED_BY(mu_) = false;
+  bool reload_requested_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tessera::agent

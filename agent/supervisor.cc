@@ -239,7 +239,7 @@ ProcessSupervisor::ProcessSupervisor(SupervisorOptions options)
 
 ProcessSupervisor::~ProcessSupervisor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     shutting_down_ = true;
   }
   cv_.notify_all();
@@ -252,7 +252,7 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
   std::error_code ec;
   const auto jobs = options_.state_dir / "jobs";
   if (!std::filesystem::exists(jobs, ec)) return report;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = std::filesystem::recursive_directory_iterator(jobs, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     if (it.depth() > 3) {
@@ -309,7 +309,7 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
 }
 
 Status ProcessSupervisor::Start(const api::WorkerLaunch& launch, const EnvMap& device_env) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return StartLocked(launch, device_env);
 }
 
@@ -350,7 +350,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     workers_[key] = std::move(w);
     return dir_made;
   }
-  auto fail = [&](Status status) {
+  auto fail = [&](Status status) REQUIRES(mu_) {
     RecordLaunchFailureLocked(key, paths, status.ToString());
     return status.WithPrefix(KeyText(key));
   };
@@ -447,7 +447,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
 }
 
 void ProcessSupervisor::Reject(const api::WorkerLaunch& launch, const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (workers_.count(launch.key)) return;
   const RankPaths paths = RankPathsFor(options_.state_dir, launch.key);
   CreateRankDir(options_.state_dir, paths, {}).IgnoreError();
@@ -455,7 +455,7 @@ void ProcessSupervisor::Reject(const api::WorkerLaunch& launch, const Status& wh
 }
 
 void ProcessSupervisor::Stop(const WorkerKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(key);
   if (it == workers_.end() || it->second.state != WorkerState::kRunning) return;
   Worker& w = it->second;
@@ -468,7 +468,7 @@ void ProcessSupervisor::Stop(const WorkerKey& key) {
 }
 
 void ProcessSupervisor::Forget(const WorkerKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(key);
   if (it == workers_.end() || it->second.state != WorkerState::kExited) return;
   options_.fs->Remove(it->second.paths.pid).IgnoreError();  // exit.json and logs stay
@@ -476,7 +476,7 @@ void ProcessSupervisor::Forget(const WorkerKey& key) {
 }
 
 std::optional<api::WorkerStatus> ProcessSupervisor::Get(const WorkerKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(key);
   if (it == workers_.end()) return std::nullopt;
   api::WorkerStatus s;
@@ -501,7 +501,7 @@ std::optional<api::WorkerStatus> ProcessSupervisor::WaitForExit(const WorkerKey&
 std::vector<api::WorkerStatus> ProcessSupervisor::Snapshot() {
   std::vector<std::pair<api::WorkerStatus, RankPaths>> copies;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [key, w] : workers_) {
       api::WorkerStatus s;
       s.key = key;
@@ -525,7 +525,7 @@ std::vector<api::WorkerStatus> ProcessSupervisor::Snapshot() {
 bool ProcessSupervisor::StopAllAndWait() {
   std::vector<WorkerKey> keys;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [key, w] : workers_) keys.push_back(key);
   }
   for (const auto& key : keys) Stop(key);
@@ -533,7 +533,7 @@ bool ProcessSupervisor::StopAllAndWait() {
                         std::chrono::seconds(2) + options_.poll_interval * 4;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       bool any = std::any_of(workers_.begin(), workers_.end(), [](const auto& kv) {
         return kv.second.state != WorkerState::kExited;
       });
@@ -592,7 +592,7 @@ void ProcessSupervisor::PollLocked(Worker& w) {
 }
 
 void ProcessSupervisor::MonitorLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!shutting_down_) {
     for (auto& [key, w] : workers_) {
       PollLocked(w);
@@ -600,7 +600,7 @@ void ProcessSupervisor::MonitorLoop() {
         RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
       }
     }
-    cv_.wait_for(lock, options_.poll_interval);
+    cv_.wait_for(mu_, options_.poll_interval);
   }
 }
 

@@ -52,7 +52,6 @@
 #include <condition_variable>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -62,8 +61,10 @@
 #include "api/agent_protocol.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "common/mutex.h"
 #include "common/process_launcher.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace tessera::agent {
 
@@ -140,21 +141,21 @@ class ProcessSupervisor final : public Supervisor {
 
   // Re-adopts the workers recorded in the state dir. Call once, before the
   // first Start.
-  Result<RecoveryReport> Recover();
+  Result<RecoveryReport> Recover() EXCLUDES(mu_);
 
-  Status Start(const api::WorkerLaunch& launch, const EnvMap& device_env) override;
-  void Stop(const api::WorkerKey& key) override;
-  void Forget(const api::WorkerKey& key) override;
-  void Reject(const api::WorkerLaunch& launch, const Status& why) override;
-  std::vector<api::WorkerStatus> Snapshot() override;
-  bool StopAllAndWait() override;
+  Status Start(const api::WorkerLaunch& launch, const EnvMap& device_env) override EXCLUDES(mu_);
+  void Stop(const api::WorkerKey& key) override EXCLUDES(mu_);
+  void Forget(const api::WorkerKey& key) override EXCLUDES(mu_);
+  void Reject(const api::WorkerLaunch& launch, const Status& why) override EXCLUDES(mu_);
+  std::vector<api::WorkerStatus> Snapshot() override EXCLUDES(mu_);
+  bool StopAllAndWait() override EXCLUDES(mu_);
 
   // The worker's status without log tail and progress; nullopt when unknown.
-  std::optional<api::WorkerStatus> Get(const api::WorkerKey& key);
+  std::optional<api::WorkerStatus> Get(const api::WorkerKey& key) EXCLUDES(mu_);
   // Polls Get until the worker has exited or `timeout` passed on the
   // options' clock.
   std::optional<api::WorkerStatus> WaitForExit(const api::WorkerKey& key,
-                                               std::chrono::milliseconds timeout);
+                                               std::chrono::milliseconds timeout) EXCLUDES(mu_);
 
  private:
   struct Worker {
@@ -168,19 +169,19 @@ class ProcessSupervisor final : public Supervisor {
     std::optional<std::chrono::steady_clock::time_point> kill_at;
   };
 
-  void MonitorLoop();
-  void PollLocked(Worker& w);
-  void MarkExitedLocked(Worker& w, int64_t exit_code);
-  Status StartLocked(const api::WorkerLaunch& launch, const EnvMap& device_env);
+  void MonitorLoop() EXCLUDES(mu_);
+  void PollLocked(Worker& w) REQUIRES(mu_);
+  void MarkExitedLocked(Worker& w, int64_t exit_code) REQUIRES(mu_);
+  Status StartLocked(const api::WorkerLaunch& launch, const EnvMap& device_env) REQUIRES(mu_);
   void RecordLaunchFailureLocked(const api::WorkerKey& key, const RankPaths& paths,
-                                 const std::string& reason);
+                                 const std::string& reason) REQUIRES(mu_);
 
   const SupervisorOptions options_;
   const EnvMap base_env_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool shutting_down_ = false;
-  std::map<api::WorkerKey, Worker> workers_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool shutting_down_ GUARDED_BY(mu_) = false;
+  std::map<api::WorkerKey, Worker> workers_ GUARDED_BY(mu_);
   std::thread monitor_;
 };
 
