@@ -2,17 +2,14 @@
 
 #include <algorithm>
 
+#include "common/hex.h"
+
 namespace tessera::api {
 namespace {
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '-';
-}
-
-bool IsLowerHex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 Status StringField(const Json& j, const char* key, std::string* out, bool required) {

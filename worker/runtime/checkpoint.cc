@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/atomic_file.h"
+#include "common/hex.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -29,21 +30,11 @@ bool Get(const std::string& in, size_t& pos, T* v) {
   return true;
 }
 
-std::string HexOf(const unsigned char* d, unsigned n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < n; ++i) {
-    s.push_back(kHex[d[i] >> 4]);
-    s.push_back(kHex[d[i] & 15]);
-  }
-  return s;
-}
-
 std::string Sha256OfBytes(const std::string& bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
-  return HexOf(digest, len);
+  return HexEncode(digest, len);
 }
 
 std::optional<std::string> ReadWholeFile(const std::string& path) {
