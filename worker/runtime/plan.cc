@@ -5,21 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/json_fields.h"
+
 namespace tessera::worker {
 namespace {
 
 using nlohmann::json;
-
-Result<int64_t> GetInt(const json& obj, const std::string& key, const std::string& field,
-                       bool required, int64_t fallback) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (required) return InvalidArgument("missing required field", field);
-    return fallback;
-  }
-  if (!it->is_number_integer()) return InvalidArgument("must be an integer", field);
-  return it->get<int64_t>();
-}
 
 }  // namespace
 
@@ -68,9 +59,9 @@ Result<Plan> ParsePlan(std::string_view json_text) {
     return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\", got \"" + l + "\"",
                            "layout");
   }
-  TESSERA_ASSIGN_OR_RETURN(plan.global_batch, GetInt(doc, "global_batch", "global_batch", true, 0));
-  TESSERA_ASSIGN_OR_RETURN(plan.micro_batches,
-                           GetInt(doc, "micro_batches", "micro_batches", false, 1));
+  JsonFields fields(doc);
+  TESSERA_RETURN_IF_ERROR(fields.Int("global_batch", &plan.global_batch, Presence::kRequired));
+  TESSERA_RETURN_IF_ERROR(fields.Int("micro_batches", &plan.micro_batches));
   auto schedule = doc.find("schedule");
   if (schedule != doc.end()) {
     if (!schedule->is_string()) return InvalidArgument("must be a string", "schedule");
@@ -92,7 +83,7 @@ Result<Plan> ParsePlan(std::string_view json_text) {
     const std::string rf = "replicas[" + std::to_string(r) + "]";
     if (!rep.is_object()) return InvalidArgument("must be an object", rf);
     ReplicaPlan rp;
-    TESSERA_ASSIGN_OR_RETURN(rp.batch, GetInt(rep, "batch", rf + ".batch", true, 0));
+    TESSERA_RETURN_IF_ERROR(JsonFields(rep, rf).Int("batch", &rp.batch, Presence::kRequired));
     auto stages = rep.find("stages");
     if (stages == rep.end() || !stages->is_array()) {
       return InvalidArgument("must be an array of stages", rf + ".stages");
@@ -102,8 +93,9 @@ Result<Plan> ParsePlan(std::string_view json_text) {
       const std::string sf = rf + ".stages[" + std::to_string(s) + "]";
       if (!st.is_object()) return InvalidArgument("must be an object", sf);
       StagePlan sp;
+      JsonFields stage(st, sf);
       int64_t rank = 0;
-      TESSERA_ASSIGN_OR_RETURN(rank, GetInt(st, "rank", sf + ".rank", true, 0));
+      TESSERA_RETURN_IF_ERROR(stage.Int("rank", &rank, Presence::kRequired));
       sp.rank = static_cast<int>(rank);
       auto layers = st.find("layers");
       if (layers == st.end() || !layers->is_array() || layers->size() != 2 ||
@@ -112,9 +104,7 @@ Result<Plan> ParsePlan(std::string_view json_text) {
       }
       sp.layer_begin = (*layers)[0].get<int64_t>();
       sp.layer_end = (*layers)[1].get<int64_t>();
-      TESSERA_ASSIGN_OR_RETURN(
-          sp.predicted_peak_bytes,
-          GetInt(st, "peak_memory_bytes", sf + ".peak_memory_bytes", false, 0));
+      TESSERA_RETURN_IF_ERROR(stage.Int("peak_memory_bytes", &sp.predicted_peak_bytes));
       rp.stages.push_back(sp);
     }
     plan.replicas.push_back(std::move(rp));
