@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/json_fields.h"
 #include "worker/runtime/plan.h"
@@ -15,7 +16,14 @@ Result<InferPlan> ParseInferPlan(const std::string& json_text, int world_size) {
   InferPlan plan;
   plan.rank_weights.assign(static_cast<size_t>(std::max(1, world_size)), 0);
   JsonFields fields(doc);
-  TESSERA_RETURN_IF_ERROR(fields.String("layout", &plan.layout));
+  std::string layout(LayoutName(plan.layout));
+  TESSERA_RETURN_IF_ERROR(fields.String("layout", &layout));
+  const std::optional<Layout> parsed_layout = scheduler::ParseLayout(layout);
+  if (!parsed_layout) {
+    return InvalidArgument("must be auto, data, pipeline, hybrid or tiled, got \"" + layout + "\"",
+                           "layout");
+  }
+  plan.layout = *parsed_layout;
   TESSERA_ASSIGN_OR_RETURN(const json* replicas, fields.Array("replicas"));
   if (replicas != nullptr) {
     for (size_t r = 0; r < replicas->size(); ++r) {

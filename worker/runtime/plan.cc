@@ -3,32 +3,14 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "common/json_fields.h"
 
 namespace tessera::worker {
-namespace {
 
 using nlohmann::json;
-
-}  // namespace
-
-std::string_view LayoutName(Layout layout) {
-  switch (layout) {
-    case Layout::kData:
-      return "data";
-    case Layout::kPipeline:
-      return "pipeline";
-    case Layout::kHybrid:
-      return "hybrid";
-  }
-  return "?";
-}
-
-std::string_view ScheduleName(Schedule schedule) {
-  return schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
-}
 
 Result<json> ParsePlanDocument(std::string_view json_text) {
   json doc;
@@ -44,36 +26,26 @@ Result<json> ParsePlanDocument(std::string_view json_text) {
 Result<Plan> ParsePlan(std::string_view json_text) {
   TESSERA_ASSIGN_OR_RETURN(json doc, ParsePlanDocument(json_text));
   Plan plan;
-  auto layout = doc.find("layout");
-  if (layout == doc.end() || !layout->is_string()) {
-    return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\"", "layout");
-  }
-  const std::string l = layout->get<std::string>();
-  if (l == "data") {
-    plan.layout = Layout::kData;
-  } else if (l == "pipeline") {
-    plan.layout = Layout::kPipeline;
-  } else if (l == "hybrid") {
-    plan.layout = Layout::kHybrid;
-  } else {
-    return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\", got \"" + l + "\"",
+  JsonFields fields(doc);
+  // A training plan: the planner's tiled layout is for inference (infer_plan.h).
+  std::string layout;
+  TESSERA_RETURN_IF_ERROR(fields.String("layout", &layout));
+  const std::optional<Layout> parsed_layout = scheduler::ParseLayout(layout);
+  if (!parsed_layout || (*parsed_layout != Layout::kData && *parsed_layout != Layout::kPipeline &&
+                         *parsed_layout != Layout::kHybrid)) {
+    return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\", got \"" + layout + "\"",
                            "layout");
   }
-  JsonFields fields(doc);
+  plan.layout = *parsed_layout;
   TESSERA_RETURN_IF_ERROR(fields.Int("global_batch", &plan.global_batch, Presence::kRequired));
   TESSERA_RETURN_IF_ERROR(fields.Int("micro_batches", &plan.micro_batches));
-  auto schedule = doc.find("schedule");
-  if (schedule != doc.end()) {
-    if (!schedule->is_string()) return InvalidArgument("must be a string", "schedule");
-    const std::string s = schedule->get<std::string>();
-    if (s == "gpipe") {
-      plan.schedule = Schedule::kGPipe;
-    } else if (s == "1f1b") {
-      plan.schedule = Schedule::k1F1B;
-    } else {
-      return InvalidArgument("must be \"gpipe\" or \"1f1b\", got \"" + s + "\"", "schedule");
-    }
+  std::string schedule(ScheduleName(plan.schedule));
+  TESSERA_RETURN_IF_ERROR(fields.String("schedule", &schedule));
+  const std::optional<Schedule> parsed_schedule = scheduler::ParseSchedule(schedule);
+  if (!parsed_schedule) {
+    return InvalidArgument("must be \"gpipe\" or \"1f1b\", got \"" + schedule + "\"", "schedule");
   }
+  plan.schedule = *parsed_schedule;
   auto replicas = doc.find("replicas");
   if (replicas == doc.end() || !replicas->is_array()) {
     return InvalidArgument("must be an array of replicas", "replicas");
