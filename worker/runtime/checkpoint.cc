@@ -278,25 +278,4 @@ Result<int64_t> ShareResumeStep(Collectives& world, int64_t rank0_step) {
   }
 }
 
-Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, const std::string& dir,
-                                                        const std::string& model) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  int64_t chosen = -1;
-  if (world.rank() == 0) {
-    std::vector<std::string> skipped;
-    auto m = FindNewestCheckpoint(dir, &skipped);
-    for (const auto& s : skipped) std::fprintf(stderr, "checkpoint skipped: %s\n", s.c_str());
-    if (m) chosen = m->step;
-  }
-  TESSERA_ASSIGN_OR_RETURN(chosen, ShareResumeStep(world, chosen));
-  if (chosen < 0) return std::optional<Manifest>();
-  TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir, chosen));
-  if (m.model != model) {
-    return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" + m.model +
-                              "\", not \"" + model + "\"");
-  }
-  return std::optional<Manifest>(std::move(m));
-}
-
 }  // namespace tessera::worker
