@@ -38,7 +38,8 @@ class HttpClient;
 
 namespace tessera::agent {
 
-// "http(s)://host[:port]" (trailing "/" allowed); errors name "controller".
+// api::ParseServerUrl without a path: "http(s)://host[:port]" or a bare
+// "host[:port]" (plain HTTP, port 8080); errors name "controller".
 Result<api::ServerUrl> ParseControllerUrl(const std::string& url);
 
 struct HttpAgentTransportOptions {

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string log_level = "info";
   app.add_option("--controller", controller,
-                 "controller URL, https://host:port or http://host:port")
+                 "controller URL, https://host:port, http://host:port or host:port (plain HTTP)")
       ->envname("TESSERA_CONTROLLER")
       ->capture_default_str();
   app.add_option("--join-token", join_token, "join token (prefer --join-token-file)")

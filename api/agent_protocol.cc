@@ -2,26 +2,10 @@
 
 #include <cmath>
 
+#include "common/json_fields.h"
+
 namespace tessera::api {
 namespace {
-
-Status Field(const Json& j, const char* key, Json::value_t want, const char* what) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  // number_float: any number; number_integer: signed or unsigned integers.
-  bool good = it->type() == want ||
-              (want == Json::value_t::number_integer && it->is_number_unsigned()) ||
-              (want == Json::value_t::number_float && it->is_number());
-  if (!good) return InvalidArgument(std::string("must be ") + what, key);
-  return Status::Ok();
-}
-
-template <typename T>
-T Get(const Json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  return it->get<T>();
-}
 
 Status Nested(const Status& s, const std::string& prefix) {
   if (s.ok()) return s;
@@ -30,11 +14,12 @@ Status Nested(const Status& s, const std::string& prefix) {
 
 Result<WorkerKey> KeyFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("must be an object");
-  for (const char* k : {"job_id", "attempt", "rank"}) {
-    TESSERA_RETURN_IF_ERROR(Field(j, k, Json::value_t::number_integer, "an integer"));
-  }
-  return WorkerKey{Get<int64_t>(j, "job_id", 0), Get<int64_t>(j, "attempt", 0),
-                   Get<int64_t>(j, "rank", 0)};
+  WorkerKey key{0, 0, 0};
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.Int("job_id", &key.job_id));
+  TESSERA_RETURN_IF_ERROR(fields.Int("attempt", &key.attempt));
+  TESSERA_RETURN_IF_ERROR(fields.Int("rank", &key.rank));
+  return key;
 }
 
 Json KeyJson(const WorkerKey& k) {
@@ -124,73 +109,63 @@ Json ToJson(const HeartbeatResponse& r, bool compact) {
 
 Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("heartbeat must be a JSON object");
-  TESSERA_RETURN_IF_ERROR(Field(j, "node", Json::value_t::string, "a string"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "address", Json::value_t::string, "a string"));
-  TESSERA_RETURN_IF_ERROR(
-      Field(j, "agent_started_ms", Json::value_t::number_integer, "an integer"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "devices", Json::value_t::array, "an array"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "links", Json::value_t::array, "an array"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "workers", Json::value_t::array, "an array"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "wait_ms", Json::value_t::number_integer, "an integer"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "cpu_cores", Json::value_t::number_integer, "an integer"));
   HeartbeatRequest r;
-  r.wait_ms = Get<int64_t>(j, "wait_ms", 0);
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.String("node", &r.node));
+  TESSERA_RETURN_IF_ERROR(fields.String("address", &r.address));
+  TESSERA_RETURN_IF_ERROR(fields.Int("agent_started_ms", &r.agent_started_ms));
+  TESSERA_ASSIGN_OR_RETURN(const Json* devices, fields.Array("devices"));
+  TESSERA_ASSIGN_OR_RETURN(const Json* links, fields.Array("links"));
+  TESSERA_ASSIGN_OR_RETURN(const Json* workers, fields.Array("workers"));
+  TESSERA_RETURN_IF_ERROR(fields.Int("wait_ms", &r.wait_ms));
+  TESSERA_RETURN_IF_ERROR(fields.Int("cpu_cores", &r.cpu_cores));
   if (r.wait_ms < 0 || r.wait_ms > 60'000) {
     return InvalidArgument("must be between 0 and 60000", "wait_ms");
   }
-  TESSERA_RETURN_IF_ERROR(Field(j, "compact_launches", Json::value_t::boolean, "true or false"));
-  r.compact_launches = Get<bool>(j, "compact_launches", false);  // absent: an older agent
-  TESSERA_RETURN_IF_ERROR(Field(j, "inventory_unchanged", Json::value_t::boolean, "true or false"));
-  r.inventory_unchanged = Get<bool>(j, "inventory_unchanged", false);
-  r.cpu_cores = Get<int64_t>(j, "cpu_cores", 0);
+  r.compact_launches = false;  // absent: an agent from before compact answers
+  TESSERA_RETURN_IF_ERROR(fields.Bool("compact_launches", &r.compact_launches));
+  TESSERA_RETURN_IF_ERROR(fields.Bool("inventory_unchanged", &r.inventory_unchanged));
   if (r.cpu_cores < 0 || r.cpu_cores > 65'536) {
     return InvalidArgument("must be between 0 and 65536", "cpu_cores");
   }
   TESSERA_RETURN_IF_ERROR(
-      Field(j, "network_bandwidth_bytes_per_s", Json::value_t::number_float, "a number"));
-  TESSERA_RETURN_IF_ERROR(Field(j, "network_latency_s", Json::value_t::number_float, "a number"));
-  r.network_bandwidth_bytes_per_s = Get<double>(j, "network_bandwidth_bytes_per_s", 0.0);
+      fields.Double("network_bandwidth_bytes_per_s", &r.network_bandwidth_bytes_per_s));
+  TESSERA_RETURN_IF_ERROR(fields.Double("network_latency_s", &r.network_latency_s));
   if (!(r.network_bandwidth_bytes_per_s >= 0) || !std::isfinite(r.network_bandwidth_bytes_per_s)) {
     return InvalidArgument("must be a number > 0 (0: unknown)", "network_bandwidth_bytes_per_s");
   }
-  r.network_latency_s = Get<double>(j, "network_latency_s", 0.0);
   if (!(r.network_latency_s >= 0) || !std::isfinite(r.network_latency_s)) {
     return InvalidArgument("must be a number >= 0", "network_latency_s");
   }
   if (r.network_bandwidth_bytes_per_s == 0) r.network_latency_s = 0;  // no link known
-  r.node = Get<std::string>(j, "node", "");
   if (r.node.empty()) return InvalidArgument("must name the node", "node");
-  r.address = Get<std::string>(j, "address", "");
-  r.agent_started_ms = Get<int64_t>(j, "agent_started_ms", 0);
-  if (auto it = j.find("devices"); it != j.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      auto d = DeviceFromJson((*it)[i]);
+  if (devices != nullptr) {
+    for (size_t i = 0; i < devices->size(); ++i) {
+      auto d = DeviceFromJson((*devices)[i]);
       if (!d.ok()) return Nested(d.status(), "devices[" + std::to_string(i) + "]");
       r.devices.push_back(*std::move(d));
     }
   }
-  if (auto it = j.find("links"); it != j.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      auto l = DeviceLinkFromJson((*it)[i]);
+  if (links != nullptr) {
+    for (size_t i = 0; i < links->size(); ++i) {
+      auto l = DeviceLinkFromJson((*links)[i]);
       if (!l.ok()) return Nested(l.status(), "links[" + std::to_string(i) + "]");
       r.links.push_back(*std::move(l));
     }
   }
-  if (auto it = j.find("workers"); it != j.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      const Json& w = (*it)[i];
+  if (workers != nullptr) {
+    for (size_t i = 0; i < workers->size(); ++i) {
+      const Json& w = (*workers)[i];
       std::string prefix = "workers[" + std::to_string(i) + "]";
       auto key = KeyFromJson(w);
       if (!key.ok()) return Nested(key.status(), prefix);
       WorkerStatus s;
       s.key = *key;
-      Status st = Field(w, "pid", Json::value_t::number_integer, "an integer");
-      if (st.ok()) st = Field(w, "exit_code", Json::value_t::number_integer, "an integer");
-      if (st.ok()) st = Field(w, "state", Json::value_t::string, "a string");
-      if (!st.ok()) return Nested(st, prefix);
-      s.pid = Get<int64_t>(w, "pid", 0);
-      s.exit_code = Get<int64_t>(w, "exit_code", 0);
-      std::string state = Get<std::string>(w, "state", "running");
+      JsonFields worker(w, prefix);
+      std::string state = "running";
+      TESSERA_RETURN_IF_ERROR(worker.Int("pid", &s.pid));
+      TESSERA_RETURN_IF_ERROR(worker.Int("exit_code", &s.exit_code));
+      TESSERA_RETURN_IF_ERROR(worker.String("state", &state));
       if (state == "running") {
         s.state = WorkerState::kRunning;
       } else if (state == "exited") {
@@ -230,32 +205,27 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
 
 Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("heartbeat answer must be a JSON object");
-  TESSERA_RETURN_IF_ERROR(Field(j, "desired", Json::value_t::array, "an array"));
-  TESSERA_RETURN_IF_ERROR(
-      Field(j, "heartbeat_interval_ms", Json::value_t::number_integer, "an integer"));
   HeartbeatResponse r;
-  r.heartbeat_interval_ms = Get<int64_t>(j, "heartbeat_interval_ms", 1000);
-  for (const char* flag : {"accepts_unchanged_inventory", "send_inventory"}) {
-    TESSERA_RETURN_IF_ERROR(Field(j, flag, Json::value_t::boolean, "true or false"));
-  }
-  r.accepts_unchanged_inventory = Get<bool>(j, "accepts_unchanged_inventory", false);
-  r.send_inventory = Get<bool>(j, "send_inventory", false);
-  if (auto it = j.find("desired"); it != j.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      const Json& l = (*it)[i];
+  r.heartbeat_interval_ms = 1000;
+  JsonFields fields(j);
+  TESSERA_ASSIGN_OR_RETURN(const Json* desired, fields.Array("desired"));
+  TESSERA_RETURN_IF_ERROR(fields.Int("heartbeat_interval_ms", &r.heartbeat_interval_ms));
+  TESSERA_RETURN_IF_ERROR(
+      fields.Bool("accepts_unchanged_inventory", &r.accepts_unchanged_inventory));
+  TESSERA_RETURN_IF_ERROR(fields.Bool("send_inventory", &r.send_inventory));
+  if (desired != nullptr) {
+    for (size_t i = 0; i < desired->size(); ++i) {
+      const Json& l = (*desired)[i];
       std::string prefix = "desired[" + std::to_string(i) + "]";
       auto key = KeyFromJson(l);
       if (!key.ok()) return Nested(key.status(), prefix);
       WorkerLaunch w;
       w.key = *key;
-      try {
-        w.argv = Get<std::vector<std::string>>(l, "argv", {});
-        w.env = Get<std::map<std::string, std::string>>(l, "env", {});
-        w.device_indices = Get<std::vector<int64_t>>(l, "device_indices", {});
-        w.run_as = Get<std::string>(l, "run_as", "");
-      } catch (const Json::exception& e) {
-        return InvalidArgument(std::string("malformed launch: ") + e.what(), prefix);
-      }
+      JsonFields launch(l, prefix);
+      TESSERA_RETURN_IF_ERROR(launch.StringList("argv", &w.argv));
+      TESSERA_RETURN_IF_ERROR(launch.StringMap("env", &w.env));
+      TESSERA_RETURN_IF_ERROR(launch.IntList("device_indices", &w.device_indices));
+      TESSERA_RETURN_IF_ERROR(launch.String("run_as", &w.run_as));
       if (w.argv.empty()) return InvalidArgument("must not be empty", prefix + ".argv");
       if (auto p = l.find("plan"); p != l.end()) w.plan = *p;
       if (auto ref = l.find("plan_ref"); ref != l.end()) {

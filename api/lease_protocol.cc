@@ -1,44 +1,19 @@
 #include "api/lease_protocol.h"
 
+#include "common/json_fields.h"
+
 namespace tessera::api {
 namespace {
 
-// Reads an optional member of type T; a missing or null member gives
-// fallback, a member of another type an error naming prefix + key.
-template <typename T>
-Result<T> Member(const Json& j, const char* key, T fallback, const std::string& prefix = {}) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  bool good = false;
-  if constexpr (std::is_same_v<T, bool>) {
-    good = it->is_boolean();
-  } else if constexpr (std::is_integral_v<T>) {
-    good = it->is_number_integer();
-  } else if constexpr (std::is_floating_point_v<T>) {
-    good = it->is_number();
-  } else {
-    good = it->is_string();
-  }
-  if (!good) {
-    const char* what = std::is_same_v<T, bool>       ? "a boolean"
-                       : std::is_integral_v<T>       ? "an integer"
-                       : std::is_floating_point_v<T> ? "a number"
-                                                     : "a string";
-    return InvalidArgument(std::string("must be ") + what, prefix + key);
-  }
-  return it->get<T>();
-}
-
-Result<const Json*> ArrayMember(const Json& j, const char* key, const std::string& prefix = {}) {
-  static const Json kEmpty = Json::array();
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return &kEmpty;
-  if (!it->is_array()) return InvalidArgument("must be an array", prefix + key);
-  return &*it;
-}
-
 std::string Index(const char* key, size_t i) {
-  return std::string(key) + "[" + std::to_string(i) + "].";
+  return std::string(key) + "[" + std::to_string(i) + "]";
+}
+
+// The optional array member `key` (an empty one when absent or null).
+Result<const Json*> ArrayOrEmpty(JsonFields& fields, const char* key) {
+  static const Json kEmpty = Json::array();
+  TESSERA_ASSIGN_OR_RETURN(const Json* items, fields.Array(key));
+  return items != nullptr ? items : &kEmpty;
 }
 
 }  // namespace
@@ -85,27 +60,30 @@ Json ToJson(const InferenceProgress& p) {
 Result<LeaseRequest> LeaseRequestFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("lease request must be a JSON object");
   LeaseRequest r;
-  TESSERA_ASSIGN_OR_RETURN(r.attempt, Member<int64_t>(j, "attempt", 0));
-  TESSERA_ASSIGN_OR_RETURN(r.rank, Member<int64_t>(j, "rank", -1));
-  TESSERA_ASSIGN_OR_RETURN(r.max_chunks, Member<int64_t>(j, "max_chunks", 1));
+  r.rank = -1;
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.Int("attempt", &r.attempt));
+  TESSERA_RETURN_IF_ERROR(fields.Int("rank", &r.rank));
+  TESSERA_RETURN_IF_ERROR(fields.Int("max_chunks", &r.max_chunks));
   if (r.attempt < 1) return InvalidArgument("must be an attempt number >= 1", "attempt");
   if (r.rank < 0) return InvalidArgument("must be a rank >= 0", "rank");
   if (r.max_chunks < 0 || r.max_chunks > 64) {
     return InvalidArgument("must be between 0 and 64", "max_chunks");
   }
-  TESSERA_ASSIGN_OR_RETURN(const Json* completed, ArrayMember(j, "completed"));
+  TESSERA_ASSIGN_OR_RETURN(const Json* completed, ArrayOrEmpty(fields, "completed"));
   if (completed->size() > 1024) return InvalidArgument("at most 1024 entries", "completed");
   for (size_t i = 0; i < completed->size(); ++i) {
     const Json& c = (*completed)[i];
-    std::string prefix = Index("completed", i);
-    if (!c.is_object()) return InvalidArgument("must be an object", prefix + "chunk");
+    JsonFields entry(c, Index("completed", i));
+    if (!c.is_object()) return InvalidArgument("must be an object", entry.Name("chunk"));
     CompletedChunk done;
-    TESSERA_ASSIGN_OR_RETURN(done.chunk, Member<int64_t>(c, "chunk", -1, prefix));
-    TESSERA_ASSIGN_OR_RETURN(done.images, Member<int64_t>(c, "images", 0, prefix));
-    TESSERA_ASSIGN_OR_RETURN(done.seconds, Member<double>(c, "seconds", 0.0, prefix));
-    if (done.chunk < 0) return InvalidArgument("must be a chunk number >= 0", prefix + "chunk");
-    if (done.images < 0) return InvalidArgument("must be >= 0", prefix + "images");
-    if (!(done.seconds >= 0)) return InvalidArgument("must be >= 0", prefix + "seconds");
+    done.chunk = -1;
+    TESSERA_RETURN_IF_ERROR(entry.Int("chunk", &done.chunk));
+    TESSERA_RETURN_IF_ERROR(entry.Int("images", &done.images));
+    TESSERA_RETURN_IF_ERROR(entry.Double("seconds", &done.seconds));
+    if (done.chunk < 0) return InvalidArgument("must be a chunk number >= 0", entry.Name("chunk"));
+    if (done.images < 0) return InvalidArgument("must be >= 0", entry.Name("images"));
+    if (!(done.seconds >= 0)) return InvalidArgument("must be >= 0", entry.Name("seconds"));
     r.completed.push_back(done);
   }
   return r;
@@ -114,19 +92,21 @@ Result<LeaseRequest> LeaseRequestFromJson(const Json& j) {
 Result<LeaseResponse> LeaseResponseFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("lease answer must be a JSON object");
   LeaseResponse r;
-  TESSERA_ASSIGN_OR_RETURN(r.lease_ms, Member<int64_t>(j, "lease_ms", 0));
-  TESSERA_ASSIGN_OR_RETURN(r.finished, Member<bool>(j, "finished", false));
-  TESSERA_ASSIGN_OR_RETURN(r.retry_after_ms, Member<int64_t>(j, "retry_after_ms", 0));
-  TESSERA_ASSIGN_OR_RETURN(const Json* chunks, ArrayMember(j, "chunks"));
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.Int("lease_ms", &r.lease_ms));
+  TESSERA_RETURN_IF_ERROR(fields.Bool("finished", &r.finished));
+  TESSERA_RETURN_IF_ERROR(fields.Int("retry_after_ms", &r.retry_after_ms));
+  TESSERA_ASSIGN_OR_RETURN(const Json* chunks, ArrayOrEmpty(fields, "chunks"));
   for (size_t i = 0; i < chunks->size(); ++i) {
     const Json& c = (*chunks)[i];
-    std::string prefix = Index("chunks", i);
-    if (!c.is_object()) return InvalidArgument("must be an object", prefix + "chunk");
+    JsonFields entry(c, Index("chunks", i));
+    if (!c.is_object()) return InvalidArgument("must be an object", entry.Name("chunk"));
     LeasedChunk leased;
-    TESSERA_ASSIGN_OR_RETURN(leased.chunk, Member<int64_t>(c, "chunk", -1, prefix));
-    TESSERA_ASSIGN_OR_RETURN(const Json* items, ArrayMember(c, "items", prefix));
+    leased.chunk = -1;
+    TESSERA_RETURN_IF_ERROR(entry.Int("chunk", &leased.chunk));
+    TESSERA_ASSIGN_OR_RETURN(const Json* items, ArrayOrEmpty(entry, "items"));
     for (const Json& item : *items) {
-      if (!item.is_string()) return InvalidArgument("must hold strings", prefix + "items");
+      if (!item.is_string()) return InvalidArgument("must hold strings", entry.Name("items"));
       leased.items.push_back(item.get<std::string>());
     }
     r.chunks.push_back(std::move(leased));
@@ -137,23 +117,24 @@ Result<LeaseResponse> LeaseResponseFromJson(const Json& j) {
 Result<InferenceProgress> InferenceProgressFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("progress must be a JSON object");
   InferenceProgress p;
-  TESSERA_ASSIGN_OR_RETURN(p.images_total, Member<int64_t>(j, "images_total", 0));
-  TESSERA_ASSIGN_OR_RETURN(p.images_done, Member<int64_t>(j, "images_done", 0));
-  TESSERA_ASSIGN_OR_RETURN(p.chunks_total, Member<int64_t>(j, "chunks_total", 0));
-  TESSERA_ASSIGN_OR_RETURN(p.chunks_done, Member<int64_t>(j, "chunks_done", 0));
-  TESSERA_ASSIGN_OR_RETURN(p.chunks_leased, Member<int64_t>(j, "chunks_leased", 0));
-  TESSERA_ASSIGN_OR_RETURN(p.images_per_s, Member<double>(j, "images_per_s", 0.0));
-  TESSERA_ASSIGN_OR_RETURN(p.eta_s, Member<double>(j, "eta_s", -1.0));
-  TESSERA_ASSIGN_OR_RETURN(const Json* devices, ArrayMember(j, "devices"));
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.Int("images_total", &p.images_total));
+  TESSERA_RETURN_IF_ERROR(fields.Int("images_done", &p.images_done));
+  TESSERA_RETURN_IF_ERROR(fields.Int("chunks_total", &p.chunks_total));
+  TESSERA_RETURN_IF_ERROR(fields.Int("chunks_done", &p.chunks_done));
+  TESSERA_RETURN_IF_ERROR(fields.Int("chunks_leased", &p.chunks_leased));
+  TESSERA_RETURN_IF_ERROR(fields.Double("images_per_s", &p.images_per_s));
+  TESSERA_RETURN_IF_ERROR(fields.Double("eta_s", &p.eta_s));
+  TESSERA_ASSIGN_OR_RETURN(const Json* devices, ArrayOrEmpty(fields, "devices"));
   for (size_t i = 0; i < devices->size(); ++i) {
     const Json& d = (*devices)[i];
-    std::string prefix = Index("devices", i);
-    if (!d.is_object()) return InvalidArgument("must be an object", prefix + "rank");
+    JsonFields entry(d, Index("devices", i));
+    if (!d.is_object()) return InvalidArgument("must be an object", entry.Name("rank"));
     DeviceThroughput t;
-    TESSERA_ASSIGN_OR_RETURN(t.rank, Member<int64_t>(d, "rank", 0, prefix));
-    TESSERA_ASSIGN_OR_RETURN(t.device, Member<std::string>(d, "device", "", prefix));
-    TESSERA_ASSIGN_OR_RETURN(t.images, Member<int64_t>(d, "images", 0, prefix));
-    TESSERA_ASSIGN_OR_RETURN(t.images_per_s, Member<double>(d, "images_per_s", 0.0, prefix));
+    TESSERA_RETURN_IF_ERROR(entry.Int("rank", &t.rank));
+    TESSERA_RETURN_IF_ERROR(entry.String("device", &t.device));
+    TESSERA_RETURN_IF_ERROR(entry.Int("images", &t.images));
+    TESSERA_RETURN_IF_ERROR(entry.Double("images_per_s", &t.images_per_s));
     p.devices.push_back(std::move(t));
   }
   return p;

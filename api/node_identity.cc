@@ -2,35 +2,15 @@
 
 #include <algorithm>
 
+#include "common/hex.h"
+#include "common/json_fields.h"
+
 namespace tessera::api {
 namespace {
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '-';
-}
-
-bool IsLowerHex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-Status StringField(const Json& j, const char* key, std::string* out, bool required) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    return required ? InvalidArgument("is required", key) : Status::Ok();
-  }
-  if (!it->is_string()) return InvalidArgument("must be a string", key);
-  *out = it->get<std::string>();
-  return Status::Ok();
-}
-
-Status OptIntField(const Json& j, const char* key, std::optional<int64_t>* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number_integer()) return InvalidArgument("must be an integer", key);
-  *out = it->get<int64_t>();
-  return Status::Ok();
 }
 
 Json OptInt(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); }
@@ -51,7 +31,8 @@ Result<std::string> EnrolRequestNodeFromJson(const Json& j) {
     if (key != "node") return InvalidArgument("unknown field", key);
   }
   std::string node;
-  TESSERA_RETURN_IF_ERROR(StringField(j, "node", &node, /*required=*/true));
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.String("node", &node, Presence::kRequired));
   TESSERA_RETURN_IF_ERROR(ValidateNodeName(node));
   return node;
 }
@@ -68,13 +49,12 @@ Json ToJson(const NodeEnrolment& e) {
 Result<NodeEnrolment> NodeEnrolmentFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("must be a JSON object", "enrolment");
   NodeEnrolment e;
-  TESSERA_RETURN_IF_ERROR(StringField(j, "node", &e.node, true));
-  TESSERA_RETURN_IF_ERROR(StringField(j, "credential_id", &e.credential_id, false));
-  std::optional<int64_t> enrolled;
-  TESSERA_RETURN_IF_ERROR(OptIntField(j, "enrolled_ms", &enrolled));
-  e.enrolled_ms = enrolled.value_or(0);
-  TESSERA_RETURN_IF_ERROR(OptIntField(j, "first_used_ms", &e.first_used_ms));
-  TESSERA_RETURN_IF_ERROR(OptIntField(j, "revoked_ms", &e.revoked_ms));
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.String("node", &e.node, Presence::kRequired));
+  TESSERA_RETURN_IF_ERROR(fields.String("credential_id", &e.credential_id));
+  TESSERA_RETURN_IF_ERROR(fields.Int("enrolled_ms", &e.enrolled_ms));
+  TESSERA_RETURN_IF_ERROR(fields.Int("first_used_ms", &e.first_used_ms));
+  TESSERA_RETURN_IF_ERROR(fields.Int("revoked_ms", &e.revoked_ms));
   return e;
 }
 
@@ -87,14 +67,15 @@ Json ToJson(const IssuedNodeCredential& issued) {
 Result<IssuedNodeCredential> IssuedNodeCredentialFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("must be a JSON object", "body");
   IssuedNodeCredential out;
-  TESSERA_RETURN_IF_ERROR(StringField(j, "credential", &out.credential, true));
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.String("credential", &out.credential, Presence::kRequired));
   if (!LooksLikeNodeCredential(out.credential)) {
     return InvalidArgument("is not a node credential", "credential");
   }
   if (auto it = j.find("enrolment"); it != j.end() && !it->is_null()) {
     TESSERA_ASSIGN_OR_RETURN(out.enrolment, NodeEnrolmentFromJson(*it));
   } else {
-    TESSERA_RETURN_IF_ERROR(StringField(j, "node", &out.enrolment.node, true));
+    TESSERA_RETURN_IF_ERROR(fields.String("node", &out.enrolment.node, Presence::kRequired));
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include "api/responder.h"
 #include "api/static_files.h"
 #include "api/url.h"
+#include "common/json_fields.h"
 
 namespace tessera::api {
 namespace {
@@ -267,21 +268,11 @@ Response ListEntrypoints(Call& c) {
 Result<Entrypoint> ParseEntrypoint(const Json& j) {
   if (!j.is_object()) return InvalidArgument("must be a JSON object", "body");
   Entrypoint e;
-  for (const auto& [key, value] : j.items()) {
-    std::string* out = nullptr;
-    if (key == "name") {
-      out = &e.name;
-    } else if (key == "command") {
-      out = &e.command;
-    } else if (key == "description") {
-      out = &e.description;
-    } else {
-      return InvalidArgument("unknown field", key);
-    }
-    if (value.is_null()) continue;
-    if (!value.is_string()) return InvalidArgument("must be a string", key);
-    *out = value.get<std::string>();
-  }
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(fields.String("name", &e.name));
+  TESSERA_RETURN_IF_ERROR(fields.String("command", &e.command));
+  TESSERA_RETURN_IF_ERROR(fields.String("description", &e.description));
+  TESSERA_RETURN_IF_ERROR(fields.NoUnknownFields());
   TESSERA_RETURN_IF_ERROR(ValidateEntrypointName(e.name, "name"));
   if (e.command.find('\0') != std::string::npos) {
     return InvalidArgument("must not contain NUL bytes", "command");

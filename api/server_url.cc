@@ -5,6 +5,13 @@
 #include <charconv>
 
 namespace tessera::api {
+namespace {
+
+bool IsBadHostChar(char c) {
+  return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '/' || c == '?' || c == '#';
+}
+
+}  // namespace
 
 Result<ServerUrl> ParseServerUrl(std::string_view url, const std::string& field, bool allow_path) {
   ServerUrl out;
@@ -15,10 +22,12 @@ Result<ServerUrl> ParseServerUrl(std::string_view url, const std::string& field,
     rest.remove_prefix(8);
   } else if (rest.starts_with("http://")) {
     rest.remove_prefix(7);
-  } else {
+  } else if (rest.find("://") != std::string_view::npos) {
     return InvalidArgument(
         "must start with http:// or https:// (got \"" + std::string(url.substr(0, 200)) + "\")",
         field);
+  } else {
+    out.port = kDefaultServerPort;  // a bare host[:port]: plain HTTP
   }
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
     std::string_view path = rest.substr(slash);
@@ -34,6 +43,9 @@ Result<ServerUrl> ParseServerUrl(std::string_view url, const std::string& field,
     }
     out.path_prefix = std::string(path);
   }
+  if (rest.find('@') != std::string_view::npos) {
+    return InvalidArgument("must not hold a user name or password (user@host)", field);
+  }
   std::string_view port_text;
   bool has_port = false;
   if (rest.starts_with("[")) {
@@ -47,18 +59,19 @@ Result<ServerUrl> ParseServerUrl(std::string_view url, const std::string& field,
       has_port = true;
     }
   } else {
-    size_t colon = rest.rfind(':');
+    size_t colon = rest.find(':');
     out.host = std::string(rest.substr(0, colon));
     if (colon != std::string_view::npos) {
       port_text = rest.substr(colon + 1);
       has_port = true;
+      if (port_text.find(':') != std::string_view::npos) {
+        return InvalidArgument("an IPv6 host goes in brackets, e.g. [::1]:8443", field);
+      }
     }
   }
   if (out.host.empty()) return InvalidArgument("has no host", field);
   for (char c : out.host) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '@' || c == '/') {
-      return InvalidArgument("has a bad character in its host", field);
-    }
+    if (IsBadHostChar(c)) return InvalidArgument("has a bad character in its host", field);
   }
   if (has_port) {
     unsigned value = 0;

@@ -8,6 +8,8 @@
 
 #include <exception>
 
+#include "common/hex.h"
+
 namespace tessera::api {
 namespace {
 
@@ -23,13 +25,7 @@ bool HasSha256(X509* cert, const std::string& pin) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   if (cert == nullptr || X509_digest(cert, EVP_sha256(), md, &n) != 1) return false;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < n; ++i) {
-    hex.push_back(kHex[md[i] >> 4]);
-    hex.push_back(kHex[md[i] & 0xf]);
-  }
-  return hex == pin;
+  return HexEncode(md, n) == pin;
 }
 
 // Verifies the presented chain against the pinned certificate alone: the

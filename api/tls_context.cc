@@ -10,19 +10,10 @@
 #include <cstdio>
 #include <memory>
 
+#include "common/hex.h"
+
 namespace tessera::api {
 namespace {
-
-std::string Hex(const unsigned char* data, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kHex[data[i] >> 4]);
-    out.push_back(kHex[data[i] & 0xf]);
-  }
-  return out;
-}
 
 std::string OpenSslError() {
   unsigned long e = ERR_get_error();  // NOLINT(runtime/int): OpenSSL's type
@@ -46,7 +37,7 @@ Result<std::string> Sha256OfBio(BIO* bio, const std::string& what) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   if (X509_digest(cert.get(), EVP_sha256(), md, &n) != 1) return Internal("X509_digest failed");
-  return Hex(md, n);
+  return HexEncode(md, n);
 }
 
 }  // namespace
@@ -56,19 +47,15 @@ Result<std::string> NormalizeSha256Fingerprint(std::string_view text, const std:
   if (rest.size() > 7 && (rest.substr(0, 7) == "sha256:" || rest.substr(0, 7) == "SHA256:")) {
     rest.remove_prefix(7);
   }
-  std::string out;
+  std::string digits;
   for (char c : rest) {
-    if (c == ':') continue;
-    if (!std::isxdigit(static_cast<unsigned char>(c))) {
-      return InvalidArgument("must be a SHA-256 fingerprint (64 hex digits, colons allowed)",
-                             field);
-    }
-    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    if (c != ':') digits.push_back(c);
   }
-  if (out.size() != 64) {
+  Result<std::string> bytes = HexDecode(digits, field);
+  if (!bytes.ok() || bytes->size() != 32) {
     return InvalidArgument("must be a SHA-256 fingerprint (64 hex digits, colons allowed)", field);
   }
-  return out;
+  return HexEncode(*bytes);
 }
 
 std::string DisplayFingerprint(std::string_view hex) {

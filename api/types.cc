@@ -5,6 +5,8 @@
 #include <set>
 #include <utility>
 
+#include "common/json_fields.h"
+
 namespace tessera::api {
 namespace {
 
@@ -18,122 +20,6 @@ constexpr std::array<std::pair<JobState, std::string_view>, 8> kStateNames = {{
     {JobState::kFailed, "failed"},
     {JobState::kCancelled, "cancelled"},
 }};
-
-// Reads fields of one JSON object, remembering which it saw, so that unknown
-// fields can be reported. Every error names the field with `prefix`.
-class ObjectReader {
- public:
-  ObjectReader(const Json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {}
-
-  Status CheckObject() const {
-    if (!j_.is_object()) return InvalidArgument("must be a JSON object", Name(""));
-    return Status::Ok();
-  }
-
-  Status String(const char* key, std::string* out) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return Status::Ok();
-    if (!v->is_string()) return InvalidArgument("must be a string", Name(key));
-    *out = v->get<std::string>();
-    return Status::Ok();
-  }
-
-  Status Int(const char* key, int64_t* out) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return Status::Ok();
-    if (v->is_number_integer() || v->is_number_unsigned()) {
-      if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}) {
-        return InvalidArgument("is out of range", Name(key));
-      }
-      *out = v->get<int64_t>();
-      return Status::Ok();
-    }
-    return InvalidArgument("must be an integer", Name(key));
-  }
-
-  Status Double(const char* key, double* out) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return Status::Ok();
-    if (!v->is_number()) return InvalidArgument("must be a number", Name(key));
-    *out = v->get<double>();
-    return Status::Ok();
-  }
-
-  Status Bool(const char* key, bool* out) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return Status::Ok();
-    if (!v->is_boolean()) return InvalidArgument("must be true or false", Name(key));
-    *out = v->get<bool>();
-    return Status::Ok();
-  }
-
-  Status StringList(const char* key, std::vector<std::string>* out) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return Status::Ok();
-    if (!v->is_array()) return InvalidArgument("must be an array of strings", Name(key));
-    out->clear();
-    for (size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_string()) {
-        return InvalidArgument("must be a string", Name(key) + "[" + std::to_string(i) + "]");
-      }
-      out->push_back((*v)[i].get<std::string>());
-    }
-    return Status::Ok();
-  }
-
-  Status StringMap(const char* key, std::map<std::string, std::string>* out) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return Status::Ok();
-    if (!v->is_object()) return InvalidArgument("must be an object of strings", Name(key));
-    out->clear();
-    for (const auto& [k, val] : v->items()) {
-      if (!val.is_string()) return InvalidArgument("must be a string", Name(key) + "." + k);
-      (*out)[k] = val.get<std::string>();
-    }
-    return Status::Ok();
-  }
-
-  Status Raw(const char* key, Json* out) {
-    const Json* v = Find(key);
-    if (v != nullptr) *out = *v;
-    return Status::Ok();
-  }
-
-  const Json* Array(const char* key, Status* status) {
-    const Json* v = Find(key);
-    if (v == nullptr || v->is_null()) return nullptr;
-    if (!v->is_array()) {
-      *status = InvalidArgument("must be an array", Name(key));
-      return nullptr;
-    }
-    return v;
-  }
-
-  // Fails on the first field that no reader asked for.
-  Status NoUnknownFields() const {
-    for (const auto& [k, v] : j_.items()) {
-      if (!seen_.contains(k)) return InvalidArgument("unknown field", Name(k));
-    }
-    return Status::Ok();
-  }
-
-  std::string Name(std::string_view key) const {
-    if (prefix_.empty()) return std::string(key);
-    if (key.empty()) return prefix_;
-    return prefix_ + "." + std::string(key);
-  }
-
- private:
-  const Json* Find(const char* key) {
-    seen_.insert(key);
-    auto it = j_.find(key);
-    return it == j_.end() ? nullptr : &*it;
-  }
-
-  const Json& j_;
-  std::string prefix_;
-  std::set<std::string, std::less<>> seen_;
-};
 
 }  // namespace
 
@@ -198,7 +84,7 @@ Json ToJson(const JobSpec& s) {
 
 Result<JobSpec> JobSpecFromJson(const Json& j) {
   JobSpec s;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   std::string kind = "train";
   TESSERA_RETURN_IF_ERROR(r.String("name", &s.name));
@@ -244,7 +130,7 @@ Json ToJson(const Job& job) {
 
 Result<Job> JobFromJson(const Json& j) {
   Job job;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.Int("id", &job.id));
   TESSERA_RETURN_IF_ERROR(r.String("owner", &job.owner));
@@ -281,7 +167,7 @@ Json ToJson(const Event& e) {
 
 Result<Event> EventFromJson(const Json& j) {
   Event e;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.Int("id", &e.id));
   TESSERA_RETURN_IF_ERROR(r.Int("job_id", &e.job_id));
@@ -315,7 +201,7 @@ Json ToJson(const Device& d) {
 
 Result<Device> DeviceFromJson(const Json& j) {
   Device d;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.String("node", &d.node));
   TESSERA_RETURN_IF_ERROR(r.Int("index", &d.index));
@@ -347,7 +233,7 @@ Json ToJson(const DeviceLink& l) {
 
 Result<DeviceLink> DeviceLinkFromJson(const Json& j) {
   DeviceLink l;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.Int("a", &l.a));
   TESSERA_RETURN_IF_ERROR(r.Int("b", &l.b));
@@ -384,10 +270,10 @@ namespace {
 // Reads the optional array `key` of r's object into *out with `parse`; an
 // element's error names "key[i].field".
 template <typename T>
-Status ReadList(ObjectReader& r, const char* key, Result<T> (*parse)(const Json&),
+Status ReadList(JsonFields& r, const char* key, Result<T> (*parse)(const Json&),
                 std::vector<T>* out) {
-  Status st;
-  if (const Json* items = r.Array(key, &st)) {
+  TESSERA_ASSIGN_OR_RETURN(const Json* items, r.Array(key));
+  if (items != nullptr) {
     for (size_t i = 0; i < items->size(); ++i) {
       Result<T> item = parse((*items)[i]);
       if (!item.ok()) {
@@ -399,14 +285,14 @@ Status ReadList(ObjectReader& r, const char* key, Result<T> (*parse)(const Json&
       out->push_back(*std::move(item));
     }
   }
-  return st;
+  return Status::Ok();
 }
 
 }  // namespace
 
 Result<Node> NodeFromJson(const Json& j) {
   Node n;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.String("name", &n.name));
   TESSERA_RETURN_IF_ERROR(r.String("address", &n.address));
@@ -419,7 +305,7 @@ Result<Node> NodeFromJson(const Json& j) {
   api::Json network;
   TESSERA_RETURN_IF_ERROR(r.Raw("network", &network));
   if (!network.is_null()) {
-    ObjectReader link(network, "network");
+    JsonFields link(network, "network");
     TESSERA_RETURN_IF_ERROR(link.CheckObject());
     TESSERA_RETURN_IF_ERROR(link.Double("bandwidth_bytes_per_s", &n.network_bandwidth_bytes_per_s));
     TESSERA_RETURN_IF_ERROR(link.Double("latency_s", &n.network_latency_s));
@@ -498,7 +384,7 @@ Json ToJson(const MetricsPage& page) {
 
 Result<MetricPoint> MetricPointFromJson(const Json& j) {
   MetricPoint p;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.Int("step", &p.step));
   TESSERA_RETURN_IF_ERROR(r.Int("attempt", &p.attempt));
@@ -522,7 +408,7 @@ Result<MetricPoint> MetricPointFromJson(const Json& j) {
 
 Result<MetricsPage> MetricsPageFromJson(const Json& j) {
   MetricsPage page;
-  ObjectReader r(j, "");
+  JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.Int("job_id", &page.job_id));
   TESSERA_RETURN_IF_ERROR(ReadList(r, "points", &MetricPointFromJson, &page.points));

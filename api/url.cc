@@ -1,16 +1,8 @@
 #include "api/url.h"
 
+#include "common/hex.h"
+
 namespace tessera::api {
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
 
 std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space) {
   std::string out;
@@ -19,12 +11,9 @@ std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space
     char c = in[i];
     if (c == '%') {
       if (i + 2 >= in.size()) return std::nullopt;
-      int hi = HexValue(in[i + 1]);
-      int lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return std::nullopt;
-      char decoded = static_cast<char>(hi * 16 + lo);
-      if (decoded == '\0') return std::nullopt;
-      out.push_back(decoded);
+      Result<std::string> decoded = HexDecode(in.substr(i + 1, 2));
+      if (!decoded.ok() || (*decoded)[0] == '\0') return std::nullopt;
+      out.push_back((*decoded)[0]);
       i += 2;
     } else if (c == '+' && plus_is_space) {
       out.push_back(' ');
@@ -38,7 +27,6 @@ std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space
 }
 
 std::string PercentEncode(std::string_view in) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : in) {
     bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -47,8 +35,7 @@ std::string PercentEncode(std::string_view in) {
       out.push_back(static_cast<char>(c));
     } else {
       out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
+      out += HexEncode(&c, 1, HexCase::kUpper);
     }
   }
   return out;

@@ -20,6 +20,7 @@
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
 #include "api/join_bundle.h"
+#include "api/server_url.h"
 #include "api/types.h"
 #include "api/url.h"
 #include "cli/job_spec_file.h"
@@ -49,12 +50,12 @@ int CallApi(CliContext& ctx, const std::string& method, const std::string& targe
     PrintError(ctx.err, config.status());
     return kExitUsage;
   }
-  Result<ServerAddress> addr = ParseServerUrl(config->server);
+  Result<api::ServerUrl> addr = api::ParseServerUrl(config->server, "server");
   if (!addr.ok()) {
     PrintError(ctx.err, addr.status());
     return kExitUsage;
   }
-  api::HttpClient client(api::ServerUrl{addr->tls, addr->host, addr->port, ""}, config->timeout,
+  api::HttpClient client(*addr, config->timeout,
                          api::TlsClientOptions{config->ca_file, config->ca_sha256});
   if (!config->token.empty()) client.SetBearerToken(config->token);
   Result<api::HttpResponse> res = client.Request(method, target, body);

@@ -2,11 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
+#include "api/server_url.h"
 #include "api/tls_context.h"
 
 namespace tessera::cli {
@@ -90,57 +90,8 @@ Result<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const EnvLook
     TESSERA_RETURN_IF_ERROR(CheckTimeout(*flags.timeout_s, "timeout"));
     config.timeout = std::chrono::milliseconds(static_cast<int64_t>(*flags.timeout_s * 1000));
   }
-  TESSERA_RETURN_IF_ERROR(ParseServerUrl(config.server).status());
+  TESSERA_RETURN_IF_ERROR(api::ParseServerUrl(config.server, "server").status());
   return config;
-}
-
-Result<ServerAddress> ParseServerUrl(const std::string& url) {
-  std::string_view rest = url;
-  uint16_t default_port = 8080;
-  bool tls = false;
-  if (rest.starts_with("https://")) {
-    rest.remove_prefix(8);
-    default_port = 443;
-    tls = true;
-  } else if (rest.starts_with("http://")) {
-    rest.remove_prefix(7);
-    default_port = 80;
-  }
-  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
-    if (rest.substr(slash) != "/") {
-      return InvalidArgument("must be http(s)://host:port without a path", "server");
-    }
-    rest = rest.substr(0, slash);
-  }
-  ServerAddress out;
-  out.port = default_port;
-  out.tls = tls;
-  std::string_view port_text;
-  if (rest.starts_with("[")) {
-    size_t close = rest.find(']');
-    if (close == std::string_view::npos) return InvalidArgument("unclosed '['", "server");
-    out.host = std::string(rest.substr(1, close - 1));
-    std::string_view after = rest.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return InvalidArgument("malformed address", "server");
-      port_text = after.substr(1);
-    }
-  } else {
-    size_t colon = rest.rfind(':');
-    out.host = std::string(rest.substr(0, colon));
-    if (colon != std::string_view::npos) port_text = rest.substr(colon + 1);
-  }
-  if (out.host.empty()) return InvalidArgument("has no host", "server");
-  if (!port_text.empty() || rest.ends_with(":")) {
-    unsigned value = 0;
-    auto [ptr, err] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (port_text.empty() || err != std::errc() || ptr != port_text.data() + port_text.size() ||
-        value == 0 || value > 65535) {
-      return InvalidArgument("port must be 1..65535", "server");
-    }
-    out.port = static_cast<uint16_t>(value);
-  }
-  return out;
 }
 
 }  // namespace tessera::cli

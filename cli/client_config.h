@@ -4,6 +4,9 @@
 // --token, --timeout), the environment (TESSERA_SERVER, TESSERA_TOKEN), the
 // config file (--config PATH, else $XDG_CONFIG_HOME/tessera/cli.yaml, else
 // ~/.config/tessera/cli.yaml), the default (http://127.0.0.1:8080).
+// The server is parsed by api::ParseServerUrl (api/server_url.h), as every
+// client parses tesserad's address: http(s)://host[:port], or a bare
+// host[:port] (plain HTTP, port 8080); errors name "server".
 //
 // cli.yaml:
 //   server: http://boxA:8080
@@ -51,16 +54,6 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 std::optional<std::string> ProcessEnv(const std::string& name);
 
 Result<ClientConfig> ResolveClientConfig(const ClientFlags& flags, const EnvLookup& env);
-
-struct ServerAddress {
-  std::string host;
-  uint16_t port = 8080;
-  bool tls = false;  // https://
-};
-// Parses "https://host:port", "https://host" (port 443), "http://host:port",
-// "http://host" (port 80), "host:port" (plain HTTP) or "https://[::1]:8443";
-// kInvalidArgument naming "server".
-Result<ServerAddress> ParseServerUrl(const std::string& url);
 
 }  // namespace tessera::cli
 

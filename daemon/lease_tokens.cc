@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "common/hex.h"
 #include "daemon/token_crypto.h"
 
 namespace tessera::daemon {
@@ -21,13 +22,7 @@ std::string LeaseTokens::For(api::JobId job, int64_t attempt, int64_t rank) cons
   unsigned int len = 0;
   HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "tsl_";
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
+  return "tsl_" + HexEncode(digest, len);
 }
 
 bool LeaseTokens::Check(std::string_view token, api::JobId job, int64_t attempt,

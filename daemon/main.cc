@@ -9,7 +9,6 @@
 // `tesserad token ...` is API token administration on the store instead
 // (daemon/token_admin.h); it starts no daemon.
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -44,6 +43,7 @@
 #include "daemon/self_signed_ca.h"
 #include "daemon/sqlite_store.h"
 #include "daemon/token_admin.h"
+#include "daemon/token_crypto.h"
 #include "slurm/slurm_config.h"
 #include "slurm/slurm_pool.h"
 #include "slurm/slurm_rest_client.h"
@@ -67,26 +67,13 @@ std::string FirstExisting(std::initializer_list<fs::path> candidates) {
   return candidates.begin()->string();
 }
 
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
-    throw std::runtime_error("no randomness available");
-  }
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
 // The agents' join token: read from its file, or made once and written there.
 Result<std::string> EnsureJoinToken(const daemon::DaemonConfig& config) {
   fs::path path = config.JoinTokenPath();
   if (auto existing = daemon::ReadSecretLine(*FileSystem::Default(), path); existing.ok())
     return existing;
-  std::string token = "tsj_" + RandomHex(24);
+  TESSERA_ASSIGN_OR_RETURN(std::string secret, daemon::RandomHex(24));
+  std::string token = "tsj_" + secret;
   TESSERA_RETURN_IF_ERROR(daemon::WriteSecretLine(*FileSystem::Default(), path, token));
   spdlog::info("created the agents' join token in {}", path.string());
   return token;
@@ -202,8 +189,10 @@ int main(int argc, char** argv) {
   const fs::path lease_key_path = fs::path(config.state_dir) / "lease-key";
   auto lease_key = daemon::ReadSecretLine(*FileSystem::Default(), lease_key_path);
   if (!lease_key.ok()) {
-    lease_key = RandomHex(32);
-    if (Status st = daemon::WriteSecretLine(*FileSystem::Default(), lease_key_path, *lease_key);
+    lease_key = daemon::RandomHex(32);
+    if (Status st = lease_key.ok() ? daemon::WriteSecretLine(*FileSystem::Default(), lease_key_path,
+                                                             *lease_key)
+                                   : lease_key.status();
         !st.ok()) {
       spdlog::critical("cannot write the lease key: {}", st.ToString());
       return 1;

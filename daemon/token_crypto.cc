@@ -7,18 +7,13 @@
 #include <memory>
 #include <vector>
 
+#include "common/hex.h"
+
 namespace tessera::daemon {
 namespace {
 
 constexpr size_t kIdHexLen = 16;
 constexpr size_t kSecretHexLen = 64;
-
-bool IsLowerHex(std::string_view s) {
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -27,14 +22,7 @@ Result<std::string> RandomHex(size_t bytes) {
   if (bytes > 0 && RAND_bytes(buf.data(), static_cast<int>(bytes)) != 1) {
     return Internal("RAND_bytes failed");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes * 2);
-  for (unsigned char b : buf) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xf]);
-  }
-  return out;
+  return HexEncode(buf.data(), buf.size());
 }
 
 Result<std::string> SaltedSha256(std::string_view salt, std::string_view secret) {

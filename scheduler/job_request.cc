@@ -4,30 +4,6 @@ namespace tessera::scheduler {
 
 std::string_view JobKindName(JobKind kind) { return kind == JobKind::kTrain ? "train" : "infer"; }
 
-std::string_view LayoutName(Layout layout) {
-  switch (layout) {
-    case Layout::kAuto:
-      return "auto";
-    case Layout::kData:
-      return "data";
-    case Layout::kPipeline:
-      return "pipeline";
-    case Layout::kHybrid:
-      return "hybrid";
-    case Layout::kTiled:
-      return "tiled";
-  }
-  return "auto";
-}
-
-std::optional<Layout> ParseLayout(std::string_view name) {
-  for (Layout l :
-       {Layout::kAuto, Layout::kData, Layout::kPipeline, Layout::kHybrid, Layout::kTiled}) {
-    if (LayoutName(l) == name) return l;
-  }
-  return std::nullopt;
-}
-
 Status JobRequest::Validate() const {
   if (global_batch <= 0) return InvalidArgument("must be positive", "global_batch");
   if (min_devices < 1) return InvalidArgument("must be at least 1", "min_devices");

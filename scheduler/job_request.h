@@ -12,16 +12,12 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "scheduler/layout.h"
 
 namespace tessera::scheduler {
 
 enum class JobKind { kTrain, kInfer };
 std::string_view JobKindName(JobKind kind);
-
-enum class Layout { kAuto, kData, kPipeline, kHybrid, kTiled };
-// "auto", "data", "pipeline", "hybrid", "tiled".
-std::string_view LayoutName(Layout layout);
-std::optional<Layout> ParseLayout(std::string_view name);
 
 struct ImageSize {
   int width = 0;

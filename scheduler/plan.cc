@@ -2,8 +2,6 @@
 
 namespace tessera::scheduler {
 
-std::string_view ScheduleName(Schedule s) { return s == Schedule::kGPipe ? "gpipe" : "1f1b"; }
-
 std::vector<DeviceId> Plan::Devices() const {
   std::vector<DeviceId> out;
   for (const Replica& r : replicas) {

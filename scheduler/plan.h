@@ -21,13 +21,9 @@
 
 #include "scheduler/cluster_snapshot.h"
 #include "scheduler/job_request.h"
+#include "scheduler/layout.h"
 
 namespace tessera::scheduler {
-
-// kGPipe: all forwards, then all backwards (inference: forward-only fill/drain).
-// k1F1B: one-forward-one-backward; stage s keeps min(M, S - s) micro-batches.
-enum class Schedule { kGPipe, k1F1B };
-std::string_view ScheduleName(Schedule s);  // "gpipe" | "1f1b"
 
 struct Stage {
   std::vector<DeviceId> devices;  // exactly one device per stage

@@ -37,7 +37,9 @@ TEST(ControllerUrl, Table) {
                       {"http://ctl:99999", false, "", 0, false},
                       {"http://ctl:80/api", false, "", 0, false},
                       {"ftp://ctl:80", false, "", 0, false},
-                      {"127.0.0.1:8080", false, "", 0, false},
+                      {"127.0.0.1:8080", true, "127.0.0.1", 8080, false},
+                      {"ctl", true, "ctl", 8080, false},
+                      {"https://us@ctl", false, "", 0, false},
                       {"http://:80", false, "", 0, false}};
   for (const auto& row : rows) {
     auto parsed = ParseControllerUrl(row.url);

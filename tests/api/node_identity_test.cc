@@ -58,49 +58,6 @@ TEST(NodeIdentityTest, CredentialShapeAndRoundTrip) {
   EXPECT_EQ(ToJson(issued.enrolment)["state"], "active");
 }
 
-TEST(ServerUrlTest, Table) {
-  struct Row {
-    const char* url;
-    bool ok;
-    bool tls;
-    const char* host;
-    uint16_t port;
-    const char* prefix;
-  };
-  const Row rows[] = {
-      {"https://ctl:8443", true, true, "ctl", 8443, ""},
-      {"https://ctl/", true, true, "ctl", 443, ""},
-      {"http://10.0.0.1:80", true, false, "10.0.0.1", 80, ""},
-      {"https://[::1]:9", true, true, "::1", 9, ""},
-      {"https://ctl:8443/tessera/", true, true, "ctl", 8443, "/tessera"},  // with allow_path
-      {"ftp://ctl", false, false, "", 0, ""},
-      {"https://", false, false, "", 0, ""},
-      {"https://ctl:0", false, false, "", 0, ""},
-      {"https://ctl:65536", false, false, "", 0, ""},
-      {"https://us@ctl", false, false, "", 0, ""},
-      {"https://[::1", false, false, "", 0, ""},
-  };
-  for (const Row& row : rows) {
-    auto url = ParseServerUrl(row.url, "server", /*allow_path=*/true);
-    ASSERT_EQ(url.ok(), row.ok) << row.url;
-    if (!row.ok) {
-      EXPECT_EQ(url.status().field(), "server");
-      continue;
-    }
-    EXPECT_EQ(url->tls, row.tls) << row.url;
-    EXPECT_EQ(url->host, row.host) << row.url;
-    EXPECT_EQ(url->port, row.port) << row.url;
-    EXPECT_EQ(url->path_prefix, row.prefix) << row.url;
-  }
-  EXPECT_FALSE(ParseServerUrl("https://ctl/tessera", "controller").ok()) << "no path by default";
-  for (const char* host : {"127.0.0.1", "127.9.9.9", "::1", "localhost"}) {
-    EXPECT_TRUE(IsLoopbackHost(host)) << host;
-  }
-  for (const char* host : {"0.0.0.0", "10.0.0.1", "::", "ctl.lab", "128.0.0.1"}) {
-    EXPECT_FALSE(IsLoopbackHost(host)) << host;
-  }
-}
-
 TEST(FingerprintTest, NormalizesTheFormsPeopleCopy) {
   const std::string hex(64, 'a');
   std::string colons;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/atomic_file.h"
+#include "common/hex.h"
 
 namespace tessera::worker {
 namespace fs = std::filesystem;
@@ -29,21 +30,11 @@ bool Get(const std::string& in, size_t& pos, T* v) {
   return true;
 }
 
-std::string HexOf(const unsigned char* d, unsigned n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < n; ++i) {
-    s.push_back(kHex[d[i] >> 4]);
-    s.push_back(kHex[d[i] & 15]);
-  }
-  return s;
-}
-
 std::string Sha256OfBytes(const std::string& bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
-  return HexOf(digest, len);
+  return HexEncode(digest, len);
 }
 
 std::optional<std::string> ReadWholeFile(const std::string& path) {
@@ -285,27 +276,6 @@ Result<int64_t> ShareResumeStep(Collectives& world, int64_t rank0_step) {
   } catch (const std::exception&) {
     return Internal("bad resume step in the store: " + v);
   }
-}
-
-Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, const std::string& dir,
-                                                        const std::string& model) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  int64_t chosen = -1;
-  if (world.rank() == 0) {
-    std::vector<std::string> skipped;
-    auto m = FindNewestCheckpoint(dir, &skipped);
-    for (const auto& s : skipped) std::fprintf(stderr, "checkpoint skipped: %s\n", s.c_str());
-    if (m) chosen = m->step;
-  }
-  TESSERA_ASSIGN_OR_RETURN(chosen, ShareResumeStep(world, chosen));
-  if (chosen < 0) return std::optional<Manifest>();
-  TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir, chosen));
-  if (m.model != model) {
-    return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" + m.model +
-                              "\", not \"" + model + "\"");
-  }
-  return std::optional<Manifest>(std::move(m));
 }
 
 }  // namespace tessera::worker

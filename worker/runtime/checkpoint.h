@@ -58,12 +58,6 @@ Result<Manifest> ReadManifest(const std::string& dir, int64_t step);
 // other ranks) through the rendezvous store; every rank returns that step.
 Result<int64_t> ShareResumeStep(Collectives& world, int64_t rank0_step);
 
-// Every rank resumes from the same checkpoint: rank 0 picks the newest
-// complete one in `dir` (printing why others were skipped) and shares its
-// step through the world's store. nullopt when there is none. Creates `dir`.
-// kFailedPrecondition when the checkpoint is of another model.
-Result<std::optional<Manifest>> AgreeOnResumeCheckpoint(Collectives& world, const std::string& dir,
-                                                        const std::string& model);
 // Writes <dir>/step-<step>/manifest.json with WriteFileAtomically
 // (common/atomic_file.h) through `files`; its error, naming the file, when
 // that fails (the step then has no manifest, or keeps its old one).

@@ -25,6 +25,7 @@
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
 #include "worker/runtime/rank_device.h"
+#include "worker/runtime/resume.h"
 #include "worker/runtime/step_end.h"
 
 namespace tessera::worker {
@@ -36,7 +37,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-constexpr char kRngTensor[] = "__rng__.cpu";
 constexpr char kCheckpointFile[] = "gan.bin";
 
 Result<Plan> MakeGanPlan(const TrainOptions& o, const DistEnv& env, int64_t num_layers) {
@@ -79,17 +79,6 @@ Result<Plan> MakeGanPlan(const TrainOptions& o, const DistEnv& env, int64_t num_
     }
   }
   return plan;
-}
-
-torch::Tensor GetRngState() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-void SetRngState(const torch::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
 }
 
 NamedTensors AllParams(const LayeredModel& m) { return m.NamedParameters(0, m.num_layers()); }
@@ -184,30 +173,17 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   int64_t step = 0;
   int64_t samples_seen = 0;
   if (!env.checkpoint_dir.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<Manifest> resume,
-                             AgreeOnResumeCheckpoint(world, env.checkpoint_dir, o.model));
-    if (resume) {
-      const Manifest& m = *resume;
-      TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
-      std::vector<std::string> wanted;
-      for (auto& [n, f] : locations) wanted.push_back(n);
-      TESSERA_ASSIGN_OR_RETURN(auto loaded, LoadTensors(env.checkpoint_dir, m, wanted));
-      torch::NoGradGuard no_grad;
-      for (auto& [n, t] : state_tensors()) {
-        auto it = loaded.find(n);
-        if (it == loaded.end()) return FailedPrecondition("checkpoint lacks tensor " + n);
-        if (it->second.sizes() != t.sizes()) {
-          return FailedPrecondition("checkpoint tensor " + n + " has another shape than the model");
-        }
-        t.copy_(it->second.to(t.device()));
-      }
-      g_opt.LoadState(loaded);
-      d_opt.LoadState(loaded);
-      if (loaded.count(kRngTensor)) SetRngState(loaded.at(kRngTensor));
-      step = m.step;
-      samples_seen = m.samples_seen;
-      std::fprintf(stderr, "rank %d resumed from %s (%zu tensors)\n", env.rank,
-                   StepDirName(m.step).c_str(), loaded.size());
+    const NamedTensors state = state_tensors();
+    std::vector<std::string> state_names;
+    for (const auto& [n, t] : state) state_names.push_back(n);
+    TESSERA_ASSIGN_OR_RETURN(
+        std::optional<ResumePoint> resumed,
+        ResumeFromCheckpoint(world, env.checkpoint_dir, o.model,
+                             ReadNewestCheckpoint(env.checkpoint_dir, state_names), state,
+                             {&g_opt, &d_opt}));
+    if (resumed) {
+      step = resumed->step;
+      samples_seen = resumed->samples_seen;
     }
   }
   const int64_t base_step = step;
@@ -225,7 +201,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       c.tensors = state_tensors();
       for (auto& s : g_opt.StateTensors()) c.tensors.push_back(s);
       for (auto& s : d_opt.StateTensors()) c.tensors.push_back(s);
-      c.tensors.emplace_back(kRngTensor, GetRngState());
+      c.tensors.emplace_back(kRngTensor, GetCpuRngState());
     }
     return SaveCheckpoint(world, env.checkpoint_dir, c);
   };

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "common/json_fields.h"
 #include "worker/runtime/plan.h"
 
 namespace tessera::worker {
@@ -13,35 +15,30 @@ Result<InferPlan> ParseInferPlan(const std::string& json_text, int world_size) {
   TESSERA_ASSIGN_OR_RETURN(json doc, ParsePlanDocument(json_text));
   InferPlan plan;
   plan.rank_weights.assign(static_cast<size_t>(std::max(1, world_size)), 0);
-  auto layout = doc.find("layout");
-  if (layout != doc.end()) {
-    if (!layout->is_string()) return InvalidArgument("must be a string", "layout");
-    plan.layout = layout->get<std::string>();
+  JsonFields fields(doc);
+  std::string layout(LayoutName(plan.layout));
+  TESSERA_RETURN_IF_ERROR(fields.String("layout", &layout));
+  const std::optional<Layout> parsed_layout = scheduler::ParseLayout(layout);
+  if (!parsed_layout) {
+    return InvalidArgument("must be auto, data, pipeline, hybrid or tiled, got \"" + layout + "\"",
+                           "layout");
   }
-  auto replicas = doc.find("replicas");
-  if (replicas != doc.end()) {
-    if (!replicas->is_array()) return InvalidArgument("must be an array", "replicas");
+  plan.layout = *parsed_layout;
+  TESSERA_ASSIGN_OR_RETURN(const json* replicas, fields.Array("replicas"));
+  if (replicas != nullptr) {
     for (size_t r = 0; r < replicas->size(); ++r) {
       const json& rep = (*replicas)[r];
-      const std::string rf = "replicas[" + std::to_string(r) + "]";
-      if (!rep.is_object()) return InvalidArgument("must be an object", rf);
+      JsonFields replica(rep, "replicas[" + std::to_string(r) + "]");
+      TESSERA_RETURN_IF_ERROR(replica.CheckObject());
       int64_t batch = 1;
-      if (rep.contains("batch")) {
-        if (!rep["batch"].is_number_integer() || rep["batch"].get<int64_t>() < 0) {
-          return InvalidArgument("must be an integer >= 0", rf + ".batch");
-        }
-        batch = rep["batch"].get<int64_t>();
-      }
-      if (!rep.contains("stages") || !rep["stages"].is_array()) {
-        return InvalidArgument("must be an array of stages", rf + ".stages");
-      }
-      for (size_t s = 0; s < rep["stages"].size(); ++s) {
-        const json& st = rep["stages"][s];
-        const std::string sf = rf + ".stages[" + std::to_string(s) + "].rank";
-        if (!st.is_object() || !st.contains("rank") || !st["rank"].is_number_integer()) {
-          return InvalidArgument("must be an integer", sf);
-        }
-        const int64_t rank = st["rank"].get<int64_t>();
+      TESSERA_RETURN_IF_ERROR(replica.Int("batch", &batch));
+      if (batch < 0) return InvalidArgument("must be an integer >= 0", replica.Name("batch"));
+      TESSERA_ASSIGN_OR_RETURN(const json* stages, replica.Array("stages", Presence::kRequired));
+      for (size_t s = 0; s < stages->size(); ++s) {
+        JsonFields stage((*stages)[s], replica.Name("stages[" + std::to_string(s) + "]"));
+        const std::string sf = stage.Name("rank");
+        int64_t rank = 0;
+        TESSERA_RETURN_IF_ERROR(stage.Int("rank", &rank, Presence::kRequired));
         if (rank < 0 || rank >= world_size) {
           return InvalidArgument("rank " + std::to_string(rank) + " outside world of size " +
                                      std::to_string(world_size),
@@ -51,17 +48,16 @@ Result<InferPlan> ParseInferPlan(const std::string& json_text, int world_size) {
       }
     }
   }
-  auto tiling = doc.find("tiling");
-  if (tiling != doc.end() && !tiling->is_null()) {
-    if (!tiling->is_object()) return InvalidArgument("must be an object", "tiling");
+  json tiling;
+  TESSERA_RETURN_IF_ERROR(fields.Raw("tiling", &tiling));
+  if (!tiling.is_null()) {
+    JsonFields tile(tiling, "tiling");
+    if (!tiling.is_object()) return InvalidArgument("must be an object", "tiling");
     TileSpec spec;
     for (auto [key, dst] : {std::pair<const char*, int64_t*>{"tile_px", &spec.tile_px},
                             std::pair<const char*, int64_t*>{"overlap_px", &spec.overlap_px}}) {
-      auto v = tiling->find(key);
-      if (v == tiling->end() || !v->is_number_integer() || v->get<int64_t>() < 0) {
-        return InvalidArgument("must be an integer >= 0", std::string("tiling.") + key);
-      }
-      *dst = v->get<int64_t>();
+      TESSERA_RETURN_IF_ERROR(tile.Int(key, dst, Presence::kRequired));
+      if (*dst < 0) return InvalidArgument("must be an integer >= 0", tile.Name(key));
     }
     if (spec.tile_px <= 0) return InvalidArgument("must be positive", "tiling.tile_px");
     plan.tiling = spec;

@@ -171,7 +171,7 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
     if (!parsed.ok()) return parsed.status().WithPrefix("TESSERA_PLAN " + env.plan_path);
     plan = std::move(parsed).value();
   }
-  const bool tiled_layout = plan.layout == "tiled";
+  const bool tiled_layout = plan.layout == Layout::kTiled;
   const bool distributed_tiles = tiled_layout && env.world_size > 1;
   if (distributed_tiles && o.model == kClassifier) {
     return InvalidArgument("classifier-resnet cannot run a tiled layout (global pooling)",
@@ -212,7 +212,7 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
   if (env.rank == 0) {
     std::fprintf(stderr, "tessera-worker: %s from %s/%s, layout %s, %s\n", o.model.c_str(),
                  o.checkpoint.c_str(), StepDirName(model->checkpoint_step()).c_str(),
-                 plan.layout.c_str(),
+                 std::string(LayoutName(plan.layout)).c_str(),
                  tiles ? ("tiles of " + std::to_string(tiles->tile_px) + " px, overlap " +
                           std::to_string(tiles->overlap_px) + " px")
                              .c_str()

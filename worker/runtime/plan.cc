@@ -3,41 +3,14 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
+#include "common/json_fields.h"
+
 namespace tessera::worker {
-namespace {
 
 using nlohmann::json;
-
-Result<int64_t> GetInt(const json& obj, const std::string& key, const std::string& field,
-                       bool required, int64_t fallback) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (required) return InvalidArgument("missing required field", field);
-    return fallback;
-  }
-  if (!it->is_number_integer()) return InvalidArgument("must be an integer", field);
-  return it->get<int64_t>();
-}
-
-}  // namespace
-
-std::string_view LayoutName(Layout layout) {
-  switch (layout) {
-    case Layout::kData:
-      return "data";
-    case Layout::kPipeline:
-      return "pipeline";
-    case Layout::kHybrid:
-      return "hybrid";
-  }
-  return "?";
-}
-
-std::string_view ScheduleName(Schedule schedule) {
-  return schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
-}
 
 Result<json> ParsePlanDocument(std::string_view json_text) {
   json doc;
@@ -53,36 +26,26 @@ Result<json> ParsePlanDocument(std::string_view json_text) {
 Result<Plan> ParsePlan(std::string_view json_text) {
   TESSERA_ASSIGN_OR_RETURN(json doc, ParsePlanDocument(json_text));
   Plan plan;
-  auto layout = doc.find("layout");
-  if (layout == doc.end() || !layout->is_string()) {
-    return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\"", "layout");
-  }
-  const std::string l = layout->get<std::string>();
-  if (l == "data") {
-    plan.layout = Layout::kData;
-  } else if (l == "pipeline") {
-    plan.layout = Layout::kPipeline;
-  } else if (l == "hybrid") {
-    plan.layout = Layout::kHybrid;
-  } else {
-    return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\", got \"" + l + "\"",
+  JsonFields fields(doc);
+  // A training plan: the planner's tiled layout is for inference (infer_plan.h).
+  std::string layout;
+  TESSERA_RETURN_IF_ERROR(fields.String("layout", &layout));
+  const std::optional<Layout> parsed_layout = scheduler::ParseLayout(layout);
+  if (!parsed_layout || (*parsed_layout != Layout::kData && *parsed_layout != Layout::kPipeline &&
+                         *parsed_layout != Layout::kHybrid)) {
+    return InvalidArgument("must be \"data\", \"pipeline\" or \"hybrid\", got \"" + layout + "\"",
                            "layout");
   }
-  TESSERA_ASSIGN_OR_RETURN(plan.global_batch, GetInt(doc, "global_batch", "global_batch", true, 0));
-  TESSERA_ASSIGN_OR_RETURN(plan.micro_batches,
-                           GetInt(doc, "micro_batches", "micro_batches", false, 1));
-  auto schedule = doc.find("schedule");
-  if (schedule != doc.end()) {
-    if (!schedule->is_string()) return InvalidArgument("must be a string", "schedule");
-    const std::string s = schedule->get<std::string>();
-    if (s == "gpipe") {
-      plan.schedule = Schedule::kGPipe;
-    } else if (s == "1f1b") {
-      plan.schedule = Schedule::k1F1B;
-    } else {
-      return InvalidArgument("must be \"gpipe\" or \"1f1b\", got \"" + s + "\"", "schedule");
-    }
+  plan.layout = *parsed_layout;
+  TESSERA_RETURN_IF_ERROR(fields.Int("global_batch", &plan.global_batch, Presence::kRequired));
+  TESSERA_RETURN_IF_ERROR(fields.Int("micro_batches", &plan.micro_batches));
+  std::string schedule(ScheduleName(plan.schedule));
+  TESSERA_RETURN_IF_ERROR(fields.String("schedule", &schedule));
+  const std::optional<Schedule> parsed_schedule = scheduler::ParseSchedule(schedule);
+  if (!parsed_schedule) {
+    return InvalidArgument("must be \"gpipe\" or \"1f1b\", got \"" + schedule + "\"", "schedule");
   }
+  plan.schedule = *parsed_schedule;
   auto replicas = doc.find("replicas");
   if (replicas == doc.end() || !replicas->is_array()) {
     return InvalidArgument("must be an array of replicas", "replicas");
@@ -92,7 +55,7 @@ Result<Plan> ParsePlan(std::string_view json_text) {
     const std::string rf = "replicas[" + std::to_string(r) + "]";
     if (!rep.is_object()) return InvalidArgument("must be an object", rf);
     ReplicaPlan rp;
-    TESSERA_ASSIGN_OR_RETURN(rp.batch, GetInt(rep, "batch", rf + ".batch", true, 0));
+    TESSERA_RETURN_IF_ERROR(JsonFields(rep, rf).Int("batch", &rp.batch, Presence::kRequired));
     auto stages = rep.find("stages");
     if (stages == rep.end() || !stages->is_array()) {
       return InvalidArgument("must be an array of stages", rf + ".stages");
@@ -102,8 +65,9 @@ Result<Plan> ParsePlan(std::string_view json_text) {
       const std::string sf = rf + ".stages[" + std::to_string(s) + "]";
       if (!st.is_object()) return InvalidArgument("must be an object", sf);
       StagePlan sp;
+      JsonFields stage(st, sf);
       int64_t rank = 0;
-      TESSERA_ASSIGN_OR_RETURN(rank, GetInt(st, "rank", sf + ".rank", true, 0));
+      TESSERA_RETURN_IF_ERROR(stage.Int("rank", &rank, Presence::kRequired));
       sp.rank = static_cast<int>(rank);
       auto layers = st.find("layers");
       if (layers == st.end() || !layers->is_array() || layers->size() != 2 ||
@@ -112,9 +76,7 @@ Result<Plan> ParsePlan(std::string_view json_text) {
       }
       sp.layer_begin = (*layers)[0].get<int64_t>();
       sp.layer_end = (*layers)[1].get<int64_t>();
-      TESSERA_ASSIGN_OR_RETURN(
-          sp.predicted_peak_bytes,
-          GetInt(st, "peak_memory_bytes", sf + ".peak_memory_bytes", false, 0));
+      TESSERA_RETURN_IF_ERROR(stage.Int("peak_memory_bytes", &sp.predicted_peak_bytes));
       rp.stages.push_back(sp);
     }
     plan.replicas.push_back(std::move(rp));

@@ -17,11 +17,16 @@
 #include <vector>
 
 #include "common/status.h"
+#include "scheduler/layout.h"
 
 namespace tessera::worker {
 
-enum class Layout { kData, kPipeline, kHybrid };
-enum class Schedule { kGPipe, k1F1B };
+// The planner's vocabulary (scheduler/layout.h): the rank plan's "layout" and
+// "schedule" are its names. A training plan is data, pipeline or hybrid.
+using scheduler::Layout;
+using scheduler::LayoutName;
+using scheduler::Schedule;
+using scheduler::ScheduleName;
 
 struct StagePlan {
   int rank = 0;
@@ -101,9 +106,6 @@ int64_t EffectiveMicroBatches(const Plan& plan);
 
 // Splits `batch` into `parts` sizes differing by at most one, larger first.
 std::vector<int64_t> SplitMicroBatches(int64_t batch, int64_t parts);
-
-std::string_view LayoutName(Layout layout);
-std::string_view ScheduleName(Schedule schedule);
 
 }  // namespace tessera::worker
 

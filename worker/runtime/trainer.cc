@@ -26,6 +26,7 @@
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
 #include "worker/runtime/rank_device.h"
+#include "worker/runtime/resume.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/runtime/step_end.h"
 #include "worker/runtime/tiny_models.h"
@@ -43,8 +44,6 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-constexpr char kRngTensor[] = "__rng__.cpu";
 
 Result<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path);
@@ -90,21 +89,16 @@ NamedTensors OwnedParams(const LayeredModel& m, const RankRole& role) {
 NamedTensors OwnedBuffers(const LayeredModel& m, const RankRole& role) {
   return m.NamedBuffers(static_cast<size_t>(role.layer_begin), static_cast<size_t>(role.layer_end));
 }
+// What a checkpoint restores of this rank's layers: parameters, then buffers.
+NamedTensors OwnedState(const LayeredModel& m, const RankRole& role) {
+  NamedTensors state = OwnedParams(m, role);
+  for (auto& b : OwnedBuffers(m, role)) state.push_back(b);
+  return state;
+}
 
 std::string LayerFileName(const RankRole& role, const std::string& prefix) {
   return prefix + "layers-" + std::to_string(role.layer_begin) + "-" +
          std::to_string(role.layer_end) + ".bin";
-}
-
-torch::Tensor GetRngState() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-void SetRngState(const torch::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
 }
 
 }  // namespace
@@ -135,50 +129,6 @@ Result<std::unique_ptr<BatchSource>> BuildSource(const TrainOptions& o, const La
 #else
   return InvalidArgument("this build has no image data library; use a tiny-* model", "data");
 #endif
-}
-
-// The names this rank reads from checkpoint `m`: its layers' parameters and
-// buffers (`owned`), the optimizer state of its parameters ("<name>#...")
-// and the RNG state.
-Result<std::vector<std::string>> ResumeNames(const Manifest& m,
-                                             const std::vector<std::string>& owned,
-                                             const std::vector<std::string>& params) {
-  TESSERA_ASSIGN_OR_RETURN(auto locations, TensorLocations(m));
-  std::set<std::string> available;
-  for (auto& [n, f] : locations) available.insert(n);
-  std::vector<std::string> wanted = owned;
-  for (const std::string& n : params) {
-    for (auto it = available.lower_bound(n + "#");
-         it != available.end() && it->rfind(n + "#", 0) == 0; ++it) {
-      wanted.push_back(*it);
-    }
-  }
-  if (available.count(kRngTensor)) wanted.push_back(kRngTensor);
-  return wanted;
-}
-
-// This rank's read of the newest complete checkpoint, made while it
-// rendezvouses with its peers.
-struct Preloaded {
-  std::optional<Manifest> manifest;  // nullopt: none
-  std::vector<std::string> skipped;  // why other checkpoints were not picked
-  Result<std::map<std::string, torch::Tensor>> tensors = Internal("not read");
-};
-
-Preloaded Preload(const std::string& dir, const std::vector<std::string>& owned,
-                  const std::vector<std::string>& params) {
-  Preloaded p;
-  try {
-    p.manifest = FindNewestCheckpoint(dir, &p.skipped);
-    if (p.manifest) {
-      Result<std::vector<std::string>> names = ResumeNames(*p.manifest, owned, params);
-      p.tensors = names.ok() ? LoadTensors(dir, *p.manifest, *names)
-                             : Result<std::map<std::string, torch::Tensor>>(names.status());
-    }
-  } catch (const std::exception& e) {
-    p.tensors = Internal(std::string("reading the checkpoint: ") + e.what());
-  }
-  return p;
 }
 
 struct Runtime {
@@ -248,18 +198,12 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   // Start-up overlapped: the newest checkpoint is read while the ranks
   // rendezvous, build their groups and share replica 0's parameters.
   const auto setup_done = Clock::now();
-  std::future<Preloaded> preload;
+  std::future<CheckpointRead> preload;
   if (!env.checkpoint_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(env.checkpoint_dir, ec);
-    std::vector<std::string> owned_names, param_names;
-    for (auto& [n, t] : OwnedParams(model, role)) {
-      owned_names.push_back(n);
-      param_names.push_back(n);
-    }
-    for (auto& [n, t] : OwnedBuffers(model, role)) owned_names.push_back(n);
-    preload = std::async(std::launch::async, [dir = env.checkpoint_dir, owned_names, param_names] {
-      return Preload(dir, owned_names, param_names);
+    std::vector<std::string> state_names;
+    for (auto& [n, t] : OwnedState(model, role)) state_names.push_back(n);
+    preload = std::async(std::launch::async, [dir = env.checkpoint_dir, state_names] {
+      return ReadNewestCheckpoint(dir, state_names);
     });
   }
   // Rendezvous and groups.
@@ -321,53 +265,12 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   int64_t samples_seen = 0;
   const auto connected = Clock::now();
   if (preload.valid()) {
-    // Every rank resumes from rank 0's pick; a rank whose own read found
-    // another step (a checkpoint completed meanwhile) reads that one.
-    Preloaded pre = preload.get();
-    int64_t chosen = -1;
-    if (world.rank() == 0) {
-      for (const auto& why : pre.skipped)
-        std::fprintf(stderr, "checkpoint skipped: %s\n", why.c_str());
-      if (pre.manifest) chosen = pre.manifest->step;
-    }
-    TESSERA_ASSIGN_OR_RETURN(chosen, ShareResumeStep(world, chosen));
-    if (chosen >= 0) {
-      if (!pre.manifest || pre.manifest->step != chosen) {
-        TESSERA_ASSIGN_OR_RETURN(Manifest m, ReadManifest(env.checkpoint_dir, chosen));
-        pre.manifest = std::move(m);
-        std::vector<std::string> owned_names, param_names;
-        for (auto& [n, t] : OwnedParams(model, role)) {
-          owned_names.push_back(n);
-          param_names.push_back(n);
-        }
-        for (auto& [n, t] : OwnedBuffers(model, role)) owned_names.push_back(n);
-        TESSERA_ASSIGN_OR_RETURN(auto names, ResumeNames(*pre.manifest, owned_names, param_names));
-        pre.tensors = LoadTensors(env.checkpoint_dir, *pre.manifest, names);
-      }
-      const Manifest& m = *pre.manifest;
-      if (m.model != o.model) {
-        return FailedPrecondition("checkpoint " + StepDirName(chosen) + " is of model \"" +
-                                  m.model + "\", not \"" + o.model + "\"");
-      }
-      if (!pre.tensors.ok()) return pre.tensors.status();
-      const auto& loaded = *pre.tensors;
-      NamedTensors owned = OwnedParams(model, role);
-      for (auto& b : OwnedBuffers(model, role)) owned.push_back(b);
-      torch::NoGradGuard no_grad;
-      for (auto& [n, t] : owned) {
-        auto it = loaded.find(n);
-        if (it == loaded.end()) return NotFound("checkpoint has no tensor " + n);
-        if (it->second.sizes() != t.sizes()) {
-          return FailedPrecondition("checkpoint tensor " + n + " has another shape than the model");
-        }
-        t.copy_(it->second.to(t.device()));
-      }
-      optimizer.LoadState(loaded);
-      if (loaded.count(kRngTensor)) SetRngState(loaded.at(kRngTensor));
-      step = m.step;
-      samples_seen = m.samples_seen;
-      std::fprintf(stderr, "rank %d resumed from %s (%zu tensors)\n", env.rank,
-                   StepDirName(m.step).c_str(), loaded.size());
+    TESSERA_ASSIGN_OR_RETURN(std::optional<ResumePoint> resumed,
+                             ResumeFromCheckpoint(world, env.checkpoint_dir, o.model, preload.get(),
+                                                  OwnedState(model, role), {&optimizer}));
+    if (resumed) {
+      step = resumed->step;
+      samples_seen = resumed->samples_seen;
     }
   }
   std::fprintf(stderr,
@@ -421,7 +324,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
       c.tensors = OwnedParams(model, role);
       for (auto& b : OwnedBuffers(model, role)) c.tensors.push_back(b);
       for (auto& s : optimizer.StateTensors()) c.tensors.push_back(s);
-      if (role.stage == 0) c.tensors.emplace_back(kRngTensor, GetRngState());
+      if (role.stage == 0) c.tensors.emplace_back(kRngTensor, GetCpuRngState());
     }
     return SaveCheckpoint(world, env.checkpoint_dir, c);
   };

@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "scheduler/layout.h"
+#include "worker/runtime/plan.h"
 
 namespace tessera::daemon {
 namespace {
@@ -217,6 +221,149 @@ TEST(AttemptLaunchTest, StoredLaunchKeepsTheContract) {
     EXPECT_EQ(again->ranks[i].launch.env, launch->ranks[i].launch.env) << i;
   }
 }
+
+// ---- the rank plan as the worker reads it ----
+
+// One plan shape the planner produces, with the job it is for.
+struct PlanShape {
+  const char* name;
+  scheduler::Layout layout;
+  int micro_batches;
+  scheduler::Schedule schedule;
+  std::vector<scheduler::Replica> replicas;
+  std::optional<scheduler::Tiling> tiling;
+};
+
+constexpr int64_t kShapeLayers = 6;
+
+std::vector<PlanShape> PlanShapes() {
+  using scheduler::Layout;
+  using scheduler::Schedule;
+  return {
+      {"data",
+       Layout::kData,
+       1,
+       Schedule::k1F1B,
+       {ReplicaOf(5, {StageOn("boxa", 0, 0, 6)}), ReplicaOf(4, {StageOn("boxa", 1, 0, 6)}),
+        ReplicaOf(3, {StageOn("boxb", 0, 0, 6)})},
+       std::nullopt},
+      {"data_accumulating",
+       Layout::kData,
+       4,
+       Schedule::kGPipe,
+       {ReplicaOf(8, {StageOn("boxa", 0, 0, 6)}), ReplicaOf(8, {StageOn("boxb", 0, 0, 6)})},
+       std::nullopt},
+      {"pipeline_1f1b",
+       Layout::kPipeline,
+       8,
+       Schedule::k1F1B,
+       {ReplicaOf(16,
+                  {StageOn("boxa", 0, 0, 2), StageOn("boxa", 1, 2, 5), StageOn("boxb", 0, 5, 6)})},
+       std::nullopt},
+      {"pipeline_gpipe",
+       Layout::kPipeline,
+       4,
+       Schedule::kGPipe,
+       {ReplicaOf(12, {StageOn("boxb", 1, 0, 3), StageOn("boxa", 0, 3, 6)})},
+       std::nullopt},
+      {"hybrid_cut_differently",
+       Layout::kHybrid,
+       2,
+       Schedule::k1F1B,
+       {ReplicaOf(6, {StageOn("boxb", 0, 0, 3), StageOn("boxa", 1, 3, 6)}),
+        ReplicaOf(2, {StageOn("boxa", 0, 0, 6)}),
+        ReplicaOf(4,
+                  {StageOn("boxb", 1, 0, 1), StageOn("boxb", 2, 1, 4), StageOn("boxa", 2, 4, 6)})},
+       std::nullopt},
+      {"hybrid_gpipe",
+       Layout::kHybrid,
+       3,
+       Schedule::kGPipe,
+       {ReplicaOf(9, {StageOn("boxa", 0, 0, 4), StageOn("boxa", 1, 4, 6)}),
+        ReplicaOf(9, {StageOn("boxb", 0, 0, 2), StageOn("boxb", 1, 2, 6)})},
+       std::nullopt},
+      {"tiled",
+       Layout::kTiled,
+       1,
+       Schedule::kGPipe,
+       {ReplicaOf(3, {StageOn("boxa", 0, 0, 6)}), ReplicaOf(2, {StageOn("boxb", 0, 0, 6)}),
+        ReplicaOf(1, {StageOn("boxb", 1, 0, 6)})},
+       scheduler::Tiling{512, 64, 6}},
+  };
+}
+
+Result<AttemptLaunch> LaunchShape(const PlanShape& shape) {
+  scheduler::Plan plan;
+  plan.layout = shape.layout;
+  plan.micro_batches = shape.micro_batches;
+  plan.schedule = shape.schedule;
+  plan.replicas = shape.replicas;
+  plan.tiling = shape.tiling;
+  plan.dp = static_cast<int>(plan.replicas.size());
+  api::Job job = TwoNodeJob();
+  job.spec.kind = shape.tiling ? api::JobKind::kInfer : api::JobKind::kTrain;
+  job.spec.global_batch = 0;
+  for (const scheduler::Replica& r : plan.replicas) job.spec.global_batch += r.batch;
+  return BuildAttemptLaunch(job, 1, plan, api::Json::object(), {"builtin:m", ""},
+                            {{"boxa", "10.0.0.1"}, {"boxb", "10.0.0.2"}}, LaunchOptions{});
+}
+
+class RankPlanShapes : public ::testing::TestWithParam<PlanShape> {};
+
+// The worker's plan parser (worker/runtime/plan.h) reads back every training
+// shape the controller writes, and finds each rank where the launch put it.
+TEST_P(RankPlanShapes, WorkerReadsWhatTheControllerWrites) {
+  const PlanShape& shape = GetParam();
+  auto launch = LaunchShape(shape);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  const std::string text = launch->rank_plan.dump();
+  const int world = static_cast<int>(launch->ranks.size());
+  auto parsed = worker::ParsePlan(text);
+  if (shape.layout == scheduler::Layout::kTiled) {
+    // Inference only: the training parser refuses it, naming the layout; the
+    // infer plan reads it (tests/worker/runtime/inference_test.cc).
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().field(), "layout");
+    auto doc = worker::ParsePlanDocument(text);
+    ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+    EXPECT_EQ(scheduler::ParseLayout((*doc)["layout"].get<std::string>()),
+              scheduler::Layout::kTiled);
+    return;
+  }
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << text;
+  const worker::Plan& plan = *parsed;
+  EXPECT_EQ(plan.layout, shape.layout);
+  EXPECT_EQ(plan.micro_batches, shape.micro_batches);
+  EXPECT_EQ(plan.schedule, shape.schedule);
+  ASSERT_EQ(plan.replicas.size(), shape.replicas.size());
+  int rank = 0;
+  for (size_t r = 0; r < shape.replicas.size(); ++r) {
+    EXPECT_EQ(plan.replicas[r].batch, shape.replicas[r].batch) << r;
+    ASSERT_EQ(plan.replicas[r].stages.size(), shape.replicas[r].stages.size()) << r;
+    for (size_t s = 0; s < shape.replicas[r].stages.size(); ++s) {
+      const worker::StagePlan& got = plan.replicas[r].stages[s];
+      const scheduler::Stage& want = shape.replicas[r].stages[s];
+      EXPECT_EQ(got.rank, rank++) << r << "/" << s;
+      EXPECT_EQ(got.layer_begin, want.layer_begin) << r << "/" << s;
+      EXPECT_EQ(got.layer_end, want.layer_end) << r << "/" << s;
+    }
+  }
+  ASSERT_TRUE(worker::ValidatePlan(plan, world, kShapeLayers).ok())
+      << worker::ValidatePlan(plan, world, kShapeLayers).ToString();
+  for (const RankLaunch& r : launch->ranks) {
+    const int64_t rank_id = r.launch.key.rank;
+    auto role = worker::RoleForRank(plan, static_cast<int>(rank_id));
+    ASSERT_TRUE(role.ok()) << rank_id;
+    EXPECT_EQ(std::to_string(role->replica_batch), r.launch.env.at("TESSERA_LOCAL_BATCH"))
+        << rank_id;
+    EXPECT_EQ(std::to_string(role->sample_offset), r.launch.env.at("TESSERA_SAMPLE_OFFSET"))
+        << rank_id;
+    EXPECT_EQ(std::to_string(plan.global_batch), r.launch.env.at("TESSERA_GLOBAL_BATCH"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLayout, RankPlanShapes, ::testing::ValuesIn(PlanShapes()),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Live attempts never share a rendezvous port at one master address.
 TEST(MasterPortTest, PickSkipsPortsLiveAttemptsHold) {

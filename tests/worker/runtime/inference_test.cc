@@ -11,7 +11,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
+#include "daemon/attempt_launch.h"
+#include "scheduler/layout.h"
 #include "tests/worker/runtime/infer_test_util.h"
 
 namespace tessera::worker {
@@ -161,7 +164,7 @@ TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
           "tiling":{"tile_px":512,"overlap_px":184,"tiles_per_image":6}})",
       3);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->layout, "tiled");
+  EXPECT_EQ(plan->layout, scheduler::Layout::kTiled);
   EXPECT_EQ(plan->rank_weights, (std::vector<int64_t>{3, 1, 2}));
   ASSERT_TRUE(plan->tiling.has_value());
   EXPECT_EQ(plan->tiling->tile_px, 512);
@@ -174,6 +177,7 @@ TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
       {R"({"replicas":[{"batch":-1,"stages":[]}]})", "replicas[0].batch"},
       {R"({"tiling":{"tile_px":"big"}})", "tiling.tile_px"},
       {R"({"layout":3})", "layout"},
+      {R"({"layout":"ring"})", "layout"},
   };
   for (const Bad& b : bad) {
     auto p = ParseInferPlan(b.json, 3);
@@ -181,6 +185,39 @@ TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
     EXPECT_EQ(p.status().field(), b.field) << b.json;
   }
   EXPECT_EQ(ParseInferPlan("{", 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The infer plan reads the rank plan tesserad writes for a tiled plan
+// (daemon/attempt_launch.h): layout, each rank's replica batch, the tiling.
+TEST(InferPlanTest, ReadsTheTiledPlanTheControllerWrites) {
+  scheduler::Plan plan;
+  plan.layout = scheduler::Layout::kTiled;
+  plan.schedule = scheduler::Schedule::kGPipe;
+  plan.tiling = scheduler::Tiling{512, 64, 6};
+  for (auto [node, index, batch] :
+       {std::tuple<const char*, int, int64_t>{"boxa", 0, 3}, {"boxb", 0, 2}, {"boxb", 1, 1}}) {
+    scheduler::Stage stage;
+    stage.devices = {{node, index}};
+    stage.layer_end = 9;
+    scheduler::Replica replica;
+    replica.batch = batch;
+    replica.stages = {stage};
+    plan.replicas.push_back(replica);
+  }
+  api::Job job;
+  job.id = 7;
+  job.spec.kind = api::JobKind::kInfer;
+  job.spec.global_batch = 6;
+  auto launch = daemon::BuildAttemptLaunch(job, 1, plan, api::Json::object(), {"builtin:m", ""},
+                                           {{"boxa", "10.0.0.1"}, {"boxb", "10.0.0.2"}}, {});
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  auto parsed = ParseInferPlan(launch->rank_plan.dump(), 3);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->layout, scheduler::Layout::kTiled);
+  EXPECT_EQ(parsed->rank_weights, (std::vector<int64_t>{3, 2, 1}));
+  ASSERT_TRUE(parsed->tiling.has_value());
+  EXPECT_EQ(parsed->tiling->tile_px, 512);
+  EXPECT_EQ(parsed->tiling->overlap_px, 64);
 }
 
 // ---- the loop against the in-memory controller ----
