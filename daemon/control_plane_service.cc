@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <exception>
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -389,24 +390,45 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
 }
 
 void ControlPlaneService::DropEndedJobsLogs() {
+  // Steps: (1) every kLogSweepEvery, list the jobs that have tails; (2) ask
+  // the store (outside the lock) which of them ended or are gone; (3) drop the
+  // gone ones' tails, note when each ended one was first seen ended, and drop
+  // the tails of those ended longer than kEndedLogsKeptFor ago or beyond the
+  // newest kEndedJobsWithLogs.
   std::set<api::JobId> jobs;
+  std::chrono::steady_clock::time_point now;
   {
     MutexLock lock(logs_mu_);
-    const auto now = clock_->SteadyNow();
+    now = clock_->SteadyNow();
     if (now - logs_swept_at_ < kLogSweepEvery) return;
     logs_swept_at_ = now;
     for (const auto& [key, tail] : logs_) jobs.insert(key.first);
   }
+  std::set<api::JobId> gone;
   std::set<api::JobId> ended;
   for (api::JobId id : jobs) {
     auto job = store_->GetJob(id);
-    if (!job.ok() ? job.status().code() == StatusCode::kNotFound : api::IsTerminal(job->state)) {
+    if (!job.ok()) {
+      if (job.status().code() == StatusCode::kNotFound) gone.insert(id);
+    } else if (api::IsTerminal(job->state)) {
       ended.insert(id);
     }
   }
-  if (ended.empty()) return;
+  if (gone.empty() && ended.empty()) return;
   MutexLock lock(logs_mu_);
-  std::erase_if(logs_, [&](const auto& entry) { return ended.contains(entry.first.first); });
+  for (api::JobId id : ended) logs_ended_at_.try_emplace(id, now);
+  for (api::JobId id : gone) logs_ended_at_.erase(id);
+  std::vector<std::pair<std::chrono::steady_clock::time_point, api::JobId>> by_end;
+  for (const auto& [id, at] : logs_ended_at_) by_end.emplace_back(at, id);
+  std::sort(by_end.begin(), by_end.end(), std::greater<>());  // newest first
+  std::set<api::JobId> drop = gone;
+  for (size_t i = 0; i < by_end.size(); ++i) {
+    if (i >= kEndedJobsWithLogs || now - by_end[i].first >= kEndedLogsKeptFor) {
+      drop.insert(by_end[i].second);
+      logs_ended_at_.erase(by_end[i].second);
+    }
+  }
+  std::erase_if(logs_, [&](const auto& entry) { return drop.contains(entry.first.first); });
 }
 
 Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {

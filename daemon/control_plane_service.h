@@ -189,11 +189,15 @@ class ControlPlaneService : public api::ControlPlane {
     int64_t attempt = 0;
     std::vector<std::string> lines;
   };
-  // Log tails are kept while their job lives: every kLogSweepEvery a beat
-  // drops those of jobs that ended (or are gone).
+  // Log tails are kept while their job lives and for kEndedLogsKeptFor after
+  // a sweep first saw it ended (so a finished job's page still shows them),
+  // at most kEndedJobsWithLogs ended jobs (the longest-ended go first). Every
+  // kLogSweepEvery a beat sweeps; a job that is gone loses its tails at once.
   static constexpr size_t kMaxLogLines = 100;
   static constexpr size_t kMaxLogLineBytes = 4096;
   static constexpr std::chrono::seconds kLogSweepEvery{5};
+  static constexpr std::chrono::minutes kEndedLogsKeptFor{15};
+  static constexpr size_t kEndedJobsWithLogs = 32;
   void DropEndedJobsLogs() EXCLUDES(logs_mu_);
   // Node rows as this service last wrote (or read) them, and when each node
   // was last heard from.
@@ -211,6 +215,9 @@ class ControlPlaneService : public api::ControlPlane {
   Mutex logs_mu_;
   std::map<std::pair<api::JobId, int64_t>, LogTail> logs_ GUARDED_BY(logs_mu_);
   std::chrono::steady_clock::time_point logs_swept_at_ GUARDED_BY(logs_mu_){};
+  // Jobs with log tails that a sweep saw ended, and when it first did.
+  std::map<api::JobId, std::chrono::steady_clock::time_point> logs_ended_at_
+      GUARDED_BY(logs_mu_);
 };
 
 }  // namespace tessera::daemon

@@ -440,7 +440,7 @@ TEST_F(ControlPlaneServiceTest, JobLogsServeTheNewestAttemptsReportedTail) {
   EXPECT_EQ(service_->JobLogs(kAlice, job.id, -1, 5).status().field(), "rank");
 }
 
-TEST_F(ControlPlaneServiceTest, JobLogsAreBoundedPerRankAndDroppedWhenTheJobEnds) {
+TEST_F(ControlPlaneServiceTest, JobLogsAreBoundedPerRankAndKeptForAWhileAfterTheJobEnds) {
   const api::Job job = Submit(kAlice);
   api::WorkerStatus w = Worker(job.id, 0, nullptr);
   for (int i = 0; i < 300; ++i) w.log_tail.push_back("line " + std::to_string(i));
@@ -452,11 +452,38 @@ TEST_F(ControlPlaneServiceTest, JobLogsAreBoundedPerRankAndDroppedWhenTheJobEnds
   EXPECT_EQ(logs->front(), "line 200");
   EXPECT_EQ(logs->back().size(), 4096u) << "a huge line is cut";
 
-  // The job ends: a later beat (after the sweep interval) drops its logs.
+  // The job ends: its page still shows the logs for a while (a sweep sees it
+  // ended), and a sweep after the retention drops them.
   ASSERT_TRUE(service_->CancelJob(kAlice, job.id).ok());
   clock_.Advance(std::chrono::seconds(10));
   ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL")).ok());
+  EXPECT_TRUE(service_->JobLogs(kAlice, job.id, 0, 5).ok());
+  clock_.Advance(std::chrono::minutes(14));
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL")).ok());
+  EXPECT_TRUE(service_->JobLogs(kAlice, job.id, 0, 5).ok()) << "ended 14 min ago: kept";
+  clock_.Advance(std::chrono::minutes(2));
+  ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL")).ok());
   EXPECT_EQ(service_->JobLogs(kAlice, job.id, 0, 5).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ControlPlaneServiceTest, OnlyTheLatestEndedJobsKeepTheirLogs) {
+  constexpr int kJobs = 40;  // more than the service keeps
+  std::vector<api::JobId> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    const api::Job job = Submit(kAlice);
+    api::WorkerStatus w = Worker(job.id, 0, nullptr);
+    w.log_tail = {"job " + std::to_string(i)};
+    ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL", {w})).ok());
+    ASSERT_TRUE(service_->CancelJob(kAlice, job.id).ok());
+    clock_.Advance(std::chrono::seconds(6));  // one sweep per job: each ends at its own time
+    ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxL")).ok());
+    ids.push_back(job.id);
+  }
+  constexpr int kKept = 32;  // the service's bound on ended jobs with logs
+  for (int i = 0; i < kJobs; ++i) {
+    EXPECT_EQ(service_->JobLogs(kAlice, ids[i], 0, 5).ok(), i >= kJobs - kKept)
+        << "job " << i << " of " << kJobs << " (the latest " << kKept << " keep theirs)";
+  }
 }
 
 TEST_F(ControlPlaneServiceTest, ABeatWithAnUnchangedInventoryKeepsTheStoredDevices) {
