@@ -216,8 +216,7 @@ class ControlPlaneService : public api::ControlPlane {
   std::map<std::pair<api::JobId, int64_t>, LogTail> logs_ GUARDED_BY(logs_mu_);
   std::chrono::steady_clock::time_point logs_swept_at_ GUARDED_BY(logs_mu_){};
   // Jobs with log tails that a sweep saw ended, and when it first did.
-  std::map<api::JobId, std::chrono::steady_clock::time_point> logs_ended_at_
-      GUARDED_BY(logs_mu_);
+  std::map<api::JobId, std::chrono::steady_clock::time_point> logs_ended_at_ GUARDED_BY(logs_mu_);
 };
 
 }  // namespace tessera::daemon
