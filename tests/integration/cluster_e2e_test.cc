@@ -41,15 +41,9 @@ class ClusterE2ETest : public ::testing::Test {
     cluster_->StartAgent("boxa", kTwoFast);
     cluster_->StartAgent("boxb", kOneFast);
     cluster_->StartAgent("boxc", kTwoSlow);
-    ASSERT_TRUE(WaitFor([&] { return cluster_->HealthyNodes() == 3; }, 30s))
-        << cluster_->controller()->Log();
-    int status = 0;
-    cluster_->PostJson("/api/v1/entrypoints",
-                       {{"name", "cmd:checkpointing-worker"},
-                        {"command", TESSERA_CHECKPOINTING_WORKER},
-                        {"description", "test worker that checkpoints"}},
-                       &status);
-    ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+    ASSERT_TRUE(cluster_->NodesJoin(3));
+    ASSERT_TRUE(cluster_->AllowEntrypoint("cmd:checkpointing-worker", TESSERA_CHECKPOINTING_WORKER,
+                                          "test worker that checkpoints"));
   }
 
   api::JobId Submit(int min_devices, int max_devices, int steps, double sleep_s) {
@@ -227,9 +221,7 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
   Cluster cluster("dataplane");
   const std::string worker = BinaryPath("tessera-worker");
   const fs::path images = cluster.dir() / "images";
-  Process gen({worker, "gen-images", "--out", images.string(), "--count", "16", "--size", "20"}, {},
-              cluster.dir() / "gen-images.log");
-  ASSERT_EQ(gen.Wait(60s), 0) << gen.Log();
+  ASSERT_EQ(GenImages(images, 16, 20), "");
 
   cluster.StartController("worker_binary: " + worker + "\n");
   const char* kOneDevice = R"yaml(devices:
@@ -237,8 +229,7 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
 )yaml";
   cluster.StartAgent("nodea", kOneDevice);
   cluster.StartAgent("nodeb", kOneDevice);
-  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 2; }, 30s))
-      << cluster.controller()->Log();
+  ASSERT_TRUE(cluster.NodesJoin(2));
 
   // Every agent is the process the harness started (kill -9 reaches it), and
   // with namespaces each has a network of its own.

@@ -56,15 +56,10 @@ TEST(DdpScriptE2ETest, NodeKilledMidRunResumesFromTheScriptsCheckpointAtNewShare
   cluster.StartAgent("boxa", kTwoFast);
   cluster.StartAgent("boxb", kOneMid);
   cluster.StartAgent("boxc", kTwoSlow);
-  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 30s))
-      << cluster.controller()->Log();
+  ASSERT_TRUE(cluster.NodesJoin(3));
+  ASSERT_TRUE(cluster.AllowEntrypoint("cmd:ddp-script", launcher.string(),
+                                      "a DDP script with uneven shares"));
   int status = 0;
-  cluster.PostJson("/api/v1/entrypoints",
-                   {{"name", "cmd:ddp-script"},
-                    {"command", launcher.string()},
-                    {"description", "a DDP script with uneven shares"}},
-                   &status);
-  ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
 
   constexpr int kSteps = 50;
   // No "steps": Tessera cannot know a script's steps.
@@ -184,12 +179,9 @@ TEST(DdpScriptE2ETest, ACutCheckpointFailsAsANamedCrashLoop) {
   fs::permissions(launcher, fs::perms::owner_all, fs::perm_options::add);
   cluster.StartController();
   cluster.StartAgent("nodea", kOneMid);
-  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 1; }, 30s))
-      << cluster.controller()->Log();
+  ASSERT_TRUE(cluster.NodesJoin(1));
+  ASSERT_TRUE(cluster.AllowEntrypoint("cmd:resume", launcher.string()));
   int status = 0;
-  cluster.PostJson("/api/v1/entrypoints", {{"name", "cmd:resume"}, {"command", launcher.string()}},
-                   &status);
-  ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
   api::Json job = cluster.PostJson("/api/v1/jobs",
                                    {{"name", "resume"},
                                     {"entrypoint", "cmd:resume"},

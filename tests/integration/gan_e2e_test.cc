@@ -81,9 +81,7 @@ TEST(GanE2ETest, TrainsDataParallelOnTwoNodesAndResumesOnTheSurvivor) {
   Cluster cluster("gan");
   const std::string worker = BinaryPath("tessera-worker");
   const fs::path images = cluster.dir() / "images";
-  Process gen({worker, "gen-images", "--out", images.string(), "--count", "16", "--size", "52"}, {},
-              cluster.dir() / "gen-images.log");
-  ASSERT_EQ(gen.Wait(60s), 0) << gen.Log();
+  ASSERT_EQ(GenImages(images, 16, 52), "");
 
   cluster.StartController("worker_binary: " + worker + "\n");
   const char* kOneDevice = R"yaml(devices:
@@ -91,8 +89,7 @@ TEST(GanE2ETest, TrainsDataParallelOnTwoNodesAndResumesOnTheSurvivor) {
 )yaml";
   cluster.StartAgent("nodea", kOneDevice);
   cluster.StartAgent("nodeb", kOneDevice);
-  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 2; }, 30s))
-      << cluster.controller()->Log();
+  ASSERT_TRUE(cluster.NodesJoin(2));
 
   constexpr int kSteps = 200;
   int status = 0;

@@ -137,6 +137,28 @@ std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
   return out;
 }
 
+TreeDiff CompareTrees(const fs::path& output, const fs::path& reference) {
+  const auto outputs = FilesBelow(output);
+  const auto expected = FilesBelow(reference);
+  TreeDiff diff;
+  for (const auto& [name, path] : expected) {
+    auto it = outputs.find(name);
+    if (it == outputs.end()) {
+      ++diff.missing;
+    } else if (ReadText(it->second) != ReadText(path)) {
+      ++diff.different;
+    }
+  }
+  for (const auto& [name, path] : outputs) diff.extra += !expected.contains(name);
+  return diff;
+}
+
+std::string GenImages(const fs::path& out, int count, int size, std::chrono::seconds timeout) {
+  return RunTool({BinaryPath("tessera-worker"), "gen-images", "--out", out.string(), "--count",
+                  std::to_string(count), "--size", std::to_string(size)},
+                 {}, fs::path(out.string() + ".gen-images.log"), timeout);
+}
+
 std::string RunTool(const std::vector<std::string>& argv,
                     const std::map<std::string, std::string>& env, const fs::path& log,
                     std::chrono::seconds timeout) {
@@ -384,6 +406,28 @@ api::Json Cluster::PostJson(const std::string& target, const api::Json& body, in
   }
   if (status) *status = r->status;
   return api::Json::parse(r->body, nullptr, false);
+}
+
+::testing::AssertionResult Cluster::NodesJoin(int nodes, std::chrono::seconds timeout) {
+  if (WaitFor([&] { return HealthyNodes() == nodes; }, timeout)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << HealthyNodes() << " of " << nodes << " nodes healthy after " << timeout.count()
+         << " s; tesserad's log:\n"
+         << controller_->Log();
+}
+
+::testing::AssertionResult Cluster::AllowEntrypoint(const std::string& name,
+                                                    const std::string& command,
+                                                    const std::string& description) {
+  api::Json body = {{"name", name}, {"command", command}};
+  if (!description.empty()) body["description"] = description;
+  int status = 0;
+  api::Json answer = PostJson("/api/v1/entrypoints", body, &status);
+  if (status >= 200 && status <= 204) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "allowing " << name << ": HTTP " << status << " " << answer.dump();
 }
 
 std::string Cluster::JobState(api::JobId id) {

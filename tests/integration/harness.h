@@ -24,6 +24,7 @@
 #ifndef TESSERA_TESTS_INTEGRATION_HARNESS_H_
 #define TESSERA_TESTS_INTEGRATION_HARNESS_H_
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -75,11 +76,27 @@ std::string ReadText(const std::filesystem::path& p);
 // form); empty when `root` does not exist.
 std::map<std::string, std::filesystem::path> FilesBelow(const std::filesystem::path& root);
 
+// How the files below an output folder compare with a reference folder's,
+// by relative path: reference files absent, present but not byte-equal, and
+// files the reference lacks (temporaries, partial writes).
+struct TreeDiff {
+  int missing = 0;
+  int different = 0;
+  int extra = 0;
+};
+TreeDiff CompareTrees(const std::filesystem::path& output, const std::filesystem::path& reference);
+
 // Runs a tool (argv[0]) to its end with `env`, output to `log`; "" when it
 // exited 0 within `timeout`, else what went wrong with its log.
 std::string RunTool(const std::vector<std::string>& argv,
                     const std::map<std::string, std::string>& env, const std::filesystem::path& log,
                     std::chrono::seconds timeout);
+
+// Writes `count` synthetic photographs of `size` pixels into `out` with
+// `tessera-worker gen-images`; "" when it did, else what went wrong (its log
+// lies beside `out`).
+std::string GenImages(const std::filesystem::path& out, int count, int size,
+                      std::chrono::seconds timeout = std::chrono::seconds(120));
 
 // Polls `pred` every 20 ms until it is true or `timeout` passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
@@ -155,6 +172,14 @@ class Cluster {
   std::string JobState(api::JobId id);
   std::vector<api::Event> Events(api::JobId id);
   int HealthyNodes();
+  // Waits until `nodes` nodes are healthy; on timeout the failure carries
+  // tesserad's log.
+  ::testing::AssertionResult NodesJoin(int nodes,
+                                       std::chrono::seconds timeout = std::chrono::seconds(30));
+  // An admin allows entrypoint `name` (e.g. "cmd:ddp-script") to run `command`;
+  // the failure says what tesserad answered.
+  ::testing::AssertionResult AllowEntrypoint(const std::string& name, const std::string& command,
+                                             const std::string& description = "");
   // Nodes holding ranks of the job's current plan.
   std::set<std::string> PlannedNodes(api::JobId id);
 

@@ -44,10 +44,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
                  ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
 
   // The collection, a trained model, and the single-process reference.
-  ASSERT_EQ(RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages),
-                     "--size", "16"},
-                    {}, cluster.dir() / "gen.log", 300s),
-            "");
+  ASSERT_EQ(GenImages(in, kImages, 16, 300s), "");
   ASSERT_EQ(RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps",
                      "2", "--width", "4", "--image-size", "16", "--batch", "4",
                      "--checkpoint-every-steps", "1"},
@@ -64,8 +61,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
                           "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
   const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s))
-      << cluster.controller()->Log();
+  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
 
   int status = 0;
   api::Json spec = ColorizeSpec("colorize-archive", in, out, ckpt);
@@ -130,21 +126,10 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
 
   // Every output exactly once, nothing else (no temporary or partial file),
   // each byte-equal to the single-process run.
-  const auto outputs = FilesBelow(out);
-  EXPECT_EQ(outputs.size(), reference.size());
-  int missing = 0, different = 0, extra = 0;
-  for (const auto& [name, path] : reference) {
-    auto it = outputs.find(name);
-    if (it == outputs.end()) {
-      ++missing;
-    } else if (ReadText(it->second) != ReadText(path)) {
-      ++different;
-    }
-  }
-  for (const auto& [name, path] : outputs) extra += !reference.contains(name);
-  EXPECT_EQ(missing, 0);
-  EXPECT_EQ(different, 0);
-  EXPECT_EQ(extra, 0) << "temporary or unexpected files left in the output folder";
+  const TreeDiff diff = CompareTrees(out, ref);
+  EXPECT_EQ(diff.missing, 0);
+  EXPECT_EQ(diff.different, 0);
+  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
 }
 
 // Scans larger than the model's nominal size with layout "tiled": the
@@ -156,9 +141,7 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
   const std::string worker = BinaryPath("tessera-worker");
   const fs::path in = cluster.dir() / "scans", ckpt = cluster.dir() / "model",
                  out = cluster.dir() / "colorized", ref = cluster.dir() / "reference";
-  ASSERT_EQ(RunTool({worker, "gen-images", "--out", in.string(), "--count", "2", "--size", "640"},
-                    {}, cluster.dir() / "gen.log", 120s),
-            "");
+  ASSERT_EQ(GenImages(in, 2, 640, 120s), "");
   ASSERT_EQ(RunTool({worker, "train", "--model", "colorize-unet", "--data", in.string(), "--steps",
                      "1", "--width", "4", "--image-size", "16", "--batch", "2",
                      "--checkpoint-every-steps", "1"},

@@ -34,10 +34,7 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
   // The name a rank's process runs under (the venv's python is a link).
   const std::string python_exe = fs::canonical(TESSERA_PYTHON).filename().string();
 
-  ASSERT_EQ(RunTool({worker, "gen-images", "--out", in.string(), "--count", std::to_string(kImages),
-                     "--size", "16"},
-                    {}, cluster.dir() / "gen.log", 120s),
-            "");
+  ASSERT_EQ(GenImages(in, kImages, 16, 120s), "");
   // The reference: the same script in one process, outside Tessera.
   ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output",
                      ref.string()},
@@ -58,13 +55,10 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
   ASSERT_TRUE(cluster.tls());
   const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s))
-      << cluster.controller()->Log();
-  int status = 0;
-  cluster.PostJson("/api/v1/entrypoints",
-                   {{"name", "cmd:infer-script"}, {"command", launcher.string()}}, &status);
-  ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(cluster.AllowEntrypoint("cmd:infer-script", launcher.string()));
 
+  int status = 0;
   api::Json job =
       cluster.PostJson("/api/v1/jobs",
                        {{"name", "lease-script"},
@@ -120,21 +114,10 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 
   // Every output exactly once, nothing else (no temporary or partial file),
   // each byte-equal to the single-process run.
-  const auto outputs = FilesBelow(out);
-  EXPECT_EQ(outputs.size(), reference.size());
-  int missing = 0, different = 0, extra = 0;
-  for (const auto& [name, path] : reference) {
-    auto it = outputs.find(name);
-    if (it == outputs.end()) {
-      ++missing;
-    } else if (ReadText(it->second) != ReadText(path)) {
-      ++different;
-    }
-  }
-  for (const auto& [name, path] : outputs) extra += !reference.contains(name);
-  EXPECT_EQ(missing, 0);
-  EXPECT_EQ(different, 0);
-  EXPECT_EQ(extra, 0) << "temporary or unexpected files left in the output folder";
+  const TreeDiff diff = CompareTrees(out, ref);
+  EXPECT_EQ(diff.missing, 0);
+  EXPECT_EQ(diff.different, 0);
+  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
 }
 
 #endif  // TESSERA_E2E_HAVE_WORKER

@@ -47,9 +47,7 @@ api::JobId TrainUntilCheckpoint(Cluster& cluster,
                                 size_t nodes_used) {
   const std::string worker = BinaryPath("tessera-worker");
   const fs::path images = cluster.dir() / "images";
-  Process gen({worker, "gen-images", "--out", images.string(), "--count", "32", "--size", "32"}, {},
-              cluster.dir() / "gen-images.log");
-  EXPECT_EQ(gen.Wait(60s), 0) << gen.Log();
+  EXPECT_EQ(GenImages(images, 32, 32), "");
   cluster.StartController("worker_binary: " + worker + "\n");
   for (const auto& [node, inventory] : agents) cluster.StartAgent(node, inventory);
   EXPECT_TRUE(

@@ -119,15 +119,9 @@ class SlurmE2ETest : public ::testing::Test {
            << "    a100: {tflops: 0.1, relative_speed: 0.5, memory: 1GiB, emulated: true}\n"
            << "    t4: {tflops: 0.05, relative_speed: 0.25, memory: 1GiB, emulated: true}\n";
     cluster_->StartController(config.str());
-    ASSERT_TRUE(WaitFor([&] { return cluster_->HealthyNodes() == 2; }, 30s))
-        << cluster_->controller()->Log();
-    int status = 0;
-    cluster_->PostJson("/api/v1/entrypoints",
-                       {{"name", "cmd:checkpointing-worker"},
-                        {"command", TESSERA_CHECKPOINTING_WORKER},
-                        {"description", "test worker that checkpoints"}},
-                       &status);
-    ASSERT_TRUE(status == 200 || status == 201 || status == 204) << status;
+    ASSERT_TRUE(cluster_->NodesJoin(2));
+    ASSERT_TRUE(cluster_->AllowEntrypoint("cmd:checkpointing-worker", TESSERA_CHECKPOINTING_WORKER,
+                                          "test worker that checkpoints"));
   }
 
   void TearDown() override {
