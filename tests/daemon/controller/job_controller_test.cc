@@ -1,6 +1,6 @@
 // JobController against a real SQLite store on a temp file, a FakeClock and
 // heartbeats built by the test (the agents' side of the protocol).
-#include "daemon/job_controller.h"
+#include "daemon/controller/job_controller.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "common/fake_clock.h"
-#include "daemon/profile_cache.h"
-#include "daemon/sqlite_store.h"
+#include "daemon/controller/profile_cache.h"
+#include "daemon/store/sqlite_store.h"
 #include "scheduler/model_profile.h"
 
 namespace tessera::daemon {
