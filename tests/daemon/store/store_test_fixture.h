@@ -1,4 +1,4 @@
-// The fixture of the Store suite (tests/daemon/store_*test.cc): every test
+// The fixture of the Store suite (tests/daemon/store/store_*test.cc): every test
 // runs over each backend, SQLite on a temporary file, memory, and the
 // fault-injecting wrapper with no fault armed. store_test.cc instantiates it;
 // the other files add tests by concept (metrics history, inference chunks).
