@@ -42,7 +42,7 @@ struct EmulatedDeviceSpec {
   std::string name;
   int64_t memory_bytes = 0;
   double relative_speed = 1.0;
-  std::optional<double> tflops;  // declared; else measured CPU x relative_speed
+  std::optional<double> tflops;       // declared; else measured CPU x relative_speed
   std::optional<double> tflops_half;  // declared; else the planner's 2 x tflops
   friend bool operator==(const EmulatedDeviceSpec&, const EmulatedDeviceSpec&) = default;
 };
@@ -72,7 +72,7 @@ Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path);
 // devices would wait for cores and be slower than declared. kFailedPrecondition
 // (field "devices") naming the sum and the cores when they do; host_cores <= 0
 // skips the check. Agents sharing one host each see only their own file;
-// tesserad warns about the host's total (daemon/planning.h).
+// tesserad warns about the host's total (daemon/controller/planning.h).
 Status CheckEmulationCapacity(const InventoryFile& file, double host_cores);
 
 // "80GiB", "16G", "512MiB", "1024" -> bytes. Decimal (KB, MB, GB, TB) and

@@ -39,7 +39,7 @@ inline constexpr size_t kMaxProgressLinesPerWorker = 256;
 // Exit code of a rank that stopped because a peer vanished: one of its
 // collectives failed (connection closed or reset, or timed out). The
 // controller then checks the attempt's other nodes at once instead of
-// waiting out the heartbeat timeout (daemon/failure_detector.h).
+// waiting out the heartbeat timeout (daemon/controller/failure_detector.h).
 // tessera-worker exits so; any worker may.
 inline constexpr int64_t kPeerLostExitCode = 75;
 

@@ -50,7 +50,7 @@ bool IsEnvKey(std::string_view key) {
   return true;
 }
 
-// The torchrun contract and Tessera's own variables (daemon/attempt_launch.h).
+// The torchrun contract and Tessera's own variables (daemon/controller/attempt_launch.h).
 constexpr std::array<std::string_view, 6> kReservedEnvKeys = {
     "RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK", "CUDA_VISIBLE_DEVICES"};
 constexpr std::array<std::string_view, 5> kReservedEnvPrefixes = {"MASTER_", "LOCAL_", "ROLE_",

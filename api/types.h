@@ -29,7 +29,7 @@ std::string_view JobKindName(JobKind kind);
 std::optional<JobKind> ParseJobKind(std::string_view name);
 
 // Life cycle of a job; the allowed transitions live in
-// daemon/job_state_machine.h.
+// daemon/controller/job_state_machine.h.
 enum class JobState {
   kPending,     // accepted and durable, waiting for devices
   kPlanned,     // a plan was chosen, ranks not yet launched

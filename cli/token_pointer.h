@@ -1,6 +1,6 @@
 // `tessera token ...`: a pointer, not a command. API tokens are
 // administered on the controller's machine, against its store, by
-// `tesserad token` (daemon/token_admin.h); the CLI talks only to the REST
+// `tesserad token` (daemon/auth/token_admin.h); the CLI talks only to the REST
 // API and links nothing of the daemon. Whatever follows `token`, the
 // command prints where to go (kTokenPointer) on stderr and exits with
 // kExitUsage.

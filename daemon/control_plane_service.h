@@ -19,7 +19,7 @@
 // inventory, or a stored last_heartbeat_ms older than
 // options.node_row_refresh. Other beats only note the time in memory, and
 // ListNodes shows that time. Liveness itself is the controller's (in memory,
-// daemon/failure_detector.h); after a restart the stored time is at most
+// daemon/controller/failure_detector.h); after a restart the stored time is at most
 // node_row_refresh old, and each node's first beat rewrites its row.
 //
 // Ownership: does not own the Store or the Clock; both must outlive it.
@@ -44,11 +44,11 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "daemon/auth/lease_tokens.h"
+#include "daemon/controller/job_admission.h"
+#include "daemon/controller/job_state_machine.h"
 #include "daemon/inference_tracker.h"
-#include "daemon/job_admission.h"
-#include "daemon/job_state_machine.h"
-#include "daemon/lease_tokens.h"
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 
 namespace tessera::daemon {
 

@@ -5,7 +5,7 @@
 // (read) and a folder per user `/srv/archive/{user}` (write). A job's
 // `dataset` and `checkpoint` must lie under a root its owner may read (a
 // writable root is readable too), its `output` under a root its owner may
-// write, and so must every item of a list file (daemon/infer_input.h).
+// write, and so must every item of a list file (daemon/controller/infer_input.h).
 //
 // Resolution: a path must be absolute and free of ".." components; its
 // longest existing prefix is resolved with realpath(3) (every symlink

@@ -8,7 +8,7 @@
 // - the job's images/s = the sum over its ranks (all of them busy);
 // - ETA = images not yet done / the job's images/s (unknown without a rate).
 // Devices are named from the job's plan, ranks numbered replica by replica,
-// stage by stage (as daemon/attempt_launch.h numbers them).
+// stage by stage (as daemon/controller/attempt_launch.h numbers them).
 // Rates live in memory only: after a controller restart they start again.
 //
 // Ownership: owns its counters. Thread safety: every method is safe to call
@@ -23,7 +23,7 @@
 #include "api/types.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 
 namespace tessera::daemon {
 

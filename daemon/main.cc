@@ -7,7 +7,7 @@
 // which in-flight requests finish and the store is closed cleanly.
 //
 // `tesserad token ...` is API token administration on the store instead
-// (daemon/token_admin.h); it starts no daemon.
+// (daemon/auth/token_admin.h); it starts no daemon.
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -33,17 +33,17 @@
 #include "api/tls_context.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "daemon/auth/lease_tokens.h"
+#include "daemon/auth/token_admin.h"
+#include "daemon/auth/token_crypto.h"
 #include "daemon/control_plane_service.h"
+#include "daemon/controller/job_admission.h"
+#include "daemon/controller/job_controller.h"
+#include "daemon/controller/profile_cache.h"
 #include "daemon/daemon_config.h"
-#include "daemon/job_admission.h"
-#include "daemon/job_controller.h"
-#include "daemon/lease_tokens.h"
-#include "daemon/profile_cache.h"
 #include "daemon/secret_file.h"
 #include "daemon/self_signed_ca.h"
-#include "daemon/sqlite_store.h"
-#include "daemon/token_admin.h"
-#include "daemon/token_crypto.h"
+#include "daemon/store/sqlite_store.h"
 #include "slurm/slurm_config.h"
 #include "slurm/slurm_pool.h"
 #include "slurm/slurm_rest_client.h"

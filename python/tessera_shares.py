@@ -3,7 +3,7 @@
 Tessera's planner gives each replica (each DDP rank) a share of the global
 batch in proportion to its device's speed: on a box with an A100 and a T4 the
 A100's rank may take 6 samples of every 8 and the T4's rank 2. Every rank gets
-its share in its environment (daemon/attempt_launch.h):
+its share in its environment (daemon/controller/attempt_launch.h):
 
     TESSERA_LOCAL_BATCH    samples of this rank's replica per step
     TESSERA_GLOBAL_BATCH   samples of all replicas per step

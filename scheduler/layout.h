@@ -1,6 +1,6 @@
 // Layout and Schedule: how a plan lays a model over devices, and how a
 // pipeline orders its micro-batches. The one vocabulary of the planner's plans
-// (scheduler/plan.h), the rank plan tesserad writes (daemon/attempt_launch.h,
+// (scheduler/plan.h), the rank plan tesserad writes (daemon/controller/attempt_launch.h,
 // "layout" and "schedule") and the worker that reads it
 // (worker/runtime/plan.h, infer_plan.h).
 //

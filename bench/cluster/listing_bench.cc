@@ -6,7 +6,7 @@
 //   folder:  the folder itself (N images in shards of --shard files; more
 //            than the lister's sort limit, so written in walk order).
 // Every item must be an existing regular file under a data root
-// (daemon/infer_input.h), so the generator makes them real: one small PNG per
+// (daemon/controller/infer_input.h), so the generator makes them real: one small PNG per
 // shard and hard links to it for the rest (N directory entries, one inode per
 // shard; no image is ever read).
 //
@@ -39,7 +39,7 @@
 
 #include "api/http_client.h"
 #include "api/lease_protocol.h"
-#include "daemon/lease_tokens.h"
+#include "daemon/auth/lease_tokens.h"
 #include "tests/integration/harness.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/sqlite_store.h"
+#include "daemon/store/sqlite_store.h"
 
 namespace {
 

@@ -9,7 +9,7 @@ Shared by bench/calibration/calibrate.py and bench/hetero/hetero_matrix.py:
                        from rank 0's progress lines) and per-rank medians;
   - rank_plan_of():    a planner plan (tessera-predict JSON) -> the rank plan the worker
                        reads (ranks numbered replica by replica, stage by stage, as
-                       daemon/attempt_launch.cc does), with each stage's predicted peak;
+                       daemon/controller/attempt_launch.cc does), with each stage's predicted peak;
   - NetnsCluster:      one network namespace per emulated node on a bridge, the link of
                        each node shaped with tc (netem rate + delay) when it declares one.
 Python 3 standard library only.
@@ -33,7 +33,7 @@ def free_port():
 
 
 def rank_plan_of(plan, global_batch):
-    """As daemon/attempt_launch.cc BuildAttemptLaunch: ranks replica by replica, stage by
+    """As daemon/controller/attempt_launch.cc BuildAttemptLaunch: ranks replica by replica, stage by
     stage. Returns (rank plan, device id per rank)."""
     peaks = plan.get("predicted", {}).get("peak_mem_bytes", {})
     replicas, devices = [], []

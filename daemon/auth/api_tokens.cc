@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "daemon/token_crypto.h"
+#include "daemon/auth/token_crypto.h"
 
 namespace tessera::daemon::auth {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 
 namespace tessera::daemon::auth {
 

@@ -23,8 +23,8 @@
 
 #include "api/node_identity.h"
 #include "common/status.h"
-#include "daemon/store.h"
-#include "daemon/token_crypto.h"
+#include "daemon/auth/token_crypto.h"
+#include "daemon/store/store.h"
 
 namespace tessera::daemon::auth {
 

@@ -10,8 +10,8 @@
 #include <tuple>
 
 #include "common/fake_clock.h"
-#include "daemon/faulty_store.h"
-#include "daemon/sqlite_store.h"
+#include "daemon/store/faulty_store.h"
+#include "daemon/store/sqlite_store.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "daemon/job_admission.h"
+#include "daemon/controller/job_admission.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon {

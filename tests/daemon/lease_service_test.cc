@@ -6,9 +6,9 @@
 #include <string>
 
 #include "common/fake_clock.h"
+#include "daemon/auth/lease_tokens.h"
 #include "daemon/control_plane_service.h"
-#include "daemon/lease_tokens.h"
-#include "daemon/sqlite_store.h"
+#include "daemon/store/sqlite_store.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon {

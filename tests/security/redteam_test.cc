@@ -24,7 +24,7 @@
 #include <sstream>
 #include <thread>
 
-#include "daemon/lease_tokens.h"
+#include "daemon/auth/lease_tokens.h"
 #include "tests/integration/harness.h"
 
 namespace tessera::testing {

@@ -13,8 +13,8 @@
 #include "agent/rank_files.h"
 #include "common/fake_clock.h"
 #include "daemon/control_plane_service.h"
-#include "daemon/job_controller.h"
-#include "daemon/memory_store.h"
+#include "daemon/controller/job_controller.h"
+#include "daemon/store/memory_store.h"
 #include "slurm/fake_slurm_client.h"
 #include "slurm/slurm_pool.h"
 

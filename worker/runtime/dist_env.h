@@ -1,6 +1,6 @@
 // DistEnv: the torchrun-compatible environment a worker rank is started with
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
-// plus Tessera's own variables (TESSERA_*; daemon/attempt_launch.h).
+// plus Tessera's own variables (TESSERA_*; daemon/controller/attempt_launch.h).
 //
 // Pure: the environment is read through a getter so tests can pass a table.
 // Thread safety: values.

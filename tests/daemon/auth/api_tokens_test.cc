@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/faulty_store.h"
-#include "daemon/memory_store.h"
-#include "daemon/sqlite_store.h"
+#include "daemon/store/faulty_store.h"
+#include "daemon/store/memory_store.h"
+#include "daemon/store/sqlite_store.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon::auth {

@@ -1,5 +1,5 @@
 // BuildAttemptLaunch: the environment every rank of an attempt is started with.
-#include "daemon/attempt_launch.h"
+#include "daemon/controller/attempt_launch.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/failure_detector.h"
+#include "daemon/controller/failure_detector.h"
 
 #include <gtest/gtest.h>
 

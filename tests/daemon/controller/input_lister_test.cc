@@ -1,7 +1,7 @@
 // InputLister against a real SQLite store and real files: listings run on
 // their own thread, write chunks in batches, say how far they got, and fail
 // with the reason.
-#include "daemon/input_lister.h"
+#include "daemon/controller/input_lister.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/sqlite_store.h"
+#include "daemon/store/sqlite_store.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon {

@@ -1,6 +1,6 @@
 // LongPollSet: parked polls answered on news, at their deadline, or at
 // shutdown, by one thread however many are parked.
-#include "daemon/long_poll_set.h"
+#include "daemon/controller/long_poll_set.h"
 
 #include <gtest/gtest.h>
 

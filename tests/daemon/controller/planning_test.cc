@@ -1,5 +1,5 @@
 // SnapshotOf: what the planner sees of the nodes tesserad knows.
-#include "daemon/planning.h"
+#include "daemon/controller/planning.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "daemon/profile_cache.h"
-#include "daemon/store.h"
+#include "daemon/controller/profile_cache.h"
+#include "daemon/store/store.h"
 
 namespace tessera::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/profile_cache.h"
+#include "daemon/controller/profile_cache.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>

@@ -1,4 +1,4 @@
-#include "daemon/rank_error.h"
+#include "daemon/controller/rank_error.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <tuple>
 
-#include "daemon/attempt_launch.h"
+#include "daemon/controller/attempt_launch.h"
 #include "scheduler/layout.h"
 #include "tests/worker/runtime/infer_test_util.h"
 
@@ -188,7 +188,7 @@ TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
 }
 
 // The infer plan reads the rank plan tesserad writes for a tiled plan
-// (daemon/attempt_launch.h): layout, each rank's replica batch, the tiling.
+// (daemon/controller/attempt_launch.h): layout, each rank's replica batch, the tiling.
 TEST(InferPlanTest, ReadsTheTiledPlanTheControllerWrites) {
   scheduler::Plan plan;
   plan.layout = scheduler::Layout::kTiled;

@@ -1,0 +1,67 @@
+// FailureDetector: decides a node's health from how long it has been silent.
+//
+// A node is healthy while its silence (time since its last heartbeat) is at
+// most suspect_after_missed heartbeat intervals, suspect after that, and dead
+// once the silence exceeds dead_after_ms. A node that beats again is healthy
+// at once. Pure: the caller supplies the times.
+//
+// PeerLossChecks shortens the wait where a rank has already seen a node go:
+// a rank whose collective failed because a peer vanished exits with
+// api::kPeerLostExitCode, and the controller checks every other node of that
+// attempt at once. A node under check is dead as soon as its silence exceeds
+// check_dead_after_ms (longer than the longest gap between a live agent's
+// beats: one held poll released early plus one interval), not dead_after_ms;
+// a beat that arrives after the check began ends the check.
+//
+// Thread safety: ClassifyNode is pure; PeerLossChecks is a value the caller
+// guards (the controller's mutex).
+#ifndef TESSERA_DAEMON_CONTROLLER_FAILURE_DETECTOR_H_
+#define TESSERA_DAEMON_CONTROLLER_FAILURE_DETECTOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace tessera::daemon {
+
+enum class NodeHealth { kHealthy, kSuspect, kDead };
+std::string_view NodeHealthName(NodeHealth health);  // "healthy" | "suspect" | "dead"
+
+struct FailureDetectorOptions {
+  int64_t heartbeat_interval_ms = 1000;
+  int64_t suspect_after_missed = 2;
+  int64_t dead_after_ms = 3000;
+  // Silence after which a node under a peer-loss check is dead: 1.6 intervals
+  // when 0 (a live agent beats again within one interval of a held answer).
+  int64_t check_dead_after_ms = 0;
+};
+
+// REQUIRES: silence_ms >= 0.
+NodeHealth ClassifyNode(int64_t silence_ms, const FailureDetectorOptions& options);
+
+// The silence that kills a node under check (see the file comment).
+int64_t CheckDeadAfterMs(const FailureDetectorOptions& options);
+
+class PeerLossChecks {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // Puts `node` under check from `now` (an earlier check of it stays).
+  void Begin(const std::string& node, TimePoint now);
+  // The health of `node`, last heard from at `seen`: ClassifyNode of its
+  // silence, or kDead while it is under check and silent for more than
+  // CheckDeadAfterMs. A beat after the check began ends the check, and so
+  // does ClassifyNode calling it dead. REQUIRES: seen <= now.
+  NodeHealth Classify(const std::string& node, TimePoint seen, TimePoint now,
+                      const FailureDetectorOptions& options);
+  bool UnderCheck(const std::string& node) const { return began_.contains(node); }
+
+ private:
+  std::map<std::string, TimePoint> began_;
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROLLER_FAILURE_DETECTOR_H_

@@ -1,0 +1,762 @@
+#include "daemon/controller/job_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+#include <memory>
+#include <sstream>
+
+#include "daemon/controller/infer_input.h"
+#include "daemon/controller/planning.h"
+#include "daemon/controller/profile_cache.h"
+#include "daemon/controller/rank_error.h"
+#include "scheduler/plan_json.h"
+
+namespace tessera::daemon {
+namespace {
+
+using api::JobState;
+using Steady = std::chrono::steady_clock;
+
+std::string DeviceKey(const std::string& node, int64_t index) {
+  return node + ":" + std::to_string(index);
+}
+
+// Every job in a state, following the pagination cursor.
+Result<std::vector<api::Job>> AllJobsIn(Store* store, JobState state) {
+  std::vector<api::Job> out;
+  api::JobQuery q;
+  q.state = state;
+  q.limit = 1000;
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(api::JobPage page, store->ListJobs(q));
+    out.insert(out.end(), page.jobs.begin(), page.jobs.end());
+    if (!page.next_after) break;
+    q.after = *page.next_after;
+  }
+  return out;
+}
+
+// Whether every chunk of an infer job is done (false when unknown).
+bool InferInputDone(Store* store, api::JobId job) {
+  auto counts = store->CountChunks(job);
+  return counts.ok() && counts->chunks_total > 0 && counts->chunks_done == counts->chunks_total;
+}
+
+std::string RankList(const std::vector<int64_t>& ranks) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? "," : "") << ranks[i];
+  return s.str();
+}
+
+}  // namespace
+
+JobController::JobController(Store* store, const Clock* clock, JobControllerOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      started_(clock->SteadyNow()),
+      lister_(store, InputListerOptions{options_.infer_chunk_images}) {}
+
+int64_t JobController::SteadyMs(Steady::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - t).count();
+}
+
+Status JobController::Recover() {
+  MutexLock lock(mu_);
+  for (JobState state : {JobState::kStarting, JobState::kRunning}) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, AllJobsIn(store_, state));
+    for (const api::Job& job : jobs) {
+      auto attempt = store_->GetAttempt(job.id, job.attempt);
+      Result<AttemptLaunch> launch = attempt.ok() ? AttemptLaunchFromJson(attempt->plan)
+                                                  : Result<AttemptLaunch>(attempt.status());
+      if (!launch.ok()) {
+        auto st =
+            StepLocked(job, JobEvent::kFail,
+                       "cannot resume after controller restart: " + launch.status().message());
+        if (!st.ok()) return st.status();
+        continue;
+      }
+      active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+      spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
+                   active_[job.id].launch.ranks.size());
+    }
+  }
+  // A plan chosen but never launched is stale after a restart.
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> planned, AllJobsIn(store_, JobState::kPlanned));
+  for (const api::Job& job : planned) {
+    auto st = StepLocked(job, JobEvent::kNodeLost, "controller restarted before launch; re-queued");
+    if (!st.ok()) return st.status();
+  }
+  return Status::Ok();
+}
+
+std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string& node) const {
+  std::vector<api::WorkerLaunch> out;
+  for (const auto& [id, active] : active_) {
+    for (const RankLaunch& r : active.launch.ranks) {
+      if (r.node != node || active.dropped.contains(r.launch.key.rank)) continue;
+      out.push_back(r.launch);
+      if (active.launch.infer && options_.lease_tokens != nullptr) {
+        // Per rank: a rank's token leases for that rank only.
+        out.back().env["TESSERA_LEASE_TOKEN"] = options_.lease_tokens->For(
+            active.launch.job_id, active.launch.attempt, r.launch.key.rank);
+      }
+    }
+  }
+  return out;
+}
+
+api::HeartbeatResponse JobController::ResponseFor(const std::string& node) {
+  api::HeartbeatResponse response;
+  response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
+  MutexLock lock(mu_);
+  response.desired = DesiredForLocked(node);
+  return response;
+}
+
+void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatDone done) {
+  // Read before looking, so a change made after the look reaches the poll.
+  const uint64_t seen_news = polls_.news_count();
+  api::HeartbeatResponse response;
+  response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
+  std::set<api::WorkerKey> reported;
+  bool park = false;
+  {
+    MutexLock lock(mu_);
+    reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
+    response.desired = DesiredForLocked(request.node);
+    if (request.wait_ms > 0 && !shutting_down_) {
+      std::set<api::WorkerKey> desired;
+      for (const auto& l : response.desired) desired.insert(l.key);
+      for (const auto& w : request.workers) reported.insert(w.key);
+      park = desired == reported;
+    }
+  }
+  if (!park) {
+    done(std::move(response));
+    return;
+  }
+  // Nothing for the node to do: park the answer until that changes. The
+  // node counts as seen when its request arrived, not when the held answer
+  // leaves: a hold is at most one interval, well inside the suspect
+  // threshold, and a node that died while held is not kept alive by its
+  // own dangling request.
+  const std::string node = request.node;
+  polls_.Park(
+      std::chrono::milliseconds(request.wait_ms), seen_news,
+      [this, node, reported = std::move(reported)] {
+        MutexLock lock(mu_);
+        std::set<api::WorkerKey> desired;
+        for (const auto& l : DesiredForLocked(node)) desired.insert(l.key);
+        return desired != reported;
+      },
+      [this, node, done = std::move(done)] { done(ResponseFor(node)); });
+}
+
+api::HeartbeatResponse JobController::OnHeartbeat(const api::HeartbeatRequest& request) {
+  auto answer = std::make_shared<std::promise<api::HeartbeatResponse>>();
+  std::future<api::HeartbeatResponse> future = answer->get_future();
+  OnHeartbeat(request, [answer](api::HeartbeatResponse r) { answer->set_value(std::move(r)); });
+  return future.get();
+}
+
+void JobController::Shutdown() {
+  {
+    MutexLock lock(mu_);
+    shutting_down_ = true;
+  }
+  polls_.Shutdown();
+}
+
+Status JobController::Tick() {
+  // The nodes are read before taking mu_ and their health changes written
+  // after it: heartbeats (which need mu_) never wait for the store.
+  Result<std::vector<api::Node>> listed = store_->ListNodes();
+  std::vector<api::Node> nodes;
+  std::vector<std::pair<std::string, std::string>> health_changes;
+  std::set<std::string> held;
+  bool changed = false;
+  Status st = [&]() -> Status {
+    MutexLock lock(mu_);
+    const uint64_t before = generation_;
+    Status checked = [&]() REQUIRES(mu_) -> Status {
+      if (!listed.ok()) return listed.status();
+      nodes = *std::move(listed);
+      std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);
+      WarnAboutEmulationLocked(nodes);
+      TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
+      return RetryRecoveringLocked(health);
+    }();
+    held = BusyDevicesLocked();
+    changed = generation_ != before;
+    return checked;
+  }();
+  if (changed) polls_.Notify();  // answer parked heartbeats whose set changed
+  for (const auto& [node, health] : health_changes) {
+    Status recorded = store_->SetNodeHealth(node, health);
+    if (!recorded.ok()) {
+      spdlog::warn("node {}: cannot record health: {}", node, recorded.ToString());
+    }
+  }
+  if (!st.ok()) return st;
+  // Planning happens outside the lock: heartbeats are answered meanwhile.
+  return PlaceQueued(nodes, held);
+}
+
+std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
+    std::vector<api::Node>* nodes, std::vector<std::pair<std::string, std::string>>* changes) {
+  std::map<std::string, NodeHealth> out;
+  for (api::Node& node : *nodes) {
+    auto it = reports_.find(node.name);
+    // A node not heard from since this controller started gets the full
+    // timeout from the start, so a restart does not kill healthy jobs.
+    Steady::time_point seen = it == reports_.end() ? started_ : it->second.seen;
+    NodeHealth h = peer_checks_.Classify(node.name, seen, clock_->SteadyNow(), options_.detector);
+    if (options_.node_up) {
+      if (std::optional<bool> up = options_.node_up(node.name)) {
+        h = *up ? NodeHealth::kHealthy : NodeHealth::kDead;
+      }
+    }
+    out[node.name] = h;
+    std::string name(NodeHealthName(h));
+    if (node.health != name) {
+      spdlog::info("node {}: {} -> {}", node.name, node.health, name);
+      changes->emplace_back(node.name, name);
+      node.health = name;
+    }
+  }
+  return out;
+}
+
+const api::WorkerStatus* JobController::FindReportLocked(const std::string& node,
+                                                         const api::WorkerKey& key) const {
+  auto it = reports_.find(node);
+  if (it == reports_.end()) return nullptr;
+  for (const api::WorkerStatus& w : it->second.workers) {
+    if (w.key == key) return &w;
+  }
+  return nullptr;
+}
+
+Result<api::Job> JobController::StepLocked(const api::Job& job, JobEvent event,
+                                           const std::string& reason,
+                                           std::optional<api::Json> plan) {
+  TESSERA_ASSIGN_OR_RETURN(JobStep step,
+                           NextJobState(job.state, event, job.attempt, job.spec.max_attempts));
+  JobTransition t;
+  t.job_id = job.id;
+  t.expected = job.state;
+  t.next = step.next;
+  t.reason = reason;
+  if (step.attempts_exhausted) {
+    t.reason = "gave up after " + std::to_string(job.attempt) + " attempts: " + reason;
+  }
+  t.attempt = step.attempts_used;
+  t.plan = std::move(plan);
+  t.now_ms = clock_->NowUnixMillis();
+  auto result = store_->TransitionJob(t);
+  if (result.ok()) {
+    spdlog::info("job {}: {} -> {} ({})", job.id, api::JobStateName(job.state),
+                 api::JobStateName(step.next), t.reason);
+  }
+  return result;
+}
+
+Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>& health) {
+  for (auto it = active_.begin(); it != active_.end();) {
+    const AttemptLaunch& launch = it->second.launch;
+    auto job = store_->GetJob(it->first);
+    if (!job.ok()) return job.status();
+    if (job->state != JobState::kStarting && job->state != JobState::kRunning) {
+      // Cancelled (or failed) from outside: drop it from every desired set.
+      store_
+          ->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(),
+                          api::JobStateName(job->state))
+          .IgnoreError();
+      RememberStoppingMasterLocked(it->second.launch);
+      it = active_.erase(it);
+      ++generation_;
+      continue;
+    }
+
+    std::map<std::string, std::vector<int64_t>> lost;  // dead node -> ranks
+    std::string failed;        // the failed rank that says most, with its error
+    std::string failed_error;  // that rank's named error (daemon/controller/rank_error.h), or empty
+    int failed_weight = -1;
+    int running = 0, done = 0;
+    std::vector<int64_t> missing;
+    std::string vanished;
+    for (const RankLaunch& r : launch.ranks) {
+      if (it->second.dropped.contains(r.launch.key.rank)) continue;
+      auto h = health.find(r.node);
+      if (h == health.end() || h->second == NodeHealth::kDead) {
+        lost[r.node].push_back(r.launch.key.rank);
+        continue;
+      }
+      const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+      if (w == nullptr) {
+        missing.push_back(r.launch.key.rank);
+        // A running rank its (reporting) node no longer lists is gone.
+        if (job->state == JobState::kRunning && reports_.contains(r.node) && vanished.empty()) {
+          vanished =
+              "rank " + std::to_string(r.launch.key.rank) + " is no longer reported by " + r.node;
+        }
+      } else if (w->state == api::WorkerState::kExited) {
+        if (w->exit_code == 0) {
+          ++done;
+        } else {
+          // The rank that says why wins over one that only exited, and both
+          // over a survivor that lost its peer (exit 75).
+          const bool peer_lost = w->exit_code == api::kPeerLostExitCode;
+          std::optional<std::string> named = peer_lost ? std::nullopt : NameRankError(w->log_tail);
+          const int weight = peer_lost ? 0 : named ? 2 : 1;
+          if (weight > failed_weight) {
+            failed_weight = weight;
+            failed = "rank " + std::to_string(r.launch.key.rank) + " on " + r.node +
+                     " exited with code " + std::to_string(w->exit_code);
+            if (named) failed += ": " + *named;
+            failed_error = named.value_or("");
+          }
+        }
+      } else {
+        ++running;
+      }
+    }
+
+    // A rank saw a peer vanish (its collective failed): check the attempt's
+    // other nodes now instead of after the heartbeat timeout.
+    std::set<std::string> reporters;
+    for (const RankLaunch& r : launch.ranks) {
+      const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+      if (w != nullptr && w->state == api::WorkerState::kExited &&
+          w->exit_code == api::kPeerLostExitCode) {
+        reporters.insert(r.node);
+      }
+    }
+    for (const RankLaunch& r : launch.ranks) {
+      if (!reporters.empty() && !reporters.contains(r.node)) {
+        peer_checks_.Begin(r.node, clock_->SteadyNow());
+      }
+    }
+
+    if (!lost.empty() && job->state == JobState::kRunning && launch.infer) {
+      TESSERA_ASSIGN_OR_RETURN(bool dropped, DropLostInferRanksLocked(*job, &it->second, lost));
+      if (dropped) {
+        ++it;
+        continue;
+      }
+    }
+    const int world = static_cast<int>(launch.ranks.size() - it->second.dropped.size());
+    std::optional<JobEvent> event;
+    std::string reason;
+    if (!lost.empty()) {
+      event = JobEvent::kNodeLost;
+      for (const auto& [node, ranks] : lost) {
+        reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
+                  " lost (no heartbeat), ranks " + RankList(ranks);
+      }
+    } else if (!failed.empty() || !vanished.empty()) {
+      event = JobEvent::kRankFailed;
+      reason = failed.empty() ? vanished : failed;
+    } else if (done == world && launch.infer && !InferInputDone(store_, job->id)) {
+      event = JobEvent::kRankFailed;
+      reason = "all " + std::to_string(world) + " ranks exited before every chunk was done";
+    } else if (done == world) {
+      if (job->state == JobState::kStarting) {
+        // Finished before we saw them all running: record both steps.
+        auto r = StepLocked(*job, JobEvent::kAllRunning,
+                            "all " + std::to_string(world) + " ranks started");
+        if (!r.ok()) return r.status();
+        job = *r;
+      }
+      event = JobEvent::kSucceed;
+      reason = "all " + std::to_string(world) + " ranks finished";
+    } else if (job->state == JobState::kStarting && missing.empty()) {
+      event = JobEvent::kAllRunning;
+      reason = "all " + std::to_string(world) + " ranks running";
+    } else if (job->state == JobState::kStarting &&
+               SteadyMs(it->second.launched_at) > options_.launch_timeout_ms) {
+      event = JobEvent::kRankFailed;
+      reason = "ranks " + RankList(missing) + " did not start within " +
+               std::to_string(options_.launch_timeout_ms / 1000) + " s";
+    }
+    if (!event) {
+      ++it;
+      continue;
+    }
+    if (*event == JobEvent::kRankFailed || *event == JobEvent::kNodeLost) {
+      std::optional<std::string> loop =
+          CrashLoopLocked(*job, it->second, *event == JobEvent::kRankFailed ? failed_error : "");
+      if (loop) {
+        event = JobEvent::kFail;
+        reason = *loop + ": " + reason;
+      }
+    }
+    auto next = StepLocked(*job, *event, reason);
+    if (!next.ok()) return next.status();
+    if (next->state == JobState::kRunning) {
+      ++it;
+      continue;
+    }
+    store_->FinishAttempt(job->id, launch.attempt, clock_->NowUnixMillis(), reason).IgnoreError();
+    if (next->state == JobState::kRecovering) {
+      // The first retry goes as soon as the old ranks stopped; later ones back off.
+      int64_t backoff = job->attempt <= 1 ? 0 : options_.retry_backoff_ms;
+      for (int64_t a = 2; a < job->attempt && backoff < options_.max_retry_backoff_ms; ++a) {
+        backoff *= 2;
+      }
+      backoff = std::min(backoff, options_.max_retry_backoff_ms);
+      retry_at_[job->id] = clock_->SteadyNow() + std::chrono::milliseconds(backoff);
+    }
+    RememberStoppingMasterLocked(it->second.launch);
+    it = active_.erase(it);
+    ++generation_;
+  }
+  return Status::Ok();
+}
+
+void JobController::RememberStoppingMasterLocked(const AttemptLaunch& launch) {
+  if (launch.ranks.empty()) return;
+  const RankLaunch& master = launch.ranks.front();
+  AttemptLaunch ports;  // only what AddMasterPort reads
+  ports.ranks.push_back(master);
+  stopping_masters_.push_back(
+      {master.node, master.launch.key, std::move(ports), clock_->SteadyNow()});
+}
+
+Result<bool> JobController::DropLostInferRanksLocked(
+    const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost) {
+  const AttemptLaunch& launch = active->launch;
+  // Independent ranks: no tiling, one stage per replica.
+  if (launch.rank_plan.contains("tiling")) return false;
+  for (const auto& replica : launch.rank_plan.value("replicas", api::Json::array())) {
+    if (replica.value("stages", api::Json::array()).size() != 1) return false;
+  }
+  size_t lost_ranks = 0;
+  for (const auto& [node, ranks] : lost) lost_ranks += ranks.size();
+  if (lost_ranks + active->dropped.size() >= launch.ranks.size()) return false;  // none left
+
+  const int64_t now = clock_->NowUnixMillis();
+  std::string reason;
+  for (const auto& [node, ranks] : lost) {
+    for (int64_t rank : ranks) {
+      // Renewing the rank's leases until now hands them back at once.
+      ChunkLeaseRequest release;
+      release.job_id = job.id;
+      release.attempt = launch.attempt;
+      release.rank = rank;
+      release.max_chunks = 0;
+      release.now_ms = now;
+      release.lease_until_ms = now;
+      TESSERA_ASSIGN_OR_RETURN(ChunkLeaseResult released, store_->LeaseChunks(release));
+      (void)released;
+      active->dropped.insert(rank);
+    }
+    reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
+              " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  const int64_t left = static_cast<int64_t>(launch.ranks.size() - active->dropped.size());
+  reason += ": the other " + std::to_string(left) + " rank" + (left == 1 ? "" : "s") +
+            " go on, and the chunks the lost ranks held went back to the queue";
+  TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kRanksDropped, reason));
+  (void)next;
+  ++generation_;
+  return true;
+}
+
+std::optional<std::string> JobController::CrashLoopLocked(const api::Job& job, const Active& active,
+                                                          const std::string& error) {
+  const AttemptLaunch& launch = active.launch;
+  // Progress: a step any rank reported, or (for a script that reports no
+  // steps) a run longer than the crash-loop window.
+  bool progressed = SteadyMs(active.launched_at) > options_.crash_loop_window_ms;
+  for (const RankLaunch& r : launch.ranks) {
+    const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    if (w != nullptr && w->progress.is_object()) progressed = true;
+  }
+  if (error.empty() || progressed) {
+    crash_history_.erase(job.id);
+    return std::nullopt;
+  }
+  const std::string signature = CrashSignature(error);
+  std::optional<std::string> loop;
+  auto previous = crash_history_.find(job.id);
+  if (previous != crash_history_.end() && previous->second.signature == signature &&
+      previous->second.attempt + 1 == launch.attempt) {
+    loop = "crash loop: attempts " + std::to_string(previous->second.attempt) + " and " +
+           std::to_string(launch.attempt) + " failed the same way before any progress";
+  }
+  crash_history_[job.id] = {signature, launch.attempt};
+  return loop;
+}
+
+bool JobController::JobHasLiveWorkersLocked(api::JobId job,
+                                            const std::map<std::string, NodeHealth>& health) const {
+  for (const auto& [node, report] : reports_) {
+    auto h = health.find(node);
+    if (h == health.end() || h->second == NodeHealth::kDead) continue;
+    for (const api::WorkerStatus& w : report.workers) {
+      if (w.key.job_id == job && w.state != api::WorkerState::kExited) return true;
+    }
+  }
+  return false;
+}
+
+Status JobController::RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, AllJobsIn(store_, JobState::kRecovering));
+  for (const api::Job& job : jobs) {
+    auto [at, inserted] = retry_at_.try_emplace(job.id, clock_->SteadyNow());
+    if (clock_->SteadyNow() < at->second) continue;
+    // Wait until the old ranks stopped (their agents were told to stop them),
+    // so the next attempt does not race them for devices or checkpoints.
+    bool waited_enough = SteadyMs(at->second) > options_.stop_wait_ms;
+    if (JobHasLiveWorkersLocked(job.id, health) && !waited_enough) continue;
+    auto next = StepLocked(job, JobEvent::kRetry, job.reason.empty() ? "retry" : job.reason);
+    if (!next.ok()) return next.status();
+    retry_at_.erase(job.id);
+  }
+  return Status::Ok();
+}
+
+std::set<std::string> JobController::BusyDevicesLocked() const {
+  std::set<std::string> busy;
+  for (const auto& [id, active] : active_) {
+    for (const RankLaunch& r : active.launch.ranks) {
+      if (!active.dropped.contains(r.launch.key.rank)) {
+        busy.insert(DeviceKey(r.node, r.device_index));
+      }
+    }
+  }
+  return busy;
+}
+
+void JobController::WarnAboutEmulationLocked(const std::vector<api::Node>& nodes) {
+  std::vector<std::string> warnings = EmulationCapacityWarnings(nodes);
+  if (warnings == emulation_warnings_) return;  // said once per change
+  for (const std::string& w : warnings) spdlog::warn("{}", w);
+  emulation_warnings_ = std::move(warnings);
+}
+
+Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
+                                                     const std::vector<api::Node>& nodes,
+                                                     const std::set<std::string>& busy) {
+  uint64_t key = inventory_key_;
+  for (const std::string& d : busy) key = key * 1099511628211ull ^ std::hash<std::string>{}(d);
+  std::vector<CachedPlan>& cached = plan_cache_[job.id];
+  for (const CachedPlan& c : cached) {
+    if (c.cluster_key == key) return c.plans;
+  }
+  ++plans_made_;
+  Result<scheduler::PlanSet> plans =
+      PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
+  // A profile still being measured (or any passing failure) is asked again.
+  const bool lasting = plans.ok() || plans.status().code() == StatusCode::kFailedPrecondition ||
+                       plans.status().code() == StatusCode::kNotFound ||
+                       plans.status().code() == StatusCode::kInvalidArgument;
+  if (lasting) {
+    constexpr size_t kPerJob = 4;  // the queue pass asks a job about a few cluster states
+    if (cached.size() >= kPerJob) cached.erase(cached.begin());
+    cached.push_back(CachedPlan{key, plans});
+  }
+  return plans;
+}
+
+Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
+                                  const std::set<std::string>& held) {
+  // Nothing can be placed without a free device: skip reading the queue.
+  bool any_free = false;
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy") continue;
+    for (const api::Device& d : n.devices) {
+      any_free = any_free || !held.contains(DeviceKey(n.name, d.index));
+    }
+  }
+  if (!any_free) return Status::Ok();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  // Forget the plans and listings of jobs that left the queue.
+  std::set<api::JobId> queued;
+  for (const api::Job& j : pending) queued.insert(j.id);
+  std::erase_if(plan_cache_, [&](const auto& entry) { return !queued.contains(entry.first); });
+  lister_.ForgetAllBut(queued);
+  if (pending.empty()) return Status::Ok();
+  // The cluster as the planner sees it, minus heartbeat times: a change
+  // here (a node's devices, links or health) re-plans every job.
+  // Computed only while jobs wait (it costs a JSON text per node).
+  {
+    uint64_t key = 14695981039346656037ull;
+    for (const api::Node& n : nodes) {
+      api::Json j = api::ToJson(n);
+      j.erase("last_heartbeat_ms");
+      key = key * 1099511628211ull ^ std::hash<std::string>{}(j.dump());
+    }
+    inventory_key_ = key;
+  }
+  std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
+    if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
+    return a.id < b.id;
+  });
+
+  std::set<std::string> busy = held;  // grows with this pass's placements
+  std::optional<api::Job> head;       // first job that must wait for busy devices
+  std::set<std::string> backfilled;   // devices taken by jobs placed behind the head
+  for (const api::Job& job : pending) {
+    // An infer job is planned once its input is listed.
+    TESSERA_ASSIGN_OR_RETURN(bool input_ready, InferInputReady(job));
+    if (!input_ready) continue;
+    auto plans = PlanCached(job, nodes, busy);
+    if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
+                        plans.status().code() == StatusCode::kInvalidArgument)) {
+      // Not a matter of waiting: the job can never be planned.
+      MutexLock lock(mu_);
+      auto failed = StepLocked(job, JobEvent::kFail, "cannot plan: " + plans.status().message());
+      if (!failed.ok()) return failed.status();
+      continue;
+    }
+    if (!plans.ok() || plans->plans.empty()) {
+      std::string why = plans.ok() ? "no plan" : plans.status().message();
+      SetWaiting(job.id, why);
+      // Only a job that would fit on the idle cluster blocks the jobs behind it.
+      if (!head && PlanCached(job, nodes, {}).ok()) head = job;
+      continue;
+    }
+    const scheduler::Plan& best = plans->plans.front();
+    if (head) {
+      // Backfill only if the head still fits once every job ended except
+      // those placed behind it (this one included).
+      std::set<std::string> would_hold = backfilled;
+      for (const auto& d : best.Devices()) would_hold.insert(d.ToString());
+      if (!PlanCached(*head, nodes, would_hold).ok()) {
+        SetWaiting(job.id, "waiting behind job " + std::to_string(head->id) +
+                               " (placing it now would delay that job)");
+        continue;
+      }
+    }
+    std::set<std::string> placed;
+    {
+      // Only this thread changes active_, so the devices planned on are
+      // still free: commit under the lock.
+      MutexLock lock(mu_);
+      TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, best, &placed));
+    }
+    if (!placed.empty()) polls_.Notify();  // the nodes' parked polls carry the launch
+    busy.insert(placed.begin(), placed.end());
+    if (head) backfilled.insert(placed.begin(), placed.end());
+    SetWaiting(job.id, "");
+  }
+  return Status::Ok();
+}
+
+Result<bool> JobController::InferInputReady(const api::Job& job) {
+  if (job.spec.kind != api::JobKind::kInfer) return true;
+  // The whole input is listed once, before the first attempt, in the
+  // background; later attempts lease what is left.
+  InputPathCheck may_read = AnyPath;
+  if (options_.admission != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(may_read, options_.admission->InputCheckFor(store_, job.owner));
+  }
+  TESSERA_ASSIGN_OR_RETURN(InputLister::Progress listed, lister_.Poll(job, may_read));
+  switch (listed.phase) {
+    case InputLister::Phase::kDone:
+      return true;
+    case InputLister::Phase::kListing:
+      SetWaiting(job.id, "listing input (" + std::to_string(listed.found) + " found)");
+      return false;
+    case InputLister::Phase::kFailed:
+      break;
+  }
+  lister_.Forget(job.id);
+  MutexLock lock(mu_);
+  auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + listed.error.message());
+  if (!r.ok()) return r.status();
+  return false;
+}
+
+Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
+                                  const scheduler::Plan& best,
+                                  std::set<std::string>* placed_devices) {
+  api::Json plan_json = scheduler::ToJson(best);
+
+  std::map<std::string, std::string> addresses;
+  for (const api::Node& n : nodes) addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
+  auto entry = store_->GetEntrypoint(job.spec.entrypoint);
+  if (!entry.ok()) {
+    auto r = StepLocked(job, JobEvent::kFail,
+                        "entrypoint " + job.spec.entrypoint + " is no longer allowed");
+    return r.ok() ? Status::Ok() : r.status();
+  }
+  const int64_t attempt = job.attempt + 1;
+  // Live attempts keep their rendezvous ports, and so do ended attempts whose
+  // rank 0 still runs (it is being stopped); the new master picks another.
+  MasterPortsInUse ports;
+  for (const auto& [id, active] : active_) AddMasterPort(active.launch, &ports);
+  std::erase_if(stopping_masters_, [&](const StoppingMaster& m) REQUIRES(mu_) {
+    const api::WorkerStatus* w = FindReportLocked(m.node, m.key);
+    const bool stopped = w == nullptr || w->state == api::WorkerState::kExited;
+    // A node that no longer reports keeps it for as long as a stop may take.
+    const bool forgotten = SteadyMs(m.ended) > 6 * options_.stop_wait_ms;
+    return stopped || forgotten;
+  });
+  for (const StoppingMaster& m : stopping_masters_) AddMasterPort(m.launch, &ports);
+  auto launch = BuildAttemptLaunch(job, attempt, best, plan_json,
+                                   EntrypointCommand{entry->name, entry->command}, addresses,
+                                   options_.launch, ports);
+  if (!launch.ok()) {
+    auto r = StepLocked(job, JobEvent::kFail, "cannot launch: " + launch.status().message());
+    return r.ok() ? Status::Ok() : r.status();
+  }
+
+  TESSERA_ASSIGN_OR_RETURN(api::Job planned, StepLocked(job, JobEvent::kPlan, best.why, plan_json));
+  JobAttempt record;
+  record.job_id = job.id;
+  record.attempt = attempt;
+  record.plan = ToJson(*launch);
+  record.started_ms = clock_->NowUnixMillis();
+  store_->DeleteAttempt(job.id, attempt).IgnoreError();  // left by a crash before launch
+  TESSERA_RETURN_IF_ERROR(store_->InsertAttempt(record));
+  TESSERA_RETURN_IF_ERROR(StepLocked(planned, JobEvent::kLaunch,
+                                     "attempt " + std::to_string(attempt) + ": launching " +
+                                         std::to_string(launch->ranks.size()) + " ranks (" +
+                                         std::string(scheduler::LayoutName(best.layout)) + ")")
+                              .status());
+  for (const RankLaunch& r : launch->ranks)
+    placed_devices->insert(DeviceKey(r.node, r.device_index));
+  active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+  ++generation_;
+  return Status::Ok();
+}
+
+Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
+  std::set<std::string> busy;
+  {
+    MutexLock lock(mu_);
+    busy = BusyDevicesLocked();
+  }
+  // Planned outside the lock, like Tick's plans.
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  Result<scheduler::PlanSet> plans =
+      PlanJob(SnapshotOf(nodes, busy), spec, options_.builtin_profiles);
+  if (!plans.ok() && IsMeasuringProfile(plans.status())) {
+    return MeasuringProfileAnswer(plans.status());  // a state to wait for, not an error
+  }
+  if (!plans.ok()) return plans.status();
+  return scheduler::ToJson(*plans);
+}
+
+void JobController::SetWaiting(api::JobId job, const std::string& why) {
+  MutexLock lock(waiting_mu_);
+  if (why.empty()) {
+    waiting_.erase(job);
+  } else {
+    waiting_[job] = why;
+  }
+}
+
+std::string JobController::WaitingReason(api::JobId job) {
+  MutexLock lock(waiting_mu_);
+  auto it = waiting_.find(job);
+  return it == waiting_.end() ? std::string() : it->second;
+}
+
+}  // namespace tessera::daemon

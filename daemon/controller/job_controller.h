@@ -1,0 +1,259 @@
+// JobController: the controller's loop. It places pending jobs with the
+// planner, hands every node its desired workers, watches the ranks the
+// agents report, detects dead nodes and failed ranks, and recovers: stop
+// the attempt, back off, re-plan on the devices still healthy, launch the
+// next attempt (which resumes from the newest complete checkpoint).
+// A failed rank's reason carries the error its last log lines name
+// (daemon/controller/rank_error.h); two attempts in a row that fail with the same error
+// before any progress are a crash loop, and the job fails with that error
+// instead of spending its remaining attempts. A running infer attempt whose
+// ranks lease chunks independently goes on without a lost node's ranks
+// (their chunks go back to the queue) instead of restarting.
+//
+// Reconciliation is by level, not by edge: OnHeartbeat records what a node
+// runs and answers with everything it should run; Tick compares the reports
+// with the attempts recorded in the store. Every decision is a state-machine
+// step (daemon/controller/job_state_machine.h) written to the store with its reason, so
+// the events show each step.
+//
+// Queue policy: pending jobs by priority (high first), then FIFO. The first
+// job that cannot be placed (but would fit an idle cluster) is the head; a
+// later job may backfill only if the head would still fit once every other
+// running job ended, i.e. the backfill does not delay it.
+//
+// After a controller restart, Recover() rebuilds the active attempts from
+// the store; nodes get a full dead-timeout of grace before they can be
+// declared dead, so healthy running jobs keep running.
+//
+// Ownership: borrows the store and the clock; both must outlive it.
+// Thread safety: all public methods are safe to call concurrently (one
+// mutex, mu_; the *Locked methods require it held); Tick is meant for one
+// controller thread, OnHeartbeat for HTTP sessions.
+#ifndef TESSERA_DAEMON_CONTROLLER_JOB_CONTROLLER_H_
+#define TESSERA_DAEMON_CONTROLLER_JOB_CONTROLLER_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "api/types.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "daemon/auth/lease_tokens.h"
+#include "daemon/controller/attempt_launch.h"
+#include "daemon/controller/failure_detector.h"
+#include "daemon/controller/input_lister.h"
+#include "daemon/controller/job_admission.h"
+#include "daemon/controller/job_state_machine.h"
+#include "daemon/controller/long_poll_set.h"
+#include "daemon/controller/planning.h"
+#include "daemon/store/store.h"
+
+namespace tessera::daemon {
+
+struct JobControllerOptions {
+  FailureDetectorOptions detector;
+  LaunchOptions launch;
+  int64_t retry_backoff_ms = 500;  // delay before the first re-plan
+  int64_t max_retry_backoff_ms = 10'000;
+  int64_t launch_timeout_ms = 120'000;  // starting -> every rank running
+  int64_t stop_wait_ms = 10'000;        // how long a re-plan waits for old ranks to stop
+  // Crash loops: an attempt whose rank failed with the same named error
+  // (daemon/controller/rank_error.h) as the attempt before it, neither having made
+  // progress, fails the job with that error instead of retrying. Progress
+  // is a reported step, or (for scripts that report none) a run longer
+  // than this window.
+  int64_t crash_loop_window_ms = 300'000;
+  ProfileLookup builtin_profiles;  // measured profiles of builtin models
+  // Infer jobs: images per chunk, and the tokens their ranks lease chunks
+  // with (not owned; without it infer ranks get no token and cannot lease).
+  int64_t infer_chunk_images = 32;
+  const LeaseTokens* lease_tokens = nullptr;
+  // Pools whose nodes run no agent (a Slurm partition) know their health
+  // better than heartbeats: true (healthy) or false (dead) overrides the
+  // failure detector for that node; nullopt leaves it to the detector.
+  std::function<std::optional<bool>(const std::string& node)> node_up;
+  // The data roots an infer job's input listing is checked against (not
+  // owned; without it inputs are listed unchecked).
+  const JobAdmission* admission = nullptr;
+};
+
+class JobController {
+ public:
+  JobController(Store* store, const Clock* clock, JobControllerOptions options);
+
+  // Rebuilds the active attempts from the store. Call once at start.
+  Status Recover() EXCLUDES(mu_);
+
+  // Records a node's report and answers, through `done`, with every worker
+  // the node should run. Long poll: when request.wait_ms > 0 and the node
+  // already runs exactly its desired set, the answer is parked (no thread
+  // waits for it) until that set changes or wait_ms passes, so a new launch
+  // reaches the agent at once; `done` is then called from the controller's
+  // long-poll thread. Otherwise `done` is called before this returns.
+  // REQUIRES: the request passed HeartbeatRequestFromJson; done does not
+  // block and does not call back into the controller.
+  using HeartbeatDone = std::function<void(api::HeartbeatResponse)>;
+  void OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatDone done) EXCLUDES(mu_);
+
+  // OnHeartbeat, waiting for the answer (blocks while it is parked).
+  api::HeartbeatResponse OnHeartbeat(const api::HeartbeatRequest& request) EXCLUDES(mu_);
+
+  // Answers every parked heartbeat now, and later ones at once (the daemon
+  // is stopping).
+  void Shutdown() EXCLUDES(mu_);
+
+  // Heartbeats parked right now.
+  size_t parked_heartbeats() const { return polls_.parked(); }
+
+  // One pass: node health, attempt outcomes, retries, placement.
+  Status Tick() EXCLUDES(mu_);
+
+  // Ranked plans for a spec on the cluster as it is now (dry run); while the
+  // model's profile is being measured, MeasuringProfileAnswer (a state).
+  Result<api::Json> Preview(const api::JobSpec& spec) EXCLUDES(mu_);
+
+  // Why a pending job is still waiting (the planner's reason), or empty.
+  // Does not wait for a running Tick.
+  std::string WaitingReason(api::JobId job) EXCLUDES(waiting_mu_);
+
+ private:
+  struct Active {
+    AttemptLaunch launch;
+    std::chrono::steady_clock::time_point launched_at;
+    // Ranks of a lost node that a running infer attempt goes on without
+    // (DropLostInferRanksLocked): no longer desired, counted or busy.
+    std::set<int64_t> dropped;
+  };
+  struct Report {
+    std::chrono::steady_clock::time_point seen;
+    std::vector<api::WorkerStatus> workers;
+  };
+
+  int64_t SteadyMs(std::chrono::steady_clock::time_point t) const;
+  // Classifies every node, sets node.health, and appends (node, health)
+  // for each that changed to *changes (Tick records them after mu_).
+  std::map<std::string, NodeHealth> UpdateNodeHealthLocked(
+      std::vector<api::Node>* nodes, std::vector<std::pair<std::string, std::string>>* changes)
+      REQUIRES(mu_);
+  Status CheckActiveLocked(const std::map<std::string, NodeHealth>& health) REQUIRES(mu_);
+  Status RetryRecoveringLocked(const std::map<std::string, NodeHealth>& health) REQUIRES(mu_);
+  // Places pending jobs. Plans outside mu_ (a slow plan never delays a
+  // heartbeat) on the nodes and the devices `held` as Tick saw them, and
+  // commits each placement under mu_. Tick's thread only.
+  Status PlaceQueued(const std::vector<api::Node>& nodes, const std::set<std::string>& held)
+      EXCLUDES(mu_);
+  // PlanJob, remembered per job and cluster state: a job is planned again
+  // only when the nodes (inventory, health) or the busy devices changed, or
+  // its model's profile was not measured yet. Tick's thread only.
+  Result<scheduler::PlanSet> PlanCached(const api::Job& job, const std::vector<api::Node>& nodes,
+                                        const std::set<std::string>& busy);
+  // Logs EmulationCapacityWarnings (daemon/controller/planning.h) when they change.
+  void WarnAboutEmulationLocked(const std::vector<api::Node>& nodes) REQUIRES(mu_);
+  // Whether an infer job's input is listed into chunks (always true for
+  // other jobs). Starts the background listing the first time; while it
+  // runs the job waits with "listing input (N found)"; a listing that fails
+  // (the input cannot be read) fails the job with the reason. Not under mu_.
+  Result<bool> InferInputReady(const api::Job& job) EXCLUDES(mu_);
+  // Launches `best` for the job (planned on the devices Tick saw free).
+  Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
+                     const scheduler::Plan& best, std::set<std::string>* placed_devices)
+      REQUIRES(mu_);
+  // Applies a state-machine event and records it.
+  Result<api::Job> StepLocked(const api::Job& job, JobEvent event, const std::string& reason,
+                              std::optional<api::Json> plan = std::nullopt) REQUIRES(mu_);
+  std::set<std::string> BusyDevicesLocked() const REQUIRES(mu_);
+  const api::WorkerStatus* FindReportLocked(const std::string& node,
+                                            const api::WorkerKey& key) const REQUIRES(mu_);
+  bool JobHasLiveWorkersLocked(api::JobId job,
+                               const std::map<std::string, NodeHealth>& health) const REQUIRES(mu_);
+  // Called when `active`'s attempt of `job` ended with a failed rank or a
+  // lost node; `error` is the failed rank's named error (empty for none or a
+  // node loss). Returns the crash loop's description when this attempt
+  // failed as the one before it did, both without progress (see
+  // JobControllerOptions::crash_loop_window_ms), and remembers this failure.
+  std::optional<std::string> CrashLoopLocked(const api::Job& job, const Active& active,
+                                             const std::string& error) REQUIRES(mu_);
+  // A running infer attempt whose ranks are independent (each leases its own
+  // chunks: no tiles shared over a process group) loses only the ranks of a
+  // lost node, as long as a rank survives: they are dropped, the chunks they
+  // had leased go back to the queue at once, and the event says so. Returns
+  // whether it dropped them (else the attempt is recovered as usual).
+  Result<bool> DropLostInferRanksLocked(const api::Job& job, Active* active,
+                                        const std::map<std::string, std::vector<int64_t>>& lost)
+      REQUIRES(mu_);
+
+  Store* const store_;
+  const Clock* const clock_;
+  const JobControllerOptions options_;
+  const std::chrono::steady_clock::time_point started_;
+
+  std::vector<api::WorkerLaunch> DesiredForLocked(const std::string& node) const REQUIRES(mu_);
+  // The answer to a node's heartbeat as things are now.
+  api::HeartbeatResponse ResponseFor(const std::string& node) EXCLUDES(mu_);
+
+  Mutex mu_;
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // bumped with every change of active_
+  bool shutting_down_ GUARDED_BY(mu_) = false;
+  std::map<api::JobId, Active> active_ GUARDED_BY(mu_);
+  std::map<std::string, Report> reports_ GUARDED_BY(mu_);
+  // Nodes checked early after a rank reported peer loss.
+  PeerLossChecks peer_checks_ GUARDED_BY(mu_);
+  std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_ GUARDED_BY(mu_);
+  // Rank 0 of an attempt that left active_ keeps its rendezvous port until it
+  // has stopped (SIGTERM, the grace, SIGKILL): a new master at that address
+  // must not be given the port meanwhile.
+  struct StoppingMaster {
+    std::string node;
+    api::WorkerKey key;
+    AttemptLaunch launch;  // its master address and port (AddMasterPort)
+    std::chrono::steady_clock::time_point ended;
+  };
+  std::vector<StoppingMaster> stopping_masters_ GUARDED_BY(mu_);
+  // Moves an ending attempt's rank 0 into stopping_masters_.
+  void RememberStoppingMasterLocked(const AttemptLaunch& launch) REQUIRES(mu_);
+  // The last failure of each job that ended without progress (in memory: a
+  // restarted controller starts counting again).
+  struct CrashRecord {
+    std::string signature;  // CrashSignature of the named error
+    int64_t attempt = 0;
+  };
+  std::map<api::JobId, CrashRecord> crash_history_ GUARDED_BY(mu_);
+  std::vector<std::string> emulation_warnings_ GUARDED_BY(mu_);  // last logged
+  // PlanCached's memory: per job, the newest few (cluster key, plans).
+  // Used by Tick's thread only (no lock).
+  struct CachedPlan {
+    uint64_t cluster_key = 0;
+    Result<scheduler::PlanSet> plans = Status(StatusCode::kInternal, "not planned");
+  };
+  std::map<api::JobId, std::vector<CachedPlan>> plan_cache_;
+  uint64_t inventory_key_ = 0;  // of the nodes Tick saw last
+  uint64_t plans_made_ = 0;     // PlanJob calls by PlanCached (tests)
+
+ public:
+  // How many plans Tick actually computed (cache misses); for tests.
+  uint64_t plans_made() const { return plans_made_; }
+
+ private:
+  // Why pending jobs wait: written by Tick, read by API calls, so it has its
+  // own lock and a GET never waits for a planning pass.
+  void SetWaiting(api::JobId job, const std::string& why) EXCLUDES(waiting_mu_);
+  Mutex waiting_mu_;
+  std::map<api::JobId, std::string> waiting_ GUARDED_BY(waiting_mu_);
+  // Lists infer jobs' inputs in the background (daemon/controller/input_lister.h).
+  InputLister lister_;
+  // Parked heartbeats; told of every change of active_. Last member: its
+  // thread runs callbacks that use the members above until it is joined.
+  LongPollSet polls_;
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROLLER_JOB_CONTROLLER_H_

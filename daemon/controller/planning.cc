@@ -1,0 +1,162 @@
+#include "daemon/controller/planning.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "scheduler/planner.h"
+
+namespace tessera::daemon {
+namespace {
+
+constexpr std::string_view kBuiltinPrefix = "builtin:";
+
+// A registered command is opaque: one layer whose cost makes the planner
+// spread the batch by device speed, and whose tiny gradient keeps it from
+// preferring fewer devices for communication's sake.
+scheduler::ModelProfile GenericProfile() {
+  scheduler::ModelProfile p;
+  p.name = "generic";
+  scheduler::Layer layer;
+  layer.name = "opaque";
+  layer.forward_flops = 2e9;
+  layer.parameter_bytes = 4 << 10;
+  layer.activation_bytes = 1 << 20;
+  layer.output_bytes = 4;
+  p.layers.push_back(layer);
+  p.input_bytes = 1 << 20;
+  p.estimated = true;
+  return p;
+}
+
+// Nominal figures for a discovered link kind (per direction): an NVLink
+// adds ~25 GB/s per link (NVLink 3), a path across CPU sockets runs at about
+// half of PCIe 4 x16. A plain or unknown PCIe path keeps the node default.
+std::optional<scheduler::Link> LinkOf(const api::DeviceLink& l) {
+  if (l.kind == "nvlink" && l.nvlink_count > 0) {
+    return scheduler::Link{25e9 * static_cast<double>(l.nvlink_count), 5e-6};
+  }
+  if (l.kind == "system") return scheduler::Link{8e9, 20e-6};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>& nodes) {
+  struct Host {
+    double speed = 0;
+    int64_t cores = 0;
+    std::vector<std::string> nodes;
+  };
+  std::map<std::string, Host> hosts;
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy") continue;
+    double speed = 0;
+    for (const api::Device& d : n.devices) {
+      if (d.emulated) speed += d.relative_speed;
+    }
+    if (speed <= 0) continue;
+    Host& h = hosts[n.address.empty() ? n.name : n.address];
+    h.speed += speed;
+    h.cores = std::max(h.cores, n.cpu_cores);
+    h.nodes.push_back(n.name);
+  }
+  std::vector<std::string> out;
+  for (const auto& [address, h] : hosts) {
+    if (h.cores <= 0 || h.speed <= static_cast<double>(h.cores) + 1e-9) continue;
+    std::string names;
+    for (const std::string& n : h.nodes) names += (names.empty() ? "" : ", ") + n;
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  " on %s declare emulated speeds adding up to %.3g on %lld cores: their devices "
+                  "run slower than declared, so plans are not what they predict",
+                  address.c_str(), h.speed, static_cast<long long>(h.cores));
+    out.push_back("nodes " + names + buf);
+  }
+  return out;
+}
+
+scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
+                                      const std::set<std::string>& busy) {
+  scheduler::ClusterSnapshot snapshot;
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy") continue;
+    scheduler::Node node;
+    node.name = n.name;
+    // The link the node's inventory declares; unknown: the planner's default.
+    if (n.network_bandwidth_bytes_per_s > 0) {
+      node.network = scheduler::Link{n.network_bandwidth_bytes_per_s, n.network_latency_s};
+    }
+    for (const api::Device& d : n.devices) {
+      scheduler::Device dev;
+      dev.index = static_cast<int>(d.index);
+      dev.type = d.name;
+      dev.memory_bytes = d.memory_bytes;
+      dev.tflops = d.measured_tflops;
+      dev.tflops_half = d.measured_tflops_half;
+      dev.memory_bandwidth_bytes_per_s = d.mem_bandwidth_gbps * 1e9;
+      dev.unmeasured_reason = d.measure_error;
+      dev.busy = d.busy || busy.contains(n.name + ":" + std::to_string(d.index));
+      // Ranks on real CUDA GPUs talk NCCL, the rest Gloo; a plan keeps to one.
+      dev.backend = d.type == "cuda" && !d.emulated ? "nccl" : "gloo";
+      // The worker's profile measures layer times on the CPU. A CPU device uses them
+      // as they are; an emulated GPU's compute lasts its CPU time / its declared speed
+      // (worker/runtime/emulated_device.h), which can only slow it down (a speed above
+      // 1 runs at 1).
+      if (d.emulated || d.type == "cpu") {
+        dev.measured_as = "cpu";
+        if (d.emulated && d.relative_speed > 0)
+          dev.relative_speed = std::min(1.0, d.relative_speed);
+      }
+      node.devices.push_back(dev);
+    }
+    // Links the agent discovered override the node's default (PCIe) link.
+    for (const api::DeviceLink& l : n.links) {
+      auto link = LinkOf(l);
+      if (!link) continue;
+      snapshot.device_links.push_back({scheduler::DeviceId{n.name, static_cast<int>(l.a)},
+                                       scheduler::DeviceId{n.name, static_cast<int>(l.b)}, *link});
+    }
+    snapshot.nodes.push_back(std::move(node));
+  }
+  return snapshot;
+}
+
+Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
+  scheduler::JobRequest r;
+  r.kind =
+      spec.kind == api::JobKind::kInfer ? scheduler::JobKind::kInfer : scheduler::JobKind::kTrain;
+  r.global_batch = spec.global_batch;
+  r.min_devices = static_cast<int>(spec.min_devices);
+  r.max_devices = static_cast<int>(spec.max_devices);
+  auto layout = scheduler::ParseLayout(spec.layout);
+  if (!layout) return InvalidArgument("unknown layout", "layout");
+  r.layout = *layout;
+  if (spec.image_width > 0 && spec.image_height > 0) {
+    r.image = scheduler::ImageSize{static_cast<int>(spec.image_width),
+                                   static_cast<int>(spec.image_height)};
+  }
+  // An opaque command can only run as data parallel: it owns all its layers.
+  if (!spec.entrypoint.starts_with(kBuiltinPrefix) && r.layout == scheduler::Layout::kAuto) {
+    r.layout = scheduler::Layout::kData;
+  }
+  TESSERA_RETURN_IF_ERROR(r.Validate());
+  return r;
+}
+
+Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin) {
+  if (!spec.entrypoint.starts_with(kBuiltinPrefix)) return GenericProfile();
+  std::string model = spec.entrypoint.substr(kBuiltinPrefix.size());
+  if (!builtin) return FailedPrecondition("no model profiles are configured");
+  return builtin(model);
+}
+
+Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
+                                   const api::JobSpec& spec, const ProfileLookup& builtin) {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::ModelProfile profile, ProfileOf(spec, builtin));
+  return scheduler::MakePlans(snapshot, profile, request);
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,62 @@
+// Planning glue: turns what the controller knows (a job spec, the nodes the
+// agents reported, the devices other jobs hold) into the scheduler's plain
+// inputs, and asks the planner for ranked plans.
+//
+// The scheduler itself (scheduler/planner.h) is pure; this file only
+// translates. Builtin entrypoints are planned with the scheduler's profile of
+// that model; a registered command ("cmd:<name>") is opaque to the
+// controller, so it is planned as data parallel with a small generic profile
+// that spreads its batch by device speed.
+//
+// Thread safety: pure functions.
+#ifndef TESSERA_DAEMON_CONTROLLER_PLANNING_H_
+#define TESSERA_DAEMON_CONTROLLER_PLANNING_H_
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/job_request.h"
+#include "scheduler/model_profile.h"
+#include "scheduler/plan.h"
+
+namespace tessera::daemon {
+
+// Hosts whose emulated devices declare more speed than the host has cores. Nodes
+// reporting one address run on one machine (several agents in a demo); an emulated
+// device of relative speed s keeps s of one core busy while it computes
+// (worker/runtime/emulated_device.h), so above the host's cores the devices wait for
+// cores and run slower than declared. One line per such host, naming its nodes, the
+// sum and the cores; empty when every host fits or reports no cores. Each agent
+// checks its own inventory at start (agent/inventory_file.h); this sees them all.
+std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>& nodes);
+
+// Devices that may be planned on: nodes whose health is "healthy", minus the
+// devices in `busy` ("node:index"), which are kept but marked busy.
+scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
+                                      const std::set<std::string>& busy);
+
+// kInvalidArgument naming the field when the spec cannot become a request.
+Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec);
+
+// The measured profile of a builtin model, by name ("colorize-unet"); see
+// daemon/controller/profile_cache.h.
+using ProfileLookup = std::function<Result<scheduler::ModelProfile>(const std::string& model)>;
+
+// The model profile a spec is planned with: the builtin model's measured
+// profile, or the generic one for a registered command.
+Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin);
+
+// Ranked plans for the spec on the snapshot. kFailedPrecondition, with every
+// layout's reason, when nothing fits; the lookup's error when the model has
+// no profile (yet).
+Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
+                                   const api::JobSpec& spec, const ProfileLookup& builtin);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROLLER_PLANNING_H_

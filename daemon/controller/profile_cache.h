@@ -1,0 +1,103 @@
+// ProfileCache: the measured ModelProfile of every builtin model, so plans
+// cut the model exactly where the worker's layers are.
+//
+// Profiles come from `tessera-worker profile --model <name>` (run by a
+// ProfileSource), are cached as JSON in a folder (so a restart does not
+// profile again; written atomically through a FileSystem, common/atomic_file.h),
+// and are converted with scheduler::ModelProfileFromWorkerJson. A profile
+// that cannot be cached (the write fails) is still used; the failure is
+// logged as a warning naming the file, and the next start measures it again.
+// StartWarmup() profiles every builtin model on a background thread; until a
+// model's profile is ready Get answers MeasuringProfile(eta), so its jobs
+// stay pending (their reason says how long) instead of blocking the control
+// loop, and a dry run answers that state (MeasuringProfileAnswer). The
+// estimate is the mean time of the measurements so far (30 s before the
+// first) for the model and those queued before it, less what the current one
+// already took.
+//
+// Ownership: owns its warm-up thread (joined by the destructor).
+// Thread safety: Get and StartWarmup may be called from any thread.
+#ifndef TESSERA_DAEMON_CONTROLLER_PROFILE_CACHE_H_
+#define TESSERA_DAEMON_CONTROLLER_PROFILE_CACHE_H_
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/types.h"
+#include "common/clock.h"
+#include "common/file_system.h"
+#include "common/mutex.h"
+#include "common/process_launcher.h"
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "scheduler/model_profile.h"
+
+namespace tessera::daemon {
+
+// What a profile lookup answers while the model's profile is being measured:
+// kUnavailable, field "profile", "measuring the model profile (about N s)".
+Status MeasuringProfile(int64_t eta_s);
+bool IsMeasuringProfile(const Status& status);
+// A dry run's answer in that state (a state, not an error; api/router.cc
+// sends it with 202 and Retry-After): {"state": "measuring_profile",
+// "message": the status' message, "retry_after_s": seconds to ask again}.
+api::Json MeasuringProfileAnswer(const Status& status);
+
+// The builtin models tesserad profiles: every "builtin:<model>" of
+// kBuiltinEntrypoints (daemon/store/store.h), in that order, so no builtin entrypoint
+// is left without a plan.
+std::vector<std::string> BuiltinModelsToProfile();
+
+// Produces the worker's profile JSON text for a model.
+using ProfileSource = std::function<Result<std::string>(const std::string& model)>;
+
+// Runs `<worker_binary> profile --model <model>` (through `launcher`, not
+// owned; the child gets SIGKILL when tesserad dies) and returns its stdout.
+// kUnavailable when it cannot run or exits non-zero (stderr in the message).
+ProfileSource WorkerProfileSource(std::string worker_binary,
+                                  ProcessLauncher* launcher = ProcessLauncher::Default());
+
+class ProfileCache {
+ public:
+  // clock: times the measurements for the estimate (nullptr: the system clock).
+  // files: reads and writes the cache folder (nullptr: the real file system).
+  ProfileCache(std::filesystem::path dir, std::vector<std::string> models, ProfileSource source,
+               const Clock* clock = nullptr, FileSystem* files = nullptr);
+  ~ProfileCache();
+  ProfileCache(const ProfileCache&) = delete;
+  ProfileCache& operator=(const ProfileCache&) = delete;
+
+  // Starts profiling the models not cached yet. Idempotent.
+  void StartWarmup() EXCLUDES(mu_);
+
+  // The profile of `model` ("colorize-unet"): MeasuringProfile(eta) while it
+  // is being measured or waits its turn, the measuring error if it failed,
+  // kNotFound for other names.
+  Result<scheduler::ModelProfile> Get(const std::string& model) EXCLUDES(mu_);
+
+ private:
+  // *measured: whether it ran the source (not the cached file).
+  Result<scheduler::ModelProfile> Load(const std::string& model, bool* measured);
+  int64_t EtaSecondsLocked(const std::string& model) const REQUIRES(mu_);
+
+  const std::filesystem::path dir_;
+  const std::vector<std::string> models_;
+  const ProfileSource source_;
+  const Clock* const clock_;
+  FileSystem* const files_;
+  Mutex mu_;
+  std::map<std::string, Result<scheduler::ModelProfile>> ready_ GUARDED_BY(mu_);
+  std::string measuring_ GUARDED_BY(mu_);  // the model being measured now, or ""
+  std::chrono::steady_clock::time_point measuring_since_ GUARDED_BY(mu_);
+  double measured_seconds_ GUARDED_BY(mu_) = 0;  // total time of the measurements so far
+  int measured_count_ GUARDED_BY(mu_) = 0;
+  std::thread warmup_ GUARDED_BY(mu_);  // the destructor joins it
+};
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROLLER_PROFILE_CACHE_H_

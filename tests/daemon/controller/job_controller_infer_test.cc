@@ -1,0 +1,209 @@
+// JobController: infer jobs (the input becomes chunks, ranks get a lease
+// token, the job succeeds only once every chunk is done). Fixture in
+// job_controller_test_fixture.h.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/controller/job_controller.h"
+#include "tests/daemon/controller/job_controller_test_fixture.h"
+
+namespace tessera::daemon::job_controller_test {
+namespace {
+
+using api::JobState;
+using std::chrono::milliseconds;
+
+// Infer jobs: the input becomes chunks, ranks get a lease token, and the job
+// succeeds only once every chunk is done.
+class InferControllerTest : public JobControllerTest {
+ protected:
+  void SetUp() override {
+    JobControllerTest::SetUp();
+    options_.lease_tokens = &tokens_;
+    options_.infer_chunk_images = 4;
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
+  api::JobSpec InferSpec(const std::string& dataset) {
+    api::JobSpec s = CmdSpec(2);
+    s.kind = api::JobKind::kInfer;
+    s.steps = 0;
+    s.dataset = dataset;
+    s.output = (dir_ / "out").string();
+    return s;
+  }
+
+  std::string InputFolder(int images) {
+    auto in = dir_ / "in";
+    std::filesystem::create_directories(in);
+    for (int i = 0; i < images; ++i) {
+      std::ofstream(in / ("scan-" + std::to_string(1000 + i) + ".png")) << "png";
+    }
+    return in.string();
+  }
+
+  // Ticks until the job leaves `pending` (its input is listed in the
+  // background), for at most 20 s.
+  void TickWhilePending(api::JobId id) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    do {
+      ASSERT_TRUE(controller_->Tick().ok());
+      if (StateOf(id) != JobState::kPending) return;
+      std::this_thread::sleep_for(milliseconds(2));
+    } while (std::chrono::steady_clock::now() < deadline);
+  }
+
+  // An infer job over `images` images on node_ (2 devices), both ranks
+  // reported running; *desired is what the node was asked to run.
+  api::JobId StartInferJob(int images, api::HeartbeatResponse* desired) {
+    Beat(node_);
+    api::JobId id = Submit(InferSpec(InputFolder(images)));
+    TickWhilePending(id);
+    *desired = Beat(node_);
+    Beat(node_, Running(*desired));
+    EXPECT_TRUE(controller_->Tick().ok());
+    return id;
+  }
+
+  const api::Node node_ = MakeNode("a", 2, 20);
+  LeaseTokens tokens_{"controller-test-key"};
+};
+
+TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobId id = Submit(InferSpec(InputFolder(10)));
+  // The first pass starts the listing; the job waits for it, then starts.
+  ASSERT_TRUE(controller_->Tick().ok());
+  TickWhilePending(id);
+  EXPECT_EQ(StateOf(id), JobState::kStarting);
+  EXPECT_EQ(*store_->CountChunks(id), (ChunkCounts{3, 0, 0, 10, 0}));
+  auto chunks = store_->ListChunks(id);
+  ASSERT_TRUE(chunks.ok());
+  EXPECT_EQ(chunks->at(0).items.front(), "scan-1000.png");
+  EXPECT_EQ(chunks->at(2).items, (std::vector<std::string>{"scan-1008.png", "scan-1009.png"}));
+
+  auto desired = Beat(a);
+  ASSERT_EQ(desired.desired.size(), 2u);
+  std::set<std::string> handed;
+  for (const api::WorkerLaunch& l : desired.desired) {
+    ASSERT_TRUE(l.env.contains("TESSERA_LEASE_TOKEN"));
+    // Each rank's own: valid for its rank, for no other.
+    EXPECT_TRUE(tokens_.Check(l.env.at("TESSERA_LEASE_TOKEN"), id, 1, l.key.rank));
+    EXPECT_FALSE(tokens_.Check(l.env.at("TESSERA_LEASE_TOKEN"), id, 1, 1 - l.key.rank));
+    handed.insert(l.env.at("TESSERA_LEASE_TOKEN"));
+  }
+  EXPECT_EQ(handed.size(), 2u);
+  // The token is handed out, never stored with the attempt.
+  auto attempt = store_->GetAttempt(id, 1);
+  ASSERT_TRUE(attempt.ok());
+  EXPECT_EQ(attempt->plan.dump().find("TESSERA_LEASE_TOKEN"), std::string::npos);
+}
+
+TEST_F(InferControllerTest, UnreadableInputFailsTheJobWithTheReason) {
+  Beat(MakeNode("a", 2, 20));
+  api::JobId id = Submit(InferSpec((dir_ / "no-such-folder").string()));
+  TickWhilePending(id);
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_NE(store_->GetJob(id)->reason.find("cannot read the input"), std::string::npos)
+      << store_->GetJob(id)->reason;
+}
+
+TEST_F(InferControllerTest, RanksThatExitBeforeEveryChunkIsDoneDoNotSucceed) {
+  api::HeartbeatResponse desired;
+  api::JobId id = StartInferJob(8, &desired);
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  // One chunk done, then every rank exits 0.
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {}, 1, 0, 1000}).ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {0}, 0, 0, 1000}).ok());
+  Beat(node_, Exited(desired, 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  // Recovering (and retried at once: the first retry does not back off).
+  std::string recovery;
+  auto events = store_->ListEvents(id, 0, 100);
+  ASSERT_TRUE(events.ok());
+  for (const api::Event& e : events.value()) {
+    if (e.to_state == "recovering") recovery = e.reason;
+  }
+  EXPECT_NE(recovery.find("before every chunk was done"), std::string::npos) << recovery;
+}
+
+TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
+  api::HeartbeatResponse desired;
+  api::JobId id = StartInferJob(4, &desired);
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {}, 1, 0, 1000}).ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {0}, 0, 0, 1000}).ok());
+  Beat(node_, Exited(desired, 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+// An infer attempt whose ranks lease chunks independently loses only a dead
+// node's ranks: the attempt goes on (no new attempt), the dead rank's leased
+// chunk is leasable at once, and the job succeeds when the survivor is done.
+TEST_F(InferControllerTest, ALostNodeCostsOnlyItsChunksAndTheAttemptGoesOn) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20);
+  Beat(a);
+  Beat(b);
+  api::JobId id = Submit(InferSpec(InputFolder(12)));  // 3 chunks of 4
+  TickWhilePending(id);
+  std::map<std::string, api::HeartbeatResponse> desired = {{"a", Beat(a)}, {"b", Beat(b)}};
+  ASSERT_EQ(desired["a"].desired.size(), 1u);
+  ASSERT_EQ(desired["b"].desired.size(), 1u);
+  Beat(a, Running(desired["a"]));
+  Beat(b, Running(desired["b"]));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  const int64_t rank_a = desired["a"].desired[0].key.rank;
+  const int64_t rank_b = desired["b"].desired[0].key.rank;
+  const int64_t now = clock_.NowUnixMillis();
+  // b's rank holds chunk 0 for 30 s; a's rank finished chunk 1.
+  auto held = store_->LeaseChunks({id, 1, rank_b, {}, 1, now, now + 30'000});
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->leased.size(), 1u);
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, rank_a, {}, 1, now, now + 30'000}).ok());
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, rank_a, {1}, 0, now, now + 30'000}).ok());
+
+  // b falls silent until it is dead; a keeps beating with its rank running.
+  for (int i = 0; i < 40 && store_->GetNode("b")->health != "dead"; ++i) {
+    clock_.Advance(milliseconds(250));
+    Beat(a, Running(desired["a"]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_EQ(store_->GetNode("b")->health, "dead");
+  api::Job job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1) << "no new attempt";
+  EXPECT_NE(job.reason.find("node b lost"), std::string::npos) << job.reason;
+  EXPECT_NE(job.reason.find("the other 1 rank go on"), std::string::npos) << job.reason;
+  EXPECT_EQ(EventTrail(id).back(), "running");
+  // a still runs its rank, unchanged.
+  auto still = Beat(a, Running(desired["a"]));
+  ASSERT_EQ(still.desired.size(), 1u);
+  EXPECT_EQ(still.desired[0].key, desired["a"].desired[0].key);
+  // The chunk b held is a's to lease now (its lease had 30 s left).
+  const int64_t later = clock_.NowUnixMillis();
+  auto taken = store_->LeaseChunks({id, 1, rank_a, {}, 2, later, later + 30'000});
+  ASSERT_TRUE(taken.ok());
+  std::set<int64_t> numbers;
+  for (const InferChunk& c : taken->leased) numbers.insert(c.chunk);
+  EXPECT_TRUE(numbers.contains(held->leased[0].chunk));
+  ASSERT_TRUE(store_->LeaseChunks({id, 1, rank_a, {0, 2}, 0, later, later + 30'000}).ok());
+  Beat(a, Exited(desired["a"], 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded) << store_->GetJob(id)->reason;
+}
+
+}  // namespace
+}  // namespace tessera::daemon::job_controller_test

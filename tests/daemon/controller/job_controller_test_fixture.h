@@ -1,0 +1,135 @@
+// The fixture of the JobController tests (tests/daemon/controller/job_controller_*test.cc):
+// a JobController against a real SQLite store on a temp file, a FakeClock and
+// heartbeats built by the test (the agents' side of the protocol). The tests
+// are split by concept: placement and heartbeats, recovery, infer jobs.
+#ifndef TESSERA_TESTS_DAEMON_CONTROLLER_JOB_CONTROLLER_TEST_FIXTURE_H_
+#define TESSERA_TESTS_DAEMON_CONTROLLER_JOB_CONTROLLER_TEST_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/fake_clock.h"
+#include "daemon/controller/job_controller.h"
+#include "daemon/store/sqlite_store.h"
+
+namespace tessera::daemon::job_controller_test {
+
+// Builds a node with `count` emulated devices of one kind.
+inline api::Node MakeNode(const std::string& name, int count, double tflops,
+                          int64_t memory_gb = 16) {
+  api::Node n;
+  n.name = name;
+  n.address = "127.0.0.1";
+  for (int i = 0; i < count; ++i) {
+    api::Device d;
+    d.node = name;
+    d.index = i;
+    d.name = "emulated-" + std::to_string(static_cast<int>(tflops)) + "tf";
+    d.type = "cuda";
+    d.memory_bytes = memory_gb << 30;
+    d.measured_tflops = tflops;
+    d.mem_bandwidth_gbps = 500;
+    d.emulated = true;
+    n.devices.push_back(d);
+  }
+  return n;
+}
+
+inline api::JobSpec CmdSpec(int devices, int64_t max_attempts = 3, int64_t priority = 0) {
+  api::JobSpec s;
+  s.name = "test-job";
+  s.entrypoint = "cmd:sleeper";
+  s.global_batch = 12;
+  s.steps = 10;
+  s.min_devices = devices;
+  s.max_devices = devices;
+  s.max_attempts = max_attempts;
+  s.priority = priority;
+  return s;
+}
+
+class JobControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tessera-jc-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto store = SqliteStore::Open((dir_ / "t.db").string());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = *std::move(store);
+    ASSERT_TRUE(store_->PutEntrypoint({"cmd:sleeper", "/bin/sleep", "test"}).ok());
+    options_.launch.worker_binary = "/usr/bin/tessera-worker";
+    options_.launch.checkpoint_root = "/ckpt";
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+  void TearDown() override {
+    controller_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  api::JobId Submit(const api::JobSpec& spec) {
+    NewJob j{"alice", spec, clock_.NowUnixMillis()};
+    auto job = store_->InsertJob(j);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job->id;
+  }
+
+  // One heartbeat from `node`, reporting `workers`; returns the desired set.
+  api::HeartbeatResponse Beat(const api::Node& node, std::vector<api::WorkerStatus> workers = {}) {
+    EXPECT_TRUE(store_->UpsertNode(node).ok());
+    api::HeartbeatRequest r;
+    r.node = node.name;
+    r.address = node.address;
+    r.devices = node.devices;
+    r.workers = std::move(workers);
+    return controller_->OnHeartbeat(r);
+  }
+
+  // The agent's side: report every desired worker as running (or exited).
+  std::vector<api::WorkerStatus> Running(const api::HeartbeatResponse& desired) {
+    std::vector<api::WorkerStatus> out;
+    for (const auto& l : desired.desired) {
+      out.push_back({l.key, 1000 + l.key.rank, api::WorkerState::kRunning, 0, nullptr, {}});
+    }
+    return out;
+  }
+  std::vector<api::WorkerStatus> Exited(const api::HeartbeatResponse& desired, int code) {
+    auto out = Running(desired);
+    for (auto& w : out) {
+      w.state = api::WorkerState::kExited;
+      w.exit_code = code;
+    }
+    return out;
+  }
+
+  api::JobState StateOf(api::JobId id) { return store_->GetJob(id)->state; }
+
+  std::vector<std::string> EventTrail(api::JobId id) {
+    std::vector<std::string> out;
+    auto events = store_->ListEvents(id, 0, 1000);
+    EXPECT_TRUE(events.ok());
+    if (!events.ok()) return out;
+    for (const auto& e : events.value()) out.push_back(e.to_state);
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  JobControllerOptions options_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<JobController> controller_;
+};
+
+}  // namespace tessera::daemon::job_controller_test
+
+#endif  // TESSERA_TESTS_DAEMON_CONTROLLER_JOB_CONTROLLER_TEST_FIXTURE_H_
