@@ -42,7 +42,7 @@ struct EmulatedDeviceSpec {
   std::string name;
   int64_t memory_bytes = 0;
   double relative_speed = 1.0;
-  std::optional<double> tflops;  // declared; else measured CPU x relative_speed
+  std::optional<double> tflops;       // declared; else measured CPU x relative_speed
   std::optional<double> tflops_half;  // declared; else the planner's 2 x tflops
   friend bool operator==(const EmulatedDeviceSpec&, const EmulatedDeviceSpec&) = default;
 };
@@ -74,19 +74,6 @@ Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path);
 // skips the check. Agents sharing one host each see only their own file;
 // tesserad warns about the host's total (daemon/planning.h).
 Status CheckEmulationCapacity(const InventoryFile& file, double host_cores);
-
-// "80GiB", "16G", "512MiB", "1024" -> bytes. Decimal (KB, MB, GB, TB) and
-// binary (K, M, G, T, KiB, MiB, GiB, TiB) units; K/M/G/T alone are binary.
-std::optional<int64_t> ParseByteSize(std::string_view text);
-
-// "100Mbit", "1Gbit/s", "12.5MB", "1GiB/s", "1.25e9" -> bytes per second
-// (units as in the format above, case-insensitive); nullopt unless a finite
-// number > 0.
-std::optional<double> ParseBandwidth(std::string_view text);
-
-// "2ms", "250us", "0.5s", "0", "1e-3" -> seconds (s, ms, us, ns; a plain
-// number is seconds); nullopt unless a finite number >= 0.
-std::optional<double> ParseDuration(std::string_view text);
 
 }  // namespace tessera::agent
 
