@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "agent/reconciler.h"
-#include "agent/worker_env.h"
+#include "launch/worker_env.h"
 
 namespace tessera::agent {
 namespace {
@@ -206,8 +206,8 @@ Status Agent::Beat() {
       }
       for (const auto& launch : actions.start) {
         devices_of_[launch.key] = launch.device_indices;
-        auto env = DeviceEnvFor(launch, response.desired, inventory_,
-                                static_cast<int64_t>(std::thread::hardware_concurrency()));
+        auto env = launch::DeviceEnvFor(launch, response.desired, inventory_.devices,
+                                        static_cast<int64_t>(std::thread::hardware_concurrency()));
         if (!env.ok()) {
           spdlog::error("refusing worker {}: {}", KeyText(launch.key), env.status().ToString());
           supervisor_->Reject(launch, env.status());

@@ -56,7 +56,7 @@ Result<BenchmarkFigures> RunDeviceBenchmark(const std::string& device,
 // CUDA numbers GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML
 // numbers them by PCI bus id. The benchmark runs "cuda:<NVML index>", so the
 // agent sets PCI_BUS_ID (overriding any other value) first thing in main, and
-// its benchmark children (benchmark_child.h) and workers (worker_env.h) inherit
+// its benchmark children (benchmark_child.h) and workers (launch/worker_env.h) inherit
 // it; tessera-device-bench sets it too. Defined in benchmark_child.cc, which
 // links no LibTorch.
 void UsePciBusIdDeviceOrder();

@@ -75,19 +75,6 @@ Result<InventoryFile> LoadInventoryFile(const std::filesystem::path& path);
 // tesserad warns about the host's total (daemon/controller/planning.h).
 Status CheckEmulationCapacity(const InventoryFile& file, double host_cores);
 
-// "80GiB", "16G", "512MiB", "1024" -> bytes. Decimal (KB, MB, GB, TB) and
-// binary (K, M, G, T, KiB, MiB, GiB, TiB) units; K/M/G/T alone are binary.
-std::optional<int64_t> ParseByteSize(std::string_view text);
-
-// "100Mbit", "1Gbit/s", "12.5MB", "1GiB/s", "1.25e9" -> bytes per second
-// (units as in the format above, case-insensitive); nullopt unless a finite
-// number > 0.
-std::optional<double> ParseBandwidth(std::string_view text);
-
-// "2ms", "250us", "0.5s", "0", "1e-3" -> seconds (s, ms, us, ns; a plain
-// number is seconds); nullopt unless a finite number >= 0.
-std::optional<double> ParseDuration(std::string_view text);
-
 }  // namespace tessera::agent
 
 #endif  // TESSERA_AGENT_INVENTORY_FILE_H_

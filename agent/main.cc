@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
   supervisor_options.log_max_bytes = log_max_bytes;
   supervisor_options.log_keep = log_keep;
   // Infer ranks lease their chunks from the controller the agent talks to.
-  supervisor_options.base_env = DefaultBaseEnv();
+  supervisor_options.base_env = launch::DefaultBaseEnv();
   (*supervisor_options.base_env)["TESSERA_CONTROLLER_URL"] = controller;
   // ... and verify it as the agent does.
   if (!tls.ca_file.empty()) {

@@ -56,11 +56,11 @@ std::optional<ProcStat> ReadProcStat(FileSystem& fs, pid_t pid) {
 }
 
 // True when /proc/<pid>/environ is readable and lacks one of `want`.
-bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want);
+bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const launch::EnvMap& want);
 
 // The recorded pid is the worker's shim, whose environment is the agent's;
 // the identity is in the environment of the worker, its child.
-bool EnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
+bool EnvironContradicts(FileSystem& fs, pid_t pid, const launch::EnvMap& want) {
   if (!OwnEnvironContradicts(fs, pid, want)) return false;
   auto children =
       fs.ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
@@ -73,10 +73,10 @@ bool EnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
   return true;
 }
 
-bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
+bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const launch::EnvMap& want) {
   auto text = fs.ReadFile("/proc/" + std::to_string(pid) + "/environ");
   if (!text.ok() || text->empty()) return false;  // unreadable: rely on start time
-  EnvMap have;
+  launch::EnvMap have;
   size_t pos = 0;
   while (pos < text->size()) {
     size_t end = text->find('\0', pos);
@@ -93,13 +93,13 @@ bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const EnvMap& want) {
   return false;
 }
 
-EnvMap IdentityEnv(const WorkerKey& key) {
+launch::EnvMap IdentityEnv(const WorkerKey& key) {
   return {{"TESSERA_JOB_ID", std::to_string(key.job_id)},
           {"TESSERA_ATTEMPT", std::to_string(key.attempt)},
           {"RANK", std::to_string(key.rank)}};
 }
 
-std::optional<int64_t> ReadExitCode(FileSystem& fs, const RankPaths& paths) {
+std::optional<int64_t> ReadExitCode(FileSystem& fs, const launch::RankPaths& paths) {
   auto text = fs.ReadFile(paths.exit);
   if (!text.ok()) return std::nullopt;
   Json j = Json::parse(*text, nullptr, false);
@@ -110,7 +110,7 @@ std::optional<int64_t> ReadExitCode(FileSystem& fs, const RankPaths& paths) {
 }
 
 // The exit code the worker's shim wrote when the worker ended, if it did.
-std::optional<int64_t> ReadShimExitCode(FileSystem& fs, const RankPaths& paths) {
+std::optional<int64_t> ReadShimExitCode(FileSystem& fs, const launch::RankPaths& paths) {
   auto text = fs.ReadFile(paths.dir / "exit_code");
   if (!text.ok()) return std::nullopt;
   std::istringstream in(*text);
@@ -223,17 +223,9 @@ Status CheckMasterPortFree(const api::WorkerLaunch& launch) {
 
 }  // namespace
 
-EnvMap DefaultBaseEnv() {
-  EnvMap env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-                {"LANG", "C.UTF-8"}};
-  for (const char* name : {"HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LD_LIBRARY_PATH"}) {
-    if (const char* v = std::getenv(name)) env[name] = v;
-  }
-  return env;
-}
-
 ProcessSupervisor::ProcessSupervisor(SupervisorOptions options)
-    : options_(std::move(options)), base_env_(options_.base_env.value_or(DefaultBaseEnv())) {
+    : options_(std::move(options)),
+      base_env_(options_.base_env.value_or(launch::DefaultBaseEnv())) {
   monitor_ = std::thread([this] { MonitorLoop(); });
 }
 
@@ -278,7 +270,7 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
       ++report.dropped;
       continue;
     }
-    w.paths = RankPathsFor(options_.state_dir, w.key);
+    w.paths = launch::RankPathsFor(options_.state_dir, w.key);
     if (workers_.count(w.key)) continue;
     if (auto code = ReadExitCode(fs, w.paths)) {
       w.state = WorkerState::kExited;
@@ -308,12 +300,13 @@ Result<RecoveryReport> ProcessSupervisor::Recover() {
   return report;
 }
 
-Status ProcessSupervisor::Start(const api::WorkerLaunch& launch, const EnvMap& device_env) {
+Status ProcessSupervisor::Start(const api::WorkerLaunch& launch, const launch::EnvMap& device_env) {
   MutexLock lock(mu_);
   return StartLocked(launch, device_env);
 }
 
-void ProcessSupervisor::RecordLaunchFailureLocked(const WorkerKey& key, const RankPaths& paths,
+void ProcessSupervisor::RecordLaunchFailureLocked(const WorkerKey& key,
+                                                  const launch::RankPaths& paths,
                                                   const std::string& reason) {
   AppendToLog(paths.log, "tessera-agent: cannot start " + KeyText(key) + ": " + reason);
   Worker w;
@@ -323,10 +316,11 @@ void ProcessSupervisor::RecordLaunchFailureLocked(const WorkerKey& key, const Ra
   workers_[key] = std::move(w);
 }
 
-Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const EnvMap& device_env) {
+Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch,
+                                      const launch::EnvMap& device_env) {
   const WorkerKey& key = launch.key;
   if (workers_.count(key)) return Status::Ok();  // never the same key twice
-  const RankPaths paths = RankPathsFor(options_.state_dir, key);
+  const launch::RankPaths paths = launch::RankPathsFor(options_.state_dir, key);
   if (auto code = ReadExitCode(*options_.fs, paths)) {
     Worker w;
     w.key = key;
@@ -337,9 +331,9 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
     return FailedPrecondition(KeyText(key) + " already ran; not starting it again");
   }
   Result<Account> account = ResolveAccount(launch.run_as);
-  RankDirAccess dir_access;
+  launch::RankDirAccess dir_access;
   if (account.ok() && account->drop) dir_access = {true, account->gid};
-  Status dir_made = CreateRankDir(options_.state_dir, paths, dir_access);
+  Status dir_made = launch::CreateRankDir(options_.state_dir, paths, dir_access);
   if (!dir_made.ok()) {
     // Without a rank dir there is nowhere to log; keep the record in memory.
     Worker w;
@@ -371,7 +365,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
 
   // The job's env is laid over a clean base env (not the agent's own), then
   // the node's device variables and Tessera's paths, which always win.
-  EnvMap env = base_env_;
+  launch::EnvMap env = base_env_;
   if (account->drop) {
     env["HOME"] = account->home;
     env["USER"] = account->name;
@@ -449,8 +443,8 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch, const Env
 void ProcessSupervisor::Reject(const api::WorkerLaunch& launch, const Status& why) {
   MutexLock lock(mu_);
   if (workers_.count(launch.key)) return;
-  const RankPaths paths = RankPathsFor(options_.state_dir, launch.key);
-  CreateRankDir(options_.state_dir, paths, {}).IgnoreError();
+  const launch::RankPaths paths = launch::RankPathsFor(options_.state_dir, launch.key);
+  launch::CreateRankDir(options_.state_dir, paths, {}).IgnoreError();
   RecordLaunchFailureLocked(launch.key, paths, why.ToString());
 }
 
@@ -499,7 +493,7 @@ std::optional<api::WorkerStatus> ProcessSupervisor::WaitForExit(const WorkerKey&
 }
 
 std::vector<api::WorkerStatus> ProcessSupervisor::Snapshot() {
-  std::vector<std::pair<api::WorkerStatus, RankPaths>> copies;
+  std::vector<std::pair<api::WorkerStatus, launch::RankPaths>> copies;
   {
     MutexLock lock(mu_);
     for (auto& [key, w] : workers_) {
@@ -514,9 +508,9 @@ std::vector<api::WorkerStatus> ProcessSupervisor::Snapshot() {
   std::vector<api::WorkerStatus> out;
   out.reserve(copies.size());
   for (auto& [s, paths] : copies) {  // file reads outside the lock
-    s.progress = ReadLastProgress(paths.progress);
-    s.progress_lines = ReadProgressLines(paths.progress, api::kMaxProgressLinesPerWorker);
-    s.log_tail = ReadLogTail(paths.log, 100);
+    s.progress = launch::ReadLastProgress(paths.progress);
+    s.progress_lines = launch::ReadProgressLines(paths.progress, api::kMaxProgressLinesPerWorker);
+    s.log_tail = launch::ReadLogTail(paths.log, 100);
     out.push_back(std::move(s));
   }
   return out;
@@ -581,7 +575,7 @@ void ProcessSupervisor::PollLocked(Worker& w) {
     // Whatever the leader left behind in its group ends with it (unless the
     // pid, and so perhaps the group id, now belongs to someone else).
     if (!pid_reused && GroupAlive(w.pid)) ::kill(-w.pid, SIGKILL);
-    RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
+    launch::RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
     MarkExitedLocked(w, code);
     return;
   }
@@ -597,7 +591,7 @@ void ProcessSupervisor::MonitorLoop() {
     for (auto& [key, w] : workers_) {
       PollLocked(w);
       if (w.state != WorkerState::kExited) {
-        RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
+        launch::RotateLogIfNeeded(w.paths.log, options_.log_max_bytes, options_.log_keep);
       }
     }
     cv_.wait_for(mu_, options_.poll_interval);

@@ -3,11 +3,11 @@
 // `Supervisor` is the interface the agent loop talks to; `ProcessSupervisor`
 // is the real one: real processes started through a ProcessLauncher
 // (common/process_launcher.h), each in its own session and process group,
-// with its rank directory (agent/rank_files.h) as cwd, its stdout+stderr
+// with its rank directory (launch/rank_files.h) as cwd, its stdout+stderr
 // appended to a size-capped, rotated log, and a shim between the agent and
 // the worker that records the worker's exit code in the rank directory.
 //
-// Before a start: the rank's folders are made 0700 (agent/rank_files.h); a
+// Before a start: the rank's folders are made 0700 (launch/rank_files.h); a
 // launch whose env sets a denied key (api::IsDeniedEnvKey) is refused; rank 0
 // is refused while its MASTER_PORT is in use on this node; a launch's
 // run_as account is resolved: an agent running as root starts the worker as
@@ -56,8 +56,6 @@
 #include <thread>
 #include <vector>
 
-#include "agent/rank_files.h"
-#include "agent/worker_env.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
 #include "common/file_system.h"
@@ -65,6 +63,8 @@
 #include "common/process_launcher.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "launch/rank_files.h"
+#include "launch/worker_env.h"
 
 namespace tessera::agent {
 
@@ -77,12 +77,12 @@ class Supervisor {
  public:
   virtual ~Supervisor() = default;
 
-  // Starts `launch` with `device_env` (agent/worker_env.h) added to its env.
+  // Starts `launch` with `device_env` (launch/worker_env.h) added to its env.
   // A key this supervisor knows, or that ran before (exit.json on disk), is
   // not started again. A launch that cannot start becomes an exited worker
   // with kExitCodeLaunchFailed and the reason in its log; the error is also
   // returned for the agent's own log.
-  virtual Status Start(const api::WorkerLaunch& launch, const EnvMap& device_env) = 0;
+  virtual Status Start(const api::WorkerLaunch& launch, const launch::EnvMap& device_env) = 0;
 
   // Asks a running worker to stop: SIGTERM to its process group now, SIGKILL
   // after the grace period. No effect on stopping, exited or unknown keys.
@@ -114,16 +114,12 @@ struct SupervisorOptions {
   int log_keep = 3;                             // rotated files kept: worker.log.1 .. .N
   std::chrono::milliseconds poll_interval{50};  // reaping, escalation, rotation
   // The clean base every worker env starts from (launch env and agent vars are
-  // added on top); DefaultBaseEnv() when not set.
-  std::optional<EnvMap> base_env;
+  // added on top); launch::DefaultBaseEnv() when not set.
+  std::optional<launch::EnvMap> base_env;
   Clock* clock = SystemClock::Default();                   // not owned
   FileSystem* fs = FileSystem::Default();                  // rank files and /proc; not owned
   ProcessLauncher* launcher = ProcessLauncher::Default();  // starts workers; not owned
 };
-
-// PATH (a fixed system path), LANG=C.UTF-8, and HOME, USER, LOGNAME, TMPDIR,
-// TZ, LD_LIBRARY_PATH copied from the agent's environment when set.
-EnvMap DefaultBaseEnv();
 
 struct RecoveryReport {
   int adopted = 0;  // alive and matching: supervised again
@@ -143,7 +139,8 @@ class ProcessSupervisor final : public Supervisor {
   // first Start.
   Result<RecoveryReport> Recover() EXCLUDES(mu_);
 
-  Status Start(const api::WorkerLaunch& launch, const EnvMap& device_env) override EXCLUDES(mu_);
+  Status Start(const api::WorkerLaunch& launch, const launch::EnvMap& device_env) override
+      EXCLUDES(mu_);
   void Stop(const api::WorkerKey& key) override EXCLUDES(mu_);
   void Forget(const api::WorkerKey& key) override EXCLUDES(mu_);
   void Reject(const api::WorkerLaunch& launch, const Status& why) override EXCLUDES(mu_);
@@ -160,7 +157,7 @@ class ProcessSupervisor final : public Supervisor {
  private:
   struct Worker {
     api::WorkerKey key;
-    RankPaths paths;
+    launch::RankPaths paths;
     pid_t pid = 0;  // also the process group id (the worker is a session leader)
     uint64_t start_ticks = 0;
     bool is_child = false;  // started by us (waitpid) or adopted (polled)
@@ -172,12 +169,13 @@ class ProcessSupervisor final : public Supervisor {
   void MonitorLoop() EXCLUDES(mu_);
   void PollLocked(Worker& w) REQUIRES(mu_);
   void MarkExitedLocked(Worker& w, int64_t exit_code) REQUIRES(mu_);
-  Status StartLocked(const api::WorkerLaunch& launch, const EnvMap& device_env) REQUIRES(mu_);
-  void RecordLaunchFailureLocked(const api::WorkerKey& key, const RankPaths& paths,
+  Status StartLocked(const api::WorkerLaunch& launch, const launch::EnvMap& device_env)
+      REQUIRES(mu_);
+  void RecordLaunchFailureLocked(const api::WorkerKey& key, const launch::RankPaths& paths,
                                  const std::string& reason) REQUIRES(mu_);
 
   const SupervisorOptions options_;
-  const EnvMap base_env_;
+  const launch::EnvMap base_env_;
   Mutex mu_;
   std::condition_variable_any cv_;
   bool shutting_down_ GUARDED_BY(mu_) = false;

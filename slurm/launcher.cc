@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "agent/inventory.h"
 #include "common/atomic_file.h"
 #include "common/process_launcher.h"
+#include "launch/worker_env.h"
 
 namespace tessera::slurm {
 namespace {
@@ -46,7 +46,7 @@ void AppendLine(const std::filesystem::path& file, const std::string& line) {
 
 Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
                                const std::map<std::string, std::string>& slurm_env,
-                               const agent::EnvMap& base_env) {
+                               const launch::EnvMap& base_env) {
   auto get = [&](const char* name) {
     auto it = slurm_env.find(name);
     return it == slurm_env.end() ? std::string() : it->second;
@@ -73,23 +73,23 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
   TaskLaunch t;
   t.rank = *rank;
   t.launch = attempt.launches[static_cast<size_t>(*rank)];
-  t.paths = agent::RankPathsFor(attempt.rank_root, t.launch.key);
+  t.paths = launch::RankPathsFor(attempt.rank_root, t.launch.key);
 
-  agent::NodeInventory inventory;
+  std::vector<api::Device> devices;
   int64_t cores = 0;
   if (auto n = attempt.nodes.find(node); n != attempt.nodes.end()) {
-    inventory.devices = n->second.devices;
+    devices = n->second.devices;
     cores = n->second.cpu_cores;
   }
   std::vector<api::WorkerLaunch> siblings;
   for (size_t r = 0; r < attempt.launches.size(); ++r) {
     if (attempt.mapping.ranks[r].node == node) siblings.push_back(attempt.launches[r]);
   }
-  TESSERA_ASSIGN_OR_RETURN(agent::EnvMap device_env,
-                           agent::DeviceEnvFor(t.launch, siblings, inventory, cores));
+  TESSERA_ASSIGN_OR_RETURN(launch::EnvMap device_env,
+                           launch::DeviceEnvFor(t.launch, siblings, devices, cores));
   bool real_gpu = false;
   for (int64_t i : t.launch.device_indices) {
-    const api::Device* d = inventory.Find(i);
+    const api::Device* d = launch::FindDevice(devices, i);
     real_gpu = real_gpu || (d != nullptr && d->type == "cuda" && !d->emulated);
   }
   if (real_gpu) {
@@ -116,7 +116,7 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
 
 Result<int> RunTask(const TaskLaunch& task, const RunTaskOptions& options) {
   FileSystem& fs = *options.fs;
-  const agent::RankPaths& p = task.paths;
+  const launch::RankPaths& p = task.paths;
   TESSERA_RETURN_IF_ERROR(fs.CreateDirs(p.dir));
   if (task.launch.argv.empty() || task.launch.argv[0].empty() || task.launch.argv[0][0] != '/') {
     return InvalidArgument("argv[0] must be an absolute path", "argv[0]");

@@ -4,11 +4,12 @@
 // PrepareTask finds the task's rank from Slurm's variables — SLURMD_NODENAME
 // and SLURM_LOCALID (see HetJobMapping::RankAt); SLURM_HET_SIZE, when set,
 // must equal the attempt's components — and builds the rank's process the
-// way tessera-agent's supervisor does: the base environment, the rank's own
-// (the torchrun contract and TESSERA_* variables tesserad built, MASTER_ADDR
-// being rank 0's Slurm node), the device variables of agent::DeviceEnvFor for
-// the node's devices, TESSERA_PLAN and TESSERA_PROGRESS_FILE in the rank's
-// folder, and every SLURM_* variable passed through. On real GPUs Slurm's
+// way tessera-agent's supervisor does (both use launch/worker_env.h and
+// launch/rank_files.h): the base environment, the rank's own (the torchrun
+// contract and TESSERA_* variables tesserad built, MASTER_ADDR being rank 0's
+// Slurm node), the device variables of launch::DeviceEnvFor for the node's
+// devices, TESSERA_PLAN and TESSERA_PROGRESS_FILE in the rank's folder, and
+// every SLURM_* variable passed through. On real GPUs Slurm's
 // CUDA_VISIBLE_DEVICES (the step's GPUs on this node) is kept and the rank
 // uses cuda:LOCAL_RANK, as under torchrun. So builtin and cmd: entrypoints
 // run unchanged.
@@ -32,13 +33,13 @@
 #include <map>
 #include <string>
 
-#include "agent/rank_files.h"
-#include "agent/worker_env.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
 #include "common/file_system.h"
 #include "common/process_launcher.h"
 #include "common/status.h"
+#include "launch/rank_files.h"
+#include "launch/worker_env.h"
 #include "slurm/slurm_attempt.h"
 
 namespace tessera::slurm {
@@ -46,17 +47,17 @@ namespace tessera::slurm {
 struct TaskLaunch {
   int64_t rank = 0;
   api::WorkerLaunch launch;
-  agent::EnvMap env;  // the complete environment of the rank's process
-  agent::RankPaths paths;
+  launch::EnvMap env;  // the complete environment of the rank's process
+  launch::RankPaths paths;
 };
 
 // `slurm_env`: the task's environment (SLURMD_NODENAME, SLURM_LOCALID, ...);
-// `base_env`: what every worker gets (agent::DefaultBaseEnv()).
+// `base_env`: what every worker gets (launch::DefaultBaseEnv()).
 // kInvalidArgument naming the variable when Slurm's variables do not match
 // the attempt.
 Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
                                const std::map<std::string, std::string>& slurm_env,
-                               const agent::EnvMap& base_env);
+                               const launch::EnvMap& base_env);
 
 struct RunTaskOptions {
   FileSystem* fs = FileSystem::Default();                  // the rank files; not owned

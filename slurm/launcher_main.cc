@@ -5,9 +5,8 @@
 #include <map>
 #include <string>
 
-#include "agent/rank_files.h"
-#include "agent/supervisor.h"
 #include "common/file_system.h"
+#include "launch/worker_env.h"
 #include "slurm/launcher.h"
 
 extern char** environ;
@@ -36,7 +35,7 @@ int main(int argc, char** argv) {
     auto eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  auto task = slurm::PrepareTask(*attempt, env, agent::DefaultBaseEnv());
+  auto task = slurm::PrepareTask(*attempt, env, launch::DefaultBaseEnv());
   if (!task.ok()) {
     std::cerr << "tessera-slurm-launch: " << task.status().ToString() << "\n";
     return 2;

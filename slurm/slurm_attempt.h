@@ -9,8 +9,8 @@
 // (an attempt of one component is an ordinary job: no --het-group)
 // Each task runs tessera-slurm-launch (slurm/launcher.h), which finds its rank
 // and runs the rank's command. Per-rank files (progress, log, pid, exit) are
-// agent::RankPathsFor(rank_root, key), the agent's layout, so the pool reads
-// them with the agent's readers.
+// launch::RankPathsFor(rank_root, key), the layout an agent's ranks use too,
+// so the pool reads them with the same readers (launch/rank_files.h).
 //
 // Thread safety: pure functions and plain values.
 #ifndef TESSERA_SLURM_SLURM_ATTEMPT_H_

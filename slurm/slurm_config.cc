@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "agent/inventory_file.h"
+#include "common/quantities.h"
 #include "slurm/slurm_rest_client.h"
 
 namespace tessera::slurm {
@@ -32,7 +32,7 @@ Result<GpuType> ReadGpuType(const YAML::Node& node, const std::string& prefix) {
     const std::string key = kv.first.as<std::string>();
     const std::string field = prefix + "." + key;
     if (key == "memory") {
-      auto bytes = kv.second.IsScalar() ? agent::ParseByteSize(kv.second.Scalar()) : std::nullopt;
+      auto bytes = kv.second.IsScalar() ? ParseByteSize(kv.second.Scalar()) : std::nullopt;
       if (!bytes || *bytes <= 0) return InvalidArgument("must be a byte size like 16GiB", field);
       t.memory_bytes = *bytes;
       have_memory = true;

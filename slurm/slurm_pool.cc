@@ -5,8 +5,8 @@
 #include <charconv>
 #include <filesystem>
 
-#include "agent/rank_files.h"
 #include "common/atomic_file.h"
+#include "launch/rank_files.h"
 
 namespace tessera::slurm {
 namespace {
@@ -93,7 +93,7 @@ std::vector<api::WorkerStatus> SlurmPool::StatusesOn(
     for (size_t r = 0; r < attempt.launches.size(); ++r) {
       if (attempt.mapping.ranks[r].node != node) continue;
       const api::WorkerKey& wk = attempt.launches[r].key;
-      const agent::RankPaths paths = agent::RankPathsFor(options_.rank_root, wk);
+      const launch::RankPaths paths = launch::RankPathsFor(options_.rank_root, wk);
       api::WorkerStatus w;
       w.key = wk;
       const bool started = options_.fs->Exists(paths.pid);
@@ -108,13 +108,13 @@ std::vector<api::WorkerStatus> SlurmPool::StatusesOn(
       } else {
         continue;  // Slurm has not started it yet: the attempt is still starting
       }
-      std::vector<api::Json> lines = agent::ReadProgressLines(paths.progress, 256);
+      std::vector<api::Json> lines = launch::ReadProgressLines(paths.progress, 256);
       const int64_t sent = delivered_step_.contains(wk) ? delivered_step_[wk] : -1;
       for (const api::Json& line : lines) {
         if (line.value("step", int64_t{-1}) > sent) w.progress_lines.push_back(line);
       }
       if (!lines.empty()) w.progress = lines.back();
-      w.log_tail = agent::ReadLogTail(paths.log, 100);
+      w.log_tail = launch::ReadLogTail(paths.log, 100);
       out.push_back(std::move(w));
     }
   }

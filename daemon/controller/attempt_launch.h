@@ -27,7 +27,7 @@
 //   TESSERA_INFER_DATASET,        an infer job's dataset and output, as the spec
 //   TESSERA_INFER_OUTPUT          gives them (infer jobs only)
 // (the agent adds CUDA_VISIBLE_DEVICES, TESSERA_DEVICE and OMP_NUM_THREADS,
-// agent/worker_env.h); the command line of its entrypoint, and the rank plan
+// launch/worker_env.h); the command line of its entrypoint, and the rank plan
 // the worker reads from TESSERA_PLAN:
 //   {"layout", "global_batch", "micro_batches", "schedule",
 //    "replicas": [{"batch", "stages": [{"rank", "device", "layers": [b, e]}]}],

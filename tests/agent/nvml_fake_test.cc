@@ -4,7 +4,7 @@
 
 #include "agent/inventory.h"
 #include "agent/nvml_discovery.h"
-#include "agent/worker_env.h"
+#include "launch/worker_env.h"
 #include "tests/agent/test_util.h"
 
 namespace tessera::agent {
@@ -48,7 +48,7 @@ TEST(NvmlFake, SystemInventoryUsesGpusInsteadOfCpuAndRefreshesUtilization) {
 
   api::WorkerLaunch launch;
   launch.device_indices = {1, 0};
-  auto env = DeviceEnvFor(launch, {}, *inv, 4);
+  auto env = launch::DeviceEnvFor(launch, {}, inv->devices, 4);
   ASSERT_TRUE(env.ok());
   EXPECT_EQ(env->at("CUDA_VISIBLE_DEVICES"), "GPU-fake-1,GPU-fake-0");
   EXPECT_EQ(env->at("TESSERA_DEVICE"), "cuda:0");

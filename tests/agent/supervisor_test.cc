@@ -56,7 +56,7 @@ class SupervisorTest : public ::testing::Test {
     if (!sup_) sup_ = std::make_unique<ProcessSupervisor>(Options());
     return *sup_;
   }
-  RankPaths Paths(WorkerKey key) { return RankPathsFor(state_.path(), key); }
+  launch::RankPaths Paths(WorkerKey key) { return launch::RankPathsFor(state_.path(), key); }
   bool LogContains(WorkerKey key, const std::string& text) {
     return ReadFile(Paths(key).log).find(text) != std::string::npos;
   }
@@ -79,11 +79,11 @@ TEST_F(SupervisorTest, EnvCarriesTheContractAndNothingFromTheAgent) {
   ::setenv("TESSERA_AGENT_TEST_LEAK", "1", 1);
   WorkerKey key{2, 3, 1};
   api::WorkerLaunch launch = ShellLaunch(key, "env > env.txt; pwd > cwd.txt");
-  EnvMap device_env = {
+  launch::EnvMap device_env = {
       {"TESSERA_DEVICE", "cpu"}, {"TESSERA_DEVICE_SPEED", "0.5"}, {"CUDA_VISIBLE_DEVICES", ""}};
   ASSERT_TRUE(Sup().Start(launch, device_env).ok());
   ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
-  const RankPaths p = Paths(key);
+  const launch::RankPaths p = Paths(key);
   const std::string env = ReadFile(p.dir / "env.txt");
   for (const std::string& want : std::vector<std::string>{
            "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
@@ -298,7 +298,7 @@ TEST_F(SupervisorTest, RankFilesThatCannotBeWrittenSurface) {
     o.fs = &faulty;
     ProcessSupervisor sup(o);
     const WorkerKey key{job++, 1, 0};
-    const RankPaths p = Paths(key);
+    const launch::RankPaths p = Paths(key);
     Status started = sup.Start(ShellLaunch(key, "echo ran"), {});
     auto s = sup.WaitForExit(key, 10s);
     ASSERT_TRUE(s.has_value());
@@ -399,7 +399,7 @@ TEST_F(SupervisorTest, RestartedSupervisorReadoptsLiveWorkersAndDropsStalePidFil
   ::kill(dead_pid, SIGKILL);
   ::waitpid(dead_pid, nullptr, 0);
   // A pid file whose pid now belongs to another process (this test).
-  const RankPaths reused_paths = Paths(reused);
+  const launch::RankPaths reused_paths = Paths(reused);
   std::filesystem::create_directories(reused_paths.dir);
   ASSERT_TRUE(
       WriteFileAtomically(
@@ -443,7 +443,7 @@ TEST_F(SupervisorTest, ReadoptionRejectsAPidWhoseEnvironDoesNotMatch) {
   std::istringstream fields(stat.substr(stat.rfind(')') + 2));
   std::string field;
   for (int i = 3; i <= 22; ++i) fields >> field;
-  const RankPaths p = Paths(key);
+  const launch::RankPaths p = Paths(key);
   std::filesystem::create_directories(p.dir);
   ASSERT_TRUE(WriteFileAtomically(*FileSystem::Default(), p.pid,
                                   api::Json{{"job_id", 21},
@@ -528,7 +528,7 @@ TEST_F(SupervisorTest, RankFoldersAreClosedToOtherAccounts) {
   WorkerKey key{80, 2, 1};
   ASSERT_TRUE(Sup().Start(ShellLaunch(key, "exit 0"), {}).ok());
   ASSERT_EQ(Sup().WaitForExit(key, 10s)->exit_code, 0);
-  const RankPaths p = Paths(key);
+  const launch::RankPaths p = Paths(key);
   for (const std::filesystem::path& dir :
        {p.dir.parent_path().parent_path(), p.dir.parent_path(), p.dir}) {
     EXPECT_EQ(ModeOf(dir), 0700u) << dir;
@@ -582,7 +582,7 @@ TEST_F(SupervisorTest, RootAgentStartsTheWorkerAsTheRunAsAccount) {
   for (const char* line : {"progress-ok", "plan-ok", "cwd-closed"}) {
     EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
   }
-  const RankPaths p = Paths(key);
+  const launch::RankPaths p = Paths(key);
   EXPECT_EQ(ModeOf(p.dir), 0710u);
   struct stat st {};
   ASSERT_EQ(::stat(p.dir.c_str(), &st), 0);

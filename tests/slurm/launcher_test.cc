@@ -290,7 +290,7 @@ TEST_F(LauncherRunTest, BinaryForwardsSlurmsSignalToTheRank) {
     _exit(126);
   }
   ASSERT_GT(pid, 0);
-  const agent::RankPaths paths = agent::RankPathsFor(root_, {7, 2, 2});
+  const launch::RankPaths paths = launch::RankPathsFor(root_, {7, 2, 2});
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (Read(paths.log).find("ready") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline) {

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/rank_files.h"
 #include "common/fake_clock.h"
 #include "daemon/control_plane_service.h"
 #include "daemon/controller/job_controller.h"
 #include "daemon/store/memory_store.h"
+#include "launch/rank_files.h"
 #include "slurm/fake_slurm_client.h"
 #include "slurm/slurm_pool.h"
 
@@ -92,14 +92,14 @@ class SlurmPoolControllerTest : public ::testing::Test {
   // exit.json when it ends.
   void Started(api::JobId job, int64_t attempt, int64_t ranks) {
     for (int64_t r = 0; r < ranks; ++r) {
-      auto p = agent::RankPathsFor(root_ / "ranks", {job, attempt, r});
+      auto p = launch::RankPathsFor(root_ / "ranks", {job, attempt, r});
       fs::create_directories(p.dir);
       std::ofstream(p.pid) << "{}";
     }
   }
   void Exited(api::JobId job, int64_t attempt, int64_t ranks, int code) {
     for (int64_t r = 0; r < ranks; ++r) {
-      auto p = agent::RankPathsFor(root_ / "ranks", {job, attempt, r});
+      auto p = launch::RankPathsFor(root_ / "ranks", {job, attempt, r});
       std::ofstream(p.exit) << "{\"exit_code\": " << code << "}";
     }
   }

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/rank_files.h"
 #include "common/fake_clock.h"
 #include "common/faulty_file_system.h"
+#include "launch/rank_files.h"
 #include "slurm/fake_slurm_client.h"
 
 namespace tessera::slurm {
@@ -94,8 +94,8 @@ class SlurmPoolTest : public ::testing::Test {
     return {};
   }
 
-  agent::RankPaths Paths(int64_t rank, int64_t attempt = 1) {
-    return agent::RankPathsFor(root_, {7, attempt, rank});
+  launch::RankPaths Paths(int64_t rank, int64_t attempt = 1) {
+    return launch::RankPathsFor(root_, {7, attempt, rank});
   }
   static void Write(const fs::path& p, const std::string& text) {
     fs::create_directories(p.parent_path());

@@ -2,7 +2,7 @@
 // process's current device before anything touches CUDA.
 //
 // The agent starts each rank with TESSERA_DEVICE ("cpu" or "cuda:<k>", k an
-// index into the rank's CUDA_VISIBLE_DEVICES, agent/worker_env.h) and the
+// index into the rank's CUDA_VISIBLE_DEVICES, launch/worker_env.h) and the
 // torchrun variables. A rank started by hand or by another launcher may say just
 // "cuda"; it then takes cuda:LOCAL_RANK, as torchrun scripts do. Every rank that
 // computes on a GPU calls SelectRankDevice first thing: without it each rank

@@ -1,12 +1,12 @@
-#include "agent/worker_env.h"
+#include "launch/worker_env.h"
 
 #include <gtest/gtest.h>
 
-namespace tessera::agent {
+namespace tessera::launch {
 namespace {
 
-NodeInventory Inventory() {
-  NodeInventory inv;
+std::vector<api::Device> Inventory() {
+  std::vector<api::Device> inv;
   api::Device gpu0;
   gpu0.index = 0;
   gpu0.type = "cuda";
@@ -27,7 +27,7 @@ NodeInventory Inventory() {
   api::Device cpu;
   cpu.index = 4;
   cpu.type = "cpu";
-  inv.devices = {gpu0, gpu1, emu, emu_fast, cpu};
+  inv = {gpu0, gpu1, emu, emu_fast, cpu};
   return inv;
 }
 
@@ -98,21 +98,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A node with `gpus` real GPUs ("GPU-0".., indices 0..gpus-1) and one emulated
 // device after them.
-NodeInventory GpuNode(int gpus) {
-  NodeInventory inv;
+std::vector<api::Device> GpuNode(int gpus) {
+  std::vector<api::Device> inv;
   for (int i = 0; i < gpus; ++i) {
     api::Device gpu;
     gpu.index = i;
     gpu.type = "cuda";
     gpu.uuid = "GPU-" + std::to_string(i);
-    inv.devices.push_back(gpu);
+    inv.push_back(gpu);
   }
   api::Device emu;
   emu.index = gpus;
   emu.type = "cuda";
   emu.emulated = true;
   emu.relative_speed = 0.5;
-  inv.devices.push_back(emu);
+  inv.push_back(emu);
   return inv;
 }
 
@@ -295,5 +295,29 @@ INSTANTIATE_TEST_SUITE_P(
                 {"OMP_NUM_THREADS"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
+TEST(FindDevice, ByIndexNotPosition) {
+  api::Device a;
+  a.index = 3;
+  a.name = "three";
+  api::Device b;
+  b.index = 0;
+  b.name = "zero";
+  const std::vector<api::Device> devices = {a, b};
+  struct Row {
+    int64_t index;
+    const char* name;  // nullptr: not found
+  };
+  const Row rows[] = {{3, "three"}, {0, "zero"}, {1, nullptr}, {-1, nullptr}};
+  for (const Row& row : rows) {
+    const api::Device* d = FindDevice(devices, row.index);
+    if (row.name == nullptr) {
+      EXPECT_EQ(d, nullptr) << row.index;
+    } else {
+      ASSERT_NE(d, nullptr) << row.index;
+      EXPECT_EQ(d->name, row.name);
+    }
+  }
+}
+
 }  // namespace
-}  // namespace tessera::agent
+}  // namespace tessera::launch

@@ -1,11 +1,12 @@
-#include "agent/worker_env.h"
+#include "launch/worker_env.h"
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 
-namespace tessera::agent {
+namespace tessera::launch {
 namespace {
 
 std::string FormatSpeed(double speed) {
@@ -53,9 +54,25 @@ std::vector<const api::WorkerLaunch*> Siblings(const api::WorkerLaunch& launch,
 
 }  // namespace
 
+const api::Device* FindDevice(const std::vector<api::Device>& devices, int64_t index) {
+  for (const api::Device& d : devices) {
+    if (d.index == index) return &d;
+  }
+  return nullptr;
+}
+
+EnvMap DefaultBaseEnv() {
+  EnvMap env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                {"LANG", "C.UTF-8"}};
+  for (const char* name : {"HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LD_LIBRARY_PATH"}) {
+    if (const char* v = std::getenv(name)) env[name] = v;
+  }
+  return env;
+}
+
 Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
                             const std::vector<api::WorkerLaunch>& node_desired,
-                            const NodeInventory& inventory, int64_t host_cores) {
+                            const std::vector<api::Device>& devices, int64_t host_cores) {
   EnvMap env;
   std::string own_first_gpu;  // VisibleId of the rank's first real GPU
   bool any_real_gpu = false;
@@ -64,7 +81,7 @@ Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
   int64_t emulated_memory = 0;  // the smallest emulated device's memory
   for (size_t i = 0; i < launch.device_indices.size(); ++i) {
     const std::string field = "device_indices[" + std::to_string(i) + "]";
-    const api::Device* d = inventory.Find(launch.device_indices[i]);
+    const api::Device* d = FindDevice(devices, launch.device_indices[i]);
     if (d == nullptr) {
       return InvalidArgument(
           "no device " + std::to_string(launch.device_indices[i]) + " on this node", field);
@@ -95,7 +112,7 @@ Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
   if (any_real_gpu) {
     for (const api::WorkerLaunch* sibling : siblings) {
       for (int64_t index : sibling->device_indices) {
-        const api::Device* d = inventory.Find(index);
+        const api::Device* d = FindDevice(devices, index);
         if (d == nullptr || !IsRealGpu(*d)) continue;
         std::string id = VisibleId(*d);
         if (std::find(visible.begin(), visible.end(), id) == visible.end()) {
@@ -127,4 +144,4 @@ Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
   return env;
 }
 
-}  // namespace tessera::agent
+}  // namespace tessera::launch

@@ -1,14 +1,17 @@
-// Rank files: the per-rank directory the agent keeps for every worker,
+// Rank files: the folder every worker rank runs in, the same for ranks an
+// agent supervises (agent/supervisor.h, <state> = its --state-dir) and ranks
+// Slurm runs (slurm/launcher.h, <state> = the attempt's rank root):
 //   <state>/jobs/<job>/<attempt>/rank-<r>/   (CreateRankDir: 0700 each)
 //     plan.json        WorkerLaunch.plan (TESSERA_PLAN points here)
 //     progress.jsonl   the worker appends JSON lines (TESSERA_PROGRESS_FILE)
 //     worker.log       stdout + stderr; rotated to worker.log.1 .. .N
 //     worker.pid       pid, process group and identity, for re-adoption
 //     exit.json        exit code once the worker ended
-// and the readers of what workers write there.
-// Thread safety: functions.
-#ifndef TESSERA_AGENT_RANK_FILES_H_
-#define TESSERA_AGENT_RANK_FILES_H_
+// and the readers of what workers write there (the agent's heartbeat and the
+// Slurm pool report them).
+// Thread safety: functions; concurrent calls on different folders are safe.
+#ifndef TESSERA_LAUNCH_RANK_FILES_H_
+#define TESSERA_LAUNCH_RANK_FILES_H_
 
 #include <sys/types.h>
 
@@ -20,7 +23,7 @@
 #include "api/agent_protocol.h"
 #include "common/status.h"
 
-namespace tessera::agent {
+namespace tessera::launch {
 
 struct RankPaths {
   std::filesystem::path dir;
@@ -76,6 +79,6 @@ std::vector<api::Json> ReadProgressLines(const std::filesystem::path& progress, 
 // lost). keep == 0 just truncates. Returns true when it rotated.
 bool RotateLogIfNeeded(const std::filesystem::path& log, int64_t max_bytes, int keep);
 
-}  // namespace tessera::agent
+}  // namespace tessera::launch
 
-#endif  // TESSERA_AGENT_RANK_FILES_H_
+#endif  // TESSERA_LAUNCH_RANK_FILES_H_

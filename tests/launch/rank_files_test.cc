@@ -1,15 +1,23 @@
-#include "agent/rank_files.h"
+#include "launch/rank_files.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/agent/test_util.h"
+#include <filesystem>
+#include <fstream>
+#include <string>
 
-namespace tessera::agent {
+#include "tests/common/temp_dir.h"
+
+namespace tessera::launch {
 namespace {
 
-using testing::ReadFile;
-using testing::TempDir;
-using testing::WriteFile;
+using tessera::testing::Slurp;
+using tessera::testing::TempDir;
+
+void WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
 
 TEST(RankFiles, PathsFollowTheLayout) {
   RankPaths p = RankPathsFor("/s", api::WorkerKey{7, 2, 3});
@@ -127,12 +135,12 @@ TEST(RankFiles, RotationShiftsAndKeepsN) {
     EXPECT_TRUE(RotateLogIfNeeded(log, 10, 2));
     EXPECT_EQ(std::filesystem::file_size(log), 0u);
   }
-  EXPECT_EQ(ReadFile(dir.path() / "worker.log.1"), "round 3 with more than ten bytes\n");
-  EXPECT_EQ(ReadFile(dir.path() / "worker.log.2"), "round 2 with more than ten bytes\n");
+  EXPECT_EQ(Slurp(dir.path() / "worker.log.1"), "round 3 with more than ten bytes\n");
+  EXPECT_EQ(Slurp(dir.path() / "worker.log.2"), "round 2 with more than ten bytes\n");
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "worker.log.3"));
   WriteFile(log, "small\n");
   EXPECT_FALSE(RotateLogIfNeeded(log, 10, 2));
 }
 
 }  // namespace
-}  // namespace tessera::agent
+}  // namespace tessera::launch

@@ -1,4 +1,4 @@
-#include "agent/rank_files.h"
+#include "launch/rank_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <system_error>
 
-namespace tessera::agent {
+namespace tessera::launch {
 namespace {
 
 // The last `max_bytes` of the file (all of it when shorter); empty when it
@@ -204,4 +204,4 @@ bool RotateLogIfNeeded(const std::filesystem::path& log, int64_t max_bytes, int 
   return ::truncate(log.c_str(), 0) == 0;
 }
 
-}  // namespace tessera::agent
+}  // namespace tessera::launch

@@ -1,0 +1,41 @@
+// How a command talks to tesserad and prints its answer: CallApi (one REST
+// call with the run's server, token and TLS settings), PrintError (the CLI's
+// one error line) and Emit (the API's JSON with --json, else a human form).
+//
+// Thread safety: as RunCli (a CliContext belongs to one run).
+#ifndef TESSERA_CLI_API_CALL_H_
+#define TESSERA_CLI_API_CALL_H_
+
+#include <ostream>
+#include <string>
+
+#include "api/types.h"
+#include "cli/cli_app.h"
+#include "common/status.h"
+
+namespace tessera::cli {
+
+// "error: <field>: <message>" (no field: "error: <message>") on `err`.
+void PrintError(std::ostream& err, const Status& st);
+
+// One API call: resolves the config (ctx.flags, ctx.env), sends, turns the
+// answer into JSON. Returns an exit code (kExitOk, kExitUsage for a bad
+// config, kExitUnreachable, kExitApiError for an error answer or invalid
+// JSON, said on ctx.err); on kExitOk *result holds the JSON body (null when
+// the answer had no body). REQUIRES: result != nullptr.
+int CallApi(CliContext& ctx, const std::string& method, const std::string& target,
+            const std::string& body, api::Json* result);
+
+// Prints `result` as JSON (--json) or with `human`.
+template <typename Human>
+void Emit(CliContext& ctx, const api::Json& result, Human human) {
+  if (ctx.json) {
+    ctx.out << result.dump(2, ' ', false, api::Json::error_handler_t::replace) << "\n";
+  } else {
+    human(result);
+  }
+}
+
+}  // namespace tessera::cli
+
+#endif  // TESSERA_CLI_API_CALL_H_

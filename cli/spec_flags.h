@@ -1,0 +1,41 @@
+// The job spec flags `submit` and `plan` share: a spec FILE (JSON or YAML,
+// cli/job_spec_file.h) and flags for each field, which override the file's.
+//
+// Thread safety: as RunCli.
+#ifndef TESSERA_CLI_SPEC_FLAGS_H_
+#define TESSERA_CLI_SPEC_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace tessera::cli {
+
+struct SubmitFlags {
+  std::string file;
+  std::string name, kind, entrypoint, dataset, output, checkpoint, layout;
+  int64_t global_batch = 0, steps = 0, checkpoint_every_s = 0, priority = 0, max_attempts = 0,
+          min_devices = 0, max_devices = 0, image_width = 0, image_height = 0;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  bool dry_run = false;
+};
+
+// Adds the spec flags to `cmd`, bound to `*f`. REQUIRES: *f outlives `cmd`'s
+// parse.
+void AddSpecFlags(CLI::App* cmd, SubmitFlags* f);
+
+// Builds the spec from FILE (if any) and the flags given on `cmd` (flags win),
+// validated (api::ValidateJobSpec); kInvalidArgument naming the field.
+Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f);
+
+}  // namespace tessera::cli
+
+#endif  // TESSERA_CLI_SPEC_FLAGS_H_
