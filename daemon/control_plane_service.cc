@@ -83,7 +83,28 @@ Result<api::Job> ControlPlaneService::SubmitJob(const api::Principal& who,
     return entrypoint.status();
   }
   if (options_.admission != nullptr) TESSERA_RETURN_IF_ERROR(options_.admission->Check(who, spec));
+  TESSERA_RETURN_IF_ERROR(CheckPendingLimit(who.user));
   return store_->InsertJob(NewJob{who.user, spec, clock_->NowUnixMillis(), "submitted"});
+}
+
+Status ControlPlaneService::CheckPendingLimit(const std::string& user) {
+  const int64_t limit = options_.max_pending_jobs ? options_.max_pending_jobs(user) : 0;
+  if (limit <= 0) return Status::Ok();
+  api::JobQuery q;
+  q.state = api::JobState::kPending;
+  q.owner = user;
+  q.limit = 500;
+  int64_t pending = 0;
+  while (pending < limit) {
+    TESSERA_ASSIGN_OR_RETURN(api::JobPage page, store_->ListJobs(q));
+    pending += static_cast<int64_t>(page.jobs.size());
+    if (!page.next_after) break;
+    q.after = *page.next_after;
+  }
+  if (pending < limit) return Status::Ok();
+  return ResourceExhausted(user + " has " + std::to_string(pending) + " pending jobs, the most " +
+                           "this lab allows (users." + user + ".max_pending_jobs or users.*); " +
+                           "submit again when some have started");
 }
 
 Result<api::JobPage> ControlPlaneService::ListJobs(const api::Principal& who,

@@ -80,6 +80,11 @@ struct ControlPlaneOptions {
   // submission after the allow-list (not owned; optional: without it only
   // ValidateJobSpec and the allow-list apply).
   const JobAdmission* admission = nullptr;
+  // The most pending jobs a user may have (tesserad's users.*.
+  // max_pending_jobs); a submission beyond it is refused
+  // (kResourceExhausted, HTTP 429). Unset or 0: no limit. Two submissions of
+  // one user in flight at once may both pass the check.
+  std::function<int64_t(const std::string& user)> max_pending_jobs;
   // Where a node comes from ("agent" or "slurm"), shown by ListNodes;
   // optional (without it every node is "agent").
   std::function<std::string(const std::string& node)> node_source;
@@ -177,6 +182,8 @@ class ControlPlaneService : public api::ControlPlane {
   // The job as the API shows it: with its inference progress, and a pending
   // job's reason saying why it still waits.
   api::Job WithInference(api::Job job);
+  // kResourceExhausted when `user` already has their max_pending_jobs.
+  Status CheckPendingLimit(const std::string& user);
 
   Store* const store_;
   Clock* const clock_;

@@ -17,6 +17,7 @@
 #include "api/job_spec_validation.h"
 #include "common/status.h"
 #include "daemon/data_roots.h"
+#include "scheduler/queue_order.h"
 
 namespace tessera::daemon {
 
@@ -77,6 +78,14 @@ struct DaemonConfig {
   //   run_as: {alice: alice, bob: lab-bob}
   // Users not listed run as the agent's own account.
   std::map<std::string, std::string> run_as;
+  // Each user's share of the lab and limits (scheduler/queue_order.h), from
+  //   users: {"*": {max_pending_jobs: 200, max_running_jobs: 4},
+  //           alice: {weight: 2, max_devices: 6}}
+  // "*" applies to users without their own entry. weight (default 1) sets
+  // the queue's interleaving by weighted device share; a limit of 0 (the
+  // default) is none. max_pending_jobs is checked when a job is submitted
+  // (HTTP 429 beyond it), the others when the queue places jobs.
+  scheduler::UserPolicies users;
 
   std::string DbPath() const;
   std::string JoinTokenPath() const;

@@ -292,6 +292,7 @@ int main(int argc, char** argv) {
   jc.retry_backoff_ms = config.retry_backoff_ms;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   jc.crash_loop_window_ms = config.crash_loop_window_ms;
+  jc.users = config.users;
   // Plans cut builtin models where the worker's layers are: measure them once.
   daemon::ProfileCache profiles(fs::path(config.state_dir) / "profiles",
                                 daemon::BuiltinModelsToProfile(),
@@ -314,6 +315,9 @@ int main(int argc, char** argv) {
                      {"ca_sha256", ca_sha256.empty() ? api::Json() : api::Json(ca_sha256)}};
   };
   cp.admission = &admission;
+  cp.max_pending_jobs = [users = config.users](const std::string& user) {
+    return users.For(user).max_pending_jobs;
+  };
   cp.waiting_reason = [&controller](api::JobId id) { return controller.WaitingReason(id); };
   cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {

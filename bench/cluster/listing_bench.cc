@@ -48,7 +48,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using tessera::api::Json;
 namespace api = tessera::api;
-namespace testing = tessera::testing;
+namespace harness = tessera::testing;
 namespace fs = std::filesystem;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -151,7 +151,7 @@ struct Row {
 
 class Bench {
  public:
-  Bench(testing::Cluster& cluster, int64_t items, int lease_calls)
+  Bench(harness::Cluster& cluster, int64_t items, int lease_calls)
       : cluster_(cluster), items_(items), lease_calls_(lease_calls) {}
 
   Row Run(const std::string& input, const fs::path& dataset) {
@@ -241,7 +241,7 @@ class Bench {
 
     Lease(id, row);
     (void)poller->Request("POST", target + "/cancel");
-    testing::WaitFor(
+    harness::WaitFor(
         [&] {
           const std::string s = cluster_.JobState(id);
           return s == "cancelled" || s == "failed" || s == "succeeded";
@@ -276,7 +276,7 @@ class Bench {
     const std::string target = "/api/v1/jobs/" + std::to_string(id);
     int64_t attempt = 0;
     std::string state, reason;
-    if (!testing::WaitFor(
+    if (!harness::WaitFor(
             [&] {
               const Json job = cluster_.GetJson(target);
               if (!job.is_object()) return false;
@@ -324,7 +324,7 @@ class Bench {
     row.lease_max = Quantile(ms, 1.0);
   }
 
-  testing::Cluster& cluster_;
+  harness::Cluster& cluster_;
   const int64_t items_;
   const int lease_calls_;
 };
@@ -356,7 +356,7 @@ int main(int argc, char** argv) {
 
   // Loopback: the listing is the subject, not the network.
   ::setenv("TESSERA_TEST_NO_NETNS", "1", 1);
-  testing::Cluster cluster("listing-bench", /*fast=*/false);
+  harness::Cluster cluster("listing-bench", /*fast=*/false);
   const fs::path data = cluster.dir() / "data", out = cluster.dir() / "out";
   fs::create_directories(out);
   auto t = Clock::now();
@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
       "box",
       "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 1.0, tflops: 8}\n",
       {"--no-benchmark"});
-  if (!testing::WaitFor([&] { return cluster.HealthyNodes() == 1; }, 120s)) {
+  if (!harness::WaitFor([&] { return cluster.HealthyNodes() == 1; }, 120s)) {
     std::fprintf(stderr, "the agent did not become healthy\n");
     return 1;
   }

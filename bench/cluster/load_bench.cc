@@ -48,7 +48,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using tessera::api::Json;
 namespace api = tessera::api;
-namespace testing = tessera::testing;
+namespace harness = tessera::testing;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -124,7 +124,7 @@ Row RunOne(const Setup& setup, int agents, int seconds) {
   const std::string& mode = setup.mode;
   Row row;
   row.agents = agents;
-  testing::Cluster cluster("load-" + mode + "-" + std::to_string(agents), /*fast=*/false);
+  harness::Cluster cluster("load-" + mode + "-" + std::to_string(agents), /*fast=*/false);
   cluster.StartController(setup.tls ? "tls: on\n" : "");
   if (setup.pin) PinProcess(cluster.controller()->pid(), 0);
   {
@@ -157,7 +157,7 @@ Row RunOne(const Setup& setup, int agents, int seconds) {
       std::exit(1);
     }
   }
-  if (!testing::WaitFor([&] { return cluster.HealthyNodes() >= agents; }, 180s)) {
+  if (!harness::WaitFor([&] { return cluster.HealthyNodes() >= agents; }, 180s)) {
     std::fprintf(stderr, "only %d of %d nodes became healthy\n", cluster.HealthyNodes(), agents);
   }
   row.healthy = cluster.HealthyNodes();

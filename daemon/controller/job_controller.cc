@@ -78,7 +78,7 @@ Status JobController::Recover() {
         if (!st.ok()) return st.status();
         continue;
       }
-      active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+      active_[job.id] = Active{*std::move(launch), clock_->SteadyNow(), {}, job.owner};
       spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
                    active_[job.id].launch.ranks.size());
     }
@@ -544,6 +544,8 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
                                                      const std::set<std::string>& busy) {
   uint64_t key = inventory_key_;
   for (const std::string& d : busy) key = key * 1099511628211ull ^ std::hash<std::string>{}(d);
+  // A user's device limit may bound the job's max_devices differently each pass.
+  key = key * 1099511628211ull ^ static_cast<uint64_t>(job.spec.max_devices);
   std::vector<CachedPlan>& cached = plan_cache_[job.id];
   for (const CachedPlan& c : cached) {
     if (c.cluster_key == key) return c.plans;
@@ -593,15 +595,38 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     }
     inventory_key_ = key;
   }
-  std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
-    if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
-    return a.id < b.id;
-  });
+  // The queue's order: priority, then users' weighted shares of the devices
+  // (scheduler/queue_order.h); jobs a user's limit holds back wait with why.
+  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  std::vector<scheduler::QueuedJob> queued_jobs;
+  std::map<api::JobId, const api::Job*> by_id;
+  for (const api::Job& j : pending) {
+    queued_jobs.push_back(scheduler::QueuedJob{j.id, j.owner, j.spec.priority, j.spec.min_devices});
+    by_id[j.id] = &j;
+  }
+  const std::vector<scheduler::QueueEntry> order =
+      scheduler::OrderQueue(queued_jobs, usage, options_.users);
 
   std::set<std::string> busy = held;  // grows with this pass's placements
   std::optional<api::Job> head;       // first job that must wait for busy devices
   std::set<std::string> backfilled;   // devices taken by jobs placed behind the head
-  for (const api::Job& job : pending) {
+  for (const scheduler::QueueEntry& entry : order) {
+    // A job placed earlier in this pass counts against its user's limits.
+    const scheduler::UserPolicy& policy = options_.users.For(entry.user);
+    scheduler::UserUsage& holds = usage[entry.user];
+    std::string limit =
+        entry.held.empty()
+            ? scheduler::LimitHolds(entry.user, policy, holds, by_id.at(entry.id)->spec.min_devices)
+            : entry.held;
+    if (!limit.empty()) {
+      SetWaiting(entry.id, "held by a user limit: " + limit);
+      continue;
+    }
+    api::Job job = *by_id.at(entry.id);
+    if (const int64_t cap = scheduler::DeviceCap(policy, holds); cap > 0) {
+      // The user's device limit bounds this job's plan.
+      if (job.spec.max_devices == 0 || job.spec.max_devices > cap) job.spec.max_devices = cap;
+    }
     // An infer job is planned once its input is listed.
     TESSERA_ASSIGN_OR_RETURN(bool input_ready, InferInputReady(job));
     if (!input_ready) continue;
@@ -643,9 +668,24 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     if (!placed.empty()) polls_.Notify();  // the nodes' parked polls carry the launch
     busy.insert(placed.begin(), placed.end());
     if (head) backfilled.insert(placed.begin(), placed.end());
+    if (!placed.empty()) {
+      holds.running_jobs += 1;
+      holds.devices += static_cast<int64_t>(placed.size());
+    }
     SetWaiting(job.id, "");
   }
   return Status::Ok();
+}
+
+std::map<std::string, scheduler::UserUsage> JobController::UsageByUser() {
+  MutexLock lock(mu_);
+  std::map<std::string, scheduler::UserUsage> usage;
+  for (const auto& [id, active] : active_) {
+    scheduler::UserUsage& u = usage[active.owner];
+    u.running_jobs += 1;
+    u.devices += static_cast<int64_t>(active.launch.ranks.size() - active.dropped.size());
+  }
+  return usage;
 }
 
 Result<bool> JobController::InferInputReady(const api::Job& job) {
@@ -722,7 +762,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                               .status());
   for (const RankLaunch& r : launch->ranks)
     placed_devices->insert(DeviceKey(r.node, r.device_index));
-  active_[job.id] = Active{*std::move(launch), clock_->SteadyNow()};
+  active_[job.id] = Active{*std::move(launch), clock_->SteadyNow(), {}, job.owner};
   ++generation_;
   return Status::Ok();
 }

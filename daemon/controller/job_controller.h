@@ -16,10 +16,14 @@
 // step (daemon/controller/job_state_machine.h) written to the store with its reason, so
 // the events show each step.
 //
-// Queue policy: pending jobs by priority (high first), then FIFO. The first
-// job that cannot be placed (but would fit an idle cluster) is the head; a
-// later job may backfill only if the head would still fit once every other
-// running job ended, i.e. the backfill does not delay it.
+// Queue policy: pending jobs by priority (high first), then by their users'
+// weighted shares of the devices (a user who queued many jobs does not make
+// the others wait behind all of them), then FIFO; a job whose user is at a
+// limit (running jobs, devices) waits with that reason, and a user's device
+// limit bounds the job's plan (scheduler/queue_order.h, options.users). The
+// first job that cannot be placed (but would fit an idle cluster) is the
+// head; a later job may backfill only if the head would still fit once every
+// other running job ended, i.e. the backfill does not delay it.
 //
 // After a controller restart, Recover() rebuilds the active attempts from
 // the store; nodes get a full dead-timeout of grace before they can be
@@ -55,6 +59,7 @@
 #include "daemon/controller/long_poll_set.h"
 #include "daemon/controller/planning.h"
 #include "daemon/store/store.h"
+#include "scheduler/queue_order.h"
 
 namespace tessera::daemon {
 
@@ -83,6 +88,10 @@ struct JobControllerOptions {
   // The data roots an infer job's input listing is checked against (not
   // owned; without it inputs are listed unchecked).
   const JobAdmission* admission = nullptr;
+  // Users' weights and limits: the queue interleaves users by weighted
+  // device share, and holds a job whose user is at a limit
+  // (scheduler/queue_order.h).
+  scheduler::UserPolicies users;
 };
 
 class JobController {
@@ -131,6 +140,7 @@ class JobController {
     // Ranks of a lost node that a running infer attempt goes on without
     // (DropLostInferRanksLocked): no longer desired, counted or busy.
     std::set<int64_t> dropped;
+    std::string owner;  // the job's user (its share and limits)
   };
   struct Report {
     std::chrono::steady_clock::time_point seen;
@@ -162,6 +172,9 @@ class JobController {
   // runs the job waits with "listing input (N found)"; a listing that fails
   // (the input cannot be read) fails the job with the reason. Not under mu_.
   Result<bool> InferInputReady(const api::Job& job) EXCLUDES(mu_);
+  // Running jobs and devices per user (active attempts, dropped ranks not
+  // counted).
+  std::map<std::string, scheduler::UserUsage> UsageByUser() EXCLUDES(mu_);
   // Launches `best` for the job (planned on the devices Tick saw free).
   Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                      const scheduler::Plan& best, std::set<std::string>* placed_devices)

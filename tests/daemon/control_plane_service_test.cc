@@ -248,6 +248,22 @@ TEST_F(ControlPlaneServiceTest, SubmitIsDurableWithSubmittedEvent) {
   EXPECT_EQ((*events)[0].reason, "submitted");
 }
 
+TEST_F(ControlPlaneServiceTest, SubmitBeyondAUsersPendingLimitIsRefusedUntilOneStarts) {
+  ControlPlaneOptions options;
+  options.max_pending_jobs = [](const std::string& user) { return user == "alice" ? 3 : 0; };
+  Open(std::move(options));
+  std::vector<api::Job> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(Submit(kAlice));
+  auto refused = service_->SubmitJob(kAlice, Spec());
+  ASSERT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("alice has 3 pending jobs"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(service_->SubmitJob(kBob, Spec()).ok()) << "bob has no limit";
+  // One of alice's jobs leaves the queue: she may submit again.
+  ASSERT_TRUE(service_->CancelJob(kAlice, jobs[0].id).ok());
+  EXPECT_TRUE(service_->SubmitJob(kAlice, Spec()).ok());
+}
+
 TEST_F(ControlPlaneServiceTest, SubmitRefusesEntrypointsOffTheAllowList) {
   auto job = service_->SubmitJob(kAlice, Spec("cmd:rm-rf"));
   ASSERT_FALSE(job.ok());

@@ -59,6 +59,24 @@ run_as: {alice: alice, bob: lab-bob}
   EXPECT_EQ(c->run_as.at("bob"), "lab-bob");
 }
 
+TEST(DaemonConfigUsersTest, ReadsWeightsAndLimitsWithADefaultForEveryoneElse) {
+  auto c = Load(R"yaml(
+users:
+  "*": {max_pending_jobs: 200, max_running_jobs: 4}
+  alice: {weight: 2.5, max_devices: 6}
+)yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->users.For("alice").weight, 2.5);
+  EXPECT_EQ(c->users.For("alice").max_devices, 6);
+  EXPECT_EQ(c->users.For("alice").max_pending_jobs, 0) << "an own entry replaces \"*\"";
+  EXPECT_DOUBLE_EQ(c->users.For("bob").weight, 1.0);
+  EXPECT_EQ(c->users.For("bob").max_pending_jobs, 200);
+  EXPECT_EQ(c->users.For("bob").max_running_jobs, 4);
+  auto none = Load("port: 8080\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->users.For("anyone").max_pending_jobs, 0) << "no limits by default";
+}
+
 TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
   struct Row {
     const char* name;
@@ -81,6 +99,13 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
        "entrypoints.builtin:colorize-unet"},
       {"run_as_root", "run_as: {alice: root}", "run_as.alice"},
       {"run_as_bad_account", "run_as: {alice: \"a b\"}", "run_as.alice"},
+      {"users_not_a_map", "users: [alice]", "users"},
+      {"user_not_a_map", "users: {alice: 2}", "users.alice"},
+      {"user_zero_weight", "users: {alice: {weight: 0}}", "users.alice.weight"},
+      {"user_negative_limit", "users: {\"*\": {max_devices: -1}}", "users.*.max_devices"},
+      {"user_unknown_key", "users: {alice: {max_gpus: 2}}", "users.alice.max_gpus"},
+      {"user_limit_not_a_number", "users: {alice: {max_running_jobs: many}}",
+       "users.alice.max_running_jobs"},
   };
   for (const Row& row : rows) {
     auto c = Load(row.yaml);

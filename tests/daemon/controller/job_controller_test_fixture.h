@@ -77,8 +77,8 @@ class JobControllerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  api::JobId Submit(const api::JobSpec& spec) {
-    NewJob j{"alice", spec, clock_.NowUnixMillis()};
+  api::JobId Submit(const api::JobSpec& spec, const std::string& user = "alice") {
+    NewJob j{user, spec, clock_.NowUnixMillis()};
     auto job = store_->InsertJob(j);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job->id;
