@@ -16,6 +16,7 @@
 #include "api/url.h"
 #include "cli/api_call.h"
 #include "cli/output_format.h"
+#include "cli/plan_view.h"
 #include "cli/progress_view.h"
 #include "cli/spec_flags.h"
 #include "cli/text_table.h"
@@ -42,9 +43,19 @@ void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
                    {"attempt:", Str(job, "attempt") + " of " + Str(spec, "max_attempts")},
                    {"created:", FormatUtc(Int(job, "created_ms"))},
                    {"updated:", FormatUtc(Int(job, "updated_ms"))}});
-  if (job.contains("plan") && !job["plan"].is_null()) out << "plan: " << job["plan"].dump() << "\n";
-  if (job.contains("progress") && !job["progress"].is_null()) {
-    out << "progress: " << job["progress"].dump() << "\n";
+  if (job.contains("progress") && job["progress"].is_object()) {
+    const Json& p = job["progress"];
+    std::string line = "step " + Str(p, "step");
+    if (Int(spec, "steps") > 0) line += " of " + Str(spec, "steps");
+    if (p.contains("loss")) line += ", loss " + FormatNumber(p, "loss", "%.4g");
+    if (p.contains("samples_per_s")) {
+      line += ", " + FormatNumber(p, "samples_per_s", "%.1f") + " samples/s";
+    }
+    out << "progress: " << line << "\n";
+  }
+  if (job.contains("plan") && job["plan"].is_object()) {
+    out << "plan: ";
+    PrintPlanDetail(out, job["plan"]);
   }
   if (job.contains("inference") && job["inference"].is_object()) {
     auto p = api::InferenceProgressFromJson(job["inference"]);

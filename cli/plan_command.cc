@@ -12,41 +12,13 @@
 #include "api/http_status.h"
 #include "cli/api_call.h"
 #include "cli/output_format.h"
+#include "cli/plan_view.h"
 #include "cli/spec_flags.h"
 
 namespace tessera::cli {
 namespace {
 
 using api::Json;
-
-std::string Fixed(const Json& j, const char* key, const char* fmt) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, it->get<double>());
-  return buf;
-}
-
-// A plan's devices, replica by replica: "a:0,a:1,b:0"; long lists are cut ("a:0,a:1,... (12)").
-std::string PlanDevices(const Json& plan) {
-  std::vector<std::string> ids;
-  if (plan.is_object() && plan.contains("replicas") && plan["replicas"].is_array()) {
-    for (const Json& r : plan["replicas"]) {
-      if (!r.is_object() || !r.contains("stages") || !r["stages"].is_array()) continue;
-      for (const Json& s : r["stages"]) {
-        if (!s.is_object() || !s.contains("devices") || !s["devices"].is_array()) continue;
-        for (const Json& d : s["devices"]) {
-          if (d.is_string()) ids.push_back(d.get<std::string>());
-        }
-      }
-    }
-  }
-  constexpr size_t kShown = 6;
-  std::string out;
-  for (size_t i = 0; i < ids.size() && i < kShown; ++i) out += (i ? "," : "") + ids[i];
-  if (ids.size() > kShown) out += ",... (" + std::to_string(ids.size()) + ")";
-  return out.empty() ? "-" : out;
-}
 
 // `tessera plan`: one row per plan, best first; then the hand-made baselines with the
 // best plan's speedup over each; then why other layouts lost.
@@ -61,8 +33,8 @@ void PrintPlanSet(std::ostream& out, const Json& set) {
   for (const Json& p : list("plans")) {
     if (!p.is_object()) continue;
     rows.push_back({std::to_string(++n), Str(p, "layout"), PlanDevices(p), Str(p, "micro_batches"),
-                    Fixed(p.value("predicted", Json::object()), "step_s", "%.4g"),
-                    Fixed(p.value("predicted", Json::object()), "samples_per_s", "%.1f"),
+                    FormatNumber(p.value("predicted", Json::object()), "step_s", "%.4g"),
+                    FormatNumber(p.value("predicted", Json::object()), "samples_per_s", "%.1f"),
                     Str(p, "why")});
   }
   if (n == 0) {
@@ -80,8 +52,8 @@ void PrintPlanSet(std::ostream& out, const Json& set) {
       base.push_back(
           {Str(b, "name"), Str(b, "description"),
            feasible ? PlanDevices(b.value("plan", Json())) : "-",
-           feasible ? Fixed(b, "step_s", "%.4g") : "-",
-           feasible ? Fixed(b, "speedup", "%.2fx") : "does not fit: " + Str(b, "reason")});
+           feasible ? FormatNumber(b, "step_s", "%.4g") : "-",
+           feasible ? FormatNumber(b, "speedup", "%.2fx") : "does not fit: " + Str(b, "reason")});
     }
     PrintTable(out, base);
   }

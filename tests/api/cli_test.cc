@@ -210,6 +210,38 @@ TEST_F(CliTest, SubmitInferJobAndShowItsProgress) {
   EXPECT_EQ(out_.str().find("[#"), std::string::npos) << "no bar when not on a terminal";
 }
 
+TEST_F(CliTest, AJobsPlanAndProgressReadAsTextNotJson) {
+  const api::JobId id = cp_.AddJob("alice", api::JobState::kRunning);
+  cp_.UpdateJob(id, [](api::Job& j) {
+    j.spec.steps = 500;
+    j.progress = api::Json::parse(R"({"step": 120, "loss": 0.04321, "samples_per_s": 38.84})");
+    j.plan = api::Json::parse(R"({"layout": "hybrid", "micro_batches": 4, "schedule": "1f1b",
+        "predicted": {"step_s": 0.4123, "samples_per_s": 38.8},
+        "why": "1.42x an even split over all 4 devices",
+        "replicas": [
+          {"batch": 10, "stages": [
+             {"devices": ["boxa:0"], "layers": [0, 5], "time_s": 0.2, "peak_mem_bytes": 3221225472},
+             {"devices": ["boxa:1"], "layers": [5, 9], "time_s": 0.19}]},
+          {"batch": 6, "stages": [
+             {"devices": ["boxb:0"], "layers": [0, 4], "time_s": 0.21},
+             {"devices": ["boxc:0"], "layers": [4, 9], "time_s": 0.2}]}]})");
+  });
+  ASSERT_EQ(Run({"job", std::to_string(id)}), kExitOk) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_EQ(out.find("{\""), std::string::npos) << "raw JSON in:\n" << out;
+  EXPECT_NE(out.find("progress: step 120 of 500, loss 0.04321, 38.8 samples/s\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("plan: hybrid: 2 replicas x 2 stages, 4 micro-batches (1f1b); predicted "
+                     "0.412 s/step, 38.8 samples/s\n  1.42x an even split over all 4 devices\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("boxa:0"), std::string::npos);
+  EXPECT_NE(out.find("0-4"), std::string::npos) << "layers [0, 5) read as 0-4:\n" << out;
+  EXPECT_NE(out.find("3.0 GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("boxc:0"), std::string::npos);
+}
+
 TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
   TempDir dir;
   std::string file = dir.Write(
