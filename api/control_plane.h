@@ -53,6 +53,13 @@ class ControlPlane {
 
   virtual Result<std::vector<Node>> ListNodes(const Principal& who) = 0;
 
+  // The waiting jobs in the order the scheduler offers them devices, as of
+  // its last pass; a non-admin sees other users' rows without job id or
+  // reason.
+  virtual Result<std::vector<QueueRow>> Queue(const Principal& who) {
+    return Unimplemented("this control plane does not show its queue");
+  }
+
   // The last `tail` lines (1..100) of a rank's log in the job's newest
   // attempt, as that rank's agent last reported them. kNotFound when no
   // agent reported a log for that rank.

@@ -240,6 +240,13 @@ Response ListNodes(Call& c) {
   return JsonResponse(200, Json{{"nodes", std::move(list)}});
 }
 
+Response Queue(Call& c) {
+  TESSERA_ROUTE_ASSIGN(std::vector<QueueRow> rows, c.cp.Queue(c.who));
+  Json list = Json::array();
+  for (const QueueRow& r : rows) list.push_back(ToJson(r));
+  return JsonResponse(200, Json{{"queue", std::move(list)}});
+}
+
 Response PreviewPlan(Call& c) {
   TESSERA_ROUTE_ASSIGN(JobSpec spec, ParseSpec(c));
   TESSERA_ROUTE_ASSIGN(Json plans, c.cp.PreviewPlan(c.who, spec));
@@ -404,6 +411,7 @@ const std::vector<Route>& Routes() {
         {"rank", "attempt", "since", "limit"}},
        &JobMetrics},
       {{"POST", "/api/v1/jobs/{id}/leases", RouteAuth::kLease, {}}, &LeaseChunks},
+      {{"GET", "/api/v1/queue", RouteAuth::kUser, {}}, &Queue},
       {{"GET", "/api/v1/nodes", RouteAuth::kUser, {}}, &ListNodes},
       {{"GET", "/api/v1/nodes/enrolments", RouteAuth::kUser, {}}, &ListNodeEnrolments},
       {{"DELETE", "/api/v1/nodes/{name}", RouteAuth::kUser, {}}, &RevokeNode},

@@ -165,6 +165,16 @@ Json ToJson(const Event& e) {
               {"reason", e.reason}};
 }
 
+Json ToJson(const QueueRow& q) {
+  Json j{{"position", q.position},
+         {"user", q.user},
+         {"priority", q.priority},
+         {"user_share", q.user_share},
+         {"reason", q.reason}};
+  j["id"] = q.id > 0 ? Json(q.id) : Json(nullptr);
+  return j;
+}
+
 Result<Event> EventFromJson(const Json& j) {
   Event e;
   JsonFields r(j);

@@ -99,6 +99,18 @@ struct Event {
   std::string reason;
 };
 
+// One waiting job as the queue orders it (GET /api/v1/queue): priority, then
+// its user's weighted device share, then submission (scheduler/queue_order.h).
+struct QueueRow {
+  int64_t position = 0;  // 1-based among the jobs that may start next; 0: held by a user limit
+  JobId id = 0;          // 0: another user's job (hidden from non-admins)
+  std::string user;
+  int64_t priority = 0;
+  double user_share = 0;  // the user's devices held / weight when the job was ranked
+  std::string reason;     // why it still waits; "" for another user's job
+  friend bool operator==(const QueueRow&, const QueueRow&) = default;
+};
+
 struct Device {
   std::string node;
   int64_t index = 0;  // index on its node
@@ -217,6 +229,7 @@ struct Entrypoint {
 Json ToJson(const JobSpec& spec);
 Json ToJson(const Job& job);
 Json ToJson(const Event& event);
+Json ToJson(const QueueRow& row);
 Json ToJson(const Device& device);
 Json ToJson(const Node& node);
 Json ToJson(const Entrypoint& entrypoint);

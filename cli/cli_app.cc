@@ -13,6 +13,7 @@
 #include "cli/job_commands.h"
 #include "cli/node_commands.h"
 #include "cli/plan_command.h"
+#include "cli/queue_command.h"
 #include "cli/token_pointer.h"
 
 namespace tessera::cli {
@@ -51,6 +52,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   AddJobCommands(app, ctx);
   AddNodes(app, ctx);
   AddPlan(app, ctx);
+  AddQueue(app, ctx);
   AddEntrypoints(app, ctx);
   AddTokenPointer(app, ctx);
   // Commands a caller adds.

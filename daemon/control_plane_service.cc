@@ -87,6 +87,19 @@ Result<api::Job> ControlPlaneService::SubmitJob(const api::Principal& who,
   return store_->InsertJob(NewJob{who.user, spec, clock_->NowUnixMillis(), "submitted"});
 }
 
+Result<std::vector<api::QueueRow>> ControlPlaneService::Queue(const api::Principal& who) {
+  if (!options_.queue) return Unimplemented("this tesserad does not show its queue");
+  std::vector<api::QueueRow> rows = options_.queue();
+  if (!who.is_admin()) {
+    for (api::QueueRow& r : rows) {
+      if (r.user == who.user) continue;
+      r.id = 0;  // another user's job: its place and user's share only
+      r.reason.clear();
+    }
+  }
+  return rows;
+}
+
 Status ControlPlaneService::CheckPendingLimit(const std::string& user) {
   const int64_t limit = options_.max_pending_jobs ? options_.max_pending_jobs(user) : 0;
   if (limit <= 0) return Status::Ok();

@@ -85,6 +85,9 @@ struct ControlPlaneOptions {
   // (kResourceExhausted, HTTP 429). Unset or 0: no limit. Two submissions of
   // one user in flight at once may both pass the check.
   std::function<int64_t(const std::string& user)> max_pending_jobs;
+  // The queue as the controller's last pass ordered it (every user's rows);
+  // optional: without it Queue answers kUnimplemented.
+  std::function<std::vector<api::QueueRow>()> queue;
   // Where a node comes from ("agent" or "slurm"), shown by ListNodes;
   // optional (without it every node is "agent").
   std::function<std::string(const std::string& node)> node_source;
@@ -114,6 +117,7 @@ class ControlPlaneService : public api::ControlPlane {
   Result<std::vector<api::Event>> ListEvents(const api::Principal& who, api::JobId id,
                                              int64_t after, int64_t limit) override;
   Result<std::vector<api::Node>> ListNodes(const api::Principal& who) override;
+  Result<std::vector<api::QueueRow>> Queue(const api::Principal& who) override;
   Result<std::vector<std::string>> JobLogs(const api::Principal& who, api::JobId id, int64_t rank,
                                            int64_t tail) override;
   Result<api::MetricsPage> JobMetrics(const api::Principal& who,

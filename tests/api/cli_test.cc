@@ -242,6 +242,28 @@ TEST_F(CliTest, AJobsPlanAndProgressReadAsTextNotJson) {
   EXPECT_NE(out.find("boxc:0"), std::string::npos);
 }
 
+TEST_F(CliTest, QueueShowsPlacesSharesAndWhyEachJobWaits) {
+  ASSERT_EQ(Run({"queue"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "no job waits\n");
+  cp_.queue = {{1, 7, "bob", 0, 0.0, "no free device (5 in the cluster)"},
+               {2, 0, "alice", 0, 1.5, ""},
+               {0, 9, "bob", 0, 2.0, "held by a user limit: bob runs 2 of 2 jobs allowed"}};
+  out_.str("");
+  ASSERT_EQ(Run({"queue"}), kExitOk) << err_.str();
+  const std::string out = out_.str();
+  EXPECT_NE(out.find("POS"), std::string::npos) << out;
+  EXPECT_NE(out.find("no free device (5 in the cluster)"), std::string::npos) << out;
+  EXPECT_NE(out.find("1.50"), std::string::npos) << out;
+  EXPECT_NE(out.find("held"), std::string::npos) << out;
+  EXPECT_NE(out.find("bob runs 2 of 2 jobs allowed"), std::string::npos) << out;
+  out_.str("");
+  ASSERT_EQ(Run({"--json", "queue"}), kExitOk) << err_.str();
+  api::Json j = api::Json::parse(out_.str());
+  ASSERT_EQ(j["queue"].size(), 3u);
+  EXPECT_TRUE(j["queue"][1]["id"].is_null()) << "another user's job has no id";
+  EXPECT_EQ(j["queue"][2]["position"], 0);
+}
+
 TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
   TempDir dir;
   std::string file = dir.Write(

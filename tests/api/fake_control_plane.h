@@ -34,6 +34,8 @@ class FakeControlPlane : public ControlPlane {
   std::optional<Json> last_heartbeat;
   std::vector<Node> nodes;
   std::vector<Entrypoint> entrypoints;
+  // What Queue returns.
+  std::vector<QueueRow> queue;
   // Log lines JobLogs returns; unset: the interface's default (unimplemented).
   std::optional<std::vector<std::string>> logs;
   std::optional<std::pair<int64_t, int64_t>> last_logs_rank_tail;
@@ -152,6 +154,11 @@ class FakeControlPlane : public ControlPlane {
       if (ev.id > after && static_cast<int64_t>(out.size()) < limit) out.push_back(ev);
     }
     return out;
+  }
+  Result<std::vector<QueueRow>> Queue(const Principal& who) override {
+    std::lock_guard lock(mu_);
+    if (auto e = TakeError()) return *e;
+    return queue;
   }
   Result<std::vector<std::string>> JobLogs(const Principal& who, JobId id, int64_t rank,
                                            int64_t tail) override {

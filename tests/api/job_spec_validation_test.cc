@@ -266,8 +266,8 @@ const Row kRows[] = {
      nullptr, true},
     {"builtin_infer_pipeline_ok",
      [](JobSpec& s) {
-       s.args = {"--batch", "16", "--batch-pixels=1048576", "--decode-threads", "4",
-                 "--encode-threads=3"};
+       s.args = {"--batch",          "16", "--batch-pixels=1048576",
+                 "--decode-threads", "4",  "--encode-threads=3"};
      },
      nullptr, true},
     {"cmd_args_free_here",

@@ -323,6 +323,20 @@ TEST_F(RouterTest, DryRunWhileTheProfileIsMeasuredIsAStateNotAnError) {
   EXPECT_EQ(ready.Header("Retry-After"), "");
 }
 
+TEST_F(RouterTest, QueueListsRowsForAnyUserAndNeedsAToken) {
+  cp_.queue = {{1, 3, "alice", 2, 0.5, "no free device"}};
+  Response r = Call(MakeRequest("GET", "/api/v1/queue"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json row = BodyJson(r)["queue"][0];
+  EXPECT_EQ(row["position"], 1);
+  EXPECT_EQ(row["id"], 3);
+  EXPECT_EQ(row["user"], "alice");
+  EXPECT_EQ(row["priority"], 2);
+  EXPECT_DOUBLE_EQ(row["user_share"].get<double>(), 0.5);
+  EXPECT_EQ(row["reason"], "no free device");
+  EXPECT_EQ(Call(MakeRequest("GET", "/api/v1/queue", "")).status, 401);
+}
+
 TEST_F(RouterTest, NodesAndEntrypoints) {
   Node n;
   n.name = "boxA";

@@ -264,6 +264,26 @@ TEST_F(ControlPlaneServiceTest, SubmitBeyondAUsersPendingLimitIsRefusedUntilOneS
   EXPECT_TRUE(service_->SubmitJob(kAlice, Spec()).ok());
 }
 
+TEST_F(ControlPlaneServiceTest, TheQueueHidesOtherUsersJobsFromNonAdmins) {
+  EXPECT_EQ(service_->Queue(kAlice).status().code(), StatusCode::kUnimplemented);
+  ControlPlaneOptions options;
+  options.queue = [] {
+    return std::vector<api::QueueRow>{{1, 4, "bob", 0, 0, "no free device"},
+                                      {2, 5, "alice", 0, 1, "waiting behind job 4"}};
+  };
+  Open(std::move(options));
+  auto mine = service_->Queue(kAlice);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  ASSERT_EQ(mine->size(), 2u);
+  EXPECT_EQ((*mine)[0], (api::QueueRow{1, 0, "bob", 0, 0, ""})) << "bob's job is hidden";
+  EXPECT_EQ((*mine)[1].id, 5);
+  EXPECT_EQ((*mine)[1].reason, "waiting behind job 4");
+  auto all = service_->Queue(kRoot);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)[0].id, 4) << "an admin sees every job";
+  EXPECT_EQ((*all)[0].reason, "no free device");
+}
+
 TEST_F(ControlPlaneServiceTest, SubmitRefusesEntrypointsOffTheAllowList) {
   auto job = service_->SubmitJob(kAlice, Spec("cmd:rm-rf"));
   ASSERT_FALSE(job.ok());
