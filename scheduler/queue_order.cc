@@ -2,8 +2,8 @@
 //
 // Steps (as in queue_order.h):
 //   1. each user's weighted share from what they hold;
-//   2. pick the highest priority, then the smallest weighted share, then the
-//      oldest job;
+//   2. pick the highest priority, then the smallest weighted share (not for
+//      kFifo), then the oldest job;
 //   3. hold a job whose user is at a limit now, else give it the next
 //      position and charge its user's share as if it ran;
 //   4. cap its devices by what the user's limit leaves.
@@ -60,7 +60,7 @@ int64_t DeviceCap(const UserPolicy& policy, const UserUsage& held) {
 
 std::vector<QueueEntry> OrderQueue(const std::vector<QueuedJob>& jobs,
                                    const std::map<std::string, UserUsage>& usage,
-                                   const UserPolicies& policies) {
+                                   const UserPolicies& policies, QueueOrdering ordering) {
   // Step 1: what each user holds (charged further as their jobs are ranked).
   std::map<std::string, UserUsage> charged = usage;
   for (const QueuedJob& j : jobs) charged.try_emplace(j.user);
@@ -78,7 +78,8 @@ std::vector<QueueEntry> OrderQueue(const std::vector<QueuedJob>& jobs,
     // Step 2: the next job to rank.
     size_t best = 0;
     auto key = [&](const QueuedJob* j) {
-      return std::make_tuple(-j->priority, share(j->user), j->id);
+      const double s = ordering == QueueOrdering::kFifo ? 0.0 : share(j->user);
+      return std::make_tuple(-j->priority, s, j->id);
     };
     for (size_t i = 1; i < left.size(); ++i) {
       if (key(left[i]) < key(left[best])) best = i;

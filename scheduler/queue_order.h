@@ -22,7 +22,8 @@
 // The limits are checked on what users hold now; a caller that starts jobs in
 // this order re-checks each with LimitHolds on its updated usage.
 // With every user at weight 1, no limits and one user, the order is today's:
-// priority, then submission.
+// priority, then submission. QueueOrdering::kFifo leaves step 2's share out:
+// priority, then submission, whoever submitted (the limits still hold jobs).
 //
 // No job starves: a job's rank depends only on its priority and its user's
 // share, and a user's share falls as their jobs end, so every waiting job of a
@@ -65,6 +66,12 @@ struct UserUsage {
   int64_t devices = 0;
 };
 
+// How step 2 ranks jobs of equal priority.
+enum class QueueOrdering {
+  kFairShare,  // the user with the smallest weighted share first, then the oldest job
+  kFifo,       // the oldest job first: no interleaving of users
+};
+
 struct QueuedJob {
   int64_t id = 0;  // submission order
   std::string user;
@@ -98,7 +105,8 @@ int64_t DeviceCap(const UserPolicy& policy, const UserUsage& held);
 // ones in the same rank order.
 std::vector<QueueEntry> OrderQueue(const std::vector<QueuedJob>& jobs,
                                    const std::map<std::string, UserUsage>& usage,
-                                   const UserPolicies& policies);
+                                   const UserPolicies& policies,
+                                   QueueOrdering ordering = QueueOrdering::kFairShare);
 
 }  // namespace tessera::scheduler
 

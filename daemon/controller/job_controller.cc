@@ -12,6 +12,7 @@
 #include "daemon/controller/profile_cache.h"
 #include "daemon/controller/rank_error.h"
 #include "scheduler/plan_json.h"
+#include "scheduler/queue_pass.h"
 
 namespace tessera::daemon {
 namespace {
@@ -595,86 +596,58 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     }
     inventory_key_ = key;
   }
-  // The queue's order: priority, then users' weighted shares of the devices
-  // (scheduler/queue_order.h); jobs a user's limit holds back wait with why.
-  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
-  std::vector<scheduler::QueuedJob> queued_jobs;
+  // The pass itself (order, user limits, plans on the free devices, the head
+  // and backfill) is the scheduler's (scheduler/queue_pass.h); the store,
+  // the input listings, the placements and the waiting reasons are here,
+  // committed through its hooks as it decides, job by job.
+  std::vector<scheduler::PassJob> queued_jobs;
   std::map<api::JobId, const api::Job*> by_id;
   for (const api::Job& j : pending) {
-    queued_jobs.push_back(scheduler::QueuedJob{j.id, j.owner, j.spec.priority, j.spec.min_devices});
+    queued_jobs.push_back(
+        scheduler::PassJob{j.id, j.owner, j.spec.priority, j.spec.min_devices, j.spec.max_devices});
     by_id[j.id] = &j;
   }
-  const std::vector<scheduler::QueueEntry> order =
-      scheduler::OrderQueue(queued_jobs, usage, options_.users);
-
-  std::set<std::string> busy = held;  // grows with this pass's placements
-  std::optional<api::Job> head;       // first job that must wait for busy devices
-  std::set<std::string> backfilled;   // devices taken by jobs placed behind the head
-  for (const scheduler::QueueEntry& entry : order) {
-    // A job placed earlier in this pass counts against its user's limits.
-    const scheduler::UserPolicy& policy = options_.users.For(entry.user);
-    scheduler::UserUsage& holds = usage[entry.user];
-    std::string limit =
-        entry.held.empty()
-            ? scheduler::LimitHolds(entry.user, policy, holds, by_id.at(entry.id)->spec.min_devices)
-            : entry.held;
-    if (!limit.empty()) {
-      SetWaiting(entry.id, "held by a user limit: " + limit);
-      continue;
-    }
-    api::Job job = *by_id.at(entry.id);
-    if (const int64_t cap = scheduler::DeviceCap(policy, holds); cap > 0) {
-      // The user's device limit bounds this job's plan.
-      if (job.spec.max_devices == 0 || job.spec.max_devices > cap) job.spec.max_devices = cap;
-    }
-    // An infer job is planned once its input is listed.
-    TESSERA_ASSIGN_OR_RETURN(bool input_ready, InferInputReady(job));
-    if (!input_ready) continue;
-    auto plans = PlanCached(job, nodes, busy);
-    if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
-                        plans.status().code() == StatusCode::kInvalidArgument)) {
-      // Not a matter of waiting: the job can never be planned.
-      MutexLock lock(mu_);
-      auto failed = StepLocked(job, JobEvent::kFail, "cannot plan: " + plans.status().message());
-      if (!failed.ok()) return failed.status();
-      continue;
-    }
-    if (!plans.ok() || plans->plans.empty()) {
-      std::string why = plans.ok() ? "no plan" : plans.status().message();
-      SetWaiting(job.id, why);
-      // Only a job that would fit on the idle cluster blocks the jobs behind it.
-      if (!head && PlanCached(job, nodes, {}).ok()) head = job;
-      continue;
-    }
-    const scheduler::Plan& best = plans->plans.front();
-    if (head) {
-      // Backfill only if the head still fits once every job ended except
-      // those placed behind it (this one included).
-      std::set<std::string> would_hold = backfilled;
-      for (const auto& d : best.Devices()) would_hold.insert(d.ToString());
-      if (!PlanCached(*head, nodes, would_hold).ok()) {
-        SetWaiting(job.id, "waiting behind job " + std::to_string(head->id) +
-                               " (placing it now would delay that job)");
-        continue;
+  // The job as the pass planned it: its device bound lowered by its user's limit.
+  auto job_of = [&](const scheduler::PassJob& p) {
+    api::Job job = *by_id.at(p.id);
+    job.spec.max_devices = p.max_devices;
+    return job;
+  };
+  scheduler::QueuePassHooks hooks;
+  hooks.plan = [&](const scheduler::PassJob& p, const scheduler::DeviceSet& busy) {
+    return PlanCached(job_of(p), nodes, busy);
+  };
+  // An infer job is planned once its input is listed.
+  hooks.ready = [&](const scheduler::PassJob& p) { return InferInputReady(job_of(p)); };
+  hooks.commit = [&](const scheduler::PassDecision& d) -> Result<scheduler::DeviceSet> {
+    std::set<std::string> placed;
+    switch (d.action) {
+      case scheduler::PassAction::kNotReady:
+        break;  // InferInputReady said why
+      case scheduler::PassAction::kWait:
+        SetWaiting(d.job.id, d.reason);
+        break;
+      case scheduler::PassAction::kNever: {
+        // Not a matter of waiting: the job can never be planned.
+        MutexLock lock(mu_);
+        TESSERA_RETURN_IF_ERROR(StepLocked(job_of(d.job), JobEvent::kFail, d.reason).status());
+        break;
+      }
+      case scheduler::PassAction::kPlace: {
+        {
+          // Only this thread changes active_, so the devices planned on are
+          // still free: commit under the lock.
+          MutexLock lock(mu_);
+          TESSERA_RETURN_IF_ERROR(PlaceLocked(job_of(d.job), nodes, *d.plan, &placed));
+        }
+        if (!placed.empty()) polls_.Notify();  // the nodes' parked polls carry the launch
+        SetWaiting(d.job.id, "");
+        break;
       }
     }
-    std::set<std::string> placed;
-    {
-      // Only this thread changes active_, so the devices planned on are
-      // still free: commit under the lock.
-      MutexLock lock(mu_);
-      TESSERA_RETURN_IF_ERROR(PlaceLocked(job, nodes, best, &placed));
-    }
-    if (!placed.empty()) polls_.Notify();  // the nodes' parked polls carry the launch
-    busy.insert(placed.begin(), placed.end());
-    if (head) backfilled.insert(placed.begin(), placed.end());
-    if (!placed.empty()) {
-      holds.running_jobs += 1;
-      holds.devices += static_cast<int64_t>(placed.size());
-    }
-    SetWaiting(job.id, "");
-  }
-  return Status::Ok();
+    return placed;
+  };
+  return scheduler::RunQueuePass(queued_jobs, UsageByUser(), options_.users, held, hooks).status();
 }
 
 std::map<std::string, scheduler::UserUsage> JobController::UsageByUser() {

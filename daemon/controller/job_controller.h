@@ -23,7 +23,9 @@
 // limit bounds the job's plan (scheduler/queue_order.h, options.users). The
 // first job that cannot be placed (but would fit an idle cluster) is the
 // head; a later job may backfill only if the head would still fit once every
-// other running job ended, i.e. the backfill does not delay it.
+// other running job ended, i.e. the backfill does not delay it. These
+// decisions are the scheduler's pure pass (scheduler/queue_pass.h); the
+// controller reads the queue, lists infer inputs and commits each decision.
 //
 // After a controller restart, Recover() rebuilds the active attempts from
 // the store; nodes get a full dead-timeout of grace before they can be

@@ -70,6 +70,51 @@ TEST(QueueOrderTest, OrdersByPriorityThenUsersShareThenSubmission) {
   }
 }
 
+TEST(QueueOrderTest, FifoOrdersByPriorityThenSubmissionWithoutInterleavingUsers) {
+  struct Case {
+    const char* name;
+    std::vector<QueuedJob> jobs;
+    std::map<std::string, UserUsage> usage;
+    UserPolicies policies;
+    std::vector<int64_t> fair;
+    std::vector<int64_t> fifo;
+  };
+  const std::vector<Case> cases = {
+      {"a user who queued many goes first in fifo",
+       {Job(1, "a"), Job(2, "a"), Job(3, "a"), Job(4, "b")},
+       {},
+       {},
+       {1, 4, 2, 3},
+       {1, 2, 3, 4}},
+      {"priority still goes first",
+       {Job(1, "a"), Job(2, "a"), Job(3, "b", 5)},
+       {},
+       {},
+       {3, 1, 2},
+       {3, 1, 2}},
+      {"what users hold and their weights do not matter",
+       {Job(1, "a"), Job(2, "b")},
+       {{"a", UserUsage{2, 8}}},
+       {{{"b", Weight(0.5)}}},
+       {2, 1},
+       {1, 2}},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Ids(OrderQueue(c.jobs, c.usage, c.policies, QueueOrdering::kFairShare)), c.fair)
+        << c.name;
+    EXPECT_EQ(Ids(OrderQueue(c.jobs, c.usage, c.policies, QueueOrdering::kFifo)), c.fifo) << c.name;
+  }
+}
+
+TEST(QueueOrderTest, FifoStillHoldsJobsAtTheirUsersLimits) {
+  UserPolicies policies;
+  policies.users["a"].max_running_jobs = 1;
+  const std::vector<QueueEntry> order = OrderQueue(
+      {Job(1, "a"), Job(2, "b")}, {{"a", UserUsage{1, 1}}}, policies, QueueOrdering::kFifo);
+  ASSERT_EQ(Ids(order), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(order[1].held, "a runs 1 of 1 job allowed");
+}
+
 TEST(QueueOrderTest, LimitsHoldJobsWithTheReason) {
   UserPolicies policies;
   policies.users["a"].max_running_jobs = 1;

@@ -1,0 +1,148 @@
+// One placement pass over the waiting jobs.
+//
+// Steps (as in queue_pass.h):
+//   1. order the jobs (OrderQueue);
+//   2. per job: a. limits on this pass's usage; b. the user's device bound;
+//      c. ready; d. plan on the free devices (never / wait / head);
+//      e. backfill behind the head only if the head still fits;
+//      f. place, and grow busy and the user's usage by what it holds.
+#include "scheduler/queue_pass.h"
+
+#include <utility>
+
+namespace tessera::scheduler {
+
+std::string_view PassActionName(PassAction action) {
+  switch (action) {
+    case PassAction::kPlace:
+      return "place";
+    case PassAction::kWait:
+      return "wait";
+    case PassAction::kNotReady:
+      return "not_ready";
+    case PassAction::kNever:
+      return "never";
+  }
+  return "wait";
+}
+
+namespace {
+
+DeviceSet DevicesOf(const Plan& plan) {
+  DeviceSet out;
+  for (const DeviceId& d : plan.Devices()) out.insert(d.ToString());
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
+                                               const std::map<std::string, UserUsage>& usage,
+                                               const UserPolicies& policies,
+                                               const DeviceSet& busy_before,
+                                               const QueuePassHooks& hooks,
+                                               QueueOrdering ordering) {
+  // Step 1: the order.
+  std::vector<QueuedJob> queued;
+  std::map<int64_t, const PassJob*> by_id;
+  queued.reserve(jobs.size());
+  for (const PassJob& j : jobs) {
+    queued.push_back(QueuedJob{j.id, j.user, j.priority, j.min_devices});
+    by_id[j.id] = &j;
+  }
+  const std::vector<QueueEntry> order = OrderQueue(queued, usage, policies, ordering);
+
+  std::map<std::string, UserUsage> holds_now = usage;  // grows with this pass's placements
+  DeviceSet busy = busy_before;                        // likewise
+  std::optional<PassJob> head;  // the first job that must wait for busy devices
+  DeviceSet backfilled;         // devices taken by jobs placed behind the head
+  std::vector<PassDecision> decisions;
+  decisions.reserve(order.size());
+
+  // Records a decision and lets the caller commit it; returns the devices a
+  // placed job holds.
+  auto decide = [&](PassDecision d) -> Result<DeviceSet> {
+    DeviceSet held;
+    if (hooks.commit) {
+      TESSERA_ASSIGN_OR_RETURN(held, hooks.commit(d));
+    } else if (d.action == PassAction::kPlace) {
+      held = DevicesOf(*d.plan);
+    }
+    decisions.push_back(std::move(d));
+    return held;
+  };
+
+  for (const QueueEntry& entry : order) {
+    PassDecision d;
+    d.job = *by_id.at(entry.id);
+
+    // Step 2a: a job placed earlier in this pass counts against its user's limits.
+    const UserPolicy& policy = policies.For(entry.user);
+    UserUsage& holds = holds_now[entry.user];
+    const std::string limit =
+        entry.held.empty() ? LimitHolds(entry.user, policy, holds, d.job.min_devices) : entry.held;
+    if (!limit.empty()) {
+      d.reason = "held by a user limit: " + limit;
+      TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
+      continue;
+    }
+    // Step 2b: the user's device limit bounds this job's plan.
+    if (const int64_t cap = DeviceCap(policy, holds); cap > 0) {
+      if (d.job.max_devices == 0 || d.job.max_devices > cap) d.job.max_devices = cap;
+    }
+    // Step 2c: ready to be planned?
+    if (hooks.ready) {
+      TESSERA_ASSIGN_OR_RETURN(bool ready, hooks.ready(d.job));
+      if (!ready) {
+        d.action = PassAction::kNotReady;
+        TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
+        continue;
+      }
+    }
+    // Step 2d: plan on the free devices.
+    Result<PlanSet> plans = hooks.plan(d.job, busy);
+    if (!plans.ok() && (plans.status().code() == StatusCode::kNotFound ||
+                        plans.status().code() == StatusCode::kInvalidArgument)) {
+      d.action = PassAction::kNever;
+      d.reason = "cannot plan: " + plans.status().message();
+      TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
+      continue;
+    }
+    if (!plans.ok() || plans->plans.empty()) {
+      d.reason = plans.ok() ? "no plan" : plans.status().message();
+      // Only a job that would fit on the idle cluster blocks the jobs behind it.
+      if (!head && hooks.plan(d.job, {}).ok()) {
+        head = d.job;
+        d.head = true;
+      }
+      TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
+      continue;
+    }
+    const Plan& best = plans->plans.front();
+    // Step 2e: backfill only if the head still fits once every job ended
+    // except those placed behind it (this one included).
+    if (head) {
+      DeviceSet would_hold = backfilled;
+      for (const DeviceId& dev : best.Devices()) would_hold.insert(dev.ToString());
+      if (!hooks.plan(*head, would_hold).ok()) {
+        d.reason = "waiting behind job " + std::to_string(head->id) +
+                   " (placing it now would delay that job)";
+        TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
+        continue;
+      }
+    }
+    // Step 2f: place it; what it holds is busy and charged to its user.
+    d.action = PassAction::kPlace;
+    d.plan = best;
+    TESSERA_ASSIGN_OR_RETURN(DeviceSet placed, decide(std::move(d)));
+    busy.insert(placed.begin(), placed.end());
+    if (head) backfilled.insert(placed.begin(), placed.end());
+    if (!placed.empty()) {
+      holds.running_jobs += 1;
+      holds.devices += static_cast<int64_t>(placed.size());
+    }
+  }
+  return decisions;
+}
+
+}  // namespace tessera::scheduler
