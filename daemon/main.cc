@@ -319,6 +319,7 @@ int main(int argc, char** argv) {
     return users.For(user).max_pending_jobs;
   };
   cp.waiting_reason = [&controller](api::JobId id) { return controller.WaitingReason(id); };
+  cp.queue = [&controller] { return controller.Queue(); };
   cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {
     return controller.Preview(spec);

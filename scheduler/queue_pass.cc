@@ -75,6 +75,7 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
   for (const QueueEntry& entry : order) {
     PassDecision d;
     d.job = *by_id.at(entry.id);
+    d.user_share = entry.user_share;
 
     // Step 2a: a job placed earlier in this pass counts against its user's limits.
     const UserPolicy& policy = policies.For(entry.user);
@@ -83,6 +84,7 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
         entry.held.empty() ? LimitHolds(entry.user, policy, holds, d.job.min_devices) : entry.held;
     if (!limit.empty()) {
       d.reason = "held by a user limit: " + limit;
+      d.held = true;
       TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
       continue;
     }

@@ -85,6 +85,10 @@ struct PassDecision {
   std::optional<Plan> plan;
   // kWait: this job is the head, the one later jobs must not delay.
   bool head = false;
+  // kWait: a user's limit holds it (step 2a).
+  bool held = false;
+  // Its user's weighted device share when the job was ranked (QueueEntry).
+  double user_share = 0;
 };
 
 // Devices are named "node:index" (DeviceId::ToString).

@@ -79,6 +79,7 @@ export const api = {
   // Checks a token without storing it.
   check: (candidate) => get('/api/v1/jobs?limit=1', { auth: candidate }),
   nodes: () => get('/api/v1/nodes'),
+  queue: () => get('/api/v1/queue'),
   jobs: ({ state, owner, limit, after } = {}) =>
     get(`/api/v1/jobs${query({ state, owner, limit, after })}`),
   job: (id) => get(`/api/v1/jobs/${encodeURIComponent(id)}`),

@@ -576,14 +576,19 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
       any_free = any_free || !held.contains(DeviceKey(n.name, d.index));
     }
   }
-  if (!any_free) return Status::Ok();
+  if (!any_free) return ViewQueueWithoutFreeDevices();
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  queue_viewed_at_ = clock_->SteadyNow();
   // Forget the plans and listings of jobs that left the queue.
   std::set<api::JobId> queued;
   for (const api::Job& j : pending) queued.insert(j.id);
   std::erase_if(plan_cache_, [&](const auto& entry) { return !queued.contains(entry.first); });
   lister_.ForgetAllBut(queued);
-  if (pending.empty()) return Status::Ok();
+  if (pending.empty()) {
+    MutexLock lock(waiting_mu_);
+    queue_.clear();
+    return Status::Ok();
+  }
   // The cluster as the planner sees it, minus heartbeat times: a change
   // here (a node's devices, links or health) re-plans every job.
   // Computed only while jobs wait (it costs a JSON text per node).
@@ -647,7 +652,61 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     }
     return placed;
   };
-  return scheduler::RunQueuePass(queued_jobs, UsageByUser(), options_.users, held, hooks).status();
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<scheduler::PassDecision> decisions,
+      scheduler::RunQueuePass(queued_jobs, UsageByUser(), options_.users, held, hooks));
+  // The queue as users see it: the jobs still waiting, in the pass's order,
+  // held ones last.
+  std::vector<api::QueueRow> rows;
+  std::vector<api::QueueRow> held_rows;
+  for (const scheduler::PassDecision& d : decisions) {
+    if (d.action == scheduler::PassAction::kPlace || d.action == scheduler::PassAction::kNever) {
+      continue;
+    }
+    api::QueueRow row{0, d.job.id, d.job.user, d.job.priority, d.user_share, d.reason};
+    if (d.action == scheduler::PassAction::kNotReady) row.reason = WaitingReason(d.job.id);
+    if (d.held) {
+      held_rows.push_back(std::move(row));
+    } else {
+      row.position = static_cast<int64_t>(rows.size()) + 1;
+      rows.push_back(std::move(row));
+    }
+  }
+  rows.insert(rows.end(), held_rows.begin(), held_rows.end());
+  MutexLock lock(waiting_mu_);
+  queue_ = std::move(rows);
+  return Status::Ok();
+}
+
+Status JobController::ViewQueueWithoutFreeDevices() {
+  // Every device is busy, so no pass runs; the queue's order still changes as
+  // jobs arrive and leave. Read it at most once a second (a tick is 100 ms).
+  const auto now = clock_->SteadyNow();
+  if (now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
+  queue_viewed_at_ = now;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  std::vector<scheduler::QueuedJob> jobs;
+  std::map<api::JobId, int64_t> priority;
+  for (const api::Job& j : pending) {
+    jobs.push_back(scheduler::QueuedJob{j.id, j.owner, j.spec.priority, j.spec.min_devices});
+    priority[j.id] = j.spec.priority;
+  }
+  std::vector<api::QueueRow> rows;
+  for (const scheduler::QueueEntry& e :
+       scheduler::OrderQueue(jobs, UsageByUser(), options_.users)) {
+    std::string why = e.held.empty() ? WaitingReason(e.id) : "held by a user limit: " + e.held;
+    if (why.empty()) why = "every device is busy";
+    rows.push_back(
+        api::QueueRow{e.position, e.id, e.user, priority[e.id], e.user_share, std::move(why)});
+  }
+  MutexLock lock(waiting_mu_);
+  queue_ = std::move(rows);
+  return Status::Ok();
+}
+
+std::vector<api::QueueRow> JobController::Queue() {
+  MutexLock lock(waiting_mu_);
+  return queue_;
 }
 
 std::map<std::string, scheduler::UserUsage> JobController::UsageByUser() {

@@ -134,6 +134,11 @@ class JobController {
   // Why a pending job is still waiting (the planner's reason), or empty.
   // Does not wait for a running Tick.
   std::string WaitingReason(api::JobId job) EXCLUDES(waiting_mu_);
+  // The waiting jobs in the order the last pass considered them (position,
+  // user, priority, the user's weighted share, why each waits), held ones
+  // last; refreshed every pass, and at most once a second while every device
+  // is busy.
+  std::vector<api::QueueRow> Queue() EXCLUDES(waiting_mu_);
 
  private:
   struct Active {
@@ -262,6 +267,11 @@ class JobController {
   void SetWaiting(api::JobId job, const std::string& why) EXCLUDES(waiting_mu_);
   Mutex waiting_mu_;
   std::map<api::JobId, std::string> waiting_ GUARDED_BY(waiting_mu_);
+  std::vector<api::QueueRow> queue_ GUARDED_BY(waiting_mu_);
+  // When Tick last read the queue (Tick's thread only).
+  std::chrono::steady_clock::time_point queue_viewed_at_{};
+  // Refreshes queue_ from the store's pending jobs when no pass runs.
+  Status ViewQueueWithoutFreeDevices() EXCLUDES(mu_, waiting_mu_);
   // Lists infer jobs' inputs in the background (daemon/controller/input_lister.h).
   InputLister lister_;
   // Parked heartbeats; told of every change of active_. Last member: its

@@ -504,6 +504,24 @@ try {
     await page.locator(`tr[data-job="${jobB}"]`).waitFor();
   });
 
+  await check('a waiting job shows its place in the queue and why it waits', async () => {
+    // More devices than the cluster has: it waits (it would fit no idle cluster either).
+    const r = await apiCall('POST', '/api/v1/jobs', {
+      name: 'web-e2e-waits', entrypoint: 'cmd:checkpointing-worker', args: ['10', '0.1'],
+      global_batch: 64, steps: 10, min_devices: 64, max_devices: 64 });
+    assert(r.status === 201, `submit: ${r.status} ${JSON.stringify(r.body)}`);
+    const id = r.body.id;
+    await page.goto(`${base}/#/jobs?state=pending`);
+    const note = page.locator(`tr[data-job="${id}"] .queue-note`);
+    await waitFor(async () => (await note.count()) === 1 && /queue #1 · admin's share/.test(await note.textContent()),
+                  15000, 'the queue note');
+    assert((await note.textContent()).length > 'queue #1 · admin\'s share 0.00 · '.length,
+           `no reason in: ${await note.textContent()}`);
+    await shot(page, 'jobs-queue-laptop');
+    const c = await apiCall('POST', `/api/v1/jobs/${id}/cancel`, {});
+    assert(c.status === 200, `cancel: ${c.status}`);
+  });
+
   let jobD = 0;
   await check('a node killed mid-run: the timeline shows the failure and the recovery', async () => {
     // Long enough to be still running when the page is reloaded below.

@@ -10,7 +10,17 @@ const PAGE_SIZES = [10, 20, 50, 100];
 // Cursors of the pages before the current one, per filter, for "Previous".
 const cursorHistory = new Map();
 
-function jobRow(job, now) {
+// A waiting job's place in the queue (GET /api/v1/queue): its position (or
+// held by a user limit), its user's weighted device share, and why it waits.
+function queueNote(row) {
+  if (!row) return null;
+  const place = row.position > 0 ? `queue #${row.position}` : 'held';
+  const why = row.reason ? ` · ${row.reason}` : '';
+  return h('div', { class: 'muted small queue-note' },
+    `${place} · ${row.user}'s share ${Number(row.user_share).toFixed(2)}${why}`);
+}
+
+function jobRow(job, now, queued) {
   const observed = recordProgress(job).filter((s) => s.attempt === job.attempt);
   const p = jobProgress(job, observed);
   const stepText = p.step !== null
@@ -20,7 +30,8 @@ function jobRow(job, now) {
     h('td', { 'data-label': 'Job' },
       h('a', { href: `#/jobs/${job.id}` }, `#${job.id} ${job.spec ? job.spec.name : ''}`)),
     h('td', { 'data-label': 'State' }, badge(job.state),
-      job.attempt > 1 ? h('span', { class: 'muted' }, ` attempt ${job.attempt}`) : null),
+      job.attempt > 1 ? h('span', { class: 'muted' }, ` attempt ${job.attempt}`) : null,
+      job.state === 'pending' ? queueNote(queued.get(job.id)) : null),
     h('td', { 'data-label': 'Owner' }, job.owner),
     h('td', { 'data-label': 'Progress', class: 'progress-cell' },
       h('div', {}, progressBar(p.fraction, `Job ${job.id} progress`),
@@ -94,8 +105,20 @@ export function mountJobs(main, params) {
       const jobs = page.jobs || [];
       nextAfter = page.next_after ?? null;
       next.disabled = nextAfter === null;
+      // Waiting jobs show their place in the queue (a tesserad without
+      // GET /api/v1/queue leaves them as they were).
+      const queued = new Map();
+      if (jobs.some((j) => j.state === 'pending')) {
+        try {
+          for (const row of (await api.queue()).queue || []) {
+            if (row.id !== null && row.id !== undefined) queued.set(row.id, row);
+          }
+        } catch (e) {
+          if (e.status !== 501) throw e;
+        }
+      }
       const now = Date.now();
-      const rows = jobs.map((j) => jobRow(j, now));
+      const rows = jobs.map((j) => jobRow(j, now, queued));
       if (!rows.length) {
         rows.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' },
           state ? `No ${state} jobs${after ? ' on this page' : ''}.` : 'No jobs yet.')));

@@ -71,5 +71,60 @@ TEST_F(JobControllerQueueTest, LimitsHoldJobsWithTheReasonAndBoundTheirPlans) {
   EXPECT_EQ(ranks, 2u) << "bob's plan exceeds his device limit";
 }
 
+TEST_F(JobControllerQueueTest, TheQueueViewShowsPlacesSharesAndReasonsAndFollowsTheStore) {
+  scheduler::UserPolicies users;
+  users.users["carol"].max_running_jobs = 1;
+  UsePolicies(users);
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  const api::JobId running = Submit(CmdSpec(1), "carol");
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(running), JobState::kStarting);
+  const api::JobId wide = Submit(CmdSpec(2), "alice");    // needs both devices
+  const api::JobId carols = Submit(CmdSpec(1), "carol");  // carol's limit holds it
+  ASSERT_TRUE(controller_->Tick().ok());
+  std::vector<api::QueueRow> q = controller_->Queue();
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0].id, wide);
+  EXPECT_EQ(q[0].position, 1);
+  EXPECT_EQ(q[0].user, "alice");
+  EXPECT_EQ(q[0].reason, controller_->WaitingReason(wide));
+  EXPECT_FALSE(q[0].reason.empty());
+  EXPECT_EQ(q[1].id, carols);
+  EXPECT_EQ(q[1].position, 0) << "held jobs have no position";
+  EXPECT_DOUBLE_EQ(q[1].user_share, 1.0) << "carol holds one device at weight 1";
+  EXPECT_EQ(q[1].reason, "held by a user limit: carol runs 1 of 1 job allowed");
+
+  // Every device busy: no pass runs, yet a new submission shows within a second.
+  auto cancel = [&](api::JobId id) {
+    JobTransition t{id, JobState::kPending, JobState::kCancelled,  "cancelled",
+                    0,  std::nullopt,       clock_.NowUnixMillis()};
+    ASSERT_TRUE(store_->TransitionJob(t).ok());
+  };
+  cancel(wide);  // the head, which a one-device job must not delay
+  const api::JobId fill = Submit(CmdSpec(1), "bob");
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(fill), JobState::kStarting);
+  const api::JobId late = Submit(CmdSpec(1), "dave");
+  clock_.Advance(std::chrono::milliseconds(1100));
+  Beat(a, Running(Beat(a)));  // the node stays healthy, its ranks run
+  ASSERT_TRUE(controller_->Tick().ok());
+  q = controller_->Queue();
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0].id, late) << "dave holds nothing: first";
+  EXPECT_EQ(q[0].position, 1);
+  EXPECT_EQ(q[0].reason, "every device is busy");
+  EXPECT_EQ(q[1].id, carols);
+  EXPECT_EQ(q[1].position, 0);
+
+  // The queue empties as jobs leave it.
+  cancel(carols);
+  cancel(late);
+  clock_.Advance(std::chrono::milliseconds(1100));
+  Beat(a, Running(Beat(a)));  // the node stays healthy, its ranks run
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_TRUE(controller_->Queue().empty());
+}
+
 }  // namespace
 }  // namespace tessera::daemon::job_controller_test
