@@ -589,18 +589,8 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     queue_.clear();
     return Status::Ok();
   }
-  // The cluster as the planner sees it, minus heartbeat times: a change
-  // here (a node's devices, links or health) re-plans every job.
   // Computed only while jobs wait (it costs a JSON text per node).
-  {
-    uint64_t key = 14695981039346656037ull;
-    for (const api::Node& n : nodes) {
-      api::Json j = api::ToJson(n);
-      j.erase("last_heartbeat_ms");
-      key = key * 1099511628211ull ^ std::hash<std::string>{}(j.dump());
-    }
-    inventory_key_ = key;
-  }
+  inventory_key_ = InventoryKey(nodes);
   // The pass itself (order, user limits, plans on the free devices, the head
   // and backfill) is the scheduler's (scheduler/queue_pass.h); the store,
   // the input listings, the placements and the waiting reasons are here,
@@ -655,24 +645,9 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<scheduler::PassDecision> decisions,
       scheduler::RunQueuePass(queued_jobs, UsageByUser(), options_.users, held, hooks));
-  // The queue as users see it: the jobs still waiting, in the pass's order,
-  // held ones last.
-  std::vector<api::QueueRow> rows;
-  std::vector<api::QueueRow> held_rows;
-  for (const scheduler::PassDecision& d : decisions) {
-    if (d.action == scheduler::PassAction::kPlace || d.action == scheduler::PassAction::kNever) {
-      continue;
-    }
-    api::QueueRow row{0, d.job.id, d.job.user, d.job.priority, d.user_share, d.reason};
-    if (d.action == scheduler::PassAction::kNotReady) row.reason = WaitingReason(d.job.id);
-    if (d.held) {
-      held_rows.push_back(std::move(row));
-    } else {
-      row.position = static_cast<int64_t>(rows.size()) + 1;
-      rows.push_back(std::move(row));
-    }
-  }
-  rows.insert(rows.end(), held_rows.begin(), held_rows.end());
+  // The queue as users see it: the jobs still waiting, in the pass's order.
+  std::vector<api::QueueRow> rows =
+      QueueRowsFromPass(decisions, [this](api::JobId id) { return WaitingReason(id); });
   MutexLock lock(waiting_mu_);
   queue_ = std::move(rows);
   return Status::Ok();
@@ -685,20 +660,8 @@ Status JobController::ViewQueueWithoutFreeDevices() {
   if (now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
   queue_viewed_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  std::vector<scheduler::QueuedJob> jobs;
-  std::map<api::JobId, int64_t> priority;
-  for (const api::Job& j : pending) {
-    jobs.push_back(scheduler::QueuedJob{j.id, j.owner, j.spec.priority, j.spec.min_devices});
-    priority[j.id] = j.spec.priority;
-  }
-  std::vector<api::QueueRow> rows;
-  for (const scheduler::QueueEntry& e :
-       scheduler::OrderQueue(jobs, UsageByUser(), options_.users)) {
-    std::string why = e.held.empty() ? WaitingReason(e.id) : "held by a user limit: " + e.held;
-    if (why.empty()) why = "every device is busy";
-    rows.push_back(
-        api::QueueRow{e.position, e.id, e.user, priority[e.id], e.user_share, std::move(why)});
-  }
+  std::vector<api::QueueRow> rows = QueueRowsFromOrder(
+      pending, UsageByUser(), options_.users, [this](api::JobId id) { return WaitingReason(id); });
   MutexLock lock(waiting_mu_);
   queue_ = std::move(rows);
   return Status::Ok();

@@ -60,6 +60,7 @@
 #include "daemon/controller/job_state_machine.h"
 #include "daemon/controller/long_poll_set.h"
 #include "daemon/controller/planning.h"
+#include "daemon/controller/queue_view.h"
 #include "daemon/store/store.h"
 #include "scheduler/queue_order.h"
 

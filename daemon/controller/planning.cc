@@ -77,6 +77,16 @@ std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>&
   return out;
 }
 
+uint64_t InventoryKey(const std::vector<api::Node>& nodes) {
+  uint64_t key = 14695981039346656037ull;
+  for (const api::Node& n : nodes) {
+    api::Json j = api::ToJson(n);
+    j.erase("last_heartbeat_ms");
+    key = key * 1099511628211ull ^ std::hash<std::string>{}(j.dump());
+  }
+  return key;
+}
+
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& busy) {
   scheduler::ClusterSnapshot snapshot;

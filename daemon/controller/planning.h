@@ -12,6 +12,7 @@
 #ifndef TESSERA_DAEMON_CONTROLLER_PLANNING_H_
 #define TESSERA_DAEMON_CONTROLLER_PLANNING_H_
 
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -34,6 +35,10 @@ namespace tessera::daemon {
 // sum and the cores; empty when every host fits or reports no cores. Each agent
 // checks its own inventory at start (agent/inventory_file.h); this sees them all.
 std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>& nodes);
+
+// The cluster as the planner sees it, minus heartbeat times, as a hash: a
+// change here (a node's devices, links or health) re-plans every job.
+uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 
 // Devices that may be planned on: nodes whose health is "healthy", minus the
 // devices in `busy` ("node:index"), which are kept but marked busy.
