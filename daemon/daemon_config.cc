@@ -236,6 +236,9 @@ Status DaemonConfig::Validate() const {
   TESSERA_RETURN_IF_ERROR(CheckRange(infer_chunk_images, 1, 100'000, "infer_chunk_images"));
   TESSERA_RETURN_IF_ERROR(CheckRange(lease_ms, 500, 3'600'000, "lease_ms"));
   TESSERA_RETURN_IF_ERROR(CheckRange(collective_timeout_s, 1, 86'400, "collective_timeout_s"));
+  if (queue_policy != "fair" && queue_policy != "fifo") {
+    return InvalidArgument("must be fair or fifo", "queue_policy");
+  }
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool known = false;
   for (const char* l : kLevels) known = known || log_level == l;
@@ -314,6 +317,7 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"entrypoints", [c](const YAML::Node& n) { return LoadEntrypoints(n, &c->entrypoints); }},
       {"run_as", [c](const YAML::Node& n) { return LoadRunAs(n, &c->run_as); }},
       {"users", [c](const YAML::Node& n) { return LoadUsers(n, &c->users); }},
+      {"queue_policy", Set(&c->queue_policy, "queue_policy")},
   };
   for (const auto& kv : root) {
     std::string key;

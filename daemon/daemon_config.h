@@ -86,6 +86,10 @@ struct DaemonConfig {
   // default) is none. max_pending_jobs is checked when a job is submitted
   // (HTTP 429 beyond it), the others when the queue places jobs.
   scheduler::UserPolicies users;
+  // The queue's order: "fair" (priority, then users' weighted device shares,
+  // then submission) or "fifo" (priority, then submission: the order before
+  // users were interleaved). Limits hold jobs under both.
+  std::string queue_policy = "fair";
 
   std::string DbPath() const;
   std::string JoinTokenPath() const;

@@ -293,6 +293,8 @@ int main(int argc, char** argv) {
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   jc.crash_loop_window_ms = config.crash_loop_window_ms;
   jc.users = config.users;
+  jc.ordering = config.queue_policy == "fifo" ? scheduler::QueueOrdering::kFifo
+                                              : scheduler::QueueOrdering::kFairShare;
   // Plans cut builtin models where the worker's layers are: measure them once.
   daemon::ProfileCache profiles(fs::path(config.state_dir) / "profiles",
                                 daemon::BuiltinModelsToProfile(),

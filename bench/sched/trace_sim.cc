@@ -27,7 +27,8 @@
 //      cluster).
 //
 // Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
-//      [--write-trace FILE.csv] [--jobs] (bench/sched/README.md).
+//      [--write-trace FILE.csv] [--jobs] (bench/sched/README.md); --round times one
+//      scheduling round: 50 waiting jobs on 64 idle devices, planned cold.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -347,6 +348,27 @@ Cluster Mixed24() {
   return c;
 }
 
+// 64 GPUs for the round-time check: 16 boxes of 4, the three types of
+// Mixed24 in turn (6 A100-like, 5 V100-like, 5 T4-like boxes).
+Cluster Mixed64() {
+  Cluster c{"mixed-64", "16 boxes of 4: A100-like, V100-like, T4-like in turn", {}};
+  struct Type {
+    const char* name;
+    double relative;
+    double mem_gib;
+  };
+  const Type types[] = {{"a100", 1.0, 80}, {"v100", 0.8, 32}, {"t4", 0.4, 16}};
+  for (int box = 0; box < 16; ++box) {
+    const Type& t = types[box % 3];
+    Node nd;
+    nd.name = std::string(t.name) + "-" + std::to_string(box);
+    nd.network = Link{25e9 / 8, 20e-6};
+    for (int i = 0; i < 4; ++i) nd.devices.push_back(Gpu(i, t.name, t.mem_gib, 19.5 * t.relative));
+    c.snapshot.nodes.push_back(std::move(nd));
+  }
+  return c;
+}
+
 // ---- Step 3: the run ----
 
 // MakePlans, remembered by job shape and busy devices (jobs of one shape are
@@ -607,6 +629,51 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
   }
 }
 
+// One scheduling round as tesserad runs it when its plan cache is cold: a queue
+// pass over `jobs` waiting jobs (the first of generated lab days) on Mixed64's
+// idle devices, every job planned afresh. Prints the median and the slowest of
+// `rounds` rounds.
+void TimeRounds(size_t jobs, int rounds) {
+  const Cluster cluster = Mixed64();
+  std::vector<TraceJob> queue;
+  for (uint64_t seed = 1; queue.size() < jobs; ++seed) {
+    for (const TraceJob& j : GenerateLabDay(seed, 1).jobs) {
+      if (queue.size() < jobs) queue.push_back(j);
+    }
+  }
+  std::vector<PassJob> pass;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const TraceJob& j = queue[i];
+    pass.push_back(
+        PassJob{static_cast<int64_t>(i) + 1, j.user, j.priority, j.min_devices, j.max_devices});
+  }
+  std::vector<double> ms;
+  size_t placed = 0;
+  for (int r = 0; r < rounds; ++r) {
+    Planner planner(cluster.snapshot);  // cold: no plan remembered
+    QueuePassHooks hooks;
+    hooks.plan = [&](const PassJob& job, const DeviceSet& busy) {
+      return planner.Plan(queue[static_cast<size_t>(job.id - 1)], job.max_devices, busy);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::vector<PassDecision>> d = RunQueuePass(pass, {}, UserPolicies{}, {}, hooks);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!d.ok()) {
+      std::cerr << "queue pass: " << d.status().ToString() << "\n";
+      std::exit(1);
+    }
+    placed = 0;
+    for (const PassDecision& x : *d) placed += x.action == PassAction::kPlace ? 1 : 0;
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf(
+      "round: %zu waiting jobs on %d idle devices (%s), plans made cold: median %.1f ms, "
+      "slowest %.1f ms of %d rounds; %zu placed per round\n",
+      queue.size(), cluster.snapshot.DeviceCount(), cluster.name.c_str(), ms[ms.size() / 2],
+      ms.back(), rounds, placed);
+}
+
 int Main(int argc, char** argv) {
   uint64_t seed = 1;
   double load = 1;
@@ -647,9 +714,12 @@ int Main(int argc, char** argv) {
       write_path = value();
     } else if (a == "--jobs") {
       per_job = true;
+    } else if (a == "--round") {
+      TimeRounds(50, 5);
+      return 0;
     } else {
       std::cerr << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] "
-                   "[--write-trace FILE.csv] [--jobs]\n  CSV: "
+                   "[--write-trace FILE.csv] [--jobs] | --round\n  CSV: "
                 << kCsvHeader << "\n";
       return a == "--help" || a == "-h" ? 0 : 2;
     }

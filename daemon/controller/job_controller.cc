@@ -642,9 +642,9 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     }
     return placed;
   };
-  TESSERA_ASSIGN_OR_RETURN(
-      std::vector<scheduler::PassDecision> decisions,
-      scheduler::RunQueuePass(queued_jobs, UsageByUser(), options_.users, held, hooks));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<scheduler::PassDecision> decisions,
+                           scheduler::RunQueuePass(queued_jobs, UsageByUser(), options_.users, held,
+                                                   hooks, options_.ordering));
   // The queue as users see it: the jobs still waiting, in the pass's order.
   std::vector<api::QueueRow> rows =
       QueueRowsFromPass(decisions, [this](api::JobId id) { return WaitingReason(id); });
@@ -660,8 +660,9 @@ Status JobController::ViewQueueWithoutFreeDevices() {
   if (now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
   queue_viewed_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  std::vector<api::QueueRow> rows = QueueRowsFromOrder(
-      pending, UsageByUser(), options_.users, [this](api::JobId id) { return WaitingReason(id); });
+  std::vector<api::QueueRow> rows =
+      QueueRowsFromOrder(pending, UsageByUser(), options_.users, options_.ordering,
+                         [this](api::JobId id) { return WaitingReason(id); });
   MutexLock lock(waiting_mu_);
   queue_ = std::move(rows);
   return Status::Ok();

@@ -95,6 +95,8 @@ struct JobControllerOptions {
   // device share, and holds a job whose user is at a limit
   // (scheduler/queue_order.h).
   scheduler::UserPolicies users;
+  // kFairShare (users interleaved by weighted share) or kFifo.
+  scheduler::QueueOrdering ordering = scheduler::QueueOrdering::kFairShare;
 };
 
 class JobController {

@@ -34,7 +34,8 @@ std::vector<api::QueueRow> QueueRowsFromPass(const std::vector<scheduler::PassDe
 // "every device is busy".
 std::vector<api::QueueRow> QueueRowsFromOrder(
     const std::vector<api::Job>& pending, const std::map<std::string, scheduler::UserUsage>& usage,
-    const scheduler::UserPolicies& policies, const WaitingReasonFn& waiting_reason);
+    const scheduler::UserPolicies& policies, scheduler::QueueOrdering ordering,
+    const WaitingReasonFn& waiting_reason);
 
 }  // namespace tessera::daemon
 

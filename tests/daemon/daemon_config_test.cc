@@ -72,8 +72,10 @@ users:
   EXPECT_DOUBLE_EQ(c->users.For("bob").weight, 1.0);
   EXPECT_EQ(c->users.For("bob").max_pending_jobs, 200);
   EXPECT_EQ(c->users.For("bob").max_running_jobs, 4);
-  auto none = Load("port: 8080\n");
+  EXPECT_EQ(c->queue_policy, "fair") << "users interleave by default";
+  auto none = Load("port: 8080\nqueue_policy: fifo\n");
   ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->queue_policy, "fifo");
   EXPECT_EQ(none->users.For("anyone").max_pending_jobs, 0) << "no limits by default";
 }
 
@@ -103,6 +105,7 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
       {"user_not_a_map", "users: {alice: 2}", "users.alice"},
       {"user_zero_weight", "users: {alice: {weight: 0}}", "users.alice.weight"},
       {"user_negative_limit", "users: {\"*\": {max_devices: -1}}", "users.*.max_devices"},
+      {"queue_policy_unknown", "queue_policy: lottery", "queue_policy"},
       {"user_unknown_key", "users: {alice: {max_gpus: 2}}", "users.alice.max_gpus"},
       {"user_limit_not_a_number", "users: {alice: {max_running_jobs: many}}",
        "users.alice.max_running_jobs"},

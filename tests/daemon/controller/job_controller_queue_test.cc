@@ -32,6 +32,19 @@ TEST_F(JobControllerQueueTest, AUserWhoQueuedManyDoesNotMakeTheOthersWaitBehindA
   EXPECT_EQ(StateOf(a3), JobState::kPending);
 }
 
+TEST_F(JobControllerQueueTest, FifoKeepsSubmissionOrderAcrossUsers) {
+  options_.ordering = scheduler::QueueOrdering::kFifo;
+  UsePolicies({});
+  Beat(MakeNode("a", 2, 20));
+  const api::JobId a1 = Submit(CmdSpec(1), "alice");
+  const api::JobId a2 = Submit(CmdSpec(1), "alice");
+  const api::JobId b1 = Submit(CmdSpec(1), "bob");
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(a1), JobState::kStarting);
+  EXPECT_EQ(StateOf(a2), JobState::kStarting);
+  EXPECT_EQ(StateOf(b1), JobState::kPending);
+}
+
 TEST_F(JobControllerQueueTest, AUserOfWeightTwoGetsTwoDevicesPerOneOfWeightOne) {
   scheduler::UserPolicies users;
   users.users["alice"].weight = 2;
