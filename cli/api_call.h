@@ -6,6 +6,7 @@
 #ifndef TESSERA_CLI_API_CALL_H_
 #define TESSERA_CLI_API_CALL_H_
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -25,6 +26,16 @@ void PrintError(std::ostream& err, const Status& st);
 // the answer had no body). REQUIRES: result != nullptr.
 int CallApi(CliContext& ctx, const std::string& method, const std::string& target,
             const std::string& body, api::Json* result);
+
+// `r`'s value; or, when `r` failed (bad flags or arguments), nullopt after
+// printing its error and setting ctx.exit_code to kExitUsage.
+template <typename T>
+std::optional<T> UsageChecked(CliContext& ctx, Result<T> r) {
+  if (r.ok()) return *std::move(r);
+  PrintError(ctx.err, r.status());
+  ctx.exit_code = kExitUsage;
+  return std::nullopt;
+}
 
 // Prints `result` as JSON (--json) or with `human`.
 template <typename Human>

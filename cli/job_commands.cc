@@ -77,12 +77,8 @@ void AddSubmit(CLI::App& app, CliContext& ctx) {
   CLI::App* cmd = app.add_subcommand("submit", "submit a job from a spec file and/or flags");
   AddSpecFlags(cmd, f.get());
   cmd->callback([&ctx, f, cmd] {
-    Result<api::JobSpec> spec = BuildSpec(*cmd, *f);
-    if (!spec.ok()) {
-      PrintError(ctx.err, spec.status());
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    std::optional<api::JobSpec> spec = UsageChecked(ctx, BuildSpec(*cmd, *f));
+    if (!spec) return;
     Json job;
     ctx.exit_code = CallApi(ctx, "POST", "/api/v1/jobs", api::DumpJson(api::ToJson(*spec)), &job);
     if (ctx.exit_code != kExitOk) return;
@@ -145,12 +141,8 @@ void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char*
                   "loss and per-rank step time split and memory");
   }
   cmd->callback([&ctx, id, watch, method, suffix, name] {
-    Result<int64_t> parsed = ParseJobId(*id);
-    if (!parsed.ok()) {
-      PrintError(ctx.err, parsed.status());
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    std::optional<int64_t> parsed = UsageChecked(ctx, ParseJobId(*id));
+    if (!parsed) return;
     const std::string target = "/api/v1/jobs/" + std::to_string(*parsed) + suffix;
     Json job;
     ctx.exit_code = CallApi(ctx, method, target, "", &job);
@@ -211,12 +203,8 @@ void AddMetrics(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--rank", f->rank, "only this rank");
   cmd->add_flag("--csv", f->csv, "comma-separated values with a header line");
   cmd->callback([&ctx, f, cmd] {
-    Result<int64_t> id = ParseJobId(f->id);
-    if (!id.ok()) {
-      PrintError(ctx.err, id.status());
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    std::optional<int64_t> id = UsageChecked(ctx, ParseJobId(f->id));
+    if (!id) return;
     std::optional<int64_t> rank;
     if (cmd->count("--rank")) rank = f->rank;
     std::vector<api::MetricPoint> points;
@@ -250,12 +238,8 @@ void AddEvents(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--after", f->after, "only events with id > AFTER");
   cmd->add_option("--limit", f->limit, "at most this many (1..1000)");
   cmd->callback([&ctx, f, cmd] {
-    Result<int64_t> id = ParseJobId(f->id);
-    if (!id.ok()) {
-      PrintError(ctx.err, id.status());
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    std::optional<int64_t> id = UsageChecked(ctx, ParseJobId(f->id));
+    if (!id) return;
     std::string target = "/api/v1/jobs/" + std::to_string(*id) + "/events";
     std::string sep = "?";
     if (cmd->count("--after")) {
@@ -289,12 +273,8 @@ void AddLogs(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--rank", f->rank, "rank (default 0)");
   cmd->add_option("--tail", f->tail, "lines (1..100, default 100)");
   cmd->callback([&ctx, f] {
-    Result<int64_t> id = ParseJobId(f->id);
-    if (!id.ok()) {
-      PrintError(ctx.err, id.status());
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    std::optional<int64_t> id = UsageChecked(ctx, ParseJobId(f->id));
+    if (!id) return;
     Json logs;
     ctx.exit_code =
         CallApi(ctx, "GET",

@@ -72,12 +72,8 @@ void AddPlan(CLI::App& app, CliContext& ctx) {
   CLI::App* cmd = app.add_subcommand("plan", "dry run: show the plans the scheduler would pick");
   AddSpecFlags(cmd, f.get());
   cmd->callback([&ctx, f, cmd] {
-    Result<api::JobSpec> spec = BuildSpec(*cmd, *f);
-    if (!spec.ok()) {
-      PrintError(ctx.err, spec.status());
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    std::optional<api::JobSpec> spec = UsageChecked(ctx, BuildSpec(*cmd, *f));
+    if (!spec) return;
     // While tesserad measures the model's profile it answers that state
     // (202): say so on stderr and ask again when it suggests.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(15);

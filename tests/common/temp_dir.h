@@ -30,6 +30,19 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
+  // The path of `name` in the folder.
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+  // Concatenated bytes of every file in the folder.
+  std::string AllBytes() const {
+    std::string out;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      out.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return out;
+  }
 
   // The names in the folder (or in `sub` below it), sorted.
   std::vector<std::string> Names(const std::filesystem::path& sub = {}) const {
