@@ -649,6 +649,7 @@ void TimeRounds(size_t jobs, int rounds) {
   }
   std::vector<double> ms;
   size_t placed = 0;
+  int64_t plans = 0;
   for (int r = 0; r < rounds; ++r) {
     Planner planner(cluster.snapshot);  // cold: no plan remembered
     QueuePassHooks hooks;
@@ -665,13 +666,14 @@ void TimeRounds(size_t jobs, int rounds) {
     }
     placed = 0;
     for (const PassDecision& x : *d) placed += x.action == PassAction::kPlace ? 1 : 0;
+    plans = planner.plans_made();
   }
   std::sort(ms.begin(), ms.end());
   std::printf(
       "round: %zu waiting jobs on %d idle devices (%s), plans made cold: median %.1f ms, "
-      "slowest %.1f ms of %d rounds; %zu placed per round\n",
+      "slowest %.1f ms of %d rounds; %zu placed and %lld plans made per round\n",
       queue.size(), cluster.snapshot.DeviceCount(), cluster.name.c_str(), ms[ms.size() / 2],
-      ms.back(), rounds, placed);
+      ms.back(), rounds, placed, static_cast<long long>(plans));
 }
 
 int Main(int argc, char** argv) {

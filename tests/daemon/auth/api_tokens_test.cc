@@ -11,16 +11,11 @@
 #include "daemon/store/faulty_store.h"
 #include "daemon/store/memory_store.h"
 #include "daemon/store/sqlite_store.h"
+#include "tests/daemon/auth/backend_test_base.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon::auth {
 namespace {
-
-enum class Backend { kSqlite, kMemory };
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Memory";
-}
 
 // `plaintext` with its last character changed.
 std::string Tampered(std::string plaintext) {
@@ -28,26 +23,13 @@ std::string Tampered(std::string plaintext) {
   return plaintext;
 }
 
-class ApiTokensTest : public ::testing::TestWithParam<Backend> {
+class ApiTokensTest : public BackendTestBase {
  protected:
-  void SetUp() override {
-    if (GetParam() == Backend::kSqlite) {
-      auto s = SqliteStore::Open(dir_.File("tessera.db"));
-      ASSERT_TRUE(s.ok()) << s.status().ToString();
-      store_ = std::move(s).value();
-    } else {
-      store_ = std::make_unique<MemoryStore>();
-    }
-  }
-
   IssuedToken Issue(const std::string& user, api::Role role) {
     auto issued = store_->CreateToken(user, role, 42);
     EXPECT_TRUE(issued.ok()) << issued.status().ToString();
     return issued.ok() ? *issued : IssuedToken{};
   }
-
-  testing::TempDir dir_;
-  std::unique_ptr<Store> store_;
 };
 
 TEST_P(ApiTokensTest, OnlyALiveTokenWithItsOwnSecretAuthenticates) {
@@ -127,8 +109,7 @@ TEST_P(ApiTokensTest, JoinToken) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ApiTokensTest,
-                         ::testing::Values(Backend::kSqlite, Backend::kMemory), BackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, ApiTokensTest, EveryBackend(), BackendName);
 
 TEST(HoldsAdminTokenTest, OnlyALiveAdminTokenOfTheUser) {
   const std::vector<TokenInfo> tokens = {

@@ -12,29 +12,14 @@
 #include "daemon/store/faulty_store.h"
 #include "daemon/store/memory_store.h"
 #include "daemon/store/sqlite_store.h"
+#include "tests/daemon/auth/backend_test_base.h"
 #include "tests/daemon/temp_dir.h"
 
 namespace tessera::daemon::auth {
 namespace {
 
-enum class Backend { kSqlite, kMemory };
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Memory";
-}
-
-class NodeCredentialsTest : public ::testing::TestWithParam<Backend> {
+class NodeCredentialsTest : public BackendTestBase {
  protected:
-  void SetUp() override {
-    if (GetParam() == Backend::kSqlite) {
-      auto s = SqliteStore::Open(dir_.File("tessera.db"));
-      ASSERT_TRUE(s.ok()) << s.status().ToString();
-      store_ = std::move(s).value();
-    } else {
-      store_ = std::make_unique<MemoryStore>();
-    }
-  }
-
   // Enrols `node` at 1000; remembers its newest credential.
   StatusCode Enrol(const std::string& node) {
     auto issued = EnrolNode(store_.get(), node, 1000);
@@ -50,8 +35,6 @@ class NodeCredentialsTest : public ::testing::TestWithParam<Backend> {
     return node.ok() ? *node : std::string(StatusCodeName(node.status().code()));
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<Store> store_;
   std::map<std::string, std::string> cred_;  // node -> newest credential issued
 };
 
@@ -146,8 +129,7 @@ TEST_P(NodeCredentialsTest, BadNodeNamesAreRefused) {
   EXPECT_TRUE(store_->ListNodeEnrolments()->empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, NodeCredentialsTest,
-                         ::testing::Values(Backend::kSqlite, Backend::kMemory), BackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, NodeCredentialsTest, EveryBackend(), BackendName);
 
 // The enrolment rule on its own: what the name's current record allows.
 TEST(CheckEnrolmentAllowedTest, Table) {

@@ -25,12 +25,8 @@ TEST_F(JobControllerTest, DeadNodeTriggersReplanOnSurvivors) {
   api::JobSpec spec = CmdSpec(2);
   spec.min_devices = 2;
   spec.max_devices = 2;
-  api::JobId id = Submit(spec);
-  ASSERT_TRUE(controller_->Tick().ok());
   std::map<std::string, api::HeartbeatResponse> desired;
-  for (auto* n : {&a, &b, &c}) desired[n->name] = Beat(*n);
-  for (auto* n : {&a, &b, &c}) Beat(*n, Running(desired[n->name]));
-  ASSERT_TRUE(controller_->Tick().ok());
+  api::JobId id = SubmitRunning(spec, {&a, &b, &c}, &desired);
   ASSERT_EQ(StateOf(id), JobState::kRunning);
 
   // Find a node holding a rank and let it fall silent; the others keep beating.
@@ -263,12 +259,8 @@ TEST_F(JobControllerTest, PeerLossExitChecksTheSilentNodeBeforeTheHeartbeatTimeo
     api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
     for (auto* n : {&a, &b, &c}) Beat(*n);
     api::JobSpec spec = CmdSpec(2);
-    api::JobId id = Submit(spec);
-    ASSERT_TRUE(controller_->Tick().ok());
     std::map<std::string, api::HeartbeatResponse> desired;
-    for (auto* n : {&a, &b, &c}) desired[n->name] = Beat(*n);
-    for (auto* n : {&a, &b, &c}) Beat(*n, Running(desired[n->name]));
-    ASSERT_TRUE(controller_->Tick().ok());
+    api::JobId id = SubmitRunning(spec, {&a, &b, &c}, &desired);
     ASSERT_EQ(StateOf(id), JobState::kRunning);
     std::string victim, survivor;
     for (auto& [name, d] : desired) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -110,6 +111,19 @@ class JobControllerTest : public ::testing::Test {
       w.exit_code = code;
     }
     return out;
+  }
+
+  // Submits `spec`, places it, and has every node report its ranks running;
+  // *desired gets each node's desired set. EXPECTs the job running.
+  api::JobId SubmitRunning(const api::JobSpec& spec, const std::vector<api::Node*>& nodes,
+                           std::map<std::string, api::HeartbeatResponse>* desired) {
+    const api::JobId id = Submit(spec);
+    EXPECT_TRUE(controller_->Tick().ok());
+    for (api::Node* n : nodes) (*desired)[n->name] = Beat(*n);
+    for (api::Node* n : nodes) Beat(*n, Running((*desired)[n->name]));
+    EXPECT_TRUE(controller_->Tick().ok());
+    EXPECT_EQ(StateOf(id), api::JobState::kRunning);
+    return id;
   }
 
   api::JobState StateOf(api::JobId id) { return store_->GetJob(id)->state; }
