@@ -424,11 +424,11 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
 }
 
 void ControlPlaneService::DropEndedJobsLogs() {
-  // Steps: (1) every kLogSweepEvery, list the jobs that have tails; (2) ask
-  // the store (outside the lock) which of them ended or are gone; (3) drop the
-  // gone ones' tails, note when each ended one was first seen ended, and drop
-  // the tails of those ended longer than kEndedLogsKeptFor ago or beyond the
-  // newest kEndedJobsWithLogs.
+  // Steps: (1) every kLogSweepEvery, list the jobs that have tails and were
+  // not seen ended yet; (2) ask the store (outside the lock) which of them
+  // ended or are gone; (3) drop the gone ones' tails, note when each ended one
+  // was first seen ended, and drop the tails of those ended longer than
+  // kEndedLogsKeptFor ago or beyond the newest kEndedJobsWithLogs.
   std::set<api::JobId> jobs;
   std::chrono::steady_clock::time_point now;
   {
@@ -436,7 +436,10 @@ void ControlPlaneService::DropEndedJobsLogs() {
     now = clock_->SteadyNow();
     if (now - logs_swept_at_ < kLogSweepEvery) return;
     logs_swept_at_ = now;
-    for (const auto& [key, tail] : logs_) jobs.insert(key.first);
+    // A job seen ended stays ended: only the others are asked again.
+    for (const auto& [key, tail] : logs_) {
+      if (!logs_ended_at_.contains(key.first)) jobs.insert(key.first);
+    }
   }
   std::set<api::JobId> gone;
   std::set<api::JobId> ended;
@@ -448,10 +451,8 @@ void ControlPlaneService::DropEndedJobsLogs() {
       ended.insert(id);
     }
   }
-  if (gone.empty() && ended.empty()) return;
   MutexLock lock(logs_mu_);
   for (api::JobId id : ended) logs_ended_at_.try_emplace(id, now);
-  for (api::JobId id : gone) logs_ended_at_.erase(id);
   std::vector<std::pair<std::chrono::steady_clock::time_point, api::JobId>> by_end;
   for (const auto& [id, at] : logs_ended_at_) by_end.emplace_back(at, id);
   std::sort(by_end.begin(), by_end.end(), std::greater<>());  // newest first
