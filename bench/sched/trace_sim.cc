@@ -30,6 +30,7 @@
 //      [--write-trace FILE.csv] [--jobs] (bench/sched/README.md); --round times one
 //      scheduling round: 50 waiting jobs on 64 idle devices, planned cold.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -322,51 +323,44 @@ Cluster DemoLab() {
   return c;
 }
 
-// 24 GPUs of three types, two 4-GPU boxes each, by throughput and memory
-// relative to an A100-like 19.5 TFLOPS / 80 GiB: V100-like 0.8 x / 32 GiB,
-// T4-like 0.4 x / 16 GiB; PCIe in a box, 25 Gbit/s between boxes.
-Cluster Mixed24() {
-  Cluster c{"mixed-24",
-            "8 A100-like (19.5 TFLOPS, 80 GiB), 8 V100-like (15.6, 32), "
-            "8 T4-like (7.8, 16), 4 a box, 25 Gbit/s",
-            {}};
-  struct Type {
-    const char* name;
-    double relative;
-    double mem_gib;
-  };
-  for (const Type& t : {Type{"a100", 1.0, 80}, Type{"v100", 0.8, 32}, Type{"t4", 0.4, 16}}) {
-    for (int box = 0; box < 2; ++box) {
-      Node nd;
-      nd.name = std::string(t.name) + "-" + std::to_string(box);
-      nd.network = Link{25e9 / 8, 20e-6};
-      for (int i = 0; i < 4; ++i)
-        nd.devices.push_back(Gpu(i, t.name, t.mem_gib, 19.5 * t.relative));
-      c.snapshot.nodes.push_back(std::move(nd));
-    }
-  }
-  return c;
-}
-
-// 64 GPUs for the round-time check: 16 boxes of 4, the three types of
-// Mixed24 in turn (6 A100-like, 5 V100-like, 5 T4-like boxes).
-Cluster Mixed64() {
-  Cluster c{"mixed-64", "16 boxes of 4: A100-like, V100-like, T4-like in turn", {}};
+// GPUs of three types in 4-GPU boxes, `boxes[t]` boxes of type t, by
+// throughput and memory relative to an A100-like 19.5 TFLOPS / 80 GiB:
+// V100-like 0.8 x / 32 GiB, T4-like 0.4 x / 16 GiB; PCIe in a box,
+// 25 Gbit/s between boxes.
+Cluster MixedCluster(std::string name, std::string about, const std::array<int, 3>& boxes) {
+  Cluster c{std::move(name), std::move(about), {}};
   struct Type {
     const char* name;
     double relative;
     double mem_gib;
   };
   const Type types[] = {{"a100", 1.0, 80}, {"v100", 0.8, 32}, {"t4", 0.4, 16}};
-  for (int box = 0; box < 16; ++box) {
-    const Type& t = types[box % 3];
-    Node nd;
-    nd.name = std::string(t.name) + "-" + std::to_string(box);
-    nd.network = Link{25e9 / 8, 20e-6};
-    for (int i = 0; i < 4; ++i) nd.devices.push_back(Gpu(i, t.name, t.mem_gib, 19.5 * t.relative));
-    c.snapshot.nodes.push_back(std::move(nd));
+  for (size_t t = 0; t < 3; ++t) {
+    for (int box = 0; box < boxes[t]; ++box) {
+      Node nd;
+      nd.name = std::string(types[t].name) + "-" + std::to_string(box);
+      nd.network = Link{25e9 / 8, 20e-6};
+      for (int i = 0; i < 4; ++i) {
+        nd.devices.push_back(Gpu(i, types[t].name, types[t].mem_gib, 19.5 * types[t].relative));
+      }
+      c.snapshot.nodes.push_back(std::move(nd));
+    }
   }
   return c;
+}
+
+// 24 GPUs: two boxes of each type.
+Cluster Mixed24() {
+  return MixedCluster("mixed-24",
+                      "8 A100-like (19.5 TFLOPS, 80 GiB), 8 V100-like (15.6, 32), "
+                      "8 T4-like (7.8, 16), 4 a box, 25 Gbit/s",
+                      {2, 2, 2});
+}
+
+// 64 GPUs for the round-time check: 16 boxes of 4 (6 A100-like, 5 V100-like,
+// 5 T4-like).
+Cluster Mixed64() {
+  return MixedCluster("mixed-64", "16 boxes of 4: 6 A100-like, 5 V100-like, 5 T4-like", {6, 5, 5});
 }
 
 // ---- Step 3: the run ----
