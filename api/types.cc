@@ -79,6 +79,7 @@ Json ToJson(const JobSpec& s) {
       {"max_devices", s.max_devices},
       {"env", s.env},
   };
+  if (!s.image.empty()) j["image"] = ToJson(s.image);
   return j;
 }
 
@@ -108,6 +109,11 @@ Result<JobSpec> JobSpecFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(r.Int("min_devices", &s.min_devices));
   TESSERA_RETURN_IF_ERROR(r.Int("max_devices", &s.max_devices));
   TESSERA_RETURN_IF_ERROR(r.StringMap("env", &s.env));
+  nlohmann::json image;
+  TESSERA_RETURN_IF_ERROR(r.Raw("image", &image));
+  if (!image.is_null()) {
+    TESSERA_ASSIGN_OR_RETURN(s.image, ImageConventionFromJson(image, "image"));
+  }
   TESSERA_RETURN_IF_ERROR(r.NoUnknownFields());
   return s;
 }

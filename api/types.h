@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/image_convention.h"
 #include "common/status.h"
 
 namespace tessera::api {
@@ -70,6 +71,9 @@ struct JobSpec {
   int64_t min_devices = 1;
   int64_t max_devices = 0;  // 0: no upper limit
   std::map<std::string, std::string> env;
+  // infer of a model: entrypoint: how the exported module takes and gives
+  // images (api/image_convention.h); unset members come from the module.
+  ImageConvention image;
 
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
