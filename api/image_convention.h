@@ -27,12 +27,11 @@
 #define TESSERA_API_IMAGE_CONVENTION_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -57,8 +56,7 @@ inline constexpr int64_t kMaxHaloPx = 4096;
 nlohmann::json ToJson(const ImageConvention& c);
 // Shape and values; errors are kInvalidArgument naming "<prefix>.<member>"
 // (prefix "image" in a job spec, "" in a module's tessera.json).
-Result<ImageConvention> ImageConventionFromJson(const nlohmann::json& j,
-                                                const std::string& prefix);
+Result<ImageConvention> ImageConventionFromJson(const nlohmann::json& j, const std::string& prefix);
 // Values only: input and output among the names above, range finite with
 // lo < hi and |lo|, |hi| <= 1e6, align_px 0..1024, halo_px -1..4096.
 Status ValidateImageConvention(const ImageConvention& c, const std::string& prefix);

@@ -1,6 +1,9 @@
 #include "worker/runtime/device_memory.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 
 #include "worker/runtime/emulated_memory.h"
 
@@ -30,6 +33,27 @@ void ResetPeak(const torch::Device& device) {
   } else if (EmulatedMemory::installed()) {
     EmulatedMemory::ResetPeak();
   }
+}
+
+int64_t InUseBytes(const torch::Device& device) {
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[kAggregate].current;
+  }
+  return EmulatedMemory::installed() ? EmulatedMemory::in_use_bytes() : -1;
+}
+
+int64_t FreeBytes(const torch::Device& device) {
+  if (device.is_cuda()) {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const int64_t cached =
+        stats.reserved_bytes[kAggregate].current - stats.allocated_bytes[kAggregate].current;
+    return static_cast<int64_t>(free) + std::max<int64_t>(0, cached);
+  }
+  if (!EmulatedMemory::installed() || EmulatedMemory::limit_bytes() <= 0) return -1;
+  return std::max<int64_t>(0, EmulatedMemory::limit_bytes() - EmulatedMemory::in_use_bytes());
 }
 
 }  // namespace tessera::worker

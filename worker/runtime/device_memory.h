@@ -10,6 +10,8 @@
 //    of allocated bytes (what torch.cuda.max_memory_allocated reports); on an
 //    emulated device, the counting CPU allocator's peak (emulated_memory.h);
 //    otherwise nothing is measured (-1).
+//  - InUseBytes / FreeBytes: what the device holds now and what it could
+//    still take, measured the same way.
 //
 // Thread safety: ToDevice from any thread; PeakBytes/ResetPeak read and reset
 // process-wide counters.
@@ -27,6 +29,12 @@ torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device);
 // -1 when nothing measures the device's memory.
 int64_t PeakBytes(const torch::Device& device);
 void ResetPeak(const torch::Device& device);
+// Bytes of tensors the device holds now (-1: not measured).
+int64_t InUseBytes(const torch::Device& device);
+// Bytes more tensors could take: on a CUDA device the driver's free memory
+// plus what the caching allocator holds unused; on an emulated device with a
+// limit, the limit less InUseBytes; otherwise -1 (no bound known).
+int64_t FreeBytes(const torch::Device& device);
 
 }  // namespace tessera::worker
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -13,6 +14,8 @@
 #include "common/file_system.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
+#include "worker/runtime/device_memory.h"
+#include "worker/runtime/image_model_probe.h"
 #include "worker/runtime/infer_pipeline.h"
 #include "worker/runtime/lease_keeper.h"
 #include "worker/runtime/progress_writer.h"
@@ -34,8 +37,6 @@ int64_t UnixMillis() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-constexpr char kClassifier[] = "classifier-resnet";
 
 // Chunks kept in the pipeline at least, so that the next chunk is leased
 // and being read while the current one computes.
@@ -173,9 +174,9 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
   }
   const bool tiled_layout = plan.layout == Layout::kTiled;
   const bool distributed_tiles = tiled_layout && env.world_size > 1;
-  if (distributed_tiles && o.model == kClassifier) {
-    return InvalidArgument("classifier-resnet cannot run a tiled layout (global pooling)",
-                           "TESSERA_PLAN");
+  if (o.model.empty() == o.model_file.empty()) {
+    return InvalidArgument("name a reference model (--model) or an exported one (--model-file)",
+                           "model");
   }
 
   // Items are needed by whoever leases: every rank, or rank 0 of a tiled layout.
@@ -191,16 +192,49 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
   }
   // The rank's own GPU becomes the current device before any CUDA work.
   TESSERA_ASSIGN_OR_RETURN(torch::Device device, SelectRankDevice(env.device, env.local_rank));
-  TESSERA_ASSIGN_OR_RETURN(auto model, InferenceModel::Load(o.model, o.checkpoint, o.width,
-                                                            device.str(), env.device_speed));
+  std::unique_ptr<InferenceModel> model;
+  if (o.model_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(model, InferenceModel::Load(o.model, o.checkpoint, o.width,
+                                                         device.str(), env.device_speed));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(
+        model, InferenceModel::LoadExported(o.model_file, o.image, device.str(), env.device_speed));
+  }
+  if (distributed_tiles && !model->spatial()) {
+    return InvalidArgument(model->name() + " cannot run a tiled layout (its output is scores)",
+                           "TESSERA_PLAN");
+  }
+  // What one forward may hold on this device, where the probe measured it.
+  const int64_t pixel_budget = PixelBudget(FreeBytes(device), model->bytes_per_pixel());
   std::optional<TileSpec> tiles;
   if (model->spatial()) {
     std::optional<TileSpec> requested = tiled_layout ? plan.tiling : std::nullopt;
     if (!requested && o.max_tile_px > 0) requested = TileSpec{o.max_tile_px, 0};
+    if (!requested && pixel_budget > 0) {
+      const int64_t align = model->geometry().align_px;
+      const auto side = static_cast<int64_t>(std::sqrt(static_cast<double>(pixel_budget)));
+      requested = TileSpec{side / align * align, 0};
+    }
     if (requested) {
       Result<TileSpec> eff = EffectiveTileSpec(*requested, model->geometry());
-      if (!eff.ok()) return eff.status();
+      if (!eff.ok()) {
+        if (pixel_budget > 0 && o.max_tile_px == 0 && !tiled_layout) {
+          return ResourceExhausted(
+              "the device's free memory holds a forward of " + std::to_string(pixel_budget) +
+              " pixels at most (" + std::to_string(model->bytes_per_pixel()) +
+              " bytes per pixel measured), too few for a tile with this model's halo of " +
+              std::to_string(model->geometry().halo_px) + " px: " + eff.status().message());
+        }
+        return eff.status();
+      }
       tiles = *eff;
+      if (!model->halo_bounded() && env.rank == 0) {
+        std::fprintf(stderr,
+                     "tessera-worker: %s changes its whole output for one input pixel (a "
+                     "receptive field beyond %lld px): tiled images may differ from whole ones "
+                     "near tile seams; state image.halo_px to choose the overlap\n",
+                     model->name().c_str(), static_cast<long long>(model->geometry().halo_px));
+      }
     } else if (distributed_tiles) {
       return InvalidArgument("a tiled plan needs \"tiling\": {\"tile_px\", ...} or --max-tile-px",
                              "TESSERA_PLAN");
@@ -210,9 +244,13 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
   fs::create_directories(o.output, ec);
   if (ec) return InvalidArgument("cannot create output folder " + o.output, "output");
   if (env.rank == 0) {
-    std::fprintf(stderr, "tessera-worker: %s from %s/%s, layout %s, %s\n", o.model.c_str(),
-                 o.checkpoint.c_str(), StepDirName(model->checkpoint_step()).c_str(),
-                 std::string(LayoutName(plan.layout)).c_str(),
+    const api::ImageConvention& c = model->convention();
+    std::fprintf(stderr,
+                 "tessera-worker: %s from %s (input %s, output %s, range [%g, %g], align %lld px, "
+                 "halo %lld px), layout %s, %s\n",
+                 model->name().c_str(), model->source().c_str(), c.input.c_str(), c.output.c_str(),
+                 c.range->first, c.range->second, static_cast<long long>(c.align_px),
+                 static_cast<long long>(c.halo_px), std::string(LayoutName(plan.layout)).c_str(),
                  tiles ? ("tiles of " + std::to_string(tiles->tile_px) + " px, overlap " +
                           std::to_string(tiles->overlap_px) + " px")
                              .c_str()
@@ -226,7 +264,7 @@ Result<InferOutcome> RunInference(const InferOptions& o, const DistEnv& env,
   po.decode_threads = o.decode_threads;
   po.encode_threads = o.encode_threads;
   po.batch = o.batch;
-  po.batch_pixels = o.batch_pixels;
+  po.batch_pixels = pixel_budget > 0 ? std::min(o.batch_pixels, pixel_budget) : o.batch_pixels;
   po.tiles = tiles;
   po.write_faults = o.write_faults;
   po.before_item = o.before_item;

@@ -39,14 +39,18 @@ namespace tessera::worker {
 // ---- the loop ----
 
 struct InferOptions {
-  std::string model;
-  std::string data;         // folder or list file
-  std::string output;       // folder
-  std::string checkpoint;   // checkpoint directory (step-N/ folders)
-  int64_t width = 0;        // 0: from the checkpoint
-  int64_t max_tile_px = 0;  // 0: tile only when a tiled plan says so
-  int threads = 1;          // intra-op threads (the same on every rank: byte-equal outputs)
-  int64_t max_chunks = 1;   // chunks asked for per lease call
+  std::string model;           // a reference model's name, or
+  std::string model_file;      // an exported module (exported_model.h)
+  api::ImageConvention image;  // model_file: what the spec states of its images
+  std::string data;            // folder or list file
+  std::string output;          // folder
+  std::string checkpoint;      // model: its checkpoint directory (step-N/ folders)
+  int64_t width = 0;           // 0: from the checkpoint
+  // 0: tile only when a tiled plan says so, or (exported modules) when the
+  // device's free memory cannot hold a larger forward (ProbeImageModel).
+  int64_t max_tile_px = 0;
+  int threads = 1;         // intra-op threads (the same on every rank: byte-equal outputs)
+  int64_t max_chunks = 1;  // chunks asked for per lease call
   // The pipeline (infer_pipeline.h): images per forward at most, padded
   // pixels per forward at most, and threads reading and writing images.
   int64_t batch = 8;

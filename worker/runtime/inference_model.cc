@@ -11,6 +11,8 @@
 #include "worker/model/gan.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/device_memory.h"
+#include "worker/runtime/emulated_memory.h"
+#include "worker/runtime/image_model_probe.h"
 #include "worker/runtime/rank_device.h"
 
 namespace tessera::worker {
@@ -28,7 +30,42 @@ bool KnownModel(const std::string& name) {
   return name == kColorize || name == kDenoiser || name == kClassifier || name == kGan;
 }
 
-int64_t InputChannels(const std::string& name) { return name == kColorize || name == kGan ? 1 : 3; }
+// The reference models' image conventions (the file comment of the header).
+api::ImageConvention BuiltinConvention(const std::string& name) {
+  api::ImageConvention c;
+  c.range = std::make_pair(0.0, 1.0);
+  c.align_px = 1;
+  c.halo_px = 0;
+  if (name == kColorize) {
+    c.input = "l";
+    c.output = "ab";
+  } else if (name == kGan) {
+    c.input = "gray";
+    c.output = "rgb";
+    c.range = std::make_pair(-1.0, 1.0);
+  } else if (name == kClassifier) {
+    c.input = "rgb";
+    c.output = "scores";
+  } else {
+    c.input = "rgb";
+    c.output = "rgb";
+  }
+  return c;
+}
+
+// [0, 1] -> [lo, hi] and back; the identity for [0, 1] itself.
+torch::Tensor ToRange(const torch::Tensor& unit, const std::pair<double, double>& r) {
+  if (r.first == 0.0 && r.second == 1.0) return unit;
+  return unit * (r.second - r.first) + r.first;
+}
+torch::Tensor FromRange(const torch::Tensor& v, const std::pair<double, double>& r) {
+  if (r.first == 0.0 && r.second == 1.0) return v;
+  return (v - r.first) / (r.second - r.first);
+}
+
+torch::Tensor Luma(const torch::Tensor& rgb) {
+  return (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]).unsqueeze(0);
+}
 
 Result<std::shared_ptr<LayeredModel>> BuildNet(const std::string& name, const ModelConfig& mc) {
   if (name == kGan) {
@@ -56,6 +93,12 @@ Result<std::unique_ptr<InferenceModel>> InferenceModel::FromNet(const std::strin
   if (m->spatial_) {
     TESSERA_ASSIGN_OR_RETURN(m->geometry_, TileGeometryForModel(model_name));
   }
+  m->convention_ = BuiltinConvention(model_name);
+  m->convention_.align_px = m->geometry_.align_px;
+  m->convention_.halo_px = m->geometry_.halo_px;
+  m->input_channels_ = m->convention_.input == "rgb" ? 3 : 1;
+  m->gray_source_stays_gray_ = model_name == kDenoiser;
+  m->source_ = "a model built in memory";
   m->net_->SetTraining(false);
   return Result<std::unique_ptr<InferenceModel>>(std::move(m));
 }
@@ -152,6 +195,7 @@ Result<std::unique_ptr<InferenceModel>> InferenceModel::Load(const std::string& 
     }
     TESSERA_ASSIGN_OR_RETURN(auto model, FromNet(model_name, net));
     model->checkpoint_step_ = manifest->step;
+    model->source_ = "checkpoint " + checkpoint_dir + "/" + StepDirName(manifest->step);
     model->device_ = dev;
     model->emulated_ = SegmentClockFor(dev, device_speed, torch::get_num_threads());
     return Result<std::unique_ptr<InferenceModel>>(std::move(model));
@@ -160,11 +204,43 @@ Result<std::unique_ptr<InferenceModel>> InferenceModel::Load(const std::string& 
   }
 }
 
+Result<std::unique_ptr<InferenceModel>> InferenceModel::LoadExported(
+    const std::string& path, const api::ImageConvention& stated, const std::string& device,
+    double device_speed) {
+  TESSERA_RETURN_IF_ERROR(api::ValidateImageConvention(stated, "image"));
+  torch::Device dev(torch::kCPU);
+  try {
+    dev = torch::Device(device);
+  } catch (const std::exception& e) {
+    return InvalidArgument("bad device \"" + device + "\"", "TESSERA_DEVICE");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ExportedModule> module, ExportedModule::Load(path, dev));
+  std::unique_ptr<InferenceModel> m(new InferenceModel());
+  m->name_ = std::filesystem::path(path).stem().string();
+  m->source_ = module->format() + " module " + path;
+  const api::ImageConvention wanted = api::Overlay(stated, module->stated());
+  m->exported_ = std::move(module);
+  m->device_ = dev;
+  m->emulated_ = SegmentClockFor(dev, device_speed, torch::get_num_threads());
+  TESSERA_ASSIGN_OR_RETURN(
+      ProbedImageModel probed,
+      ProbeImageModel([&m](const torch::Tensor& bchw) { return m->ForwardBatch(bchw); }, wanted,
+                      dev));
+  m->convention_ = probed.convention;
+  m->spatial_ = probed.spatial;
+  m->input_channels_ = probed.input_channels;
+  m->bytes_per_pixel_ = probed.bytes_per_pixel;
+  m->halo_bounded_ = probed.halo_bounded;
+  m->geometry_ = TileGeometry{probed.convention.halo_px, probed.convention.align_px};
+  return Result<std::unique_ptr<InferenceModel>>(std::move(m));
+}
+
 Result<torch::Tensor> InferenceModel::Prepare(const Image& image) const {
   try {
     torch::Tensor t = ImageToTensor(image);
     if (t.size(0) == 1) t = t.expand({3, t.size(1), t.size(2)}).contiguous();
-    if (name_ == kColorize) {
+    const std::pair<double, double> range = *convention_.range;
+    if (convention_.input == "l") {
       const int64_t h = t.size(1), w = t.size(2), n = h * w;
       torch::Tensor l = torch::empty({1, h, w});
       const float* p = t.data_ptr<float>();
@@ -174,46 +250,43 @@ Result<torch::Tensor> InferenceModel::Prepare(const Image& image) const {
       }
       return l;
     }
-    if (name_ == kGan) {
-      // As the training data: Rec. 601 gray of the RGB image, in [-1, 1].
-      return ((0.299 * t[0] + 0.587 * t[1] + 0.114 * t[2]).unsqueeze(0) * 2.0 - 1.0).contiguous();
+    if (convention_.input == "gray") {
+      // Rec. 601 luma of the RGB image, as the GAN's training data.
+      return ToRange(Luma(t), range).contiguous();
     }
-    return t;
+    return ToRange(t, range).contiguous();
   } catch (const std::exception& e) {
     return Internal(std::string("preparing the model input: ") + e.what());
   }
 }
 
-Result<torch::Tensor> InferenceModel::Forward(const torch::Tensor& chw) {
-  try {
-    c10::InferenceMode inference;
-    // One compute segment of the (emulated) device, as training's (stage_runner.cc).
-    const EmulatedDevice::Segment segment = emulated_.Begin();
-    Activation a;
-    a.main = ToDevice(chw.unsqueeze(0), device_);
-    a = net_->Forward(std::move(a), 0, net_->num_layers());
-    torch::Tensor out = a.main.squeeze(0).to(torch::kCPU, torch::kFloat).contiguous();
-    emulated_.End(segment);
+Result<torch::Tensor> InferenceModel::RawForward(const torch::Tensor& bchw) {
+  if (exported_) {
+    TESSERA_ASSIGN_OR_RETURN(torch::Tensor out, exported_->Forward(bchw));
     return out;
-  } catch (const std::exception& e) {
-    return Internal(name_ + " forward failed: " + e.what());
   }
+  Activation a;
+  a.main = bchw;
+  a = net_->Forward(std::move(a), 0, net_->num_layers());
+  return a.main;
 }
 
-int64_t InferenceModel::input_channels() const { return InputChannels(name_); }
+Result<torch::Tensor> InferenceModel::Forward(const torch::Tensor& chw) {
+  TESSERA_ASSIGN_OR_RETURN(torch::Tensor out, ForwardBatch(chw.unsqueeze(0)));
+  return out.squeeze(0);
+}
 
 Result<torch::Tensor> InferenceModel::ForwardBatch(const torch::Tensor& bchw) {
   try {
     c10::InferenceMode inference;
+    // One compute segment of the (emulated) device, as training's (stage_runner.cc).
     const EmulatedDevice::Segment segment = emulated_.Begin();
-    Activation a;
-    a.main = ToDevice(bchw, device_);
-    a = net_->Forward(std::move(a), 0, net_->num_layers());
-    torch::Tensor out = a.main.to(torch::kCPU, torch::kFloat).contiguous();
+    TESSERA_ASSIGN_OR_RETURN(torch::Tensor raw, RawForward(ToDevice(bchw, device_)));
+    torch::Tensor out = raw.to(torch::kCPU, torch::kFloat).contiguous();
     emulated_.End(segment);
     return out;
   } catch (const std::exception& e) {
-    return Internal(name_ + " forward failed: " + e.what());
+    return ComputeFailure(name_ + " forward", e);
   }
 }
 
@@ -221,7 +294,7 @@ Status InferenceModel::WriteOutput(const std::string& path, const std::string& i
                                    int64_t source_channels, const torch::Tensor& input,
                                    const torch::Tensor& output) const {
   try {
-    if (!spatial_) {
+    if (convention_.output == "scores") {
       const torch::Tensor p = torch::softmax(output.to(torch::kDouble), 0).contiguous();
       std::vector<double> scores(p.data_ptr<double>(), p.data_ptr<double>() + p.numel());
       const int64_t best = p.argmax().item<int64_t>();
@@ -236,15 +309,11 @@ Status InferenceModel::WriteOutput(const std::string& path, const std::string& i
       return Status::Ok();
     }
     torch::Tensor rgb;
-    if (name_ == kColorize) {
+    if (convention_.output == "ab") {
       rgb = LabNormToRgb(input, output);
-    } else if (name_ == kGan) {
-      rgb = (output + 1.0) * 0.5;
     } else {
-      rgb = output.clamp(0.0, 1.0);
-      if (source_channels == 1 && rgb.size(0) == 3) {
-        rgb = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]).unsqueeze(0);
-      }
+      rgb = FromRange(output, *convention_.range).clamp(0.0, 1.0);
+      if (gray_source_stays_gray_ && source_channels == 1 && rgb.size(0) == 3) rgb = Luma(rgb);
     }
     TESSERA_ASSIGN_OR_RETURN(Image image, TensorToImage(rgb));
     return WritePng(path, image);

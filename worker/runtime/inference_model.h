@@ -1,13 +1,20 @@
-// InferenceModel: a trained image model loaded from a checkpoint for
-// archive inference (`tessera-worker infer`), and how one image or a batch of
-// same-size images runs through it (whole, or in tiles: tiling.h).
+// InferenceModel: an image model for archive inference (`tessera-worker
+// infer`): a reference model loaded from a checkpoint, or a module the lab
+// exported (exported_model.h); how one image or a batch of same-size images
+// runs through it (whole, or in tiles: tiling.h).
 //
-// Outputs by model (value ranges as in worker/model/README.md):
-//   colorize-unet      L of the image -> ab; written as an RGB PNG (L + ab)
-//   denoiser-dncnn     the denoised image, PNG (gray input -> gray output)
-//   gan-pix2pix        the generator's RGB output, PNG
-//   classifier-resnet  JSON {"item","model","class","scores":[softmax]} (+"label"
-//                      when the classes are the sample-image patterns)
+// Images in and out follow the model's convention (api/image_convention.h).
+// The reference models' (value ranges as in worker/model/README.md):
+//   colorize-unet      input l, output ab: written as an RGB PNG (L + ab)
+//   denoiser-dncnn     input rgb, output rgb in [0, 1]; a gray source image
+//                      gives a gray PNG
+//   gan-pix2pix        input gray, output rgb, both in [-1, 1]
+//   classifier-resnet  output scores: JSON {"item","model","class","scores":
+//                      [softmax]} (+"label" when the classes are the
+//                      sample-image patterns)
+// An exported module's convention is its spec's, then its tessera.json's,
+// then what probe forwards find (image_model_probe.h), which also measure the
+// device memory a forward takes per pixel.
 //
 // Every forward is one compute segment of the rank's device: on an emulated
 // device (speed < 1) it lasts its CPU time over the speed
@@ -29,10 +36,12 @@
 #include <string>
 #include <vector>
 
+#include "api/image_convention.h"
 #include "common/status.h"
 #include "worker/data/image.h"
 #include "worker/model/layered_model.h"
 #include "worker/runtime/emulated_device.h"
+#include "worker/runtime/exported_model.h"
 #include "worker/runtime/tiling.h"
 
 namespace tessera::worker {
@@ -53,13 +62,31 @@ class InferenceModel {
   // generator of MakeGan for "gan-pix2pix".
   static Result<std::unique_ptr<InferenceModel>> FromNet(const std::string& model_name,
                                                          std::shared_ptr<LayeredModel> net);
+  // A module the lab exported (exported_model.h) at `path`, with what the
+  // job's spec states of its images; the rest is read from the module or
+  // probed. Errors: ExportedModule::Load's and ProbeImageModel's.
+  static Result<std::unique_ptr<InferenceModel>> LoadExported(const std::string& path,
+                                                              const api::ImageConvention& stated,
+                                                              const std::string& device,
+                                                              double device_speed);
 
   const std::string& name() const { return name_; }
   bool spatial() const { return spatial_; }                   // false for the classifier
   const TileGeometry& geometry() const { return geometry_; }  // align 1, halo 0 if !spatial
   int64_t checkpoint_step() const { return checkpoint_step_; }
-  int64_t input_channels() const;  // channels of Prepare's result
+  int64_t input_channels() const { return input_channels_; }  // channels of Prepare's result
   std::string output_extension() const { return spatial_ ? ".png" : ".json"; }
+  // Every member set (range, align, halo).
+  const api::ImageConvention& convention() const { return convention_; }
+  // Device bytes a forward takes per input pixel (exported modules on a
+  // device whose memory is measured), else -1.
+  int64_t bytes_per_pixel() const { return bytes_per_pixel_; }
+  // False when the probe found the receptive field wider than it looked
+  // (tiles may then differ from the whole image near their seams).
+  bool halo_bounded() const { return halo_bounded_; }
+  // How the model was loaded, for the log: "checkpoint <dir>/step-N" or
+  // "<format> module <path>".
+  const std::string& source() const { return source_; }
 
   // Image -> model input [C, H, W] (not padded). kInternal on a torch error.
   Result<torch::Tensor> Prepare(const Image& image) const;
@@ -80,8 +107,18 @@ class InferenceModel {
 
  private:
   InferenceModel() = default;
+  // One forward of a batch already on the device.
+  Result<torch::Tensor> RawForward(const torch::Tensor& bchw);
+
   std::string name_;
-  std::shared_ptr<LayeredModel> net_;
+  std::shared_ptr<LayeredModel> net_;         // a reference model, or
+  std::unique_ptr<ExportedModule> exported_;  // an exported one
+  api::ImageConvention convention_;
+  bool gray_source_stays_gray_ = false;  // denoiser-dncnn: gray in, gray out
+  int64_t input_channels_ = 3;
+  int64_t bytes_per_pixel_ = -1;
+  bool halo_bounded_ = true;
+  std::string source_;
   bool spatial_ = true;
   TileGeometry geometry_;
   int64_t checkpoint_step_ = 0;

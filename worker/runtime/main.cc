@@ -164,13 +164,36 @@ int main(int argc, char** argv) {
   InferOptions infer_opt;
   infer = app.add_subcommand(
       "infer", "run a trained model over a folder or list file (chunk leases, atomic outputs)");
-  infer->add_option("--model", infer_opt.model, "model name")->required();
+  auto* infer_model = infer->add_option("--model", infer_opt.model, "reference model name");
+  auto* infer_file =
+      infer->add_option("--model-file", infer_opt.model_file,
+                        "an exported module: TorchScript file or AOTInductor package (.pt2)");
+  infer_model->excludes(infer_file);
   infer->add_option("--data", infer_opt.data, "input folder or list file")->required();
   infer->add_option("--output", infer_opt.output, "output folder")->required();
+  auto* infer_checkpoint =
+      infer->add_option("--checkpoint", infer_opt.checkpoint,
+                        "--model: checkpoint directory (newest complete step-N is loaded)");
+  infer_checkpoint->excludes(infer_file);
+  std::string value_range;
   infer
-      ->add_option("--checkpoint", infer_opt.checkpoint,
-                   "checkpoint directory (newest complete step-N is loaded)")
-      ->required();
+      ->add_option("--image-input", infer_opt.image.input,
+                   "--model-file: rgb | gray | l (default: the module's tessera.json, or probed)")
+      ->check(CLI::IsMember({"rgb", "gray", "l"}));
+  infer
+      ->add_option("--image-output", infer_opt.image.output,
+                   "--model-file: rgb | gray | ab | scores (default: as --image-input)")
+      ->check(CLI::IsMember({"rgb", "gray", "ab", "scores"}));
+  infer->add_option("--value-range", value_range,
+                    "--model-file: black,white of rgb/gray tensors (default 0,1)");
+  infer
+      ->add_option("--align-px", infer_opt.image.align_px,
+                   "--model-file: sides must be multiples of this (default: probed)")
+      ->check(CLI::Range(int64_t{1}, tessera::api::kMaxAlignPx));
+  infer
+      ->add_option("--halo-px", infer_opt.image.halo_px,
+                   "--model-file: receptive-field radius for tiles (default: probed)")
+      ->check(CLI::Range(int64_t{0}, tessera::api::kMaxHaloPx));
   infer->add_option("--width", infer_opt.width, "base channel count (default: from checkpoint)")
       ->check(CLI::NonNegativeNumber);
   infer
@@ -326,6 +349,24 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, OnSigterm);
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());
+    if (infer_opt.model.empty() == infer_opt.model_file.empty()) {
+      return Fail(
+          InvalidArgument("name a reference model (--model) or an exported one "
+                          "(--model-file)",
+                          "model"));
+    }
+    if (!infer_opt.model.empty() && infer_opt.checkpoint.empty()) {
+      return Fail(InvalidArgument("--model needs --checkpoint", "checkpoint"));
+    }
+    const bool image_flags = !infer_opt.image.empty() || !value_range.empty();
+    if (image_flags && infer_opt.model_file.empty()) {
+      return Fail(InvalidArgument("the image convention flags are for --model-file", "model-file"));
+    }
+    if (!value_range.empty()) {
+      auto range = tessera::api::ParseValueRange(value_range, "value-range");
+      if (!range.ok()) return Fail(range.status());
+      infer_opt.image.range = *range;
+    }
     if (const char* url = std::getenv("TESSERA_CONTROLLER_URL")) infer_opt.controller_url = url;
     if (const char* token = std::getenv("TESSERA_LEASE_TOKEN")) infer_opt.lease_token = token;
     InstallDeviceMemory(*env);
