@@ -1,0 +1,156 @@
+// A lab's own exported model end to end: examples/own-model/export.py (the
+// project's PyTorch) exports a colorizer to TorchScript, an admin allows it
+// as entrypoint model:colorizer, and the real tesserad and three real agents
+// run it over generated scans. Mid-run one worker is killed (kill -9); the
+// job recovers and every output is present exactly once, byte-equal to one
+// process (`tessera-worker infer --local --model-file`), which
+// tests/python/test_exported_model.py holds to PyTorch's own outputs. A file
+// that is not a model fails the job with the reason, not a crash.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "tests/integration/harness.h"
+
+namespace tessera::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+#ifdef TESSERA_E2E_HAVE_WORKER
+
+constexpr int kImages = 3'000;
+
+api::Json ModelSpec(const std::string& name, const std::string& entrypoint, const fs::path& in,
+                    const fs::path& out) {
+  return {{"name", name},           {"kind", "infer"},        {"entrypoint", entrypoint},
+          {"dataset", in.string()}, {"output", out.string()}, {"args", {"--threads", "1"}}};
+}
+
+TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKill) {
+  Cluster cluster("exported");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans",
+                 ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
+  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_OWN_MODEL_EXPORT, "--out", models.string(),
+                     "--fit-steps", "5"},
+                    {}, cluster.dir() / "export.log", 300s),
+            "");
+  const fs::path colorizer = models / "colorizer.pt";
+  ASSERT_EQ(GenImages(in, kImages, 16, 300s), "");
+  ASSERT_EQ(RunTool({worker, "infer", "--local", "--model-file", colorizer.string(), "--data",
+                     in.string(), "--output", ref.string(), "--threads", "1"},
+                    {}, cluster.dir() / "reference.log", 600s),
+            "");
+  ASSERT_EQ(FilesBelow(ref).size(), static_cast<size_t>(kImages));
+
+  cluster.StartController("worker_binary: " + worker +
+                          "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
+  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
+  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
+  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(
+      cluster.AllowEntrypoint("model:colorizer", colorizer.string(), "the lab's colorizer"));
+
+  int status = 0;
+  api::Json spec = ModelSpec("colorize-own", "model:colorizer", in, out);
+  // The module states its convention; the spec may state it too.
+  spec.update({{"global_batch", 3},
+               {"min_devices", 2},
+               {"max_devices", 3},
+               {"max_attempts", 5},
+               {"image", {{"input", "gray"}, {"range", {-1, 1}}}}});
+  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  auto images_done = [&] {
+    api::Json j = cluster.GetJson(target);
+    return j["inference"].is_object() ? j["inference"]["images_done"].get<int64_t>() : 0;
+  };
+  auto state = [&] { return cluster.JobState(id); };
+
+  ASSERT_TRUE(WaitFor([&] { return images_done() >= 600 || state() == "succeeded"; }, 240s))
+      << state() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(state(), "running") << "the run must still be going to kill a worker in it";
+  const std::set<std::string> planned = cluster.PlannedNodes(id);
+  const std::string victim = planned.contains("boxb") ? "boxb" : *planned.begin();
+  ASSERT_GT(KillProcessesUnder(cluster.dir() / ("agent-" + victim), "tessera-worker"), 0);
+  ASSERT_TRUE(WaitFor([&] { return state() == "succeeded" || state() == "failed"; }, 400s))
+      << state() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(state(), "succeeded") << cluster.GetJson(target).dump(2);
+  int recoveries = 0;
+  for (const auto& e : cluster.Events(id)) recoveries += e.to_state == "recovering";
+  EXPECT_GE(recoveries, 1) << "the killed worker must have cost an attempt";
+  EXPECT_EQ(cluster.GetJson(target)["inference"]["images_done"], kImages);
+
+  const TreeDiff diff = CompareTrees(out, ref);
+  EXPECT_EQ(diff.missing, 0);
+  EXPECT_EQ(diff.different, 0);
+  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+}
+
+TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {
+  Cluster cluster("exported-bad");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path in = cluster.dir() / "scans", out = cluster.dir() / "out";
+  const fs::path junk = cluster.dir() / "colorizer.pt";
+  std::ofstream(junk) << "a text file saved with the wrong name\n";
+  ASSERT_EQ(GenImages(in, 4, 16, 60s), "");
+  cluster.StartController("worker_binary: " + worker + "\n");
+  cluster.StartAgent(
+      "boxa", "devices:\n  - {name: \"T4 (emulated)\", memory: 1GiB, relative_speed: 0.6}\n");
+  ASSERT_TRUE(cluster.NodesJoin(1, 60s));
+  ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", junk.string()));
+
+  int status = 0;
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   ModelSpec("not-a-model", "model:colorizer", in, out), &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "failed"; }, 120s))
+      << cluster.JobState(id) << "\n"
+      << cluster.controller()->Log();
+  const api::Json done = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
+  EXPECT_NE(done["reason"].get<std::string>().find(
+                "neither a TorchScript file nor an AOTInductor package"),
+            std::string::npos)
+      << done.dump(2);
+  EXPECT_TRUE(cluster.controller()->running()) << "tesserad must not crash";
+}
+
+// examples/own-model/run.sh as a lab runs it: the CLI allows both models
+// and submits one infer job each; both succeed with every output written.
+TEST(ExportedModelE2ETest, TheOwnModelExampleRunsThroughTheCli) {
+  Cluster cluster("own-model-example");
+  const std::string worker = BinaryPath("tessera-worker");
+  cluster.StartController("worker_binary: " + worker + "\n");
+  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 4GiB, relative_speed: 0.6}\n";
+  for (const char* node : {"boxa", "boxb"}) cluster.StartAgent(node, one);
+  ASSERT_TRUE(cluster.NodesJoin(2, 60s));
+  const fs::path work = cluster.dir() / "example";
+  std::map<std::string, std::string> env = {{"TESSERA_SERVER", cluster.controller_url()},
+                                            {"TESSERA_TOKEN", cluster.admin_token()},
+                                            {"TESSERA_CLI", BinaryPath("tessera")},
+                                            {"TESSERA_WORKER", worker},
+                                            {"TESSERA_PYTHON", TESSERA_PYTHON},
+                                            {"OWN_MODEL_DIR", work.string()},
+                                            {"OWN_MODEL_IMAGES", "40"}};
+  if (cluster.tls()) env["TESSERA_CA_FILE"] = cluster.ca_file().string();
+  ASSERT_EQ(RunTool({"/bin/bash", TESSERA_OWN_MODEL_RUN}, env, cluster.dir() / "example.log", 400s),
+            "");
+  const std::string log = ReadText(cluster.dir() / "example.log");
+  for (const char* model : {"colorizer", "denoiser"}) {
+    EXPECT_EQ(FilesBelow(work / (std::string("out-") + model)).size(), 40u) << log;
+    EXPECT_NE(log.find(std::string("(model:own-") + model + "): succeeded"), std::string::npos)
+        << log;
+  }
+}
+
+#endif  // TESSERA_E2E_HAVE_WORKER
+
+}  // namespace
+}  // namespace tessera::testing
