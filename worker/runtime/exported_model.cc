@@ -9,8 +9,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "worker/runtime/emulated_memory.h"
-
 namespace tessera::worker {
 namespace {
 
@@ -35,10 +33,34 @@ std::string FirstLines(const std::string& what) {
   return out.empty() ? what.substr(0, what.find('\n')) : out;
 }
 
+// What went wrong in a forward, in the module's own words: the TorchScript
+// interpreter wraps the error in its traceback, whose last "...Error: " line
+// is the error itself.
+std::string ModuleError(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) what = c10e->what_without_backtrace();
+  if (what.find("TorchScript interpreter") != std::string::npos) {
+    size_t line = what.size();
+    while (line > 0) {
+      const size_t start = what.rfind('\n', line - 1);
+      const size_t from = start == std::string::npos ? 0 : start + 1;
+      const std::string text = what.substr(from, line - from);
+      const size_t colon = text.find("Error: ");
+      if (colon != std::string::npos && text.find(' ') > colon) return text;
+      if (start == std::string::npos) break;
+      line = start;
+    }
+  }
+  return FirstLines(what);
+}
+
 Status ForwardFailure(const std::exception& e) {
-  Status s = ComputeFailure("the exported module's forward", e);
-  if (s.code() == StatusCode::kResourceExhausted) return s;
-  return InvalidArgument("the exported module's forward failed: " + FirstLines(e.what()), kField);
+  const std::string what = ModuleError(e);
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+      what.find("out of memory") != std::string::npos) {
+    return ResourceExhausted("the exported module's forward: " + what);
+  }
+  return InvalidArgument("the exported module's forward failed: " + what, kField);
 }
 
 torch::Tensor FirstTensor(const c10::IValue& v) {
