@@ -60,8 +60,8 @@ export function mountSubmit(main) {
       h('p', { class: 'help' }, 'Leave a field empty to take it from the module ' +
                                 '(its tessera.json), or to let the worker probe it.'),
       h('div', { class: 'grid2' },
-        field('image_input', 'Input', select([['', 'from the module'], ...IMAGE_INPUTS], '')),
-        field('image_output', 'Output', select([['', 'from the module'], ...IMAGE_OUTPUTS], ''))),
+        field('image_input', 'Input tensor', select([['', 'from the module'], ...IMAGE_INPUTS], '')),
+        field('image_output', 'Output tensor', select([['', 'from the module'], ...IMAGE_OUTPUTS], ''))),
       h('div', { class: 'grid2' },
         field('image_range_lo', 'Black value', number({ inputmode: 'decimal', placeholder: '0' }),
               'What black is in rgb/gray tensors.'),
