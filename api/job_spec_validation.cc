@@ -274,8 +274,7 @@ Status ValidateJobSpec(const JobSpec& s) {
                                             "is required for infer jobs of builtin models"));
   if (model && !s.checkpoint.empty()) {
     return InvalidArgument(
-        "must be empty for a model: entrypoint: an exported model carries its "
-        "weights",
+        "must be empty for a model: entrypoint (an exported model carries its weights)",
         "checkpoint");
   }
   TESSERA_RETURN_IF_ERROR(CheckRange(s.image_width, 0, kMaxImageSide, "image_width"));
