@@ -6,6 +6,8 @@
 #include <cctype>
 #include <string>
 
+#include "api/entrypoint_kind.h"
+
 namespace tessera::api {
 namespace {
 
@@ -77,6 +79,25 @@ bool IsNcclPluginKey(std::string_view key) {
 
 // Where a documented builtin option ends: "--lr" in "--lr=0.1".
 std::string_view OptionName(std::string_view arg) { return arg.substr(0, arg.find('=')); }
+
+// The args of a model: entrypoint: a builtin infer job's options, less
+// --width (the width of a builtin model's layers, which an exported model
+// carries itself). REQUIRES: ValidateBuiltinArgs(kInfer, args) passed.
+Status CheckModelArgs(const std::vector<std::string>& args) {
+  const std::vector<BuiltinOption> options = BuiltinOptions(JobKind::kInfer);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view name = OptionName(args[i]);
+    if (name == "--width") {
+      return InvalidArgument(
+          "--width belongs to builtin checkpoints: an exported model has its own width",
+          "args[" + std::to_string(i) + "]");
+    }
+    for (const BuiltinOption& o : options) {
+      if (o.name == name && o.takes_value && name.size() == args[i].size()) ++i;  // its value
+    }
+  }
+  return Status::Ok();
+}
 
 bool Matches(const std::vector<std::string>& patterns, const std::string& text) {
   for (const std::string& p : patterns) {
@@ -153,7 +174,7 @@ Status CheckEntrypointPolicy(const JobSpec& spec, const EntrypointPolicy& policy
           "env." + key);
     }
   }
-  if (spec.entrypoint.starts_with("cmd:") && !policy.free_args) {
+  if (EntrypointKindOf(spec.entrypoint) == EntrypointKind::kCommand && !policy.free_args) {
     for (size_t i = 0; i < spec.args.size(); ++i) {
       if (!Matches(policy.args_allow, spec.args[i])) {
         return InvalidArgument(
@@ -187,16 +208,11 @@ bool IsReservedEnvKey(std::string_view key) {
 
 Status ValidateEntrypointName(std::string_view name, std::string_view field) {
   if (HasNul(name)) return InvalidArgument("must not contain NUL bytes", std::string(field));
-  std::string_view id;
-  if (name.starts_with("builtin:")) {
-    id = name.substr(8);
-  } else if (name.starts_with("cmd:")) {
-    id = name.substr(4);
-  } else {
-    return InvalidArgument("must look like \"builtin:<name>\" or \"cmd:<name>\"",
+  if (EntrypointKindOf(name) == EntrypointKind::kUnknown) {
+    return InvalidArgument("must look like \"builtin:<name>\", \"cmd:<name>\" or \"model:<name>\"",
                            std::string(field));
   }
-  if (!IsValidName(id)) {
+  if (!IsValidName(EntrypointId(name))) {
     return InvalidArgument("name after the prefix must be 1..128 characters of [A-Za-z0-9._-]",
                            std::string(field));
   }
@@ -211,10 +227,18 @@ Status ValidateJobSpec(const JobSpec& s) {
     return InvalidArgument("must be 1..128 characters of [A-Za-z0-9._-]", "name");
   }
   TESSERA_RETURN_IF_ERROR(ValidateEntrypointName(s.entrypoint, "entrypoint"));
+  const EntrypointKind entrypoint = EntrypointKindOf(s.entrypoint);
+  const bool builtin = entrypoint == EntrypointKind::kBuiltin;
+  const bool model = entrypoint == EntrypointKind::kModel;
+  if (model && !infer) {
+    return InvalidArgument(
+        "must be infer for a model: entrypoint: training an exported model is not supported",
+        "kind");
+  }
 
   TESSERA_RETURN_IF_ERROR(CheckRange(s.global_batch, 1, kMaxGlobalBatch, "global_batch"));
   // Tessera counts a builtin model's steps; a command's script counts its own.
-  const bool steps_required = !infer && s.entrypoint.starts_with("builtin:");
+  const bool steps_required = !infer && builtin;
   TESSERA_RETURN_IF_ERROR(CheckRange(s.steps, steps_required ? 1 : 0, kMaxSteps, "steps"));
   TESSERA_RETURN_IF_ERROR(
       CheckRange(s.checkpoint_every_s, 1, kMaxCheckpointEverySeconds, "checkpoint_every_s"));
@@ -226,6 +250,10 @@ Status ValidateJobSpec(const JobSpec& s) {
   }
   if (s.layout == "tiled" && !infer) {
     return InvalidArgument("\"tiled\" is only valid for infer jobs", "layout");
+  }
+  // An exported model is one opaque module: every device runs it whole.
+  if (model && s.layout != "auto" && s.layout != "data") {
+    return InvalidArgument("must be auto or data for a model: entrypoint", "layout");
   }
 
   TESSERA_RETURN_IF_ERROR(CheckRange(s.priority, -kMaxPriority, kMaxPriority, "priority"));
@@ -242,9 +270,13 @@ Status ValidateJobSpec(const JobSpec& s) {
       CheckAbsolutePath(s.dataset, "dataset", infer, "is required for infer jobs"));
   TESSERA_RETURN_IF_ERROR(
       CheckAbsolutePath(s.output, "output", infer, "is required for infer jobs"));
-  TESSERA_RETURN_IF_ERROR(CheckAbsolutePath(s.checkpoint, "checkpoint",
-                                            infer && s.entrypoint.starts_with("builtin:"),
+  TESSERA_RETURN_IF_ERROR(CheckAbsolutePath(s.checkpoint, "checkpoint", infer && builtin,
                                             "is required for infer jobs of builtin models"));
+  if (model && !s.checkpoint.empty()) {
+    return InvalidArgument(
+        "must be empty for a model: entrypoint (an exported model carries its weights)",
+        "checkpoint");
+  }
   TESSERA_RETURN_IF_ERROR(CheckRange(s.image_width, 0, kMaxImageSide, "image_width"));
   TESSERA_RETURN_IF_ERROR(CheckRange(s.image_height, 0, kMaxImageSide, "image_height"));
   if ((s.image_width == 0) != (s.image_height == 0)) {
@@ -261,9 +293,17 @@ Status ValidateJobSpec(const JobSpec& s) {
   for (size_t i = 0; i < s.args.size(); ++i) {
     TESSERA_RETURN_IF_ERROR(CheckString(s.args[i], "args[" + std::to_string(i) + "]"));
   }
-  if (s.entrypoint.starts_with("builtin:")) {
-    TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(s.kind, s.args));
+  if (builtin) TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(s.kind, s.args));
+  if (model) {
+    TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(JobKind::kInfer, s.args));
+    TESSERA_RETURN_IF_ERROR(CheckModelArgs(s.args));
   }
+
+  if (!s.image.empty() && !model) {
+    return InvalidArgument("is only valid for model: entrypoints (an exported model's images)",
+                           "image");
+  }
+  TESSERA_RETURN_IF_ERROR(ValidateImageConvention(s.image, "image"));
 
   if (s.env.size() > kMaxEnv) {
     return InvalidArgument("must have at most " + std::to_string(kMaxEnv) + " entries", "env");

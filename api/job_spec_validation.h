@@ -5,24 +5,33 @@
 // kInvalidArgument whose field() names the offending field ("name",
 // "args[3]", "env.RANK", ...). Rules (see docs/rest-api.md):
 //   name           1..128 chars of [A-Za-z0-9._-]
-//   entrypoint     "builtin:<id>" or "cmd:<id>", id as for name
+//   entrypoint     "builtin:<id>", "cmd:<id>" or "model:<id>", id as for name
+//                  (api/entrypoint_kind.h)
+//   kind           infer for a model: entrypoint (an exported model is not
+//                  trained)
 //   global_batch   1..1,048,576
 //   steps          train of a builtin: entrypoint: 1..1e9; otherwise 0..1e9 (a
 //                  command's script knows its own steps; 0: not told)
 //   checkpoint_every_s 1..86,400
-//   layout         auto | data | pipeline | hybrid | tiled (tiled: infer only)
+//   layout         auto | data | pipeline | hybrid | tiled (tiled: infer only);
+//                  auto or data for a model: entrypoint
 //   priority       -1000..1000
 //   max_attempts   1..100
 //   min_devices    1..4096
 //   max_devices    0 (no limit) or min_devices..4096
 //   dataset        absolute path when set; required for infer
 //   output         absolute path when set; required for infer
-//   checkpoint     absolute path when set; required for infer of builtin models
+//   checkpoint     absolute path when set; required for infer of builtin models;
+//                  empty for a model: entrypoint (an exported model carries its
+//                  weights)
 //   image_width, image_height  infer only: 0 (nominal) or 1..100,000, both or neither
 //   args           at most 64 entries of at most 4096 bytes; for a builtin:
 //                  entrypoint only the worker's documented options of the
 //                  job's kind (BuiltinOptions), as "--opt value" or
-//                  "--opt=value" ("args[i]" names the first bad one)
+//                  "--opt=value" ("args[i]" names the first bad one); for a
+//                  model: entrypoint the infer options less --width
+//   image          model: entrypoints only ("image"); ValidateImageConvention
+//                  (api/image_convention.h), errors naming "image.<member>"
 //   env            at most 64 entries; keys [A-Z_][A-Z0-9_]*, not reserved
 //                  (RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, NODE_RANK,
 //                  CUDA_VISIBLE_DEVICES, MASTER_*, LOCAL_*, ROLE_*,
@@ -59,8 +68,8 @@ Status ValidateJobSpec(const JobSpec& spec);
 // True for 1..128 characters of [A-Za-z0-9._-] (job and entrypoint ids).
 bool IsValidName(std::string_view name);
 
-// Checks an entrypoint reference ("builtin:<id>" or "cmd:<id>"); errors
-// name `field`.
+// Checks an entrypoint reference ("builtin:<id>", "cmd:<id>" or
+// "model:<id>"); errors name `field`.
 Status ValidateEntrypointName(std::string_view name, std::string_view field);
 
 // True when `key` may be set in a job's env: [A-Z_][A-Z0-9_]* and not
@@ -80,7 +89,8 @@ struct BuiltinOption {
   std::string_view name;  // "--lr"
   bool takes_value;       // "--lr 0.01" / "--lr=0.01"; false: a flag
 };
-// The options a job of `kind` may pass to a builtin: entrypoint. Options
+// The options a job of `kind` may pass to a builtin: entrypoint (and, of
+// kInfer less --width, to a model: entrypoint). Options
 // Tessera sets from the spec or the plan (--model, --data, --steps,
 // --output, ...) and test hooks (--dump-params, --local) are not among them.
 std::vector<BuiltinOption> BuiltinOptions(JobKind kind);
@@ -100,7 +110,7 @@ struct EntrypointPolicy {
 // Checks a spec's env and args against its entrypoint's policy: every env
 // key must match an env_allow pattern ("env.KEY"); for cmd: entrypoints
 // without free_args every arg must match an args_allow pattern ("args[i]").
-// Builtin args are checked by ValidateJobSpec, not here.
+// Builtin and model: args are checked by ValidateJobSpec, not here.
 // REQUIRES: spec passed ValidateJobSpec.
 Status CheckEntrypointPolicy(const JobSpec& spec, const EntrypointPolicy& policy);
 

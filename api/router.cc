@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "api/agent_protocol.h"
+#include "api/entrypoint_kind.h"
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
 #include "api/lease_protocol.h"
@@ -284,9 +285,13 @@ Result<Entrypoint> ParseEntrypoint(const Json& j) {
   if (e.command.find('\0') != std::string::npos) {
     return InvalidArgument("must not contain NUL bytes", "command");
   }
-  if (e.name.starts_with("cmd:")) {
+  const EntrypointKind kind = EntrypointKindOf(e.name);
+  if (HasCommandPath(kind)) {
     if (e.command.empty() || e.command.front() != '/') {
-      return InvalidArgument("must be the absolute path of the executable", "command");
+      return InvalidArgument(kind == EntrypointKind::kModel
+                                 ? "must be the absolute path of the exported model file"
+                                 : "must be the absolute path of the executable",
+                             "command");
     }
     if (e.command.size() > kMaxStringLength) return InvalidArgument("is too long", "command");
   } else if (!e.command.empty()) {

@@ -53,7 +53,7 @@ std::optional<Role> ParseRole(std::string_view name);
 struct JobSpec {
   std::string name;
   JobKind kind = JobKind::kTrain;
-  std::string entrypoint;         // "builtin:<model>" or "cmd:<registered name>"
+  std::string entrypoint;         // "builtin:<model>", "cmd:<name>" or "model:<name>"
   std::vector<std::string> args;  // extra arguments passed to the entrypoint
   std::string dataset;            // input folder or list file
   std::string output;             // infer: output folder
@@ -221,11 +221,11 @@ struct MetricsPage {
   std::optional<int64_t> next_since;  // set when more may follow: ask again with since = it
 };
 
-// An entrypoint an admin allowed: "builtin:colorize-unet" or a registered
-// command "cmd:<name>" with its executable path.
+// An entrypoint an admin allowed: "builtin:colorize-unet", or a registered
+// "cmd:<name>" (an executable) or "model:<name>" (an exported model file).
 struct Entrypoint {
   std::string name;
-  std::string command;  // absolute path for cmd:, empty for builtin:
+  std::string command;  // absolute path for cmd: and model:, empty for builtin:
   std::string description;
 };
 

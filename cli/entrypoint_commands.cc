@@ -35,8 +35,10 @@ void AddEntrypoints(CLI::App& app, CliContext& ctx) {
   };
   cmd->add_subcommand("list", "list allowed entrypoints")->callback(list);
   CLI::App* add = cmd->add_subcommand("add", "allow an entrypoint (admin)");
-  add->add_option("name", f->name, "builtin:<model> or cmd:<name>")->required();
-  add->add_option("--command", f->command, "cmd: absolute path of the executable");
+  add->add_option("name", f->name, "builtin:<model>, cmd:<name> or model:<name>")->required();
+  add->add_option("--command", f->command,
+                  "cmd: absolute path of the executable; model: of the exported model file "
+                  "(TorchScript .pt or AOTInductor .pt2)");
   add->add_option("--description", f->description, "what it is");
   add->callback([&ctx, f] {
     Json body = {{"name", f->name}, {"command", f->command}, {"description", f->description}};

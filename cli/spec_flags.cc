@@ -1,11 +1,46 @@
 #include "cli/spec_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <map>
+#include <string>
 
+#include "api/image_convention.h"
 #include "api/job_spec_validation.h"
 #include "cli/job_spec_file.h"
 
 namespace tessera::cli {
+namespace {
+
+// The image flags given on `cmd` over `image`; a bad one is kInvalidArgument
+// naming its flag.
+Status ApplyImageFlags(CLI::App& cmd, const SubmitFlags& f, api::ImageConvention* image) {
+  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  api::ImageConvention flags;
+  if (given("--image-input")) flags.input = f.image_input;
+  if (given("--image-output")) flags.output = f.image_output;
+  if (given("--value-range")) {
+    TESSERA_ASSIGN_OR_RETURN(flags.range, api::ParseValueRange(f.value_range, "--value-range"));
+  }
+  if (given("--align-px")) flags.align_px = f.align_px;
+  if (given("--halo-px")) flags.halo_px = f.halo_px;
+  if (Status st = api::ValidateImageConvention(flags, ""); !st.ok()) {
+    static const std::map<std::string, std::string> kFlagOf = {{"input", "--image-input"},
+                                                               {"output", "--image-output"},
+                                                               {"range", "--value-range"},
+                                                               {"align_px", "--align-px"},
+                                                               {"halo_px", "--halo-px"}};
+    auto flag = kFlagOf.find(st.field());
+    return InvalidArgument(st.message(), flag == kFlagOf.end() ? st.field() : flag->second);
+  }
+  if (given("--image-input")) image->input = flags.input;
+  if (given("--image-output")) image->output = flags.output;
+  if (given("--value-range")) image->range = flags.range;
+  if (given("--align-px")) image->align_px = flags.align_px;
+  if (given("--halo-px")) image->halo_px = flags.halo_px;
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f) {
   api::JobSpec spec;
@@ -39,6 +74,7 @@ Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f) {
     if (eq == std::string::npos || eq == 0) return InvalidArgument("must be KEY=VALUE", "env");
     spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  TESSERA_RETURN_IF_ERROR(ApplyImageFlags(cmd, f, &spec.image));
   TESSERA_RETURN_IF_ERROR(api::ValidateJobSpec(spec));
   return spec;
 }
@@ -47,7 +83,8 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
   cmd->add_option("file", f->file, "job spec file (.json or .yaml; - for stdin)");
   cmd->add_option("--name", f->name, "job name");
   cmd->add_option("--kind", f->kind, "train or infer");
-  cmd->add_option("--entrypoint", f->entrypoint, "builtin:<model> or cmd:<registered name>");
+  cmd->add_option("--entrypoint", f->entrypoint,
+                  "builtin:<model>, cmd:<registered name> or model:<registered name>");
   cmd->add_option("--dataset", f->dataset, "input folder or list file (absolute path)");
   cmd->add_option("--output", f->output, "infer: output folder (absolute path)");
   cmd->add_option("--checkpoint", f->checkpoint, "infer: checkpoint to load");
@@ -63,6 +100,16 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
   cmd->add_option("--image-height", f->image_height, "infer: height of the largest scans (px)");
   cmd->add_option("--arg", f->args, "argument for the entrypoint (repeatable)");
   cmd->add_option("--env", f->env, "KEY=VALUE for every rank (repeatable)");
+  cmd->add_option("--image-input", f->image_input,
+                  "model: the tensor the module takes: rgb, gray or l (default: the module's)");
+  cmd->add_option("--image-output", f->image_output,
+                  "model: what the module gives: rgb, gray, ab or scores (default: the module's)");
+  cmd->add_option("--value-range", f->value_range,
+                  "model: lo,hi the values of black and white in rgb/gray tensors (e.g. -1,1)");
+  cmd->add_option("--align-px", f->align_px,
+                  "model: image sides must be multiples of this (1..1024; default: probed)");
+  cmd->add_option("--halo-px", f->halo_px,
+                  "model: context a tile needs around its part (0..4096; default: probed)");
 }
 
 }  // namespace tessera::cli

@@ -25,6 +25,9 @@ struct SubmitFlags {
           min_devices = 0, max_devices = 0, image_width = 0, image_height = 0;
   std::vector<std::string> args;
   std::vector<std::string> env;
+  // spec.image (model: entrypoints, api/image_convention.h).
+  std::string image_input, image_output, value_range;  // value_range: "lo,hi"
+  int64_t align_px = 0, halo_px = -1;
   bool dry_run = false;
 };
 
@@ -32,8 +35,10 @@ struct SubmitFlags {
 // parse.
 void AddSpecFlags(CLI::App* cmd, SubmitFlags* f);
 
-// Builds the spec from FILE (if any) and the flags given on `cmd` (flags win),
-// validated (api::ValidateJobSpec); kInvalidArgument naming the field.
+// Builds the spec from FILE (if any) and the flags given on `cmd` (flags win,
+// each image flag over its own member of the file's `image`), validated
+// (api::ValidateJobSpec); kInvalidArgument naming the field, or the flag
+// (`--value-range`, `--image-input`, ...) for a bad image flag.
 Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f);
 
 }  // namespace tessera::cli

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "api/entrypoint_kind.h"
 #include "api/server_url.h"
 
 namespace tessera::daemon {
@@ -118,10 +119,12 @@ Status LoadEntrypoints(const YAML::Node& n, std::map<std::string, api::Entrypoin
         return InvalidArgument("unknown key (env_allow, args_allow, free_args)", f);
       }
     }
-    if (name.starts_with("builtin:") && (policy.free_args || !policy.args_allow.empty())) {
+    const api::EntrypointKind kind = api::EntrypointKindOf(name);
+    if ((kind == api::EntrypointKind::kBuiltin || kind == api::EntrypointKind::kModel) &&
+        (policy.free_args || !policy.args_allow.empty())) {
       return InvalidArgument(
-          "builtin entrypoints accept their documented options only: args_allow and free_args "
-          "are for cmd: entrypoints",
+          "builtin: and model: entrypoints accept the worker's documented options only: "
+          "args_allow and free_args are for cmd: entrypoints",
           field);
     }
     (*out)[name] = std::move(policy);

@@ -70,7 +70,8 @@ struct DaemonConfig {
   //                 "*": {env_allow: ["OMP_NUM_THREADS"]}}
   // "*" applies to entrypoints without their own entry. Default none: users'
   // jobs may set no env and pass no args to cmd: entrypoints; builtin options
-  // stay allowed. Admins are not bound by these lists (they may change the
+  // stay allowed (to builtin: and model: entrypoints, which take env_allow
+  // only). Admins are not bound by these lists (they may change the
   // entrypoints anyway); everyone is bound by the global env deny list and
   // the builtin options.
   std::map<std::string, api::EntrypointPolicy> entrypoints;

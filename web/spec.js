@@ -4,22 +4,89 @@
 // errors name a field too and are shown the same way.
 
 const NAME_RE = /^[A-Za-z0-9._-]{1,128}$/;
-const ENTRYPOINT_RE = /^(builtin|cmd):[A-Za-z0-9._-]{1,128}$/;
+const ENTRYPOINT_RE = /^(builtin|cmd|model):[A-Za-z0-9._-]{1,128}$/;
 const ENV_KEY_RE = /^[A-Z_][A-Z0-9_]*$/;
 const RESERVED_ENV = new Set(['RANK', 'WORLD_SIZE', 'GROUP_RANK', 'GROUP_WORLD_SIZE', 'NODE_RANK',
                               'CUDA_VISIBLE_DEVICES']);
 const RESERVED_ENV_PREFIXES = ['MASTER_', 'LOCAL_', 'ROLE_', 'TORCHELASTIC_', 'TESSERA_'];
 
-// The form fields (JobSpec keys), in form order.
+// The image convention of an exported model (api/image_convention.h): what
+// the module takes and gives. '' leaves a member to the module.
+export const IMAGE_INPUTS = [['rgb', 'rgb (3 channels in the value range)'],
+                             ['gray', 'gray (1 channel, luma in the value range)'],
+                             ['l', 'l (1 channel, CIELAB lightness in [-1, 1])']];
+export const IMAGE_OUTPUTS = [['rgb', 'rgb (3 channels in the value range)'],
+                              ['gray', 'gray (1 channel in the value range)'],
+                              ['ab', 'ab (CIELAB a, b joined with the input\'s L)'],
+                              ['scores', 'scores (logits per image, a JSON file)']];
+const MAX_ALIGN_PX = 1024;
+const MAX_HALO_PX = 4096;
+const MAX_RANGE = 1e6;
+
+// The form fields: JobSpec keys and the members of spec.image, in form order.
 export const FIELDS = ['name', 'kind', 'entrypoint', 'args', 'global_batch', 'steps', 'layout',
+                       'image_input', 'image_output', 'image_range_lo', 'image_range_hi',
+                       'image_align_px', 'image_halo_px',
                        'min_devices', 'max_devices', 'priority', 'max_attempts',
                        'checkpoint_every_s', 'dataset', 'output', 'checkpoint', 'env'];
 
-// An API error field ("args[3]", "env.RANK", "global_batch") -> form field.
+// An API error's image member -> its form field.
+const IMAGE_FIELDS = { input: 'image_input', output: 'image_output', range: 'image_range_lo',
+                       align_px: 'image_align_px', halo_px: 'image_halo_px' };
+
+// An exported model (a registered TorchScript or AOTInductor file).
+export function isModelEntrypoint(entrypoint) {
+  return String(entrypoint ?? '').trim().startsWith('model:');
+}
+
+// An API error field ("args[3]", "env.RANK", "global_batch", "image.range")
+// -> form field.
 export function formFieldOf(apiField) {
   if (!apiField) return null;
-  const base = String(apiField).split(/[.[]/)[0];
+  const [base, member] = String(apiField).split(/[.[]/);
+  if (base === 'image') return IMAGE_FIELDS[member] ?? 'entrypoint';
   return FIELDS.includes(base) ? base : null;
+}
+
+function numberField(raw, name, errors) {
+  const s = String(raw ?? '').trim();
+  if (s === '') return undefined;
+  const v = Number(s);
+  if (!Number.isFinite(v) || Math.abs(v) > MAX_RANGE) {
+    errors[name] = 'Must be a number within ±1,000,000.';
+    return undefined;
+  }
+  return v;
+}
+
+// spec.image from the form: only the members stated; undefined when none.
+function imageConvention(values, errors) {
+  const image = {};
+  const input = String(values.image_input ?? '');
+  if (input) {
+    if (IMAGE_INPUTS.some(([v]) => v === input)) image.input = input;
+    else errors.image_input = 'Must be rgb, gray or l.';
+  }
+  const output = String(values.image_output ?? '');
+  if (output) {
+    if (IMAGE_OUTPUTS.some(([v]) => v === output)) image.output = output;
+    else errors.image_output = 'Must be rgb, gray, ab or scores.';
+  }
+  const lo = numberField(values.image_range_lo, 'image_range_lo', errors);
+  const hi = numberField(values.image_range_hi, 'image_range_hi', errors);
+  const loSet = String(values.image_range_lo ?? '').trim() !== '';
+  const hiSet = String(values.image_range_hi ?? '').trim() !== '';
+  if (loSet !== hiSet && !errors.image_range_lo && !errors.image_range_hi) {
+    errors[loSet ? 'image_range_hi' : 'image_range_lo'] = 'Give both black and white, or neither.';
+  } else if (lo !== undefined && hi !== undefined) {
+    if (lo < hi) image.range = [lo, hi];
+    else errors.image_range_hi = 'White must be above black.';
+  }
+  const align = intField(values.image_align_px, 'image_align_px', 1, MAX_ALIGN_PX, {}, errors);
+  if (align !== undefined) image.align_px = align;
+  const halo = intField(values.image_halo_px, 'image_halo_px', 0, MAX_HALO_PX, {}, errors);
+  if (halo !== undefined) image.halo_px = halo;
+  return Object.keys(image).length ? image : undefined;
 }
 
 function intField(raw, name, min, max, { required = false, def } = {}, errors) {
@@ -56,9 +123,12 @@ export function buildSpec(values) {
   const entrypoint = String(values.entrypoint ?? '').trim();
   if (!entrypoint) errors.entrypoint = 'Required.';
   else if (!ENTRYPOINT_RE.test(entrypoint)) {
-    errors.entrypoint = 'Must be builtin:<id> or cmd:<id>.';
+    errors.entrypoint = 'Must be builtin:<id>, cmd:<id> or model:<id>.';
   }
   spec.entrypoint = entrypoint;
+  // An exported model: inference only, its weights inside, run whole per device.
+  const model = isModelEntrypoint(entrypoint);
+  if (model && kind !== 'infer') errors.kind = 'A model: entrypoint runs inference only.';
 
   const args = String(values.args ?? '').split('\n').map((a) => a.replace(/\r$/, ''))
     .filter((a) => a.trim() !== '');
@@ -78,7 +148,14 @@ export function buildSpec(values) {
 
   const layout = values.layout || 'auto';
   if (layout === 'tiled' && kind !== 'infer') errors.layout = 'Tiled is for inference jobs only.';
+  else if (model && layout !== 'auto' && layout !== 'data') {
+    errors.layout = 'A model: entrypoint runs as auto or data parallel.';
+  }
   spec.layout = layout;
+  if (model) {
+    const image = imageConvention(values, errors);
+    if (image) spec.image = image;
+  }
 
   const minD = intField(values.min_devices, 'min_devices', 1, 4096, { def: 1 }, errors);
   const maxD = intField(values.max_devices, 'max_devices', 0, 4096, { def: 0 }, errors);
@@ -96,7 +173,8 @@ export function buildSpec(values) {
   const every = intField(values.checkpoint_every_s, 'checkpoint_every_s', 1, 86400, {}, errors);
   if (every !== undefined) spec.checkpoint_every_s = every;
 
-  for (const f of ['dataset', 'output', 'checkpoint']) {
+  // An exported model carries its weights: no checkpoint is sent.
+  for (const f of model ? ['dataset', 'output'] : ['dataset', 'output', 'checkpoint']) {
     const v = String(values[f] ?? '').trim();
     if (v && !v.startsWith('/')) errors[f] = 'Must be an absolute path (starting with /).';
     else if (!v && kind === 'infer' && f !== 'checkpoint') errors[f] = 'Required for inference.';

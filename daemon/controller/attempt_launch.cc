@@ -1,5 +1,6 @@
 #include "daemon/controller/attempt_launch.h"
 
+#include "api/entrypoint_kind.h"
 #include "scheduler/plan_json.h"
 
 namespace tessera::daemon {
@@ -9,22 +10,40 @@ std::vector<std::string> CommandLine(const api::Job& job, const EntrypointComman
                                      const LaunchOptions& options) {
   const api::JobSpec& s = job.spec;
   std::vector<std::string> argv;
-  constexpr std::string_view kBuiltin = "builtin:";
-  if (entrypoint.name.starts_with(kBuiltin)) {
-    argv = {options.worker_binary, s.kind == api::JobKind::kInfer ? "infer" : "train", "--model",
-            entrypoint.name.substr(kBuiltin.size())};
-    if (!s.dataset.empty()) {
-      argv.insert(argv.end(), {"--data", s.dataset});
+  switch (api::EntrypointKindOf(entrypoint.name)) {
+    case api::EntrypointKind::kBuiltin:
+      argv = {options.worker_binary, s.kind == api::JobKind::kInfer ? "infer" : "train", "--model",
+              std::string(api::EntrypointId(entrypoint.name))};
+      if (!s.dataset.empty()) {
+        argv.insert(argv.end(), {"--data", s.dataset});
+      }
+      if (s.kind == api::JobKind::kTrain) {
+        argv.insert(argv.end(), {"--steps", std::to_string(s.steps), "--checkpoint-every-s",
+                                 std::to_string(s.checkpoint_every_s)});
+      } else {
+        if (!s.output.empty()) argv.insert(argv.end(), {"--output", s.output});
+        if (!s.checkpoint.empty()) argv.insert(argv.end(), {"--checkpoint", s.checkpoint});
+      }
+      break;
+    case api::EntrypointKind::kModel: {
+      // An exported model file the admin registered; its weights are inside it
+      // (ValidateJobSpec: infer only, no checkpoint).
+      argv = {options.worker_binary,
+              "infer",
+              "--model-file",
+              entrypoint.command,
+              "--data",
+              s.dataset,
+              "--output",
+              s.output};
+      const std::vector<std::string> image = api::ImageConventionArgs(s.image);
+      argv.insert(argv.end(), image.begin(), image.end());
+      break;
     }
-    if (s.kind == api::JobKind::kTrain) {
-      argv.insert(argv.end(), {"--steps", std::to_string(s.steps), "--checkpoint-every-s",
-                               std::to_string(s.checkpoint_every_s)});
-    } else {
-      if (!s.output.empty()) argv.insert(argv.end(), {"--output", s.output});
-      if (!s.checkpoint.empty()) argv.insert(argv.end(), {"--checkpoint", s.checkpoint});
-    }
-  } else {
-    argv = {entrypoint.command};
+    case api::EntrypointKind::kCommand:
+    case api::EntrypointKind::kUnknown:
+      argv = {entrypoint.command};
+      break;
   }
   argv.insert(argv.end(), s.args.begin(), s.args.end());
   return argv;

@@ -85,8 +85,16 @@ struct LaunchOptions {
 // a new attempt's master must not take one of those at its address.
 using MasterPortsInUse = std::map<std::string, std::set<int>>;
 
-// What an entrypoint runs: "builtin:<model>" runs the reference worker,
-// "cmd:<name>" runs the registered command with the job's args.
+// What an entrypoint runs (api/entrypoint_kind.h):
+//   "builtin:<model>"  the reference worker: `<worker> train|infer --model
+//                      <model> --data D` then train's `--steps N
+//                      --checkpoint-every-s S` or infer's `--output O
+//                      --checkpoint C`, then the job's args
+//   "model:<name>"     the worker over the registered exported model file:
+//                      `<worker> infer --model-file <command> --data D --output O`,
+//                      the spec's image convention (api::ImageConventionArgs),
+//                      then the job's args
+//   "cmd:<name>"       the registered command with the job's args
 struct EntrypointCommand {
   std::string name;
   std::string command;  // empty for builtin

@@ -5,14 +5,13 @@
 #include <map>
 #include <optional>
 
+#include "api/entrypoint_kind.h"
 #include "scheduler/planner.h"
 
 namespace tessera::daemon {
 namespace {
 
-constexpr std::string_view kBuiltinPrefix = "builtin:";
-
-// A registered command is opaque: one layer whose cost makes the planner
+// A registered command or exported model is opaque: one layer whose cost makes the planner
 // spread the batch by device speed, and whose tiny gradient keeps it from
 // preferring fewer devices for communication's sake.
 scheduler::ModelProfile GenericProfile() {
@@ -147,8 +146,10 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
     r.image = scheduler::ImageSize{static_cast<int>(spec.image_width),
                                    static_cast<int>(spec.image_height)};
   }
-  // An opaque command can only run as data parallel: it owns all its layers.
-  if (!spec.entrypoint.starts_with(kBuiltinPrefix) && r.layout == scheduler::Layout::kAuto) {
+  // An opaque command or exported model can only run as data parallel: it
+  // owns all its layers.
+  const bool builtin = api::EntrypointKindOf(spec.entrypoint) == api::EntrypointKind::kBuiltin;
+  if (!builtin && r.layout == scheduler::Layout::kAuto) {
     r.layout = scheduler::Layout::kData;
   }
   TESSERA_RETURN_IF_ERROR(r.Validate());
@@ -156,8 +157,10 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
 }
 
 Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin) {
-  if (!spec.entrypoint.starts_with(kBuiltinPrefix)) return GenericProfile();
-  std::string model = spec.entrypoint.substr(kBuiltinPrefix.size());
+  if (api::EntrypointKindOf(spec.entrypoint) != api::EntrypointKind::kBuiltin) {
+    return GenericProfile();
+  }
+  std::string model(api::EntrypointId(spec.entrypoint));
   if (!builtin) return FailedPrecondition("no model profiles are configured");
   return builtin(model);
 }

@@ -4,9 +4,10 @@
 //
 // The scheduler itself (scheduler/planner.h) is pure; this file only
 // translates. Builtin entrypoints are planned with the scheduler's profile of
-// that model; a registered command ("cmd:<name>") is opaque to the
-// controller, so it is planned as data parallel with a small generic profile
-// that spreads its batch by device speed.
+// that model; a registered command ("cmd:<name>") or exported model
+// ("model:<name>") is opaque to the controller, so it is planned as data
+// parallel with a small generic profile that spreads its batch by device
+// speed.
 //
 // Thread safety: pure functions.
 #ifndef TESSERA_DAEMON_CONTROLLER_PLANNING_H_
@@ -53,7 +54,7 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec);
 using ProfileLookup = std::function<Result<scheduler::ModelProfile>(const std::string& model)>;
 
 // The model profile a spec is planned with: the builtin model's measured
-// profile, or the generic one for a registered command.
+// profile, or the generic one for a registered command or exported model.
 Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin);
 
 // Ranked plans for the spec on the snapshot. kFailedPrecondition, with every

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "api/entrypoint_kind.h"
 #include "common/atomic_file.h"
 #include "common/process_launcher.h"
 #include "daemon/store/store.h"
@@ -19,10 +20,11 @@ namespace tessera::daemon {
 namespace fs = std::filesystem;
 
 std::vector<std::string> BuiltinModelsToProfile() {
-  constexpr std::string_view kPrefix = "builtin:";
   std::vector<std::string> models;
   for (std::string_view name : kBuiltinEntrypoints) {
-    if (name.starts_with(kPrefix)) models.emplace_back(name.substr(kPrefix.size()));
+    if (api::EntrypointKindOf(name) == api::EntrypointKind::kBuiltin) {
+      models.emplace_back(api::EntrypointId(name));
+    }
   }
   return models;
 }

@@ -4,6 +4,7 @@
 #include <set>
 #include <tuple>
 
+#include "api/entrypoint_kind.h"
 #include "daemon/auth/token_crypto.h"
 
 namespace tessera::daemon {
@@ -36,17 +37,19 @@ Status ValidateNode(const api::Node& node) {
 }
 
 Status ValidateEntrypoint(const api::Entrypoint& e) {
-  if (e.name.starts_with("builtin:") && e.name.size() > 8) {
+  const api::EntrypointKind kind = api::EntrypointKindOf(e.name);
+  if (kind == api::EntrypointKind::kUnknown || api::EntrypointId(e.name).empty()) {
+    return InvalidArgument("must be builtin:<name>, cmd:<name> or model:<name>", "name");
+  }
+  if (!api::HasCommandPath(kind)) {
     if (!e.command.empty()) return InvalidArgument("must be empty for builtin:", "command");
     return Status::Ok();
   }
-  if (e.name.starts_with("cmd:") && e.name.size() > 4) {
-    if (e.command.empty() || e.command.front() != '/') {
-      return InvalidArgument("must be an absolute path for cmd:", "command");
-    }
-    return Status::Ok();
+  if (e.command.empty() || e.command.front() != '/') {
+    return InvalidArgument(
+        "must be an absolute path for " + std::string(api::EntrypointPrefix(kind)), "command");
   }
-  return InvalidArgument("must be builtin:<name> or cmd:<name>", "name");
+  return Status::Ok();
 }
 
 Status ValidateTokenRecord(const TokenRecord& record) {

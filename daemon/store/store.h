@@ -304,7 +304,8 @@ class Store {
   virtual Result<std::vector<api::Entrypoint>> ListEntrypoints() = 0;
   virtual Result<api::Entrypoint> GetEntrypoint(std::string_view name) = 0;
   // Inserts or replaces. REQUIRES: "builtin:<x>" with an empty command, or
-  // "cmd:<x>" with an absolute command path (else kInvalidArgument).
+  // "cmd:<x>" / "model:<x>" with an absolute command path (else
+  // kInvalidArgument).
   virtual Status PutEntrypoint(const api::Entrypoint& entrypoint) = 0;
   virtual Status DeleteEntrypoint(std::string_view name) = 0;
 

@@ -366,6 +366,53 @@ TEST_F(CliTest, EntrypointsAddListRemove) {
   EXPECT_TRUE(cp_.entrypoints.empty());
 }
 
+// An exported model file is registered as a command is: `--command` is its
+// absolute path; the API's refusal names the field.
+TEST_F(CliTest, EntrypointsAddAnExportedModelFile) {
+  ASSERT_EQ(Run({"entrypoints", "add", "model:lab-unet", "--command", "/srv/models/unet.pt2",
+                 "--description", "exported U-Net"},
+                {{"TESSERA_TOKEN", "admin-token"}}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "allowed model:lab-unet\n");
+  ASSERT_EQ(cp_.entrypoints.size(), 1u);
+  EXPECT_EQ(cp_.entrypoints[0].command, "/srv/models/unet.pt2");
+  ASSERT_EQ(Run({"entrypoints"}), kExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("model:lab-unet"), std::string::npos) << out_.str();
+
+  EXPECT_EQ(Run({"entrypoints", "add", "model:other", "--command", "unet.pt"},
+                {{"TESSERA_TOKEN", "admin-token"}}),
+            kExitApiError);
+  EXPECT_NE(err_.str().find("error: command: "), std::string::npos) << err_.str();
+  EXPECT_EQ(cp_.entrypoints.size(), 1u);
+}
+
+// `submit` of a model: job: the image flags fill spec.image; a bad one is a
+// usage error naming the flag, and nothing is sent.
+TEST_F(CliTest, SubmitModelJobWithImageFlags) {
+  const std::vector<std::string> base = {
+      "submit",     "--name",       "colorize-1931",  "--kind",
+      "infer",      "--entrypoint", "model:lab-unet", "--dataset",
+      "/srv/scans", "--output",     "/srv/out",       "--global-batch",
+      "4"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--image-input", "l", "--image-output", "ab", "--value-range", "-1,1",
+                           "--align-px", "16", "--halo-px", "0"});
+  ASSERT_EQ(Run(args), kExitOk) << err_.str();
+  ASSERT_TRUE(cp_.last_spec.has_value());
+  EXPECT_EQ(cp_.last_spec->entrypoint, "model:lab-unet");
+  EXPECT_EQ(
+      api::ToJson(cp_.last_spec->image),
+      api::Json::parse(R"({"input":"l","output":"ab","range":[-1,1],"align_px":16,"halo_px":0})"));
+
+  args = base;
+  args.insert(args.end(), {"--value-range", "1,0"});
+  cp_.last_spec.reset();
+  EXPECT_EQ(Run(args), kExitUsage);
+  EXPECT_EQ(err_.str().rfind("error: --value-range: ", 0), 0u) << err_.str();
+  EXPECT_FALSE(cp_.last_spec.has_value()) << "nothing is sent";
+}
+
 TEST_F(CliTest, LogsPrintLines) {
   cp_.logs = std::vector<std::string>{"step 1", "step 2"};
   ASSERT_EQ(Run({"logs", "3", "--rank", "1", "--tail", "2"}), kExitOk) << err_.str();

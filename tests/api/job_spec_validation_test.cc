@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::api {
@@ -41,18 +42,38 @@ JobSpec ValidInferSpec() {
   return s;
 }
 
+// An infer job of a registered exported model: no checkpoint (its weights
+// are in the file), the image convention stated.
+JobSpec ValidModelSpec() {
+  JobSpec s = ValidInferSpec();
+  s.entrypoint = "model:lab-unet";
+  s.layout = "auto";
+  s.checkpoint = "";
+  s.args = {"--batch", "8", "--max-tile-px=1024"};
+  s.image.input = "l";
+  s.image.output = "ab";
+  s.image.range = std::make_pair(-1.0, 1.0);
+  s.image.align_px = 16;
+  return s;
+}
+
+enum class Base { kTrain, kInfer, kModel };
+
 struct Row {
   const char* rule;
   std::function<void(JobSpec&)> mutate;
   const char* field;  // nullptr: the spec stays valid
   bool infer = false;
+  Base base = infer ? Base::kInfer : Base::kTrain;
 };
 
 class ValidateJobSpecTest : public ::testing::TestWithParam<Row> {};
 
 TEST_P(ValidateJobSpecTest, OneRule) {
   const Row& row = GetParam();
-  JobSpec spec = row.infer ? ValidInferSpec() : ValidTrainSpec();
+  JobSpec spec = row.base == Base::kModel   ? ValidModelSpec()
+                 : row.base == Base::kInfer ? ValidInferSpec()
+                                            : ValidTrainSpec();
   row.mutate(spec);
   Status st = ValidateJobSpec(spec);
   if (row.field == nullptr) {
@@ -270,6 +291,78 @@ const Row kRows[] = {
                  "--decode-threads", "4",  "--encode-threads=3"};
      },
      nullptr, true},
+    // model: entrypoints, an exported model file the admin registered.
+    {"entrypoint_model_ok", [](JobSpec&) {}, nullptr, true, Base::kModel},
+    {"entrypoint_model_empty_name", [](JobSpec& s) { s.entrypoint = "model:"; }, "entrypoint",
+     true, Base::kModel},
+    {"entrypoint_model_path", [](JobSpec& s) { s.entrypoint = "model:/srv/m.pt"; }, "entrypoint",
+     true, Base::kModel},
+    {"model_plain_ok",
+     [](JobSpec& s) {
+       s.image = {};
+       s.args = {};
+     },
+     nullptr, true, Base::kModel},
+    {"model_train", [](JobSpec& s) { s.kind = JobKind::kTrain; }, "kind", true, Base::kModel},
+    {"model_train_with_steps",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+     },
+     "kind", true, Base::kModel},
+    {"model_checkpoint", [](JobSpec& s) { s.checkpoint = "/srv/ckpt/step-100"; }, "checkpoint",
+     true, Base::kModel},
+    {"model_layout_data_ok", [](JobSpec& s) { s.layout = "data"; }, nullptr, true, Base::kModel},
+    {"model_layout_tiled", [](JobSpec& s) { s.layout = "tiled"; }, "layout", true, Base::kModel},
+    {"model_layout_pipeline", [](JobSpec& s) { s.layout = "pipeline"; }, "layout", true,
+     Base::kModel},
+    {"model_layout_hybrid", [](JobSpec& s) { s.layout = "hybrid"; }, "layout", true, Base::kModel},
+    {"model_needs_dataset", [](JobSpec& s) { s.dataset = ""; }, "dataset", true, Base::kModel},
+    {"model_needs_output", [](JobSpec& s) { s.output = ""; }, "output", true, Base::kModel},
+    {"model_infer_options_ok",
+     [](JobSpec& s) {
+       s.args = {"--threads", "2", "--batch-pixels=1048576", "--decode-threads", "4",
+                 "--encode-threads=2", "--max-chunks", "3"};
+     },
+     nullptr, true, Base::kModel},
+    {"model_width", [](JobSpec& s) { s.args = {"--batch", "8", "--width", "32"}; }, "args[2]", true,
+     Base::kModel},
+    {"model_width_inline", [](JobSpec& s) { s.args = {"--width=32"}; }, "args[0]", true,
+     Base::kModel},
+    {"model_width_as_value_of_an_option",
+     [](JobSpec& s) {
+       s.args = {"--threads", "--width"};
+     },
+     "args[1]", true, Base::kModel},
+    {"model_train_option", [](JobSpec& s) { s.args = {"--lr", "1"}; }, "args[0]", true,
+     Base::kModel},
+    {"model_sets_its_file", [](JobSpec& s) { s.args = {"--model-file", "/tmp/evil.pt"}; },
+     "args[0]", true, Base::kModel},
+    {"model_sets_a_builtin_model", [](JobSpec& s) { s.args = {"--model", "colorize-unet"}; },
+     "args[0]", true, Base::kModel},
+    {"model_image_flag_in_args", [](JobSpec& s) { s.args = {"--image-input", "rgb"}; }, "args[0]",
+     true, Base::kModel},
+    {"model_positional", [](JobSpec& s) { s.args = {"/etc/passwd"}; }, "args[0]", true,
+     Base::kModel},
+    {"model_image_input", [](JobSpec& s) { s.image.input = "cmyk"; }, "image.input", true,
+     Base::kModel},
+    {"model_image_output", [](JobSpec& s) { s.image.output = "lab"; }, "image.output", true,
+     Base::kModel},
+    {"model_image_range", [](JobSpec& s) { s.image.range = std::make_pair(1.0, 0.0); },
+     "image.range", true, Base::kModel},
+    {"model_image_align", [](JobSpec& s) { s.image.align_px = 2048; }, "image.align_px", true,
+     Base::kModel},
+    {"model_image_halo", [](JobSpec& s) { s.image.halo_px = -5; }, "image.halo_px", true,
+     Base::kModel},
+    {"image_for_builtin", [](JobSpec& s) { s.image.input = "rgb"; }, "image", true},
+    {"image_for_builtin_train", [](JobSpec& s) { s.image.halo_px = 8; }, "image"},
+    {"image_for_cmd",
+     [](JobSpec& s) {
+       s.entrypoint = "cmd:restore";
+       s.checkpoint = "";
+       s.image.output = "rgb";
+     },
+     "image", true},
     {"cmd_args_free_here",
      [](JobSpec& s) {
        s.entrypoint = "cmd:train-ddp";
@@ -353,6 +446,20 @@ INSTANTIATE_TEST_SUITE_P(Rules, EntrypointPolicyTest, ::testing::ValuesIn(kPolic
                          [](const ::testing::TestParamInfo<PolicyRow>& info) {
                            return std::string(info.param.rule);
                          });
+
+// A model: entrypoint takes the worker's documented infer options (checked by
+// ValidateJobSpec), not args_allow; its env is policed like any other's.
+TEST(EntrypointPolicyTest, ModelArgsAreTheWorkersOptionsItsEnvIsPoliced) {
+  JobSpec spec = ValidModelSpec();
+  spec.env = {};
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec).ToString();
+  EXPECT_TRUE(CheckEntrypointPolicy(spec, {}).ok()) << "args need no args_allow";
+  spec.env = {{"OMP_NUM_THREADS", "2"}};
+  Status st = CheckEntrypointPolicy(spec, {});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.field(), "env.OMP_NUM_THREADS");
+  EXPECT_TRUE(CheckEntrypointPolicy(spec, {{"OMP_*"}, {}, false}).ok());
+}
 
 }  // namespace
 }  // namespace tessera::api

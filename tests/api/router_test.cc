@@ -153,6 +153,31 @@ const ErrorRow kErrorRows[] = {
      400, "name"},
     {"entrypoint_cmd_relative", "POST", "/api/v1/entrypoints", "admin-token",
      R"({"name":"cmd:train","command":"train.sh"})", 400, "command"},
+    {"entrypoint_cmd_no_command", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"cmd:train"})", 400, "command"},
+    {"entrypoint_model_relative", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"model:unet","command":"models/unet.pt"})", 400, "command"},
+    {"entrypoint_model_no_command", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"model:unet"})", 400, "command"},
+    {"entrypoint_model_empty_id", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"model:","command":"/srv/unet.pt"})", 400, "name"},
+    {"entrypoint_builtin_with_command", "POST", "/api/v1/entrypoints", "admin-token",
+     R"({"name":"builtin:unet","command":"/srv/unet.pt"})", 400, "command"},
+    {"model_spec_trains", "POST", "/api/v1/jobs", "user-token",
+     R"({"name":"a","entrypoint":"model:unet","global_batch":8,"dataset":"/d","output":"/o"})", 400,
+     "kind"},
+    {"model_spec_checkpoint", "POST", "/api/v1/jobs", "user-token",
+     R"({"name":"a","kind":"infer","entrypoint":"model:unet","global_batch":8,"dataset":"/d",)"
+     R"("output":"/o","checkpoint":"/c"})",
+     400, "checkpoint"},
+    {"model_spec_image_member", "POST", "/api/v1/jobs", "user-token",
+     R"({"name":"a","kind":"infer","entrypoint":"model:unet","global_batch":8,"dataset":"/d",)"
+     R"("output":"/o","image":{"output":"lab"}})",
+     400, "image.output"},
+    {"image_for_builtin_spec", "POST", "/api/v1/jobs", "user-token",
+     R"({"name":"a","kind":"infer","entrypoint":"builtin:x","global_batch":8,"dataset":"/d",)"
+     R"("output":"/o","checkpoint":"/c","image":{"input":"rgb"}})",
+     400, "image"},
     {"entrypoint_unknown_field", "POST", "/api/v1/entrypoints", "admin-token",
      R"({"name":"cmd:train","cmd":"/x"})", 400, "cmd"},
     {"entrypoint_delete_bad", "DELETE", "/api/v1/entrypoints/nope", "admin-token", "", 400, "name"},
@@ -355,6 +380,30 @@ TEST_F(RouterTest, NodesAndEntrypoints) {
   Response removed = Call(MakeRequest("DELETE", "/api/v1/entrypoints/cmd%3Atrain", "admin-token"));
   EXPECT_EQ(removed.status, 204) << removed.body;
   EXPECT_TRUE(cp_.entrypoints.empty());
+}
+
+// A registered command and an exported model file are allowed alike: the
+// absolute path of their file, kept as given.
+TEST_F(RouterTest, CommandAndModelEntrypointsAreAllowedWithTheirPath) {
+  struct Row {
+    const char* body;
+    const char* location;
+  } rows[] = {
+      {R"({"name":"cmd:train","command":"/opt/train","description":""})",
+       "/api/v1/entrypoints/cmd%3Atrain"},
+      {R"({"name":"model:lab-unet","command":"/srv/models/unet.pt2","description":"U-Net"})",
+       "/api/v1/entrypoints/model%3Alab-unet"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.body);
+    Response added = Call(MakeRequest("POST", "/api/v1/entrypoints", "admin-token", row.body));
+    ASSERT_EQ(added.status, 201) << added.body;
+    EXPECT_EQ(added.Header("Location"), row.location);
+    EXPECT_EQ(BodyJson(added), nlohmann::json::parse(row.body));
+  }
+  ASSERT_EQ(cp_.entrypoints.size(), 2u);
+  EXPECT_EQ(cp_.entrypoints[1].name, "model:lab-unet");
+  EXPECT_EQ(cp_.entrypoints[1].command, "/srv/models/unet.pt2");
 }
 
 TEST_F(RouterTest, AgentHeartbeatWithItsNodeCredential) {

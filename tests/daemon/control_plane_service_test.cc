@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "common/fake_clock.h"
 #include "daemon/store/faulty_store.h"
@@ -318,6 +319,32 @@ TEST_F(ControlPlaneServiceTest, EntrypointChangesNeedAdmin) {
   EXPECT_TRUE(service_->SubmitJob(kAlice, Spec("cmd:lab-train")).ok());
   ASSERT_TRUE(service_->DisallowEntrypoint(kRoot, "cmd:lab-train").ok());
   EXPECT_EQ(service_->SubmitJob(kAlice, Spec("cmd:lab-train")).status().field(), "entrypoint");
+}
+
+// An exported model file runs only once an admin registered it, like a
+// command; the job's image convention is kept with its spec.
+TEST_F(ControlPlaneServiceTest, ModelEntrypointsRunOnceAnAdminRegistersTheirFile) {
+  api::JobSpec spec = Spec("model:lab-unet");
+  spec.kind = api::JobKind::kInfer;
+  spec.steps = 0;
+  spec.output = "/srv/colorized";
+  spec.image.input = "l";
+  spec.image.output = "ab";
+  spec.image.range = std::make_pair(-1.0, 1.0);
+  spec.image.halo_px = 0;
+  EXPECT_EQ(service_->SubmitJob(kAlice, spec).status().field(), "entrypoint");
+
+  const api::Entrypoint e{"model:lab-unet", "/srv/models/unet.pt2", "exported U-Net"};
+  EXPECT_EQ(service_->AllowEntrypoint(kAlice, e).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->AllowEntrypoint(kRoot, {"model:lab-unet", "unet.pt2", ""}).field(),
+            "command");
+  ASSERT_TRUE(service_->AllowEntrypoint(kRoot, e).ok());
+  auto job = service_->SubmitJob(kAlice, spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto stored = service_->GetJob(kAlice, job->id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->spec.image, spec.image) << "kept through the store";
+  EXPECT_EQ(stored->spec, spec);
 }
 
 TEST_F(ControlPlaneServiceTest, HeartbeatRegistersNodeDevicesAndProgress) {

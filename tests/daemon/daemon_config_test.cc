@@ -41,6 +41,7 @@ entrypoints:
   "cmd:train-ddp": {env_allow: ["WANDB_*", "MY_FLAG"], args_allow: ["--epochs=*"]}
   "cmd:legacy": {free_args: true}
   "builtin:colorize-unet": {env_allow: [OMP_NUM_THREADS]}
+  "model:lab-unet": {env_allow: [OMP_NUM_THREADS]}
   "*": {env_allow: [CUDA_LAUNCH_BLOCKING]}
 run_as: {alice: alice, bob: lab-bob}
 )yaml");
@@ -49,13 +50,15 @@ run_as: {alice: alice, bob: lab-bob}
   EXPECT_EQ(c->data_roots[0], (DataRoot{"/srv/archive/shared", false}));
   EXPECT_EQ(c->data_roots[1], (DataRoot{"/srv/archive/{user}", true}));
   EXPECT_EQ(c->data_roots[2], (DataRoot{"/srv/scratch", false})) << "read by default";
-  ASSERT_EQ(c->entrypoints.size(), 4u);
+  ASSERT_EQ(c->entrypoints.size(), 5u);
   EXPECT_EQ(c->entrypoints.at("cmd:train-ddp").env_allow,
             (std::vector<std::string>{"WANDB_*", "MY_FLAG"}));
   EXPECT_EQ(c->entrypoints.at("cmd:train-ddp").args_allow,
             (std::vector<std::string>{"--epochs=*"}));
   EXPECT_FALSE(c->entrypoints.at("cmd:train-ddp").free_args);
   EXPECT_TRUE(c->entrypoints.at("cmd:legacy").free_args);
+  EXPECT_EQ(c->entrypoints.at("model:lab-unet").env_allow,
+            (std::vector<std::string>{"OMP_NUM_THREADS"}));
   EXPECT_EQ(c->run_as.at("bob"), "lab-bob");
 }
 
@@ -99,6 +102,11 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
        "entrypoints.builtin:colorize-unet"},
       {"builtin_args_allow", "entrypoints: {\"builtin:colorize-unet\": {args_allow: [\"*\"]}}",
        "entrypoints.builtin:colorize-unet"},
+      {"model_free_args", "entrypoints: {\"model:lab-unet\": {free_args: true}}",
+       "entrypoints.model:lab-unet"},
+      {"model_args_allow", "entrypoints: {\"model:lab-unet\": {args_allow: [\"*\"]}}",
+       "entrypoints.model:lab-unet"},
+      {"model_empty_id", "entrypoints: {\"model:\": {}}", "entrypoints.model:"},
       {"run_as_root", "run_as: {alice: root}", "run_as.alice"},
       {"run_as_bad_account", "run_as: {alice: \"a b\"}", "run_as.alice"},
       {"users_not_a_map", "users: [alice]", "users"},

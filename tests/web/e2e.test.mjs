@@ -380,6 +380,30 @@ try {
     assert(/#\/submit$/.test(page.url()), 'navigated away although the API refused');
   });
 
+  await check('submit form: a model: entrypoint shows its image convention, not a checkpoint', async () => {
+    const imageFields = page.locator('#image-fields');
+    const checkpointHidden = () => page.locator('[data-field="checkpoint"]')
+      .evaluate((el) => el.hidden);
+    assert(await imageFields.isHidden(), 'image convention shown for a cmd: entrypoint');
+    assert(!(await checkpointHidden()), 'checkpoint hidden for a cmd: entrypoint');
+    await page.getByLabel('Entrypoint').fill('model:lab-unet');
+    await imageFields.waitFor({ state: 'visible' });
+    assert(await checkpointHidden(), 'checkpoint offered for an exported model');
+    assert(await unlabelledControls(page).then((l) => l.length === 0), 'unlabelled controls');
+    await page.getByLabel('Output tensor').selectOption('ab');
+    await page.getByLabel('Black value').fill('1');
+    await page.getByLabel('White value').fill('0');
+    await page.getByRole('button', { name: 'Submit job' }).click();
+    await page.locator('#f-kind-error', { hasText: 'inference' }).waitFor();
+    await page.locator('#f-image_range_hi-error', { hasText: 'above black' }).waitFor();
+    await shot(page, 'submit-model-laptop');
+    await page.getByLabel('Black value').fill('');
+    await page.getByLabel('White value').fill('');
+    await page.getByLabel('Entrypoint').fill('cmd:checkpointing-worker');
+    await imageFields.waitFor({ state: 'hidden' });
+    assert(!(await checkpointHidden()), 'checkpoint still hidden for a cmd: entrypoint');
+  });
+
   let jobA = 0;
   await check('submit a job from the form with a plan preview; it reaches running', async () => {
     await fillJobForm(page, { name: 'web-e2e-short', args: ['40', '0.1'], steps: 40, min: 2, max: 3 });

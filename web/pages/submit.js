@@ -4,7 +4,8 @@
 
 import { api } from '../api.js';
 import { h, fill } from '../util.js';
-import { buildSpec, formFieldOf, FIELDS } from '../spec.js';
+import { buildSpec, formFieldOf, FIELDS, IMAGE_INPUTS, IMAGE_OUTPUTS, isModelEntrypoint }
+  from '../spec.js';
 import { planPreview } from '../plan.js';
 
 // Remembered across visits in this tab so a half-written form survives.
@@ -41,7 +42,7 @@ export function mountSubmit(main) {
       field('kind', 'Kind', select([['train', 'train'], ['infer', 'infer']], 'train'))),
     field('entrypoint', 'Entrypoint', input({ required: true, list: 'entrypoint-options',
                                               placeholder: 'builtin:colorize-unet' }),
-          'builtin:<model> or an allowed cmd:<program>.'),
+          'builtin:<model>, an allowed cmd:<program> or an exported model:<name>.'),
     datalist,
     field('args', 'Arguments', h('textarea', { rows: 3, spellcheck: 'false' }), 'One per line.'),
     h('div', { class: 'grid2' },
@@ -53,6 +54,24 @@ export function mountSubmit(main) {
     field('layout', 'Layout', select([['auto', 'auto (planner picks)'], ['data', 'data parallel'],
                                       ['pipeline', 'pipeline'], ['hybrid', 'hybrid'],
                                       ['tiled', 'tiled (inference)']], 'auto')),
+    // Shown for model: entrypoints only; empty members come from the module.
+    h('fieldset', { class: 'image-convention', id: 'image-fields', hidden: true },
+      h('legend', {}, 'Image convention (exported model)'),
+      h('p', { class: 'help' }, 'Leave a field empty to take it from the module ' +
+                                '(its tessera.json), or to let the worker probe it.'),
+      h('div', { class: 'grid2' },
+        field('image_input', 'Input tensor', select([['', 'from the module'], ...IMAGE_INPUTS], '')),
+        field('image_output', 'Output tensor', select([['', 'from the module'], ...IMAGE_OUTPUTS], ''))),
+      h('div', { class: 'grid2' },
+        field('image_range_lo', 'Black value', number({ inputmode: 'decimal', placeholder: '0' }),
+              'What black is in rgb/gray tensors.'),
+        field('image_range_hi', 'White value', number({ inputmode: 'decimal', placeholder: '1' }),
+              'e.g. 1, or 255.')),
+      h('div', { class: 'grid2' },
+        field('image_align_px', 'Align (px)', number({ placeholder: 'probed' }),
+              'Sides must be multiples of this (1–1024).'),
+        field('image_halo_px', 'Halo (px)', number({ placeholder: 'probed' }),
+              'Context a tile needs around its part (0–4096).'))),
     h('details', { class: 'more' }, h('summary', {}, 'More options'),
       h('div', { class: 'grid2' },
         field('priority', 'Priority', number({ value: '0' }), '-1000 to 1000.'),
@@ -78,6 +97,15 @@ export function mountSubmit(main) {
 
   const control = (name) => form.elements.namedItem(name);
   if (draft) for (const [k, v] of Object.entries(draft)) if (control(k)) control(k).value = v;
+
+  // A model: entrypoint shows the image convention and has no checkpoint
+  // (an exported model carries its weights); buildSpec sends neither otherwise.
+  function showEntrypointFields() {
+    const model = isModelEntrypoint(control('entrypoint').value);
+    form.querySelector('#image-fields').hidden = !model;
+    form.querySelector('[data-field="checkpoint"]').hidden = model;
+  }
+  showEntrypointFields();
 
   function values() {
     const v = {};
@@ -165,6 +193,7 @@ export function mountSubmit(main) {
 
   let timer = null;
   form.addEventListener('input', () => {
+    showEntrypointFields();
     draft = values();
     clearTimeout(timer);
     timer = setTimeout(() => {

@@ -211,6 +211,87 @@ TEST(AttemptLaunchTest, InferRanksGetTheDatasetAndOutput) {
   }
 }
 
+// What each entrypoint kind runs: the reference worker on a builtin model,
+// the worker on a registered exported model file (its image convention as
+// flags, no checkpoint), or the registered command; the job's args last.
+TEST(AttemptLaunchTest, EachEntrypointKindBuildsItsCommandLine) {
+  using Argv = std::vector<std::string>;
+  api::ImageConvention colorizer;
+  colorizer.input = "l";
+  colorizer.output = "ab";
+  colorizer.range = std::make_pair(-1.0, 1.0);
+  colorizer.align_px = 16;
+  colorizer.halo_px = 0;
+  struct Row {
+    const char* name;
+    EntrypointCommand entrypoint;
+    api::JobKind kind;
+    api::ImageConvention image;
+    Argv args;
+    Argv want;
+  } rows[] = {
+      {"builtin_train",
+       {"builtin:colorize-unet", ""},
+       api::JobKind::kTrain,
+       {},
+       {"--lr", "0.1"},
+       {"/usr/bin/tessera-worker", "train", "--model", "colorize-unet", "--data", "/srv/scans",
+        "--steps", "100", "--checkpoint-every-s", "300", "--lr", "0.1"}},
+      {"builtin_infer",
+       {"builtin:colorize-unet", ""},
+       api::JobKind::kInfer,
+       {},
+       {"--threads", "2"},
+       {"/usr/bin/tessera-worker", "infer", "--model", "colorize-unet", "--data", "/srv/scans",
+        "--output", "/srv/out", "--checkpoint", "/srv/ckpt", "--threads", "2"}},
+      {"model_with_image",
+       {"model:lab-unet", "/srv/models/unet.pt2"},
+       api::JobKind::kInfer,
+       colorizer,
+       {"--batch", "4"},
+       {"/usr/bin/tessera-worker", "infer", "--model-file", "/srv/models/unet.pt2", "--data",
+        "/srv/scans", "--output", "/srv/out", "--image-input", "l", "--image-output", "ab",
+        "--value-range=-1,1", "--align-px", "16", "--halo-px", "0", "--batch", "4"}},
+      {"model_from_the_module",
+       {"model:lab-unet", "/srv/models/unet.pt"},
+       api::JobKind::kInfer,
+       {},
+       {},
+       {"/usr/bin/tessera-worker", "infer", "--model-file", "/srv/models/unet.pt", "--data",
+        "/srv/scans", "--output", "/srv/out"}},
+      {"command",
+       {"cmd:restore", "/opt/lab/restore.py"},
+       api::JobKind::kInfer,
+       {},
+       {"--fast"},
+       {"/opt/lab/restore.py", "--fast"}},
+  };
+  scheduler::Plan plan;
+  plan.replicas = {ReplicaOf(4, {StageOn("boxa", 0, 0, 1)})};
+  LaunchOptions options;
+  options.worker_binary = "/usr/bin/tessera-worker";
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    api::Job job = TwoNodeJob();
+    job.spec.entrypoint = row.entrypoint.name;
+    job.spec.kind = row.kind;
+    job.spec.dataset = "/srv/scans";
+    job.spec.steps = 100;
+    job.spec.checkpoint_every_s = 300;
+    if (row.kind == api::JobKind::kInfer) {
+      job.spec.output = "/srv/out";
+      if (row.entrypoint.name.starts_with("builtin:")) job.spec.checkpoint = "/srv/ckpt";
+    }
+    job.spec.image = row.image;
+    job.spec.args = row.args;
+    auto launch = BuildAttemptLaunch(job, 1, plan, api::Json::object(), row.entrypoint,
+                                     {{"boxa", "10.0.0.1"}}, options);
+    ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+    ASSERT_EQ(launch->ranks.size(), 1u);
+    EXPECT_EQ(launch->ranks[0].launch.argv, row.want);
+  }
+}
+
 TEST(AttemptLaunchTest, StoredLaunchKeepsTheContract) {
   auto launch = BuildTwoNodeLaunch();
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();

@@ -289,5 +289,44 @@ TEST(PlanJobTest, GanPix2PixIsPlannedDataParallelWithItsMeasuredProfile) {
   std::filesystem::remove_all(dir);
 }
 
+// ---- what each entrypoint kind is planned with ----
+
+// A builtin model is planned with its measured profile; a registered command
+// and an exported model are opaque, so they get the generic profile and an
+// auto layout becomes data parallel.
+TEST(ProfileOfTest, EachEntrypointKindGetsItsProfileAndLayout) {
+  struct Row {
+    const char* entrypoint;
+    const char* looked_up;  // the builtin model asked for; "" none
+    const char* profile;
+    scheduler::Layout layout;
+  } rows[] = {
+      {"builtin:colorize-unet", "colorize-unet", "colorize-unet", scheduler::Layout::kAuto},
+      {"cmd:train-ddp", "", "generic", scheduler::Layout::kData},
+      {"model:lab-unet", "", "generic", scheduler::Layout::kData},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.entrypoint);
+    std::string looked_up;
+    ProfileLookup lookup = [&looked_up](const std::string& model) {
+      looked_up = model;
+      scheduler::ModelProfile p;
+      p.name = model;
+      return Result<scheduler::ModelProfile>(p);
+    };
+    api::JobSpec spec;
+    spec.kind = api::JobKind::kInfer;
+    spec.entrypoint = row.entrypoint;
+    spec.global_batch = 8;
+    auto profile = ProfileOf(spec, lookup);
+    ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+    EXPECT_EQ(profile->name, row.profile);
+    EXPECT_EQ(looked_up, row.looked_up);
+    auto request = RequestOf(spec);
+    ASSERT_TRUE(request.ok()) << request.status().ToString();
+    EXPECT_EQ(request->layout, row.layout);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::daemon

@@ -489,6 +489,42 @@ TEST_P(StoreTest, EntrypointsAreSeededAndEditable) {
   EXPECT_EQ(store_->DeleteEntrypoint("cmd:my-train").code(), StatusCode::kNotFound);
 }
 
+// Every backend checks an entrypoint's shape the same way: a builtin: has no
+// command, a cmd: or model: has the absolute path of its file.
+TEST_P(StoreTest, PutEntrypointChecksTheShapeOfEachKind) {
+  struct Row {
+    api::Entrypoint entrypoint;
+    const char* field;  // nullptr: stored
+  } rows[] = {
+      {{"builtin:lab-net", "", ""}, nullptr},
+      {{"builtin:x", "/bin/x", ""}, "command"},
+      {{"builtin:", "", ""}, "name"},
+      {{"cmd:my-train", "/opt/lab/train.py", ""}, nullptr},
+      {{"cmd:rel", "train.py", ""}, "command"},
+      {{"cmd:none", "", ""}, "command"},
+      {{"model:lab-unet", "/srv/models/unet.pt2", "exported U-Net"}, nullptr},
+      {{"model:rel", "models/unet.pt", ""}, "command"},
+      {{"model:none", "", ""}, "command"},
+      {{"model:", "/srv/models/unet.pt", ""}, "name"},
+      {{"shell:rm", "/bin/rm", ""}, "name"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.entrypoint.name + " " + row.entrypoint.command);
+    Status st = store_->PutEntrypoint(row.entrypoint);
+    if (row.field == nullptr) {
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      auto got = store_->GetEntrypoint(row.entrypoint.name);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->command, row.entrypoint.command);
+      EXPECT_EQ(got->description, row.entrypoint.description);
+    } else {
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+      EXPECT_EQ(st.field(), row.field) << st.ToString();
+      EXPECT_EQ(store_->GetEntrypoint(row.entrypoint.name).status().code(), StatusCode::kNotFound);
+    }
+  }
+}
+
 TEST_P(StoreTest, AgentJoinTokenIsOneDigestRow) {
   EXPECT_EQ(store_->GetAgentJoinToken().status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->SetAgentJoinToken("").code(), StatusCode::kInvalidArgument);
