@@ -25,7 +25,8 @@ constexpr int kImages = 3'000;
 api::Json ModelSpec(const std::string& name, const std::string& entrypoint, const fs::path& in,
                     const fs::path& out) {
   return {{"name", name},           {"kind", "infer"},        {"entrypoint", entrypoint},
-          {"dataset", in.string()}, {"output", out.string()}, {"args", {"--threads", "1"}}};
+          {"dataset", in.string()}, {"output", out.string()}, {"args", {"--threads", "1"}},
+          {"global_batch", 2}};
 }
 
 TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKill) {
