@@ -435,6 +435,36 @@ std::string Cluster::JobState(api::JobId id) {
   return j.is_object() ? j.value("state", "") : "";
 }
 
+int64_t Cluster::ImagesDone(api::JobId id) {
+  api::Json j = GetJson("/api/v1/jobs/" + std::to_string(id));
+  return j.is_object() && j.contains("inference") && j["inference"].is_object()
+             ? j["inference"].value("images_done", int64_t{0})
+             : 0;
+}
+
+::testing::AssertionResult Cluster::RunningPast(api::JobId id, int64_t images,
+                                                std::chrono::seconds timeout) {
+  const bool reached =
+      WaitFor([&] { return ImagesDone(id) >= images || JobState(id) == "succeeded"; }, timeout);
+  const std::string state = JobState(id);
+  if (reached && state == "running") return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "job " << id << " is " << state << " with " << ImagesDone(id) << " images done ("
+         << (reached ? "it must still be running past " : "waited for ") << images << " images)\n"
+         << controller_->Log();
+}
+
+::testing::AssertionResult Cluster::RecoversAndRuns(api::JobId id) {
+  if (!WaitFor([&] { return JobState(id) == "recovering"; }, std::chrono::seconds(30))) {
+    return ::testing::AssertionFailure()
+           << "job " << id << " did not go recovering: " << JobState(id);
+  }
+  if (!WaitFor([&] { return JobState(id) == "running"; }, std::chrono::seconds(60))) {
+    return ::testing::AssertionFailure() << "job " << id << " did not run again: " << JobState(id);
+  }
+  return ::testing::AssertionSuccess();
+}
+
 std::vector<api::Event> Cluster::Events(api::JobId id) {
   std::vector<api::Event> out;
   api::Json j = GetJson("/api/v1/jobs/" + std::to_string(id) + "/events?limit=500");

@@ -182,6 +182,16 @@ class Cluster {
                                              const std::string& description = "");
   // Nodes holding ranks of the job's current plan.
   std::set<std::string> PlannedNodes(api::JobId id);
+  // An infer job's images done so far (0 before its first report).
+  int64_t ImagesDone(api::JobId id);
+  // Waits until the infer job has done at least `images` images and checks it
+  // is still running then (a test that kills something mid-run needs that);
+  // the failure says the state and carries tesserad's log.
+  ::testing::AssertionResult RunningPast(api::JobId id, int64_t images,
+                                         std::chrono::seconds timeout);
+  // After a rank was killed: the job goes recovering (within 30 s), then
+  // running again (within 60 s).
+  ::testing::AssertionResult RecoversAndRuns(api::JobId id);
 
  private:
   std::filesystem::path dir_;
