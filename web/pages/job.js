@@ -120,7 +120,9 @@ export function mountJob(main, id) {
   let job = null;
   const deviceNames = new Map();  // "node:index" -> device name, for the plan diagram
   const deviceMemory = new Map();  // "node:index" -> memory_bytes, for the memory bars
-  api.nodes().then(({ nodes = [] }) => {
+  // Read again when a plan names a device not seen yet (a node that joined
+  // or came back after this page first asked).
+  const loadNodes = () => api.nodes().then(({ nodes = [] }) => {
     for (const n of nodes) {
       for (const d of n.devices || []) {
         deviceNames.set(`${n.name}:${d.index}`, d.name);
@@ -130,6 +132,8 @@ export function mountJob(main, id) {
     planKey = '';  // redraw with names
     historyKey = '';
   }).catch(() => {});
+  let nodesAskedFor = '';  // the plan the nodes were last read again for
+  loadNodes();
   const history = new MetricsHistory();
   const seenEvents = [];  // every event so far: recovery times for the markers
   let historyKey = '';    // what the history part was last drawn from
@@ -215,6 +219,10 @@ export function mountJob(main, id) {
         : h('p', { class: 'muted' }, TERMINAL_STATES.has(job.state) ? 'The job was never placed.'
                                                                      : 'Not placed yet.'));
       const ranks = ranksOf(job.plan);
+      if (key !== nodesAskedFor && ranks.some((r) => r.label && !deviceMemory.has(r.label))) {
+        nodesAskedFor = key;  // once per plan
+        loadNodes();
+      }
       const rk = JSON.stringify(ranks);
       if (rk !== ranksKey && ranks.length) {
         ranksKey = rk;
