@@ -4,7 +4,8 @@ tessera.json, and with --aoti AOTInductor packages too.
 
 usage: python export.py --out DIR [--aoti] [--fit-steps N] [--seed S]
 writes DIR/colorizer.pt, DIR/denoiser.pt (and DIR/colorizer.pt2,
-DIR/denoiser.pt2 with --aoti)
+DIR/denoiser.pt2 with --aoti), and DIR/sequence.pt: an untrained scripted
+nn.Sequential colorizer for `tessera-worker train --model-file`
 """
 import argparse
 import os
@@ -36,6 +37,11 @@ def main() -> int:
             pt2 = os.path.join(a.out, name + ".pt2")
             models.export_aoti(model, pt2, convention, align=align)
             print(pt2)
+    # A sequence of layers for training with planned layouts.
+    torch.manual_seed(a.seed)
+    seq = os.path.join(a.out, "sequence.pt")
+    models.export_torchscript(models.sequential_colorizer(), seq, models.COLORIZER_CONVENTION)
+    print(seq)
     return 0
 
 

@@ -45,6 +45,16 @@ class Denoiser(nn.Module):
         return x - self.body(x)
 
 
+def sequential_colorizer(width: int = 16) -> nn.Sequential:
+    """A colorizer written as a plain nn.Sequential: its children are the layers
+    Tessera's planner may cut into pipeline stages (tessera-worker train
+    --model-file)."""
+    return nn.Sequential(nn.Conv2d(1, width, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(width, width, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(width, width, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(width, 3, 3, padding=1), nn.Tanh())
+
+
 COLORIZER_CONVENTION = {"input": "gray", "output": "rgb", "range": [-1, 1]}
 DENOISER_CONVENTION = {"input": "rgb", "output": "rgb", "range": [0, 1]}
 

@@ -55,7 +55,76 @@ class ImageSource : public BatchSource {
   std::map<int64_t, std::vector<int64_t>> perms_;
 };
 
+// Image values moved from [from_lo, from_hi] to the convention's range; labels
+// (classification targets) stay as they are.
+class RangeMappedSource : public BatchSource {
+ public:
+  RangeMappedSource(std::unique_ptr<BatchSource> inner, std::pair<double, double> from,
+                    std::pair<double, double> to, bool map_target)
+      : inner_(std::move(inner)), from_(from), to_(to), map_target_(map_target) {}
+  Result<SampleBatch> Load(int64_t first_id, int64_t count) override {
+    TESSERA_ASSIGN_OR_RETURN(SampleBatch b, inner_->Load(first_id, count));
+    if (from_ == to_) return b;
+    const double scale = (to_.second - to_.first) / (from_.second - from_.first);
+    b.input = (b.input - from_.first) * scale + to_.first;
+    if (map_target_) b.target = (b.target - from_.first) * scale + to_.first;
+    return b;
+  }
+
+ private:
+  std::unique_ptr<BatchSource> inner_;
+  std::pair<double, double> from_, to_;
+  bool map_target_;
+};
+
+Result<std::unique_ptr<BatchSource>> OpenSource(const std::string& dir, const DatasetOptions& o,
+                                                uint64_t seed) {
+  if (dir.empty()) return InvalidArgument("--data is required for image models", "data");
+  auto ds = ImageFolderDataset::Open(dir, o);
+  if (!ds.ok()) {
+    const Status& s = ds.status();
+    return Status(StatusCode::kInvalidArgument, s.message(), "data");
+  }
+  return std::unique_ptr<BatchSource>(std::make_unique<ImageSource>(*ds, seed));
+}
+
 }  // namespace
+
+Result<std::unique_ptr<BatchSource>> MakeConventionSource(const std::string& dir,
+                                                          const api::ImageConvention& c,
+                                                          int64_t image_size, uint64_t seed) {
+  DatasetOptions o;
+  o.image_size = image_size;
+  o.seed = seed;
+  std::pair<double, double> from{0.0, 1.0};
+  bool map_target = true;
+  if (c.input == "l" && c.output == "ab") {
+    o.task = DataTask::kColorize;
+  } else if (c.input == "gray" && c.output == "rgb") {
+    o.task = DataTask::kGan;
+    from = {-1.0, 1.0};
+  } else if ((c.input == "rgb" && c.output == "rgb") || (c.input == "gray" && c.output == "gray")) {
+    o.task = DataTask::kDenoise;
+    o.channels = c.input == "rgb" ? 3 : 1;
+  } else if ((c.input == "rgb" || c.input == "gray") && c.output == "scores") {
+    o.task = DataTask::kClassify;
+    o.channels = c.input == "rgb" ? 3 : 1;
+    map_target = false;
+  } else {
+    return InvalidArgument("Tessera trains " + c.input + " -> " + c.output +
+                               " on no task (l -> ab, gray -> rgb, rgb -> rgb, gray -> gray, "
+                               "rgb|gray -> scores)",
+                           "image.output");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, OpenSource(dir, o, seed));
+  if (o.task == DataTask::kColorize) return source;  // L and ab have their own scales
+  return std::unique_ptr<BatchSource>(std::make_unique<RangeMappedSource>(
+      std::move(source), from, c.range.value_or(std::make_pair(0.0, 1.0)), map_target));
+}
+
+std::vector<int64_t> ConventionInputShape(const api::ImageConvention& c, int64_t image_size) {
+  return {c.input == "rgb" ? 3 : 1, image_size, image_size};
+}
 
 Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
                                                      const std::string& model_name,
@@ -66,12 +135,7 @@ Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
   o.task = task;
   o.image_size = image_size;
   o.seed = seed;
-  auto ds = ImageFolderDataset::Open(dir, o);
-  if (!ds.ok()) {
-    const Status& s = ds.status();
-    return Status(StatusCode::kInvalidArgument, s.message(), "data");
-  }
-  return std::unique_ptr<BatchSource>(std::make_unique<ImageSource>(*ds, seed));
+  return OpenSource(dir, o, seed);
 }
 
 Result<std::vector<int64_t>> ModelInputShape(const std::string& model_name, int64_t image_size) {

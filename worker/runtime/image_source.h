@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/image_convention.h"
 #include "common/status.h"
 #include "worker/model/layered_model.h"
 #include "worker/runtime/data_source.h"
@@ -24,6 +25,19 @@ Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
                                                      const std::string& model_name,
                                                      int64_t image_size, uint64_t seed);
 
+// Training pairs for an exported module of image convention `c` (input,
+// output and range set: api/image_convention.h), by what it maps:
+//   l -> ab             colorization pairs (colorize-unet's)
+//   gray -> rgb         gray image -> the colour image (gan-pix2pix's pairs)
+//   rgb -> rgb, gray -> gray   denoising: the image plus N(0, 0.1^2) -> the image
+//   rgb|gray -> scores  classification by the file name's pattern
+// with image values mapped to `range` (gray -> rgb from [-1, 1], the rest
+// from [0, 1]). kInvalidArgument naming "image.output" for another pairing.
+Result<std::unique_ptr<BatchSource>> MakeConventionSource(const std::string& dir,
+                                                          const api::ImageConvention& c,
+                                                          int64_t image_size, uint64_t seed);
+// Per-sample input shape of such a module: {channels, S, S}.
+std::vector<int64_t> ConventionInputShape(const api::ImageConvention& c, int64_t image_size);
 // Per-sample input shape of a reference model, e.g. {1, S, S} for colorize-unet.
 Result<std::vector<int64_t>> ModelInputShape(const std::string& model_name, int64_t image_size);
 

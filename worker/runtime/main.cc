@@ -84,7 +84,19 @@ int main(int argc, char** argv) {
 
   TrainOptions opt;
   auto* train = app.add_subcommand("train", "train a model (torchrun environment, TESSERA_PLAN)");
-  train->add_option("--model", opt.model, "model name")->required();
+  auto* train_model = train->add_option("--model", opt.model, "reference or tiny model name");
+  auto* train_file = train->add_option(
+      "--model-file", opt.model_file,
+      "a TorchScript module whose top-level children are its layers (a scripted nn.Sequential)");
+  train_model->excludes(train_file);
+  train->add_option("--loss", opt.loss, "--model-file: mse | l1 | cross_entropy")
+      ->check(CLI::IsMember({"mse", "l1", "cross_entropy"}));
+  std::string train_range;
+  train->add_option("--image-input", opt.image.input, "--model-file: rgb | gray | l")
+      ->check(CLI::IsMember({"rgb", "gray", "l"}));
+  train->add_option("--image-output", opt.image.output, "--model-file: rgb | gray | ab | scores")
+      ->check(CLI::IsMember({"rgb", "gray", "ab", "scores"}));
+  train->add_option("--value-range", train_range, "--model-file: black,white (default 0,1)");
   train->add_option("--data", opt.data_dir, "image folder (unused by tiny-* models)");
   train->add_option("--steps", opt.steps, "total optimizer steps")->check(CLI::NonNegativeNumber);
   train->add_option("--lr", opt.lr, "learning rate (at --base-batch when given)")
@@ -124,7 +136,14 @@ int main(int argc, char** argv) {
   int64_t profile_fixed_batch = 0;
   tessera::worker::OptimizerConfig profile_optimizer;
   auto* profile = app.add_subcommand("profile", "print the model's per-layer profile as JSON");
-  profile->add_option("--model", profile_model)->required();
+  std::string profile_file, profile_loss = "mse", profile_input, profile_output, profile_range;
+  auto* profile_model_opt = profile->add_option("--model", profile_model);
+  profile_model_opt->excludes(profile->add_option(
+      "--model-file", profile_file, "a TorchScript sequence of layers (as train --model-file)"));
+  profile->add_option("--loss", profile_loss, "--model-file: mse | l1 | cross_entropy");
+  profile->add_option("--image-input", profile_input, "--model-file: rgb | gray | l");
+  profile->add_option("--image-output", profile_output, "--model-file: rgb | gray | ab | scores");
+  profile->add_option("--value-range", profile_range, "--model-file: black,white");
   profile->add_option("--batch", profile_batch)->check(CLI::PositiveNumber);
   profile->add_option("--image-size", profile_size)->check(CLI::PositiveNumber);
   profile->add_option("--width", profile_width)->check(CLI::PositiveNumber);
@@ -235,6 +254,15 @@ int main(int argc, char** argv) {
                    "tessera-worker: --dump-params is a test hook (TESSERA_WORKER_TEST_HOOKS=1)\n");
       return 2;
     }
+    if (opt.model.empty() == opt.model_file.empty()) {
+      return Fail(
+          InvalidArgument("name a model (--model) or a TorchScript file (--model-file)", "model"));
+    }
+    if (!train_range.empty()) {
+      auto range = tessera::api::ParseValueRange(train_range, "value-range");
+      if (!range.ok()) return Fail(range.status());
+      opt.image.range = *range;
+    }
     std::signal(SIGTERM, OnSigterm);
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());
@@ -297,6 +325,30 @@ int main(int argc, char** argv) {
       };
     }
 #endif
+    if (!profile_at && !profile_file.empty()) {
+      TrainOptions so;
+      so.model_file = profile_file;
+      so.loss = profile_loss;
+      so.image_size = profile_size;
+      so.image.input = profile_input;
+      so.image.output = profile_output;
+      if (!profile_range.empty()) {
+        auto range = tessera::api::ParseValueRange(profile_range, "value-range");
+        if (!range.ok()) return Fail(range.status());
+        so.image.range = *range;
+      }
+      tessera::api::ImageConvention convention;
+      std::vector<int64_t> shape;
+      auto model = BuildScriptedModel(so, &convention, &shape);
+      if (!model.ok()) return Fail(model.status());
+      profiled = *model;
+      profile_at = [&, net = *model, in = shape](int64_t batch) {
+        return ProfileModel(*net, batch, in, profile_repeats);
+      };
+    } else if (profile_model.empty() && profile_file.empty()) {
+      return Fail(
+          InvalidArgument("name a model (--model) or a TorchScript file (--model-file)", "model"));
+    }
     if (!profile_at) {
       auto model = BuildModel(profile_model, mc);
       if (!model.ok()) return Fail(model.status());
@@ -334,7 +386,8 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TESSERA_HAVE_WORKER_DATA
     // Tiled inference: receptive-field radius and stride (null: not tileable).
-    auto geometry = TileGeometryForModel(profile_model);
+    auto geometry = profile_file.empty() ? TileGeometryForModel(profile_model)
+                                         : Result<TileGeometry>(InvalidArgument("not known", ""));
     (*json)["halo_px"] = geometry.ok() ? nlohmann::json(geometry->halo_px) : nlohmann::json();
     (*json)["align_px"] = geometry.ok() ? nlohmann::json(geometry->align_px) : nlohmann::json();
 #endif

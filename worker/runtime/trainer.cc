@@ -32,7 +32,10 @@
 #include "worker/runtime/tiny_models.h"
 
 #ifdef TESSERA_HAVE_WORKER_DATA
+#include "worker/model/scripted_model.h"
+#include "worker/runtime/exported_model.h"
 #include "worker/runtime/gan_trainer.h"
+#include "worker/runtime/image_model_probe.h"
 #include "worker/runtime/image_source.h"
 #endif
 
@@ -120,7 +123,74 @@ Result<std::shared_ptr<LayeredModel>> BuildModel(const std::string& name,
 
 namespace {
 
-Result<std::unique_ptr<BatchSource>> BuildSource(const TrainOptions& o, const LayeredModel& model) {
+// The name checkpoints carry: the model's, or an exported file's stem.
+std::string ModelName(const TrainOptions& o) {
+  return o.model_file.empty() ? o.model : std::filesystem::path(o.model_file).stem().string();
+}
+
+#ifdef TESSERA_HAVE_WORKER_DATA
+// An exported module's image convention: the job's, the module's tessera.json,
+// then probe forwards on the CPU (channels, output; not the tile geometry).
+Result<api::ImageConvention> TrainingConvention(const TrainOptions& o) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ExportedModule> module,
+                           ExportedModule::Load(o.model_file, torch::Device(torch::kCPU)));
+  if (module->format() != "torchscript") {
+    return InvalidArgument(
+        "training needs a TorchScript module (an AOTInductor package has no "
+        "backward)",
+        "model-file");
+  }
+  api::ImageConvention stated = api::Overlay(o.image, module->stated());
+  if (stated.align_px == 0) stated.align_px = 1;
+  if (stated.halo_px < 0) stated.halo_px = 0;
+  TESSERA_ASSIGN_OR_RETURN(ProbedImageModel probed,
+                           ProbeImageModel(
+                               [&module](const torch::Tensor& x) -> Result<torch::Tensor> {
+                                 torch::NoGradGuard no_grad;
+                                 return module->Forward(x);
+                               },
+                               stated, torch::Device(torch::kCPU)));
+  return probed.convention;
+}
+
+// The layers of a TorchScript sequence, checked to be its forward.
+Result<std::shared_ptr<LayeredModel>> BuildScripted(const TrainOptions& o,
+                                                    const api::ImageConvention& c) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<LayeredModel> model,
+                           LoadScriptedModel(o.model_file, ModelName(o), o.loss));
+  std::vector<int64_t> shape = ConventionInputShape(c, o.image_size);
+  shape.insert(shape.begin(), 2);
+  const auto range = c.range.value_or(std::make_pair(0.0, 1.0));
+  torch::Generator gen = at::detail::createCPUGenerator(o.seed);
+  const torch::Tensor probe = torch::rand(shape, gen) * (range.second - range.first) + range.first;
+  TESSERA_RETURN_IF_ERROR(CheckSequential(o.model_file, *model, probe));
+  return model;
+}
+#endif
+
+}  // namespace
+
+Result<std::shared_ptr<LayeredModel>> BuildScriptedModel(const TrainOptions& o,
+                                                         api::ImageConvention* convention,
+                                                         std::vector<int64_t>* in_shape) {
+#ifdef TESSERA_HAVE_WORKER_DATA
+  TESSERA_ASSIGN_OR_RETURN(*convention, TrainingConvention(o));
+  *in_shape = ConventionInputShape(*convention, o.image_size);
+  return BuildScripted(o, *convention);
+#else
+  return InvalidArgument("this build has no image data library for --model-file", "model-file");
+#endif
+}
+
+namespace {
+
+Result<std::unique_ptr<BatchSource>> BuildSource(const TrainOptions& o, const LayeredModel& model,
+                                                 const api::ImageConvention& convention) {
+#ifdef TESSERA_HAVE_WORKER_DATA
+  if (!o.model_file.empty()) {
+    return MakeConventionSource(o.data_dir, convention, o.image_size, o.seed);
+  }
+#endif
   if (IsTinyModelName(o.model)) {
     return MakeSyntheticSource(kTinyInputFeatures, kTinyOutputs, o.seed);
   }
@@ -180,13 +250,23 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   if (o.model == "classifier-resnet") mc.num_classes = SampleImageClasses();
 #endif
   Runtime rt;
-  TESSERA_ASSIGN_OR_RETURN(rt.model, BuildModel(o.model, mc));
+  api::ImageConvention convention;
+  if (o.model_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(rt.model, BuildModel(o.model, mc));
+  } else {
+#ifdef TESSERA_HAVE_WORKER_DATA
+    std::vector<int64_t> in_shape;
+    TESSERA_ASSIGN_OR_RETURN(rt.model, BuildScriptedModel(o, &convention, &in_shape));
+#else
+    return InvalidArgument("this build has no image data library for --model-file", "model-file");
+#endif
+  }
   LayeredModel& model = *rt.model;
   const int64_t num_layers = static_cast<int64_t>(model.num_layers());
   TESSERA_ASSIGN_OR_RETURN(rt.plan, MakePlan(o, env, num_layers));
   TESSERA_ASSIGN_OR_RETURN(rt.role, RoleForRank(rt.plan, env.rank));
   const RankRole& role = rt.role;
-  TESSERA_ASSIGN_OR_RETURN(auto built, BuildSource(o, model));
+  TESSERA_ASSIGN_OR_RETURN(auto built, BuildSource(o, model, convention));
   // Each step's slice of the next step is loaded while this one computes.
   std::unique_ptr<BatchSource> source =
       MakePrefetchingSource(std::move(built), rt.plan.global_batch);
@@ -265,9 +345,10 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   int64_t samples_seen = 0;
   const auto connected = Clock::now();
   if (preload.valid()) {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<ResumePoint> resumed,
-                             ResumeFromCheckpoint(world, env.checkpoint_dir, o.model, preload.get(),
-                                                  OwnedState(model, role), {&optimizer}));
+    TESSERA_ASSIGN_OR_RETURN(
+        std::optional<ResumePoint> resumed,
+        ResumeFromCheckpoint(world, env.checkpoint_dir, ModelName(o), preload.get(),
+                             OwnedState(model, role), {&optimizer}));
     if (resumed) {
       step = resumed->step;
       samples_seen = resumed->samples_seen;
@@ -317,7 +398,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     c.step = at_step;
     c.global_batch = rt.plan.global_batch;
     c.samples_seen = base_samples + (at_step - base_step) * rt.plan.global_batch;
-    c.model = o.model;
+    c.model = ModelName(o);
     c.layout = std::string(LayoutName(rt.plan.layout));
     if (role.replica == 0) {
       c.file_name = LayerFileName(role, "");

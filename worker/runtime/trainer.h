@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "api/image_convention.h"
 #include "common/status.h"
 #include "worker/model/layered_model.h"
 #include "worker/runtime/dist_env.h"
@@ -29,7 +30,10 @@
 namespace tessera::worker {
 
 struct TrainOptions {
-  std::string model;
+  std::string model;           // a reference or tiny model's name, or
+  std::string model_file;      // a TorchScript sequence of layers (worker/model/scripted_model.h)
+  std::string loss = "mse";    // model_file: mse | l1 | cross_entropy
+  api::ImageConvention image;  // model_file: its images, as for inference (api/image_convention.h)
   std::string data_dir;
   int64_t steps = 100;  // total optimizer steps (a resumed run continues to this)
   double lr = 0.01;
@@ -61,6 +65,14 @@ struct TrainOutcome {
 
 // Errors: kInvalidArgument for bad options or plan (exit code 2), others are
 // runtime failures (exit code 1).
+// The layers of TorchScript module o.model_file (worker/model/scripted_model.h),
+// checked to be its forward, with its image convention (o.image, then the
+// module's tessera.json, then probe forwards) in *convention and its
+// per-sample input shape in *in_shape. kInvalidArgument naming the field.
+Result<std::shared_ptr<LayeredModel>> BuildScriptedModel(const TrainOptions& o,
+                                                         api::ImageConvention* convention,
+                                                         std::vector<int64_t>* in_shape);
+
 Result<TrainOutcome> RunTraining(const TrainOptions& options, const DistEnv& env,
                                  const std::atomic<bool>& stop_requested);
 

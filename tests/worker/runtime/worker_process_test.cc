@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <torch/script.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -695,6 +696,112 @@ TEST_F(WorkerProcessTest, GanPipelinePlanExitsTwo) {
     EXPECT_NE(ReadText(Log("gan-pipe", r)).find("data parallel only"), std::string::npos)
         << ReadText(Log("gan-pipe", r));
   }
+}
+// A lab's own TorchScript sequence of layers (what torch.jit.script of an
+// nn.Sequential gives; made here with the C++ API): its children are cut like
+// a reference model's layers. Data (5:3), pipeline (GPipe, 1F1B), hybrid and a
+// checkpoint resumed onto another layout all equal one process on the whole
+// batch; a module whose forward is not its children in order exits 2.
+fs::path SaveScriptedSequence(const fs::path& dir, bool sequential) {
+  torch::manual_seed(5);
+  torch::jit::Module net("net");
+  const int64_t channels[] = {3, 8, 8, 8, 8, 3};
+  std::string chain = "x";
+  for (int i = 0; i < 5; ++i) {
+    torch::jit::Module layer("layer" + std::to_string(i));
+    layer.register_parameter("w", torch::randn({channels[i + 1], channels[i], 3, 3}) * 0.2, false);
+    layer.register_parameter("b", torch::zeros({channels[i + 1]}), false);
+    layer.define(i < 4 ? R"(
+def forward(self, x):
+    return torch.relu(torch.conv2d(x, self.w, self.b, [1, 1], [1, 1]))
+)"
+                       : R"(
+def forward(self, x):
+    return torch.conv2d(x, self.w, self.b, [1, 1], [1, 1])
+)");
+    net.register_module("c" + std::to_string(i), layer);
+    chain = "self.c" + std::to_string(i) + ".forward(" + chain + ")";
+  }
+  // Not sequential: a residual around the layers (x - layers(x)).
+  net.define("def forward(self, x):\n    return " + (sequential ? chain : "x - " + chain) + "\n");
+  const fs::path path = dir / (sequential ? "sequence.pt" : "residual.pt");
+  net.save(path.string());
+  return path;
+}
+
+TEST_F(WorkerProcessTest, ScriptedSequenceTrainsInEveryLayoutAsOneProcess) {
+  const std::string images = (dir_ / "images").string();
+  pid_t gen =
+      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "16", "--size", "20"},
+            {}, (dir_ / "gen.log").string());
+  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  const std::string model = SaveScriptedSequence(dir_, true).string();
+  auto args = [&](const std::string& dump, int steps) {
+    return std::vector<std::string>{"--model-file", model,  "--loss",        "mse",
+                                    "--data",       images, "--image-size",  "16",
+                                    "--batch",      "8",    "--steps",       std::to_string(steps),
+                                    "--lr",         "0.05", "--seed",        "3",
+                                    "--momentum",   "0.9",  "--dump-params", dump};
+  };
+  Job single;
+  single.args = args(Dump("seq-single"), 4);
+  ExpectAllZero(Run(single, "seq-single"), "seq-single");
+  EXPECT_NE(ReadParams(Dump("seq-single")).count("c0.w"), 0u) << "layer-named parameters";
+
+  struct Case {
+    std::string name;
+    int world;
+    std::string plan;
+  };
+  const std::vector<Case> cases = {
+      {"seq-data", 2, R"({"layout":"data","global_batch":8,"replicas":[
+        {"batch":5,"stages":[{"rank":0,"layers":[0,5]}]},
+        {"batch":3,"stages":[{"rank":1,"layers":[0,5]}]}]})"},
+      {"seq-gpipe", 2, R"({"layout":"pipeline","global_batch":8,"micro_batches":2,
+        "schedule":"gpipe","replicas":[
+        {"batch":8,"stages":[{"rank":0,"layers":[0,2]},{"rank":1,"layers":[2,5]}]}]})"},
+      {"seq-1f1b", 2, R"({"layout":"pipeline","global_batch":8,"micro_batches":4,
+        "schedule":"1f1b","replicas":[
+        {"batch":8,"stages":[{"rank":0,"layers":[0,3]},{"rank":1,"layers":[3,5]}]}]})"},
+      {"seq-hybrid", 4, R"({"layout":"hybrid","global_batch":8,"schedule":"1f1b","replicas":[
+        {"batch":5,"stages":[{"rank":0,"layers":[0,1]},{"rank":1,"layers":[1,5]}]},
+        {"batch":3,"stages":[{"rank":2,"layers":[0,4]},{"rank":3,"layers":[4,5]}]}]})"},
+  };
+  for (const Case& c : cases) {
+    Job job;
+    job.world = c.world;
+    job.plan = c.plan;
+    job.args = args(Dump(c.name), 4);
+    ExpectAllZero(Run(job, c.name), c.name);
+    EXPECT_LE(MaxDiff(Dump("seq-single"), Dump(c.name)), kTolerance) << c.name;
+  }
+
+  // Two steps as a pipeline with a checkpoint, the rest data parallel.
+  const std::string ckpt = (dir_ / "seq-ckpt").string();
+  Job first;
+  first.world = 2;
+  first.plan = cases[1].plan;
+  first.checkpoint_dir = ckpt;
+  first.args = args(Dump("seq-first"), 2);
+  first.args.insert(first.args.end(), {"--checkpoint-every-steps", "1"});
+  ExpectAllZero(Run(first, "seq-first"), "seq-first");
+  Job second = first;
+  second.plan = cases[0].plan;
+  second.args = args(Dump("seq-resumed"), 4);
+  ExpectAllZero(Run(second, "seq-resumed"), "seq-resumed");
+  EXPECT_NE(ReadText(Log("seq-resumed", 0)).find("resumed from step-2"), std::string::npos)
+      << ReadText(Log("seq-resumed", 0));
+  EXPECT_LE(MaxDiff(Dump("seq-single"), Dump("seq-resumed")), kTolerance);
+
+  Job residual;
+  residual.args = args(Dump("seq-residual"), 1);
+  residual.args[1] = SaveScriptedSequence(dir_, false).string();
+  const std::vector<int> codes = Run(residual, "seq-residual");
+  ASSERT_EQ(codes.size(), 1u);
+  EXPECT_EQ(codes[0], 2);
+  EXPECT_NE(ReadText(Log("seq-residual", 0)).find("is not its layers one after another"),
+            std::string::npos)
+      << ReadText(Log("seq-residual", 0));
 }
 #endif
 
