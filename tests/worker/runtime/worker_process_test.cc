@@ -180,6 +180,18 @@ class WorkerProcessTest : public ::testing::Test {
     return Dump(tag);
   }
 
+  // `count` sample images of `size` px in <dir>/images (tessera-worker
+  // gen-images); "" with a failure when it fails.
+  std::string GenImages(int count, int size) {
+    const std::string images = (dir_ / "images").string();
+    pid_t gen = Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count",
+                       std::to_string(count), "--size", std::to_string(size)},
+                      {}, (dir_ / "gen.log").string());
+    const int code = WaitExit(gen);
+    EXPECT_EQ(code, 0) << ReadText(dir_ / "gen.log");
+    return code == 0 ? images : "";
+  }
+
   fs::path dir_;
 };
 
@@ -556,11 +568,8 @@ TEST_F(WorkerProcessTest, BadPlanExitsTwoWithMessage) {
 
 #ifdef TESSERA_HAVE_WORKER_DATA
 TEST_F(WorkerProcessTest, ColorizationLossFalls) {
-  const std::string images = (dir_ / "images").string();
-  pid_t gen =
-      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "32", "--size", "24"},
-            {}, (dir_ / "gen.log").string());
-  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  const std::string images = GenImages(32, 24);
+  ASSERT_FALSE(images.empty());
   Job job;
   job.args = {
       "--model",     "colorize-unet", "--data", images,    "--image-size", "16",   "--width",
@@ -578,11 +587,8 @@ TEST_F(WorkerProcessTest, ColorizationLossFalls) {
 // BatchNormSync, 2-rank data parallel (shares 5:3) and a 2x2 hybrid cut
 // differently per replica both equal one process, running statistics included.
 TEST_F(WorkerProcessTest, SyncBatchNormDataParallelAndHybridEqualSingleProcess) {
-  const std::string images = (dir_ / "images").string();
-  pid_t gen =
-      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "16", "--size", "20"},
-            {}, (dir_ / "gen.log").string());
-  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  const std::string images = GenImages(16, 20);
+  ASSERT_FALSE(images.empty());
   auto args = [&](const std::string& dump) {
     return std::vector<std::string>{"--model",       "denoiser-dncnn",
                                     "--data",        images,
@@ -620,11 +626,8 @@ TEST_F(WorkerProcessTest, SyncBatchNormDataParallelAndHybridEqualSingleProcess) 
 // full batch for both networks; a checkpoint of 2 steps written by one
 // process resumes on 2 ranks to the same parameters.
 TEST_F(WorkerProcessTest, GanDataParallelEqualsSingleProcess) {
-  const std::string images = (dir_ / "images").string();
-  pid_t gen =
-      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "16", "--size", "52"},
-            {}, (dir_ / "gen.log").string());
-  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  const std::string images = GenImages(16, 52);
+  ASSERT_FALSE(images.empty());
   auto args = [&](int steps, const std::string& dump) {
     return std::vector<std::string>{
         "--model", "gan-pix2pix", "--data",  images, "--image-size",  "48",
@@ -678,11 +681,8 @@ TEST_F(WorkerProcessTest, GanDataParallelEqualsSingleProcess) {
 }
 
 TEST_F(WorkerProcessTest, GanPipelinePlanExitsTwo) {
-  const std::string images = (dir_ / "images").string();
-  pid_t gen =
-      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "8", "--size", "52"},
-            {}, (dir_ / "gen.log").string());
-  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  const std::string images = GenImages(8, 52);
+  ASSERT_FALSE(images.empty());
   Job job;
   job.world = 2;
   job.plan = R"({"layout":"pipeline","global_batch":8,"micro_batches":2,"replicas":[
@@ -730,11 +730,8 @@ def forward(self, x):
 }
 
 TEST_F(WorkerProcessTest, ScriptedSequenceTrainsInEveryLayoutAsOneProcess) {
-  const std::string images = (dir_ / "images").string();
-  pid_t gen =
-      Spawn({TESSERA_WORKER_BINARY, "gen-images", "--out", images, "--count", "16", "--size", "20"},
-            {}, (dir_ / "gen.log").string());
-  ASSERT_EQ(WaitExit(gen), 0) << ReadText(dir_ / "gen.log");
+  const std::string images = GenImages(16, 20);
+  ASSERT_FALSE(images.empty());
   const std::string model = SaveScriptedSequence(dir_, true).string();
   auto args = [&](const std::string& dump, int steps) {
     return std::vector<std::string>{"--model-file", model,  "--loss",        "mse",
