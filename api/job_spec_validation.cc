@@ -80,11 +80,12 @@ bool IsNcclPluginKey(std::string_view key) {
 // Where a documented builtin option ends: "--lr" in "--lr=0.1".
 std::string_view OptionName(std::string_view arg) { return arg.substr(0, arg.find('=')); }
 
-// The args of a model: entrypoint: a builtin infer job's options, less
-// --width (the width of a builtin model's layers, which an exported model
-// carries itself). REQUIRES: ValidateBuiltinArgs(kInfer, args) passed.
-Status CheckModelArgs(const std::vector<std::string>& args) {
-  const std::vector<BuiltinOption> options = BuiltinOptions(JobKind::kInfer);
+// The args of a model: entrypoint: a builtin job's options of its kind (and
+// --loss to train), less --width (the width of a builtin model's layers,
+// which an exported model carries itself). REQUIRES: ValidateBuiltinArgs
+// passed.
+Status CheckModelArgs(JobKind kind, const std::vector<std::string>& args) {
+  const std::vector<BuiltinOption> options = BuiltinOptions(kind, /*exported=*/true);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view name = OptionName(args[i]);
     if (name == "--width") {
@@ -118,13 +119,31 @@ bool IsDeniedEnvKey(std::string_view key) {
   return IsNcclPluginKey(key);
 }
 
-std::vector<BuiltinOption> BuiltinOptions(JobKind kind) {
+std::vector<BuiltinOption> BuiltinOptions(JobKind kind, bool exported) {
   // worker/runtime/main.cc documents each; Tessera itself passes --model,
   // --data, --steps, --checkpoint-every-s, --output and --checkpoint.
   if (kind == JobKind::kInfer) {
     return {{"--width", true},          {"--max-tile-px", true},   {"--threads", true},
             {"--max-chunks", true},     {"--batch", true},         {"--batch-pixels", true},
             {"--decode-threads", true}, {"--encode-threads", true}};
+  }
+  if (exported && kind == JobKind::kTrain) {
+    // tessera-worker train --model-file: the builtin train options but --width,
+    // and the loss.
+    return {{"--lr", true},
+            {"--seed", true},
+            {"--image-size", true},
+            {"--base-batch", true},
+            {"--warmup-steps", true},
+            {"--optimizer", true},
+            {"--momentum", true},
+            {"--weight-decay", true},
+            {"--bucket-mb", true},
+            {"--threads", true},
+            {"--checkpoint-every-steps", true},
+            {"--loss", true},
+            {"--no-amp", false},
+            {"--loss-scaling", false}};
   }
   return {{"--lr", true},        {"--seed", true},         {"--image-size", true},
           {"--width", true},     {"--base-batch", true},   {"--warmup-steps", true},
@@ -133,8 +152,8 @@ std::vector<BuiltinOption> BuiltinOptions(JobKind kind) {
           {"--no-amp", false},   {"--loss-scaling", false}};
 }
 
-Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args) {
-  const std::vector<BuiltinOption> options = BuiltinOptions(kind);
+Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args, bool exported) {
+  const std::vector<BuiltinOption> options = BuiltinOptions(kind, exported);
   const std::string_view kind_name = kind == JobKind::kInfer ? "infer" : "train";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string field = "args[" + std::to_string(i) + "]";
@@ -230,15 +249,10 @@ Status ValidateJobSpec(const JobSpec& s) {
   const EntrypointKind entrypoint = EntrypointKindOf(s.entrypoint);
   const bool builtin = entrypoint == EntrypointKind::kBuiltin;
   const bool model = entrypoint == EntrypointKind::kModel;
-  if (model && !infer) {
-    return InvalidArgument(
-        "must be infer for a model: entrypoint: training an exported model is not supported",
-        "kind");
-  }
 
   TESSERA_RETURN_IF_ERROR(CheckRange(s.global_batch, 1, kMaxGlobalBatch, "global_batch"));
   // Tessera counts a builtin model's steps; a command's script counts its own.
-  const bool steps_required = !infer && builtin;
+  const bool steps_required = !infer && (builtin || model);
   TESSERA_RETURN_IF_ERROR(CheckRange(s.steps, steps_required ? 1 : 0, kMaxSteps, "steps"));
   TESSERA_RETURN_IF_ERROR(
       CheckRange(s.checkpoint_every_s, 1, kMaxCheckpointEverySeconds, "checkpoint_every_s"));
@@ -251,9 +265,14 @@ Status ValidateJobSpec(const JobSpec& s) {
   if (s.layout == "tiled" && !infer) {
     return InvalidArgument("\"tiled\" is only valid for infer jobs", "layout");
   }
-  // An exported model is one opaque module: every device runs it whole.
+  // tesserad plans an exported model as one opaque module (no per-layer
+  // profile yet): every device runs it whole.
   if (model && s.layout != "auto" && s.layout != "data") {
     return InvalidArgument("must be auto or data for a model: entrypoint", "layout");
+  }
+  // Training reads its pairs from the dataset.
+  if (model && !infer && s.dataset.empty()) {
+    return InvalidArgument("is required to train a model: entrypoint", "dataset");
   }
 
   TESSERA_RETURN_IF_ERROR(CheckRange(s.priority, -kMaxPriority, kMaxPriority, "priority"));
@@ -295,8 +314,8 @@ Status ValidateJobSpec(const JobSpec& s) {
   }
   if (builtin) TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(s.kind, s.args));
   if (model) {
-    TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(JobKind::kInfer, s.args));
-    TESSERA_RETURN_IF_ERROR(CheckModelArgs(s.args));
+    TESSERA_RETURN_IF_ERROR(ValidateBuiltinArgs(s.kind, s.args, /*exported=*/true));
+    TESSERA_RETURN_IF_ERROR(CheckModelArgs(s.kind, s.args));
   }
 
   if (!s.image.empty() && !model) {

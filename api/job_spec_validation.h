@@ -7,10 +7,8 @@
 //   name           1..128 chars of [A-Za-z0-9._-]
 //   entrypoint     "builtin:<id>", "cmd:<id>" or "model:<id>", id as for name
 //                  (api/entrypoint_kind.h)
-//   kind           infer for a model: entrypoint (an exported model is not
-//                  trained)
 //   global_batch   1..1,048,576
-//   steps          train of a builtin: entrypoint: 1..1e9; otherwise 0..1e9 (a
+//   steps          train of a builtin: or model: entrypoint: 1..1e9; otherwise 0..1e9 (a
 //                  command's script knows its own steps; 0: not told)
 //   checkpoint_every_s 1..86,400
 //   layout         auto | data | pipeline | hybrid | tiled (tiled: infer only);
@@ -19,7 +17,8 @@
 //   max_attempts   1..100
 //   min_devices    1..4096
 //   max_devices    0 (no limit) or min_devices..4096
-//   dataset        absolute path when set; required for infer
+//   dataset        absolute path when set; required for infer and to train a
+//                  model: entrypoint
 //   output         absolute path when set; required for infer
 //   checkpoint     absolute path when set; required for infer of builtin models;
 //                  empty for a model: entrypoint (an exported model carries its
@@ -29,7 +28,8 @@
 //                  entrypoint only the worker's documented options of the
 //                  job's kind (BuiltinOptions), as "--opt value" or
 //                  "--opt=value" ("args[i]" names the first bad one); for a
-//                  model: entrypoint the infer options less --width
+//                  model: entrypoint the options of its kind less --width
+//                  (BuiltinOptions(kind, exported); training adds --loss)
 //   image          model: entrypoints only ("image"); ValidateImageConvention
 //                  (api/image_convention.h), errors naming "image.<member>"
 //   env            at most 64 entries; keys [A-Z_][A-Z0-9_]*, not reserved
@@ -89,15 +89,17 @@ struct BuiltinOption {
   std::string_view name;  // "--lr"
   bool takes_value;       // "--lr 0.01" / "--lr=0.01"; false: a flag
 };
-// The options a job of `kind` may pass to a builtin: entrypoint (and, of
-// kInfer less --width, to a model: entrypoint). Options
+// The options a job of `kind` may pass to a builtin: entrypoint, or with
+// `exported` to a model: entrypoint (train: less --width, plus --loss; infer:
+// the same list, --width refused by ValidateJobSpec). Options
 // Tessera sets from the spec or the plan (--model, --data, --steps,
 // --output, ...) and test hooks (--dump-params, --local) are not among them.
-std::vector<BuiltinOption> BuiltinOptions(JobKind kind);
+std::vector<BuiltinOption> BuiltinOptions(JobKind kind, bool exported = false);
 
 // Checks `args` of a builtin: entrypoint against BuiltinOptions(kind);
 // errors name "args[i]".
-Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args);
+Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args,
+                           bool exported = false);
 
 // What a deployment lets the jobs of one entrypoint set (tesserad's config,
 // daemon/daemon_config.h). Patterns are fnmatch(3) globs.

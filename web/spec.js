@@ -126,9 +126,8 @@ export function buildSpec(values) {
     errors.entrypoint = 'Must be builtin:<id>, cmd:<id> or model:<id>.';
   }
   spec.entrypoint = entrypoint;
-  // An exported model: inference only, its weights inside, run whole per device.
+  // An exported model: its weights inside, run whole per device.
   const model = isModelEntrypoint(entrypoint);
-  if (model && kind !== 'infer') errors.kind = 'A model: entrypoint runs inference only.';
 
   const args = String(values.args ?? '').split('\n').map((a) => a.replace(/\r$/, ''))
     .filter((a) => a.trim() !== '');
@@ -140,8 +139,8 @@ export function buildSpec(values) {
 
   spec.global_batch = intField(values.global_batch, 'global_batch', 1, 1048576,
                                { required: true }, errors);
-  // A cmd: script counts its own steps; builtin models need them.
-  const stepsRequired = kind === 'train' && entrypoint.startsWith('builtin:');
+  // A cmd: script counts its own steps; builtin and exported models need them.
+  const stepsRequired = kind === 'train' && (entrypoint.startsWith('builtin:') || model);
   spec.steps = intField(values.steps, 'steps', stepsRequired ? 1 : 0, 1e9,
                         { required: stepsRequired }, errors);
   if (spec.steps === undefined) delete spec.steps;

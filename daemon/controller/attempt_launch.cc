@@ -27,15 +27,28 @@ std::vector<std::string> CommandLine(const api::Job& job, const EntrypointComman
       break;
     case api::EntrypointKind::kModel: {
       // An exported model file the admin registered; its weights are inside it
-      // (ValidateJobSpec: infer only, no checkpoint).
-      argv = {options.worker_binary,
-              "infer",
-              "--model-file",
-              entrypoint.command,
-              "--data",
-              s.dataset,
-              "--output",
-              s.output};
+      // (ValidateJobSpec: no checkpoint). Training resumes from the job's own.
+      if (s.kind == api::JobKind::kTrain) {
+        argv = {options.worker_binary,
+                "train",
+                "--model-file",
+                entrypoint.command,
+                "--data",
+                s.dataset,
+                "--steps",
+                std::to_string(s.steps),
+                "--checkpoint-every-s",
+                std::to_string(s.checkpoint_every_s)};
+      } else {
+        argv = {options.worker_binary,
+                "infer",
+                "--model-file",
+                entrypoint.command,
+                "--data",
+                s.dataset,
+                "--output",
+                s.output};
+      }
       const std::vector<std::string> image = api::ImageConventionArgs(s.image);
       argv.insert(argv.end(), image.begin(), image.end());
       break;

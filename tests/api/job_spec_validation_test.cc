@@ -303,13 +303,48 @@ const Row kRows[] = {
        s.args = {};
      },
      nullptr, true, Base::kModel},
-    {"model_train", [](JobSpec& s) { s.kind = JobKind::kTrain; }, "kind", true, Base::kModel},
+    // Training an exported sequence of layers: steps and a dataset, train options.
+    {"model_train_needs_steps", [](JobSpec& s) { s.kind = JobKind::kTrain; s.args = {}; },
+     "steps", true, Base::kModel},
     {"model_train_with_steps",
      [](JobSpec& s) {
        s.kind = JobKind::kTrain;
        s.steps = 100;
+       s.args = {"--loss", "l1", "--lr=0.01", "--optimizer", "adam"};
      },
-     "kind", true, Base::kModel},
+     nullptr, true, Base::kModel},
+    {"model_train_needs_dataset",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+       s.args = {};
+       s.dataset = "";
+     },
+     "dataset", true, Base::kModel},
+    {"model_train_infer_option",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+       s.args = {"--batch", "8"};
+     },
+     "args[0]", true, Base::kModel},
+    {"model_train_width",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+       s.args = {"--width", "8"};
+     },
+     "args[0]", true, Base::kModel},
+    {"model_train_pipeline",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+       s.args = {};
+       s.layout = "pipeline";
+     },
+     "layout", true, Base::kModel},
+    {"model_infer_loss", [](JobSpec& s) { s.args = {"--loss", "l1"}; }, "args[0]", true,
+     Base::kModel},
     {"model_checkpoint", [](JobSpec& s) { s.checkpoint = "/srv/ckpt/step-100"; }, "checkpoint",
      true, Base::kModel},
     {"model_layout_data_ok", [](JobSpec& s) { s.layout = "data"; }, nullptr, true, Base::kModel},

@@ -10,6 +10,8 @@
 
 #include <fstream>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "tests/integration/harness.h"
 
@@ -142,6 +144,63 @@ TEST(ExportedModelE2ETest, TheOwnModelExampleRunsThroughTheCli) {
     EXPECT_NE(log.find(std::string("(model:own-") + model + "): succeeded"), std::string::npos)
         << log;
   }
+}
+
+// The lab's own sequence of layers (examples/own-model's sequence.pt, a
+// scripted nn.Sequential) trained through tesserad on two nodes, data
+// parallel with shares by device speed: the job succeeds, its loss falls and
+// its checkpoint names the sequence's layers.
+TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsThroughTesserad) {
+  Cluster cluster("exported-train");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans";
+  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_OWN_MODEL_EXPORT, "--out", models.string(),
+                     "--fit-steps", "0"},
+                    {}, cluster.dir() / "export.log", 300s),
+            "");
+  ASSERT_EQ(GenImages(in, 32, 24, 60s), "");
+  cluster.StartController("worker_binary: " + worker + "\n");
+  cluster.StartAgent("boxa",
+                     "devices:\n  - {name: \"A (emulated)\", memory: 4GiB, relative_speed: 0.6}\n");
+  cluster.StartAgent("boxb",
+                     "devices:\n  - {name: \"B (emulated)\", memory: 4GiB, relative_speed: 0.3}\n");
+  ASSERT_TRUE(cluster.NodesJoin(2, 60s));
+  ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
+
+  int status = 0;
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   {{"name", "train-own"},
+                                    {"kind", "train"},
+                                    {"entrypoint", "model:sequence"},
+                                    {"dataset", in.string()},
+                                    {"global_batch", 8},
+                                    {"steps", 40},
+                                    {"min_devices", 2},
+                                    {"args",
+                                     {"--loss", "l1", "--image-size", "16", "--optimizer", "adam",
+                                      "--lr", "0.003", "--threads", "1"}}},
+                                   &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster.JobState(id) == "succeeded" || cluster.JobState(id) == "failed"; },
+      240s))
+      << cluster.JobState(id) << "\n"
+      << cluster.controller()->Log();
+  const api::Json done = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
+  ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"boxa", "boxb"}));
+  const api::Json metrics =
+      cluster.GetJson("/api/v1/jobs/" + std::to_string(id) + "/metrics?rank=0&limit=1000");
+  std::vector<double> losses;
+  for (const auto& p : metrics.value("points", api::Json::array())) {
+    if (p.contains("loss") && p["loss"].is_number()) losses.push_back(p["loss"].get<double>());
+  }
+  ASSERT_GE(losses.size(), 10u) << metrics.dump();
+  const double first = (losses[0] + losses[1] + losses[2]) / 3;
+  const double last =
+      (losses[losses.size() - 1] + losses[losses.size() - 2] + losses[losses.size() - 3]) / 3;
+  EXPECT_LT(last, first) << "first " << first << " last " << last;
 }
 
 #endif  // TESSERA_E2E_HAVE_WORKER

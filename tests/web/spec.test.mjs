@@ -72,9 +72,13 @@ test('image: a bad member is named on its own field', () => {
   }
 });
 
-test('a model: job is inference, carries its weights and runs whole on each device', () => {
+test('a model: job carries its weights and runs whole on each device; training counts steps', () => {
   const train = buildSpec(modelForm({ kind: 'train' }));
-  assert.match(train.errors.kind, /inference/);
+  assert.equal(train.errors.kind, undefined);
+  assert.ok(train.errors.steps, 'a model: training job needs its steps');
+  const trained = buildSpec(modelForm({ kind: 'train', steps: '100' }));
+  assert.deepEqual(trained.errors, {});
+  assert.equal(trained.spec.steps, 100);
   for (const layout of ['pipeline', 'hybrid', 'tiled']) {
     assert.ok(buildSpec(modelForm({ layout })).errors.layout, layout);
   }

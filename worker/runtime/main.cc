@@ -97,6 +97,13 @@ int main(int argc, char** argv) {
   train->add_option("--image-output", opt.image.output, "--model-file: rgb | gray | ab | scores")
       ->check(CLI::IsMember({"rgb", "gray", "ab", "scores"}));
   train->add_option("--value-range", train_range, "--model-file: black,white (default 0,1)");
+  train
+      ->add_option("--align-px", opt.image.align_px,
+                   "--model-file: sides must be multiples of this (training crops are "
+                   "--image-size)")
+      ->check(CLI::Range(int64_t{1}, tessera::api::kMaxAlignPx));
+  train->add_option("--halo-px", opt.image.halo_px, "--model-file: accepted, for inference")
+      ->check(CLI::Range(int64_t{0}, tessera::api::kMaxHaloPx));
   train->add_option("--data", opt.data_dir, "image folder (unused by tiny-* models)");
   train->add_option("--steps", opt.steps, "total optimizer steps")->check(CLI::NonNegativeNumber);
   train->add_option("--lr", opt.lr, "learning rate (at --base-batch when given)")

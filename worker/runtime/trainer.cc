@@ -63,6 +63,15 @@ Result<Plan> MakePlan(const TrainOptions& o, const DistEnv& env, int64_t num_lay
     Result<Plan> parsed = ParsePlan(text);
     if (!parsed.ok()) return parsed.status().WithPrefix("TESSERA_PLAN " + env.plan_path);
     plan = std::move(parsed).value();
+    // tesserad plans an exported module it has not profiled as one opaque
+    // layer: a replica of one stage then runs every layer of the module.
+    if (!o.model_file.empty()) {
+      for (ReplicaPlan& r : plan.replicas) {
+        if (r.stages.size() == 1 && r.stages[0].layer_begin == 0 && r.stages[0].layer_end == 1) {
+          r.stages[0].layer_end = num_layers;
+        }
+      }
+    }
   } else if (env.world_size > 1) {
     // torchrun without a plan: even data parallel over the world.
     if (o.batch < env.world_size) {
