@@ -163,9 +163,9 @@ const ErrorRow kErrorRows[] = {
      R"({"name":"model:","command":"/srv/unet.pt"})", 400, "name"},
     {"entrypoint_builtin_with_command", "POST", "/api/v1/entrypoints", "admin-token",
      R"({"name":"builtin:unet","command":"/srv/unet.pt"})", 400, "command"},
-    {"model_spec_trains", "POST", "/api/v1/jobs", "user-token",
+    {"model_spec_trains_without_steps", "POST", "/api/v1/jobs", "user-token",
      R"({"name":"a","entrypoint":"model:unet","global_batch":8,"dataset":"/d","output":"/o"})", 400,
-     "kind"},
+     "steps"},
     {"model_spec_checkpoint", "POST", "/api/v1/jobs", "user-token",
      R"({"name":"a","kind":"infer","entrypoint":"model:unet","global_batch":8,"dataset":"/d",)"
      R"("output":"/o","checkpoint":"/c"})",
