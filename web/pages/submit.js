@@ -47,7 +47,7 @@ export function mountSubmit(main) {
     field('args', 'Arguments', h('textarea', { rows: 3, spellcheck: 'false' }), 'One per line.'),
     h('div', { class: 'grid2' },
       field('global_batch', 'Global batch', number({ required: true, value: '32' })),
-      field('steps', 'Steps', number({ value: '1000' }), 'Required for training a builtin: model.')),
+      field('steps', 'Steps', number({ value: '1000' }), 'Required for training a builtin: or model: entrypoint.')),
     h('div', { class: 'grid2' },
       field('min_devices', 'Min devices', number({ value: '1' })),
       field('max_devices', 'Max devices', number({ value: '0' }), '0 means no limit.')),
