@@ -101,13 +101,11 @@ Result<std::shared_ptr<LayeredModel>> LoadScriptedModel(const std::string& path,
       std::make_shared<ScriptedModel>(name, task, std::move(layers), loss));
 }
 
-Status CheckSequential(const std::string& path, LayeredModel& model, const torch::Tensor& input) {
+Status CheckSequential(const std::string& path, LayeredModel& model, const torch::Tensor& input,
+                       const torch::Tensor& want) {
   try {
-    torch::jit::Module whole = torch::jit::load(path);
-    whole.eval();
     model.SetTraining(false);
     torch::NoGradGuard no_grad;
-    const torch::Tensor want = whole.forward({input}).toTensor();
     Activation a;
     a.main = input;
     const torch::Tensor got = model.Forward(std::move(a), 0, model.num_layers()).main;
@@ -120,6 +118,7 @@ Status CheckSequential(const std::string& path, LayeredModel& model, const torch
     }
     return Status::Ok();
   } catch (const std::exception& e) {
+    model.SetTraining(true);
     std::string what = e.what();
     return InvalidArgument(
         path + ": running its layers in order failed: " + what.substr(0, what.find('\n')), kField);

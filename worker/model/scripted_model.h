@@ -42,9 +42,12 @@ Result<std::shared_ptr<LayeredModel>> LoadScriptedModel(const std::string& path,
                                                         const std::string& name,
                                                         const std::string& loss);
 
-// kInvalidArgument naming "model-file" unless the module at `path` gives the
-// same output as `model`'s layers in order for `input` (eval mode, no grad).
-Status CheckSequential(const std::string& path, LayeredModel& model, const torch::Tensor& input);
+// kInvalidArgument naming "model-file" unless `want`, the module's own output
+// for `input` (eval mode, no grad; the caller ran it), equals `model`'s layers
+// run in order on `input`. `path` names the module in the message. Leaves the
+// model in training mode.
+Status CheckSequential(const std::string& path, LayeredModel& model, const torch::Tensor& input,
+                       const torch::Tensor& want);
 
 }  // namespace tessera::worker
 

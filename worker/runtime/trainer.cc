@@ -138,9 +138,12 @@ std::string ModelName(const TrainOptions& o) {
 }
 
 #ifdef TESSERA_HAVE_WORKER_DATA
-// An exported module's image convention: the job's, the module's tessera.json,
-// then probe forwards on the CPU (channels, output; not the tile geometry).
-Result<api::ImageConvention> TrainingConvention(const TrainOptions& o) {
+// The layers of a TorchScript sequence, checked to be its forward, and its
+// image convention: the job's, the module's tessera.json, then probe forwards
+// on the CPU (channels, output; not the tile geometry). The file is loaded
+// once for the probe and the check, once more for the layers.
+Result<std::shared_ptr<LayeredModel>> BuildScripted(const TrainOptions& o,
+                                                    api::ImageConvention* convention) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ExportedModule> module,
                            ExportedModule::Load(o.model_file, torch::Device(torch::kCPU)));
   if (module->format() != "torchscript") {
@@ -149,30 +152,26 @@ Result<api::ImageConvention> TrainingConvention(const TrainOptions& o) {
         "backward)",
         "model-file");
   }
+  const HostForward whole = [&module](const torch::Tensor& x) -> Result<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    return module->Forward(x);
+  };
   api::ImageConvention stated = api::Overlay(o.image, module->stated());
   if (stated.align_px == 0) stated.align_px = 1;
   if (stated.halo_px < 0) stated.halo_px = 0;
   TESSERA_ASSIGN_OR_RETURN(ProbedImageModel probed,
-                           ProbeImageModel(
-                               [&module](const torch::Tensor& x) -> Result<torch::Tensor> {
-                                 torch::NoGradGuard no_grad;
-                                 return module->Forward(x);
-                               },
-                               stated, torch::Device(torch::kCPU)));
-  return probed.convention;
-}
+                           ProbeImageModel(whole, stated, torch::Device(torch::kCPU)));
+  *convention = probed.convention;
 
-// The layers of a TorchScript sequence, checked to be its forward.
-Result<std::shared_ptr<LayeredModel>> BuildScripted(const TrainOptions& o,
-                                                    const api::ImageConvention& c) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<LayeredModel> model,
                            LoadScriptedModel(o.model_file, ModelName(o), o.loss));
-  std::vector<int64_t> shape = ConventionInputShape(c, o.image_size);
+  std::vector<int64_t> shape = ConventionInputShape(*convention, o.image_size);
   shape.insert(shape.begin(), 2);
-  const auto range = c.range.value_or(std::make_pair(0.0, 1.0));
+  const auto range = convention->range.value_or(std::make_pair(0.0, 1.0));
   torch::Generator gen = at::detail::createCPUGenerator(o.seed);
   const torch::Tensor probe = torch::rand(shape, gen) * (range.second - range.first) + range.first;
-  TESSERA_RETURN_IF_ERROR(CheckSequential(o.model_file, *model, probe));
+  TESSERA_ASSIGN_OR_RETURN(torch::Tensor want, whole(probe));
+  TESSERA_RETURN_IF_ERROR(CheckSequential(o.model_file, *model, probe, want));
   return model;
 }
 #endif
@@ -183,9 +182,9 @@ Result<std::shared_ptr<LayeredModel>> BuildScriptedModel(const TrainOptions& o,
                                                          api::ImageConvention* convention,
                                                          std::vector<int64_t>* in_shape) {
 #ifdef TESSERA_HAVE_WORKER_DATA
-  TESSERA_ASSIGN_OR_RETURN(*convention, TrainingConvention(o));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<LayeredModel> model, BuildScripted(o, convention));
   *in_shape = ConventionInputShape(*convention, o.image_size);
-  return BuildScripted(o, *convention);
+  return model;
 #else
   return InvalidArgument("this build has no image data library for --model-file", "model-file");
 #endif
