@@ -56,6 +56,15 @@ int ExitCodeFor(const tessera::Status& s) {
   return s.code() == tessera::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// --value-range=lo,hi into `c` (nothing when the flag was not given).
+tessera::Status SetValueRange(const std::string& text, tessera::api::ImageConvention* c) {
+  if (text.empty()) return tessera::Status::Ok();
+  auto range = tessera::api::ParseValueRange(text, "value-range");
+  if (!range.ok()) return range.status();
+  c->range = *range;
+  return tessera::Status::Ok();
+}
+
 int Fail(const tessera::Status& s) {
   std::fprintf(stderr, "tessera-worker: %s\n", s.ToString().c_str());
   // A peer vanished: a status of its own, so the controller checks its node at once.
@@ -265,11 +274,7 @@ int main(int argc, char** argv) {
       return Fail(
           InvalidArgument("name a model (--model) or a TorchScript file (--model-file)", "model"));
     }
-    if (!train_range.empty()) {
-      auto range = tessera::api::ParseValueRange(train_range, "value-range");
-      if (!range.ok()) return Fail(range.status());
-      opt.image.range = *range;
-    }
+    if (Status r = SetValueRange(train_range, &opt.image); !r.ok()) return Fail(r);
     std::signal(SIGTERM, OnSigterm);
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());
@@ -339,11 +344,7 @@ int main(int argc, char** argv) {
       so.image_size = profile_size;
       so.image.input = profile_input;
       so.image.output = profile_output;
-      if (!profile_range.empty()) {
-        auto range = tessera::api::ParseValueRange(profile_range, "value-range");
-        if (!range.ok()) return Fail(range.status());
-        so.image.range = *range;
-      }
+      if (Status r = SetValueRange(profile_range, &so.image); !r.ok()) return Fail(r);
       tessera::api::ImageConvention convention;
       std::vector<int64_t> shape;
       auto model = BuildScriptedModel(so, &convention, &shape);
@@ -422,11 +423,7 @@ int main(int argc, char** argv) {
     if (image_flags && infer_opt.model_file.empty()) {
       return Fail(InvalidArgument("the image convention flags are for --model-file", "model-file"));
     }
-    if (!value_range.empty()) {
-      auto range = tessera::api::ParseValueRange(value_range, "value-range");
-      if (!range.ok()) return Fail(range.status());
-      infer_opt.image.range = *range;
-    }
+    if (Status r = SetValueRange(value_range, &infer_opt.image); !r.ok()) return Fail(r);
     if (const char* url = std::getenv("TESSERA_CONTROLLER_URL")) infer_opt.controller_url = url;
     if (const char* token = std::getenv("TESSERA_LEASE_TOKEN")) infer_opt.lease_token = token;
     InstallDeviceMemory(*env);
