@@ -36,8 +36,63 @@ class ScriptedLayer : public Layer {
     Layer::train(on);
     module_.train(on);
   }
+  // The multiply-adds of the child's convolutions and linear maps, which hold
+  // nearly all of an image model's arithmetic (the planner's GPU times come
+  // from FLOPs; its emulated and CPU times from the measured milliseconds).
+  // Sizes are the child's own input and output, from one sample's forward in
+  // eval mode (batch norm statistics untouched): a convolution is counted at
+  // the child's output size, a transposed one at its input size, so a child
+  // that changes resolution inside is an estimate.
+  double ForwardFlopsPerSample(const std::vector<int64_t>& in_shape) const override {
+    try {
+      torch::jit::Module m = module_;  // a handle: forward is not const
+      const bool was_training = m.is_training();
+      m.eval();
+      std::vector<int64_t> shape = {1};
+      shape.insert(shape.end(), in_shape.begin(), in_shape.end());
+      torch::Tensor out;
+      {
+        torch::NoGradGuard no_grad;
+        out = m.forward({torch::zeros(shape)}).toTensor();
+      }
+      m.train(was_training);
+      const double in_px = Pixels(shape), out_px = Pixels(out.sizes().vec());
+      // Positions a linear map runs at: every element but the last dimension's.
+      const double rows = out.dim() >= 1 && out.size(-1) > 0
+                              ? static_cast<double>(out.numel()) / static_cast<double>(out.size(-1))
+                              : 1.0;
+      double flops = 0;
+      for (const auto& sub : m.modules()) {
+        const std::string kind = KindOf(sub);
+        if (!sub.hasattr("weight") || !sub.attr("weight").isTensor()) continue;
+        const auto weights = static_cast<double>(sub.attr("weight").toTensor().numel());
+        if (kind.starts_with("ConvTranspose")) {
+          flops += 2 * weights * in_px;
+        } else if (kind.starts_with("Conv")) {
+          flops += 2 * weights * out_px;
+        } else if (kind == "Linear" || kind == "LazyLinear") {
+          flops += 2 * weights * rows;
+        }
+      }
+      return flops;
+    } catch (const std::exception&) {
+      return 0.0;  // unknown: the planner's floor applies
+    }
+  }
 
  private:
+  // Spatial positions of an [N, C, ...] shape (1 without spatial dimensions).
+  static double Pixels(const std::vector<int64_t>& shape) {
+    double px = 1;
+    for (size_t i = 2; i < shape.size(); ++i) px *= static_cast<double>(shape[i]);
+    return px;
+  }
+  // "Conv2d" of "__torch__.torch.nn.modules.conv.___torch_mangle_3.Conv2d".
+  static std::string KindOf(const torch::jit::Module& m) {
+    const std::string q = m.type()->name() ? m.type()->name()->qualifiedName() : std::string();
+    return q.substr(q.rfind('.') + 1);
+  }
+
   torch::jit::Module module_;
 };
 

@@ -12,6 +12,10 @@
 // "body.2.bias" of a held Sequential -> layer "body.2", "bias"). Every
 // parameter trains (requires_grad is set on each).
 //
+// Profiles (worker/model/profile.h) measure each layer's time; its FLOPs (what
+// the planner times a GPU by) are estimated from the convolutions and linear
+// maps inside it (Layer::ForwardFlopsPerSample).
+//
 // Loss (LayeredModel::Loss), chosen by the job: "mse" (mean squared error),
 // "l1" (mean absolute error), or "cross_entropy" (logits [N, K] against int64
 // labels [N]).

@@ -127,13 +127,13 @@ int64_t PixelBudget(int64_t free_bytes, int64_t bytes_per_pixel) {
 
 Result<ProbedImageModel> ProbeImageModel(const HostForward& forward,
                                          const api::ImageConvention& stated,
-                                         const torch::Device& device) {
+                                         const torch::Device& device, int64_t probe_side) {
   TESSERA_RETURN_IF_ERROR(api::ValidateImageConvention(stated, "image"));
   ProbedImageModel p;
   p.convention = stated;
   const std::pair<double, double> range = stated.range.value_or(std::make_pair(0.0, 1.0));
   p.convention.range = range;
-  const int64_t side = RoundUp(kSide, std::max<int64_t>(1, stated.align_px));
+  const int64_t side = RoundUp(probe_side, std::max<int64_t>(1, stated.align_px));
 
   // Step 1: channels in.
   std::vector<int64_t> candidates = stated.input.empty()

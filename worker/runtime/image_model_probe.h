@@ -4,9 +4,10 @@
 //
 // The steps (each a few forwards of small random images, in `range`):
 //  1. Channels in: the stated input's (rgb 3, gray and l 1), else 3, then 1:
-//     the first a 128 x 128 image runs through. Neither: "does not take
+//     the first a `side` x `side` image (128 unless told: a training job's crop
+//     size, for a classifier whose linear head fixes it) runs through. Neither: "does not take
 //     images", with the module's messages.
-//  2. Out: [1, C, 128, 128] is an image (C 3 rgb, 1 gray, 2 ab); [1, K]
+//  2. Out: [1, C, side, side] is an image (C 3 rgb, 1 gray, 2 ab); [1, K]
 //     scores; another size, rank or channel count is a shape mismatch. A
 //     stated output must agree. An unset input with an ab output is l; with
 //     another 1-channel output, gray.
@@ -49,9 +50,10 @@ struct ProbedImageModel {
   int64_t bytes_per_pixel = -1;  // -1: the device's memory is not measured
 };
 
+// REQUIRES: side >= 1.
 Result<ProbedImageModel> ProbeImageModel(const HostForward& forward,
                                          const api::ImageConvention& stated,
-                                         const torch::Device& device);
+                                         const torch::Device& device, int64_t side = 128);
 
 // Pixels one forward may hold within `free_bytes` at `bytes_per_pixel`,
 // keeping a fifth free for what the probe did not see. -1 when either is

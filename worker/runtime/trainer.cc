@@ -159,8 +159,10 @@ Result<std::shared_ptr<LayeredModel>> BuildScripted(const TrainOptions& o,
   api::ImageConvention stated = api::Overlay(o.image, module->stated());
   if (stated.align_px == 0) stated.align_px = 1;
   if (stated.halo_px < 0) stated.halo_px = 0;
-  TESSERA_ASSIGN_OR_RETURN(ProbedImageModel probed,
-                           ProbeImageModel(whole, stated, torch::Device(torch::kCPU)));
+  // At the training crop's size: a classifier's linear head takes no other.
+  TESSERA_ASSIGN_OR_RETURN(
+      ProbedImageModel probed,
+      ProbeImageModel(whole, stated, torch::Device(torch::kCPU), o.image_size));
   *convention = probed.convention;
 
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<LayeredModel> model,
