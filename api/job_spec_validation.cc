@@ -152,6 +152,20 @@ std::vector<BuiltinOption> BuiltinOptions(JobKind kind, bool exported) {
           {"--no-amp", false},   {"--loss-scaling", false}};
 }
 
+std::optional<std::string> BuiltinOptionValue(const std::vector<std::string>& args,
+                                              std::string_view name) {
+  std::optional<std::string> value;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (OptionName(args[i]) != name) continue;
+    if (args[i].size() > name.size()) {
+      value = args[i].substr(name.size() + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    }
+  }
+  return value;
+}
+
 Status ValidateBuiltinArgs(JobKind kind, const std::vector<std::string>& args, bool exported) {
   const std::vector<BuiltinOption> options = BuiltinOptions(kind, exported);
   const std::string_view kind_name = kind == JobKind::kInfer ? "infer" : "train";
@@ -265,10 +279,10 @@ Status ValidateJobSpec(const JobSpec& s) {
   if (s.layout == "tiled" && !infer) {
     return InvalidArgument("\"tiled\" is only valid for infer jobs", "layout");
   }
-  // tesserad plans an exported model as one opaque module (no per-layer
-  // profile yet): every device runs it whole.
-  if (model && s.layout != "auto" && s.layout != "data") {
-    return InvalidArgument("must be auto or data for a model: entrypoint", "layout");
+  // An exported model infers whole on every device; training cuts its
+  // layers (tesserad profiles the file) like a builtin model's.
+  if (model && infer && s.layout != "auto" && s.layout != "data") {
+    return InvalidArgument("must be auto or data for a model: entrypoint's infer job", "layout");
   }
   // Training reads its pairs from the dataset.
   if (model && !infer && s.dataset.empty()) {

@@ -43,6 +43,8 @@
 #ifndef TESSERA_API_JOB_SPEC_VALIDATION_H_
 #define TESSERA_API_JOB_SPEC_VALIDATION_H_
 
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -95,6 +97,12 @@ struct BuiltinOption {
 // Tessera sets from the spec or the plan (--model, --data, --steps,
 // --output, ...) and test hooks (--dump-params, --local) are not among them.
 std::vector<BuiltinOption> BuiltinOptions(JobKind kind, bool exported = false);
+
+// The value `args` give the option `name` ("--loss" in "--loss l1" or
+// "--loss=l1"; the last one wins), or nullopt. REQUIRES: ValidateBuiltinArgs
+// passed (a value follows every option that takes one).
+std::optional<std::string> BuiltinOptionValue(const std::vector<std::string>& args,
+                                              std::string_view name);
 
 // Checks `args` of a builtin: entrypoint against BuiltinOptions(kind);
 // errors name "args[i]".

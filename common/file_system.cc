@@ -119,6 +119,13 @@ class PosixFileSystem final : public FileSystem {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0;
   }
+
+  Result<FileStat> Stat(const std::filesystem::path& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return FileError("stat", path, errno);
+    return FileStat{static_cast<int64_t>(st.st_size),
+                    static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
 };
 
 }  // namespace

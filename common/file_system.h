@@ -35,6 +35,12 @@ struct WriteFileOptions {
   bool sync = false;          // true: fsync the file before closing it
 };
 
+// What stat(2) tells of a file: enough to see that it changed.
+struct FileStat {
+  int64_t size_bytes = 0;
+  int64_t modified_ns = 0;  // last modification, nanoseconds since the epoch
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -68,6 +74,9 @@ class FileSystem {
 
   // Whether something exists at `path` (false when that cannot be told).
   virtual bool Exists(const std::filesystem::path& path) = 0;
+
+  // The size and modification time of what is at `path` (links followed).
+  virtual Result<FileStat> Stat(const std::filesystem::path& path) = 0;
 };
 
 // Forwards every call to `base` (not owned). Subclasses override the calls
@@ -91,6 +100,7 @@ class FileSystemWrapper : public FileSystem {
   Status Remove(const std::filesystem::path& path) override { return base_->Remove(path); }
   Status CreateDirs(const std::filesystem::path& dir) override { return base_->CreateDirs(dir); }
   bool Exists(const std::filesystem::path& path) override { return base_->Exists(path); }
+  Result<FileStat> Stat(const std::filesystem::path& path) override { return base_->Stat(path); }
 
   FileSystem* base() const { return base_; }
 

@@ -295,12 +295,13 @@ int main(int argc, char** argv) {
   jc.users = config.users;
   jc.ordering = config.queue_policy == "fifo" ? scheduler::QueueOrdering::kFifo
                                               : scheduler::QueueOrdering::kFairShare;
-  // Plans cut builtin models where the worker's layers are: measure them once.
+  // Plans cut builtin models (and the model files labs train) where the
+  // worker's layers are: measure them once.
   daemon::ProfileCache profiles(fs::path(config.state_dir) / "profiles",
                                 daemon::BuiltinModelsToProfile(),
                                 daemon::WorkerProfileSource(config.worker_binary));
   profiles.StartWarmup();
-  jc.builtin_profiles = [&profiles](const std::string& model) { return profiles.Get(model); };
+  jc.profiles = [&profiles](const daemon::ProfileTarget& target) { return profiles.Get(target); };
   daemon::JobController controller(store.get(), clock, jc);
   if (Status st = controller.Recover(); !st.ok()) {
     spdlog::critical("cannot rebuild the controller's state: {}", st.ToString());

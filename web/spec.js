@@ -147,8 +147,8 @@ export function buildSpec(values) {
 
   const layout = values.layout || 'auto';
   if (layout === 'tiled' && kind !== 'infer') errors.layout = 'Tiled is for inference jobs only.';
-  else if (model && layout !== 'auto' && layout !== 'data') {
-    errors.layout = 'A model: entrypoint runs as auto or data parallel.';
+  else if (model && kind === 'infer' && layout !== 'auto' && layout !== 'data') {
+    errors.layout = 'A model: entrypoint infers as auto or data parallel.';
   }
   spec.layout = layout;
   if (model) {

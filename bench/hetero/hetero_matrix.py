@@ -23,9 +23,14 @@ Host figures the cost model needs (loopback and veth all-reduce bandwidth/latenc
 per-micro-batch overhead, the optimizer step's memory bandwidth) are measured first, on
 configurations the matrix does not check (calibration never fits on a checked mix).
 
+A lab's own model: --model-file F (a TorchScript sequence of layers, as a model:
+entrypoint's train job runs it; --loss, default l1) replaces every chosen mix's model, so
+the planner's predicted step for it is set beside the measured one on the same mixes.
+
 usage: hetero_matrix.py --worker build/worker/runtime/tessera-worker
                         --predict build/bench/calibration/tessera-predict
                         [--rounds 3] [--steps 12] [--warmup 4] [--mixes a,b,...] [--json out.json]
+                        [--model-file F [--loss l1]]
 Python 3 standard library only.
 """
 import argparse
@@ -246,7 +251,8 @@ class Matrix:
             if self.mode == "namespaces":
                 self.netns.down()
                 self.run.netns = None
-        result = {"name": name, "model": f"{model} w{width}", "batch": batch, "kind": kind,
+        shown = os.path.basename(model) if model.startswith("file:") else f"{model} w{width}"
+        result = {"name": name, "model": shown, "batch": batch, "kind": kind,
                   "speeds": [s for _, sp, _ in nodes for s in sp], "runs": {}}
         for label, plan, same in runs:
             src = same or label
@@ -287,6 +293,9 @@ def main():
     ap.add_argument("--keep", default="", help="keep profiles, snapshots and plans here")
     ap.add_argument("--json", default="", help="write the results here")
     ap.add_argument("--nice", type=int, default=0)
+    ap.add_argument("--model-file", default="",
+                    help="a lab's TorchScript sequence of layers in place of each mix's model")
+    ap.add_argument("--loss", default="l1", help="--model-file: mse | l1 | cross_entropy")
     args = ap.parse_args()
     tmp_obj = tempfile.TemporaryDirectory()
     tmp = args.keep or tmp_obj.name
@@ -297,6 +306,10 @@ def main():
                         str(args.image_size)], check=True, capture_output=True)
     cores = os.cpu_count() or 1
     mixes = [m for m in MIXES if not args.mixes or m[0] in args.mixes.split(",")]
+    if args.model_file:
+        # (name, nodes, model, width, batch, kind): the file instead of the builtin model.
+        model = "file:" + os.path.abspath(args.model_file)
+        mixes = [(m[0], m[1], model, m[3], m[4], m[5]) for m in mixes]
     for m in mixes:
         total = sum(s for _, sp, _ in m[1] for s in sp)
         if total > args.max_speed_sum * cores + 1e-9:

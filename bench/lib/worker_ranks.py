@@ -173,9 +173,17 @@ class Runner:
     def prefix(self):
         return ["nice", "-n", str(self.a.nice)] if getattr(self.a, "nice", 0) else []
 
+    def model_args(self, model, width):
+        """A builtin model and its width, or "file:<path>": a lab's TorchScript sequence
+        of layers (tessera-worker --model-file) with the loss of args.loss (default l1)."""
+        if model.startswith("file:"):
+            return ["--model-file", model[len("file:"):], "--loss",
+                    getattr(self.a, "loss", None) or "l1"]
+        return ["--model", model, "--width", str(width)]
+
     def train_cmd(self, model, width, steps, batch=None):
-        cmd = [self.a.worker, "train", "--model", model, "--steps", str(steps), "--width",
-               str(width), "--threads", str(self.a.threads), "--lr", "0.001", "--image-size",
+        cmd = [self.a.worker, "train", *self.model_args(model, width), "--steps", str(steps),
+               "--threads", str(self.a.threads), "--lr", "0.001", "--image-size",
                str(self.a.image_size)]
         if self.a.data and model not in ("tiny-skip", "tiny-mlp"):
             cmd += ["--data", self.a.data]
@@ -184,8 +192,8 @@ class Runner:
         return cmd
 
     def profile(self, model, width, batch, fixed_batch, repeats):
-        cmd = self.prefix() + [self.a.worker, "profile", "--model", model, "--batch", str(batch),
-                               "--image-size", str(self.a.image_size), "--width", str(width),
+        cmd = self.prefix() + [self.a.worker, "profile", *self.model_args(model, width),
+                               "--batch", str(batch), "--image-size", str(self.a.image_size),
                                "--repeats", str(repeats)]
         if fixed_batch > 0:
             cmd += ["--fixed-batch", str(fixed_batch)]

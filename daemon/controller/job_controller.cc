@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 
+#include "api/entrypoint_kind.h"
 #include "daemon/controller/infer_input.h"
 #include "daemon/controller/planning.h"
 #include "daemon/controller/profile_cache.h"
@@ -552,8 +553,7 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
     if (c.cluster_key == key) return c.plans;
   }
   ++plans_made_;
-  Result<scheduler::PlanSet> plans =
-      PlanJob(SnapshotOf(nodes, busy), job.spec, options_.builtin_profiles);
+  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, busy), job.spec);
   // A profile still being measured (or any passing failure) is asked again.
   const bool lasting = plans.ok() || plans.status().code() == StatusCode::kFailedPrecondition ||
                        plans.status().code() == StatusCode::kNotFound ||
@@ -564,6 +564,19 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
     cached.push_back(CachedPlan{key, plans});
   }
   return plans;
+}
+
+Result<scheduler::PlanSet> JobController::Plan(const scheduler::ClusterSnapshot& snapshot,
+                                               const api::JobSpec& spec) {
+  // A model: entrypoint's train job is planned by its file's layers.
+  std::string model_file;
+  if (api::EntrypointKindOf(spec.entrypoint) == api::EntrypointKind::kModel &&
+      spec.kind == api::JobKind::kTrain) {
+    if (auto entry = store_->GetEntrypoint(spec.entrypoint); entry.ok()) {
+      model_file = entry->command;
+    }
+  }
+  return PlanJob(snapshot, spec, options_.profiles, model_file);
 }
 
 Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
@@ -771,8 +784,7 @@ Result<api::Json> JobController::Preview(const api::JobSpec& spec) {
   }
   // Planned outside the lock, like Tick's plans.
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
-  Result<scheduler::PlanSet> plans =
-      PlanJob(SnapshotOf(nodes, busy), spec, options_.builtin_profiles);
+  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, busy), spec);
   if (!plans.ok() && IsMeasuringProfile(plans.status())) {
     return MeasuringProfileAnswer(plans.status());  // a state to wait for, not an error
   }

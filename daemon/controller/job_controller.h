@@ -79,7 +79,9 @@ struct JobControllerOptions {
   // is a reported step, or (for scripts that report none) a run longer
   // than this window.
   int64_t crash_loop_window_ms = 300'000;
-  ProfileLookup builtin_profiles;  // measured profiles of builtin models
+  // Measured profiles of builtin models and of model: entrypoints' files
+  // (daemon/controller/profile_cache.h).
+  ProfileLookup profiles;
   // Infer jobs: images per chunk, and the tokens their ranks lease chunks
   // with (not owned; without it infer ranks get no token and cannot lease).
   int64_t infer_chunk_images = 32;
@@ -193,6 +195,9 @@ class JobController {
   Result<api::Job> StepLocked(const api::Job& job, JobEvent event, const std::string& reason,
                               std::optional<api::Json> plan = std::nullopt) REQUIRES(mu_);
   std::set<std::string> BusyDevicesLocked() const REQUIRES(mu_);
+  // Plans for `spec`, with its model: entrypoint's registered file (PlanJob).
+  Result<scheduler::PlanSet> Plan(const scheduler::ClusterSnapshot& snapshot,
+                                  const api::JobSpec& spec);
   const api::WorkerStatus* FindReportLocked(const std::string& node,
                                             const api::WorkerKey& key) const REQUIRES(mu_);
   bool JobHasLiveWorkersLocked(api::JobId job,

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "api/entrypoint_kind.h"
+#include "daemon/controller/profile_cache.h"
 #include "scheduler/planner.h"
 
 namespace tessera::daemon {
@@ -132,7 +133,7 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
   return snapshot;
 }
 
-Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
+Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque) {
   scheduler::JobRequest r;
   r.kind =
       spec.kind == api::JobKind::kInfer ? scheduler::JobKind::kInfer : scheduler::JobKind::kTrain;
@@ -148,28 +149,46 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec) {
   }
   // An opaque command or exported model can only run as data parallel: it
   // owns all its layers.
-  const bool builtin = api::EntrypointKindOf(spec.entrypoint) == api::EntrypointKind::kBuiltin;
-  if (!builtin && r.layout == scheduler::Layout::kAuto) {
-    r.layout = scheduler::Layout::kData;
-  }
+  if (opaque && r.layout == scheduler::Layout::kAuto) r.layout = scheduler::Layout::kData;
   TESSERA_RETURN_IF_ERROR(r.Validate());
   return r;
 }
 
-Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin) {
-  if (api::EntrypointKindOf(spec.entrypoint) != api::EntrypointKind::kBuiltin) {
-    return GenericProfile();
+Result<JobProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& lookup,
+                             const std::string& model_file) {
+  const api::EntrypointKind kind = api::EntrypointKindOf(spec.entrypoint);
+  const bool layered_file = kind == api::EntrypointKind::kModel &&
+                            spec.kind == api::JobKind::kTrain && !model_file.empty();
+  if (kind != api::EntrypointKind::kBuiltin && !layered_file) {
+    return JobProfile{GenericProfile(), /*opaque=*/true};
   }
-  std::string model(api::EntrypointId(spec.entrypoint));
-  if (!builtin) return FailedPrecondition("no model profiles are configured");
-  return builtin(model);
+  if (!lookup) return FailedPrecondition("no model profiles are configured");
+  if (!layered_file) {
+    TESSERA_ASSIGN_OR_RETURN(
+        scheduler::ModelProfile p,
+        lookup(BuiltinTarget(std::string(api::EntrypointId(spec.entrypoint)))));
+    return JobProfile{std::move(p), false};
+  }
+  const ProfileTarget target = ModelFileTarget(spec, model_file);
+  Result<scheduler::ModelProfile> p = lookup(target);
+  if (p.ok()) return JobProfile{*std::move(p), false};
+  if (IsMeasuringProfile(p.status())) return p.status();
+  // Without its layers' profile the module still trains whole on each device.
+  if (spec.layout == "auto" || spec.layout == "data") {
+    return JobProfile{GenericProfile(), /*opaque=*/true};
+  }
+  return Status(StatusCode::kFailedPrecondition,
+                "a " + spec.layout + " layout cuts the model by its layers' profile, and " +
+                    target.Describe() + " has none: " + p.status().message(),
+                "layout");
 }
 
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
-                                   const api::JobSpec& spec, const ProfileLookup& builtin) {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec));
-  TESSERA_ASSIGN_OR_RETURN(scheduler::ModelProfile profile, ProfileOf(spec, builtin));
-  return scheduler::MakePlans(snapshot, profile, request);
+                                   const api::JobSpec& spec, const ProfileLookup& lookup,
+                                   const std::string& model_file) {
+  TESSERA_ASSIGN_OR_RETURN(JobProfile profile, ProfileOf(spec, lookup, model_file));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec, profile.opaque));
+  return scheduler::MakePlans(snapshot, profile.model, request);
 }
 
 }  // namespace tessera::daemon

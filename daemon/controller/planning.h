@@ -3,11 +3,13 @@
 // inputs, and asks the planner for ranked plans.
 //
 // The scheduler itself (scheduler/planner.h) is pure; this file only
-// translates. Builtin entrypoints are planned with the scheduler's profile of
-// that model; a registered command ("cmd:<name>") or exported model
-// ("model:<name>") is opaque to the controller, so it is planned as data
-// parallel with a small generic profile that spreads its batch by device
-// speed.
+// translates. Builtin entrypoints are planned with the measured profile of
+// that model, and so is a train job of an exported model ("model:<name>",
+// a TorchScript sequence of layers) with the profile of its file: both may
+// get any layout. A registered command ("cmd:<name>"), an exported model's
+// infer job, and a model file whose profile failed are opaque to the
+// controller: planned as data parallel with a small generic profile that
+// spreads the batch by device speed.
 //
 // Thread safety: pure functions.
 #ifndef TESSERA_DAEMON_CONTROLLER_PLANNING_H_
@@ -21,6 +23,7 @@
 
 #include "api/types.h"
 #include "common/status.h"
+#include "daemon/controller/profile_target.h"
 #include "scheduler/cluster_snapshot.h"
 #include "scheduler/job_request.h"
 #include "scheduler/model_profile.h"
@@ -47,21 +50,35 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& busy);
 
 // kInvalidArgument naming the field when the spec cannot become a request.
-Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec);
+// opaque: the job runs as one module (JobProfile::opaque): an auto layout
+// becomes data parallel.
+Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque);
 
-// The measured profile of a builtin model, by name ("colorize-unet"); see
+// The measured profile of a builtin model or a model file; see
 // daemon/controller/profile_cache.h.
-using ProfileLookup = std::function<Result<scheduler::ModelProfile>(const std::string& model)>;
+using ProfileLookup = std::function<Result<scheduler::ModelProfile>(const ProfileTarget& target)>;
 
-// The model profile a spec is planned with: the builtin model's measured
-// profile, or the generic one for a registered command or exported model.
-Result<scheduler::ModelProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& builtin);
+// What a job is planned with.
+struct JobProfile {
+  scheduler::ModelProfile model;
+  bool opaque = false;  // the generic profile: one module, data parallel only
+};
+
+// The profile a spec is planned with: a builtin model's, a `model:` train
+// job's file's (`model_file`: the entrypoint's registered file), or the
+// generic one. The lookup's error passes on (MeasuringProfile while it is
+// measured), except that a model file that cannot be profiled is planned
+// opaque when the spec's layout allows it (auto, data); for pipeline or
+// hybrid it is kFailedPrecondition naming "layout", with the reason.
+Result<JobProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& lookup,
+                             const std::string& model_file = {});
 
 // Ranked plans for the spec on the snapshot. kFailedPrecondition, with every
 // layout's reason, when nothing fits; the lookup's error when the model has
 // no profile (yet).
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
-                                   const api::JobSpec& spec, const ProfileLookup& builtin);
+                                   const api::JobSpec& spec, const ProfileLookup& lookup,
+                                   const std::string& model_file = {});
 
 }  // namespace tessera::daemon
 

@@ -1,6 +1,7 @@
 #include "daemon/controller/profile_cache.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 
 #include "api/entrypoint_kind.h"
 #include "common/atomic_file.h"
+#include "common/hex.h"
 #include "common/process_launcher.h"
 #include "daemon/store/store.h"
 #include "scheduler/profile_json.h"
@@ -31,7 +33,7 @@ std::vector<std::string> BuiltinModelsToProfile() {
 
 ProfileSource WorkerProfileSource(std::string worker_binary, ProcessLauncher* launcher) {
   return [binary = std::move(worker_binary),
-          launcher](const std::string& model) -> Result<std::string> {
+          launcher](const ProfileTarget& target) -> Result<std::string> {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return Unavailable("pipe failed");
     char err_path[] = "/tmp/tessera-profile-XXXXXX";
@@ -39,7 +41,9 @@ ProfileSource WorkerProfileSource(std::string worker_binary, ProcessLauncher* la
     ProcessSpec spec;
     // A second, small batch separates each layer's per-call cost from its
     // per-sample cost (small pipeline micro-batches pay the former more often).
-    spec.argv = {binary, "profile", "--model", model, "--batch", "8", "--fixed-batch", "2"};
+    spec.argv = {binary, "profile"};
+    for (const std::string& a : target.WorkerArgs()) spec.argv.push_back(a);
+    spec.argv.insert(spec.argv.end(), {"--batch", "8", "--fixed-batch", "2"});
     spec.stdout_to = ChildStdio::Fd(out[1]);
     if (err_fd >= 0) spec.stderr_to = ChildStdio::Fd(err_fd);
     // The profile is for this tesserad alone: it ends with it (a killed tesserad
@@ -75,8 +79,9 @@ ProfileSource WorkerProfileSource(std::string worker_binary, ProcessLauncher* la
       ::unlink(err_path);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      return Unavailable("`" + binary + " profile --model " + model +
-                         " --batch 8 --fixed-batch 2` failed: " +
+      std::string command;
+      for (const std::string& a : spec.argv) command += (command.empty() ? "" : " ") + a;
+      return Unavailable("`" + command + "` failed: " +
                          (err.empty() ? "exit status " + std::to_string(status) : err));
     }
     return text;
@@ -102,6 +107,22 @@ api::Json MeasuringProfileAnswer(const Status& status) {
       {"state", "measuring_profile"}, {"message", status.message()}, {"retry_after_s", 2}};
 }
 
+namespace {
+
+// The cache file's stem of a model file's profile: its path, options, size
+// and modification time, hashed (a replaced file gets another).
+std::string FileKey(const ProfileTarget& target, const FileStat& stat) {
+  std::string text = target.model_file;
+  for (const std::string& o : target.options) text += '\0' + o;
+  text += '\0' + std::to_string(stat.size_bytes) + '\0' + std::to_string(stat.modified_ns);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
+  return "file-" + HexEncode(digest, std::min(len, 12u));
+}
+
+}  // namespace
+
 ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, ProfileSource source,
                            const Clock* clock, FileSystem* files)
     : dir_(std::move(dir)),
@@ -111,83 +132,142 @@ ProfileCache::ProfileCache(fs::path dir, std::vector<std::string> models, Profil
       files_(files != nullptr ? files : FileSystem::Default()) {}
 
 ProfileCache::~ProfileCache() {
-  if (warmup_.joinable()) warmup_.join();
+  std::thread thread;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    thread = std::move(thread_);
+  }
+  cv_.notify_all();
+  if (thread.joinable()) thread.join();
+}
+
+bool ProfileCache::IsBuiltin(const std::string& model) const {
+  return std::find(models_.begin(), models_.end(), model) != models_.end();
+}
+
+void ProfileCache::StartThreadLocked() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  cv_.notify_all();
 }
 
 void ProfileCache::StartWarmup() {
   MutexLock lock(mu_);
-  if (warmup_.joinable()) return;
-  warmup_ = std::thread([this] {
-    for (const std::string& model : models_) {
-      {
-        MutexLock lock(mu_);
-        measuring_ = model;
-        measuring_since_ = clock_->SteadyNow();
-      }
-      bool measured = false;
-      Result<scheduler::ModelProfile> p = Load(model, &measured);
-      if (p.ok()) {
-        spdlog::info("model profile ready: {} ({} layers)", model, p->layers.size());
-      } else {
-        spdlog::warn("model {} cannot be planned: {}", model, p.status().ToString());
-      }
-      MutexLock lock(mu_);
-      if (measured) {
-        measured_seconds_ +=
-            std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
-        ++measured_count_;
-      }
-      measuring_.clear();
-      ready_.insert_or_assign(model, std::move(p));
-    }
-  });
+  if (warmup_queued_) return;
+  warmup_queued_ = true;
+  // Builtins first: every builtin job waits on them.
+  std::deque<Queued> builtins;
+  for (const std::string& model : models_) {
+    if (!ready_.contains(model)) builtins.push_back({model, BuiltinTarget(model)});
+  }
+  queue_.insert(queue_.begin(), builtins.begin(), builtins.end());
+  StartThreadLocked();
 }
 
-Result<scheduler::ModelProfile> ProfileCache::Load(const std::string& model, bool* measured) {
-  fs::path file = dir_ / (model + ".json");
+void ProfileCache::Run() {
+  while (true) {
+    Queued q;
+    {
+      MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) cv_.wait(mu_);
+      if (stopping_) return;
+      q = std::move(queue_.front());
+      queue_.pop_front();
+      measuring_ = q.key;
+      measuring_since_ = clock_->SteadyNow();
+    }
+    bool measured = false;
+    Result<scheduler::ModelProfile> p = Load(q, &measured);
+    if (p.ok()) {
+      spdlog::info("model profile ready: {} ({} layers)", q.target.Describe(), p->layers.size());
+    } else {
+      spdlog::warn("{} cannot be planned by its layers: {}", q.target.Describe(),
+                   p.status().ToString());
+    }
+    MutexLock lock(mu_);
+    if (measured) {
+      measured_seconds_ +=
+          std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
+      ++measured_count_;
+    }
+    measuring_.clear();
+    ready_.insert_or_assign(q.key, std::move(p));
+  }
+}
+
+Result<scheduler::ModelProfile> ProfileCache::Load(const Queued& q, bool* measured) {
+  fs::path file = dir_ / (q.key + ".json");
+  const std::string what = q.target.Describe();
   std::string text;
   if (Result<std::string> cached = files_->ReadFile(file); cached.ok()) {
     text = *std::move(cached);
   } else {
     *measured = true;
-    TESSERA_ASSIGN_OR_RETURN(text, source_(model));
+    TESSERA_ASSIGN_OR_RETURN(text, source_(q.target));
     AtomicWriteOptions options;
     options.create_parent_dirs = true;
     if (Status kept = WriteFileAtomically(*files_, file, text, options); !kept.ok()) {
       // The measurement is good; only the next start pays for it again.
-      spdlog::warn("profile of {} not cached (the next start measures it again): {}", model,
+      spdlog::warn("profile of {} not cached (the next start measures it again): {}", what,
                    kept.ToString());
     }
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Internal("profile of " + model + " is not JSON");
+  if (j.is_discarded()) return Internal("profile of " + what + " is not JSON");
   return scheduler::ModelProfileFromWorkerJson(j);
 }
 
 Result<scheduler::ModelProfile> ProfileCache::Get(const std::string& model) {
-  MutexLock lock(mu_);
-  auto it = ready_.find(model);
-  if (it != ready_.end()) return it->second;
-  for (const auto& m : models_) {
-    if (m == model) return MeasuringProfile(EtaSecondsLocked(model));
-  }
-  return NotFound("no builtin model \"" + model + "\"");
+  return Get(BuiltinTarget(model));
 }
 
-int64_t ProfileCache::EtaSecondsLocked(const std::string& model) const {
+Result<scheduler::ModelProfile> ProfileCache::Get(const ProfileTarget& target) {
+  std::string key = target.model;
+  if (target.is_file()) {
+    // Outside the lock: a stat of a slow (network) file system.
+    Result<FileStat> stat = files_->Stat(target.model_file);
+    if (!stat.ok()) {
+      return FailedPrecondition("cannot profile " + target.Describe() + ": " +
+                                stat.status().message());
+    }
+    key = FileKey(target, *stat);
+  }
+  MutexLock lock(mu_);
+  auto it = ready_.find(key);
+  if (it != ready_.end()) return it->second;
+  if (!target.is_file()) {
+    if (IsBuiltin(target.model)) return MeasuringProfile(EtaSecondsLocked(key));
+    return NotFound("no builtin model \"" + target.model + "\"");
+  }
+  const bool queued =
+      key == measuring_ ||
+      std::any_of(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.key == key; });
+  if (!queued) {
+    queue_.push_back({key, target});
+    StartThreadLocked();
+  }
+  return MeasuringProfile(EtaSecondsLocked(key));
+}
+
+int64_t ProfileCache::EtaSecondsLocked(const std::string& key) const {
   const double each =
       measured_count_ > 0 ? measured_seconds_ / measured_count_ : kFirstProfileSeconds;
   double eta = 0;
-  for (const std::string& m : models_) {  // the warm-up measures in this order
-    if (ready_.contains(m)) continue;
-    if (m == measuring_) {
-      const double took =
-          std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
-      eta += std::max(1.0, each - took);
-    } else {
+  if (!measuring_.empty()) {
+    const double took =
+        std::chrono::duration<double>(clock_->SteadyNow() - measuring_since_).count();
+    eta += std::max(1.0, each - took);
+  }
+  if (key != measuring_) {
+    // The measurement order: the queue, then (before StartWarmup) the builtins.
+    std::vector<std::string> order;
+    for (const Queued& q : queue_) order.push_back(q.key);
+    if (!warmup_queued_) order.insert(order.end(), models_.begin(), models_.end());
+    for (const std::string& k : order) {
+      if (ready_.contains(k)) continue;
       eta += each;
+      if (k == key) break;
     }
-    if (m == model) break;
   }
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(eta)));
 }

@@ -1,25 +1,38 @@
 // ProfileCache: the measured ModelProfile of every builtin model, so plans
-// cut the model exactly where the worker's layers are.
+// cut the model exactly where the worker's layers are, and of the exported
+// TorchScript sequences a lab trains through `model:` entrypoints, measured
+// when a job first needs one.
 //
-// Profiles come from `tessera-worker profile --model <name>` (run by a
-// ProfileSource), are cached as JSON in a folder (so a restart does not
-// profile again; written atomically through a FileSystem, common/atomic_file.h),
-// and are converted with scheduler::ModelProfileFromWorkerJson. A profile
-// that cannot be cached (the write fails) is still used; the failure is
-// logged as a warning naming the file, and the next start measures it again.
-// StartWarmup() profiles every builtin model on a background thread; until a
-// model's profile is ready Get answers MeasuringProfile(eta), so its jobs
-// stay pending (their reason says how long) instead of blocking the control
-// loop, and a dry run answers that state (MeasuringProfileAnswer). The
-// estimate is the mean time of the measurements so far (30 s before the
-// first) for the model and those queued before it, less what the current one
-// already took.
+// Profiles come from `tessera-worker profile <target's args>` (run by a
+// ProfileSource; daemon/controller/profile_target.h), are cached as JSON in a
+// folder (so a restart does not profile again; written atomically through a
+// FileSystem, common/atomic_file.h), and are converted with
+// scheduler::ModelProfileFromWorkerJson. A profile that cannot be cached (the
+// write fails) is still used; the failure is logged as a warning naming the
+// file, and the next start measures it again.
 //
-// Ownership: owns its warm-up thread (joined by the destructor).
+// One background thread measures, one target at a time, in the order asked:
+// StartWarmup() queues every builtin model; Get of a model file not measured
+// yet queues it (and starts the thread). Until a target's profile is ready
+// Get answers MeasuringProfile(eta), so its jobs stay pending (their reason
+// says how long) instead of blocking the control loop, and a dry run answers
+// that state (MeasuringProfileAnswer). The estimate is the mean time of the
+// measurements so far (30 s before the first) for the target and those
+// queued before it, less what the current one already took.
+//
+// A model file's profile is keyed by its path, the target's options, and the
+// file's size and modification time: a file replaced in place is measured
+// again. A file that cannot be read (stat fails) answers that error at once;
+// one that fails to profile keeps its error until the file changes.
+//
+// Ownership: owns its thread (stopped and joined by the destructor, after the
+// measurement under way).
 // Thread safety: Get and StartWarmup may be called from any thread.
 #ifndef TESSERA_DAEMON_CONTROLLER_PROFILE_CACHE_H_
 #define TESSERA_DAEMON_CONTROLLER_PROFILE_CACHE_H_
 
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -34,6 +47,7 @@
 #include "common/process_launcher.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "daemon/controller/profile_target.h"
 #include "scheduler/model_profile.h"
 
 namespace tessera::daemon {
@@ -52,37 +66,52 @@ api::Json MeasuringProfileAnswer(const Status& status);
 // is left without a plan.
 std::vector<std::string> BuiltinModelsToProfile();
 
-// Produces the worker's profile JSON text for a model.
-using ProfileSource = std::function<Result<std::string>(const std::string& model)>;
+// Produces the worker's profile JSON text for a target.
+using ProfileSource = std::function<Result<std::string>(const ProfileTarget& target)>;
 
-// Runs `<worker_binary> profile --model <model>` (through `launcher`, not
-// owned; the child gets SIGKILL when tesserad dies) and returns its stdout.
-// kUnavailable when it cannot run or exits non-zero (stderr in the message).
+// Runs `<worker_binary> profile <target.WorkerArgs()> --batch 8 --fixed-batch 2`
+// (through `launcher`, not owned; the child gets SIGKILL when tesserad dies)
+// and returns its stdout. kUnavailable when it cannot run or exits non-zero
+// (stderr in the message).
 ProfileSource WorkerProfileSource(std::string worker_binary,
                                   ProcessLauncher* launcher = ProcessLauncher::Default());
 
 class ProfileCache {
  public:
+  // models: the builtin models StartWarmup measures, in order.
   // clock: times the measurements for the estimate (nullptr: the system clock).
-  // files: reads and writes the cache folder (nullptr: the real file system).
+  // files: reads and writes the cache folder, tells a model file's size and
+  // time (nullptr: the real file system).
   ProfileCache(std::filesystem::path dir, std::vector<std::string> models, ProfileSource source,
                const Clock* clock = nullptr, FileSystem* files = nullptr);
   ~ProfileCache();
   ProfileCache(const ProfileCache&) = delete;
   ProfileCache& operator=(const ProfileCache&) = delete;
 
-  // Starts profiling the models not cached yet. Idempotent.
+  // Queues the builtin models not measured yet and starts the thread. Idempotent.
   void StartWarmup() EXCLUDES(mu_);
 
-  // The profile of `model` ("colorize-unet"): MeasuringProfile(eta) while it
-  // is being measured or waits its turn, the measuring error if it failed,
-  // kNotFound for other names.
+  // The profile of a builtin model ("colorize-unet"): MeasuringProfile(eta)
+  // while it is being measured or waits its turn, the measuring error if it
+  // failed, kNotFound for other names.
   Result<scheduler::ModelProfile> Get(const std::string& model) EXCLUDES(mu_);
 
+  // The profile of `target`: a builtin as above; a model file's, measured on
+  // first ask (MeasuringProfile(eta) until then), or the error of its stat
+  // or of its measurement.
+  Result<scheduler::ModelProfile> Get(const ProfileTarget& target) EXCLUDES(mu_);
+
  private:
+  struct Queued {
+    std::string key;  // the cache file's stem
+    ProfileTarget target;
+  };
+  void Run() EXCLUDES(mu_);
+  void StartThreadLocked() REQUIRES(mu_);
   // *measured: whether it ran the source (not the cached file).
-  Result<scheduler::ModelProfile> Load(const std::string& model, bool* measured);
-  int64_t EtaSecondsLocked(const std::string& model) const REQUIRES(mu_);
+  Result<scheduler::ModelProfile> Load(const Queued& q, bool* measured);
+  int64_t EtaSecondsLocked(const std::string& key) const REQUIRES(mu_);
+  bool IsBuiltin(const std::string& model) const;
 
   const std::filesystem::path dir_;
   const std::vector<std::string> models_;
@@ -90,12 +119,16 @@ class ProfileCache {
   const Clock* const clock_;
   FileSystem* const files_;
   Mutex mu_;
-  std::map<std::string, Result<scheduler::ModelProfile>> ready_ GUARDED_BY(mu_);
-  std::string measuring_ GUARDED_BY(mu_);  // the model being measured now, or ""
+  std::condition_variable_any cv_;  // with mu_: work queued, or stopping
+  std::map<std::string, Result<scheduler::ModelProfile>> ready_ GUARDED_BY(mu_);  // by key
+  std::deque<Queued> queue_ GUARDED_BY(mu_);
+  bool warmup_queued_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::string measuring_ GUARDED_BY(mu_);  // the key being measured now, or ""
   std::chrono::steady_clock::time_point measuring_since_ GUARDED_BY(mu_);
   double measured_seconds_ GUARDED_BY(mu_) = 0;  // total time of the measurements so far
   int measured_count_ GUARDED_BY(mu_) = 0;
-  std::thread warmup_ GUARDED_BY(mu_);  // the destructor joins it
+  std::thread thread_ GUARDED_BY(mu_);  // the destructor joins it
 };
 
 }  // namespace tessera::daemon

@@ -335,12 +335,29 @@ const Row kRows[] = {
        s.args = {"--width", "8"};
      },
      "args[0]", true, Base::kModel},
-    {"model_train_pipeline",
+    // Training cuts the file's layers: every training layout.
+    {"model_train_pipeline_ok",
      [](JobSpec& s) {
        s.kind = JobKind::kTrain;
        s.steps = 100;
        s.args = {};
        s.layout = "pipeline";
+     },
+     nullptr, true, Base::kModel},
+    {"model_train_hybrid_ok",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+       s.args = {"--loss", "l1"};
+       s.layout = "hybrid";
+     },
+     nullptr, true, Base::kModel},
+    {"model_train_tiled",
+     [](JobSpec& s) {
+       s.kind = JobKind::kTrain;
+       s.steps = 100;
+       s.args = {};
+       s.layout = "tiled";
      },
      "layout", true, Base::kModel},
     {"model_infer_loss", [](JobSpec& s) { s.args = {"--loss", "l1"}; }, "args[0]", true,

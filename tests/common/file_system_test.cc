@@ -78,6 +78,23 @@ TEST_F(FileSystemTest, CreateDirsMakesEveryMissingParent) {
   EXPECT_TRUE(files().CreateDirs(deep).ok());  // exists: fine
 }
 
+TEST_F(FileSystemTest, StatTellsSizeAndModificationTime) {
+  const fs::path file = dir_.path() / "m.bin";
+  ASSERT_TRUE(files().WriteFile(file, "12345", {}).ok());
+  Result<FileStat> first = files().Stat(file);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->size_bytes, 5);
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(first->modified_ns, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec);
+  // A rewrite with another time is seen.
+  const fs::file_time_type later = fs::last_write_time(file) + std::chrono::seconds(3);
+  fs::last_write_time(file, later);
+  Result<FileStat> second = files().Stat(file);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->modified_ns - first->modified_ns, int64_t{3} * 1000000000);
+}
+
 // Every failing call: its code and a message naming the path and the cause.
 TEST_F(FileSystemTest, ErrorsNameThePathAndTheCause) {
   const fs::path missing = dir_.path() / "missing" / "f";
@@ -109,6 +126,8 @@ TEST_F(FileSystemTest, ErrorsNameThePathAndTheCause) {
        "removing " + missing.string() + ": " + no_entry},
       {"mkdir over a file", [&] { return files().CreateDirs(file / "sub"); }, StatusCode::kNotFound,
        "creating the folder " + (file / "sub").string() + ": " + std::strerror(ENOTDIR)},
+      {"stat", [&] { return files().Stat(missing).status(); }, StatusCode::kNotFound,
+       "stat " + missing.string() + ": " + no_entry},
   };
   for (const Case& c : cases) {
     Status s = c.call();

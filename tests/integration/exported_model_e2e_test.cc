@@ -5,7 +5,9 @@
 // job recovers and every output is present exactly once, byte-equal to one
 // process (`tessera-worker infer --local --model-file`), which
 // tests/python/test_exported_model.py holds to PyTorch's own outputs. A file
-// that is not a model fails the job with the reason, not a crash.
+// that is not a model fails the job with the reason, not a crash. A lab's
+// scripted nn.Sequential trains as a pipeline planned from its layers'
+// profile, and recovers onto another layout.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -144,13 +146,21 @@ TEST(ExportedModelE2ETest, TheOwnModelExampleRunsThroughTheCli) {
     EXPECT_NE(log.find(std::string("(model:own-") + model + "): succeeded"), std::string::npos)
         << log;
   }
+  // The sequence trained, planned by its layers (a plan names layer ranges of
+  // the file's eight layers).
+  const size_t at = log.find("(model:own-sequence): succeeded");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  EXPECT_NE(line.find("-8"), std::string::npos) << line;
 }
 
-// The lab's own sequence of layers (examples/own-model's sequence.pt, a
-// scripted nn.Sequential) trained through tesserad on two nodes, data
-// parallel with shares by device speed: the job succeeds, its loss falls and
-// its checkpoint names the sequence's layers.
-TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsThroughTesserad) {
+// A lab's scripted nn.Sequential trained through tesserad as a pipeline:
+// tesserad profiles the file (on first ask) and cuts its eight layers into
+// two stages on two of the three nodes; when the second stage's node dies,
+// the job is re-planned onto the two nodes left (another cut where their
+// speeds differ), resumes from the checkpoint, and finishes with a falling
+// loss.
+TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsAsAPipelineAndRecovers) {
   Cluster cluster("exported-train");
   const std::string worker = BinaryPath("tessera-worker");
   const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans";
@@ -164,34 +174,78 @@ TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsThroughTesserad) {
                      "devices:\n  - {name: \"A (emulated)\", memory: 4GiB, relative_speed: 0.6}\n");
   cluster.StartAgent("boxb",
                      "devices:\n  - {name: \"B (emulated)\", memory: 4GiB, relative_speed: 0.3}\n");
-  ASSERT_TRUE(cluster.NodesJoin(2, 60s));
+  cluster.StartAgent("boxc",
+                     "devices:\n  - {name: \"C (emulated)\", memory: 4GiB, relative_speed: 0.3}\n");
+  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
 
   int status = 0;
-  api::Json job = cluster.PostJson("/api/v1/jobs",
-                                   {{"name", "train-own"},
-                                    {"kind", "train"},
-                                    {"entrypoint", "model:sequence"},
-                                    {"dataset", in.string()},
-                                    {"global_batch", 8},
-                                    {"steps", 40},
-                                    {"min_devices", 2},
-                                    {"args",
-                                     {"--loss", "l1", "--image-size", "16", "--optimizer", "adam",
-                                      "--lr", "0.003", "--threads", "1"}}},
-                                   &status);
+  api::Json job =
+      cluster.PostJson("/api/v1/jobs",
+                       {{"name", "train-own"},
+                        {"min_devices", 2},
+                        {"max_devices", 2},
+                        {"kind", "train"},
+                        {"entrypoint", "model:sequence"},
+                        {"dataset", in.string()},
+                        {"global_batch", 8},
+                        {"steps", 600},
+                        {"layout", "pipeline"},
+                        {"max_attempts", 3},
+                        {"args",
+                         {"--loss", "l1", "--image-size", "16", "--optimizer", "adam", "--lr",
+                          "0.003", "--threads", "1", "--checkpoint-every-steps", "5"}}},
+                       &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"].get<api::JobId>();
+  const std::string path = "/api/v1/jobs/" + std::to_string(id);
+  auto steps_of = [&](int attempt) {
+    int64_t last = 0, first = INT64_MAX;
+    for (const auto& p :
+         cluster
+             .GetJson(path + "/metrics?attempt=" + std::to_string(attempt) + "&rank=0&limit=1000")
+             .value("points", api::Json::array())) {
+      last = std::max<int64_t>(last, p.value("step", 0));
+      first = std::min<int64_t>(first, p.value("step", 0));
+    }
+    return std::make_pair(first, last);
+  };
+  // The profile is measured first (the job waits), then the pipeline runs.
+  ASSERT_TRUE(
+      WaitFor([&] { return steps_of(1).second >= 20 || cluster.JobState(id) == "failed"; }, 180s))
+      << cluster.GetJson(path).dump(2) << "\n"
+      << cluster.controller()->Log();
+  ASSERT_EQ(cluster.JobState(id), "running") << cluster.GetJson(path).dump(2);
+  const api::Json plan = cluster.GetJson(path)["plan"];
+  EXPECT_EQ(plan["layout"], "pipeline") << plan.dump();
+  ASSERT_EQ(plan["replicas"].size(), 1u) << plan.dump();
+  const api::Json& stages = plan["replicas"][0]["stages"];
+  ASSERT_EQ(stages.size(), 2u) << plan.dump();
+  EXPECT_EQ(stages[0]["layers"][0], 0) << plan.dump();
+  EXPECT_EQ(stages[0]["layers"][1], stages[1]["layers"][0]) << plan.dump();
+  EXPECT_EQ(stages[1]["layers"][1], 8) << "the file's eight layers: " << plan.dump();
+  const std::set<std::string> before = cluster.PlannedNodes(id);
+  ASSERT_EQ(before.size(), 2u) << plan.dump();
+  const std::string second = stages[1]["devices"][0].get<std::string>();
+  const std::string victim = second.substr(0, second.find(':'));
+
+  cluster.StopAgent(victim, SIGKILL);
+  EXPECT_GT(KillProcessesUnder(cluster.dir() / ("agent-" + victim)), 0);
   ASSERT_TRUE(WaitFor(
       [&] { return cluster.JobState(id) == "succeeded" || cluster.JobState(id) == "failed"; },
       240s))
       << cluster.JobState(id) << "\n"
       << cluster.controller()->Log();
-  const api::Json done = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
+  const api::Json done = cluster.GetJson(path);
   ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
-  EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"boxa", "boxb"}));
-  const api::Json metrics =
-      cluster.GetJson("/api/v1/jobs/" + std::to_string(id) + "/metrics?rank=0&limit=1000");
+  const std::set<std::string> after = cluster.PlannedNodes(id);
+  EXPECT_EQ(after.size(), 2u);
+  EXPECT_FALSE(after.contains(victim)) << victim;
+  EXPECT_EQ(cluster.GetJson(path)["plan"]["layout"], "pipeline");
+  const auto [resumed_at, finished_at] = steps_of(2);
+  EXPECT_GT(resumed_at, 1) << "attempt 2 resumed from the pipeline's checkpoint";
+  EXPECT_EQ(finished_at, 600);
+  const api::Json metrics = cluster.GetJson(path + "/metrics?rank=0&limit=1000");
   std::vector<double> losses;
   for (const auto& p : metrics.value("points", api::Json::array())) {
     if (p.contains("loss") && p["loss"].is_number()) losses.push_back(p["loss"].get<double>());

@@ -72,7 +72,7 @@ test('image: a bad member is named on its own field', () => {
   }
 });
 
-test('a model: job carries its weights and runs whole on each device; training counts steps', () => {
+test('a model: job carries its weights; it infers whole on each device, trains in any layout', () => {
   const train = buildSpec(modelForm({ kind: 'train' }));
   assert.equal(train.errors.kind, undefined);
   assert.ok(train.errors.steps, 'a model: training job needs its steps');
@@ -83,6 +83,12 @@ test('a model: job carries its weights and runs whole on each device; training c
     assert.ok(buildSpec(modelForm({ layout })).errors.layout, layout);
   }
   assert.equal(buildSpec(modelForm({ layout: 'data' })).errors.layout, undefined);
+  for (const layout of ['pipeline', 'hybrid', 'data']) {
+    const t = buildSpec(modelForm({ kind: 'train', steps: '10', layout }));
+    assert.equal(t.errors.layout, undefined, layout);
+    assert.equal(t.spec.layout, layout);
+  }
+  assert.ok(buildSpec(modelForm({ kind: 'train', steps: '10', layout: 'tiled' })).errors.layout);
   // A checkpoint left in the (hidden) field is not sent.
   const { spec, errors } = buildSpec(modelForm({ checkpoint: '/srv/ckpt' }));
   assert.deepEqual(errors, {});

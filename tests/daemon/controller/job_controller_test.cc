@@ -200,12 +200,12 @@ TEST_F(JobControllerTest, HeartbeatsAreAnsweredWhileAPlanIsBeingMade) {
   std::promise<void> entered, release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> first{true};
-  options_.builtin_profiles = [&](const std::string& model) -> Result<scheduler::ModelProfile> {
+  options_.profiles = [&](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
     if (first.exchange(false)) {
       entered.set_value();
       released.wait();
     }
-    return SmallProfile(model);
+    return SmallProfile(target.model);
   };
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
   api::Node a = MakeNode("a", 2, 20);
@@ -255,24 +255,11 @@ TEST_F(JobControllerTest, AJobIsPlannedAgainOnlyWhenTheClusterChanged) {
 TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   // Profiles measured by the worker arrive late: the job waits, then runs.
   bool ready = false;
-  options_.builtin_profiles =
-      [&ready](const std::string& model) -> Result<scheduler::ModelProfile> {
+  options_.profiles = [&ready](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+    const std::string& model = target.model;
     if (model != "colorize-unet") return NotFound("no builtin model \"" + model + "\"");
     if (!ready) return MeasuringProfile(25);
-    scheduler::ModelProfile p;
-    p.name = model;
-    for (const char* n : {"enc0", "down1", "up1", "head"}) {
-      scheduler::Layer l;
-      l.name = n;
-      l.forward_flops = 1e8;
-      l.parameter_bytes = 1 << 16;
-      l.activation_bytes = 1 << 18;
-      l.output_bytes = 1 << 16;
-      p.layers.push_back(l);
-    }
-    p.input_bytes = 64 * 64 * 4;
-    p.nominal_image_px = 64;
-    return p;
+    return SmallProfile(model);
   };
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
   api::Node a = MakeNode("a", 3, 20);  // one device stays free for the GAN job
@@ -317,6 +304,58 @@ TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
   api::Job failed = *store_->GetJob(gan_id);
   EXPECT_EQ(failed.state, JobState::kFailed);
   EXPECT_NE(failed.reason.find("cannot plan"), std::string::npos) << failed.reason;
+}
+
+// A model: entrypoint's train job is planned by the layers of its registered
+// file (the profile lookup is asked for that file, with the job's loss), so a
+// pipeline is cut at layer boundaries; its infer jobs stay opaque.
+TEST_F(JobControllerTest, AModelEntrypointsTrainJobIsPlannedByItsFilesLayers) {
+  ASSERT_TRUE(store_->PutEntrypoint({"model:lab-seq", "/srv/models/seq.pt", "test"}).ok());
+  std::vector<ProfileTarget> asked;
+  options_.profiles = [&asked](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+    asked.push_back(target);
+    return SmallProfile(target.is_file() ? "seq" : target.model);
+  };
+  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+  api::Node a = MakeNode("a", 2, 20);
+  Beat(a);
+  api::JobSpec spec = CmdSpec(2);
+  spec.entrypoint = "model:lab-seq";
+  spec.kind = api::JobKind::kTrain;
+  spec.dataset = "/data/pairs";
+  spec.layout = "pipeline";
+  spec.args = {"--loss=l1", "--lr", "0.01"};
+  api::JobId id = Submit(spec);
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(id), JobState::kStarting) << controller_->WaitingReason(id);
+  ASSERT_FALSE(asked.empty());
+  EXPECT_EQ(asked.back().model_file, "/srv/models/seq.pt");
+  EXPECT_EQ(asked.back().options, (std::vector<std::string>{"--loss", "l1"}));
+  auto d = Beat(a);
+  ASSERT_EQ(d.desired.size(), 2u);
+  EXPECT_EQ(d.desired[0].argv[1], "train");
+  EXPECT_EQ(d.desired[0].argv[3], "/srv/models/seq.pt");
+  const api::Json& plan = d.desired[0].plan;
+  EXPECT_EQ(plan["layout"], "pipeline");
+  ASSERT_EQ(plan["replicas"].size(), 1u);
+  const api::Json& stages = plan["replicas"][0]["stages"];
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0]["layers"][0].get<int>(), 0);
+  EXPECT_EQ(stages[0]["layers"][1].get<int>(), stages[1]["layers"][0].get<int>());
+  EXPECT_EQ(stages[1]["layers"][1].get<int>(), 4);
+
+  // An infer job of the same entrypoint asks for no profile.
+  const size_t before = asked.size();
+  api::JobSpec infer = spec;
+  infer.kind = api::JobKind::kInfer;
+  infer.layout = "auto";
+  infer.args.clear();
+  infer.output = "/data/out";
+  infer.min_devices = infer.max_devices = 1;
+  Beat(MakeNode("b", 1, 20));
+  auto preview = controller_->Preview(infer);
+  ASSERT_TRUE(preview.ok()) << preview.status().ToString();
+  EXPECT_EQ(asked.size(), before);
 }
 
 TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {

@@ -222,10 +222,11 @@ TEST(PlanJobTest, GanPix2PixIsPlannedDataParallelWithItsMeasuredProfile) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("tessera-gan-profiles-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  ProfileCache cache(dir, BuiltinModelsToProfile(), [](const std::string& model) {
-    return Result<std::string>(model == "gan-pix2pix" ? GanProfileText() : std::string("{}"));
+  ProfileCache cache(dir, BuiltinModelsToProfile(), [](const ProfileTarget& target) {
+    return Result<std::string>(target.model == "gan-pix2pix" ? GanProfileText()
+                                                             : std::string("{}"));
   });
-  ProfileLookup lookup = [&cache](const std::string& model) { return cache.Get(model); };
+  ProfileLookup lookup = [&cache](const ProfileTarget& target) { return cache.Get(target); };
   api::JobSpec spec;
   spec.entrypoint = "builtin:gan-pix2pix";
   spec.global_batch = 12;
@@ -291,40 +292,158 @@ TEST(PlanJobTest, GanPix2PixIsPlannedDataParallelWithItsMeasuredProfile) {
 
 // ---- what each entrypoint kind is planned with ----
 
-// A builtin model is planned with its measured profile; a registered command
-// and an exported model are opaque, so they get the generic profile and an
-// auto layout becomes data parallel.
+// A builtin model is planned with its measured profile, and so is a model:
+// entrypoint's train job with its file's (asked with the job's convention,
+// crop size and loss); a registered command and an exported model's infer
+// job are opaque: the generic profile, and an auto layout becomes data
+// parallel. A model file that cannot be profiled trains opaque when the
+// layout allows, and a pipeline asked of it is refused with the reason.
 TEST(ProfileOfTest, EachEntrypointKindGetsItsProfileAndLayout) {
+  const Status unreadable = FailedPrecondition("cannot profile model file /m/seq.pt: no such file");
   struct Row {
+    const char* name;
     const char* entrypoint;
-    const char* looked_up;  // the builtin model asked for; "" none
-    const char* profile;
-    scheduler::Layout layout;
-  } rows[] = {
-      {"builtin:colorize-unet", "colorize-unet", "colorize-unet", scheduler::Layout::kAuto},
-      {"cmd:train-ddp", "", "generic", scheduler::Layout::kData},
-      {"model:lab-unet", "", "generic", scheduler::Layout::kData},
+    api::JobKind kind;
+    const char* layout;
+    const char* model_file;
+    std::vector<std::string> args;
+    Status lookup;              // what the lookup answers (OK: a profile named after the target)
+    std::string looked_up;      // the target asked for; "" none
+    std::string profile;        // the profile planned with; "" an error
+    scheduler::Layout request;  // the request's layout
+  };
+  using api::JobKind;
+  using scheduler::Layout;
+  const Row rows[] = {
+      {"builtin",
+       "builtin:colorize-unet",
+       JobKind::kInfer,
+       "auto",
+       "",
+       {},
+       Status::Ok(),
+       "--model colorize-unet",
+       "colorize-unet",
+       Layout::kAuto},
+      {"command",
+       "cmd:train-ddp",
+       JobKind::kTrain,
+       "auto",
+       "",
+       {},
+       Status::Ok(),
+       "",
+       "generic",
+       Layout::kData},
+      {"model infer",
+       "model:lab-unet",
+       JobKind::kInfer,
+       "auto",
+       "/m/unet.pt",
+       {},
+       Status::Ok(),
+       "",
+       "generic",
+       Layout::kData},
+      {"model train",
+       "model:lab-seq",
+       JobKind::kTrain,
+       "auto",
+       "/m/seq.pt",
+       {"--lr", "0.1", "--image-size=32", "--loss", "l1"},
+       Status::Ok(),
+       "--model-file /m/seq.pt --image-input gray --image-size 32 --loss l1",
+       "/m/seq.pt",
+       Layout::kAuto},
+      {"model train, pipeline",
+       "model:lab-seq",
+       JobKind::kTrain,
+       "pipeline",
+       "/m/seq.pt",
+       {},
+       Status::Ok(),
+       "--model-file /m/seq.pt --image-input gray",
+       "/m/seq.pt",
+       Layout::kPipeline},
+      {"model train, no file known",
+       "model:lab-seq",
+       JobKind::kTrain,
+       "auto",
+       "",
+       {},
+       Status::Ok(),
+       "",
+       "generic",
+       Layout::kData},
+      {"unprofiled file",
+       "model:lab-seq",
+       JobKind::kTrain,
+       "auto",
+       "/m/seq.pt",
+       {},
+       unreadable,
+       "--model-file /m/seq.pt --image-input gray",
+       "generic",
+       Layout::kData},
+      {"unprofiled file, hybrid",
+       "model:lab-seq",
+       JobKind::kTrain,
+       "hybrid",
+       "/m/seq.pt",
+       {},
+       unreadable,
+       "--model-file /m/seq.pt --image-input gray",
+       "",
+       Layout::kHybrid},
+      {"file being measured",
+       "model:lab-seq",
+       JobKind::kTrain,
+       "auto",
+       "/m/seq.pt",
+       {},
+       MeasuringProfile(7),
+       "--model-file /m/seq.pt --image-input gray",
+       "",
+       Layout::kAuto},
   };
   for (const Row& row : rows) {
-    SCOPED_TRACE(row.entrypoint);
+    SCOPED_TRACE(row.name);
     std::string looked_up;
-    ProfileLookup lookup = [&looked_up](const std::string& model) {
-      looked_up = model;
+    ProfileLookup lookup = [&](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      for (const std::string& a : target.WorkerArgs())
+        looked_up += (looked_up.empty() ? "" : " ") + a;
+      if (!row.lookup.ok()) return row.lookup;
       scheduler::ModelProfile p;
-      p.name = model;
-      return Result<scheduler::ModelProfile>(p);
+      p.name = target.is_file() ? target.model_file : target.model;
+      return p;
     };
     api::JobSpec spec;
-    spec.kind = api::JobKind::kInfer;
+    spec.kind = row.kind;
     spec.entrypoint = row.entrypoint;
     spec.global_batch = 8;
-    auto profile = ProfileOf(spec, lookup);
-    ASSERT_TRUE(profile.ok()) << profile.status().ToString();
-    EXPECT_EQ(profile->name, row.profile);
+    spec.layout = row.layout;
+    spec.args = row.args;
+    spec.image.input = "gray";
+    auto profile = ProfileOf(spec, lookup, row.model_file);
     EXPECT_EQ(looked_up, row.looked_up);
-    auto request = RequestOf(spec);
+    if (row.profile.empty()) {
+      ASSERT_FALSE(profile.ok());
+      if (IsMeasuringProfile(row.lookup)) {
+        EXPECT_EQ(profile.status(), row.lookup);
+      } else {
+        EXPECT_EQ(profile.status().code(), StatusCode::kFailedPrecondition);
+        EXPECT_EQ(profile.status().field(), "layout");
+        EXPECT_NE(profile.status().message().find("no such file"), std::string::npos)
+            << profile.status().message();
+      }
+    } else {
+      ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+      EXPECT_EQ(profile->model.name, row.profile);
+      EXPECT_EQ(profile->opaque, row.profile == "generic");
+    }
+    auto request = RequestOf(spec, profile.ok() && profile->opaque);
     ASSERT_TRUE(request.ok()) << request.status().ToString();
-    EXPECT_EQ(request->layout, row.layout);
+    EXPECT_EQ(request->layout, row.request);
   }
 }
 

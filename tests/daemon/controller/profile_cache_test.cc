@@ -15,6 +15,7 @@
 #include "common/fake_clock.h"
 #include "common/faulty_file_system.h"
 #include "common/faulty_process_launcher.h"
+#include "common/mutex.h"
 
 namespace tessera::daemon {
 namespace {
@@ -45,7 +46,8 @@ class ProfileCacheTest : public ::testing::Test {
 
 TEST_F(ProfileCacheTest, MeasuresOnceThenServesFromTheCacheFolder) {
   std::atomic<int> calls{0};
-  auto source = [&](const std::string& model) -> Result<std::string> {
+  auto source = [&](const ProfileTarget& target) -> Result<std::string> {
+    const std::string& model = target.model;
     ++calls;
     if (model == "broken") return Unavailable("worker exited 1");
     return ProfileText(model);
@@ -90,9 +92,9 @@ TEST_F(ProfileCacheTest, ProfileThatCannotBeCachedIsUsedAndTheFailureLogged) {
     auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
     spdlog::default_logger()->sinks().push_back(log);
     std::atomic<int> calls{0};
-    auto source = [&](const std::string& model) -> Result<std::string> {
+    auto source = [&](const ProfileTarget& target) -> Result<std::string> {
       ++calls;
-      return ProfileText(model);
+      return ProfileText(target.model);
     };
     FaultyFileSystem faulty;
     faulty.FailNext(c.op, "m1.json", c.err);
@@ -132,7 +134,8 @@ TEST_F(ProfileCacheTest, ProfileThatCannotBeCachedIsUsedAndTheFailureLogged) {
 TEST_F(ProfileCacheTest, WhileMeasuringItSaysAboutHowLong) {
   FakeClock clock;
   std::atomic<bool> second_started{false}, release{false};
-  auto source = [&](const std::string& model) -> Result<std::string> {
+  auto source = [&](const ProfileTarget& target) -> Result<std::string> {
+    const std::string& model = target.model;
     if (model == "m1") {
       clock.Advance(std::chrono::seconds(20));  // the first measurement takes 20 s
     } else {
@@ -172,11 +175,11 @@ TEST_F(ProfileCacheTest, WhileMeasuringItSaysAboutHowLong) {
 
 TEST_F(ProfileCacheTest, WorkerSourceReportsAFailingBinary) {
   auto source = WorkerProfileSource("/bin/false");
-  auto r = source("colorize-unet");
+  auto r = source(BuiltinTarget("colorize-unet"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   // A binary that is not there: the child exits 127.
-  r = WorkerProfileSource((dir_ / "no-such-worker").string())("colorize-unet");
+  r = WorkerProfileSource((dir_ / "no-such-worker").string())(BuiltinTarget("colorize-unet"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("exit status " + std::to_string(127 << 8)), std::string::npos)
@@ -187,11 +190,131 @@ TEST_F(ProfileCacheTest, WorkerSourceReportsALaunchFailure) {
   FaultyProcessLauncher launcher;
   launcher.FailNextLaunch(EAGAIN, "tessera-worker");
   auto source = WorkerProfileSource("/usr/bin/tessera-worker", &launcher);
-  auto r = source("colorize-unet");
+  auto r = source(BuiltinTarget("colorize-unet"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(r.status().message(), "fork failed: " + std::string(std::strerror(EAGAIN)));
   EXPECT_EQ(launcher.fired(), 1);
+}
+
+// The worker is run with the target's own arguments.
+TEST_F(ProfileCacheTest, WorkerSourceRunsTheTargetsArguments) {
+  ProfileTarget file;
+  file.model_file = "/srv/models/seq.pt";
+  file.options = {"--image-input", "gray", "--loss", "l1"};
+  struct Row {
+    ProfileTarget target;
+    std::string printed;
+  } rows[] = {
+      {BuiltinTarget("colorize-unet"), "profile --model colorize-unet --batch 8 --fixed-batch 2\n"},
+      {file,
+       "profile --model-file /srv/models/seq.pt --image-input gray --loss l1 --batch 8 "
+       "--fixed-batch 2\n"},
+  };
+  for (const Row& row : rows) {
+    auto r = WorkerProfileSource("/bin/echo")(row.target);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, row.printed);
+  }
+}
+
+// Waits until `target` is no longer being measured; its last answer.
+Result<scheduler::ModelProfile> Settled(ProfileCache& cache, const ProfileTarget& target) {
+  Result<scheduler::ModelProfile> r = cache.Get(target);
+  for (int i = 0; i < 500 && IsMeasuringProfile(r.status()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    r = cache.Get(target);
+  }
+  return r;
+}
+
+// A lab's model file is measured when a job first asks (no warm-up needed),
+// once per file version and options: a file replaced in place is measured
+// again, a restarted daemon reads the cache folder, other options are
+// another profile.
+TEST_F(ProfileCacheTest, AModelFileIsMeasuredOnFirstAskAndAgainWhenReplaced) {
+  fs::create_directories(dir_);
+  const fs::path model = dir_ / "seq.pt";
+  std::ofstream(model) << "version 1";
+  std::vector<std::string> runs;
+  Mutex mu;
+  auto source = [&](const ProfileTarget& target) -> Result<std::string> {
+    std::string args;
+    for (const std::string& a : target.WorkerArgs()) args += (args.empty() ? "" : " ") + a;
+    MutexLock lock(mu);
+    runs.push_back(args);
+    return ProfileText("seq");
+  };
+  auto count = [&] {
+    MutexLock lock(mu);
+    return runs.size();
+  };
+  ProfileTarget target;
+  target.model_file = model.string();
+  target.options = {"--loss", "l1"};
+  const fs::path cache_dir = dir_ / "profiles";
+  {
+    ProfileCache cache(cache_dir, {}, source);
+    Result<scheduler::ModelProfile> first = cache.Get(target);
+    EXPECT_TRUE(IsMeasuringProfile(first.status())) << first.status().ToString();
+    Result<scheduler::ModelProfile> p = Settled(cache, target);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(p->name, "seq");
+    ASSERT_EQ(count(), 1u);
+    EXPECT_EQ(runs[0], "--model-file " + model.string() + " --loss l1");
+    EXPECT_TRUE(cache.Get(target).ok());
+    EXPECT_EQ(count(), 1u) << "asked again: served from memory";
+
+    // Another loss is another profile.
+    ProfileTarget mse = target;
+    mse.options = {"--loss", "mse"};
+    EXPECT_TRUE(Settled(cache, mse).ok());
+    EXPECT_EQ(count(), 2u);
+
+    // The file replaced (another size and time): measured again.
+    std::ofstream(model) << "version two";
+    fs::last_write_time(model, fs::last_write_time(model) + std::chrono::seconds(5));
+    EXPECT_TRUE(IsMeasuringProfile(cache.Get(target).status()));
+    EXPECT_TRUE(Settled(cache, target).ok());
+    EXPECT_EQ(count(), 3u);
+  }
+  size_t cached = 0;
+  for (const auto& e : fs::directory_iterator(cache_dir)) {
+    cached += e.path().filename().string().starts_with("file-") ? 1 : 0;
+  }
+  EXPECT_EQ(cached, 3u);
+  // A restart: the current version's profile comes from the folder.
+  ProfileCache again(cache_dir, {}, source);
+  EXPECT_TRUE(Settled(again, target).ok());
+  EXPECT_EQ(count(), 3u);
+}
+
+// A file tesserad cannot stat answers why at once; one whose profile fails
+// keeps that error (not measured again) until the file changes.
+TEST_F(ProfileCacheTest, AModelFileThatCannotBeProfiledSaysWhy) {
+  fs::create_directories(dir_);
+  std::atomic<int> calls{0};
+  auto source = [&](const ProfileTarget&) -> Result<std::string> {
+    ++calls;
+    return Unavailable("the module's forward is not its layers in order");
+  };
+  ProfileCache cache(dir_ / "profiles", {}, source);
+  ProfileTarget missing;
+  missing.model_file = (dir_ / "missing.pt").string();
+  Result<scheduler::ModelProfile> r = cache.Get(missing);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("stat " + missing.model_file), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(calls.load(), 0);
+
+  ProfileTarget residual;
+  residual.model_file = (dir_ / "residual.pt").string();
+  std::ofstream(residual.model_file) << "x";
+  r = Settled(cache, residual);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("not its layers in order"), std::string::npos);
+  EXPECT_EQ(cache.Get(residual).status(), r.status());
+  EXPECT_EQ(calls.load(), 1);
 }
 
 }  // namespace
