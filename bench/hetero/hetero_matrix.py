@@ -102,7 +102,8 @@ class Matrix:
         if key not in self.profiles:
             p = self.run.profile(model, width, self.a.profile_batch, self.a.fixed_batch,
                                  self.a.repeats)
-            path = os.path.join(self.tmp, f"profile-{model}-{width}.json")
+            stem = os.path.basename(model) if model.startswith("file:") else model
+            path = os.path.join(self.tmp, f"profile-{stem}-{width}.json")
             with open(path, "w") as f:
                 json.dump(p, f)
             self.profiles[key] = (p, path)
@@ -252,7 +253,8 @@ class Matrix:
                 self.netns.down()
                 self.run.netns = None
         shown = os.path.basename(model) if model.startswith("file:") else f"{model} w{width}"
-        result = {"name": name, "model": shown, "batch": batch, "kind": kind,
+        result = {"name": name, "model": shown, "model_id": model, "width": width,
+                  "batch": batch, "kind": kind,
                   "speeds": [s for _, sp, _ in nodes for s in sp], "runs": {}}
         for label, plan, same in runs:
             src = same or label
@@ -394,7 +396,7 @@ def print_summary(results, mx, args):
             if x.get("predicted_s") and x.get("measured_s"):
                 errors.append(abs(x["predicted_s"] / x["measured_s"] - 1))
         if r["kind"] == "compute":
-            effs.append((r["name"], r["batch"], p, sum(r["speeds"]), r["model"]))
+            effs.append((r["name"], r["batch"], p, sum(r["speeds"]), r["model_id"], r["width"]))
     print("\n== summary")
     print(f"speedup over even split (all devices): geomean {geomean(over_even):.2f}x "
           f"over {len(over_even)} mixes (target >= 1.3x)")
@@ -410,9 +412,8 @@ def print_summary(results, mx, args):
     # one device = a single rank at speed 1 with the same global batch.
     if effs:
         vals = []
-        for name, batch, p, speed_sum, model in effs:
-            m, w = model.split()
-            one = mx.run.single(m, int(w[1:]), batch)
+        for name, batch, p, speed_sum, model, width in effs:
+            one = mx.run.single(model, width, batch)
             vals.append((batch / p) / (speed_sum * batch / one))
         print(f"aggregate-compute efficiency:          median {statistics.median(vals) * 100:.0f}%, "
               f"min {min(vals) * 100:.0f}% over {len(vals)} compute-bound mixes (target >= 80%)")
