@@ -61,6 +61,9 @@ Status ClusterSnapshot::Validate() const {
       if (!(d.relative_speed > 0)) {
         return InvalidArgument("must be positive", dfield + ".relative_speed");
       }
+      if (!(d.compute_scale > 0)) {
+        return InvalidArgument("must be positive", dfield + ".compute_scale");
+      }
     }
   }
   for (size_t i = 0; i < device_links.size(); ++i) {

@@ -51,6 +51,10 @@ struct Device {
   // the CPU) and its emulated speed (<= 1: the worker can only slow down).
   std::string measured_as;
   double relative_speed = 1.0;  // > 0
+  // Observed over predicted compute of the job's model on this device type
+  // (scheduler/compute_correction.h): every compute time of the device is
+  // multiplied by it. 1: the profile as measured.
+  double compute_scale = 1.0;  // > 0
   // The collective library its rank would use: "nccl" (a CUDA GPU) or "gloo" (a CPU
   // or an emulated device). One job's ranks share one backend, so a plan never mixes
   // two (planner.h); empty: any (the planner treats it as compatible with all).

@@ -59,12 +59,13 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   }
 
   // Speed classes: devices with equal type and throughput figures.
-  std::map<std::tuple<std::string, double, double, double, std::string, double>, int> classes;
+  std::map<std::tuple<std::string, double, double, double, std::string, double, double>, int>
+      classes;
   std::vector<const Device*> class_rep;
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
     for (const Device& d : cluster.nodes[n].devices) {
       auto key = std::make_tuple(d.type, d.tflops, d.tflops_half, d.memory_bandwidth_bytes_per_s,
-                                 d.measured_as, d.relative_speed);
+                                 d.measured_as, d.relative_speed, d.compute_scale);
       auto [it, inserted] = classes.emplace(key, static_cast<int>(class_rep.size()));
       if (inserted) class_rep.push_back(&d);
       DeviceInfo info;
@@ -77,6 +78,7 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
                                                (1.0 - request.memory_reserve_fraction));
       info.busy = d.busy;
       info.relative_speed = d.relative_speed;
+      info.compute_scale = d.compute_scale;
       info.memory_bandwidth_bytes_per_s = d.memory_bandwidth_bytes_per_s;
       info.unmeasured_reason = d.unmeasured_reason;
       cm.devices_.push_back(std::move(info));
@@ -139,6 +141,13 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       copy[l + 1] = copy[l] + (mc != layer.measured_gradient_copy_ms.end()
                                    ? mc->second / 1e3 / d->relative_speed
                                    : std::numeric_limits<double>::quiet_NaN());
+    }
+    // What observed steps said of this profile on this device type
+    // (scheduler/compute_correction.h): every compute term scales alike.
+    if (d->compute_scale != 1.0) {
+      for (std::vector<double>* v : {&fwd, &bwd, &fixed, &opt, &copy}) {
+        for (double& x : *v) x *= d->compute_scale;
+      }
     }
     cm.optimizer_prefix_.push_back(std::move(opt));
     cm.grad_copy_prefix_.push_back(std::move(copy));
@@ -445,6 +454,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
   // Stage times, the critical replica and its bottleneck stage.
   std::vector<double> p2p(R, 0);
   ev.stage_time_s.assign(R, {});
+  ev.stage_compute_s.assign(R, {});
   double worst = -1;
   for (int r = 0; r < R; ++r) {
     const CandidateReplica& rep = c.replicas[r];
@@ -463,6 +473,8 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
                              FixedSeconds(st.device, st.begin, st.end) +
                              options_.micro_batch_overhead_s + sync;
       ev.stage_time_s[r].push_back(t);
+      ev.stage_compute_s[r].push_back(M * (micro * ComputeSeconds(st.device, st.begin, st.end) +
+                                           FixedSeconds(st.device, st.begin, st.end)));
       // 1F1B: stage s-1's backward + forward of one micro-batch and stage s's run in a
       // cycle of two micro-batches with the round trip's messages.
       if (training_ && c.schedule == Schedule::k1F1B && prev >= 0) {

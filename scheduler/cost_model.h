@@ -48,6 +48,7 @@ struct DeviceInfo {
   double model_seconds = 0;  // per sample, whole model, forward (+ backward when training)
   bool busy = false;
   double relative_speed = 1.0;              // Device::relative_speed
+  double compute_scale = 1.0;               // Device::compute_scale
   double memory_bandwidth_bytes_per_s = 0;  // 0: no optimizer-step term
   std::string unmeasured_reason;            // Device::unmeasured_reason
 };
@@ -79,8 +80,12 @@ struct Evaluation {
   double allreduce_s = 0;  // visible (not overlapped) part
   double step_end_s = 0;   // optimizer step of the slowest stage + the step-end vote
   int critical_replica = 0;
-  int bottleneck_stage = 0;                              // in the critical replica
-  std::vector<std::vector<double>> stage_time_s;         // [replica][stage], per micro-batch
+  int bottleneck_stage = 0;                       // in the critical replica
+  std::vector<std::vector<double>> stage_time_s;  // [replica][stage], per micro-batch
+  // [replica][stage]: forward and backward of the stage's layers over the whole
+  // step (every micro-batch), without sends or overheads: what the worker
+  // reports as its rank's compute_s.
+  std::vector<std::vector<double>> stage_compute_s;
   std::vector<std::vector<int64_t>> stage_memory_bytes;  // [replica][stage]
 };
 

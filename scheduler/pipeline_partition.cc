@@ -58,9 +58,9 @@ std::optional<Partition> ScorePartition(const CostModel& cost, std::vector<Candi
   const bool cycled = cost.training() && params.schedule == Schedule::k1F1B;
   for (int s = 0; s < S; ++s) {
     const CandidateStage& st = stages[s];
-    const double mem = cost.StageMemoryBytes(st.begin, st.end, micro_ceil,
-                                             CostModel::InFlight(params.schedule, M, S, s),
-                                             params.replicated);
+    const double mem =
+        cost.StageMemoryBytes(st.begin, st.end, micro_ceil,
+                              CostModel::InFlight(params.schedule, M, S, s), params.replicated);
     if (mem > static_cast<double>(cost.device(st.device).usable_bytes)) return std::nullopt;
     const double t =
         cost.StageSeconds(st.device, st.begin, st.end, micro, s + 1 < S ? stages[s + 1].device : -1,

@@ -31,6 +31,8 @@ struct Stage {
   int layer_end = 0;
   double time_s = 0;              // per micro-batch: compute + sends + overhead
   int64_t peak_memory_bytes = 0;  // predicted peak on the stage's device
+  double compute_s = 0;           // per step: forward + backward of its layers, all micro-batches
+  double compute_scale = 1.0;     // the device's Device::compute_scale the plan assumed
 };
 
 struct Replica {

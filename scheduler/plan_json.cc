@@ -36,6 +36,8 @@ Json ToJson(const Plan& plan) {
       stages.push_back({{"devices", devices},
                         {"layers", Json::array({s.layer_begin, s.layer_end})},
                         {"time_s", s.time_s},
+                        {"compute_s", s.compute_s},
+                        {"compute_scale", s.compute_scale},
                         {"peak_mem_bytes", s.peak_memory_bytes}});
     }
     replicas.push_back(

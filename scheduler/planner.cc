@@ -79,8 +79,13 @@ Plan ToPlan(const CostModel& cm, const Candidate& c, const Evaluation& ev) {
     for (size_t s = 0; s < cr.stages.size(); ++s) {
       const CandidateStage& cs = cr.stages[s];
       const DeviceId& id = cm.device(cs.device).id;
-      rep.stages.push_back(
-          Stage{{id}, cs.begin, cs.end, ev.stage_time_s[r][s], ev.stage_memory_bytes[r][s]});
+      rep.stages.push_back(Stage{{id},
+                                 cs.begin,
+                                 cs.end,
+                                 ev.stage_time_s[r][s],
+                                 ev.stage_memory_bytes[r][s],
+                                 ev.stage_compute_s[r][s],
+                                 cm.device(cs.device).compute_scale});
       p.predicted.peak_memory_bytes[id.ToString()] = ev.stage_memory_bytes[r][s];
     }
     p.pp = std::max(p.pp, static_cast<int>(cr.stages.size()));

@@ -80,7 +80,12 @@ Status JobController::Recover() {
         if (!st.ok()) return st.status();
         continue;
       }
-      active_[job.id] = Active{*std::move(launch), clock_->SteadyNow(), {}, job.owner};
+      active_[job.id] =
+          Active{*std::move(launch),
+                 clock_->SteadyNow(),
+                 {},
+                 job.owner,
+                 job.spec.kind == api::JobKind::kTrain ? CorrectionKey(job.spec) : std::string()};
       spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
                    active_[job.id].launch.ranks.size());
     }
@@ -128,6 +133,7 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   {
     MutexLock lock(mu_);
     reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
+    ObserveComputeLocked(request);
     response.desired = DesiredForLocked(request.node);
     if (request.wait_ms > 0 && !shutting_down_) {
       std::set<api::WorkerKey> desired;
@@ -186,6 +192,9 @@ Status JobController::Tick() {
     Status checked = [&]() REQUIRES(mu_) -> Status {
       if (!listed.ok()) return listed.status();
       nodes = *std::move(listed);
+      for (const api::Node& n : nodes) {
+        for (const api::Device& d : n.devices) device_types_[DeviceKey(n.name, d.index)] = d.name;
+      }
       std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);
       WarnAboutEmulationLocked(nodes);
       TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
@@ -548,6 +557,11 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
   for (const std::string& d : busy) key = key * 1099511628211ull ^ std::hash<std::string>{}(d);
   // A user's device limit may bound the job's max_devices differently each pass.
   key = key * 1099511628211ull ^ static_cast<uint64_t>(job.spec.max_devices);
+  {
+    // Corrected profiles plan again.
+    MutexLock lock(corrections_mu_);
+    key = key * 1099511628211ull ^ corrections_.generation();
+  }
   std::vector<CachedPlan>& cached = plan_cache_[job.id];
   for (const CachedPlan& c : cached) {
     if (c.cluster_key == key) return c.plans;
@@ -576,7 +590,74 @@ Result<scheduler::PlanSet> JobController::Plan(const scheduler::ClusterSnapshot&
       model_file = entry->command;
     }
   }
-  return PlanJob(snapshot, spec, options_.profiles, model_file);
+  scheduler::ClusterSnapshot corrected = snapshot;
+  {
+    MutexLock lock(corrections_mu_);
+    corrections_.Apply(CorrectionKey(spec), &corrected);
+  }
+  return PlanJob(corrected, spec, options_.profiles, model_file);
+}
+
+void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
+  // Steps: for each reporting rank of an active train attempt, (1) find its
+  // stage in the attempt's plan (ranks are numbered replica by replica, stage
+  // by stage) and its device's type; (2) take each progress line newer than
+  // the last observed one, past the first two steps (warm-up); (3) set its
+  // compute_s against the stage's prediction.
+  for (const api::WorkerStatus& w : request.workers) {
+    auto it = active_.find(w.key.job_id);
+    if (it == active_.end() || it->second.correction_key.empty() ||
+        w.key.attempt != it->second.launch.attempt || w.key.rank < 0 ||
+        w.key.rank >= static_cast<int64_t>(it->second.launch.ranks.size())) {
+      continue;
+    }
+    Active& active = it->second;
+    double predicted = 0, scale = 1;  // (1)
+    int64_t rank = 0;
+    const api::Json& plan = active.launch.plan;
+    if (plan.is_object() && plan.contains("replicas") && plan["replicas"].is_array()) {
+      for (const api::Json& replica : plan["replicas"]) {
+        if (!replica.is_object() || !replica.contains("stages") || !replica["stages"].is_array()) {
+          continue;
+        }
+        for (const api::Json& st : replica["stages"]) {
+          if (rank++ != w.key.rank || !st.is_object()) continue;
+          if (st.contains("compute_s") && st["compute_s"].is_number()) {
+            predicted = st["compute_s"].get<double>();
+          }
+          if (st.contains("compute_scale") && st["compute_scale"].is_number()) {
+            scale = st["compute_scale"].get<double>();
+          }
+        }
+      }
+    }
+    const RankLaunch& r = active.launch.ranks[static_cast<size_t>(w.key.rank)];
+    auto type = device_types_.find(DeviceKey(r.node, r.device_index));
+    if (!(predicted > 0) || type == device_types_.end()) continue;
+    int64_t& seen = active.observed_step[w.key.rank];
+    std::vector<const api::Json*> lines;
+    for (const api::Json& line : w.progress_lines) lines.push_back(&line);
+    lines.push_back(&w.progress);
+    for (const api::Json* line : lines) {  // (2)
+      if (!line->is_object() || !line->contains("compute_s") || !line->contains("step") ||
+          !(*line)["compute_s"].is_number() || !(*line)["step"].is_number_integer()) {
+        continue;
+      }
+      const int64_t step = (*line)["step"].get<int64_t>();
+      if (step <= seen || step <= 2) continue;
+      seen = step;
+      MutexLock lock(corrections_mu_);  // (3)
+      const uint64_t before = corrections_.generation();
+      corrections_.Observe(active.correction_key, type->second, predicted, scale,
+                           (*line)["compute_s"].get<double>());
+      if (corrections_.generation() != before) {
+        spdlog::info("profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps)",
+                     active.correction_key, type->second,
+                     corrections_.Factor(active.correction_key, type->second),
+                     corrections_.Samples(active.correction_key, type->second));
+      }
+    }
+  }
 }
 
 Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
@@ -771,7 +852,12 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                               .status());
   for (const RankLaunch& r : launch->ranks)
     placed_devices->insert(DeviceKey(r.node, r.device_index));
-  active_[job.id] = Active{*std::move(launch), clock_->SteadyNow(), {}, job.owner};
+  active_[job.id] =
+      Active{*std::move(launch),
+             clock_->SteadyNow(),
+             {},
+             job.owner,
+             job.spec.kind == api::JobKind::kTrain ? CorrectionKey(job.spec) : std::string()};
   ++generation_;
   return Status::Ok();
 }

@@ -27,6 +27,13 @@
 // decisions are the scheduler's pure pass (scheduler/queue_pass.h); the
 // controller reads the queue, lists infer inputs and commits each decision.
 //
+// Profiles learn from running jobs (scheduler/compute_correction.h): every
+// progress line a train rank reports (after its first two steps) gives its
+// compute time per step, set against its stage's prediction in the plan; per
+// job key (CorrectionKey: entrypoint and the options that change its compute)
+// and device type, the factor corrects every later plan (waiting jobs are
+// planned again when a factor moves notably, and a notable change is logged).
+//
 // After a controller restart, Recover() rebuilds the active attempts from
 // the store; nodes get a full dead-timeout of grace before they can be
 // declared dead, so healthy running jobs keep running.
@@ -62,6 +69,7 @@
 #include "daemon/controller/planning.h"
 #include "daemon/controller/queue_view.h"
 #include "daemon/store/store.h"
+#include "scheduler/compute_correction.h"
 #include "scheduler/queue_order.h"
 
 namespace tessera::daemon {
@@ -153,6 +161,10 @@ class JobController {
     // (DropLostInferRanksLocked): no longer desired, counted or busy.
     std::set<int64_t> dropped;
     std::string owner;  // the job's user (its share and limits)
+    // What its ranks' compute observations correct (CorrectionKey); empty:
+    // nothing (infer attempts).
+    std::string correction_key;
+    std::map<int64_t, int64_t> observed_step;  // by rank: the newest step observed
   };
   struct Report {
     std::chrono::steady_clock::time_point seen;
@@ -262,8 +274,14 @@ class JobController {
     Result<scheduler::PlanSet> plans = Status(StatusCode::kInternal, "not planned");
   };
   std::map<api::JobId, std::vector<CachedPlan>> plan_cache_;
-  uint64_t inventory_key_ = 0;  // of the nodes Tick saw last
-  uint64_t plans_made_ = 0;     // PlanJob calls by PlanCached (tests)
+  // Compute observations of running train ranks (OnHeartbeat) and the factors
+  // plans apply (Plan); its own short lock, so planning outside mu_ reads it.
+  void ObserveComputeLocked(const api::HeartbeatRequest& request) REQUIRES(mu_);
+  Mutex corrections_mu_;  // taken after mu_ when both are held
+  scheduler::ComputeCorrection corrections_ GUARDED_BY(corrections_mu_);
+  std::map<std::string, std::string> device_types_ GUARDED_BY(mu_);  // "node:index" -> type
+  uint64_t inventory_key_ = 0;                                       // of the nodes Tick saw last
+  uint64_t plans_made_ = 0;  // PlanJob calls by PlanCached (tests)
 
  public:
   // How many plans Tick actually computed (cache misses); for tests.

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "api/entrypoint_kind.h"
+#include "api/job_spec_validation.h"
 #include "daemon/controller/profile_cache.h"
 #include "scheduler/planner.h"
 
@@ -131,6 +132,14 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     snapshot.nodes.push_back(std::move(node));
   }
   return snapshot;
+}
+
+std::string CorrectionKey(const api::JobSpec& spec) {
+  std::string key = spec.entrypoint;
+  for (const char* name : {"--width", "--image-size"}) {
+    if (auto value = api::BuiltinOptionValue(spec.args, name)) key += " " + (name + ("=" + *value));
+  }
+  return key;
 }
 
 Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque) {

@@ -49,6 +49,11 @@ uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& busy);
 
+// What observed compute times correct (scheduler/compute_correction.h): the
+// entrypoint and the --width and --image-size its args give ("builtin:colorize-unet
+// --image-size=128"), the options that change a step's compute against the profile.
+std::string CorrectionKey(const api::JobSpec& spec);
+
 // kInvalidArgument naming the field when the spec cannot become a request.
 // opaque: the job runs as one module (JobProfile::opaque): an auto layout
 // becomes data parallel.

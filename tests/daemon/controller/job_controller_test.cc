@@ -358,6 +358,79 @@ TEST_F(JobControllerTest, AModelEntrypointsTrainJobIsPlannedByItsFilesLayers) {
   EXPECT_EQ(asked.size(), before);
 }
 
+// Profiles learn from the steps ranks report: the measured figures skew the
+// 10 TFLOPS type 1.7x slow; its rank reports compute at 1/1.7 of the stage's
+// prediction, the other as predicted. After a few dozen steps the same job
+// on another pair of the same types is planned with a larger share on the
+// corrected type.
+TEST_F(JobControllerTest, ObservedComputeCorrectsTheProfileAndLaterPlans) {
+  options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+    return SmallProfile(target.model);
+  };
+  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 10);
+  Beat(a);
+  Beat(b);
+  api::JobSpec spec = CmdSpec(2);
+  spec.entrypoint = "builtin:colorize-unet";
+  spec.layout = "data";
+  spec.global_batch = 60;
+  api::JobId id = Submit(spec);
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(id), JobState::kStarting);
+  // The slow type's share in a plan's JSON.
+  auto share_of = [](const api::Json& plan, const std::string& node_prefix) {
+    int64_t share = 0;
+    for (const auto& r : plan["replicas"]) {
+      const std::string device = r["stages"][0]["devices"][0].get<std::string>();
+      if (device.starts_with(node_prefix)) share += r["batch"].get<int64_t>();
+    }
+    return share;
+  };
+  const api::Json plan = store_->GetJob(id)->plan;
+  const int64_t before = share_of(plan, "b:");
+  ASSERT_GT(before, 0) << plan.dump();
+  // Another pair of the same two types, for a dry run of the same job.
+  Beat(MakeNode("c", 1, 20));
+  Beat(MakeNode("d", 1, 10));
+  ASSERT_TRUE(controller_->Tick().ok());
+  auto previewed = [&] {
+    auto p = controller_->Preview(spec);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? share_of((*p)["plans"][0], "d:") : -1;
+  };
+  EXPECT_EQ(previewed(), before) << "nothing observed yet";
+
+  for (int64_t step = 1; step <= 30; ++step) {
+    for (const api::Node* node : {&a, &b}) {
+      auto desired = Beat(*node);
+      std::vector<api::WorkerStatus> workers = Running(desired);
+      for (api::WorkerStatus& w : workers) {
+        const auto& stages = plan["replicas"];
+        for (const auto& r : stages) {
+          const api::Json& st = r["stages"][0];
+          if (!st["devices"][0].get<std::string>().starts_with(node->name + ":")) continue;
+          const double truth = node->name == "b" ? 1 / 1.7 : 1.0;
+          w.progress = {{"step", step},
+                        {"compute_s", st["compute_s"].get<double>() * truth},
+                        {"samples_per_s", 100}};
+        }
+      }
+      Beat(*node, workers);
+    }
+  }
+  const int64_t after = previewed();
+  EXPECT_GT(after, before) << "the corrected type gets more of the 60 samples";
+  // The dry run's plan says the scale it assumed.
+  auto p = controller_->Preview(spec);
+  ASSERT_TRUE(p.ok());
+  for (const auto& r : (*p)["plans"][0]["replicas"]) {
+    const api::Json& st = r["stages"][0];
+    const bool slow = st["devices"][0].get<std::string>().starts_with("d:");
+    EXPECT_NEAR(st["compute_scale"].get<double>(), slow ? 1 / 1.7 : 1.0, 0.02) << st.dump();
+  }
+}
+
 TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {
   api::Node a = MakeNode("a", 1, 20);
   Beat(a);

@@ -1,0 +1,48 @@
+#include "scheduler/compute_correction.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace tessera::scheduler {
+
+void ComputeCorrection::Observe(const std::string& key, const std::string& device_type,
+                                double predicted_s, double plan_scale, double observed_s) {
+  if (!(predicted_s > 0) || !(plan_scale > 0) || !(observed_s > 0)) return;
+  // The plan's prediction without the correction it already carried.
+  const double ratio = observed_s / (predicted_s / plan_scale);
+  if (ratio < 1.0 / 20 || ratio > 20) return;  // (1)
+  Window& w = windows_[{key, device_type}];
+  w.ratios.push_back(ratio);  // (2)
+  if (w.ratios.size() > static_cast<size_t>(kWindow)) w.ratios.pop_front();
+  if (w.ratios.size() < static_cast<size_t>(kMinSamples)) return;
+  std::vector<double> sorted(w.ratios.begin(), w.ratios.end());  // (3)
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  w.factor = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  if (std::abs(w.factor / w.notable - 1) > kNotable) {  // (4)
+    w.notable = w.factor;
+    ++generation_;
+  }
+}
+
+double ComputeCorrection::Factor(const std::string& key, const std::string& device_type) const {
+  auto it = windows_.find({key, device_type});
+  if (it == windows_.end() || it->second.ratios.size() < static_cast<size_t>(kMinSamples)) {
+    return 1.0;
+  }
+  return it->second.factor;
+}
+
+int ComputeCorrection::Samples(const std::string& key, const std::string& device_type) const {
+  auto it = windows_.find({key, device_type});
+  return it == windows_.end() ? 0 : static_cast<int>(it->second.ratios.size());
+}
+
+void ComputeCorrection::Apply(const std::string& key, ClusterSnapshot* snapshot) const {
+  for (Node& node : snapshot->nodes) {
+    for (Device& d : node.devices) d.compute_scale = Factor(key, d.type);
+  }
+}
+
+}  // namespace tessera::scheduler
