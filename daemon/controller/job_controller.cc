@@ -601,9 +601,9 @@ Result<scheduler::PlanSet> JobController::Plan(const scheduler::ClusterSnapshot&
 void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
   // Steps: for each reporting rank of an active train attempt, (1) find its
   // stage in the attempt's plan (ranks are numbered replica by replica, stage
-  // by stage) and its device's type; (2) take each progress line newer than
-  // the last observed one, past the first two steps (warm-up); (3) set its
-  // compute_s against the stage's prediction.
+  // by stage; only single-stage replicas count) and its device's type; (2) take each progress line
+  // newer than the last observed one, past the first two steps (warm-up); (3) set its compute_s
+  // against the stage's prediction.
   for (const api::WorkerStatus& w : request.workers) {
     auto it = active_.find(w.key.job_id);
     if (it == active_.end() || it->second.correction_key.empty() ||
@@ -620,8 +620,12 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
         if (!replica.is_object() || !replica.contains("stages") || !replica["stages"].is_array()) {
           continue;
         }
+        const bool whole = replica["stages"].size() == 1;
         for (const api::Json& st : replica["stages"]) {
-          if (rank++ != w.key.rank || !st.is_object()) continue;
+          // Only a replica that holds the whole model measures the device type
+          // against the whole profile: a pipeline stage's few layers (a lone
+          // activation) are dominated by per-call costs the ratio would blow up.
+          if (rank++ != w.key.rank || !st.is_object() || !whole) continue;
           if (st.contains("compute_s") && st["compute_s"].is_number()) {
             predicted = st["compute_s"].get<double>();
           }
@@ -651,10 +655,14 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
       corrections_.Observe(active.correction_key, type->second, predicted, scale,
                            (*line)["compute_s"].get<double>());
       if (corrections_.generation() != before) {
-        spdlog::info("profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps)",
-                     active.correction_key, type->second,
-                     corrections_.Factor(active.correction_key, type->second),
-                     corrections_.Samples(active.correction_key, type->second));
+        // Said once when a factor is first known; its later moves at debug level.
+        const bool first = corrections_.Samples(active.correction_key, type->second) ==
+                           scheduler::ComputeCorrection::kMinSamples;
+        spdlog::log(first ? spdlog::level::info : spdlog::level::debug,
+                    "profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps)",
+                    active.correction_key, type->second,
+                    corrections_.Factor(active.correction_key, type->second),
+                    corrections_.Samples(active.correction_key, type->second));
       }
     }
   }

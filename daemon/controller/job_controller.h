@@ -28,7 +28,8 @@
 // controller reads the queue, lists infer inputs and commits each decision.
 //
 // Profiles learn from running jobs (scheduler/compute_correction.h): every
-// progress line a train rank reports (after its first two steps) gives its
+// progress line a train rank of a whole-model replica reports (after its
+// first two steps; pipeline stages are not used) gives its
 // compute time per step, set against its stage's prediction in the plan; per
 // job key (CorrectionKey: entrypoint and the options that change its compute)
 // and device type, the factor corrects every later plan (waiting jobs are
