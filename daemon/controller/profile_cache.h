@@ -20,6 +20,11 @@
 // measurements so far (30 s before the first) for the target and those
 // queued before it, less what the current one already took.
 //
+// A profile whose repeats disagree (the worker's repeat_spread, slowest minus
+// fastest over the median, above kMaxRepeatSpread: the host was busy for part
+// of it) is measured again, up to kMaxMeasurements times; the steadiest is
+// kept, and each disagreement is logged as a warning.
+//
 // A model file's profile is keyed by its path, the target's options, and the
 // file's size and modification time: a file replaced in place is measured
 // again. A file that cannot be read (stat fails) answers that error at once;
@@ -78,6 +83,9 @@ ProfileSource WorkerProfileSource(std::string worker_binary,
 
 class ProfileCache {
  public:
+  static constexpr double kMaxRepeatSpread = 0.25;
+  static constexpr int kMaxMeasurements = 3;
+
   // models: the builtin models StartWarmup measures, in order.
   // clock: times the measurements for the estimate (nullptr: the system clock).
   // files: reads and writes the cache folder, tells a model file's size and
@@ -108,6 +116,8 @@ class ProfileCache {
   };
   void Run() EXCLUDES(mu_);
   void StartThreadLocked() REQUIRES(mu_);
+  // The source's text, measured again while its repeats disagree.
+  Result<std::string> MeasureSteady(const ProfileTarget& target);
   // *measured: whether it ran the source (not the cached file).
   Result<scheduler::ModelProfile> Load(const Queued& q, bool* measured);
   int64_t EtaSecondsLocked(const std::string& key) const REQUIRES(mu_);

@@ -193,12 +193,15 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
   // compute on (worker/runtime/emulated_device.h).
   const CpuClock clock = CpuClockFor(torch::get_num_threads());
   nlohmann::json layers = nlohmann::json::array();
+  // The whole model's time in each repeat: how far repeats disagree.
+  std::vector<double> totals;
   Status status;
   try {
     CountingScope counting;
     model.SetTraining(true);
     std::vector<int64_t> shape = {batch};
     shape.insert(shape.end(), in_shape.begin(), in_shape.end());
+    totals.assign(static_cast<size_t>(repeats), 0.0);
     Activation current;
     current.main = torch::randn(shape);
     for (size_t i = 0; i < n; ++i) {
@@ -223,6 +226,7 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
         if (r == 0) continue;
         fwd.push_back(f_ms);
         bwd.push_back(b_ms);
+        totals[static_cast<size_t>(r - 1)] += f_ms + b_ms;
         kept = std::max(kept, live_after - live_before);
         // Working memory of the backward above what the forward kept: gradients of
         // the output (made by Backward) and the input, temporaries.
@@ -269,10 +273,23 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
   }
   for (size_t i = 0; i < n; ++i) model.layer(i).layer->train(was_training[i]);
   if (!status.ok()) return status;
-  return nlohmann::json{
-      {"model", model.name()},      {"device", "cpu"},    {"batch", batch},
-      {"in_shape", in_shape},       {"repeats", repeats}, {"clock", CpuClockName(clock)},
-      {"layers", std::move(layers)}};
+  // (slowest - fastest) / median of the repeats' whole-model times: a host that
+  // was busy for part of the profile shows here (daemon/controller/profile_cache.h
+  // measures such a profile again).
+  double spread = 0;
+  if (totals.size() >= 2) {
+    const auto [lo, hi] = std::minmax_element(totals.begin(), totals.end());
+    const double median = Median(totals);
+    spread = median > 0 ? (*hi - *lo) / median : 0;
+  }
+  return nlohmann::json{{"model", model.name()},
+                        {"device", "cpu"},
+                        {"batch", batch},
+                        {"in_shape", in_shape},
+                        {"repeats", repeats},
+                        {"repeat_spread", spread},
+                        {"clock", CpuClockName(clock)},
+                        {"layers", std::move(layers)}};
 }
 
 struct AllocationCounter::Scope {

@@ -22,8 +22,10 @@
 //                       bytes of the Activation crossing a cut after this
 //                       layer (main + every carry tensor), divided by batch
 //   in_shape / out_shape  per-sample shape of the main tensor
-// Returns {"model", "device":"cpu", "batch", "in_shape", "clock", "layers":[...]};
-// clock names the CPU clock ("thread_cpu" or "process_cpu").
+// Returns {"model", "device":"cpu", "batch", "in_shape", "repeats",
+// "repeat_spread", "clock", "layers":[...]}; clock names the CPU clock
+// ("thread_cpu" or "process_cpu"); repeat_spread is (slowest - fastest) /
+// median of the repeats' whole-model times (0 with one repeat).
 //
 // Batch-norm running statistics are restored and parameter gradients
 // cleared afterwards, so the model is left as it was (training flag

@@ -228,6 +228,40 @@ Result<scheduler::ModelProfile> Settled(ProfileCache& cache, const ProfileTarget
   return r;
 }
 
+// A profile whose repeats disagree (a busy host) is measured again, up to
+// kMaxMeasurements times, and the steadiest is kept.
+TEST_F(ProfileCacheTest, AProfileWhoseRepeatsDisagreeIsMeasuredAgain) {
+  struct Row {
+    const char* name;
+    std::vector<double> spreads;  // what each measurement says (< 0: no field)
+    int measured;                 // how many the cache asks for
+    std::string kept;             // the model name of the one kept
+  } rows[] = {
+      {"steady", {0.05}, 1, "m-0"},
+      {"no field", {-1}, 1, "m-0"},
+      {"busy once", {0.6, 0.1}, 2, "m-1"},
+      {"busy throughout", {0.6, 0.3, 0.4}, ProfileCache::kMaxMeasurements, "m-1"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    fs::remove_all(dir_);
+    std::atomic<int> calls{0};
+    auto source = [&](const ProfileTarget&) -> Result<std::string> {
+      const int i = calls++;
+      nlohmann::json j = nlohmann::json::parse(ProfileText("m-" + std::to_string(i)));
+      const double spread = row.spreads[std::min<size_t>(i, row.spreads.size() - 1)];
+      if (spread >= 0) j["repeat_spread"] = spread;
+      return j.dump();
+    };
+    ProfileCache cache(dir_, {"m"}, source);
+    cache.StartWarmup();
+    Result<scheduler::ModelProfile> p = Settled(cache, BuiltinTarget("m"));
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(calls.load(), row.measured);
+    EXPECT_EQ(p->name, row.kept);
+  }
+}
+
 // A lab's model file is measured when a job first asks (no warm-up needed),
 // once per file version and options: a file replaced in place is measured
 // again, a restarted daemon reads the cache folder, other options are
