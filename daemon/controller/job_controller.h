@@ -8,7 +8,9 @@
 // before any progress are a crash loop, and the job fails with that error
 // instead of spending its remaining attempts. A running infer attempt whose
 // ranks lease chunks independently goes on without a lost node's ranks
-// (their chunks go back to the queue) instead of restarting.
+// (their chunks go back to the queue) instead of restarting, and gives some
+// of its ranks' devices back to a waiting train job that needs them
+// (YieldInferToTraining).
 //
 // Reconciliation is by level, not by edge: OnHeartbeat records what a node
 // runs and answers with everything it should run; Tick compares the reports
@@ -166,6 +168,7 @@ class JobController {
     // nothing (infer attempts).
     std::string correction_key;
     std::map<int64_t, int64_t> observed_step;  // by rank: the newest step observed
+    int64_t min_devices = 1;                   // the spec's: an infer job yields no more
   };
   struct Report {
     std::chrono::steady_clock::time_point seen;
@@ -230,6 +233,25 @@ class JobController {
   Result<bool> DropLostInferRanksLocked(const api::Job& job, Active* active,
                                         const std::map<std::string, std::vector<int64_t>>& lost)
       REQUIRES(mu_);
+  // Inference fills the gaps: a waiting train job that the free devices
+  // cannot hold, but that fits once running infer jobs of no higher priority
+  // give back some of their independent ranks (each keeps its min_devices,
+  // at least one), gets them:
+  // those ranks are dropped, their leased chunks go back to the queue at once
+  // (nothing is lost: outputs are written atomically and a redone chunk skips
+  // what exists), and the infer job's event names the train job. At most one
+  // train job a second; the next pass places it. Tick's thread only.
+  Status YieldInferToTraining(const std::vector<api::Node>& nodes,
+                              const std::set<std::string>& held) EXCLUDES(mu_);
+  // Whether every rank of the attempt leases its own chunks (no tiles shared
+  // over a process group: one stage per replica, no tiling).
+  static bool IndependentRanks(const AttemptLaunch& launch);
+  // Drops `ranks` of a running infer attempt: their leases are handed back
+  // now, they are no longer desired or busy; `why` is the event's reason.
+  Status DropInferRanksLocked(const api::Job& job, Active* active,
+                              const std::vector<int64_t>& ranks, const std::string& why)
+      REQUIRES(mu_);
+  std::chrono::steady_clock::time_point yield_checked_at_{};  // Tick's thread only
 
   Store* const store_;
   const Clock* const clock_;

@@ -91,6 +91,97 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
   EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
 }
 
+// Inference fills the gaps, with real agents and workers: the exported
+// colorizer's infer job runs on two or three nodes; a train job needing two
+// devices arrives; the infer job's ranks beyond its lowest give their devices back
+// (stopped by their agents), the train job runs on them and succeeds, and
+// the infer job, on its remaining rank, finishes with every output exactly
+// once and byte-equal to one process.
+TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnImage) {
+  constexpr int kScans = 3000;
+  Cluster cluster("exported-yield");
+  const std::string worker = BinaryPath("tessera-worker");
+  const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans",
+                 ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
+  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_OWN_MODEL_EXPORT, "--out", models.string(),
+                     "--fit-steps", "0"},
+                    {}, cluster.dir() / "export.log", 300s),
+            "");
+  const fs::path colorizer = models / "colorizer.pt";
+  ASSERT_EQ(GenImages(in, kScans, 48, 300s), "");
+  ASSERT_EQ(RunTool({worker, "infer", "--local", "--model-file", colorizer.string(), "--data",
+                     in.string(), "--output", ref.string(), "--threads", "1"},
+                    {}, cluster.dir() / "reference.log", 600s),
+            "");
+  cluster.StartController("worker_binary: " + worker +
+                          "\ninfer_chunk_images: 30\nlease_ms: 3000\n");
+  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 4GiB, relative_speed: 0.3}\n";
+  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
+  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", colorizer.string()));
+  ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
+
+  const api::Json train_spec = {{"name", "train-own"},
+                                {"kind", "train"},
+                                {"entrypoint", "model:sequence"},
+                                {"dataset", in.string()},
+                                {"global_batch", 8},
+                                {"steps", 30},
+                                {"min_devices", 2},
+                                {"max_devices", 2},
+                                {"layout", "data"},
+                                {"args", {"--loss", "l1", "--image-size", "16"}}};
+  int status = 0;
+  // A dry run until the sequence's profile is measured, so the train job
+  // arrives while the archive is still being colorized.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        cluster.PostJson("/api/v1/plans", train_spec, &status);
+        return status == 200;
+      },
+      120s))
+      << status;
+  api::Json spec = ModelSpec("colorize-archive", "model:colorizer", in, out);
+  spec.update({{"global_batch", 3}, {"min_devices", 1}});
+  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId infer = job["id"].get<api::JobId>();
+  ASSERT_TRUE(cluster.RunningPast(infer, 60, 240s));
+  // On two or three nodes: either way the train job needs a device of it.
+  ASSERT_GE(cluster.PlannedNodes(infer).size(), 2u);
+
+  api::Json train = cluster.PostJson("/api/v1/jobs", train_spec, &status);
+  ASSERT_EQ(status, 201) << train.dump();
+  const api::JobId train_id = train["id"].get<api::JobId>();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string s = cluster.JobState(train_id);
+        return s == "succeeded" || s == "failed";
+      },
+      240s))
+      << cluster.JobState(train_id) << " / infer " << cluster.JobState(infer) << "\n"
+      << cluster.controller()->Log();
+  EXPECT_EQ(cluster.JobState(train_id), "succeeded")
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(train_id)).dump(2);
+  std::string gave;
+  for (const auto& e : cluster.Events(infer)) {
+    if (e.reason.find("to job " + std::to_string(train_id)) != std::string::npos) gave = e.reason;
+  }
+  EXPECT_NE(gave.find("inference fills the gaps"), std::string::npos) << gave;
+  const std::string target = "/api/v1/jobs/" + std::to_string(infer);
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster.JobState(infer) == "succeeded" || cluster.JobState(infer) == "failed"; },
+      400s))
+      << cluster.JobState(infer);
+  ASSERT_EQ(cluster.JobState(infer), "succeeded") << cluster.GetJson(target).dump(2);
+  EXPECT_EQ(cluster.GetJson(target).value("attempt", 0), 1) << "no attempt was spent";
+  EXPECT_EQ(cluster.GetJson(target)["inference"]["images_done"], kScans);
+  const TreeDiff diff = CompareTrees(out, ref);
+  EXPECT_EQ(diff.missing, 0);
+  EXPECT_EQ(diff.different, 0);
+  EXPECT_EQ(diff.extra, 0);
+}
+
 TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {
   Cluster cluster("exported-bad");
   const std::string worker = BinaryPath("tessera-worker");

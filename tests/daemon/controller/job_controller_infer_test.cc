@@ -205,5 +205,81 @@ TEST_F(InferControllerTest, ALostNodeCostsOnlyItsChunksAndTheAttemptGoesOn) {
   EXPECT_EQ(StateOf(id), JobState::kSucceeded) << store_->GetJob(id)->reason;
 }
 
+// Inference fills the gaps: an infer job spread over every device gives two
+// of its ranks' devices back when a train job arrives that needs two; the
+// chunks they held are leasable at once, the infer job goes on with its
+// lowest rank, and the next pass places the train job on the freed devices.
+// An infer job of higher priority keeps its devices.
+TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) {
+  for (int infer_priority : {5, 0}) {
+    SCOPED_TRACE("infer priority " + std::to_string(infer_priority));
+    TearDown();
+    SetUp();
+    std::vector<api::Node> nodes = {MakeNode("a", 1, 20), MakeNode("b", 1, 20),
+                                    MakeNode("c", 1, 20)};
+    for (const api::Node& n : nodes) Beat(n);
+    api::JobSpec spec = InferSpec(InputFolder(24));
+    spec.min_devices = 1;
+    spec.max_devices = 0;
+    spec.priority = infer_priority;
+    api::JobId infer = Submit(spec);
+    TickWhilePending(infer);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    for (const api::Node& n : nodes) desired[n.name] = Beat(n);
+    for (const api::Node& n : nodes) {
+      ASSERT_EQ(desired[n.name].desired.size(), 1u) << n.name;
+      Beat(n, Running(desired[n.name]));
+    }
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_EQ(StateOf(infer), JobState::kRunning);
+    // Every rank holds a chunk for 30 s.
+    const int64_t now = clock_.NowUnixMillis();
+    std::map<int64_t, int64_t> chunk_of;
+    for (const api::Node& n : nodes) {
+      const int64_t rank = desired[n.name].desired[0].key.rank;
+      auto held = store_->LeaseChunks({infer, 1, rank, {}, 1, now, now + 30'000});
+      ASSERT_TRUE(held.ok());
+      ASSERT_EQ(held->leased.size(), 1u);
+      chunk_of[rank] = held->leased[0].chunk;
+    }
+
+    api::JobId train = Submit(CmdSpec(2));
+    clock_.Advance(milliseconds(1100));
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_TRUE(controller_->Tick().ok());
+    api::Job infer_job = *store_->GetJob(infer);
+    EXPECT_EQ(infer_job.state, JobState::kRunning);
+    EXPECT_EQ(infer_job.attempt, 1);
+    if (infer_priority > 0) {
+      EXPECT_EQ(StateOf(train), JobState::kPending) << "a higher-priority infer job keeps them";
+      continue;
+    }
+    EXPECT_NE(infer_job.reason.find("to job " + std::to_string(train) + " (train, alice)"),
+              std::string::npos)
+        << infer_job.reason;
+    EXPECT_NE(infer_job.reason.find("the other 1 rank go on"), std::string::npos)
+        << infer_job.reason;
+    EXPECT_EQ(StateOf(train), JobState::kStarting);
+    // The lowest rank still runs; the others' chunks are its to lease now.
+    std::set<int64_t> still;
+    for (const api::Node& n : nodes) {
+      for (const auto& l : Beat(n).desired) {
+        if (l.key.job_id == infer) still.insert(l.key.rank);
+      }
+    }
+    ASSERT_EQ(still, (std::set<int64_t>{0}));
+    const int64_t later = clock_.NowUnixMillis();
+    auto taken = store_->LeaseChunks({infer, 1, 0, {}, 8, later, later + 30'000});
+    ASSERT_TRUE(taken.ok());
+    std::set<int64_t> numbers;
+    for (const InferChunk& c : taken->leased) numbers.insert(c.chunk);
+    for (const auto& [rank, chunk] : chunk_of) {
+      if (rank != 0) {
+        EXPECT_TRUE(numbers.contains(chunk)) << "chunk " << chunk;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::daemon::job_controller_test
