@@ -80,14 +80,7 @@ Status JobController::Recover() {
         if (!st.ok()) return st.status();
         continue;
       }
-      active_[job.id] =
-          Active{*std::move(launch),
-                 clock_->SteadyNow(),
-                 {},
-                 job.owner,
-                 job.spec.kind == api::JobKind::kTrain ? CorrectionKey(job.spec) : std::string(),
-                 {},
-                 job.spec.min_devices};
+      active_[job.id] = ActiveOf(job, *std::move(launch));
       spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
                    active_[job.id].launch.ranks.size());
     }
@@ -442,6 +435,16 @@ void JobController::RememberStoppingMasterLocked(const AttemptLaunch& launch) {
   ports.ranks.push_back(master);
   stopping_masters_.push_back(
       {master.node, master.launch.key, std::move(ports), clock_->SteadyNow()});
+}
+
+JobController::Active JobController::ActiveOf(const api::Job& job, AttemptLaunch launch) const {
+  Active active;
+  active.launch = std::move(launch);
+  active.launched_at = clock_->SteadyNow();
+  active.owner = job.owner;
+  if (job.spec.kind == api::JobKind::kTrain) active.correction_key = CorrectionKey(job.spec);
+  active.min_devices = job.spec.min_devices;
+  return active;
 }
 
 bool JobController::IndependentRanks(const AttemptLaunch& launch) {
@@ -985,14 +988,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
                               .status());
   for (const RankLaunch& r : launch->ranks)
     placed_devices->insert(DeviceKey(r.node, r.device_index));
-  active_[job.id] =
-      Active{*std::move(launch),
-             clock_->SteadyNow(),
-             {},
-             job.owner,
-             job.spec.kind == api::JobKind::kTrain ? CorrectionKey(job.spec) : std::string(),
-             {},
-             job.spec.min_devices};
+  active_[job.id] = ActiveOf(job, *std::move(launch));
   ++generation_;
   return Status::Ok();
 }

@@ -243,6 +243,8 @@ class JobController {
   // train job a second; the next pass places it. Tick's thread only.
   Status YieldInferToTraining(const std::vector<api::Node>& nodes,
                               const std::set<std::string>& held) EXCLUDES(mu_);
+  // The active attempt `launch` of `job`, launched now.
+  Active ActiveOf(const api::Job& job, AttemptLaunch launch) const;
   // Whether every rank of the attempt leases its own chunks (no tiles shared
   // over a process group: one stage per replica, no tiling).
   static bool IndependentRanks(const AttemptLaunch& launch);
