@@ -220,6 +220,14 @@ Status Agent::Beat() {
           spdlog::error("worker {} not started: {}", KeyText(launch.key), started.ToString());
         }
       }
+      // Running workers of a re-formed attempt learn their new place.
+      for (const auto& launch : response.desired) {
+        if (launch.reform.is_null()) continue;
+        if (Status handed = supervisor_->Reform(launch); !handed.ok()) {
+          spdlog::error("worker {}: cannot hand over its re-formed place: {}", KeyText(launch.key),
+                        handed.ToString());
+        }
+      }
       // Remember device use of desired launches only (also after a restart).
       for (const auto& launch : response.desired) devices_of_[launch.key] = launch.device_indices;
     }

@@ -375,6 +375,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch,
   for (const auto& [k, v] : device_env) env[k] = v;
   env["TESSERA_PLAN"] = paths.plan.string();
   env["TESSERA_PROGRESS_FILE"] = paths.progress.string();
+  env["TESSERA_REFORM_FILE"] = paths.reform.string();
   for (const auto& [k, v] : IdentityEnv(key)) env[k] = v;  // identity for re-adoption
 
   {  // progress file exists before the worker runs, so tailing never races creation
@@ -446,6 +447,27 @@ void ProcessSupervisor::Reject(const api::WorkerLaunch& launch, const Status& wh
   const launch::RankPaths paths = launch::RankPathsFor(options_.state_dir, launch.key);
   launch::CreateRankDir(options_.state_dir, paths, {}).IgnoreError();
   RecordLaunchFailureLocked(launch.key, paths, why.ToString());
+}
+
+Status ProcessSupervisor::Reform(const api::WorkerLaunch& launch) {
+  if (launch.reform.is_null()) return Status::Ok();
+  const int64_t generation = launch.reform.value("generation", int64_t{0});
+  MutexLock lock(mu_);
+  auto it = workers_.find(launch.key);
+  if (it == workers_.end() || it->second.state != WorkerState::kRunning) return Status::Ok();
+  Worker& w = it->second;
+  if (generation <= w.reform_generation) return Status::Ok();
+  TESSERA_RETURN_IF_ERROR(
+      WriteFileAtomically(*options_.fs, w.paths.reform, launch.reform.dump() + "\n"));
+  // Shared with the worker's account exactly as its plan is.
+  struct stat plan;
+  if (::stat(w.paths.plan.c_str(), &plan) == 0 &&
+      (::chown(w.paths.reform.c_str(), plan.st_uid, plan.st_gid) != 0 ||
+       ::chmod(w.paths.reform.c_str(), plan.st_mode & 0777) != 0)) {
+    return Internal("cannot share " + w.paths.reform.string() + " with the worker's account");
+  }
+  w.reform_generation = generation;
+  return Status::Ok();
 }
 
 void ProcessSupervisor::Stop(const WorkerKey& key) {

@@ -84,6 +84,13 @@ class Supervisor {
   // returned for the agent's own log.
   virtual Status Start(const api::WorkerLaunch& launch, const launch::EnvMap& device_env) = 0;
 
+  // Hands a running worker its place in a re-formed attempt: writes
+  // launch.reform (api/agent_protocol.h) atomically to the worker's
+  // reform.json, readable by the worker's account as its plan is, when its
+  // generation is newer than the last one written for that key. No effect for
+  // a null reform, an older generation, or a worker that is not running.
+  virtual Status Reform(const api::WorkerLaunch& launch) = 0;
+
   // Asks a running worker to stop: SIGTERM to its process group now, SIGKILL
   // after the grace period. No effect on stopping, exited or unknown keys.
   virtual void Stop(const api::WorkerKey& key) = 0;
@@ -141,6 +148,7 @@ class ProcessSupervisor final : public Supervisor {
 
   Status Start(const api::WorkerLaunch& launch, const launch::EnvMap& device_env) override
       EXCLUDES(mu_);
+  Status Reform(const api::WorkerLaunch& launch) override EXCLUDES(mu_);
   void Stop(const api::WorkerKey& key) override EXCLUDES(mu_);
   void Forget(const api::WorkerKey& key) override EXCLUDES(mu_);
   void Reject(const api::WorkerLaunch& launch, const Status& why) override EXCLUDES(mu_);
@@ -164,6 +172,7 @@ class ProcessSupervisor final : public Supervisor {
     api::WorkerState state = api::WorkerState::kRunning;
     int64_t exit_code = 0;
     std::optional<std::chrono::steady_clock::time_point> kill_at;
+    int64_t reform_generation = 0;  // the newest written to reform.json
   };
 
   void MonitorLoop() EXCLUDES(mu_);

@@ -78,6 +78,7 @@ Json ToJson(const WorkerLaunch& l) {
   j["device_indices"] = l.device_indices;
   j["plan"] = l.plan;
   if (!l.run_as.empty()) j["run_as"] = l.run_as;
+  if (!l.reform.is_null()) j["reform"] = l.reform;
   return j;
 }
 
@@ -228,6 +229,14 @@ Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
       TESSERA_RETURN_IF_ERROR(launch.String("run_as", &w.run_as));
       if (w.argv.empty()) return InvalidArgument("must not be empty", prefix + ".argv");
       if (auto p = l.find("plan"); p != l.end()) w.plan = *p;
+      if (auto p = l.find("reform"); p != l.end() && !p->is_null()) {
+        if (!p->is_object() || !p->contains("generation") ||
+            !(*p)["generation"].is_number_integer()) {
+          return InvalidArgument("must be an object with an integer generation",
+                                 prefix + ".reform");
+        }
+        w.reform = *p;
+      }
       if (auto ref = l.find("plan_ref"); ref != l.end()) {
         auto plans = j.find("plans");
         const Json* plan = nullptr;

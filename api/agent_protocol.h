@@ -101,6 +101,14 @@ struct WorkerLaunch {
   // running as root drops to it before exec; any other agent refuses a
   // launch for an account not its own.
   std::string run_as;
+  // The rank's place in its attempt re-formed after a node loss (null: none).
+  // {"generation": G (counts up from 1 per attempt), "env": {RANK,
+  // WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ...: the variables
+  // that change}, "plan": the new rank plan}. A running worker keeps its key;
+  // its agent writes each newer generation to the rank's reform.json
+  // (TESSERA_REFORM_FILE), which tessera-worker watches to re-form its
+  // process group and train on (worker/runtime/reform.h).
+  Json reform;
 };
 
 struct HeartbeatResponse {

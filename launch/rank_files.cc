@@ -69,6 +69,7 @@ RankPaths RankPathsFor(const std::filesystem::path& state_dir, const api::Worker
   p.dir = state_dir / "jobs" / std::to_string(key.job_id) / std::to_string(key.attempt) /
           ("rank-" + std::to_string(key.rank));
   p.plan = p.dir / "plan.json";
+  p.reform = p.dir / "reform.json";
   p.progress = p.dir / "progress.jsonl";
   p.log = p.dir / "worker.log";
   p.pid = p.dir / "worker.pid";

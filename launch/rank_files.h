@@ -3,6 +3,8 @@
 // Slurm runs (slurm/launcher.h, <state> = the attempt's rank root):
 //   <state>/jobs/<job>/<attempt>/rank-<r>/   (CreateRankDir: 0700 each)
 //     plan.json        WorkerLaunch.plan (TESSERA_PLAN points here)
+//     reform.json      WorkerLaunch.reform, its newest generation
+//                      (TESSERA_REFORM_FILE points here; written by agents only)
 //     progress.jsonl   the worker appends JSON lines (TESSERA_PROGRESS_FILE)
 //     worker.log       stdout + stderr; rotated to worker.log.1 .. .N
 //     worker.pid       pid, process group and identity, for re-adoption
@@ -28,6 +30,7 @@ namespace tessera::launch {
 struct RankPaths {
   std::filesystem::path dir;
   std::filesystem::path plan;
+  std::filesystem::path reform;
   std::filesystem::path progress;
   std::filesystem::path log;
   std::filesystem::path pid;

@@ -12,6 +12,7 @@
 #include "daemon/controller/planning.h"
 #include "daemon/controller/profile_cache.h"
 #include "daemon/controller/rank_error.h"
+#include "daemon/controller/train_reform.h"
 #include "scheduler/plan_json.h"
 #include "scheduler/queue_pass.h"
 
@@ -341,8 +342,12 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     std::set<std::string> reporters;
     for (const RankLaunch& r : launch.ranks) {
       const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
-      if (w != nullptr && w->state == api::WorkerState::kExited &&
-          w->exit_code == api::kPeerLostExitCode) {
+      if (w == nullptr) continue;
+      // A trainer that waits to re-form says so in its progress instead.
+      const bool waiting = w->state == api::WorkerState::kRunning && w->progress.is_object() &&
+                           w->progress.value("event", "") == "peer_lost";
+      if (waiting ||
+          (w->state == api::WorkerState::kExited && w->exit_code == api::kPeerLostExitCode)) {
         reporters.insert(r.node);
       }
     }
@@ -359,6 +364,15 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
         continue;
       }
     }
+    std::string no_reform;  // why the survivors of a lost node could not go on
+    if (!lost.empty() && job->state == JobState::kRunning && !launch.infer) {
+      TESSERA_ASSIGN_OR_RETURN(bool reformed,
+                               ReformTrainLocked(*job, &it->second, lost, &no_reform));
+      if (reformed) {
+        ++it;
+        continue;
+      }
+    }
     const int world = static_cast<int>(launch.ranks.size() - it->second.dropped.size());
     std::optional<JobEvent> event;
     std::string reason;
@@ -368,9 +382,13 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
         reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
                   " lost (no heartbeat), ranks " + RankList(ranks);
       }
+      if (!no_reform.empty()) reason += " (the survivors cannot go on: " + no_reform + ")";
     } else if (!failed.empty() || !vanished.empty()) {
       event = JobEvent::kRankFailed;
       reason = failed.empty() ? vanished : failed;
+      if (const int64_t g = NextReformGeneration(launch) - 1; g > 0) {
+        reason = "after re-forming (generation " + std::to_string(g) + "): " + reason;
+      }
     } else if (done == world && launch.infer && !InferInputDone(store_, job->id)) {
       event = JobEvent::kRankFailed;
       reason = "all " + std::to_string(world) + " ranks exited before every chunk was done";
@@ -476,6 +494,126 @@ Status JobController::DropInferRanksLocked(const api::Job& job, Active* active,
   (void)next;
   ++generation_;
   return Status::Ok();
+}
+
+Result<bool> JobController::ReformTrainLocked(
+    const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost,
+    std::string* why) {
+  // Steps (daemon/controller/train_reform.h): (1) can it; (2) plan on the
+  // survivors' devices and build that launch; (3) hand each survivor its
+  // place; (4) record it: plan, event, attempt.
+  const AttemptLaunch& old = active->launch;
+  std::set<int64_t> lost_ranks(active->dropped.begin(), active->dropped.end());
+  for (const auto& [node, ranks] : lost) lost_ranks.insert(ranks.begin(), ranks.end());
+  if (auto blocker = ReformBlocker(job.spec, old, lost_ranks)) {
+    *why = *blocker;
+    return false;
+  }
+  std::set<int64_t> survivors;
+  std::set<std::string> survivor_devices;
+  for (const RankLaunch& r : old.ranks) {
+    if (lost_ranks.contains(r.launch.key.rank)) continue;
+    const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    if (w == nullptr || w->state != api::WorkerState::kRunning) {
+      *why = "rank " + std::to_string(r.launch.key.rank) + " is not running";
+      return false;
+    }
+    if (options_.node_up && options_.node_up(r.node)) {
+      *why = "rank " + std::to_string(r.launch.key.rank) + " runs under Slurm, not an agent";
+      return false;
+    }
+    survivors.insert(r.launch.key.rank);
+    survivor_devices.insert(DeviceKey(r.node, r.device_index));
+  }
+  if (survivors.empty()) {
+    *why = "no rank survived";
+    return false;
+  }
+  // (2) Only the survivors' devices are free to this plan.
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  std::set<std::string> others;
+  std::map<std::string, std::string> addresses;
+  for (const api::Node& n : nodes) {
+    addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
+    for (const api::Device& d : n.devices) {
+      if (!survivor_devices.contains(DeviceKey(n.name, d.index))) {
+        others.insert(DeviceKey(n.name, d.index));
+      }
+    }
+  }
+  for (api::Node& n : nodes) {  // as this pass sees them, not as last recorded
+    for (api::Device& d : n.devices) {
+      if (survivor_devices.contains(DeviceKey(n.name, d.index))) d.busy = false;  // ours
+    }
+    if (lost.contains(n.name)) {
+      n.health = "dead";
+    } else if (std::any_of(n.devices.begin(), n.devices.end(), [&](const api::Device& d) {
+                 return survivor_devices.contains(DeviceKey(n.name, d.index));
+               })) {
+      n.health = "healthy";
+    }
+  }
+  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, others), job.spec);
+  if (!plans.ok() || plans->plans.empty()) {
+    *why = "no plan fits the survivors: " +
+           (plans.ok() ? std::string("none") : plans.status().message());
+    return false;
+  }
+  const scheduler::Plan& best = plans->plans.front();
+  auto entry = store_->GetEntrypoint(job.spec.entrypoint);
+  if (!entry.ok()) {
+    *why = "entrypoint " + job.spec.entrypoint + " is no longer allowed";
+    return false;
+  }
+  MasterPortsInUse ports;
+  for (const auto& [id, a] : active_) AddMasterPort(a.launch, &ports);
+  for (const StoppingMaster& m : stopping_masters_) AddMasterPort(m.launch, &ports);
+  const api::Json plan_json = scheduler::ToJson(best);
+  auto fresh = BuildAttemptLaunch(job, old.attempt, best, plan_json,
+                                  EntrypointCommand{entry->name, entry->command}, addresses,
+                                  options_.launch, ports);
+  if (!fresh.ok()) {
+    *why = fresh.status().message();
+    return false;
+  }
+  // (3)
+  const int64_t generation = NextReformGeneration(old);
+  auto reformed = ReformRanks(old, survivors, *fresh, generation);
+  if (!reformed.ok()) {
+    *why = reformed.status().message();
+    return false;
+  }
+  // (4) The old rendezvous port stays held while its host runs.
+  RememberStoppingMasterLocked(old);
+  std::string reason;
+  for (const auto& [node, ranks] : lost) {
+    reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
+              " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  reason += ": the " + std::to_string(fresh->ranks.size()) + " surviving rank" +
+            (fresh->ranks.size() == 1 ? "" : "s") +
+            " re-form without it and train on from their last completed step (generation " +
+            std::to_string(generation) + ", " + std::string(scheduler::LayoutName(best.layout)) +
+            ")";
+  if (!reformed->unused.empty()) {
+    reason += "; ranks " + RankList(reformed->unused) + " are left out of the new plan";
+  }
+  active->launch = std::move(reformed->launch);
+  for (int64_t r : lost_ranks) active->dropped.insert(r);
+  for (int64_t r : reformed->unused) active->dropped.insert(r);
+  // Observations map ranks to stages by the first plan's numbering.
+  active->correction_key.clear();
+  if (auto record = store_->GetAttempt(job.id, old.attempt); record.ok()) {
+    record->plan = ToJson(active->launch);
+    if (store_->DeleteAttempt(job.id, record->attempt).ok()) {
+      store_->InsertAttempt(*record).IgnoreError();
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(api::Job next,
+                           StepLocked(job, JobEvent::kRanksDropped, reason, plan_json));
+  (void)next;
+  ++generation_;
+  return true;
 }
 
 Result<bool> JobController::DropLostInferRanksLocked(

@@ -233,6 +233,15 @@ class JobController {
   Result<bool> DropLostInferRanksLocked(const api::Job& job, Active* active,
                                         const std::map<std::string, std::vector<int64_t>>& lost)
       REQUIRES(mu_);
+  // A running train attempt that lost `lost`'s nodes goes on with its
+  // survivors (daemon/controller/train_reform.h): re-planned on their devices,
+  // each handed its place (WorkerLaunch::reform), the unused ones dropped,
+  // the job's plan and event updated, the stored attempt rewritten. Returns
+  // false with *why set when it cannot (the attempt is then restarted as
+  // usual, and the event says why).
+  Result<bool> ReformTrainLocked(const api::Job& job, Active* active,
+                                 const std::map<std::string, std::vector<int64_t>>& lost,
+                                 std::string* why) REQUIRES(mu_);
   // Inference fills the gaps: a waiting train job that the free devices
   // cannot hold, but that fits once running infer jobs of no higher priority
   // give back some of their independent ranks (each keeps its min_devices,

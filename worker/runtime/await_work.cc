@@ -1,20 +1,90 @@
 #include "worker/runtime/await_work.h"
 
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace tessera::worker {
+namespace {
+
+std::atomic<bool> g_abandoned{false};
+std::mutex g_waiting_mu;
+std::set<c10d::Work*> g_waiting;  // GUARDED_BY(g_waiting_mu): works in AwaitWork
+
+// Registers a work for AbandonCollectives while it is awaited.
+class Waiting {
+ public:
+  explicit Waiting(c10d::Work* work) : work_(work) {
+    std::lock_guard<std::mutex> lock(g_waiting_mu);
+    g_waiting.insert(work_);
+  }
+  ~Waiting() {
+    std::lock_guard<std::mutex> lock(g_waiting_mu);
+    g_waiting.erase(work_);
+  }
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+
+ private:
+  c10d::Work* work_;
+};
+
+Status Abandoned(const std::string& what) {
+  MarkPeerLost("");
+  return Unavailable(what + " abandoned: the attempt re-forms without a lost peer");
+}
+
+}  // namespace
+
+void AbandonCollectives() {
+  g_abandoned.store(true);
+  std::lock_guard<std::mutex> lock(g_waiting_mu);
+  for (c10d::Work* work : g_waiting) {
+    try {
+      work->abort();  // wakes Gloo's send and recv; other works have none
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+void ResumeCollectives() { g_abandoned.store(false); }
+
+bool CollectivesAbandoned() { return g_abandoned.load(); }
 
 Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std::string& what) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
+  if (CollectivesAbandoned()) return Abandoned(what);
+  Waiting waiting(&work);
   try {
-    work.wait(timeout);
+    if (dynamic_cast<c10d::ProcessGroupGloo::AsyncWork*>(&work) != nullptr) {
+      // A Gloo collective: Work::wait(slice) throws when the slice passes and
+      // leaves the operation running.
+      while (true) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) break;
+        try {
+          work.wait(std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(100)));
+          break;
+        } catch (const std::exception&) {
+          if (work.isCompleted()) throw;  // it failed
+        }
+        if (CollectivesAbandoned()) return Abandoned(what);
+      }
+    } else {
+      work.wait(timeout);
+    }
     // Backs off from 50 us to 2 ms between polls: quick for short operations,
     // a few hundred wake-ups a second at most while a peer computes.
     std::chrono::microseconds pause{50};
     while (!work.isCompleted()) {
+      if (CollectivesAbandoned()) return Abandoned(what);
       if (Clock::now() >= deadline) {
         MarkPeerLost("");
         return Unavailable(what + " did not complete within " +
@@ -26,6 +96,7 @@ Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std:
     if (auto error = work.exception()) std::rethrow_exception(error);
     return Status::Ok();
   } catch (const std::exception& e) {
+    if (CollectivesAbandoned()) return Abandoned(what);
     return Unavailable(what + " failed: " + MarkPeerLost(e.what()));
   }
 }

@@ -29,6 +29,11 @@ Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std:
 // first line of a c10 error text (the rest is a stack trace).
 std::string MarkPeerLost(const std::string& error_text);
 
+// See the file comment. Thread safe.
+void AbandonCollectives();
+void ResumeCollectives();
+bool CollectivesAbandoned();
+
 }  // namespace tessera::worker
 
 #endif  // TESSERA_WORKER_RUNTIME_AWAIT_WORK_H_

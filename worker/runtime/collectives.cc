@@ -357,6 +357,7 @@ std::unique_ptr<Collectives> MakeLocalCollectives() { return std::make_unique<Lo
 std::unique_ptr<World> MakeLocalWorld() { return std::make_unique<LocalWorld>(); }
 
 bool PeerLost() { return g_peer_lost.load(); }
+void ClearPeerLost() { g_peer_lost.store(false); }
 
 std::string MarkPeerLost(const std::string& error_text) {
   g_peer_lost.store(true);

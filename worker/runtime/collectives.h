@@ -108,6 +108,9 @@ std::unique_ptr<World> MakeLocalWorld();
 // the peers' nodes at once instead of waiting out their heartbeat timeout.
 // Thread safe.
 bool PeerLost();
+// Forgets the peer loss: the rank re-formed its world without the lost peer
+// (worker/runtime/reform.h).
+void ClearPeerLost();
 
 }  // namespace tessera::worker
 

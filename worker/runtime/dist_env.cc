@@ -47,6 +47,7 @@ Result<DistEnv> ReadDistEnv(const EnvGetter& get) {
   ReadString(get, "TESSERA_PLAN", &env.plan_path);
   ReadString(get, "TESSERA_CHECKPOINT_DIR", &env.checkpoint_dir);
   ReadString(get, "TESSERA_PROGRESS_FILE", &env.progress_file);
+  ReadString(get, "TESSERA_REFORM_FILE", &env.reform_path);
   ReadString(get, "TESSERA_DEVICE", &env.device);
   ReadString(get, "GLOO_SOCKET_IFNAME", &env.gloo_socket_ifname);
   env.gloo_socket_ifname = env.gloo_socket_ifname.substr(0, env.gloo_socket_ifname.find(','));

@@ -30,12 +30,17 @@ struct DistEnv {
   std::string plan_path;            // TESSERA_PLAN
   std::string checkpoint_dir;       // TESSERA_CHECKPOINT_DIR
   std::string progress_file;        // TESSERA_PROGRESS_FILE
+  // TESSERA_REFORM_FILE: where the rank's agent writes its place in the
+  // re-formed attempt after a node loss (worker/runtime/reform.h); empty: the
+  // rank exits on a peer loss, as under torchrun.
+  std::string reform_path;
   std::string device = "cpu";       // TESSERA_DEVICE
   double device_speed = 1.0;        // TESSERA_DEVICE_SPEED, (0, 1] slows compute down
   int64_t device_memory_bytes = 0;  // TESSERA_DEVICE_MEMORY: emulated device memory; 0: none
   std::string gloo_socket_ifname;   // GLOO_SOCKET_IFNAME (first of a comma list), as torchrun
   // TESSERA_COLLECTIVE_TIMEOUT_S: how long one collective may wait for its peers
-  // before it fails (the survivors of a lost node exit); absent: 300 s.
+  // before it fails (the survivors of a lost node exit), and how long a survivor
+  // waits for its re-formed place; absent: 300 s.
   std::chrono::seconds collective_timeout{300};
 };
 

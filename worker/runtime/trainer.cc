@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "worker/runtime/await_work.h"
 #include "worker/runtime/batch_norm_sync.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
@@ -25,6 +26,7 @@
 #include "worker/runtime/loss_scaler.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
+#include "worker/runtime/reform.h"
 #include "worker/runtime/rank_device.h"
 #include "worker/runtime/resume.h"
 #include "worker/runtime/stage_runner.h"
@@ -56,22 +58,31 @@ Result<std::string> ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
+// A rank plan from its JSON text, checked against the world and the model.
+// tesserad plans an exported module it has not profiled as one opaque
+// layer: a replica of one stage then runs every layer of the module.
+Result<Plan> PlanFromText(const TrainOptions& o, const std::string& text, int world_size,
+                          int64_t num_layers) {
+  TESSERA_ASSIGN_OR_RETURN(Plan plan, ParsePlan(text));
+  if (!o.model_file.empty()) {
+    for (ReplicaPlan& r : plan.replicas) {
+      if (r.stages.size() == 1 && r.stages[0].layer_begin == 0 && r.stages[0].layer_end == 1) {
+        r.stages[0].layer_end = num_layers;
+      }
+    }
+  }
+  Status v = ValidatePlan(plan, world_size, num_layers);
+  if (!v.ok()) return v.WithPrefix("plan");
+  return plan;
+}
+
 Result<Plan> MakePlan(const TrainOptions& o, const DistEnv& env, int64_t num_layers) {
   Plan plan;
   if (!env.plan_path.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::string text, ReadTextFile(env.plan_path));
-    Result<Plan> parsed = ParsePlan(text);
+    Result<Plan> parsed = PlanFromText(o, text, env.world_size, num_layers);
     if (!parsed.ok()) return parsed.status().WithPrefix("TESSERA_PLAN " + env.plan_path);
-    plan = std::move(parsed).value();
-    // tesserad plans an exported module it has not profiled as one opaque
-    // layer: a replica of one stage then runs every layer of the module.
-    if (!o.model_file.empty()) {
-      for (ReplicaPlan& r : plan.replicas) {
-        if (r.stages.size() == 1 && r.stages[0].layer_begin == 0 && r.stages[0].layer_end == 1) {
-          r.stages[0].layer_end = num_layers;
-        }
-      }
-    }
+    return parsed;
   } else if (env.world_size > 1) {
     // torchrun without a plan: even data parallel over the world.
     if (o.batch < env.world_size) {
@@ -236,78 +247,102 @@ void ApplyP2pTestHooks(int rank, ConnectOptions* co) {
 
 }  // namespace
 
-Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
-                                 const std::atomic<bool>& stop_requested) {
-  const auto started = Clock::now();
-  torch::set_num_threads(std::max(1, o.threads));
-  if (o.steps < 0) return InvalidArgument("must not be negative", "steps");
-  if (!(o.lr > 0)) return InvalidArgument("must be positive", "lr");
-  if (o.base_batch < 0 || o.warmup_steps < 0) {
-    return InvalidArgument("must not be negative", "base-batch");
-  }
-#ifdef TESSERA_HAVE_WORKER_DATA
-  if (o.model == kGanModelName) return RunGanTraining(o, env, stop_requested);
-#endif
-  TESSERA_ASSIGN_OR_RETURN(Backend backend, BackendForDevice(env.device));
-  // The rank's own GPU becomes the current device before any CUDA work.
-  TESSERA_ASSIGN_OR_RETURN(torch::Device device, SelectRankDevice(env.device, env.local_rank));
+namespace {
 
-  ModelConfig mc;
-  mc.width = o.width;
-  mc.image_size = o.image_size;
-  mc.seed = o.seed;
-#ifdef TESSERA_HAVE_WORKER_DATA
-  if (o.model == "classifier-resnet") mc.num_classes = SampleImageClasses();
-#endif
-  Runtime rt;
+// What stays with the rank from one generation of its world to the next
+// (reform.h): the model (in the caller), the step, the optimizer and its
+// loss scale, the outcome so far.
+struct Carried {
+  int64_t generation = 0;
+  int64_t step = 0;
+  int64_t base_step = 0;     // the step samples are counted from ...
+  int64_t base_samples = 0;  // ... and the samples seen at it
+  int64_t global_batch = 0;
+  HeldLayers held;  // the layers of this generation's stage (step: `step`)
+  std::optional<NamedOptimizer> optimizer;
+  std::optional<LossScaler> scaler;
+  Clock::time_point last_save = Clock::now();
+  TrainOutcome outcome;
+};
+
+// What the rank built once: its model on its device.
+struct Setup {
+  std::shared_ptr<LayeredModel> model;
   api::ImageConvention convention;
-  if (o.model_file.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(rt.model, BuildModel(o.model, mc));
-  } else {
-#ifdef TESSERA_HAVE_WORKER_DATA
-    std::vector<int64_t> in_shape;
-    TESSERA_ASSIGN_OR_RETURN(rt.model, BuildScriptedModel(o, &convention, &in_shape));
-#else
-    return InvalidArgument("this build has no image data library for --model-file", "model-file");
-#endif
-  }
-  LayeredModel& model = *rt.model;
-  const int64_t num_layers = static_cast<int64_t>(model.num_layers());
-  TESSERA_ASSIGN_OR_RETURN(rt.plan, MakePlan(o, env, num_layers));
-  TESSERA_ASSIGN_OR_RETURN(rt.role, RoleForRank(rt.plan, env.rank));
-  const RankRole& role = rt.role;
-  TESSERA_ASSIGN_OR_RETURN(auto built, BuildSource(o, model, convention));
+  torch::Device device{torch::kCPU};
+  Backend backend = Backend::kGloo;
+  int64_t num_layers = 0;
+};
+
+// One generation of the rank's world: connect, agree on the state (a
+// re-formed world) or resume from the checkpoint (the first), train until the
+// last step, a stop, or an error. On a peer loss the groups are abandoned, not
+// destroyed (reform.h step 3).
+Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Plan plan,
+                                   Setup& setup, Carried& c, std::future<CheckpointRead>* preload,
+                                   ProgressWriter& progress,
+                                   const std::atomic<bool>& stop_requested) {
+  const auto started = Clock::now();
+  auto rt = std::make_unique<Runtime>();
+  struct Abandon {
+    std::unique_ptr<Runtime>& rt;
+    ~Abandon() {
+      if (PeerLost()) (void)rt.release();
+    }
+  } abandon{rt};
+  rt->model = setup.model;
+  rt->plan = std::move(plan);
+  LayeredModel& model = *rt->model;
+  const int64_t num_layers = setup.num_layers;
+  TESSERA_ASSIGN_OR_RETURN(rt->role, RoleForRank(rt->plan, env.rank));
+  const RankRole& role = rt->role;
+  TESSERA_ASSIGN_OR_RETURN(auto built, BuildSource(o, model, setup.convention));
   // Each step's slice of the next step is loaded while this one computes.
   std::unique_ptr<BatchSource> source =
-      MakePrefetchingSource(std::move(built), rt.plan.global_batch);
-  if (device.type() != torch::kCPU) {
-    for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).layer->to(device);
-  }
-  model.SetTraining(true);
-
-  // Start-up overlapped: the newest checkpoint is read while the ranks
-  // rendezvous, build their groups and share replica 0's parameters.
+      MakePrefetchingSource(std::move(built), rt->plan.global_batch);
+  const torch::Device device = setup.device;
+  const torch::Device comm_device =
+      setup.backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
   const auto setup_done = Clock::now();
-  std::future<CheckpointRead> preload;
-  if (!env.checkpoint_dir.empty()) {
-    std::vector<std::string> state_names;
-    for (auto& [n, t] : OwnedState(model, role)) state_names.push_back(n);
-    preload = std::async(std::launch::async, [dir = env.checkpoint_dir, state_names] {
-      return ReadNewestCheckpoint(dir, state_names);
-    });
-  }
-  // Rendezvous and groups.
+
+  // Rendezvous.
   if (env.world_size > 1) {
     ConnectOptions co;
-    co.backend = backend;
+    co.backend = setup.backend;
     co.op_timeout = env.collective_timeout;
     ApplyP2pTestHooks(env.rank, &co);
-    TESSERA_ASSIGN_OR_RETURN(rt.world, ConnectWorld(env, co));
+    TESSERA_ASSIGN_OR_RETURN(rt->world, ConnectWorld(env, co));
   } else {
-    rt.world = MakeLocalWorld();
+    rt->world = MakeLocalWorld();
   }
-  Collectives& world = rt.world->world();
-  const auto owner_groups = LayerOwnerGroups(rt.plan, num_layers);
+  Collectives& world = rt->world->world();
+
+  // A re-formed world: the newest completed step any survivor holds, and the
+  // layers this rank's new stage lacks, from the ranks that hold them.
+  std::map<std::string, torch::Tensor> optimizer_state;
+  if (c.optimizer) {
+    for (auto& [n, t] : c.optimizer->StateTensors()) optimizer_state[n] = t;
+  }
+  if (c.generation > 0) {
+    c.held.step = c.step;
+    TESSERA_ASSIGN_OR_RETURN(
+        ReformAgreement agreed,
+        SyncReformedState(world, c.held, {role.layer_begin, role.layer_end}, model,
+                          &optimizer_state, comm_device));
+    c.base_samples += (agreed.step - c.base_step) * c.global_batch;
+    c.base_step = agreed.step;
+    c.step = agreed.step;
+    std::fprintf(stderr,
+                 "rank %d: re-formed world %lld: %d ranks, from step %lld, %zu layers sent "
+                 "among them, in %.2f s\n",
+                 env.rank, static_cast<long long>(c.generation), env.world_size,
+                 static_cast<long long>(agreed.step), agreed.transfers.size(), Since(started));
+  }
+  // Whatever a step in flight left in .grad is not this generation's.
+  for (auto& [n, p] : model.NamedParameters(0, model.num_layers())) p.mutable_grad() = torch::Tensor();
+  model.SetBatchNormSync(nullptr);
+
+  const auto owner_groups = LayerOwnerGroups(rt->plan, num_layers);
   GradReducer reducer;
   const size_t bucket_bytes = static_cast<size_t>(std::max(0.001, o.bucket_mb) * 1024 * 1024);
   for (size_t gi = 0; gi < owner_groups.size(); ++gi) {
@@ -315,7 +350,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     if (std::find(g.ranks.begin(), g.ranks.end(), env.rank) == g.ranks.end()) continue;
     if (g.ranks.size() == 1) continue;
     TESSERA_ASSIGN_OR_RETURN(auto comm,
-                             rt.world->NewGroup("owners-" + std::to_string(gi), g.ranks));
+                             rt->world->NewGroup("owners-" + std::to_string(gi), g.ranks));
     NamedTensors params, state;
     for (int64_t l : g.layers) {
       for (auto& p : model.NamedParameters(static_cast<size_t>(l), static_cast<size_t>(l + 1))) {
@@ -326,42 +361,49 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
         state.push_back(b);
       }
     }
-    // Replicas start from replica 0's parameters, as DDP does.
-    std::vector<torch::Tensor> to_sync;
-    for (auto& [n, t] : state) to_sync.push_back(t.detach());
-    TESSERA_RETURN_IF_ERROR(comm->Broadcast(to_sync, 0));
+    if (c.generation == 0) {
+      // Replicas start from replica 0's parameters, as DDP does.
+      std::vector<torch::Tensor> to_sync;
+      for (auto& [n, t] : state) to_sync.push_back(t.detach());
+      TESSERA_RETURN_IF_ERROR(comm->Broadcast(to_sync, 0));
+    }
     auto sync = std::make_shared<CollectivesBatchNormSync>(comm.get());
     for (int64_t l : g.layers) model.layer(static_cast<size_t>(l)).layer->SetBatchNormSync(sync);
-    rt.syncs.push_back(sync);
+    rt->syncs.push_back(sync);
     reducer.AddGroup(comm.get(), params, bucket_bytes);
-    rt.groups.push_back(std::move(comm));
+    rt->groups.push_back(std::move(comm));
   }
 
   // Stages send gradients back over a group of their own (every rank makes it, in
   // the same order, when the plan has a pipeline).
-  const bool staged = std::any_of(rt.plan.replicas.begin(), rt.plan.replicas.end(),
+  const bool staged = std::any_of(rt->plan.replicas.begin(), rt->plan.replicas.end(),
                                   [](const auto& r) { return r.stages.size() > 1; });
   if (staged && env.world_size > 1) {
     std::vector<int> all(static_cast<size_t>(env.world_size));
     for (int r = 0; r < env.world_size; ++r) all[static_cast<size_t>(r)] = r;
-    TESSERA_ASSIGN_OR_RETURN(rt.p2p_back, rt.world->NewGroup("p2p-back", all));
+    TESSERA_ASSIGN_OR_RETURN(rt->p2p_back, rt->world->NewGroup("p2p-back", all));
   }
 
-  TESSERA_ASSIGN_OR_RETURN(NamedOptimizer optimizer,
+  TESSERA_ASSIGN_OR_RETURN(NamedOptimizer made,
                            NamedOptimizer::Make(o.optimizer, OwnedParams(model, role)));
+  made.LoadState(optimizer_state);
+  c.optimizer.emplace(std::move(made));
+  NamedOptimizer& optimizer = *c.optimizer;
+  c.held = {c.step, role.layer_begin, role.layer_end};
+  c.global_batch = rt->plan.global_batch;
 
-  // Resume.
-  int64_t step = 0;
-  int64_t samples_seen = 0;
+  // Resume (the first generation only: a re-formed one agreed above).
   const auto connected = Clock::now();
-  if (preload.valid()) {
+  if (preload != nullptr && preload->valid()) {
     TESSERA_ASSIGN_OR_RETURN(
         std::optional<ResumePoint> resumed,
-        ResumeFromCheckpoint(world, env.checkpoint_dir, ModelName(o), preload.get(),
+        ResumeFromCheckpoint(world, env.checkpoint_dir, ModelName(o), preload->get(),
                              OwnedState(model, role), {&optimizer}));
     if (resumed) {
-      step = resumed->step;
-      samples_seen = resumed->samples_seen;
+      c.step = resumed->step;
+      c.base_step = resumed->step;
+      c.base_samples = resumed->samples_seen;
+      c.held.step = c.step;
     }
   }
   std::fprintf(stderr,
@@ -370,17 +412,15 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                env.rank, Since(started),
                std::chrono::duration<double>(setup_done - started).count(),
                std::chrono::duration<double>(connected - setup_done).count(), Since(connected));
-  const int64_t base_step = step;
-  const int64_t base_samples = samples_seen;
 
   StageConfig sc;
   sc.model = &model;
   sc.role = role;
-  sc.global_batch = rt.plan.global_batch;
-  sc.micro_batches = EffectiveMicroBatches(rt.plan);
-  sc.schedule = rt.plan.schedule;
+  sc.global_batch = rt->plan.global_batch;
+  sc.micro_batches = EffectiveMicroBatches(rt->plan);
+  sc.schedule = rt->plan.schedule;
   if (sc.schedule == Schedule::k1F1B && !model.NamedBuffers(0, model.num_layers()).empty() &&
-      !OwnerGroupsShareStagePositions(rt.plan, num_layers)) {
+      !OwnerGroupsShareStagePositions(rt->plan, num_layers)) {
     // Synchronized batch norm needs the same collective order on every owner.
     sc.schedule = Schedule::kGPipe;
     if (env.rank == 0) {
@@ -390,42 +430,41 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     }
   }
   sc.p2p = &world;
-  sc.p2p_back = rt.p2p_back.get();
+  sc.p2p_back = rt->p2p_back.get();
   sc.data = source.get();
   sc.reducer = &reducer;
   sc.emulated = SegmentClockFor(device, env.device_speed, o.threads);
   sc.device = device;
-  sc.comm_device = backend == Backend::kNccl ? device : torch::Device(torch::kCPU);
+  sc.comm_device = comm_device;
   const bool amp = o.amp && device.is_cuda();
   sc.autocast = amp;
-  std::optional<LossScaler> scaler;
-  if (amp || o.loss_scaling) scaler.emplace();
+  if ((amp || o.loss_scaling) && !c.scaler) c.scaler.emplace();
+  std::optional<LossScaler>& scaler = c.scaler;
   StageRunner runner(sc);
-  ProgressWriter progress(env.progress_file);
 
   auto save = [&](int64_t at_step) -> Status {
-    CheckpointContent c;
-    c.step = at_step;
-    c.global_batch = rt.plan.global_batch;
-    c.samples_seen = base_samples + (at_step - base_step) * rt.plan.global_batch;
-    c.model = ModelName(o);
-    c.layout = std::string(LayoutName(rt.plan.layout));
+    CheckpointContent content;
+    content.step = at_step;
+    content.global_batch = rt->plan.global_batch;
+    content.samples_seen = c.base_samples + (at_step - c.base_step) * rt->plan.global_batch;
+    content.model = ModelName(o);
+    content.layout = std::string(LayoutName(rt->plan.layout));
     if (role.replica == 0) {
-      c.file_name = LayerFileName(role, "");
-      c.tensors = OwnedParams(model, role);
-      for (auto& b : OwnedBuffers(model, role)) c.tensors.push_back(b);
-      for (auto& s : optimizer.StateTensors()) c.tensors.push_back(s);
-      if (role.stage == 0) c.tensors.emplace_back(kRngTensor, GetCpuRngState());
+      content.file_name = LayerFileName(role, "");
+      content.tensors = OwnedParams(model, role);
+      for (auto& b : OwnedBuffers(model, role)) content.tensors.push_back(b);
+      for (auto& s : optimizer.StateTensors()) content.tensors.push_back(s);
+      if (role.stage == 0) content.tensors.emplace_back(kRngTensor, GetCpuRngState());
     }
-    return SaveCheckpoint(world, env.checkpoint_dir, c);
+    return SaveCheckpoint(world, env.checkpoint_dir, content);
   };
 
-  TrainOutcome outcome;
-  auto last_save = Clock::now();
+  TrainOutcome& outcome = c.outcome;
+  int64_t& step = c.step;
   while (step < o.steps) {
     const auto step_start = Clock::now();
-    const double lr = ScheduledLearningRate(o, rt.plan.global_batch, step);
-    const int64_t first_id = base_samples + (step - base_step) * rt.plan.global_batch;
+    const double lr = ScheduledLearningRate(o, rt->plan.global_batch, step);
+    const int64_t first_id = c.base_samples + (step - c.base_step) * rt->plan.global_batch;
     StepStats stats;
     try {
       if (scaler) runner.set_loss_scale(scaler->scale());
@@ -445,14 +484,17 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     } catch (const std::exception& e) {
       return ComputeFailure("step " + std::to_string(step + 1) + " failed", e);
     }
+    // Every replica applied the same reduced gradients: the step is complete
+    // here, whatever happens to the agreement below.
     ++step;
+    c.held.step = step;
     TESSERA_ASSIGN_OR_RETURN(
         StepEnd end,
         AgreeOnStepEnd(world, o, step, {role.last_stage() ? stats.loss_contribution : 0.0},
-                       Since(last_save), stop_requested.load(), sc.comm_device, &stats.comm_s));
+                       Since(c.last_save), stop_requested.load(), sc.comm_device, &stats.comm_s));
     const double wall = Since(step_start);
     nlohmann::json line =
-        StepProgressLine(step, end.sums[0], wall > 0 ? rt.plan.global_batch / wall : 0.0,
+        StepProgressLine(step, end.sums[0], wall > 0 ? rt->plan.global_batch / wall : 0.0,
                          stats.compute_s, stats.comm_s, stats.bubble_s, env.rank);
     line["compute_cpu_s"] = stats.compute_cpu_s;
     AddMemoryFields(line, role.predicted_peak_bytes, device);
@@ -460,7 +502,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     outcome.checkpoint_saved = false;
     if (!env.checkpoint_dir.empty() && end.checkpoint) {
       TESSERA_RETURN_IF_ERROR(save(step));
-      last_save = Clock::now();
+      c.last_save = Clock::now();
       outcome.checkpoint_saved = true;
     }
     const bool stop = end.stop;
@@ -480,6 +522,102 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   }
   TESSERA_RETURN_IF_ERROR(world.Barrier());
   return outcome;
+}
+
+}  // namespace
+
+Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
+                                 const std::atomic<bool>& stop_requested) {
+  torch::set_num_threads(std::max(1, o.threads));
+  if (o.steps < 0) return InvalidArgument("must not be negative", "steps");
+  if (!(o.lr > 0)) return InvalidArgument("must be positive", "lr");
+  if (o.base_batch < 0 || o.warmup_steps < 0) {
+    return InvalidArgument("must not be negative", "base-batch");
+  }
+#ifdef TESSERA_HAVE_WORKER_DATA
+  if (o.model == kGanModelName) return RunGanTraining(o, env, stop_requested);
+#endif
+  Setup setup;
+  TESSERA_ASSIGN_OR_RETURN(setup.backend, BackendForDevice(env.device));
+  // The rank's own GPU becomes the current device before any CUDA work.
+  TESSERA_ASSIGN_OR_RETURN(setup.device, SelectRankDevice(env.device, env.local_rank));
+
+  ModelConfig mc;
+  mc.width = o.width;
+  mc.image_size = o.image_size;
+  mc.seed = o.seed;
+#ifdef TESSERA_HAVE_WORKER_DATA
+  if (o.model == "classifier-resnet") mc.num_classes = SampleImageClasses();
+#endif
+  if (o.model_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(setup.model, BuildModel(o.model, mc));
+  } else {
+#ifdef TESSERA_HAVE_WORKER_DATA
+    std::vector<int64_t> in_shape;
+    TESSERA_ASSIGN_OR_RETURN(setup.model, BuildScriptedModel(o, &setup.convention, &in_shape));
+#else
+    return InvalidArgument("this build has no image data library for --model-file", "model-file");
+#endif
+  }
+  LayeredModel& model = *setup.model;
+  setup.num_layers = static_cast<int64_t>(model.num_layers());
+  TESSERA_ASSIGN_OR_RETURN(Plan plan, MakePlan(o, env, setup.num_layers));
+  if (setup.device.type() != torch::kCPU) {
+    for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).layer->to(setup.device);
+  }
+  model.SetTraining(true);
+
+  // Start-up overlapped: the newest checkpoint is read while the ranks
+  // rendezvous, build their groups and share replica 0's parameters.
+  std::future<CheckpointRead> preload;
+  if (!env.checkpoint_dir.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(RankRole role, RoleForRank(plan, env.rank));
+    std::vector<std::string> state_names;
+    for (auto& [n, t] : OwnedState(model, role)) state_names.push_back(n);
+    preload = std::async(std::launch::async, [dir = env.checkpoint_dir, state_names] {
+      return ReadNewestCheckpoint(dir, state_names);
+    });
+  }
+
+  ProgressWriter progress(env.progress_file);
+  Carried carried;
+  DistEnv now = env;
+  // Only a rank of a planned world re-forms: its agent writes the orders.
+  ReformWatcher watcher(env.world_size > 1 && !env.plan_path.empty() ? env.reform_path : "");
+  while (true) {
+    Result<TrainOutcome> ran = RunGeneration(o, now, std::move(plan), setup, carried,
+                                             carried.generation == 0 ? &preload : nullptr,
+                                             progress, stop_requested);
+    if (ran.ok() || !PeerLost() || !watcher.enabled() || stop_requested.load()) return ran;
+    // Step 1 of reform.h: keep the state, say so, wait for the new world.
+    const auto lost_at = Clock::now();
+    std::fprintf(stderr, "rank %d: %s; waiting for the re-formed attempt (holding step %lld)\n",
+                 now.rank, ran.status().ToString().c_str(),
+                 static_cast<long long>(carried.step));
+    progress.Write({{"event", "peer_lost"},
+                    {"held_step", carried.step},
+                    {"rank", now.rank},
+                    {"error", ran.status().message()}});
+    std::optional<ReformOrder> order = watcher.Await(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.collective_timeout),
+        stop_requested);
+    if (!order) {
+      return ran.status().WithPrefix(stop_requested.load()
+                                         ? "stopped while waiting for the re-formed attempt"
+                                         : "no re-formed attempt came");
+    }
+    TESSERA_ASSIGN_OR_RETURN(DistEnv next, ReformedEnv(now, *order));
+    Result<Plan> parsed = PlanFromText(o, order->plan_text, next.world_size, setup.num_layers);
+    if (!parsed.ok()) return parsed.status().WithPrefix("re-formed plan");
+    plan = *std::move(parsed);
+    now = next;
+    carried.generation = order->generation;
+    watcher.SetCurrent(order->generation);
+    ClearPeerLost();
+    ResumeCollectives();
+    std::fprintf(stderr, "rank %d: re-forming as generation %lld after %.2f s\n", now.rank,
+                 static_cast<long long>(order->generation), Since(lost_at));
+  }
 }
 
 }  // namespace tessera::worker

@@ -9,6 +9,7 @@
 #include <torch/script.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -452,6 +453,112 @@ TEST_F(WorkerProcessTest, SurvivorOfAKilledPeerExitsWithThePeerLostCode) {
   EXPECT_EQ(WaitExit(pids[0]), 128 + SIGKILL);
   EXPECT_EQ(WaitExit(pids[1]), static_cast<int>(api::kPeerLostExitCode))
       << ReadText(Log("peer", 1));
+}
+
+// Re-forming (worker/runtime/reform.h): one rank is killed mid-run; the
+// survivors keep their processes, are handed a new world (new port, new plan)
+// through their reform files, agree on the newest completed step, fetch the
+// layers their new stage lacks (parameters and momentum) from the survivors
+// that hold them, and finish. The result equals an uninterrupted run: no
+// completed step was redone or lost, and the state moved exactly.
+TEST_F(WorkerProcessTest, SurvivorsOfAKillReformAndEqualAnUninterruptedRun) {
+  const int kSteps = 14;
+  const std::string ref = Reference("tiny-skip", kSteps);
+  constexpr char kThreeReplicas[] = R"({"layout":"data","global_batch":16,"micro_batches":1,
+   "replicas":[{"batch":6,"stages":[{"rank":0,"layers":[0,6]}]},
+   {"batch":5,"stages":[{"rank":1,"layers":[0,6]}]},
+   {"batch":5,"stages":[{"rank":2,"layers":[0,6]}]}]})";
+  struct Case {
+    const char* name;
+    std::string plan;
+    int world;
+    int killed;
+    std::vector<int> new_ranks;  // by old rank: its rank in the new world, -1: left out
+    std::string new_plan;
+  };
+  const Case cases[] = {
+      // Rank 0 (the old rendezvous host) dies; nobody needs a layer.
+      {"data3_to_data2", kThreeReplicas, 3, 0, {-1, 0, 1}, DataPlan(10, 6, 1)},
+      // Stage 2 of replica B dies; old rank 1 ([2,6]) needs layers 0-1 and old
+      // rank 2 ([0,4]) layers 4-5, from the survivors; old rank 0 is left out.
+      {"hybrid_to_data2", kHybridPlan, 4, 3, {-1, 0, 1, -1}, DataPlan(9, 7, 2)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string tag = c.name;
+    Job job;
+    job.plan = c.plan;
+    job.world = c.world;
+    job.speed = "0.02";  // slow enough to kill mid-run
+    job.args = TrainArgs("tiny-skip", kSteps, Dump(tag));
+    auto reform_file = [&](int r) { return dir_ / (tag + "-reform-" + std::to_string(r)); };
+    // Each rank's own file, as its agent gives it (the fixture's env is per job).
+    std::vector<pid_t> pids;
+    {
+      const std::string port = std::to_string(FreeLoopbackPort());
+      const std::string plan_path = (dir_ / (tag + "-plan.json")).string();
+      std::ofstream(plan_path) << job.plan;
+      for (int r = 0; r < c.world; ++r) {
+        std::map<std::string, std::string> env = {
+            {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(c.world)},
+            {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(c.world)},
+            {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", port},
+            {"TESSERA_PLAN", plan_path},       {"TESSERA_PROGRESS_FILE", Progress(tag, r).string()},
+            {"TESSERA_DEVICE_SPEED", job.speed}, {"TESSERA_REFORM_FILE", reform_file(r).string()},
+            {"TESSERA_COLLECTIVE_TIMEOUT_S", "60"},
+            {"TESSERA_WORKER_TEST_HOOKS", "1"}};
+        std::vector<std::string> args{TESSERA_WORKER_BINARY, "train"};
+        args.insert(args.end(), job.args.begin(), job.args.end());
+        pids.push_back(Spawn(args, env, Log(tag, r).string()));
+      }
+    }
+    const int watch = c.killed == 0 ? 1 : 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (LastProgressStep(Progress(tag, watch)) < 4 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GE(LastProgressStep(Progress(tag, watch)), 4);
+    ::kill(pids[static_cast<size_t>(c.killed)], SIGKILL);
+    EXPECT_EQ(WaitExit(pids[static_cast<size_t>(c.killed)]), 128 + SIGKILL);
+    ASSERT_LT(LastProgressStep(Progress(tag, watch)), kSteps) << "finished before the kill";
+
+    const int new_world = static_cast<int>(
+        std::count_if(c.new_ranks.begin(), c.new_ranks.end(), [](int r) { return r >= 0; }));
+    const std::string port = std::to_string(FreeLoopbackPort());
+    for (int r = 0; r < c.world; ++r) {
+      const int nr = c.new_ranks[static_cast<size_t>(r)];
+      if (nr < 0) continue;
+      nlohmann::json order = {
+          {"generation", 1},
+          {"env",
+           {{"RANK", std::to_string(nr)},
+            {"WORLD_SIZE", std::to_string(new_world)},
+            {"LOCAL_RANK", std::to_string(nr)},
+            {"LOCAL_WORLD_SIZE", std::to_string(new_world)},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", port}}},
+          {"plan", nlohmann::json::parse(c.new_plan)}};
+      const fs::path tmp = reform_file(r).string() + ".tmp";
+      std::ofstream(tmp) << order.dump();
+      fs::rename(tmp, reform_file(r));
+    }
+    for (int r = 0; r < c.world; ++r) {
+      if (r == c.killed) continue;
+      const pid_t pid = pids[static_cast<size_t>(r)];
+      if (c.new_ranks[static_cast<size_t>(r)] < 0) {
+        // Left out: its agent stops it (it may be blocked in a collective
+        // with a survivor that left, until the stop grace runs out).
+        ::kill(pid, SIGKILL);
+        EXPECT_EQ(WaitExit(pid), 128 + SIGKILL);
+      } else {
+        EXPECT_EQ(WaitExit(pid), 0) << ReadText(Log(tag, r));
+        EXPECT_NE(ReadText(Log(tag, r)).find("re-formed world 1"), std::string::npos)
+            << ReadText(Log(tag, r));
+      }
+    }
+    EXPECT_LE(MaxDiff(ref, Dump(tag)), kTolerance);
+  }
 }
 
 TEST_F(WorkerProcessTest, SigtermSavesCheckpointAndExitsZero) {

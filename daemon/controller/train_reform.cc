@@ -1,0 +1,84 @@
+#include "daemon/controller/train_reform.h"
+
+#include <algorithm>
+#include <map>
+
+#include "api/entrypoint_kind.h"
+
+namespace tessera::daemon {
+
+std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const AttemptLaunch& launch,
+                                         const std::set<int64_t>& lost) {
+  if (spec.kind != api::JobKind::kTrain || launch.infer) return "not a train job";
+  const api::EntrypointKind kind = api::EntrypointKindOf(spec.entrypoint);
+  if (kind == api::EntrypointKind::kCommand || kind == api::EntrypointKind::kUnknown) {
+    return "the job runs its own script, which cannot re-form its process group";
+  }
+  if (kind == api::EntrypointKind::kBuiltin && api::EntrypointId(spec.entrypoint) == "gan-pix2pix") {
+    return "gan-pix2pix cannot re-form its process group";
+  }
+  // Step 1: every layer needs a surviving owner.
+  std::map<int64_t, bool> owned;  // layer -> held by a survivor
+  for (const auto& replica : launch.rank_plan.value("replicas", api::Json::array())) {
+    for (const auto& stage : replica.value("stages", api::Json::array())) {
+      const auto layers = stage.value("layers", api::Json::array());
+      if (!layers.is_array() || layers.size() != 2) continue;
+      const bool survives = !lost.contains(stage.value("rank", int64_t{-1}));
+      for (int64_t l = layers[0].get<int64_t>(); l < layers[1].get<int64_t>(); ++l) {
+        owned[l] = owned[l] || survives;
+      }
+    }
+  }
+  std::vector<int64_t> orphans;
+  for (const auto& [layer, survives] : owned) {
+    if (!survives) orphans.push_back(layer);
+  }
+  if (owned.empty()) return "the attempt's plan names no layers";
+  if (!orphans.empty()) {
+    std::string which = std::to_string(orphans.front());
+    if (orphans.size() > 1) which += "-" + std::to_string(orphans.back());
+    return "layers " + which + " were held only by the lost ranks";
+  }
+  return std::nullopt;
+}
+
+int64_t NextReformGeneration(const AttemptLaunch& launch) {
+  int64_t newest = 0;
+  for (const RankLaunch& r : launch.ranks) {
+    if (r.launch.reform.is_object()) {
+      newest = std::max(newest, r.launch.reform.value("generation", int64_t{0}));
+    }
+  }
+  return newest + 1;
+}
+
+Result<ReformedRanks> ReformRanks(const AttemptLaunch& old, const std::set<int64_t>& survivors,
+                                  const AttemptLaunch& fresh, int64_t generation) {
+  ReformedRanks out;
+  out.launch = old;
+  out.launch.plan = fresh.plan;
+  out.launch.rank_plan = fresh.rank_plan;
+  std::set<int64_t> given;
+  for (const RankLaunch& f : fresh.ranks) {
+    auto it = std::find_if(out.launch.ranks.begin(), out.launch.ranks.end(), [&](const RankLaunch& r) {
+      return survivors.contains(r.launch.key.rank) && r.node == f.node &&
+             r.device_index == f.device_index;
+    });
+    if (it == out.launch.ranks.end()) {
+      return Internal("the re-formed plan's rank " + std::to_string(f.launch.key.rank) + " is on " +
+                      f.node + ":" + std::to_string(f.device_index) + ", no survivor's device");
+    }
+    given.insert(it->launch.key.rank);
+    // The running process keeps its key and argv; its env now says where it
+    // stands, so a restarted controller hands the same.
+    for (const auto& [k, v] : f.launch.env) it->launch.env[k] = v;
+    it->launch.plan = fresh.rank_plan;
+    it->launch.reform = {{"generation", generation}, {"env", f.launch.env}, {"plan", fresh.rank_plan}};
+  }
+  for (int64_t r : survivors) {
+    if (!given.contains(r)) out.unused.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace tessera::daemon

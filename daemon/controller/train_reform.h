@@ -1,0 +1,57 @@
+// TrainReform: what the controller decides when a node of a running train
+// attempt is lost and the survivors can go on without restarting
+// (the worker's side is worker/runtime/reform.h).
+//
+// Steps of a re-forming (JobController runs them; these are its pure parts):
+//   1. ReformBlocker: the attempt can re-form only when the job runs
+//      tessera-worker's trainer (a builtin model other than gan-pix2pix, or a
+//      model: entrypoint: a lab's script cannot re-form a world) and every
+//      layer has an owner among the surviving ranks (a pipeline stage that
+//      was only on the lost node means a restart from the checkpoint); else
+//      the reason, which the restart's event names.
+//   2. The controller plans the job again on the survivors' devices alone
+//      and builds the ranks of that plan as a fresh launch would
+//      (attempt_launch.h; the same attempt, a new rendezvous port).
+//   3. ReformRanks: each rank of that launch is given to the survivor on its
+//      device: the survivor keeps its key (its agent does not restart it) and
+//      gets WorkerLaunch::reform {generation, env, plan}; survivors the new
+//      plan leaves out are dropped (their agent stops them).
+//
+// Thread safety: pure functions.
+#ifndef TESSERA_DAEMON_CONTROLLER_TRAIN_REFORM_H_
+#define TESSERA_DAEMON_CONTROLLER_TRAIN_REFORM_H_
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+#include "daemon/controller/attempt_launch.h"
+
+namespace tessera::daemon {
+
+// Why `launch` of a job with `spec` cannot re-form without the ranks in
+// `lost`; nullopt when it can.
+std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const AttemptLaunch& launch,
+                                         const std::set<int64_t>& lost);
+
+// The generation a new re-forming of `launch` gets: one more than any rank's.
+int64_t NextReformGeneration(const AttemptLaunch& launch);
+
+struct ReformedRanks {
+  AttemptLaunch launch;         // the old ranks (same keys), survivors with their reform
+  std::vector<int64_t> unused;  // survivors the new plan leaves out (old rank numbers)
+};
+
+// Gives every rank of `fresh` (the plan on the survivors' devices) to the
+// survivor of `old` on the same device. REQUIRES: `survivors` are ranks of
+// `old`; kInternal when a rank of `fresh` is on no survivor's device.
+Result<ReformedRanks> ReformRanks(const AttemptLaunch& old, const std::set<int64_t>& survivors,
+                                  const AttemptLaunch& fresh, int64_t generation);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROLLER_TRAIN_REFORM_H_
