@@ -99,6 +99,34 @@ TEST_F(SupervisorTest, EnvCarriesTheContractAndNothingFromTheAgent) {
   ::unsetenv("TESSERA_AGENT_TEST_LEAK");
 }
 
+// A running worker's re-formed place reaches TESSERA_REFORM_FILE, newer
+// generations only; a worker that is not running gets nothing.
+TEST_F(SupervisorTest, ReformWritesNewerGenerationsForARunningWorker) {
+  WorkerKey key{4, 1, 2};
+  ASSERT_TRUE(Sup().Start(ShellLaunch(key, "echo \"$TESSERA_REFORM_FILE\" > where; sleep 30"), {}).ok());
+  const launch::RankPaths p = Paths(key);
+  ASSERT_TRUE(Eventually([&] { return ReadFile(p.dir / "where") == p.reform.string() + "\n"; }));
+  EXPECT_FALSE(std::filesystem::exists(p.reform));
+
+  api::WorkerLaunch launch = ShellLaunch(key, "unused");
+  ASSERT_TRUE(Sup().Reform(launch).ok());  // none: nothing written
+  EXPECT_FALSE(std::filesystem::exists(p.reform));
+  launch.reform = {{"generation", 2}, {"env", {{"RANK", "0"}}}, {"plan", api::Json::object()}};
+  ASSERT_TRUE(Sup().Reform(launch).ok());
+  EXPECT_EQ(api::Json::parse(ReadFile(p.reform)), launch.reform);
+  api::WorkerLaunch older = launch;
+  older.reform["generation"] = 1;
+  older.reform["env"]["RANK"] = "5";
+  ASSERT_TRUE(Sup().Reform(older).ok());
+  EXPECT_EQ(api::Json::parse(ReadFile(p.reform))["env"]["RANK"], "0") << "an older one is ignored";
+
+  Sup().Stop(key);
+  ASSERT_TRUE(Sup().WaitForExit(key, 10s).has_value());
+  launch.reform["generation"] = 3;
+  ASSERT_TRUE(Sup().Reform(launch).ok());
+  EXPECT_EQ(api::Json::parse(ReadFile(p.reform))["generation"], 2) << "not running: not written";
+}
+
 TEST_F(SupervisorTest, CapturesStdoutAndStderrAsLogTail) {
   WorkerKey key{3, 1, 0};
   ASSERT_TRUE(Sup()

@@ -302,6 +302,31 @@ TEST(AgentProtocolTest, CompactAnswersSendEachAttemptsPlanOnce) {
   EXPECT_EQ(HeartbeatResponseFromJson(dangling).status().field(), "desired[3].plan_ref");
 }
 
+// A re-formed rank's place travels with its launch in both forms; a
+// malformed one names the field.
+TEST(AgentProtocolTest, AReformOrderTravelsWithItsLaunch) {
+  HeartbeatResponse r;
+  WorkerLaunch l;
+  l.key = {7, 1, 2};
+  l.argv = {"/bin/worker"};
+  l.plan = {{"layout", "data"}};
+  l.reform = {{"generation", 1}, {"env", {{"RANK", "0"}}}, {"plan", {{"layout", "data"}}}};
+  r.desired.push_back(l);
+  WorkerLaunch plain = l;
+  plain.key.rank = 3;
+  plain.reform = nullptr;
+  r.desired.push_back(plain);
+  for (bool compact : {false, true}) {
+    auto back = HeartbeatResponseFromJson(ToJson(r, compact));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->desired[0].reform, l.reform);
+    EXPECT_TRUE(back->desired[1].reform.is_null());
+  }
+  Json bad = ToJson(r);
+  bad["desired"][0]["reform"] = {{"generation", "one"}};
+  EXPECT_EQ(HeartbeatResponseFromJson(bad).status().field(), "desired[0].reform");
+}
+
 TEST(AgentProtocolTest, OnlyAgentsThatSayTheyReadCompactAnswersGetThem) {
   HeartbeatRequest req;
   req.node = "n";

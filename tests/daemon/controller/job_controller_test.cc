@@ -176,24 +176,6 @@ TEST_F(JobControllerTest, PreviewShowsPlansWithoutPlacing) {
   EXPECT_FALSE(none.ok());
 }
 
-// A model profile of four small layers, for builtin jobs in these tests.
-scheduler::ModelProfile SmallProfile(const std::string& model) {
-  scheduler::ModelProfile p;
-  p.name = model;
-  for (const char* n : {"enc0", "down1", "up1", "head"}) {
-    scheduler::Layer l;
-    l.name = n;
-    l.forward_flops = 1e8;
-    l.parameter_bytes = 1 << 16;
-    l.activation_bytes = 1 << 18;
-    l.output_bytes = 1 << 16;
-    p.layers.push_back(l);
-  }
-  p.input_bytes = 64 * 64 * 4;
-  p.nominal_image_px = 64;
-  return p;
-}
-
 TEST_F(JobControllerTest, HeartbeatsAreAnsweredWhileAPlanIsBeingMade) {
   // The profile lookup blocks until released: a plan that takes as long as
   // the test wants.

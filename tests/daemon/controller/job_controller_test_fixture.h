@@ -42,6 +42,24 @@ inline api::Node MakeNode(const std::string& name, int count, double tflops,
   return n;
 }
 
+// A model profile of four small layers, for builtin jobs in these tests.
+inline scheduler::ModelProfile SmallProfile(const std::string& model) {
+  scheduler::ModelProfile p;
+  p.name = model;
+  for (const char* n : {"enc0", "down1", "up1", "head"}) {
+    scheduler::Layer l;
+    l.name = n;
+    l.forward_flops = 1e8;
+    l.parameter_bytes = 1 << 16;
+    l.activation_bytes = 1 << 18;
+    l.output_bytes = 1 << 16;
+    p.layers.push_back(l);
+  }
+  p.input_bytes = 64 * 64 * 4;
+  p.nominal_image_px = 64;
+  return p;
+}
+
 inline api::JobSpec CmdSpec(int devices, int64_t max_attempts = 3, int64_t priority = 0) {
   api::JobSpec s;
   s.name = "test-job";

@@ -1,0 +1,184 @@
+// JobController: the survivors of a lost node go on in the same attempt
+// (daemon/controller/train_reform.h), or, where they cannot, the attempt is
+// restarted and the event says why. Fixture in job_controller_test_fixture.h.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/controller/job_controller.h"
+#include "tests/daemon/controller/job_controller_test_fixture.h"
+
+namespace tessera::daemon::job_controller_test {
+namespace {
+
+using api::JobState;
+using std::chrono::milliseconds;
+
+class JobControllerReformTest : public JobControllerTest {
+ protected:
+  void SetUp() override {
+    JobControllerTest::SetUp();
+    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      return SmallProfile(target.model);
+    };
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
+  api::JobSpec Builtin(const std::string& layout, int devices) {
+    api::JobSpec spec = CmdSpec(devices);
+    spec.entrypoint = "builtin:colorize-unet";
+    spec.layout = layout;
+    spec.global_batch = 24;
+    spec.min_devices = layout == "data" ? 2 : devices;
+    return spec;
+  }
+
+  // The node holding rank `rank` of the job's attempt.
+  std::string NodeOfRank(const std::map<std::string, api::HeartbeatResponse>& desired,
+                         int64_t rank) {
+    for (const auto& [name, d] : desired) {
+      for (const auto& l : d.desired) {
+        if (l.key.rank == rank) return name;
+      }
+    }
+    return "";
+  }
+
+  // Lets `victim` fall silent while the others beat (reporting `runs`, which
+  // the caller may edit) until `done` or 40 rounds of 250 ms.
+  void SilenceUntil(const std::vector<api::Node*>& nodes, const std::string& victim,
+                    std::map<std::string, std::vector<api::WorkerStatus>>* runs,
+                    const std::function<bool()>& done) {
+    for (int i = 0; i < 40 && !done(); ++i) {
+      clock_.Advance(milliseconds(250));
+      for (api::Node* n : nodes) {
+        if (n->name != victim) Beat(*n, (*runs)[n->name]);
+      }
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+  }
+
+  std::string Reasons(api::JobId id) {
+    std::string out;
+    auto events = store_->ListEvents(id, 0, 100);
+    if (events.ok()) {
+      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
+    }
+    return out;
+  }
+};
+
+// Data parallel over three nodes; rank 0's node dies. A survivor reports it
+// waits to re-form, so the silent node is checked at once; the two survivors
+// keep their keys (their agents do not restart them) and get their places in
+// a world of two, with a new rendezvous port; the job stays in attempt 1.
+TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  const std::string victim = NodeOfRank(desired, 0);
+  ASSERT_FALSE(victim.empty());
+  const std::string old_port = desired[victim].desired[0].env.at("MASTER_PORT");
+
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b, &c}) {
+    runs[n->name] = Running(desired[n->name]);
+    for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 7}};
+  }
+  const auto killed = clock_.SteadyNow();
+  SilenceUntil({&a, &b, &c}, victim, &runs,
+               [&] { return store_->GetJob(id)->plan.dump().find(victim + ":") == std::string::npos; });
+  // Checked at once: before the 3 s heartbeat timeout.
+  EXPECT_LT(clock_.SteadyNow() - killed, milliseconds(2500));
+  const api::Job job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kRunning) << Reasons(id);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_NE(Reasons(id).find("re-form without it"), std::string::npos) << Reasons(id);
+  EXPECT_EQ(Reasons(id).find("recovering"), std::string::npos) << Reasons(id);
+
+  std::set<std::string> ranks;
+  std::set<std::string> ports;
+  for (auto* n : {&a, &b, &c}) {
+    if (n->name == victim) continue;
+    const api::HeartbeatResponse d = Beat(*n, runs[n->name]);
+    ASSERT_EQ(d.desired.size(), 1u) << n->name;
+    const api::WorkerLaunch& l = d.desired[0];
+    EXPECT_EQ(l.key.attempt, 1);
+    EXPECT_EQ(l.key, desired[n->name].desired[0].key) << "same process";
+    ASSERT_TRUE(l.reform.is_object()) << n->name;
+    EXPECT_EQ(l.reform["generation"], 1);
+    EXPECT_EQ(l.reform["env"]["WORLD_SIZE"], "2");
+    ranks.insert(l.reform["env"]["RANK"].get<std::string>());
+    ports.insert(l.reform["env"]["MASTER_PORT"].get<std::string>());
+    EXPECT_EQ(l.reform["plan"]["replicas"].size(), 2u);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
+  ASSERT_EQ(ports.size(), 1u);
+  EXPECT_NE(*ports.begin(), old_port) << "the old master may still hold its port";
+}
+
+// A re-formed rank that fails afterwards restarts the job as before, and the
+// event says the attempt had re-formed.
+TEST_F(JobControllerReformTest, AReformedRankThatFailsRestartsTheJobAndSaysSo) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
+  const std::string victim = NodeOfRank(desired, 2);
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
+  SilenceUntil({&a, &b, &c}, victim, &runs,
+               [&] { return Reasons(id).find("re-form without it") != std::string::npos; });
+  ASSERT_NE(Reasons(id).find("re-form without it"), std::string::npos) << Reasons(id);
+  for (auto* n : {&a, &b, &c}) {
+    if (n->name == victim) continue;
+    runs[n->name] = Exited(desired[n->name], 1);
+    break;
+  }
+  SilenceUntil({&a, &b, &c}, victim, &runs, [&] { return StateOf(id) != JobState::kRunning; });
+  EXPECT_NE(Reasons(id).find("recovering: after re-forming (generation 1): rank"),
+            std::string::npos)
+      << Reasons(id);
+}
+
+// A pipeline whose stage was only on the lost node cannot go on: the attempt
+// is restarted from the checkpoint, and the event names the layers.
+TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeRestartsTheAttempt) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20);
+  for (auto* n : {&a, &b}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId id = SubmitRunning(Builtin("pipeline", 2), {&a, &b}, &desired);
+  const std::string victim = NodeOfRank(desired, 1);
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
+  SilenceUntil({&a, &b}, victim, &runs, [&] { return StateOf(id) != JobState::kRunning; });
+  const std::string reasons = Reasons(id);
+  EXPECT_NE(reasons.find("the survivors cannot go on: layers"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("were held only by the lost ranks"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("recovering"), std::string::npos) << reasons;
+}
+
+// A lab's script cannot re-form its process group: restart, and say so.
+TEST_F(JobControllerReformTest, AScriptJobIsRestartedAndTheEventSaysWhy) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec spec = CmdSpec(2);
+  const api::JobId id = SubmitRunning(spec, {&a, &b, &c}, &desired);
+  const std::string victim = NodeOfRank(desired, 1);
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
+  SilenceUntil({&a, &b, &c}, victim, &runs, [&] { return StateOf(id) != JobState::kRunning; });
+  EXPECT_NE(Reasons(id).find("runs its own script, which cannot re-form"), std::string::npos)
+      << Reasons(id);
+}
+
+}  // namespace
+}  // namespace tessera::daemon::job_controller_test

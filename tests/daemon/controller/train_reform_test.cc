@@ -1,0 +1,111 @@
+// train_reform: when survivors can re-form, and how the new plan's ranks are
+// handed to the surviving processes. Pure; table tests.
+#include "daemon/controller/train_reform.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tessera::daemon {
+namespace {
+
+// A launch whose rank plan is `replicas` (each a list of [begin, end) stages,
+// ranks numbered in order), rank r on node "n<r>" device 0.
+AttemptLaunch LaunchOf(const std::vector<std::vector<std::pair<int, int>>>& replicas) {
+  AttemptLaunch l;
+  l.attempt = 1;
+  api::Json reps = api::Json::array();
+  int64_t rank = 0;
+  for (const auto& stages : replicas) {
+    api::Json s = api::Json::array();
+    for (const auto& [b, e] : stages) {
+      s.push_back({{"rank", rank}, {"layers", {b, e}}});
+      RankLaunch r;
+      r.node = "n" + std::to_string(rank);
+      r.launch.key = {7, 1, rank};
+      r.launch.env = {{"RANK", std::to_string(rank)}};
+      l.ranks.push_back(r);
+      ++rank;
+    }
+    reps.push_back({{"batch", 4}, {"stages", s}});
+  }
+  l.rank_plan = {{"layout", "data"}, {"global_batch", 8}, {"replicas", reps}};
+  return l;
+}
+
+api::JobSpec SpecOf(const std::string& entrypoint) {
+  api::JobSpec s;
+  s.entrypoint = entrypoint;
+  return s;
+}
+
+TEST(ReformBlockerTest, SaysWhySurvivorsCannotGoOn) {
+  struct Case {
+    const char* name;
+    std::string entrypoint;
+    std::vector<std::vector<std::pair<int, int>>> plan;
+    std::set<int64_t> lost;
+    std::string why;  // "" = can re-form; else a part of the reason
+  };
+  const Case cases[] = {
+      {"data_replica_lost", "builtin:colorize-unet", {{{0, 4}}, {{0, 4}}, {{0, 4}}}, {0}, ""},
+      {"model_file_data", "model:lab-seq", {{{0, 4}}, {{0, 4}}}, {1}, ""},
+      {"hybrid_other_replica_whole", "builtin:colorize-unet", {{{0, 2}, {2, 4}}, {{0, 4}}}, {1}, ""},
+      {"hybrid_cut_both_ways", "builtin:colorize-unet", {{{0, 2}, {2, 4}}, {{0, 3}, {3, 4}}}, {0, 3},
+       ""},
+      {"pipeline_stage_lost", "builtin:colorize-unet", {{{0, 2}, {2, 4}}}, {1},
+       "layers 2-3 were held only by the lost ranks"},
+      {"one_layer_lost", "builtin:colorize-unet", {{{0, 3}, {3, 4}}}, {1},
+       "layers 3 were held only"},
+      {"script", "cmd:train", {{{0, 1}}, {{0, 1}}}, {0}, "runs its own script"},
+      {"gan", "builtin:gan-pix2pix", {{{0, 1}}, {{0, 1}}}, {0}, "gan-pix2pix cannot re-form"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto why = ReformBlocker(SpecOf(c.entrypoint), LaunchOf(c.plan), c.lost);
+    if (c.why.empty()) {
+      EXPECT_FALSE(why.has_value()) << *why;
+    } else {
+      ASSERT_TRUE(why.has_value());
+      EXPECT_NE(why->find(c.why), std::string::npos) << *why;
+    }
+  }
+  AttemptLaunch infer = LaunchOf({{{0, 1}}});
+  infer.infer = true;
+  EXPECT_TRUE(ReformBlocker(SpecOf("builtin:colorize-unet"), infer, {}).has_value());
+}
+
+TEST(ReformRanksTest, EachNewRankGoesToTheSurvivorOnItsDevice) {
+  const AttemptLaunch old = LaunchOf({{{0, 4}}, {{0, 4}}, {{0, 4}}});
+  // The new plan: two ranks, on n2 and n0 (in that order); n1 left out.
+  AttemptLaunch fresh = LaunchOf({{{0, 4}}, {{0, 4}}});
+  fresh.ranks[0].node = "n2";
+  fresh.ranks[0].launch.env = {{"RANK", "0"}, {"MASTER_PORT", "29600"}};
+  fresh.ranks[1].node = "n0";
+  fresh.ranks[1].launch.env = {{"RANK", "1"}, {"MASTER_PORT", "29600"}};
+  auto got = ReformRanks(old, {0, 1, 2}, fresh, 3);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->unused, std::vector<int64_t>{1});
+  const auto& ranks = got->launch.ranks;
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks[2].launch.key.rank, 2) << "keys stay";
+  EXPECT_EQ(ranks[2].launch.reform["env"]["RANK"], "0");
+  EXPECT_EQ(ranks[0].launch.reform["env"]["RANK"], "1");
+  EXPECT_EQ(ranks[0].launch.reform["generation"], 3);
+  EXPECT_EQ(ranks[0].launch.env.at("MASTER_PORT"), "29600");
+  EXPECT_TRUE(ranks[1].launch.reform.is_null());
+  EXPECT_EQ(NextReformGeneration(got->launch), 4);
+  EXPECT_EQ(NextReformGeneration(old), 1);
+
+  // A new rank on a device no survivor holds is a bug, not a plan.
+  fresh.ranks[1].node = "n9";
+  EXPECT_FALSE(ReformRanks(old, {0, 1, 2}, fresh, 1).ok());
+  // Nor is a device whose rank was lost.
+  fresh.ranks[1].node = "n1";
+  EXPECT_FALSE(ReformRanks(old, {0, 2}, fresh, 1).ok());
+}
+
+}  // namespace
+}  // namespace tessera::daemon
