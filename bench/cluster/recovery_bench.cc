@@ -23,14 +23,19 @@
 // --load N keeps N threads of this process busy from submit to the end of the
 // repetition (a lab box that also serves files).
 //
-// Measured (from the job's events, its metrics history and the kill time):
+// Measured (from the job's events, its metrics history and the kill time).
+// The real worker's survivors re-form in the same attempt (worker/runtime/reform.h)
+// where they can; otherwise the attempt is restarted from the checkpoint:
 //   submit -> running        the job's "running" event after the POST
-//   kill -> detected         the "recovering" event after the kill
-//   kill -> running again    the second "running" event after the kill
-//   kill -> progressing      the first progress step of the next attempt (the
-//                            worker's own timestamp; real worker only)
-//   steps redone             the last step of the killed attempt minus the step
-//                            the next attempt resumed from (real worker only)
+//   kill -> detected         re-formed: the first survivor's "peer_lost" progress
+//                            line (its collective failed; the worker's clock);
+//                            restarted: the "recovering" event after the kill
+//   kill -> running again    the second "running" event after the kill (the
+//                            re-forming, or the next attempt's ranks running)
+//   kill -> progressing      the first step past those completed before the
+//                            kill (the worker's own timestamp; real worker only)
+//   steps redone             the newest step completed before the kill minus
+//                            the step training went on from (real worker only)
 //   failed attempts          attempts after the kill that ended without
 //                            progress (each a "recovering" event beyond the first)
 // Usage: recovery_bench [--reps 5] (--worker PATH_TO_checkpointing_worker.sh |
@@ -46,6 +51,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -117,6 +123,68 @@ std::vector<tessera::api::Json> Points(Cluster& cluster, int64_t id, int64_t att
     since = "&since=" + std::to_string(j["next_since"].get<int64_t>());
   }
   return out;
+}
+
+// The survivors' "peer_lost" progress lines (worker/runtime/reform.h) under
+// the agents' rank folders: {held_step, ts_ms} each.
+std::vector<tessera::api::Json> PeerLostLines(const fs::path& root) {
+  std::vector<tessera::api::Json> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() != "progress.jsonl") continue;
+    std::ifstream in(it->path());
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = tessera::api::Json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("event", "") == "peer_lost") out.push_back(j);
+    }
+  }
+  return out;
+}
+
+// The rest of a sample whose survivors re-formed in attempt `attempt`.
+Sample Reformed(Cluster& cluster, int64_t id, int64_t attempt, int64_t killed, Sample s) {
+  std::vector<tessera::api::Json> lost;
+  if (!WaitFor([&] { return !(lost = PeerLostLines(cluster.dir())).empty(); }, 30s)) {
+    std::fprintf(stderr, "no survivor said it lost a peer\n");
+    return s;
+  }
+  int64_t detected = INT64_MAX, held = -1;
+  for (const auto& l : lost) {
+    detected = std::min<int64_t>(detected, l.value("ts_ms", INT64_MAX));
+    held = std::max<int64_t>(held, l.value("held_step", int64_t{-1}));
+  }
+  s.kill_to_detected = (detected - killed) / 1000.0;
+  s.detected_by = "a survivor's collective failed";
+  int64_t first_ts = INT64_MAX, first_step = INT64_MAX;
+  if (!WaitFor(
+          [&] {
+            for (const auto& p : Points(cluster, id, attempt)) {
+              if (p.value("step", int64_t{0}) <= held || p.value("ts_ms", int64_t{0}) < killed) {
+                continue;
+              }
+              first_ts = std::min<int64_t>(first_ts, p.value("ts_ms", INT64_MAX));
+              first_step = std::min<int64_t>(first_step, p.value("step", INT64_MAX));
+            }
+            return first_ts != INT64_MAX;
+          },
+          60s)) {
+    std::fprintf(stderr, "no step past %lld after re-forming\n", static_cast<long long>(held));
+    return s;
+  }
+  // Steps done again: those the re-formed world reported at or below `held`.
+  int64_t redone = 0;
+  std::set<int64_t> again;
+  for (const auto& p : Points(cluster, id, attempt)) {
+    const int64_t step = p.value("step", int64_t{0});
+    if (p.value("ts_ms", int64_t{0}) > detected && step <= held) again.insert(step);
+  }
+  redone = static_cast<int64_t>(again.size());
+  s.kill_to_progress = (first_ts - killed) / 1000.0;
+  s.steps_redone = redone;
+  s.failed_attempts = 0;
+  return s;
 }
 
 Sample RunOnce(int rep, const Setup& setup) {
@@ -257,6 +325,7 @@ Sample RunOnce(int rep, const Setup& setup) {
   s.detected_by = detected ? detected->reason : "";
   s.kill_to_running = (event_time("running", 2) - killed) / 1000.0;
   if (!real) return s;
+  if (!event("recovering", 1)) return Reformed(cluster, id, attempt, killed, s);
   const int64_t next = cluster.GetJson(path).value("attempt", attempt + 1);
   std::vector<tessera::api::Json> after;
   if (!WaitFor(

@@ -124,7 +124,17 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   const uint64_t seen_news = polls_.news_count();
   api::HeartbeatResponse response;
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
-  std::set<api::WorkerKey> reported;
+  // What the node is handed: each desired key with its re-formed generation
+  // (a running worker's new place changes no key, and must not wait out a hold).
+  using Handed = std::map<api::WorkerKey, int64_t>;
+  auto handed = [](const std::vector<api::WorkerLaunch>& launches) {
+    Handed out;
+    for (const auto& l : launches) {
+      out[l.key] = l.reform.is_object() ? l.reform.value("generation", int64_t{0}) : 0;
+    }
+    return out;
+  };
+  Handed parked_with;
   bool park = false;
   {
     MutexLock lock(mu_);
@@ -132,10 +142,11 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
     ObserveComputeLocked(request);
     response.desired = DesiredForLocked(request.node);
     if (request.wait_ms > 0 && !shutting_down_) {
-      std::set<api::WorkerKey> desired;
+      std::set<api::WorkerKey> desired, reported;
       for (const auto& l : response.desired) desired.insert(l.key);
       for (const auto& w : request.workers) reported.insert(w.key);
       park = desired == reported;
+      parked_with = handed(response.desired);
     }
   }
   if (!park) {
@@ -150,11 +161,9 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   const std::string node = request.node;
   polls_.Park(
       std::chrono::milliseconds(request.wait_ms), seen_news,
-      [this, node, reported = std::move(reported)] {
+      [this, node, handed, parked_with = std::move(parked_with)] {
         MutexLock lock(mu_);
-        std::set<api::WorkerKey> desired;
-        for (const auto& l : DesiredForLocked(node)) desired.insert(l.key);
-        return desired != reported;
+        return handed(DesiredForLocked(node)) != parked_with;
       },
       [this, node, done = std::move(done)] { done(ResponseFor(node)); });
 }

@@ -596,6 +596,9 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                  static_cast<long long>(carried.step));
     progress.Write({{"event", "peer_lost"},
                     {"held_step", carried.step},
+                    {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count()},
                     {"rank", now.rank},
                     {"error", ran.status().message()}});
     std::optional<ReformOrder> order = watcher.Await(

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -122,6 +123,51 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
   EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
   ASSERT_EQ(ports.size(), 1u);
   EXPECT_NE(*ports.begin(), old_port) << "the old master may still hold its port";
+}
+
+// A survivor's agent parked in a long poll gets its new place at once: a
+// re-forming changes no worker key, and still answers the poll.
+TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
+  const std::string victim = NodeOfRank(desired, 2);
+  std::vector<api::Node*> survivors;
+  for (auto* n : {&a, &b, &c}) {
+    if (n->name != victim) survivors.push_back(n);
+  }
+  api::Node& parked = *survivors[0];
+  api::Node& beating = *survivors[1];
+  std::promise<api::HeartbeatResponse> answered;
+  std::future<api::HeartbeatResponse> answer = answered.get_future();
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (api::Node* n : survivors) {
+    runs[n->name] = Running(desired[n->name]);
+    for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
+  }
+  for (int i = 0; i < 40 && Reasons(id).find("re-form without it") == std::string::npos; ++i) {
+    clock_.Advance(milliseconds(250));
+    if (i < 4) {
+      Beat(parked, runs[parked.name]);
+    } else if (i == 4) {
+      // Its agent's next beat is held: it runs exactly what it should.
+      api::HeartbeatRequest poll;
+      poll.node = parked.name;
+      poll.devices = parked.devices;
+      poll.workers = runs[parked.name];
+      poll.wait_ms = 60'000;
+      controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { answered.set_value(r); });
+    }
+    Beat(beating, runs[beating.name]);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_NE(Reasons(id).find("re-form without it"), std::string::npos) << Reasons(id);
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the poll waited out its hold";
+  const api::HeartbeatResponse got = answer.get();
+  ASSERT_EQ(got.desired.size(), 1u);
+  EXPECT_TRUE(got.desired[0].reform.is_object());
 }
 
 // A re-formed rank that fails afterwards restarts the job as before, and the
