@@ -362,6 +362,11 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch,
   if (Status port = CheckMasterPortFree(launch); !port.ok()) return fail(port);
   Status plan_written = WriteFileAtomically(*options_.fs, paths.plan, launch.plan.dump(2) + "\n");
   if (!plan_written.ok()) return fail(plan_written);
+  // A rank that joins a running world finds its place at start.
+  if (!launch.reform.is_null()) {
+    Status written = WriteFileAtomically(*options_.fs, paths.reform, launch.reform.dump() + "\n");
+    if (!written.ok()) return fail(written);
+  }
 
   // The job's env is laid over a clean base env (not the agent's own), then
   // the node's device variables and Tessera's paths, which always win.
@@ -390,6 +395,11 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch,
     if (account->drop && (::chown(paths.plan.c_str(), 0, account->gid) != 0 ||
                           ::chmod(paths.plan.c_str(), 0640) != 0)) {
       return fail(Internal("cannot share the plan file with " + account->name));
+    }
+    if (account->drop && !launch.reform.is_null() &&
+        (::chown(paths.reform.c_str(), 0, account->gid) != 0 ||
+         ::chmod(paths.reform.c_str(), 0640) != 0)) {
+      return fail(Internal("cannot share the reform file with " + account->name));
     }
   }
   int log_fd =
@@ -424,6 +434,8 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch,
   w.pid = pid;
   w.is_child = true;
   w.state = WorkerState::kRunning;
+  w.reform_generation =
+      launch.reform.is_object() ? launch.reform.value("generation", int64_t{0}) : 0;
   if (auto stat = ReadProcStat(*options_.fs, pid)) w.start_ticks = stat->start_ticks;
   Json pid_record = {{"job_id", key.job_id},
                      {"attempt", key.attempt},

@@ -77,7 +77,9 @@ class Supervisor {
  public:
   virtual ~Supervisor() = default;
 
-  // Starts `launch` with `device_env` (launch/worker_env.h) added to its env.
+  // Starts `launch` with `device_env` (launch/worker_env.h) added to its env;
+  // a launch with a reform (a rank joining a running world) has its
+  // reform.json written before it starts.
   // A key this supervisor knows, or that ran before (exit.json on disk), is
   // not started again. A launch that cannot start becomes an exited worker
   // with kExitCodeLaunchFailed and the reason in its log; the error is also

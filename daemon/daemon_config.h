@@ -39,6 +39,7 @@ struct DaemonConfig {
   int64_t retry_backoff_ms = 500;      // first re-plan delay; doubles per attempt
   int64_t max_retry_backoff_ms = 10'000;
   int64_t crash_loop_window_ms = 300'000;  // JobControllerOptions::crash_loop_window_ms
+  double grow_min_speedup = 1.2;  // JobControllerOptions::grow_min_speedup; 0: never grow
   int64_t stop_grace_ms = 5000;            // SIGTERM -> SIGKILL for cancelled ranks
   int64_t infer_chunk_images = 32;         // images per leased chunk of an infer job
   int64_t lease_ms = 30'000;               // a chunk lease not renewed this long goes back

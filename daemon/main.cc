@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
   jc.launch.collective_timeout_s = static_cast<int>(config.collective_timeout_s);
   jc.launch.run_as = config.run_as;
   jc.retry_backoff_ms = config.retry_backoff_ms;
+  jc.grow_min_speedup = config.grow_min_speedup;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   jc.crash_loop_window_ms = config.crash_loop_window_ms;
   jc.users = config.users;

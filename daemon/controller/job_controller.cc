@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <iomanip>
 #include <memory>
 #include <sstream>
 
@@ -223,7 +224,12 @@ Status JobController::Tick() {
     MutexLock lock(mu_);
     held = BusyDevicesLocked();  // what the pass just placed
   }
-  return YieldInferToTraining(nodes, held);
+  TESSERA_RETURN_IF_ERROR(YieldInferToTraining(nodes, held));
+  {
+    MutexLock lock(mu_);
+    held = BusyDevicesLocked();
+  }
+  return GrowTraining(nodes, held);
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
@@ -317,12 +323,22 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
         continue;
       }
       const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+      auto joining = it->second.joining.find(r.launch.key.rank);
+      if (w != nullptr && joining != it->second.joining.end()) {
+        it->second.joining.erase(joining);
+        joining = it->second.joining.end();
+      }
       if (w == nullptr) {
         missing.push_back(r.launch.key.rank);
+        const bool starting = joining != it->second.joining.end() &&
+                              SteadyMs(joining->second) <= options_.launch_timeout_ms;
         // A running rank its (reporting) node no longer lists is gone.
-        if (job->state == JobState::kRunning && reports_.contains(r.node) && vanished.empty()) {
-          vanished =
-              "rank " + std::to_string(r.launch.key.rank) + " is no longer reported by " + r.node;
+        if (job->state == JobState::kRunning && reports_.contains(r.node) && vanished.empty() &&
+            !starting) {
+          vanished = "rank " + std::to_string(r.launch.key.rank) +
+                     (joining != it->second.joining.end() ? " did not start on "
+                                                          : " is no longer reported by ") +
+                     r.node;
         }
       } else if (w->state == api::WorkerState::kExited) {
         if (w->exit_code == 0) {
@@ -509,19 +525,19 @@ Result<bool> JobController::ReformTrainLocked(
     const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost,
     std::string* why) {
   // Steps (daemon/controller/train_reform.h): (1) can it; (2) plan on the
-  // survivors' devices and build that launch; (3) hand each survivor its
-  // place; (4) record it: plan, event, attempt.
+  // survivors' devices; (3) ApplyReformLocked: hand each survivor its place
+  // and record it.
   const AttemptLaunch& old = active->launch;
-  std::set<int64_t> lost_ranks(active->dropped.begin(), active->dropped.end());
-  for (const auto& [node, ranks] : lost) lost_ranks.insert(ranks.begin(), ranks.end());
-  if (auto blocker = ReformBlocker(job.spec, old, lost_ranks)) {
+  std::set<int64_t> gone(active->dropped.begin(), active->dropped.end());
+  for (const auto& [node, ranks] : lost) gone.insert(ranks.begin(), ranks.end());
+  if (auto blocker = ReformBlocker(job.spec, old, gone)) {
     *why = *blocker;
     return false;
   }
   std::set<int64_t> survivors;
   std::set<std::string> survivor_devices;
   for (const RankLaunch& r : old.ranks) {
-    if (lost_ranks.contains(r.launch.key.rank)) continue;
+    if (gone.contains(r.launch.key.rank)) continue;
     const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
     if (w == nullptr || w->state != api::WorkerState::kRunning) {
       *why = "rank " + std::to_string(r.launch.key.rank) + " is not running";
@@ -541,18 +557,13 @@ Result<bool> JobController::ReformTrainLocked(
   // (2) Only the survivors' devices are free to this plan.
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
   std::set<std::string> others;
-  std::map<std::string, std::string> addresses;
-  for (const api::Node& n : nodes) {
-    addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
-    for (const api::Device& d : n.devices) {
-      if (!survivor_devices.contains(DeviceKey(n.name, d.index))) {
-        others.insert(DeviceKey(n.name, d.index));
-      }
-    }
-  }
   for (api::Node& n : nodes) {  // as this pass sees them, not as last recorded
     for (api::Device& d : n.devices) {
-      if (survivor_devices.contains(DeviceKey(n.name, d.index))) d.busy = false;  // ours
+      if (survivor_devices.contains(DeviceKey(n.name, d.index))) {
+        d.busy = false;  // ours
+      } else {
+        others.insert(DeviceKey(n.name, d.index));
+      }
     }
     if (lost.contains(n.name)) {
       n.health = "dead";
@@ -568,7 +579,23 @@ Result<bool> JobController::ReformTrainLocked(
            (plans.ok() ? std::string("none") : plans.status().message());
     return false;
   }
-  const scheduler::Plan& best = plans->plans.front();
+  std::string head;
+  for (const auto& [node, ranks] : lost) {
+    head += (head.empty() ? "" : "; ") + std::string("node ") + node +
+            " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  return ApplyReformLocked(job, active, plans->plans.front(), nodes, survivors, gone, head, why);
+}
+
+Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* active,
+                                              const scheduler::Plan& best,
+                                              const std::vector<api::Node>& nodes,
+                                              const std::set<int64_t>& survivors,
+                                              const std::set<int64_t>& gone,
+                                              const std::string& head, std::string* why) {
+  const AttemptLaunch& old = active->launch;
+  std::map<std::string, std::string> addresses;
+  for (const api::Node& n : nodes) addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
   auto entry = store_->GetEntrypoint(job.spec.entrypoint);
   if (!entry.ok()) {
     *why = "entrypoint " + job.spec.entrypoint + " is no longer allowed";
@@ -585,31 +612,35 @@ Result<bool> JobController::ReformTrainLocked(
     *why = fresh.status().message();
     return false;
   }
-  // (3)
   const int64_t generation = NextReformGeneration(old);
   auto reformed = ReformRanks(old, survivors, *fresh, generation);
   if (!reformed.ok()) {
     *why = reformed.status().message();
     return false;
   }
-  // (4) The old rendezvous port stays held while its host runs.
+  // The old rendezvous port stays held while its host runs.
   RememberStoppingMasterLocked(old);
-  std::string reason;
-  for (const auto& [node, ranks] : lost) {
-    reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
-              " lost (no heartbeat), ranks " + RankList(ranks);
+  const size_t kept = fresh->ranks.size() - reformed->joined.size();
+  std::string reason = head + ": the " + std::to_string(kept) + " running rank" +
+                       (kept == 1 ? "" : "s") +
+                       (gone.empty() ? " keep their state" : " re-form without it") +
+                       " and train on from their last completed step";
+  if (!reformed->joined.empty()) {
+    reason += ", joined by " + std::to_string(reformed->joined.size()) + " new rank" +
+              (reformed->joined.size() == 1 ? "" : "s") + " (ranks " +
+              RankList(reformed->joined) + ") that take their state from them";
   }
-  reason += ": the " + std::to_string(fresh->ranks.size()) + " surviving rank" +
-            (fresh->ranks.size() == 1 ? "" : "s") +
-            " re-form without it and train on from their last completed step (generation " +
-            std::to_string(generation) + ", " + std::string(scheduler::LayoutName(best.layout)) +
-            ")";
+  reason += " (generation " + std::to_string(generation) + ", " +
+            std::string(scheduler::LayoutName(best.layout)) + " over " +
+            std::to_string(fresh->ranks.size()) + " devices)";
   if (!reformed->unused.empty()) {
     reason += "; ranks " + RankList(reformed->unused) + " are left out of the new plan";
   }
   active->launch = std::move(reformed->launch);
-  for (int64_t r : lost_ranks) active->dropped.insert(r);
+  for (int64_t r : reformed->joined) active->joining[r] = clock_->SteadyNow();
+  for (int64_t r : gone) active->dropped.insert(r);
   for (int64_t r : reformed->unused) active->dropped.insert(r);
+  active->launched_at = clock_->SteadyNow();
   // Observations map ranks to stages by the first plan's numbering.
   active->correction_key.clear();
   if (auto record = store_->GetAttempt(job.id, old.attempt); record.ok()) {
@@ -618,11 +649,106 @@ Result<bool> JobController::ReformTrainLocked(
       store_->InsertAttempt(*record).IgnoreError();
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(api::Job next,
-                           StepLocked(job, JobEvent::kRanksDropped, reason, plan_json));
+  TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kReformed, reason, plan_json));
   (void)next;
   ++generation_;
   return true;
+}
+
+Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
+                                   const std::set<std::string>& held) {
+  // Steps: (1) at most once every grow_check_ms, and only while no job waits
+  // (free devices go to waiting jobs first); (2) take the running train
+  // attempts that could re-form, unchanged for grow_settle_ms, every rank
+  // running; (3) plan each on its own devices and on its own plus the free
+  // ones (outside the lock); (4) when the second uses devices the attempt lacks
+  // and predicts a step at least grow_min_speedup faster, re-form onto it: the
+  // running ranks keep their state, the new ones join and take theirs from them.
+  const auto now = clock_->SteadyNow();
+  if (options_.grow_min_speedup <= 0 ||
+      now - grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
+    return Status::Ok();
+  }
+  grow_checked_at_ = now;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  if (!pending.empty()) return Status::Ok();
+  struct Candidate {
+    api::Job job;
+    int64_t attempt = 0;
+    int64_t generation = 0;
+    std::set<std::string> devices;
+  };
+  std::vector<Candidate> candidates;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, active] : active_) {
+      if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
+      auto job = store_->GetJob(id);
+      if (!job.ok() || job->state != JobState::kRunning) continue;
+      if (ReformBlocker(job->spec, active.launch, active.dropped)) continue;
+      Candidate c{*job, active.launch.attempt, NextReformGeneration(active.launch), {}};
+      bool running = true;
+      for (const RankLaunch& r : active.launch.ranks) {
+        if (active.dropped.contains(r.launch.key.rank)) continue;
+        const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+        running = running && w != nullptr && w->state == api::WorkerState::kRunning &&
+                  !(options_.node_up && options_.node_up(r.node));
+        c.devices.insert(DeviceKey(r.node, r.device_index));
+      }
+      if (running) candidates.push_back(std::move(c));
+    }
+  }
+  for (const Candidate& c : candidates) {
+    // (3) Its own devices count as free to both plans.
+    std::vector<api::Node> mine = nodes;
+    std::set<std::string> busy_now = held, others;
+    for (const std::string& d : c.devices) busy_now.erase(d);
+    for (api::Node& n : mine) {
+      for (api::Device& d : n.devices) {
+        const std::string key = DeviceKey(n.name, d.index);
+        if (c.devices.contains(key)) d.busy = false;
+        others.insert(key);
+      }
+    }
+    for (const std::string& d : c.devices) others.erase(d);
+    Result<scheduler::PlanSet> current = Plan(SnapshotOf(mine, others), c.job.spec);
+    Result<scheduler::PlanSet> wider = Plan(SnapshotOf(mine, busy_now), c.job.spec);
+    if (!current.ok() || !wider.ok() || current->plans.empty() || wider->plans.empty()) continue;
+    const scheduler::Plan& best = wider->plans.front();
+    std::vector<std::string> gained;
+    for (const scheduler::DeviceId& d : best.Devices()) {
+      const std::string key = DeviceKey(d.node, d.index);
+      if (!c.devices.contains(key)) gained.push_back(key);
+    }
+    const double before = current->plans.front().predicted.step_s;
+    const double after = best.predicted.step_s;
+    if (gained.empty() || !(after > 0) || before < after * options_.grow_min_speedup) continue;
+    // (4) Unless the attempt changed meanwhile.
+    MutexLock lock(mu_);
+    auto it = active_.find(c.job.id);
+    if (it == active_.end() || it->second.launch.attempt != c.attempt ||
+        NextReformGeneration(it->second.launch) != c.generation) {
+      continue;
+    }
+    std::set<int64_t> running;
+    for (const RankLaunch& r : it->second.launch.ranks) {
+      if (!it->second.dropped.contains(r.launch.key.rank)) running.insert(r.launch.key.rank);
+    }
+    std::ostringstream head;
+    head << "devices ";
+    for (size_t i = 0; i < gained.size(); ++i) head << (i ? ", " : "") << gained[i];
+    head << " are free: the job grows (predicted step " << std::fixed << std::setprecision(3)
+         << before << " s -> " << after << " s)";
+    std::string why;
+    TESSERA_ASSIGN_OR_RETURN(bool grew, ApplyReformLocked(c.job, &it->second, best, mine, running,
+                                                          {}, head.str(), &why));
+    if (grew) {
+      polls_.Notify();
+    } else {
+      spdlog::warn("job {}: could not grow: {}", c.job.id, why);
+    }
+  }
+  return Status::Ok();
 }
 
 Result<bool> JobController::DropLostInferRanksLocked(

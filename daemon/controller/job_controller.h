@@ -101,6 +101,13 @@ struct JobControllerOptions {
   // better than heartbeats: true (healthy) or false (dead) overrides the
   // failure detector for that node; nullopt leaves it to the detector.
   std::function<std::optional<bool>(const std::string& node)> node_up;
+  // Elastic training (JobController::GrowTraining): a running train job grows
+  // onto free devices when no job waits, at most every grow_check_ms, once its
+  // attempt has run unchanged for grow_settle_ms, when the wider plan predicts
+  // a step at least grow_min_speedup times faster; 0 turns growth off.
+  double grow_min_speedup = 1.2;
+  int64_t grow_check_ms = 2000;
+  int64_t grow_settle_ms = 10'000;
   // The data roots an infer job's input listing is checked against (not
   // owned; without it inputs are listed unchecked).
   const JobAdmission* admission = nullptr;
@@ -168,6 +175,9 @@ class JobController {
     // nothing (infer attempts).
     std::string correction_key;
     std::map<int64_t, int64_t> observed_step;  // by rank: the newest step observed
+    // Ranks that joined the running attempt (GrowTraining) and were not yet
+    // reported: their agent starts them after its next beat.
+    std::map<int64_t, std::chrono::steady_clock::time_point> joining;
     int64_t min_devices = 1;                   // the spec's: an infer job yields no more
   };
   struct Report {
@@ -242,6 +252,21 @@ class JobController {
   Result<bool> ReformTrainLocked(const api::Job& job, Active* active,
                                  const std::map<std::string, std::vector<int64_t>>& lost,
                                  std::string* why) REQUIRES(mu_);
+  // Re-forms `active`'s attempt onto `best` (planned on `nodes`): the ranks in
+  // `survivors` keep their processes, ranks on new devices join, `gone` and
+  // left-out ones are dropped; the stored attempt, the job's plan and a
+  // `reformed` event ("<head>: ...") record it. False with *why when the
+  // launch cannot be built.
+  Result<bool> ApplyReformLocked(const api::Job& job, Active* active, const scheduler::Plan& best,
+                                 const std::vector<api::Node>& nodes,
+                                 const std::set<int64_t>& survivors, const std::set<int64_t>& gone,
+                                 const std::string& head, std::string* why) REQUIRES(mu_);
+  // Elastic training: a running train attempt that could re-form grows onto
+  // free devices when no job waits and its plan with them predicts a step at
+  // least options.grow_min_speedup faster (train_reform.h). Tick's thread only.
+  Status GrowTraining(const std::vector<api::Node>& nodes, const std::set<std::string>& held)
+      EXCLUDES(mu_);
+  std::chrono::steady_clock::time_point grow_checked_at_{};  // Tick's thread only
   // Inference fills the gaps: a waiting train job that the free devices
   // cannot hold, but that fits once running infer jobs of no higher priority
   // give back some of their independent ranks (each keeps its min_devices,

@@ -7,7 +7,7 @@ namespace {
 
 using api::JobState;
 
-constexpr std::array<std::pair<JobEvent, std::string_view>, 10> kEventNames = {{
+constexpr std::array<std::pair<JobEvent, std::string_view>, 11> kEventNames = {{
     {JobEvent::kPlan, "plan"},
     {JobEvent::kLaunch, "launch"},
     {JobEvent::kAllRunning, "all_running"},
@@ -18,6 +18,7 @@ constexpr std::array<std::pair<JobEvent, std::string_view>, 10> kEventNames = {{
     {JobEvent::kFail, "fail"},
     {JobEvent::kCancel, "cancel"},
     {JobEvent::kRanksDropped, "ranks_dropped"},
+    {JobEvent::kReformed, "reformed"},
 }};
 
 Status Refuse(JobState current, JobEvent event, std::string_view why) {
@@ -92,6 +93,9 @@ Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_
       }
       if (current == JobState::kRunning && event == JobEvent::kRanksDropped) {
         return Step(JobState::kRunning, attempts_used, "a lost node's ranks were dropped");
+      }
+      if (current == JobState::kRunning && event == JobEvent::kReformed) {
+        return Step(JobState::kRunning, attempts_used, "the ranks re-formed");
       }
       break;
     case JobState::kRecovering:

@@ -48,12 +48,14 @@ enum class JobEvent {
   kFail,          // give up: unrecoverable error
   kCancel,        // a user or admin cancelled the job
   kRanksDropped,  // a lost node's ranks left a running attempt that goes on
+  kReformed,      // a running train attempt's ranks re-formed in a new world (a node
+                  // lost, or devices gained), daemon/controller/train_reform.h
 };
 
-inline constexpr std::array<JobEvent, 10> kAllJobEvents = {
+inline constexpr std::array<JobEvent, 11> kAllJobEvents = {
     JobEvent::kPlan,     JobEvent::kLaunch,       JobEvent::kAllRunning, JobEvent::kRankFailed,
     JobEvent::kNodeLost, JobEvent::kRetry,        JobEvent::kSucceed,    JobEvent::kFail,
-    JobEvent::kCancel,   JobEvent::kRanksDropped,
+    JobEvent::kCancel,   JobEvent::kRanksDropped, JobEvent::kReformed,
 };
 
 inline constexpr std::array<api::JobState, 8> kAllJobStates = {

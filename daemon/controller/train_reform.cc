@@ -60,20 +60,27 @@ Result<ReformedRanks> ReformRanks(const AttemptLaunch& old, const std::set<int64
   out.launch.rank_plan = fresh.rank_plan;
   std::set<int64_t> given;
   for (const RankLaunch& f : fresh.ranks) {
-    auto it = std::find_if(out.launch.ranks.begin(), out.launch.ranks.end(), [&](const RankLaunch& r) {
-      return survivors.contains(r.launch.key.rank) && r.node == f.node &&
-             r.device_index == f.device_index;
-    });
+    const api::Json reform = {
+        {"generation", generation}, {"env", f.launch.env}, {"plan", fresh.rank_plan}};
+    auto it =
+        std::find_if(out.launch.ranks.begin(), out.launch.ranks.end(), [&](const RankLaunch& r) {
+          return survivors.contains(r.launch.key.rank) && r.node == f.node &&
+                 r.device_index == f.device_index;
+        });
     if (it == out.launch.ranks.end()) {
-      return Internal("the re-formed plan's rank " + std::to_string(f.launch.key.rank) + " is on " +
-                      f.node + ":" + std::to_string(f.device_index) + ", no survivor's device");
+      RankLaunch joining = f;
+      joining.launch.key.rank = static_cast<int64_t>(out.launch.ranks.size());
+      joining.launch.reform = reform;
+      out.joined.push_back(joining.launch.key.rank);
+      out.launch.ranks.push_back(std::move(joining));
+      continue;
     }
     given.insert(it->launch.key.rank);
     // The running process keeps its key and argv; its env now says where it
     // stands, so a restarted controller hands the same.
     for (const auto& [k, v] : f.launch.env) it->launch.env[k] = v;
     it->launch.plan = fresh.rank_plan;
-    it->launch.reform = {{"generation", generation}, {"env", f.launch.env}, {"plan", fresh.rank_plan}};
+    it->launch.reform = reform;
   }
   for (int64_t r : survivors) {
     if (!given.contains(r)) out.unused.push_back(r);

@@ -16,6 +16,11 @@
 //      device: the survivor keeps its key (its agent does not restart it) and
 //      gets WorkerLaunch::reform {generation, env, plan}; survivors the new
 //      plan leaves out are dropped (their agent stops them).
+// The same steps grow a running attempt onto devices that became free (a node
+// back, a job ended; JobController::GrowTraining decides when): the plan then
+// also has ranks on devices no running rank holds, which join as new ranks of
+// the attempt (their agents start them with the reform order, and they take
+// their state from the running ranks).
 //
 // Thread safety: pure functions.
 #ifndef TESSERA_DAEMON_CONTROLLER_TRAIN_REFORM_H_
@@ -44,11 +49,13 @@ int64_t NextReformGeneration(const AttemptLaunch& launch);
 struct ReformedRanks {
   AttemptLaunch launch;         // the old ranks (same keys), survivors with their reform
   std::vector<int64_t> unused;  // survivors the new plan leaves out (old rank numbers)
+  std::vector<int64_t> joined;  // new ranks (numbered after the old ones)
 };
 
-// Gives every rank of `fresh` (the plan on the survivors' devices) to the
-// survivor of `old` on the same device. REQUIRES: `survivors` are ranks of
-// `old`; kInternal when a rank of `fresh` is on no survivor's device.
+// Gives every rank of `fresh` (the new plan) to the survivor of `old` on the
+// same device; a rank on a device no survivor holds joins as a new rank
+// (appended: its key's rank is its index), with fresh's launch and the reform.
+// REQUIRES: `survivors` are ranks of `old`; `fresh` is of the same attempt.
 Result<ReformedRanks> ReformRanks(const AttemptLaunch& old, const std::set<int64_t>& survivors,
                                   const AttemptLaunch& fresh, int64_t generation);
 

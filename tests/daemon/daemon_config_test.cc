@@ -114,6 +114,8 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
       {"user_zero_weight", "users: {alice: {weight: 0}}", "users.alice.weight"},
       {"user_negative_limit", "users: {\"*\": {max_devices: -1}}", "users.*.max_devices"},
       {"queue_policy_unknown", "queue_policy: lottery", "queue_policy"},
+      {"grow_below_one", "grow_min_speedup: 0.5", "grow_min_speedup"},
+      {"grow_not_a_number", "grow_min_speedup: fast", "grow_min_speedup"},
       {"user_unknown_key", "users: {alice: {max_gpus: 2}}", "users.alice.max_gpus"},
       {"user_limit_not_a_number", "users: {alice: {max_running_jobs: many}}",
        "users.alice.max_running_jobs"},

@@ -15,6 +15,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
 #include <cstdlib>
@@ -156,6 +158,61 @@ TEST(RecoveryE2ETest, RankZerosNodeKilledAndTheSurvivorsTrainOnInTheSameAttempt)
   const std::set<std::string> now = cluster.PlannedNodes(id);
   EXPECT_EQ(now.size(), 2u) << trail;
   EXPECT_FALSE(now.contains(victim)) << trail;
+  Cancel(cluster, id);
+}
+
+// A lost node that comes back: the survivors re-formed without it; once it
+// beats again (and no job waits) the running job grows back onto it in the
+// same attempt, and the new rank takes its state from the running ones, not
+// from the checkpoint.
+TEST(RecoveryE2ETest, ANodeThatComesBackIsJoinedByTheRunningJob) {
+  Cluster cluster("real-recovery-rejoin");
+  const char* kOneDevice =
+      "devices:\n  - {name: \"A (emulated)\", memory: 8GiB, relative_speed: 0.5}\n";
+  const api::JobId id = TrainUntilCheckpoint(
+      cluster, {{"nodea", kOneDevice}, {"nodeb", kOneDevice}, {"nodec", kOneDevice}},
+      /*global_batch=*/6, /*min_devices=*/2, /*max_devices=*/3, /*nodes_used=*/3);
+  ASSERT_NE(id, 0);
+  const std::string path = "/api/v1/jobs/" + std::to_string(id);
+  const std::string victim =
+      NodeOf(cluster.GetJson(path)["plan"]["replicas"][2]["stages"][0]["devices"][0]);
+  std::string trail;
+  KillAndAwaitReform(cluster, id, victim, &trail);
+  ASSERT_EQ(cluster.PlannedNodes(id).size(), 2u) << trail;
+
+  cluster.StartAgent(victim, kOneDevice);
+  EXPECT_TRUE(WaitFor([&] { return cluster.PlannedNodes(id).contains(victim); }, 90s))
+      << cluster.GetJson(path).dump() << "\n"
+      << cluster.controller()->Log();
+  const int64_t grown_at = NewestStep(AttemptOnePoints(cluster, path));
+  EXPECT_TRUE(
+      WaitFor([&] { return NewestStep(AttemptOnePoints(cluster, path)) > grown_at + 3; }, 60s));
+  std::string events;
+  for (const auto& e : cluster.Events(id)) {
+    events += e.to_state + " (" + e.reason + ")\n";
+    EXPECT_NE(e.to_state, "recovering") << e.reason;
+  }
+  EXPECT_NE(events.find("are free: the job grows"), std::string::npos) << events;
+  EXPECT_EQ(cluster.GetJson(path).value("attempt", 0), 1) << events;
+  // The joined rank's log: it took its state from its peers.
+  std::string joined;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(cluster.dir() / ("agent-" + victim), ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() == "worker.log") {
+      std::ifstream in(it->path());
+      std::stringstream text;
+      text << in.rdbuf();
+      if (text.str().find("joins the running world") != std::string::npos) joined = text.str();
+    }
+  }
+  EXPECT_NE(joined.find("layers sent among them"), std::string::npos) << joined;
+  EXPECT_EQ(joined.find("resumed from step-"), std::string::npos) << joined;
+  std::map<int64_t, std::set<int64_t>> steps;
+  for (const auto& p : AttemptOnePoints(cluster, path)) {
+    EXPECT_TRUE(steps[p.value("rank", int64_t{-1})].insert(p.value("step", int64_t{0})).second)
+        << "rank " << p.value("rank", -1) << " reported step " << p.value("step", 0) << " twice";
+  }
   Cancel(cluster, id);
 }
 

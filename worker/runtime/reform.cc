@@ -2,6 +2,8 @@
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -80,16 +82,39 @@ void ReformWatcher::SetCurrent(int64_t generation) {
   current_ = generation;
 }
 
-std::optional<ReformOrder> ReformWatcher::ReadNewer() {
-  std::ifstream in(path_);
+std::optional<ReformOrder> ReadReformOrder(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
   if (!in) return std::nullopt;
   std::stringstream ss;
   ss << in.rdbuf();
   Result<ReformOrder> order = ParseReformOrder(ss.str());
-  if (!order.ok()) return std::nullopt;  // written atomically: a bad one stays bad
-  MutexLock lock(mu_);
-  if (order->generation <= current_) return std::nullopt;
+  if (!order.ok()) return std::nullopt;
   return *std::move(order);
+}
+
+std::optional<ReformOrder> ReformWatcher::ReadNewer() {
+  // Parsed again only when the file changed (agents replace it by rename).
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0) {
+    const std::pair<int64_t, int64_t> key{
+        static_cast<int64_t>(st.st_ino),
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+    bool changed = false;
+    {
+      MutexLock lock(mu_);
+      changed = key != seen_;
+      seen_ = key;
+    }
+    if (changed) {
+      std::optional<ReformOrder> order = ReadReformOrder(path_);
+      MutexLock lock(mu_);
+      if (order && (!newest_ || order->generation > newest_->generation)) newest_ = order;
+    }
+  }
+  MutexLock lock(mu_);
+  if (newest_ && newest_->generation > current_) return newest_;
+  return std::nullopt;
 }
 
 void ReformWatcher::Loop() {
@@ -115,6 +140,12 @@ Result<ReformAgreement> AgreeOnState(const std::vector<HeldLayers>& held,
   if (held.size() != need.size()) return InvalidArgument("one held and one need per rank");
   ReformAgreement a;
   for (const HeldLayers& h : held) a.step = std::max(a.step, h.step);
+  for (const HeldLayers& h : held) {
+    if (h.step == a.step && h.layer_begin < h.layer_end) {
+      a.samples = h.samples;
+      break;
+    }
+  }
   auto holds = [&](size_t r, int64_t layer) {
     const HeldLayers& h = held[r];
     return h.step == a.step && h.layer_begin <= layer && layer < h.layer_end;
@@ -195,6 +226,7 @@ Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& 
   const int me = world.rank();
   const int n = world.size();
   nlohmann::json said = {{"step", mine.step},
+                         {"samples", mine.samples},
                          {"held", {mine.layer_begin, mine.layer_end}},
                          {"need", {need.first, need.second}}};
   TESSERA_RETURN_IF_ERROR(world.StoreSet("reform/rank-" + std::to_string(me), said.dump()));
@@ -205,7 +237,7 @@ Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& 
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object()) return Internal("rank " + std::to_string(r) + " said no state");
     held[static_cast<size_t>(r)] = {j["step"].get<int64_t>(), j["held"][0].get<int64_t>(),
-                                    j["held"][1].get<int64_t>()};
+                                    j["held"][1].get<int64_t>(), j["samples"].get<int64_t>()};
     needs[static_cast<size_t>(r)] = {j["need"][0].get<int64_t>(), j["need"][1].get<int64_t>()};
   }
   TESSERA_ASSIGN_OR_RETURN(ReformAgreement agreement, AgreeOnState(held, needs));

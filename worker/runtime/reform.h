@@ -40,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
@@ -60,6 +61,10 @@ struct ReformOrder {
 
 // kInvalidArgument naming the field for a malformed order.
 Result<ReformOrder> ParseReformOrder(const std::string& text);
+
+// The order in the file at `path`; nullopt when there is none (no file, or one
+// that does not parse: agents write it atomically, so a bad one stays bad).
+std::optional<ReformOrder> ReadReformOrder(const std::string& path);
 
 // `env` with the order's variables (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) applied; ReadDistEnv's
@@ -91,16 +96,20 @@ class ReformWatcher {
   const std::string path_;
   Mutex mu_;
   int64_t current_ GUARDED_BY(mu_) = 0;
+  std::pair<int64_t, int64_t> seen_ GUARDED_BY(mu_){-1, -1};  // the file's inode, mtime
+  std::optional<ReformOrder> newest_ GUARDED_BY(mu_);
   std::atomic<bool> quit_{false};
   std::thread thread_;
 };
 
 // What a rank holds when its world re-forms: the layers of its last stage,
-// complete at `step`; nothing (begin == end) for a rank that joins.
+// complete at `step`; nothing (begin == end) for a rank that joins (a new
+// process on a device the attempt gained: it gets all from its peers).
 struct HeldLayers {
   int64_t step = 0;
   int64_t layer_begin = 0;
   int64_t layer_end = 0;
+  int64_t samples = 0;  // samples seen at `step` (the data order goes on from there)
 };
 
 struct LayerTransfer {
@@ -111,6 +120,7 @@ struct LayerTransfer {
 
 struct ReformAgreement {
   int64_t step = 0;                     // training continues after this step
+  int64_t samples = 0;                  // samples seen at it (the lowest holder's)
   std::vector<LayerTransfer> transfers;  // in the order every rank runs them
 };
 

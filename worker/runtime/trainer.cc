@@ -325,11 +325,12 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
   }
   if (c.generation > 0) {
     c.held.step = c.step;
+    c.held.samples = c.base_samples + (c.step - c.base_step) * c.global_batch;
     TESSERA_ASSIGN_OR_RETURN(
         ReformAgreement agreed,
         SyncReformedState(world, c.held, {role.layer_begin, role.layer_end}, model,
                           &optimizer_state, comm_device));
-    c.base_samples += (agreed.step - c.base_step) * c.global_batch;
+    c.base_samples = agreed.samples;
     c.base_step = agreed.step;
     c.step = agreed.step;
     std::fprintf(stderr,
@@ -561,7 +562,22 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   }
   LayeredModel& model = *setup.model;
   setup.num_layers = static_cast<int64_t>(model.num_layers());
-  TESSERA_ASSIGN_OR_RETURN(Plan plan, MakePlan(o, env, setup.num_layers));
+  // Only a rank of a planned world re-forms: its agent writes the orders. A
+  // rank that finds an order at its start joins a running world (reform.h):
+  // its state comes from its peers, not from the checkpoint.
+  const bool planned = env.world_size > 1 && !env.plan_path.empty();
+  const std::optional<ReformOrder> joining =
+      planned ? ReadReformOrder(env.reform_path) : std::nullopt;
+  DistEnv now = env;
+  Plan plan;
+  if (joining) {
+    TESSERA_ASSIGN_OR_RETURN(now, ReformedEnv(env, *joining));
+    Result<Plan> parsed = PlanFromText(o, joining->plan_text, now.world_size, setup.num_layers);
+    if (!parsed.ok()) return parsed.status().WithPrefix("joined plan");
+    plan = *std::move(parsed);
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(plan, MakePlan(o, env, setup.num_layers));
+  }
   if (setup.device.type() != torch::kCPU) {
     for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).layer->to(setup.device);
   }
@@ -570,7 +586,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   // Start-up overlapped: the newest checkpoint is read while the ranks
   // rendezvous, build their groups and share replica 0's parameters.
   std::future<CheckpointRead> preload;
-  if (!env.checkpoint_dir.empty()) {
+  if (!env.checkpoint_dir.empty() && !joining) {
     TESSERA_ASSIGN_OR_RETURN(RankRole role, RoleForRank(plan, env.rank));
     std::vector<std::string> state_names;
     for (auto& [n, t] : OwnedState(model, role)) state_names.push_back(n);
@@ -581,20 +597,26 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
 
   ProgressWriter progress(env.progress_file);
   Carried carried;
-  DistEnv now = env;
-  // Only a rank of a planned world re-forms: its agent writes the orders.
-  ReformWatcher watcher(env.world_size > 1 && !env.plan_path.empty() ? env.reform_path : "");
+  ReformWatcher watcher(planned ? env.reform_path : "");
+  if (joining) {
+    carried.generation = joining->generation;
+    watcher.SetCurrent(joining->generation);
+    std::fprintf(stderr, "rank %d: joins the running world as generation %lld\n", now.rank,
+                 static_cast<long long>(joining->generation));
+  }
   while (true) {
     Result<TrainOutcome> ran = RunGeneration(o, now, std::move(plan), setup, carried,
                                              carried.generation == 0 ? &preload : nullptr,
                                              progress, stop_requested);
     if (ran.ok() || !PeerLost() || !watcher.enabled() || stop_requested.load()) return ran;
-    // Step 1 of reform.h: keep the state, say so, wait for the new world.
+    // Step 1 of reform.h: keep the state, say so, wait for the new world (a
+    // rank told to re-form, rather than one that lost a peer, says that).
     const auto lost_at = Clock::now();
+    const bool told = CollectivesAbandoned();
     std::fprintf(stderr, "rank %d: %s; waiting for the re-formed attempt (holding step %lld)\n",
                  now.rank, ran.status().ToString().c_str(),
                  static_cast<long long>(carried.step));
-    progress.Write({{"event", "peer_lost"},
+    progress.Write({{"event", told ? "regrouping" : "peer_lost"},
                     {"held_step", carried.step},
                     {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())

@@ -226,5 +226,79 @@ TEST_F(JobControllerReformTest, AScriptJobIsRestartedAndTheEventSaysWhy) {
       << Reasons(id);
 }
 
+// Elastic training: a device that becomes free (a node joins) while no job
+// waits is taken by a running train job whose plan with it is faster: the
+// running ranks keep their keys and get their places in a world of three, the
+// new device gets a new rank of the same attempt that joins with its place.
+TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWaits) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec spec = Builtin("data", 3);
+  spec.min_devices = 1;
+  spec.global_batch = 240;  // compute-bound: a third device pays
+  const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
+  ASSERT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
+  for (int i = 0; i < 80 && Reasons(id).find("the job grows") == std::string::npos; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+    Beat(c);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  const std::string reasons = Reasons(id);
+  ASSERT_NE(reasons.find("devices c:0 are free: the job grows"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("joined by 1 new rank (ranks 2)"), std::string::npos) << reasons;
+  const api::Job job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(job.plan["replicas"].size(), 3u);
+  // Its agent starts the new rank after its next beat: not yet reported is
+  // not gone.
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+    Beat(c);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(StateOf(id), JobState::kRunning) << Reasons(id);
+  const api::HeartbeatResponse on_c = Beat(c);
+  ASSERT_EQ(on_c.desired.size(), 1u);
+  EXPECT_EQ(on_c.desired[0].key.attempt, 1);
+  EXPECT_EQ(on_c.desired[0].key.rank, 2);
+  ASSERT_TRUE(on_c.desired[0].reform.is_object());
+  EXPECT_EQ(on_c.desired[0].reform["env"]["WORLD_SIZE"], "3");
+  for (auto* n : {&a, &b}) {
+    const api::HeartbeatResponse d = Beat(*n, runs[n->name]);
+    ASSERT_EQ(d.desired.size(), 1u);
+    EXPECT_EQ(d.desired[0].key, desired[n->name].desired[0].key);
+    EXPECT_EQ(d.desired[0].reform["generation"], 1);
+  }
+}
+
+// Free devices go to waiting jobs first: no growth while one waits.
+TEST_F(JobControllerReformTest, NoGrowthWhileAJobWaits) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec spec = Builtin("data", 3);
+  spec.min_devices = 1;
+  spec.global_batch = 240;
+  const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
+  const api::JobId waiting = Submit(CmdSpec(4));  // needs more than the cluster has free
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
+  for (int i = 0; i < 80; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+    Beat(c);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(StateOf(waiting), JobState::kPending);
+  EXPECT_EQ(Reasons(id).find("the job grows"), std::string::npos) << Reasons(id);
+  EXPECT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
+}
+
 }  // namespace
 }  // namespace tessera::daemon::job_controller_test

@@ -99,12 +99,20 @@ TEST(ReformRanksTest, EachNewRankGoesToTheSurvivorOnItsDevice) {
   EXPECT_EQ(NextReformGeneration(got->launch), 4);
   EXPECT_EQ(NextReformGeneration(old), 1);
 
-  // A new rank on a device no survivor holds is a bug, not a plan.
+  // A rank on a device no survivor holds joins: a new key after the old
+  // ones, started with its place (growth onto a free device).
   fresh.ranks[1].node = "n9";
-  EXPECT_FALSE(ReformRanks(old, {0, 1, 2}, fresh, 1).ok());
-  // Nor is a device whose rank was lost.
-  fresh.ranks[1].node = "n1";
-  EXPECT_FALSE(ReformRanks(old, {0, 2}, fresh, 1).ok());
+  auto grown = ReformRanks(old, {0, 2}, fresh, 2);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->joined, std::vector<int64_t>{3});
+  ASSERT_EQ(grown->launch.ranks.size(), 4u);
+  const RankLaunch& joined = grown->launch.ranks[3];
+  EXPECT_EQ(joined.node, "n9");
+  EXPECT_EQ(joined.launch.key.rank, 3);
+  EXPECT_EQ(joined.launch.key.job_id, 7);
+  EXPECT_EQ(joined.launch.reform["env"]["RANK"], "1");
+  EXPECT_EQ(joined.launch.reform["generation"], 2);
+  EXPECT_EQ(grown->unused, std::vector<int64_t>{0}) << "n0 is not in the new plan";
 }
 
 }  // namespace
