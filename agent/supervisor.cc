@@ -88,15 +88,19 @@ bool OwnEnvironContradicts(FileSystem& fs, pid_t pid, const launch::EnvMap& want
   }
   for (const auto& [k, v] : want) {
     auto it = have.find(k);
+    // A worker started before TESSERA_RANK_KEY existed carries its key's rank as RANK.
+    if (it == have.end() && k == "TESSERA_RANK_KEY") it = have.find("RANK");
     if (it == have.end() || it->second != v) return true;
   }
   return false;
 }
 
+// The key's rank has a variable of its own: a rank that joined a running
+// world (WorkerLaunch::reform) has another RANK in that world.
 launch::EnvMap IdentityEnv(const WorkerKey& key) {
   return {{"TESSERA_JOB_ID", std::to_string(key.job_id)},
           {"TESSERA_ATTEMPT", std::to_string(key.attempt)},
-          {"RANK", std::to_string(key.rank)}};
+          {"TESSERA_RANK_KEY", std::to_string(key.rank)}};
 }
 
 std::optional<int64_t> ReadExitCode(FileSystem& fs, const launch::RankPaths& paths) {
@@ -382,6 +386,7 @@ Status ProcessSupervisor::StartLocked(const api::WorkerLaunch& launch,
   env["TESSERA_PROGRESS_FILE"] = paths.progress.string();
   env["TESSERA_REFORM_FILE"] = paths.reform.string();
   for (const auto& [k, v] : IdentityEnv(key)) env[k] = v;  // identity for re-adoption
+  if (!env.contains("RANK")) env["RANK"] = std::to_string(key.rank);
 
   {  // progress file exists before the worker runs, so tailing never races creation
     int fd = ::open(paths.progress.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
