@@ -530,7 +530,7 @@ Result<bool> JobController::ReformTrainLocked(
   const AttemptLaunch& old = active->launch;
   std::set<int64_t> gone(active->dropped.begin(), active->dropped.end());
   for (const auto& [node, ranks] : lost) gone.insert(ranks.begin(), ranks.end());
-  if (auto blocker = ReformBlocker(job.spec, old, gone)) {
+  if (auto blocker = ReformBlocker(job.spec, old)) {
     *why = *blocker;
     return false;
   }
@@ -554,15 +554,19 @@ Result<bool> JobController::ReformTrainLocked(
     *why = "no rank survived";
     return false;
   }
-  // (2) Only the survivors' devices are free to this plan.
+  // (2) The survivors' devices, and the free ones while no job waits (a
+  // waiting job comes first to those, as the queue would have it).
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  const std::set<std::string> busy = BusyDevicesLocked();
   std::set<std::string> others;
   for (api::Node& n : nodes) {  // as this pass sees them, not as last recorded
     for (api::Device& d : n.devices) {
-      if (survivor_devices.contains(DeviceKey(n.name, d.index))) {
+      const std::string key = DeviceKey(n.name, d.index);
+      if (survivor_devices.contains(key)) {
         d.busy = false;  // ours
-      } else {
-        others.insert(DeviceKey(n.name, d.index));
+      } else if (!pending.empty() || busy.contains(key)) {
+        others.insert(key);
       }
     }
     if (lost.contains(n.name)) {
@@ -583,6 +587,11 @@ Result<bool> JobController::ReformTrainLocked(
   for (const auto& [node, ranks] : lost) {
     head += (head.empty() ? "" : "; ") + std::string("node ") + node +
             " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  if (auto orphans = OrphanLayers(old, gone)) {
+    head += " (layers " + *orphans +
+            " were held only by the lost ranks: the ranks that take them load them from the "
+            "newest checkpoint)";
   }
   return ApplyReformLocked(job, active, plans->plans.front(), nodes, survivors, gone, head, why);
 }
@@ -621,14 +630,19 @@ Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* activ
   // The old rendezvous port stays held while its host runs.
   RememberStoppingMasterLocked(old);
   const size_t kept = fresh->ranks.size() - reformed->joined.size();
-  std::string reason = head + ": the " + std::to_string(kept) + " running rank" +
-                       (kept == 1 ? "" : "s") +
-                       (gone.empty() ? " keep their state" : " re-form without it") +
-                       " and train on from their last completed step";
+  const bool one = kept == 1;
+  std::string reason = head + (one ? ": the running rank" : ": the " + std::to_string(kept) +
+                                                                " running ranks") +
+                       (gone.empty() ? (one ? " keeps its state" : " keep their state")
+                                     : (one ? " re-forms without it" : " re-form without it")) +
+                       (one ? " and trains on from its" : " and train on from their") +
+                       " last completed step";
   if (!reformed->joined.empty()) {
+    const bool one_joined = reformed->joined.size() == 1;
     reason += ", joined by " + std::to_string(reformed->joined.size()) + " new rank" +
-              (reformed->joined.size() == 1 ? "" : "s") + " (ranks " +
-              RankList(reformed->joined) + ") that take their state from them";
+              (one_joined ? "" : "s") + " (rank" + (one_joined ? " " : "s ") +
+              RankList(reformed->joined) + ") that take" + (one_joined ? "s its" : " their") +
+              " state from " + (one ? "it" : "them");
   }
   reason += " (generation " + std::to_string(generation) + ", " +
             std::string(scheduler::LayoutName(best.layout)) + " over " +
@@ -685,7 +699,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
       auto job = store_->GetJob(id);
       if (!job.ok() || job->state != JobState::kRunning) continue;
-      if (ReformBlocker(job->spec, active.launch, active.dropped)) continue;
+      if (ReformBlocker(job->spec, active.launch)) continue;
       Candidate c{*job, active.launch.attempt, NextReformGeneration(active.launch), {}};
       bool running = true;
       for (const RankLaunch& r : active.launch.ranks) {

@@ -7,8 +7,7 @@
 
 namespace tessera::daemon {
 
-std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const AttemptLaunch& launch,
-                                         const std::set<int64_t>& lost) {
+std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const AttemptLaunch& launch) {
   if (spec.kind != api::JobKind::kTrain || launch.infer) return "not a train job";
   const api::EntrypointKind kind = api::EntrypointKindOf(spec.entrypoint);
   if (kind == api::EntrypointKind::kCommand || kind == api::EntrypointKind::kUnknown) {
@@ -17,8 +16,17 @@ std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const Attempt
   if (kind == api::EntrypointKind::kBuiltin && api::EntrypointId(spec.entrypoint) == "gan-pix2pix") {
     return "gan-pix2pix cannot re-form its process group";
   }
-  // Step 1: every layer needs a surviving owner.
+  if (!launch.rank_plan.is_object() ||
+      launch.rank_plan.value("replicas", api::Json::array()).empty()) {
+    return "the attempt's plan names no layers";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> OrphanLayers(const AttemptLaunch& launch,
+                                        const std::set<int64_t>& lost) {
   std::map<int64_t, bool> owned;  // layer -> held by a survivor
+  if (!launch.rank_plan.is_object()) return std::nullopt;
   for (const auto& replica : launch.rank_plan.value("replicas", api::Json::array())) {
     for (const auto& stage : replica.value("stages", api::Json::array())) {
       const auto layers = stage.value("layers", api::Json::array());
@@ -33,13 +41,13 @@ std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const Attempt
   for (const auto& [layer, survives] : owned) {
     if (!survives) orphans.push_back(layer);
   }
-  if (owned.empty()) return "the attempt's plan names no layers";
-  if (!orphans.empty()) {
-    std::string which = std::to_string(orphans.front());
-    if (orphans.size() > 1) which += "-" + std::to_string(orphans.back());
-    return "layers " + which + " were held only by the lost ranks";
-  }
-  return std::nullopt;
+  if (orphans.empty()) return std::nullopt;
+  const bool range = orphans.back() - orphans.front() + 1 == static_cast<int64_t>(orphans.size());
+  if (orphans.size() == 1) return std::to_string(orphans.front());
+  if (range) return std::to_string(orphans.front()) + "-" + std::to_string(orphans.back());
+  std::string out;
+  for (int64_t l : orphans) out += (out.empty() ? "" : ",") + std::to_string(l);
+  return out;
 }
 
 int64_t NextReformGeneration(const AttemptLaunch& launch) {

@@ -5,13 +5,14 @@
 // Steps of a re-forming (JobController runs them; these are its pure parts):
 //   1. ReformBlocker: the attempt can re-form only when the job runs
 //      tessera-worker's trainer (a builtin model other than gan-pix2pix, or a
-//      model: entrypoint: a lab's script cannot re-form a world) and every
-//      layer has an owner among the surviving ranks (a pipeline stage that
-//      was only on the lost node means a restart from the checkpoint); else
-//      the reason, which the restart's event names.
-//   2. The controller plans the job again on the survivors' devices alone
-//      and builds the ranks of that plan as a fresh launch would
-//      (attempt_launch.h; the same attempt, a new rendezvous port).
+//      model: entrypoint: a lab's script cannot re-form a world); else the
+//      reason, which the restart's event names. Layers that only the lost
+//      ranks held (OrphanLayers: a pipeline stage on the lost node) are
+//      loaded from the newest checkpoint by the ranks that take them.
+//   2. The controller plans the job again on the survivors' devices (plus the
+//      free ones while no job waits) and builds the ranks of that plan as a
+//      fresh launch would (attempt_launch.h; the same attempt, a new
+//      rendezvous port).
 //   3. ReformRanks: each rank of that launch is given to the survivor on its
 //      device: the survivor keeps its key (its agent does not restart it) and
 //      gets WorkerLaunch::reform {generation, env, plan}; survivors the new
@@ -38,10 +39,13 @@
 
 namespace tessera::daemon {
 
-// Why `launch` of a job with `spec` cannot re-form without the ranks in
-// `lost`; nullopt when it can.
-std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const AttemptLaunch& launch,
-                                         const std::set<int64_t>& lost);
+// Why `launch` of a job with `spec` cannot re-form; nullopt when it can.
+std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const AttemptLaunch& launch);
+
+// The layers of `launch`'s plan that only ranks in `lost` held ("2-3", or "5"
+// for one; a gap-free range is printed as first-last, otherwise a list);
+// nullopt when every layer has a surviving owner.
+std::optional<std::string> OrphanLayers(const AttemptLaunch& launch, const std::set<int64_t>& lost);
 
 // The generation a new re-forming of `launch` gets: one more than any rank's.
 int64_t NextReformGeneration(const AttemptLaunch& launch);

@@ -123,7 +123,7 @@ void KillAndAwaitReform(Cluster& cluster, api::JobId id, const std::string& vict
   for (const auto& e : cluster.Events(id)) {
     trail->append(e.to_state + " (" + e.reason + ")\n");
     EXPECT_NE(e.to_state, "recovering") << e.reason;
-    reformed = reformed || e.reason.find("re-form without it") != std::string::npos;
+    reformed = reformed || e.reason.find("without it and train") != std::string::npos;
   }
   EXPECT_TRUE(reformed) << *trail;
   EXPECT_EQ(cluster.GetJson(path).value("attempt", 0), 1) << *trail;

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "worker/runtime/await_work.h"
+#include "worker/runtime/resume.h"
 
 namespace tessera::worker {
 
@@ -147,22 +149,19 @@ Result<ReformAgreement> AgreeOnState(const std::vector<HeldLayers>& held,
     }
   }
   auto holds = [&](size_t r, int64_t layer) {
-    const HeldLayers& h = held[r];
-    return h.step == a.step && h.layer_begin <= layer && layer < h.layer_end;
+    return held[r].layer_begin <= layer && layer < held[r].layer_end;
   };
   for (size_t dst = 0; dst < need.size(); ++dst) {
     for (int64_t layer = need[dst].first; layer < need[dst].second; ++layer) {
-      if (holds(dst, layer)) continue;
+      if (holds(dst, layer) && held[dst].step == a.step) continue;
+      // The holder at the newest step, lowest rank first.
       std::optional<size_t> src;
-      for (size_t r = 0; r < held.size() && !src; ++r) {
-        if (holds(r, layer)) src = r;
+      for (size_t r = 0; r < held.size(); ++r) {
+        if (holds(r, layer) && (!src || held[r].step > held[*src].step)) src = r;
       }
-      if (!src) {
-        return FailedPrecondition("layer " + std::to_string(layer) +
-                                  " is held by no surviving rank at step " +
-                                  std::to_string(a.step));
-      }
-      a.transfers.push_back({layer, static_cast<int>(*src), static_cast<int>(dst)});
+      if (src && *src == dst) continue;  // its own is the newest there is
+      a.transfers.push_back(
+          {layer, src ? static_cast<int>(*src) : kFromCheckpoint, static_cast<int>(dst)});
     }
   }
   return a;
@@ -217,12 +216,43 @@ Status RestoreLayer(LayeredModel& model, int64_t layer, const c10::Dict<std::str
   return Status::Ok();
 }
 
+// Layers no survivor holds, from the newest complete checkpoint.
+Status LoadLayersFromCheckpoint(const std::string& dir, const std::vector<int64_t>& layers,
+                                LayeredModel& model,
+                                std::map<std::string, torch::Tensor>* optimizer_state) {
+  std::vector<std::string> names;
+  for (int64_t l : layers) {
+    const auto i = static_cast<size_t>(l);
+    for (auto& [n, t] : model.NamedParameters(i, i + 1)) names.push_back(n);
+    for (auto& [n, t] : model.NamedBuffers(i, i + 1)) names.push_back(n);
+  }
+  const std::string what = "layers " + std::to_string(layers.front()) + "-" +
+                           std::to_string(layers.back()) + " (no survivor holds them)";
+  if (dir.empty()) return FailedPrecondition(what + ": no checkpoint folder");
+  CheckpointRead read = ReadNewestCheckpoint(dir, names);
+  if (!read.manifest) return FailedPrecondition(what + ": no complete checkpoint in " + dir);
+  if (!read.tensors.ok()) return read.tensors.status().WithPrefix(what);
+  c10::Dict<std::string, at::Tensor> got;
+  for (const auto& [n, t] : *read.tensors) got.insert(n, t);
+  for (int64_t l : layers) {
+    Status restored = RestoreLayer(model, l, got, optimizer_state);
+    if (!restored.ok()) {
+      return FailedPrecondition(what + ": checkpoint step-" + std::to_string(read.manifest->step) +
+                                " lacks them: " + restored.message());
+    }
+  }
+  std::fprintf(stderr, "%s loaded from checkpoint step-%lld\n", what.c_str(),
+               static_cast<long long>(read.manifest->step));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& mine,
                                           std::pair<int64_t, int64_t> need, LayeredModel& model,
                                           std::map<std::string, torch::Tensor>* optimizer_state,
-                                          torch::Device comm_device) {
+                                          torch::Device comm_device,
+                                          const std::string& checkpoint_dir) {
   const int me = world.rank();
   const int n = world.size();
   nlohmann::json said = {{"step", mine.step},
@@ -247,9 +277,14 @@ Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& 
   std::vector<torch::Tensor> keep;
   const auto u8 = torch::TensorOptions().dtype(torch::kUInt8);
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  std::vector<int64_t> from_checkpoint;
   for (size_t i = 0; i < agreement.transfers.size(); ++i) {
     const LayerTransfer& t = agreement.transfers[i];
     const int tag = 7000 + 2 * static_cast<int>(i);
+    if (t.src == kFromCheckpoint) {
+      if (t.dst == me) from_checkpoint.push_back(t.layer);
+      continue;
+    }
     if (t.src == me) {
       std::vector<char> bytes =
           torch::pickle_save(c10::IValue(LayerState(model, t.layer, *optimizer_state)));
@@ -280,6 +315,10 @@ Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& 
     }
   }
   for (auto& s : sends) TESSERA_RETURN_IF_ERROR(s->Wait());
+  if (!from_checkpoint.empty()) {
+    TESSERA_RETURN_IF_ERROR(
+        LoadLayersFromCheckpoint(checkpoint_dir, from_checkpoint, model, optimizer_state));
+  }
   return agreement;
 }
 

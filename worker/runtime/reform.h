@@ -20,10 +20,13 @@
 //      step; the newest step among them is the one training continues from
 //      (a step in flight is redone, no completed step is), and every layer a
 //      rank's new stage needs but it does not hold at that step comes from
-//      the lowest rank that does (params, buffers and optimizer state, sent
-//      point to point). A layer nobody holds at that step makes re-forming
-//      fail (kFailedPrecondition naming it): the rank then exits with the
-//      peer-lost code and the controller restarts from the checkpoint.
+//      the rank holding it at the newest step (the lowest such rank; params,
+//      buffers and optimizer state, sent point to point). A layer no survivor
+//      holds (a pipeline stage that was only on the lost node) is loaded from
+//      the newest complete checkpoint by the ranks that take it: those layers
+//      go back to that checkpoint's step, the others keep theirs. A checkpoint
+//      without them makes re-forming fail (kFailedPrecondition naming the
+//      layer); the controller then restarts the attempt.
 //
 // Thread safety: ReformWatcher's methods may be called from any thread; the
 // pure functions are values; SyncReformedState runs on the rank's own thread
@@ -114,9 +117,10 @@ struct HeldLayers {
 
 struct LayerTransfer {
   int64_t layer = 0;
-  int src = 0;  // new world ranks
+  int src = 0;  // new world ranks; kFromCheckpoint: no survivor holds it
   int dst = 0;
 };
+inline constexpr int kFromCheckpoint = -1;
 
 struct ReformAgreement {
   int64_t step = 0;                     // training continues after this step
@@ -125,20 +129,22 @@ struct ReformAgreement {
 };
 
 // Pure. held[r] and need[r] (the half-open layers of rank r's new stage) by
-// new world rank. The step is the newest held; a rank holds a layer only at
-// that step. kFailedPrecondition naming the first layer some rank needs and
-// no rank holds at that step.
+// new world rank. The step is the newest held. A rank lacking a layer (or
+// holding it at an older step) gets it from the rank holding it at the newest
+// step, lowest first; from kFromCheckpoint when no rank holds it.
 Result<ReformAgreement> AgreeOnState(const std::vector<HeldLayers>& held,
                                      const std::vector<std::pair<int64_t, int64_t>>& need);
 
-// Steps 4 on the new world: shares every rank's HeldLayers and new stage over
+// Step 4 on the new world: shares every rank's HeldLayers and new stage over
 // the store, runs the transfers (parameters and buffers into the model,
-// "<param>#<slot>" optimizer tensors into *optimizer_state), and returns the
-// agreement. comm_device: where the group's tensors live (CPU for Gloo).
+// "<param>#<slot>" optimizer tensors into *optimizer_state; layers from the
+// checkpoint out of `checkpoint_dir`), and returns the agreement. comm_device:
+// where the group's tensors live (CPU for Gloo).
 Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& mine,
                                           std::pair<int64_t, int64_t> need, LayeredModel& model,
                                           std::map<std::string, torch::Tensor>* optimizer_state,
-                                          torch::Device comm_device);
+                                          torch::Device comm_device,
+                                          const std::string& checkpoint_dir);
 
 }  // namespace tessera::worker
 

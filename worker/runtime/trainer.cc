@@ -329,13 +329,13 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
     TESSERA_ASSIGN_OR_RETURN(
         ReformAgreement agreed,
         SyncReformedState(world, c.held, {role.layer_begin, role.layer_end}, model,
-                          &optimizer_state, comm_device));
+                          &optimizer_state, comm_device, env.checkpoint_dir));
     c.base_samples = agreed.samples;
     c.base_step = agreed.step;
     c.step = agreed.step;
     std::fprintf(stderr,
                  "rank %d: re-formed world %lld: %d ranks, from step %lld, %zu layers sent "
-                 "among them, in %.2f s\n",
+                 "among them or read, in %.2f s\n",
                  env.rank, static_cast<long long>(c.generation), env.world_size,
                  static_cast<long long>(agreed.step), agreed.transfers.size(), Since(started));
   }

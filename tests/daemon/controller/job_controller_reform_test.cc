@@ -101,7 +101,7 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
   const api::Job job = *store_->GetJob(id);
   EXPECT_EQ(job.state, JobState::kRunning) << Reasons(id);
   EXPECT_EQ(job.attempt, 1);
-  EXPECT_NE(Reasons(id).find("re-form without it"), std::string::npos) << Reasons(id);
+  EXPECT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
   EXPECT_EQ(Reasons(id).find("recovering"), std::string::npos) << Reasons(id);
 
   std::set<std::string> ranks;
@@ -146,7 +146,7 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
     runs[n->name] = Running(desired[n->name]);
     for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
   }
-  for (int i = 0; i < 40 && Reasons(id).find("re-form without it") == std::string::npos; ++i) {
+  for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
     clock_.Advance(milliseconds(250));
     if (i < 4) {
       Beat(parked, runs[parked.name]);
@@ -162,7 +162,7 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
     Beat(beating, runs[beating.name]);
     ASSERT_TRUE(controller_->Tick().ok());
   }
-  ASSERT_NE(Reasons(id).find("re-form without it"), std::string::npos) << Reasons(id);
+  ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
   ASSERT_EQ(answer.wait_for(std::chrono::seconds(5)), std::future_status::ready)
       << "the poll waited out its hold";
   const api::HeartbeatResponse got = answer.get();
@@ -181,8 +181,8 @@ TEST_F(JobControllerReformTest, AReformedRankThatFailsRestartsTheJobAndSaysSo) {
   std::map<std::string, std::vector<api::WorkerStatus>> runs;
   for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
   SilenceUntil({&a, &b, &c}, victim, &runs,
-               [&] { return Reasons(id).find("re-form without it") != std::string::npos; });
-  ASSERT_NE(Reasons(id).find("re-form without it"), std::string::npos) << Reasons(id);
+               [&] { return Reasons(id).find("without it and train") != std::string::npos; });
+  ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
   for (auto* n : {&a, &b, &c}) {
     if (n->name == victim) continue;
     runs[n->name] = Exited(desired[n->name], 1);
@@ -194,21 +194,35 @@ TEST_F(JobControllerReformTest, AReformedRankThatFailsRestartsTheJobAndSaysSo) {
       << Reasons(id);
 }
 
-// A pipeline whose stage was only on the lost node cannot go on: the attempt
-// is restarted from the checkpoint, and the event names the layers.
-TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeRestartsTheAttempt) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20);
-  for (auto* n : {&a, &b}) Beat(*n);
+// A pipeline whose stage was only on the lost node goes on too: the plan on
+// the surviving stage's device and a free one has a new rank take the lost
+// layers, which it loads from the newest checkpoint; the event says so.
+TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeComesFromTheCheckpoint) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b, &c}) Beat(*n);
   std::map<std::string, api::HeartbeatResponse> desired;
-  const api::JobId id = SubmitRunning(Builtin("pipeline", 2), {&a, &b}, &desired);
+  const api::JobId id = SubmitRunning(Builtin("pipeline", 2), {&a, &b, &c}, &desired);
   const std::string victim = NodeOfRank(desired, 1);
+  const std::string kept = NodeOfRank(desired, 0);
+  std::string spare;
+  for (auto* n : {&a, &b, &c}) {
+    if (n->name != victim && n->name != kept) spare = n->name;
+  }
   std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
-  SilenceUntil({&a, &b}, victim, &runs, [&] { return StateOf(id) != JobState::kRunning; });
+  for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
+  SilenceUntil({&a, &b, &c}, victim, &runs,
+               [&] { return Reasons(id).find("without it and train") != std::string::npos; });
   const std::string reasons = Reasons(id);
-  EXPECT_NE(reasons.find("the survivors cannot go on: layers"), std::string::npos) << reasons;
-  EXPECT_NE(reasons.find("were held only by the lost ranks"), std::string::npos) << reasons;
-  EXPECT_NE(reasons.find("recovering"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("were held only by the lost ranks: the ranks that take them load them "
+                         "from the newest checkpoint"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("joined by 1 new rank"), std::string::npos) << reasons;
+  EXPECT_EQ(StateOf(id), JobState::kRunning) << reasons;
+  const api::HeartbeatResponse on_spare = Beat(c.name == spare ? c : a.name == spare ? a : b);
+  ASSERT_EQ(on_spare.desired.size(), 1u) << reasons;
+  EXPECT_EQ(on_spare.desired[0].key.attempt, 1);
+  EXPECT_TRUE(on_spare.desired[0].reform.is_object());
 }
 
 // A lab's script cannot re-form its process group: restart, and say so.
@@ -249,7 +263,7 @@ TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWai
   }
   const std::string reasons = Reasons(id);
   ASSERT_NE(reasons.find("devices c:0 are free: the job grows"), std::string::npos) << reasons;
-  EXPECT_NE(reasons.find("joined by 1 new rank (ranks 2)"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("joined by 1 new rank (rank 2)"), std::string::npos) << reasons;
   const api::Job job = *store_->GetJob(id);
   EXPECT_EQ(job.state, JobState::kRunning);
   EXPECT_EQ(job.attempt, 1);

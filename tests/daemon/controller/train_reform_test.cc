@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,26 +46,18 @@ TEST(ReformBlockerTest, SaysWhySurvivorsCannotGoOn) {
   struct Case {
     const char* name;
     std::string entrypoint;
-    std::vector<std::vector<std::pair<int, int>>> plan;
-    std::set<int64_t> lost;
     std::string why;  // "" = can re-form; else a part of the reason
   };
   const Case cases[] = {
-      {"data_replica_lost", "builtin:colorize-unet", {{{0, 4}}, {{0, 4}}, {{0, 4}}}, {0}, ""},
-      {"model_file_data", "model:lab-seq", {{{0, 4}}, {{0, 4}}}, {1}, ""},
-      {"hybrid_other_replica_whole", "builtin:colorize-unet", {{{0, 2}, {2, 4}}, {{0, 4}}}, {1}, ""},
-      {"hybrid_cut_both_ways", "builtin:colorize-unet", {{{0, 2}, {2, 4}}, {{0, 3}, {3, 4}}}, {0, 3},
-       ""},
-      {"pipeline_stage_lost", "builtin:colorize-unet", {{{0, 2}, {2, 4}}}, {1},
-       "layers 2-3 were held only by the lost ranks"},
-      {"one_layer_lost", "builtin:colorize-unet", {{{0, 3}, {3, 4}}}, {1},
-       "layers 3 were held only"},
-      {"script", "cmd:train", {{{0, 1}}, {{0, 1}}}, {0}, "runs its own script"},
-      {"gan", "builtin:gan-pix2pix", {{{0, 1}}, {{0, 1}}}, {0}, "gan-pix2pix cannot re-form"},
+      {"builtin", "builtin:colorize-unet", ""},
+      {"model_file", "model:lab-seq", ""},
+      {"script", "cmd:train", "runs its own script"},
+      {"gan", "builtin:gan-pix2pix", "gan-pix2pix cannot re-form"},
   };
+  const AttemptLaunch launch = LaunchOf({{{0, 4}}, {{0, 4}}});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto why = ReformBlocker(SpecOf(c.entrypoint), LaunchOf(c.plan), c.lost);
+    auto why = ReformBlocker(SpecOf(c.entrypoint), launch);
     if (c.why.empty()) {
       EXPECT_FALSE(why.has_value()) << *why;
     } else {
@@ -74,7 +67,29 @@ TEST(ReformBlockerTest, SaysWhySurvivorsCannotGoOn) {
   }
   AttemptLaunch infer = LaunchOf({{{0, 1}}});
   infer.infer = true;
-  EXPECT_TRUE(ReformBlocker(SpecOf("builtin:colorize-unet"), infer, {}).has_value());
+  EXPECT_TRUE(ReformBlocker(SpecOf("builtin:colorize-unet"), infer).has_value());
+  EXPECT_TRUE(ReformBlocker(SpecOf("builtin:colorize-unet"), AttemptLaunch{}).has_value());
+}
+
+TEST(OrphanLayersTest, NamesTheLayersOnlyTheLostRanksHeld) {
+  struct Case {
+    const char* name;
+    std::vector<std::vector<std::pair<int, int>>> plan;
+    std::set<int64_t> lost;
+    std::optional<std::string> orphans;
+  };
+  const Case cases[] = {
+      {"data_replica_lost", {{{0, 4}}, {{0, 4}}, {{0, 4}}}, {0}, std::nullopt},
+      {"hybrid_other_replica_whole", {{{0, 2}, {2, 4}}, {{0, 4}}}, {1}, std::nullopt},
+      {"hybrid_cut_both_ways", {{{0, 2}, {2, 4}}, {{0, 3}, {3, 4}}}, {0, 3}, std::nullopt},
+      {"pipeline_stage_lost", {{{0, 2}, {2, 4}}}, {1}, "2-3"},
+      {"one_layer_lost", {{{0, 3}, {3, 4}}}, {1}, "3"},
+      {"two_stages_apart", {{{0, 1}, {1, 2}, {2, 3}}}, {0, 2}, "0,2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(OrphanLayers(LaunchOf(c.plan), c.lost), c.orphans);
+  }
 }
 
 TEST(ReformRanksTest, EachNewRankGoesToTheSurvivorOnItsDevice) {
