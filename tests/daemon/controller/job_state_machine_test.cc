@@ -74,8 +74,8 @@ TEST(JobStateMachineTest, EveryStateEventPairMatchesTheTable) {
       }
     }
   }
-  EXPECT_EQ(allowed + refused, 80);
-  EXPECT_EQ(allowed, 21);
+  EXPECT_EQ(allowed + refused, 88);
+  EXPECT_EQ(allowed, 22);
 }
 
 struct AttemptCase {
