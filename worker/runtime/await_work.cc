@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace tessera::worker {
 namespace {
@@ -34,7 +35,21 @@ class Waiting {
   c10d::Work* work_;
 };
 
-Status Abandoned(const std::string& what) {
+// An operation that did not complete stays registered with its group: a
+// peer's late data for an abandoned receive still lands in its buffer. The
+// work (and its tensors and buffers) is kept alive for the life of the
+// process, so that write never hits freed memory; one per failed operation.
+std::mutex g_buried_mu;
+std::vector<c10::intrusive_ptr<c10d::Work>>* g_buried =
+    new std::vector<c10::intrusive_ptr<c10d::Work>>();  // never freed: see above
+
+void Bury(c10d::Work& work) {
+  std::lock_guard<std::mutex> lock(g_buried_mu);
+  g_buried->push_back(c10::intrusive_ptr<c10d::Work>::reclaim_copy(&work));
+}
+
+Status Abandoned(c10d::Work& work, const std::string& what) {
+  Bury(work);
   MarkPeerLost("");
   return Unavailable(what + " abandoned: the attempt re-forms without a lost peer");
 }
@@ -59,7 +74,7 @@ bool CollectivesAbandoned() { return g_abandoned.load(); }
 Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std::string& what) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
-  if (CollectivesAbandoned()) return Abandoned(what);
+  if (CollectivesAbandoned()) return Abandoned(work, what);
   Waiting waiting(&work);
   try {
     if (dynamic_cast<c10d::ProcessGroupGloo::AsyncWork*>(&work) != nullptr) {
@@ -75,17 +90,18 @@ Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std:
         } catch (const std::exception&) {
           if (work.isCompleted()) throw;  // it failed
         }
-        if (CollectivesAbandoned()) return Abandoned(what);
+        if (CollectivesAbandoned()) return Abandoned(work, what);
       }
-    } else {
-      work.wait(timeout);
+    } else if (!work.wait(timeout)) {
+      return Abandoned(work, what);  // Work::abort() woke it (false: aborted)
     }
     // Backs off from 50 us to 2 ms between polls: quick for short operations,
     // a few hundred wake-ups a second at most while a peer computes.
     std::chrono::microseconds pause{50};
     while (!work.isCompleted()) {
-      if (CollectivesAbandoned()) return Abandoned(what);
+      if (CollectivesAbandoned()) return Abandoned(work, what);
       if (Clock::now() >= deadline) {
+        Bury(work);
         MarkPeerLost("");
         return Unavailable(what + " did not complete within " +
                            std::to_string(timeout.count() / 1000) + " s (a peer is gone)");
@@ -94,9 +110,13 @@ Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std:
       pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(2));
     }
     if (auto error = work.exception()) std::rethrow_exception(error);
+    // An aborted receive may also end "completed" without an error: its
+    // buffer holds nothing of the peer's.
+    if (CollectivesAbandoned()) return Abandoned(work, what);
     return Status::Ok();
   } catch (const std::exception& e) {
-    if (CollectivesAbandoned()) return Abandoned(what);
+    if (CollectivesAbandoned()) return Abandoned(work, what);
+    Bury(work);
     return Unavailable(what + " failed: " + MarkPeerLost(e.what()));
   }
 }
