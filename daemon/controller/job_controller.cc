@@ -54,6 +54,17 @@ std::string RankList(const std::vector<int64_t>& ranks) {
   return s.str();
 }
 
+// "node boxb lost (no heartbeat), ranks 2; node boxc ...": the event text of
+// lost nodes, whatever the attempt does about them.
+std::string LostNodesText(const std::map<std::string, std::vector<int64_t>>& lost) {
+  std::string text;
+  for (const auto& [node, ranks] : lost) {
+    text += (text.empty() ? "" : "; ") + std::string("node ") + node +
+            " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  return text;
+}
+
 }  // namespace
 
 JobController::JobController(Store* store, const Clock* clock, JobControllerOptions options)
@@ -403,10 +414,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     std::string reason;
     if (!lost.empty()) {
       event = JobEvent::kNodeLost;
-      for (const auto& [node, ranks] : lost) {
-        reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
-                  " lost (no heartbeat), ranks " + RankList(ranks);
-      }
+      reason = LostNodesText(lost);
       if (!no_reform.empty()) reason += " (the survivors cannot go on: " + no_reform + ")";
     } else if (!failed.empty() || !vanished.empty()) {
       event = JobEvent::kRankFailed;
@@ -583,11 +591,7 @@ Result<bool> JobController::ReformTrainLocked(
            (plans.ok() ? std::string("none") : plans.status().message());
     return false;
   }
-  std::string head;
-  for (const auto& [node, ranks] : lost) {
-    head += (head.empty() ? "" : "; ") + std::string("node ") + node +
-            " lost (no heartbeat), ranks " + RankList(ranks);
-  }
+  std::string head = LostNodesText(lost);
   if (auto orphans = OrphanLayers(old, gone)) {
     head += " (layers " + *orphans +
             " were held only by the lost ranks: the ranks that take them load them from the "
@@ -774,12 +778,8 @@ Result<bool> JobController::DropLostInferRanksLocked(
   if (lost_ranks + active->dropped.size() >= launch.ranks.size()) return false;  // none left
 
   std::vector<int64_t> dropped;
-  std::string reason;
-  for (const auto& [node, ranks] : lost) {
-    dropped.insert(dropped.end(), ranks.begin(), ranks.end());
-    reason += (reason.empty() ? "" : "; ") + std::string("node ") + node +
-              " lost (no heartbeat), ranks " + RankList(ranks);
-  }
+  std::string reason = LostNodesText(lost);
+  for (const auto& [node, ranks] : lost) dropped.insert(dropped.end(), ranks.begin(), ranks.end());
   const int64_t left =
       static_cast<int64_t>(launch.ranks.size() - active->dropped.size() - dropped.size());
   reason += ": the other " + std::to_string(left) + " rank" + (left == 1 ? "" : "s") +
