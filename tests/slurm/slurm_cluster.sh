@@ -134,9 +134,23 @@ export SLURM_CONF="$dir/slurm.conf"
 /usr/sbin/slurmd -N fa
 /usr/sbin/slurmd -N fb
 
+# A daemon that exited (a port taken between the caller's check and its bind,
+# most often) ends the wait at once, naming it.
+exited() {
+  for name in "$@"; do
+    pid=$(cat "$dir/$name.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "$name exited: see $dir/log/$name.log" >&2
+      return 0
+    fi
+  done
+  return 1
+}
+
 # Both nodes idle.
 states=""
 for _ in $(seq 1 400); do
+  if exited slurmctld slurmd-fa slurmd-fb; then exit 1; fi
   states=$(sinfo -h -N -o "%N %T" 2>/dev/null | sort -u | tr '\n' ' ' || true)
   if [[ "$states" == *"fa idle"* && "$states" == *"fb idle"* ]]; then break; fi
   sleep 0.1
@@ -155,6 +169,7 @@ runuser -u slurm -- env SLURM_CONF="$dir/slurm.conf" SLURM_JWT=daemon \
   > "$dir/log/slurmrestd.log" 2>&1 &
 echo $! > "$dir/slurmrestd.pid"
 for _ in $(seq 1 400); do
+  if exited slurmrestd; then exit 1; fi
   if curl -sf -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $token" \
       "http://127.0.0.1:$rest_port/slurm/v0.0.38/ping" >/dev/null 2>&1; then
     echo ready

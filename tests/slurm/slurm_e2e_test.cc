@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -45,11 +46,23 @@ bool PortFree(int port) {
   return ok;
 }
 
-// A base port with base..base+3 free (slurmctld, two slurmd, slurmrestd).
-int FreePortBlock() {
-  std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(time(nullptr)));
+// The lowest port the kernel hands out for outgoing connections and port 0
+// binds; ports below it are taken only by a listener that asks for them.
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (!(in >> low) || low <= 20100) return 32768;
+  return low;
+}
+
+// A base port with base..base+3 free (slurmctld, two slurmd, slurmrestd),
+// below the ephemeral range, so the many loopback connections of tests running
+// beside this one cannot take one between this check and the daemons' bind,
+// and below tesserad's rendezvous ports (29500 on), which their workers bind.
+int FreePortBlock(std::mt19937& rng) {
+  const int span = std::min(EphemeralLow(), 29500) - 4 - 20000;
   for (int i = 0; i < 200; ++i) {
-    int base = 20000 + static_cast<int>(rng() % 20000);
+    int base = 20000 + static_cast<int>(rng() % static_cast<unsigned>(span));
     if (PortFree(base) && PortFree(base + 1) && PortFree(base + 2) && PortFree(base + 3)) {
       return base;
     }
@@ -85,24 +98,39 @@ class SlurmE2ETest : public ::testing::Test {
       GTEST_SKIP() << "needs the munge and slurm service users (Debian's packages make them)";
     }
     ::setenv("TESSERA_TEST_NO_NETNS", "1", 1);  // no agents: loopback is enough
-    char tmpl[] = "/tmp/tessera-slurm-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    slurm_dir_ = tmpl;
-    const int base = FreePortBlock();
-    ASSERT_GT(base, 0) << "no free ports";
-    rest_port_ = base + 3;
-    std::string start = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) + " start " +
-                        slurm_dir_.string() + " " + std::to_string(base) + " " +
-                        std::to_string(rest_port_) + " > " + (slurm_dir_ / "start.log").string() +
-                        " 2>&1";
-    started_ = true;
+    // A daemon that loses its port to another listener between the check and
+    // its bind fails to start: that try is stopped and the cluster started
+    // again on another block.
+    std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(time(nullptr)));
     const auto t0 = Steady::now();
-    int rc = std::system(start.c_str());
-    ASSERT_EQ(rc, 0) << "the Slurm cluster did not start:\n"
-                     << ReadFile(slurm_dir_ / "start.log")
-                     << "munged: " << ReadFile(slurm_dir_ / "munge/munged.log")
-                     << "slurmctld: " << ReadFile(slurm_dir_ / "log/slurmctld.log")
-                     << "slurmd fa: " << ReadFile(slurm_dir_ / "log/slurmd-fa.log");
+    std::string failure;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) StopSlurm();
+      char tmpl[] = "/tmp/tessera-slurm-XXXXXX";
+      ASSERT_NE(::mkdtemp(tmpl), nullptr);
+      slurm_dir_ = tmpl;
+      const int base = FreePortBlock(rng);
+      ASSERT_GT(base, 0) << "no free ports";
+      rest_port_ = base + 3;
+      std::string start = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) +
+                          " start " + slurm_dir_.string() + " " + std::to_string(base) + " " +
+                          std::to_string(rest_port_) + " > " +
+                          (slurm_dir_ / "start.log").string() + " 2>&1";
+      started_ = true;
+      if (std::system(start.c_str()) == 0) {
+        failure.clear();
+        break;
+      }
+      failure = ReadFile(slurm_dir_ / "start.log") +
+                "munged: " + ReadFile(slurm_dir_ / "munge/munged.log") +
+                "slurmctld: " + ReadFile(slurm_dir_ / "log/slurmctld.log") +
+                "slurmd fa: " + ReadFile(slurm_dir_ / "log/slurmd-fa.log") +
+                "slurmd fb: " + ReadFile(slurm_dir_ / "log/slurmd-fb.log") +
+                "slurmrestd: " + ReadFile(slurm_dir_ / "log/slurmrestd.log");
+      if (failure.find("Address already in use") == std::string::npos) break;
+      std::cout << "a Slurm daemon lost its port to another listener; starting again\n";
+    }
+    ASSERT_TRUE(failure.empty()) << "the Slurm cluster did not start:\n" << failure;
     std::cout << "slurm cluster up in " << Seconds(Steady::now() - t0) << " s\n";
 
     cluster_ =
@@ -136,12 +164,18 @@ class SlurmE2ETest : public ::testing::Test {
         std::string log = ReadFile(slurm_dir_ / "log/slurmctld.log");
         std::cout << log.substr(log.size() > 4000 ? log.size() - 4000 : 0) << "\n";
       }
-      std::string stop = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) + " stop " +
-                         slurm_dir_.string() + " > /dev/null 2>&1";
-      EXPECT_EQ(std::system(stop.c_str()), 0);
-      std::error_code ec;
-      fs::remove_all(slurm_dir_, ec);
+      StopSlurm();
     }
+  }
+
+  // Stops every daemon started in slurm_dir_ and removes the folder.
+  void StopSlurm() {
+    std::string stop = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) + " stop " +
+                       slurm_dir_.string() + " > /dev/null 2>&1";
+    EXPECT_EQ(std::system(stop.c_str()), 0);
+    std::error_code ec;
+    fs::remove_all(slurm_dir_, ec);
+    started_ = false;
   }
 
   void Scontrol(const std::string& args) {
