@@ -114,8 +114,8 @@ class SlurmE2ETest : public ::testing::Test {
       rest_port_ = base + 3;
       std::string start = "timeout 60 bash " + std::string(TESSERA_SLURM_CLUSTER_SCRIPT) +
                           " start " + slurm_dir_.string() + " " + std::to_string(base) + " " +
-                          std::to_string(rest_port_) + " > " +
-                          (slurm_dir_ / "start.log").string() + " 2>&1";
+                          std::to_string(rest_port_) + " > " + (slurm_dir_ / "start.log").string() +
+                          " 2>&1";
       started_ = true;
       if (std::system(start.c_str()) == 0) {
         failure.clear();
