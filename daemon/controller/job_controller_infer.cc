@@ -1,0 +1,208 @@
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+
+#include "api/entrypoint_kind.h"
+#include "daemon/controller/infer_input.h"
+#include "daemon/controller/job_controller.h"
+#include "daemon/controller/job_controller_util.h"
+#include "daemon/controller/planning.h"
+#include "daemon/controller/profile_cache.h"
+#include "daemon/controller/rank_error.h"
+#include "daemon/controller/train_reform.h"
+#include "scheduler/plan_json.h"
+#include "scheduler/queue_pass.h"
+
+// The JobController's inference side: dropping the ranks of a lost node
+// (their chunks go back to the queue), yielding an infer job's devices to
+// waiting training, and listing an infer job's input before it is placed.
+
+namespace tessera::daemon {
+
+using api::JobState;
+using Steady = std::chrono::steady_clock;
+
+bool JobController::IndependentRanks(const AttemptLaunch& launch) {
+  if (!launch.infer || launch.rank_plan.contains("tiling")) return false;
+  for (const auto& replica : launch.rank_plan.value("replicas", api::Json::array())) {
+    if (replica.value("stages", api::Json::array()).size() != 1) return false;
+  }
+  return true;
+}
+
+Status JobController::DropInferRanksLocked(const api::Job& job, Active* active,
+                                           const std::vector<int64_t>& ranks,
+                                           const std::string& why) {
+  const int64_t now = clock_->NowUnixMillis();
+  for (int64_t rank : ranks) {
+    // Renewing the rank's leases until now hands them back at once.
+    ChunkLeaseRequest release;
+    release.job_id = job.id;
+    release.attempt = active->launch.attempt;
+    release.rank = rank;
+    release.max_chunks = 0;
+    release.now_ms = now;
+    release.lease_until_ms = now;
+    TESSERA_ASSIGN_OR_RETURN(ChunkLeaseResult released, store_->LeaseChunks(release));
+    (void)released;
+    active->dropped.insert(rank);
+  }
+  TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kRanksDropped, why));
+  (void)next;
+  ++generation_;
+  return Status::Ok();
+}
+
+Result<bool> JobController::DropLostInferRanksLocked(
+    const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost) {
+  const AttemptLaunch& launch = active->launch;
+  if (!IndependentRanks(launch)) return false;
+  size_t lost_ranks = 0;
+  for (const auto& [node, ranks] : lost) lost_ranks += ranks.size();
+  if (lost_ranks + active->dropped.size() >= launch.ranks.size()) return false;  // none left
+
+  std::vector<int64_t> dropped;
+  std::string reason = LostNodesText(lost);
+  for (const auto& [node, ranks] : lost) dropped.insert(dropped.end(), ranks.begin(), ranks.end());
+  const int64_t left =
+      static_cast<int64_t>(launch.ranks.size() - active->dropped.size() - dropped.size());
+  reason += ": the other " + std::to_string(left) + " rank" + (left == 1 ? "" : "s") +
+            " go on, and the chunks the lost ranks held went back to the queue";
+  TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(job, active, dropped, reason));
+  return true;
+}
+
+Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
+                                           const std::set<std::string>& held) {
+  // Steps: (1) once a second, list the devices running infer attempts could
+  // give back (every independent rank but the lowest of each); (2) take the
+  // waiting train jobs by priority, then age, skipping those their user's
+  // limits hold; (3) plan the first on the free devices plus those; if its
+  // best plan uses some, and no infer job it takes from has a higher
+  // priority, (4) drop those ranks, and let the next pass place it.
+  const auto now = clock_->SteadyNow();
+  if (now - yield_checked_at_ < std::chrono::seconds(1)) return Status::Ok();
+  yield_checked_at_ = now;
+  struct Yieldable {
+    api::JobId job;
+    int64_t rank;
+  };
+  std::map<std::string, Yieldable> yieldable;  // (1) by device key
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, active] : active_) {
+      if (!IndependentRanks(active.launch)) continue;
+      int64_t kept = 0;  // the lowest live ranks stay: min_devices, at least one
+      for (const RankLaunch& r : active.launch.ranks) {
+        if (active.dropped.contains(r.launch.key.rank)) continue;
+        if (kept < std::max<int64_t>(1, active.min_devices)) {
+          ++kept;
+          continue;
+        }
+        yieldable[DeviceKey(r.node, r.device_index)] = {id, r.launch.key.rank};
+      }
+    }
+  }
+  if (yieldable.empty()) return Status::Ok();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  std::erase_if(pending, [](const api::Job& j) { return j.spec.kind != api::JobKind::kTrain; });
+  std::stable_sort(pending.begin(), pending.end(), [](const api::Job& a, const api::Job& b) {
+    return a.spec.priority != b.spec.priority ? a.spec.priority > b.spec.priority : a.id < b.id;
+  });
+  const std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  std::set<std::string> busy = held;
+  for (const auto& [device, y] : yieldable) busy.erase(device);
+  // The agents report the devices the yielding ranks run on as busy.
+  std::vector<api::Node> freed = nodes;
+  for (api::Node& n : freed) {
+    for (api::Device& d : n.devices) {
+      if (yieldable.contains(DeviceKey(n.name, d.index))) d.busy = false;
+    }
+  }
+  for (const api::Job& job : pending) {  // (2)
+    auto held_by = usage.find(job.owner);
+    if (!scheduler::LimitHolds(job.owner, options_.users.For(job.owner),
+                               held_by == usage.end() ? scheduler::UserUsage{} : held_by->second,
+                               job.spec.min_devices)
+             .empty()) {
+      continue;
+    }
+    Result<scheduler::PlanSet> plans = PlanCached(job, freed, busy);  // (3)
+    if (!plans.ok() || plans->plans.empty()) continue;
+    std::map<api::JobId, std::vector<int64_t>> take;
+    std::map<api::JobId, std::vector<std::string>> devices;
+    for (const scheduler::Replica& r : plans->plans.front().replicas) {
+      for (const scheduler::Stage& st : r.stages) {
+        for (const scheduler::DeviceId& d : st.devices) {
+          auto y = yieldable.find(DeviceKey(d.node, d.index));
+          if (y == yieldable.end()) continue;
+          take[y->second.job].push_back(y->second.rank);
+          devices[y->second.job].push_back(d.ToString());
+        }
+      }
+    }
+    if (take.empty()) continue;  // the free devices hold it: the pass places it
+    bool outranked = false;
+    std::map<api::JobId, api::Job> infer_jobs;
+    for (const auto& [id, ranks] : take) {
+      TESSERA_ASSIGN_OR_RETURN(api::Job infer, store_->GetJob(id));
+      outranked = outranked || infer.spec.priority > job.spec.priority;
+      infer_jobs.emplace(id, std::move(infer));
+    }
+    if (outranked) continue;
+    {
+      MutexLock lock(mu_);  // (4)
+      for (const auto& [id, ranks] : take) {
+        auto active = active_.find(id);
+        if (active == active_.end() || infer_jobs.at(id).state != JobState::kRunning) continue;
+        std::string list;
+        for (const std::string& d : devices.at(id)) list += (list.empty() ? "" : ", ") + d;
+        const int64_t left = static_cast<int64_t>(active->second.launch.ranks.size() -
+                                                  active->second.dropped.size() - ranks.size());
+        TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(
+            infer_jobs.at(id), &active->second, ranks,
+            (ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
+                               : "ranks " + RankList(ranks) + " give ") +
+                list + " to job " + std::to_string(job.id) + " (train, " + job.owner +
+                "): inference fills the gaps; the chunks " + (ranks.size() == 1 ? "it" : "they") +
+                " held went back to the queue, the other " + std::to_string(left) + " rank" +
+                (left == 1 ? "" : "s") + " go on"));
+      }
+    }
+    polls_.Notify();
+    SetWaiting(job.id, "infer jobs give back devices for it");
+    break;
+  }
+  return Status::Ok();
+}
+
+Result<bool> JobController::InferInputReady(const api::Job& job) {
+  if (job.spec.kind != api::JobKind::kInfer) return true;
+  // The whole input is listed once, before the first attempt, in the
+  // background; later attempts lease what is left.
+  InputPathCheck may_read = AnyPath;
+  if (options_.admission != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(may_read, options_.admission->InputCheckFor(store_, job.owner));
+  }
+  TESSERA_ASSIGN_OR_RETURN(InputLister::Progress listed, lister_.Poll(job, may_read));
+  switch (listed.phase) {
+    case InputLister::Phase::kDone:
+      return true;
+    case InputLister::Phase::kListing:
+      SetWaiting(job.id, "listing input (" + std::to_string(listed.found) + " found)");
+      return false;
+    case InputLister::Phase::kFailed:
+      break;
+  }
+  lister_.Forget(job.id);
+  MutexLock lock(mu_);
+  auto r = StepLocked(job, JobEvent::kFail, "cannot read the input: " + listed.error.message());
+  if (!r.ok()) return r.status();
+  return false;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,269 @@
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+
+#include "api/entrypoint_kind.h"
+#include "daemon/controller/infer_input.h"
+#include "daemon/controller/job_controller.h"
+#include "daemon/controller/job_controller_util.h"
+#include "daemon/controller/planning.h"
+#include "daemon/controller/profile_cache.h"
+#include "daemon/controller/rank_error.h"
+#include "daemon/controller/train_reform.h"
+#include "scheduler/plan_json.h"
+#include "scheduler/queue_pass.h"
+
+// The JobController's training re-forms: survivors of a node loss re-form
+// a smaller group in place (ReformTrainLocked, ApplyReformLocked; steps in
+// daemon/controller/train_reform.h), and a running job grows onto devices
+// that came free (GrowTraining).
+
+namespace tessera::daemon {
+
+using api::JobState;
+using Steady = std::chrono::steady_clock;
+
+Result<bool> JobController::ReformTrainLocked(
+    const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost,
+    std::string* why) {
+  // Steps (daemon/controller/train_reform.h): (1) can it; (2) plan on the
+  // survivors' devices; (3) ApplyReformLocked: hand each survivor its place
+  // and record it.
+  const AttemptLaunch& old = active->launch;
+  std::set<int64_t> gone(active->dropped.begin(), active->dropped.end());
+  for (const auto& [node, ranks] : lost) gone.insert(ranks.begin(), ranks.end());
+  if (auto blocker = ReformBlocker(job.spec, old)) {
+    *why = *blocker;
+    return false;
+  }
+  std::set<int64_t> survivors;
+  std::set<std::string> survivor_devices;
+  for (const RankLaunch& r : old.ranks) {
+    if (gone.contains(r.launch.key.rank)) continue;
+    const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    if (w == nullptr || w->state != api::WorkerState::kRunning) {
+      *why = "rank " + std::to_string(r.launch.key.rank) + " is not running";
+      return false;
+    }
+    if (options_.node_up && options_.node_up(r.node)) {
+      *why = "rank " + std::to_string(r.launch.key.rank) + " runs under Slurm, not an agent";
+      return false;
+    }
+    survivors.insert(r.launch.key.rank);
+    survivor_devices.insert(DeviceKey(r.node, r.device_index));
+  }
+  if (survivors.empty()) {
+    *why = "no rank survived";
+    return false;
+  }
+  // (2) The survivors' devices, and the free ones while no job waits (a
+  // waiting job comes first to those, as the queue would have it).
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Node> nodes, store_->ListNodes());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  const std::set<std::string> busy = BusyDevicesLocked();
+  std::set<std::string> others;
+  for (api::Node& n : nodes) {  // as this pass sees them, not as last recorded
+    for (api::Device& d : n.devices) {
+      const std::string key = DeviceKey(n.name, d.index);
+      if (survivor_devices.contains(key)) {
+        d.busy = false;  // ours
+      } else if (!pending.empty() || busy.contains(key)) {
+        others.insert(key);
+      }
+    }
+    if (lost.contains(n.name)) {
+      n.health = "dead";
+    } else if (std::any_of(n.devices.begin(), n.devices.end(), [&](const api::Device& d) {
+                 return survivor_devices.contains(DeviceKey(n.name, d.index));
+               })) {
+      n.health = "healthy";
+    }
+  }
+  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, others), job.spec);
+  if (!plans.ok() || plans->plans.empty()) {
+    *why = "no plan fits the survivors: " +
+           (plans.ok() ? std::string("none") : plans.status().message());
+    return false;
+  }
+  std::string head = LostNodesText(lost);
+  if (auto orphans = OrphanLayers(old, gone)) {
+    head += " (layers " + *orphans +
+            " were held only by the lost ranks: the ranks that take them load them from the "
+            "newest checkpoint)";
+  }
+  return ApplyReformLocked(job, active, plans->plans.front(), nodes, survivors, gone, head, why);
+}
+
+Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* active,
+                                              const scheduler::Plan& best,
+                                              const std::vector<api::Node>& nodes,
+                                              const std::set<int64_t>& survivors,
+                                              const std::set<int64_t>& gone,
+                                              const std::string& head, std::string* why) {
+  const AttemptLaunch& old = active->launch;
+  std::map<std::string, std::string> addresses;
+  for (const api::Node& n : nodes) addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
+  auto entry = store_->GetEntrypoint(job.spec.entrypoint);
+  if (!entry.ok()) {
+    *why = "entrypoint " + job.spec.entrypoint + " is no longer allowed";
+    return false;
+  }
+  MasterPortsInUse ports;
+  for (const auto& [id, a] : active_) AddMasterPort(a.launch, &ports);
+  for (const StoppingMaster& m : stopping_masters_) AddMasterPort(m.launch, &ports);
+  const api::Json plan_json = scheduler::ToJson(best);
+  auto fresh = BuildAttemptLaunch(job, old.attempt, best, plan_json,
+                                  EntrypointCommand{entry->name, entry->command}, addresses,
+                                  options_.launch, ports);
+  if (!fresh.ok()) {
+    *why = fresh.status().message();
+    return false;
+  }
+  const int64_t generation = NextReformGeneration(old);
+  auto reformed = ReformRanks(old, survivors, *fresh, generation);
+  if (!reformed.ok()) {
+    *why = reformed.status().message();
+    return false;
+  }
+  // The old rendezvous port stays held while its host runs.
+  RememberStoppingMasterLocked(old);
+  const size_t kept = fresh->ranks.size() - reformed->joined.size();
+  const bool one = kept == 1;
+  std::string reason =
+      head + (one ? ": the running rank" : ": the " + std::to_string(kept) + " running ranks") +
+      (gone.empty() ? (one ? " keeps its state" : " keep their state")
+                    : (one ? " re-forms without it" : " re-form without it")) +
+      (one ? " and trains on from its" : " and train on from their") + " last completed step";
+  if (!reformed->joined.empty()) {
+    const bool one_joined = reformed->joined.size() == 1;
+    reason += ", joined by " + std::to_string(reformed->joined.size()) + " new rank" +
+              (one_joined ? "" : "s") + " (rank" + (one_joined ? " " : "s ") +
+              RankList(reformed->joined) + ") that take" + (one_joined ? "s its" : " their") +
+              " state from " + (one ? "it" : "them");
+  }
+  reason += " (generation " + std::to_string(generation) + ", " +
+            std::string(scheduler::LayoutName(best.layout)) + " over " +
+            std::to_string(fresh->ranks.size()) + " devices)";
+  if (!reformed->unused.empty()) {
+    reason += "; ranks " + RankList(reformed->unused) + " are left out of the new plan";
+  }
+  active->launch = std::move(reformed->launch);
+  for (int64_t r : reformed->joined) active->joining[r] = clock_->SteadyNow();
+  for (int64_t r : gone) active->dropped.insert(r);
+  for (int64_t r : reformed->unused) active->dropped.insert(r);
+  active->launched_at = clock_->SteadyNow();
+  // Observations map ranks to stages by the first plan's numbering.
+  active->correction_key.clear();
+  if (auto record = store_->GetAttempt(job.id, old.attempt); record.ok()) {
+    record->plan = ToJson(active->launch);
+    if (store_->DeleteAttempt(job.id, record->attempt).ok()) {
+      store_->InsertAttempt(*record).IgnoreError();
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kReformed, reason, plan_json));
+  (void)next;
+  ++generation_;
+  return true;
+}
+
+Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
+                                   const std::set<std::string>& held) {
+  // Steps: (1) at most once every grow_check_ms, and only while no job waits
+  // (free devices go to waiting jobs first); (2) take the running train
+  // attempts that could re-form, unchanged for grow_settle_ms, every rank
+  // running; (3) plan each on its own devices and on its own plus the free
+  // ones (outside the lock); (4) when the second uses devices the attempt lacks
+  // and predicts a step at least grow_min_speedup faster, re-form onto it: the
+  // running ranks keep their state, the new ones join and take theirs from them.
+  const auto now = clock_->SteadyNow();
+  if (options_.grow_min_speedup <= 0 ||
+      now - grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
+    return Status::Ok();
+  }
+  grow_checked_at_ = now;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  if (!pending.empty()) return Status::Ok();
+  struct Candidate {
+    api::Job job;
+    int64_t attempt = 0;
+    int64_t generation = 0;
+    std::set<std::string> devices;
+  };
+  std::vector<Candidate> candidates;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, active] : active_) {
+      if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
+      auto job = store_->GetJob(id);
+      if (!job.ok() || job->state != JobState::kRunning) continue;
+      if (ReformBlocker(job->spec, active.launch)) continue;
+      Candidate c{*job, active.launch.attempt, NextReformGeneration(active.launch), {}};
+      bool running = true;
+      for (const RankLaunch& r : active.launch.ranks) {
+        if (active.dropped.contains(r.launch.key.rank)) continue;
+        const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+        running = running && w != nullptr && w->state == api::WorkerState::kRunning &&
+                  !(options_.node_up && options_.node_up(r.node));
+        c.devices.insert(DeviceKey(r.node, r.device_index));
+      }
+      if (running) candidates.push_back(std::move(c));
+    }
+  }
+  for (const Candidate& c : candidates) {
+    // (3) Its own devices count as free to both plans.
+    std::vector<api::Node> mine = nodes;
+    std::set<std::string> busy_now = held, others;
+    for (const std::string& d : c.devices) busy_now.erase(d);
+    for (api::Node& n : mine) {
+      for (api::Device& d : n.devices) {
+        const std::string key = DeviceKey(n.name, d.index);
+        if (c.devices.contains(key)) d.busy = false;
+        others.insert(key);
+      }
+    }
+    for (const std::string& d : c.devices) others.erase(d);
+    Result<scheduler::PlanSet> current = Plan(SnapshotOf(mine, others), c.job.spec);
+    Result<scheduler::PlanSet> wider = Plan(SnapshotOf(mine, busy_now), c.job.spec);
+    if (!current.ok() || !wider.ok() || current->plans.empty() || wider->plans.empty()) continue;
+    const scheduler::Plan& best = wider->plans.front();
+    std::vector<std::string> gained;
+    for (const scheduler::DeviceId& d : best.Devices()) {
+      const std::string key = DeviceKey(d.node, d.index);
+      if (!c.devices.contains(key)) gained.push_back(key);
+    }
+    const double before = current->plans.front().predicted.step_s;
+    const double after = best.predicted.step_s;
+    if (gained.empty() || !(after > 0) || before < after * options_.grow_min_speedup) continue;
+    // (4) Unless the attempt changed meanwhile.
+    MutexLock lock(mu_);
+    auto it = active_.find(c.job.id);
+    if (it == active_.end() || it->second.launch.attempt != c.attempt ||
+        NextReformGeneration(it->second.launch) != c.generation) {
+      continue;
+    }
+    std::set<int64_t> running;
+    for (const RankLaunch& r : it->second.launch.ranks) {
+      if (!it->second.dropped.contains(r.launch.key.rank)) running.insert(r.launch.key.rank);
+    }
+    std::ostringstream head;
+    head << "devices ";
+    for (size_t i = 0; i < gained.size(); ++i) head << (i ? ", " : "") << gained[i];
+    head << " are free: the job grows (predicted step " << std::fixed << std::setprecision(3)
+         << before << " s -> " << after << " s)";
+    std::string why;
+    TESSERA_ASSIGN_OR_RETURN(bool grew, ApplyReformLocked(c.job, &it->second, best, mine, running,
+                                                          {}, head.str(), &why));
+    if (grew) {
+      polls_.Notify();
+    } else {
+      spdlog::warn("job {}: could not grow: {}", c.job.id, why);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::daemon

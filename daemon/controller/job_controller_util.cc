@@ -1,0 +1,49 @@
+#include "daemon/controller/job_controller_util.h"
+
+#include <sstream>
+
+namespace tessera::daemon {
+
+std::string DeviceKey(const std::string& node, int64_t index) {
+  return node + ":" + std::to_string(index);
+}
+
+// Every job in a state, following the pagination cursor.
+Result<std::vector<api::Job>> AllJobsIn(Store* store, api::JobState state) {
+  std::vector<api::Job> out;
+  api::JobQuery q;
+  q.state = state;
+  q.limit = 1000;
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(api::JobPage page, store->ListJobs(q));
+    out.insert(out.end(), page.jobs.begin(), page.jobs.end());
+    if (!page.next_after) break;
+    q.after = *page.next_after;
+  }
+  return out;
+}
+
+// Whether every chunk of an infer job is done (false when unknown).
+bool InferInputDone(Store* store, api::JobId job) {
+  auto counts = store->CountChunks(job);
+  return counts.ok() && counts->chunks_total > 0 && counts->chunks_done == counts->chunks_total;
+}
+
+std::string RankList(const std::vector<int64_t>& ranks) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? "," : "") << ranks[i];
+  return s.str();
+}
+
+// "node boxb lost (no heartbeat), ranks 2; node boxc ...": the event text of
+// lost nodes, whatever the attempt does about them.
+std::string LostNodesText(const std::map<std::string, std::vector<int64_t>>& lost) {
+  std::string text;
+  for (const auto& [node, ranks] : lost) {
+    text += (text.empty() ? "" : "; ") + std::string("node ") + node +
+            " lost (no heartbeat), ranks " + RankList(ranks);
+  }
+  return text;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,42 @@
+// Small helpers the JobController's source files share (job_controller.cc,
+// job_controller_infer.cc, job_controller_reform.cc,
+// job_controller_placement.cc): device keys, the paged listing of jobs in a
+// state, and the rank lists of event texts. Internal to the controller.
+//
+// Thread safety: free functions; the Store ones are as thread-safe as the
+// Store.
+#ifndef TESSERA_DAEMON_CONTROLLER_JOB_CONTROLLER_UTIL_H_
+#define TESSERA_DAEMON_CONTROLLER_JOB_CONTROLLER_UTIL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+#include "daemon/store/store.h"
+
+namespace tessera::daemon {
+
+// "node:index", the key of a device in the controller's busy and placed sets.
+std::string DeviceKey(const std::string& node, int64_t index);
+
+// Every job in `state`, following the pagination cursor.
+// REQUIRES: store != nullptr.
+Result<std::vector<api::Job>> AllJobsIn(Store* store, api::JobState state);
+
+// Whether every chunk of an infer job is done (false when unknown).
+// REQUIRES: store != nullptr.
+bool InferInputDone(Store* store, api::JobId job);
+
+// "0,2,3".
+std::string RankList(const std::vector<int64_t>& ranks);
+
+// "node boxb lost (no heartbeat), ranks 2; node boxc ...": the event text of
+// lost nodes, whatever the attempt does about them.
+std::string LostNodesText(const std::map<std::string, std::vector<int64_t>>& lost);
+
+}  // namespace tessera::daemon
+
+#endif  // TESSERA_DAEMON_CONTROLLER_JOB_CONTROLLER_UTIL_H_
