@@ -182,7 +182,7 @@ Result<api::MetricsPage> MemoryStore::ListMetrics(const api::MetricsQuery& query
                         });
 }
 
-Result<std::map<api::JobState, int64_t>> MemoryStore::CountJobsByState() {
+Result<JobStateCounts> MemoryStore::CountJobsByState() {
   MutexLock lock(mu_);
   std::map<api::JobState, int64_t> counts;
   for (api::JobState s : kAllJobStates) counts[s] = 0;

@@ -18,6 +18,7 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "daemon/store/store.h"
+#include "daemon/store/store_methods.h"
 
 namespace tessera::daemon {
 
@@ -28,58 +29,8 @@ class MemoryStore final : public Store {
 
   Status Health() override;
 
-  Result<api::Job> InsertJob(const NewJob& job) override;
-  Result<api::Job> GetJob(api::JobId id) override;
-  Result<api::JobPage> ListJobs(const api::JobQuery& query) override;
-  Result<api::Job> TransitionJob(const JobTransition& t) override;
-  Result<std::vector<api::Event>> ListEvents(api::JobId job, int64_t after, int64_t limit) override;
-  Status SetJobProgress(api::JobId job, const api::Json& progress) override;
-  Result<std::map<api::JobState, int64_t>> CountJobsByState() override;
-  Status RecordProgress(const ProgressReport& report) override;
-  Result<api::MetricsPage> ListMetrics(const api::MetricsQuery& query) override;
-
-  Status InsertAttempt(const JobAttempt& attempt) override;
-  Result<JobAttempt> GetAttempt(api::JobId job, int64_t attempt) override;
-  Result<std::vector<JobAttempt>> ListAttempts(api::JobId job) override;
-  Status FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
-                       std::string_view result) override;
-  Status DeleteAttempt(api::JobId job, int64_t attempt) override;
-
-  Status UpsertNode(const api::Node& node) override;
-  Result<api::Node> GetNode(std::string_view name) override;
-  Result<std::vector<api::Node>> ListNodes() override;
-  Status SetNodeHealth(std::string_view name, std::string_view health) override;
-
-  Status InsertToken(const TokenRecord& record) override;
-  Result<TokenRecord> GetToken(std::string_view token_id) override;
-  Status RevokeToken(std::string_view token_id, int64_t now_ms) override;
-  Result<std::vector<TokenInfo>> ListTokens() override;
-
-  Result<std::vector<api::Entrypoint>> ListEntrypoints() override;
-  Result<api::Entrypoint> GetEntrypoint(std::string_view name) override;
-  Status PutEntrypoint(const api::Entrypoint& entrypoint) override;
-  Status DeleteEntrypoint(std::string_view name) override;
-
-  Status PutAgentJoinToken(const SecretDigest& digest) override;
-  Result<SecretDigest> GetAgentJoinToken() override;
-
-  Result<NodeCredentialRecord> GetNodeCredential(std::string_view node) override;
-  Result<NodeCredentialRecord> FindNodeCredential(std::string_view credential_id) override;
-  Status PutNodeCredential(const NodeCredentialRecord& record,
-                           const std::optional<api::NodeEnrolment>& expected) override;
-  Status DeleteNodeCredential(const api::NodeEnrolment& expected) override;
-  Result<std::vector<api::NodeEnrolment>> ListNodeEnrolments() override;
-  Status RevokeNode(std::string_view node, int64_t now_ms) override;
-
-  Status InsertChunks(api::JobId job, const std::vector<std::vector<std::string>>& chunks) override;
-  Result<ChunkLeaseResult> LeaseChunks(const ChunkLeaseRequest& request) override;
-  Result<ChunkCounts> CountChunks(api::JobId job) override;
-  Status AppendChunks(api::JobId job, int64_t first_chunk,
-                      const std::vector<std::vector<std::string>>& chunks) override;
-  Status SealChunks(api::JobId job) override;
-  Result<bool> ChunksSealed(api::JobId job) override;
-  Status DeleteChunks(api::JobId job) override;
-  Result<std::vector<InferChunk>> ListChunks(api::JobId job) override;
+  // Every row method of the Store (daemon/store/store_methods.h).
+  TESSERA_STORE_METHODS(TESSERA_STORE_OVERRIDE)
 
   StoreStats Stats() override;
 

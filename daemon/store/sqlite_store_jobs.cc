@@ -195,7 +195,7 @@ Status SqliteStore::SetJobProgress(api::JobId job, const api::Json& progress) {
   });
 }
 
-Result<std::map<api::JobState, int64_t>> SqliteStore::CountJobsByState() {
+Result<JobStateCounts> SqliteStore::CountJobsByState() {
   std::map<api::JobState, int64_t> counts;
   for (api::JobState s : kAllJobStates) counts[s] = 0;
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {

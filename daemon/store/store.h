@@ -219,6 +219,9 @@ inline constexpr std::string_view kBuiltinEntrypoints[] = {
     "builtin:gan-pix2pix",
 };
 
+// How many jobs are in each state.
+using JobStateCounts = std::map<api::JobState, int64_t>;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -245,7 +248,7 @@ class Store {
   // Replaces the job's latest progress summary (no event). kNotFound if missing.
   virtual Status SetJobProgress(api::JobId job, const api::Json& progress) = 0;
   // Every state appears, zero when no job is in it.
-  virtual Result<std::map<api::JobState, int64_t>> CountJobsByState() = 0;
+  virtual Result<JobStateCounts> CountJobsByState() = 0;
 
   // ---- metrics history ----
   // Sets each job's latest progress (as SetJobProgress) and appends the
