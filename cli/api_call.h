@@ -1,6 +1,7 @@
 // How a command talks to tesserad and prints its answer: CallApi (one REST
 // call with the run's server, token and TLS settings), PrintError (the CLI's
-// one error line) and Emit (the API's JSON with --json, else a human form).
+// one error line), Emit (the API's JSON with --json, else a human form) and
+// CallAndEmit (the two together, for a command that prints what it is told).
 //
 // Thread safety: as RunCli (a CliContext belongs to one run).
 #ifndef TESSERA_CLI_API_CALL_H_
@@ -45,6 +46,16 @@ void Emit(CliContext& ctx, const api::Json& result, Human human) {
   } else {
     human(result);
   }
+}
+
+// A command whose answer is its result: CallApi, then, when it succeeded,
+// Emit the answer with `human`. Sets ctx.exit_code.
+template <typename Human>
+void CallAndEmit(CliContext& ctx, const std::string& method, const std::string& target,
+                 const std::string& body, Human human) {
+  api::Json answer;
+  ctx.exit_code = CallApi(ctx, method, target, body, &answer);
+  if (ctx.exit_code == kExitOk) Emit(ctx, answer, human);
 }
 
 }  // namespace tessera::cli

@@ -9,11 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/entrypoint_commands.h"
-#include "cli/job_commands.h"
-#include "cli/node_commands.h"
-#include "cli/plan_command.h"
-#include "cli/queue_command.h"
+#include "cli/commands.h"
 #include "cli/token_pointer.h"
 
 namespace tessera::cli {

@@ -1,5 +1,3 @@
-#include "cli/entrypoint_commands.h"
-
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
@@ -9,6 +7,7 @@
 #include "api/types.h"
 #include "api/url.h"
 #include "cli/api_call.h"
+#include "cli/commands.h"
 #include "cli/output_format.h"
 
 namespace tessera::cli {
@@ -22,10 +21,7 @@ void AddEntrypoints(CLI::App& app, CliContext& ctx) {
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("entrypoints", "the entrypoint allow-list");
   auto list = [&ctx] {
-    Json eps;
-    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/entrypoints", "", &eps);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, eps, [&](const Json& e) {
+    CallAndEmit(ctx, "GET", "/api/v1/entrypoints", "", [&](const Json& e) {
       std::vector<std::vector<std::string>> rows = {{"NAME", "COMMAND", "DESCRIPTION"}};
       for (const Json& ep : e.value("entrypoints", Json::array())) {
         rows.push_back({Str(ep, "name"), Str(ep, "command"), Str(ep, "description")});
@@ -42,10 +38,8 @@ void AddEntrypoints(CLI::App& app, CliContext& ctx) {
   add->add_option("--description", f->description, "what it is");
   add->callback([&ctx, f] {
     Json body = {{"name", f->name}, {"command", f->command}, {"description", f->description}};
-    Json ep;
-    ctx.exit_code = CallApi(ctx, "POST", "/api/v1/entrypoints", api::DumpJson(body), &ep);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, ep, [&](const Json&) { ctx.out << "allowed " << f->name << "\n"; });
+    CallAndEmit(ctx, "POST", "/api/v1/entrypoints", api::DumpJson(body),
+                [&](const Json&) { ctx.out << "allowed " << f->name << "\n"; });
   });
   CLI::App* rm = cmd->add_subcommand("rm", "remove an entrypoint (admin)");
   rm->add_option("name", f->name, "entrypoint name")->required();

@@ -1,20 +1,21 @@
-#include "cli/job_commands.h"
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/http_status.h"
 #include "api/types.h"
 #include "api/url.h"
 #include "cli/api_call.h"
+#include "cli/commands.h"
 #include "cli/output_format.h"
 #include "cli/plan_view.h"
 #include "cli/progress_view.h"
@@ -72,20 +73,35 @@ Result<int64_t> ParseJobId(const std::string& text) {
   return id;
 }
 
+// Appends `name=value` (the value percent-encoded) to `target`'s query.
+void AppendQuery(std::string& target, std::string_view name, std::string_view value) {
+  target += target.find('?') == std::string::npos ? "?" : "&";
+  target += name;
+  target += "=" + api::PercentEncode(value);
+}
+
+// Adds `name ID` to `app`. When it runs, `run` gets the subcommand (for its
+// other options) and the job id; a bad id ends the command with a usage
+// error naming "id". Returns the subcommand, to add its other options to.
+CLI::App* AddJobIdCommand(CLI::App& app, CliContext& ctx, const char* name, const char* help,
+                          std::function<void(const CLI::App& cmd, int64_t id)> run) {
+  auto id = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(name, help);
+  cmd->add_option("id", *id, "job id")->required();
+  cmd->callback([&ctx, id, cmd, run = std::move(run)] {
+    std::optional<int64_t> parsed = UsageChecked(ctx, ParseJobId(*id));
+    if (parsed) run(*cmd, *parsed);
+  });
+  return cmd;
+}
+
 void AddSubmit(CLI::App& app, CliContext& ctx) {
-  auto f = std::make_shared<SubmitFlags>();
-  CLI::App* cmd = app.add_subcommand("submit", "submit a job from a spec file and/or flags");
-  AddSpecFlags(cmd, f.get());
-  cmd->callback([&ctx, f, cmd] {
-    std::optional<api::JobSpec> spec = UsageChecked(ctx, BuildSpec(*cmd, *f));
-    if (!spec) return;
-    Json job;
-    ctx.exit_code = CallApi(ctx, "POST", "/api/v1/jobs", api::DumpJson(api::ToJson(*spec)), &job);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, job, [&](const Json& j) {
+  auto run = [&ctx](const api::JobSpec& spec) {
+    CallAndEmit(ctx, "POST", "/api/v1/jobs", api::DumpJson(api::ToJson(spec)), [&](const Json& j) {
       ctx.out << "submitted job " << Str(j, "id") << " (" << Str(j, "state") << ")\n";
     });
-  });
+  };
+  AddSpecCommand(app, ctx, "submit", "submit a job from a spec file and/or flags", run);
 }
 
 void AddJobs(CLI::App& app, CliContext& ctx) {
@@ -100,19 +116,12 @@ void AddJobs(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--limit", f->limit, "at most this many (1..500)");
   cmd->add_option("--after", f->after, "cursor: jobs with id > AFTER");
   cmd->callback([&ctx, f, cmd] {
-    std::string query;
-    auto add = [&](const char* name, const std::string& value) {
-      query += query.empty() ? "?" : "&";
-      query += std::string(name) + "=" + api::PercentEncode(value);
-    };
-    if (cmd->count("--state")) add("state", f->state);
-    if (cmd->count("--owner")) add("owner", f->owner);
-    if (cmd->count("--limit")) add("limit", std::to_string(f->limit));
-    if (cmd->count("--after")) add("after", std::to_string(f->after));
-    Json page;
-    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/jobs" + query, "", &page);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, page, [&](const Json& p) {
+    std::string target = "/api/v1/jobs";
+    if (cmd->count("--state")) AppendQuery(target, "state", f->state);
+    if (cmd->count("--owner")) AppendQuery(target, "owner", f->owner);
+    if (cmd->count("--limit")) AppendQuery(target, "limit", std::to_string(f->limit));
+    if (cmd->count("--after")) AppendQuery(target, "after", std::to_string(f->after));
+    CallAndEmit(ctx, "GET", target, "", [&](const Json& p) {
       std::vector<std::vector<std::string>> rows = {
           {"ID", "NAME", "OWNER", "KIND", "STATE", "ATTEMPT", "CREATED"}};
       for (const Json& job : p.value("jobs", Json::array())) {
@@ -131,19 +140,9 @@ void AddJobs(CLI::App& app, CliContext& ctx) {
 // `job ID`, `cancel ID`: one job in, one job out.
 void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char* help,
                    const char* method, const char* suffix) {
-  auto id = std::make_shared<std::string>();
   auto watch = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand(name, help);
-  cmd->add_option("id", *id, "job id")->required();
-  if (std::string_view(method) == "GET") {
-    cmd->add_flag("--watch", *watch,
-                  "follow the job until it ends: an infer job's progress bar, a training job's "
-                  "loss and per-rank step time split and memory");
-  }
-  cmd->callback([&ctx, id, watch, method, suffix, name] {
-    std::optional<int64_t> parsed = UsageChecked(ctx, ParseJobId(*id));
-    if (!parsed) return;
-    const std::string target = "/api/v1/jobs/" + std::to_string(*parsed) + suffix;
+  auto run = [&ctx, watch, method, suffix, name](const CLI::App&, int64_t id) {
+    const std::string target = "/api/v1/jobs/" + std::to_string(id) + suffix;
     Json job;
     ctx.exit_code = CallApi(ctx, method, target, "", &job);
     if (ctx.exit_code != kExitOk) return;
@@ -188,69 +187,58 @@ void AddJobCommand(CLI::App& app, CliContext& ctx, const char* name, const char*
       if (ctx.exit_code != kExitOk) return;
       ctx.out << training.Frame();
     }
-  });
+  };
+  CLI::App* cmd = AddJobIdCommand(app, ctx, name, help, run);
+  if (std::string_view(method) == "GET") {
+    cmd->add_flag("--watch", *watch,
+                  "follow the job until it ends: an infer job's progress bar, a training job's "
+                  "loss and per-rank step time split and memory");
+  }
 }
 
 void AddMetrics(CLI::App& app, CliContext& ctx) {
   struct Flags {
-    std::string id;
     int64_t rank = 0;
     bool csv = false;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* cmd = app.add_subcommand("metrics", "a training job's history, step by step");
-  cmd->add_option("id", f->id, "job id")->required();
-  cmd->add_option("--rank", f->rank, "only this rank");
-  cmd->add_flag("--csv", f->csv, "comma-separated values with a header line");
-  cmd->callback([&ctx, f, cmd] {
-    std::optional<int64_t> id = UsageChecked(ctx, ParseJobId(f->id));
-    if (!id) return;
+  auto run = [&ctx, f](const CLI::App& cmd, int64_t id) {
     std::optional<int64_t> rank;
-    if (cmd->count("--rank")) rank = f->rank;
+    if (cmd.count("--rank")) rank = f->rank;
     std::vector<api::MetricPoint> points;
-    ctx.exit_code = FetchMetrics(ctx, *id, rank, std::nullopt, -1, &points);
+    ctx.exit_code = FetchMetrics(ctx, id, rank, std::nullopt, -1, &points);
     if (ctx.exit_code != kExitOk) return;
     if (f->csv) {
       ctx.out << MetricsCsv(points);
       return;
     }
     api::MetricsPage all;
-    all.job_id = *id;
+    all.job_id = id;
     all.points = points;
     Emit(ctx, api::ToJson(all), [&](const Json&) {
       if (points.empty()) {
-        ctx.out << "no metrics recorded for job " << *id << "\n";
+        ctx.out << "no metrics recorded for job " << id << "\n";
       } else {
         ctx.out << MetricsTable(points);
       }
     });
-  });
+  };
+  CLI::App* cmd =
+      AddJobIdCommand(app, ctx, "metrics", "a training job's history, step by step", run);
+  cmd->add_option("--rank", f->rank, "only this rank");
+  cmd->add_flag("--csv", f->csv, "comma-separated values with a header line");
 }
 
 void AddEvents(CLI::App& app, CliContext& ctx) {
   struct Flags {
-    std::string id;
     int64_t after = 0, limit = 0;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* cmd = app.add_subcommand("events", "state changes of a job");
-  cmd->add_option("id", f->id, "job id")->required();
-  cmd->add_option("--after", f->after, "only events with id > AFTER");
-  cmd->add_option("--limit", f->limit, "at most this many (1..1000)");
-  cmd->callback([&ctx, f, cmd] {
-    std::optional<int64_t> id = UsageChecked(ctx, ParseJobId(f->id));
-    if (!id) return;
-    std::string target = "/api/v1/jobs/" + std::to_string(*id) + "/events";
-    std::string sep = "?";
-    if (cmd->count("--after")) {
-      target += sep + "after=" + std::to_string(f->after);
-      sep = "&";
-    }
-    if (cmd->count("--limit")) target += sep + "limit=" + std::to_string(f->limit);
-    Json events;
-    ctx.exit_code = CallApi(ctx, "GET", target, "", &events);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, events, [&](const Json& e) {
+  auto run = [&ctx, f](const CLI::App& cmd, int64_t id) {
+    std::string target = "/api/v1/jobs/" + std::to_string(id) + "/events";
+    if (cmd.count("--after")) AppendQuery(target, "after", std::to_string(f->after));
+    if (cmd.count("--limit")) AppendQuery(target, "limit", std::to_string(f->limit));
+    CallAndEmit(ctx, "GET", target, "", [&](const Json& e) {
       std::vector<std::vector<std::string>> rows = {{"TIME", "FROM", "TO", "ATTEMPT", "REASON"}};
       for (const Json& ev : e.value("events", Json::array())) {
         std::string from = Str(ev, "from");
@@ -259,35 +247,30 @@ void AddEvents(CLI::App& app, CliContext& ctx) {
       }
       PrintTable(ctx.out, rows);
     });
-  });
+  };
+  CLI::App* cmd = AddJobIdCommand(app, ctx, "events", "state changes of a job", run);
+  cmd->add_option("--after", f->after, "only events with id > AFTER");
+  cmd->add_option("--limit", f->limit, "at most this many (1..1000)");
 }
 
 void AddLogs(CLI::App& app, CliContext& ctx) {
   struct Flags {
-    std::string id;
     int64_t rank = 0, tail = 100;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* cmd = app.add_subcommand("logs", "last lines of one rank's log");
-  cmd->add_option("id", f->id, "job id")->required();
+  auto run = [&ctx, f](const CLI::App&, int64_t id) {
+    CallAndEmit(ctx, "GET",
+                "/api/v1/jobs/" + std::to_string(id) + "/logs?rank=" + std::to_string(f->rank) +
+                    "&tail=" + std::to_string(f->tail),
+                "", [&](const Json& l) {
+                  for (const Json& line : l.value("lines", Json::array())) {
+                    if (line.is_string()) ctx.out << line.get<std::string>() << "\n";
+                  }
+                });
+  };
+  CLI::App* cmd = AddJobIdCommand(app, ctx, "logs", "last lines of one rank's log", run);
   cmd->add_option("--rank", f->rank, "rank (default 0)");
   cmd->add_option("--tail", f->tail, "lines (1..100, default 100)");
-  cmd->callback([&ctx, f] {
-    std::optional<int64_t> id = UsageChecked(ctx, ParseJobId(f->id));
-    if (!id) return;
-    Json logs;
-    ctx.exit_code =
-        CallApi(ctx, "GET",
-                "/api/v1/jobs/" + std::to_string(*id) + "/logs?rank=" + std::to_string(f->rank) +
-                    "&tail=" + std::to_string(f->tail),
-                "", &logs);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, logs, [&](const Json& l) {
-      for (const Json& line : l.value("lines", Json::array())) {
-        if (line.is_string()) ctx.out << line.get<std::string>() << "\n";
-      }
-    });
-  });
 }
 
 }  // namespace

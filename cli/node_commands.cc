@@ -1,5 +1,3 @@
-#include "cli/node_commands.h"
-
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <sstream>
@@ -10,6 +8,7 @@
 #include "api/types.h"
 #include "api/url.h"
 #include "cli/api_call.h"
+#include "cli/commands.h"
 #include "cli/output_format.h"
 #include "cli/text_table.h"
 
@@ -24,10 +23,7 @@ void AddNodeIdentityCommands(CLI::App& nodes, CliContext& ctx) {
   auto controller = std::make_shared<std::string>();
   nodes.add_subcommand("enrolments", "every node's enrolment and credential state (admin)")
       ->callback([&ctx] {
-        Json list;
-        ctx.exit_code = CallApi(ctx, "GET", "/api/v1/nodes/enrolments", "", &list);
-        if (ctx.exit_code != kExitOk) return;
-        Emit(ctx, list, [&](const Json& l) {
+        CallAndEmit(ctx, "GET", "/api/v1/nodes/enrolments", "", [&](const Json& l) {
           std::vector<std::vector<std::string>> rows = {
               {"NODE", "STATE", "CREDENTIAL", "ENROLLED", "REVOKED"}};
           for (const Json& e : l.value("enrolments", Json::array())) {
@@ -95,10 +91,7 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
   AddNodeIdentityCommands(*cmd, ctx);
   cmd->callback([&ctx, cmd] {
     if (!cmd->get_subcommands().empty()) return;  // enrolments, revoke, ...
-    Json nodes;
-    ctx.exit_code = CallApi(ctx, "GET", "/api/v1/nodes", "", &nodes);
-    if (ctx.exit_code != kExitOk) return;
-    Emit(ctx, nodes, [&](const Json& n) {
+    CallAndEmit(ctx, "GET", "/api/v1/nodes", "", [&](const Json& n) {
       std::vector<std::vector<std::string>> rows = {
           {"NODE", "HEALTH", "DEVICE", "NAME", "MEMORY", "UTIL", "SPEED", "HALF", "BUSY"}};
       std::vector<std::string> notes;  // devices the agent could not measure, with why

@@ -1,16 +1,14 @@
-#include "cli/plan_command.h"
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/http_status.h"
 #include "cli/api_call.h"
+#include "cli/commands.h"
 #include "cli/output_format.h"
 #include "cli/plan_view.h"
 #include "cli/spec_flags.h"
@@ -68,12 +66,7 @@ void PrintPlanSet(std::ostream& out, const Json& set) {
 }  // namespace
 
 void AddPlan(CLI::App& app, CliContext& ctx) {
-  auto f = std::make_shared<SubmitFlags>();
-  CLI::App* cmd = app.add_subcommand("plan", "dry run: show the plans the scheduler would pick");
-  AddSpecFlags(cmd, f.get());
-  cmd->callback([&ctx, f, cmd] {
-    std::optional<api::JobSpec> spec = UsageChecked(ctx, BuildSpec(*cmd, *f));
-    if (!spec) return;
+  auto run = [&ctx](const api::JobSpec& spec) {
     // While tesserad measures the model's profile it answers that state
     // (202): say so on stderr and ask again when it suggests.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(15);
@@ -81,7 +74,7 @@ void AddPlan(CLI::App& app, CliContext& ctx) {
     Json plans;
     while (true) {
       ctx.exit_code =
-          CallApi(ctx, "POST", "/api/v1/plans", api::DumpJson(api::ToJson(*spec)), &plans);
+          CallApi(ctx, "POST", "/api/v1/plans", api::DumpJson(api::ToJson(spec)), &plans);
       if (ctx.exit_code != kExitOk) return;
       if (!plans.is_object() || Str(plans, "state") != "measuring_profile") break;
       if (std::chrono::steady_clock::now() > give_up) {
@@ -96,7 +89,8 @@ void AddPlan(CLI::App& app, CliContext& ctx) {
       std::this_thread::sleep_for(std::chrono::milliseconds(retry_ms));
     }
     Emit(ctx, plans, [&](const Json& set) { PrintPlanSet(ctx.out, set); });
-  });
+  };
+  AddSpecCommand(app, ctx, "plan", "dry run: show the plans the scheduler would pick", run);
 }
 
 }  // namespace tessera::cli

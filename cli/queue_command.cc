@@ -1,10 +1,9 @@
-#include "cli/queue_command.h"
-
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "cli/api_call.h"
+#include "cli/commands.h"
 #include "cli/output_format.h"
 #include "cli/plan_view.h"
 
@@ -15,10 +14,7 @@ using api::Json;
 void AddQueue(CLI::App& app, CliContext& ctx) {
   app.add_subcommand("queue", "waiting jobs in the order they get devices, and why each waits")
       ->callback([&ctx] {
-        Json answer;
-        ctx.exit_code = CallApi(ctx, "GET", "/api/v1/queue", "", &answer);
-        if (ctx.exit_code != kExitOk) return;
-        Emit(ctx, answer, [&](const Json& a) {
+        CallAndEmit(ctx, "GET", "/api/v1/queue", "", [&](const Json& a) {
           const Json rows = a.value("queue", Json::array());
           if (rows.empty()) {
             ctx.out << "no job waits\n";

@@ -2,10 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "api/image_convention.h"
 #include "api/job_spec_validation.h"
+#include "cli/api_call.h"
 #include "cli/job_spec_file.h"
 
 namespace tessera::cli {
@@ -110,6 +114,17 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
                   "model: image sides must be multiples of this (1..1024; default: probed)");
   cmd->add_option("--halo-px", f->halo_px,
                   "model: context a tile needs around its part (0..4096; default: probed)");
+}
+
+void AddSpecCommand(CLI::App& app, CliContext& ctx, const char* name, const char* help,
+                    std::function<void(const api::JobSpec& spec)> run) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* cmd = app.add_subcommand(name, help);
+  AddSpecFlags(cmd, f.get());
+  cmd->callback([&ctx, f, cmd, run = std::move(run)] {
+    std::optional<api::JobSpec> spec = UsageChecked(ctx, BuildSpec(*cmd, *f));
+    if (spec) run(*spec);
+  });
 }
 
 }  // namespace tessera::cli

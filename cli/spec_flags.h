@@ -1,20 +1,19 @@
 // The job spec flags `submit` and `plan` share: a spec FILE (JSON or YAML,
-// cli/job_spec_file.h) and flags for each field, which override the file's.
+// cli/job_spec_file.h) and flags for each field, which override the file's;
+// AddSpecCommand, a subcommand that takes them.
 //
 // Thread safety: as RunCli.
 #ifndef TESSERA_CLI_SPEC_FLAGS_H_
 #define TESSERA_CLI_SPEC_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "api/types.h"
+#include "cli/cli_app.h"
 #include "common/status.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace tessera::cli {
 
@@ -40,6 +39,12 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f);
 // (api::ValidateJobSpec); kInvalidArgument naming the field, or the flag
 // (`--value-range`, `--image-input`, ...) for a bad image flag.
 Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f);
+
+// Adds `name FILE|flags` to `app` with the spec flags. When it runs, `run`
+// gets the built spec (BuildSpec); a bad one ends the command with its error
+// (PrintError) and kExitUsage.
+void AddSpecCommand(CLI::App& app, CliContext& ctx, const char* name, const char* help,
+                    std::function<void(const api::JobSpec& spec)> run);
 
 }  // namespace tessera::cli
 

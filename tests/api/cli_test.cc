@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -16,11 +15,16 @@
 #include "cli/client_config.h"
 #include "cli/job_spec_file.h"
 #include "tests/api/fake_control_plane.h"
+#include "tests/cli/builders.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::cli {
 namespace {
 
 using Env = std::map<std::string, std::string>;
+using tessera::testing::TempDir;
+using testing::Point;
+using testing::WriteFile;
 
 EnvLookup LookupIn(Env env) {
   return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
@@ -30,32 +34,11 @@ EnvLookup LookupIn(Env env) {
   };
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("tessera-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::filesystem::path p = path_ / name;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::filesystem::path path_;
-};
-
 // ---- config ----
 
 TEST(ClientConfigTest, FlagsBeatEnvBeatFileBeatDefault) {
   TempDir dir;
-  dir.Write("tessera/cli.yaml", "server: http://file:1\ntoken: file-token\ntimeout_s: 3\n");
+  WriteFile(dir, "tessera/cli.yaml", "server: http://file:1\ntoken: file-token\ntimeout_s: 3\n");
   Env env = {{"XDG_CONFIG_HOME", dir.path().string()}};
 
   auto from_file = ResolveClientConfig({}, LookupIn(env));
@@ -85,7 +68,7 @@ TEST(ClientConfigTest, FlagsBeatEnvBeatFileBeatDefault) {
 TEST(ClientConfigTest, BadFilesNameTheProblem) {
   TempDir dir;
   ClientFlags flags;
-  flags.config_path = dir.Write("a.yaml", "sever: http://typo:1\n");
+  flags.config_path = WriteFile(dir, "a.yaml", "sever: http://typo:1\n");
   EXPECT_EQ(ResolveClientConfig(flags, LookupIn({})).status().field(), "sever");
   flags.config_path = (dir.path() / "missing.yaml").string();
   EXPECT_EQ(ResolveClientConfig(flags, LookupIn({})).status().field(), "config");
@@ -194,19 +177,11 @@ TEST_F(CliTest, SubmitInferJobAndShowItsProgress) {
   EXPECT_EQ(cp_.last_spec->image_width, 12000);
   EXPECT_EQ(cp_.last_spec->image_height, 9000);
 
-  api::InferenceProgress p;
-  p.images_total = 400;
-  p.images_done = 100;
-  p.chunks_total = 13;
-  p.chunks_done = 3;
-  p.images_per_s = 25;
-  p.eta_s = 12;
-  p.devices = {{0, "boxa:0", 100, 25}};
-  cp_.SetInference(1, api::ToJson(p));
+  cp_.SetInference(1, api::ToJson(testing::InferenceUnderWay()));
   ASSERT_EQ(Run({"job", "1"}), kExitOk) << err_.str();
-  EXPECT_NE(out_.str().find("images   100 / 400  25.0%\n"), std::string::npos) << out_.str();
-  EXPECT_NE(out_.str().find("speed    25.0 images/s  eta 12.0 s\n"), std::string::npos);
-  EXPECT_NE(out_.str().find("rank 0   boxa:0   100 images   25.0 images/s\n"), std::string::npos);
+  EXPECT_NE(out_.str().find("images   6400 / 10000  64.0%\n"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("speed    812.5 images/s  eta 4.4 s\n"), std::string::npos);
+  EXPECT_NE(out_.str().find("rank 1   b:1   3200 images   402.2 images/s\n"), std::string::npos);
   EXPECT_EQ(out_.str().find("[#"), std::string::npos) << "no bar when not on a terminal";
 }
 
@@ -266,8 +241,8 @@ TEST_F(CliTest, QueueShowsPlacesSharesAndWhyEachJobWaits) {
 
 TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
   TempDir dir;
-  std::string file = dir.Write(
-      "job.yaml", "name: from-file\nentrypoint: builtin:denoise\nglobal_batch: 8\nsteps: 5\n");
+  std::string file = WriteFile(
+      dir, "job.yaml", "name: from-file\nentrypoint: builtin:denoise\nglobal_batch: 8\nsteps: 5\n");
   ASSERT_EQ(Run({"--json", "submit", file, "--steps", "7"}), kExitOk) << err_.str();
   api::Json job = api::Json::parse(out_.str());
   EXPECT_EQ(job["spec"]["name"], "from-file");
@@ -422,70 +397,72 @@ TEST_F(CliTest, LogsPrintLines) {
   EXPECT_EQ(err_.str().rfind("error: tail: ", 0), 0u) << err_.str();
 }
 
-TEST_F(CliTest, NodesTable) {
+// Node `name` with `devices`, the i-th at index i.
+api::Node NodeWith(const std::string& name, std::vector<api::Device> devices) {
   api::Node n;
-  n.name = "boxA";
-  n.devices.push_back(api::Device{.node = "boxA", .index = 0, .name = "cpu", .type = "cpu"});
-  cp_.nodes.push_back(n);
-  ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
-  EXPECT_NE(out_.str().find("boxA"), std::string::npos);
-  EXPECT_NE(out_.str().find("cpu:0"), std::string::npos);
+  n.name = name;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    devices[i].node = name;
+    devices[i].index = static_cast<int64_t>(i);
+  }
+  n.devices = std::move(devices);
+  return n;
 }
 
-TEST_F(CliTest, NodesShowEachSpeedInAUnitThatShowsIt) {
-  // An emulated device measures a share of the CPU: gigaflops, not "0.0 TFLOPS".
-  api::Node n;
-  n.name = "boxA";
-  n.devices = {
-      api::Device{.node = "boxA",
-                  .index = 0,
-                  .name = "A100",
-                  .type = "cuda",
-                  .measured_tflops = 312.04,
-                  .measured_tflops_half = 624.5},
-      api::Device{.node = "boxA",
-                  .index = 1,
-                  .name = "GTX1080 (emulated)",
-                  .type = "cuda",
-                  .measured_tflops = 0.01234,
-                  .emulated = true},
-      api::Device{
-          .node = "boxA", .index = 2, .name = "tiny", .type = "cuda", .measured_tflops = 0.0000425},
-      api::Device{.node = "boxA", .index = 3, .name = "unmeasured", .type = "cpu"},
-  };
-  cp_.nodes.push_back(n);
+// `tessera nodes` with one node: what its table shows, and what it must not.
+struct NodesRow {
+  const char* name;
+  api::Node node;
+  std::vector<std::string> shown;
+  std::vector<std::string> not_shown;
+};
+void PrintTo(const NodesRow& row, std::ostream* os) { *os << row.name; }
+
+class CliNodesTest : public CliTest, public ::testing::WithParamInterface<NodesRow> {};
+
+TEST_P(CliNodesTest, TableShowsEachDevice) {
+  cp_.nodes = {GetParam().node};
   ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
   const std::string out = out_.str();
-  EXPECT_NE(out.find(" SPEED "), std::string::npos) << out;
-  EXPECT_NE(out.find("312.0 TFLOPS"), std::string::npos) << out;
-  EXPECT_NE(out.find(" HALF "), std::string::npos) << out;
-  EXPECT_NE(out.find("624.5 TFLOPS"), std::string::npos) << out;
-  EXPECT_NE(out.find("12.3 GFLOPS"), std::string::npos) << out;
-  EXPECT_NE(out.find("42.5 MFLOPS"), std::string::npos) << out;
-  EXPECT_EQ(out.find("0.0 TFLOPS"), std::string::npos) << out;
+  for (const std::string& text : GetParam().shown) {
+    EXPECT_NE(out.find(text), std::string::npos) << text << " not in:\n" << out;
+  }
+  for (const std::string& text : GetParam().not_shown) {
+    EXPECT_EQ(out.find(text), std::string::npos) << text << " in:\n" << out;
+  }
 }
 
-TEST_F(CliTest, NodesSayWhyADeviceWasNotMeasured) {
-  api::Node n;
-  n.name = "gpubox";
-  n.devices = {
-      api::Device{.node = "gpubox",
-                  .index = 0,
-                  .name = "A100-SXM4-80GB",
-                  .type = "cuda",
-                  .measure_error = "benchmark of cuda:0 failed: unavailable: CUDA is not "
-                                   "available to LibTorch"},
-      api::Device{
-          .node = "gpubox", .index = 1, .name = "A100", .type = "cuda", .measured_tflops = 19.5}};
-  cp_.nodes.push_back(n);
-  ASSERT_EQ(Run({"nodes"}), kExitOk) << err_.str();
-  const std::string out = out_.str();
-  EXPECT_NE(out.find("gpubox cuda:0 not measured, the planner leaves it out: benchmark of cuda:0 "
-                     "failed: unavailable: CUDA is not available to LibTorch"),
-            std::string::npos)
-      << out;
-  EXPECT_EQ(out.find("cuda:1 not measured"), std::string::npos) << out;
-}
+INSTANTIATE_TEST_SUITE_P(
+    Nodes, CliNodesTest,
+    ::testing::Values(
+        NodesRow{
+            "one_cpu", NodeWith("boxA", {{.name = "cpu", .type = "cpu"}}), {"boxA", "cpu:0"}, {}},
+        // An emulated device measures a share of the CPU: gigaflops, not "0.0 TFLOPS".
+        NodesRow{
+            "speed_in_a_unit_that_shows_it",
+            NodeWith("boxA", {{.name = "A100",
+                               .type = "cuda",
+                               .measured_tflops = 312.04,
+                               .measured_tflops_half = 624.5},
+                              {.name = "GTX1080 (emulated)",
+                               .type = "cuda",
+                               .measured_tflops = 0.01234,
+                               .emulated = true},
+                              {.name = "tiny", .type = "cuda", .measured_tflops = 0.0000425},
+                              {.name = "unmeasured", .type = "cpu"}}),
+            {" SPEED ", "312.0 TFLOPS", " HALF ", "624.5 TFLOPS", "12.3 GFLOPS", "42.5 MFLOPS"},
+            {"0.0 TFLOPS"}},
+        NodesRow{"why_a_device_was_not_measured",
+                 NodeWith("gpubox",
+                          {{.name = "A100-SXM4-80GB",
+                            .type = "cuda",
+                            .measure_error = "benchmark of cuda:0 failed: unavailable: CUDA is "
+                                             "not available to LibTorch"},
+                           {.name = "A100", .type = "cuda", .measured_tflops = 19.5}}),
+                 {"gpubox cuda:0 not measured, the planner leaves it out: benchmark of cuda:0 "
+                  "failed: unavailable: CUDA is not available to LibTorch"},
+                 {"cuda:1 not measured"}}),
+    [](const ::testing::TestParamInfo<NodesRow>& info) { return std::string(info.param.name); });
 
 TEST_F(CliTest, PlanWaitsWhileTheModelProfileIsMeasured) {
   cp_.preview_first = {api::Json{{"state", "measuring_profile"},
@@ -543,16 +520,6 @@ class CliMetricsTest : public CliTest {
     r1.peak_memory_bytes = int64_t{512} << 20;
     r1.predicted_peak_memory_bytes = int64_t{600} << 20;
     m.push_back(r1);
-  }
-
-  static api::MetricPoint Point(int64_t step, int64_t attempt, int64_t rank, double loss) {
-    api::MetricPoint p;
-    p.step = step;
-    p.attempt = attempt;
-    p.rank = rank;
-    p.ts_ms = 1'700'000'000'000 + step * 1000;
-    p.loss = loss;
-    return p;
   }
 
   static constexpr const char* kTrainingView =

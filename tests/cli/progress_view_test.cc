@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/cli/builders.h"
+
 namespace tessera::cli {
 namespace {
 
@@ -29,22 +31,10 @@ TEST(ProgressViewTest, DurationsReadNaturally) {
   for (const Case& c : cases) EXPECT_EQ(FormatDuration(c.seconds), c.text) << c.seconds;
 }
 
-api::InferenceProgress Sample() {
-  api::InferenceProgress p;
-  p.images_total = 10000;
-  p.images_done = 6400;
-  p.chunks_total = 313;
-  p.chunks_done = 200;
-  p.chunks_leased = 3;
-  p.images_per_s = 812.5;
-  p.eta_s = 4.43;
-  p.devices = {{0, "a:0", 3200, 410.25}, {1, "b:1", 3200, 402.25}};
-  return p;
-}
-
 TEST(ProgressViewTest, TerminalGetsTheBarAPipeDoesNot) {
-  const std::string tty = FormatInferenceProgress(Sample(), true);
-  const std::string pipe = FormatInferenceProgress(Sample(), false);
+  const api::InferenceProgress p = testing::InferenceUnderWay();
+  const std::string tty = FormatInferenceProgress(p, true);
+  const std::string pipe = FormatInferenceProgress(p, false);
   EXPECT_EQ(pipe,
             "images   6400 / 10000  64.0%\n"
             "chunks   200 done, 3 leased, 313 in all\n"
@@ -52,7 +42,7 @@ TEST(ProgressViewTest, TerminalGetsTheBarAPipeDoesNot) {
             "rank 0   a:0   3200 images   410.2 images/s\n"
             "rank 1   b:1   3200 images   402.2 images/s\n");
   EXPECT_NE(tty.find("64.0%  [###################-----------]\n"), std::string::npos) << tty;
-  EXPECT_EQ(InferenceProgressLine(Sample(), false),
+  EXPECT_EQ(InferenceProgressLine(p, false),
             "images 6400 / 10000  64.0%  812.5 images/s  eta 4.4 s");
 }
 

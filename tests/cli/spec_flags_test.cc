@@ -4,14 +4,14 @@
 #include "cli/spec_flags.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
+
+#include "tests/cli/builders.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::cli {
 namespace {
@@ -98,16 +98,13 @@ TEST(ImageFlagsTest, ABuiltinJobTakesNone) {
 
 // A flag replaces its own member of the file's image; the others stay.
 TEST(ImageFlagsOverFileTest, EachFlagReplacesItsMember) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("tessera-spec-flags-" + std::to_string(::getpid()) + ".json");
-  {
-    std::ofstream file(path);
-    file << R"({"name":"colorize","kind":"infer","entrypoint":"model:lab-unet",)"
-         << R"("dataset":"/srv/scans","output":"/srv/out","global_batch":4,)"
-         << R"("image":{"input":"rgb","range":[0,1],"halo_px":8}})";
-  }
-  auto spec = SpecFrom({path.string(), "--image-input", "gray", "--value-range", "-1,1"});
-  std::filesystem::remove(path);
+  tessera::testing::TempDir dir;
+  const std::string path =
+      testing::WriteFile(dir, "job.json",
+                         R"({"name":"colorize","kind":"infer","entrypoint":"model:lab-unet",)"
+                         R"("dataset":"/srv/scans","output":"/srv/out","global_batch":4,)"
+                         R"("image":{"input":"rgb","range":[0,1],"halo_px":8}})");
+  auto spec = SpecFrom({path, "--image-input", "gray", "--value-range", "-1,1"});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(api::ToJson(spec->image),
             Json::parse(R"({"input":"gray","range":[-1,1],"halo_px":8})"));

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/cli/builders.h"
+
 namespace tessera::cli {
 namespace {
 
@@ -21,24 +23,16 @@ TEST(TrainingViewTest, SparklineScalesRunsBetweenLowAndHigh) {
   for (const Case& c : cases) EXPECT_EQ(Sparkline(c.values, c.width), c.line);
 }
 
-api::MetricPoint P(int64_t step, int64_t attempt, int64_t rank, std::optional<double> loss) {
-  api::MetricPoint p;
-  p.step = step;
-  p.attempt = attempt;
-  p.rank = rank;
-  p.loss = loss;
-  return p;
-}
-
 TEST(TrainingViewTest, LossSeriesTakesTheNewestAttemptThenTheLowestRank) {
+  using testing::Point;
   const std::vector<api::MetricPoint> points = {
-      P(2, 1, 1, 0.9), P(2, 1, 0, 1.0), P(3, 1, 0, 0.8),
-      P(3, 2, 1, 0.7), P(1, 1, 0, 1.5), P(4, 2, 0, std::nullopt),
+      Point(2, 1, 1, 0.9), Point(2, 1, 0, 1.0), Point(3, 1, 0, 0.8),
+      Point(3, 2, 1, 0.7), Point(1, 1, 0, 1.5), Point(4, 2, 0, std::nullopt),
   };
   std::vector<std::pair<int64_t, double>> got;
   for (const api::MetricPoint& p : LossSeries(points)) got.emplace_back(p.step, *p.loss);
   EXPECT_EQ(got, (std::vector<std::pair<int64_t, double>>{{1, 1.5}, {2, 1.0}, {3, 0.7}}));
-  EXPECT_EQ(LossLines({P(1, 1, 0, std::nullopt)}, 10), "loss     (no values yet)\n");
+  EXPECT_EQ(LossLines({Point(1, 1, 0, std::nullopt)}, 10), "loss     (no values yet)\n");
 }
 
 TEST(TrainingViewTest, RanksFollowThePlanReplicaByReplicaStageByStage) {
