@@ -17,17 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const char* kTwoFast = R"yaml(devices:
-  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.5}
-  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.5}
-)yaml";
-const char* kOneFast = R"yaml(devices:
-  - {name: "RTX4090 (emulated)", memory: 24GiB, relative_speed: 0.4}
-)yaml";
-const char* kTwoSlow = R"yaml(devices:
-  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.175}
-  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.175}
-)yaml";
+const std::string kTwoFast = InventoryYaml({{2, "A100 (emulated)", "80GiB", 0.5}});
+const std::string kOneFast = InventoryYaml({{1, "RTX4090 (emulated)", "24GiB", 0.4}});
+const std::string kTwoSlow = InventoryYaml({{2, "GTX1080 (emulated)", "8GiB", 0.175}});
 
 class ClusterE2ETest : public ::testing::Test {
  protected:
@@ -224,9 +216,7 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
   ASSERT_EQ(GenImages(images, 16, 20), "");
 
   cluster.StartController("worker_binary: " + worker + "\n");
-  const char* kOneDevice = R"yaml(devices:
-  - {name: "RTX3060 (emulated)", memory: 12GiB, relative_speed: 1.0}
-)yaml";
+  const std::string kOneDevice = InventoryYaml({{1, "RTX3060 (emulated)", "12GiB", 1.0}});
   cluster.StartAgent("nodea", kOneDevice);
   cluster.StartAgent("nodeb", kOneDevice);
   ASSERT_TRUE(cluster.NodesJoin(2));

@@ -23,17 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const char* kTwoFast = R"yaml(devices:
-  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.6}
-  - {name: "A100 (emulated)", memory: 80GiB, relative_speed: 0.6}
-)yaml";
-const char* kOneMid = R"yaml(devices:
-  - {name: "RTX4090 (emulated)", memory: 24GiB, relative_speed: 0.45}
-)yaml";
-const char* kTwoSlow = R"yaml(devices:
-  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.2}
-  - {name: "GTX1080 (emulated)", memory: 8GiB, relative_speed: 0.2}
-)yaml";
+const std::string kTwoFast = InventoryYaml({{2, "A100 (emulated)", "80GiB", 0.6}});
+const std::string kOneMid = InventoryYaml({{1, "RTX4090 (emulated)", "24GiB", 0.45}});
+const std::string kTwoSlow = InventoryYaml({{2, "GTX1080 (emulated)", "8GiB", 0.2}});
 
 // One "attempt rank world start step local/global" line of the script's trace.
 struct Start {

@@ -52,7 +52,7 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
 
   cluster.StartController("worker_binary: " + worker +
                           "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
-  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
+  const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
   ASSERT_TRUE(cluster.NodesJoin(3, 60s));
   ASSERT_TRUE(
@@ -115,7 +115,7 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
             "");
   cluster.StartController("worker_binary: " + worker +
                           "\ninfer_chunk_images: 30\nlease_ms: 3000\n");
-  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 4GiB, relative_speed: 0.3}\n";
+  const std::string one = InventoryYaml({{1, "T4 (emulated)", "4GiB", 0.3}});
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
   ASSERT_TRUE(cluster.NodesJoin(3, 60s));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", colorizer.string()));
@@ -190,8 +190,7 @@ TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {
   std::ofstream(junk) << "a text file saved with the wrong name\n";
   ASSERT_EQ(GenImages(in, 4, 16, 60s), "");
   cluster.StartController("worker_binary: " + worker + "\n");
-  cluster.StartAgent(
-      "boxa", "devices:\n  - {name: \"T4 (emulated)\", memory: 1GiB, relative_speed: 0.6}\n");
+  cluster.StartAgent("boxa", InventoryYaml({{1, "T4 (emulated)", "1GiB", 0.6}}));
   ASSERT_TRUE(cluster.NodesJoin(1, 60s));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", junk.string()));
 
@@ -217,7 +216,7 @@ TEST(ExportedModelE2ETest, TheOwnModelExampleRunsThroughTheCli) {
   Cluster cluster("own-model-example");
   const std::string worker = BinaryPath("tessera-worker");
   cluster.StartController("worker_binary: " + worker + "\n");
-  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 4GiB, relative_speed: 0.6}\n";
+  const std::string one = InventoryYaml({{1, "T4 (emulated)", "4GiB", 0.6}});
   for (const char* node : {"boxa", "boxb"}) cluster.StartAgent(node, one);
   ASSERT_TRUE(cluster.NodesJoin(2, 60s));
   const fs::path work = cluster.dir() / "example";
@@ -262,12 +261,9 @@ TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsAsAPipelineAndRecovers) {
             "");
   ASSERT_EQ(GenImages(in, 32, 24, 60s), "");
   cluster.StartController("worker_binary: " + worker + "\n");
-  cluster.StartAgent("boxa",
-                     "devices:\n  - {name: \"A (emulated)\", memory: 4GiB, relative_speed: 0.6}\n");
-  cluster.StartAgent("boxb",
-                     "devices:\n  - {name: \"B (emulated)\", memory: 4GiB, relative_speed: 0.3}\n");
-  cluster.StartAgent("boxc",
-                     "devices:\n  - {name: \"C (emulated)\", memory: 4GiB, relative_speed: 0.3}\n");
+  cluster.StartAgent("boxa", InventoryYaml({{1, "A (emulated)", "4GiB", 0.6}}));
+  cluster.StartAgent("boxb", InventoryYaml({{1, "B (emulated)", "4GiB", 0.3}}));
+  cluster.StartAgent("boxc", InventoryYaml({{1, "C (emulated)", "4GiB", 0.3}}));
   ASSERT_TRUE(cluster.NodesJoin(3, 60s));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
 

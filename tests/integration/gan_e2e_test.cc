@@ -84,9 +84,7 @@ TEST(GanE2ETest, TrainsDataParallelOnTwoNodesAndResumesOnTheSurvivor) {
   ASSERT_EQ(GenImages(images, 16, 52), "");
 
   cluster.StartController("worker_binary: " + worker + "\n");
-  const char* kOneDevice = R"yaml(devices:
-  - {name: "RTX3060 (emulated)", memory: 12GiB, relative_speed: 0.5}
-)yaml";
+  const std::string kOneDevice = InventoryYaml({{1, "RTX3060 (emulated)", "12GiB", 0.5}});
   cluster.StartAgent("nodea", kOneDevice);
   cluster.StartAgent("nodeb", kOneDevice);
   ASSERT_TRUE(cluster.NodesJoin(2));

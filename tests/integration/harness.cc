@@ -104,6 +104,19 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
   return pred();
 }
 
+std::string InventoryYaml(const std::vector<EmulatedDevices>& devices, const std::string& extra) {
+  std::ostringstream yaml;
+  yaml << "devices:\n";
+  for (const EmulatedDevices& d : devices) {
+    for (int i = 0; i < d.count; ++i) {
+      yaml << "  - {name: \"" << d.name << "\", memory: " << d.memory
+           << ", relative_speed: " << d.relative_speed << "}\n";
+    }
+  }
+  if (!extra.empty()) yaml << extra << "\n";
+  return yaml.str();
+}
+
 std::string BinaryPath(const std::string& name) {
   if (name == "tesserad") {
     // Benches compare another build's tesserad with this one.

@@ -92,6 +92,20 @@ std::string RunTool(const std::vector<std::string>& argv,
                     const std::map<std::string, std::string>& env, const std::filesystem::path& log,
                     std::chrono::seconds timeout);
 
+// One kind of emulated device in an agent's inventory (agent/inventory_file.h):
+// `count` devices named `name` with `memory` ("16GiB") at `relative_speed`.
+struct EmulatedDevices {
+  int count = 1;
+  std::string name;
+  std::string memory;
+  double relative_speed = 1.0;
+};
+
+// The inventory YAML that declares `devices` in order, then `extra` (more
+// top-level YAML, e.g. "network: {bandwidth: 20Mbit, latency: 5ms}").
+std::string InventoryYaml(const std::vector<EmulatedDevices>& devices,
+                          const std::string& extra = "");
+
 // Writes `count` synthetic photographs of `size` pixels into `out` with
 // `tessera-worker gen-images`; "" when it did, else what went wrong (its log
 // lies beside `out`).

@@ -59,7 +59,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
 
   cluster.StartController("worker_binary: " + worker +
                           "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
-  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
+  const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
   ASSERT_TRUE(cluster.NodesJoin(3, 60s));
 
@@ -139,8 +139,8 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
   cluster.StartController("worker_binary: " + worker + "\n");
   // Devices too small to hold a 640 px scan whole (the planner estimates 256 bytes of
   // activations per pixel for this model): it must be tiled.
-  const char* fast = "devices:\n  - {name: \"A (emulated)\", memory: 28MiB, relative_speed: 0.6}\n";
-  const char* slow = "devices:\n  - {name: \"B (emulated)\", memory: 28MiB, relative_speed: 0.3}\n";
+  const std::string fast = InventoryYaml({{1, "A (emulated)", "28MiB", 0.6}});
+  const std::string slow = InventoryYaml({{1, "B (emulated)", "28MiB", 0.3}});
   cluster.StartAgent("boxa", fast);
   cluster.StartAgent("boxb", fast);
   cluster.StartAgent("boxc", slow);

@@ -53,7 +53,7 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 
   cluster.StartController("tls: on\ninfer_chunk_images: 10\nlease_ms: 3000\n");
   ASSERT_TRUE(cluster.tls());
-  const char* one = "devices:\n  - {name: \"T4 (emulated)\", memory: 16GiB, relative_speed: 0.6}\n";
+  const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
   ASSERT_TRUE(cluster.NodesJoin(3, 60s));
   ASSERT_TRUE(cluster.AllowEntrypoint("cmd:infer-script", launcher.string()));

@@ -27,10 +27,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kBandwidthBytesPerS = 20e6 / 8;  // 20Mbit
 constexpr double kLatencyS = 0.005;               // 5ms
-const char* kInventory = R"yaml(devices:
-  - {name: "T4 (emulated)", memory: 16GiB, relative_speed: 0.25}
-network: {bandwidth: 20Mbit, latency: 5ms}
-)yaml";
+const std::string kInventory = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.25}},
+                                             "network: {bandwidth: 20Mbit, latency: 5ms}");
 
 // Moves the calling thread into the network namespace at `path`.
 Status EnterNamespace(const std::string& path) {

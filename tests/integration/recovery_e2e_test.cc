@@ -15,12 +15,12 @@
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <map>
-#include <set>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/harness.h"
@@ -93,7 +93,8 @@ api::JobId TrainUntilCheckpoint(Cluster& cluster,
 
 // Every metrics point of attempt 1.
 api::Json AttemptOnePoints(Cluster& cluster, const std::string& path) {
-  return cluster.GetJson(path + "/metrics?attempt=1&limit=5000").value("points", api::Json::array());
+  return cluster.GetJson(path + "/metrics?attempt=1&limit=5000")
+      .value("points", api::Json::array());
 }
 
 int64_t NewestStep(const api::Json& points) {
@@ -113,8 +114,8 @@ void KillAndAwaitReform(Cluster& cluster, api::JobId id, const std::string& vict
   cluster.StopAgent(victim, SIGKILL);
   EXPECT_GT(KillProcessesUnder(cluster.dir() / ("agent-" + victim)), 0);
   const auto killed = std::chrono::steady_clock::now();
-  EXPECT_TRUE(WaitFor([&] { return NewestStep(AttemptOnePoints(cluster, path)) > before + 3; },
-                      90s))
+  EXPECT_TRUE(
+      WaitFor([&] { return NewestStep(AttemptOnePoints(cluster, path)) > before + 3; }, 90s))
       << cluster.GetJson(path).dump() << "\n"
       << cluster.controller()->Log();
   std::printf("kill -> 3 steps past the kill: %.2f s\n",
@@ -141,8 +142,7 @@ void Cancel(Cluster& cluster, api::JobId id) {
       << cluster.JobState(id);
 }
 
-constexpr char kOneDevice[] =
-    "devices:\n  - {name: \"A (emulated)\", memory: 8GiB, relative_speed: 0.5}\n";
+const std::string kOneDevice = InventoryYaml({{1, "A (emulated)", "8GiB", 0.5}});
 
 // Three nodes of one emulated device each train colorize-unet data parallel
 // past a checkpoint; the node of replica `replica` is killed and the survivors
@@ -262,10 +262,8 @@ TEST(RecoveryE2ETest, RankZerosNodeSurvivesAndTheSurvivorsTrainOnUnderLoad) {
     }
   } loopback;
   Cluster cluster("real-recovery-rank0-survives");
-  const char* kTwo =
-      "devices:\n  - {name: \"A (emulated)\", memory: 8GiB, relative_speed: 0.3}\n"
-      "  - {name: \"A (emulated)\", memory: 8GiB, relative_speed: 0.3}\n";
-  const char* kOne = "devices:\n  - {name: \"A (emulated)\", memory: 8GiB, relative_speed: 0.3}\n";
+  const std::string kTwo = InventoryYaml({{2, "A (emulated)", "8GiB", 0.3}});
+  const std::string kOne = InventoryYaml({{1, "A (emulated)", "8GiB", 0.3}});
   const api::JobId id =
       TrainUntilCheckpoint(cluster, {{"boxa", kTwo}, {"boxb", kOne}, {"boxc", kOne}},
                            /*global_batch=*/8, /*min_devices=*/2, /*max_devices=*/4,
