@@ -188,13 +188,8 @@ TEST_F(ClusterE2ETest, CancelStopsEveryRank) {
 std::map<std::string, std::string> RankLogs(Cluster& cluster, const std::string& node,
                                             api::JobId id) {
   std::map<std::string, std::string> logs;
-  fs::path jobs = cluster.dir() / ("agent-" + node) / "jobs" / std::to_string(id);
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(jobs, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->path().filename() == "worker.log") {
-      logs[it->path().parent_path().filename().string()] = ReadText(it->path());
-    }
+  for (const fs::path& log : RankFiles(cluster, node, id, "worker.log")) {
+    logs[log.parent_path().filename().string()] = ReadText(log);
   }
   return logs;
 }
@@ -288,14 +283,8 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
   // Every step ran: rank 0's progress reached the last step with a finite loss.
   fs::path progress;
   for (const char* node : {"nodea", "nodeb"}) {
-    fs::path jobs = cluster.dir() / ("agent-" + std::string(node)) / "jobs" / std::to_string(id);
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(jobs, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename() == "progress.jsonl" &&
-          it->path().parent_path().filename() == "rank-0") {
-        progress = it->path();
-      }
+    for (const fs::path& p : RankFiles(cluster, node, id, "progress.jsonl")) {
+      if (p.parent_path().filename() == "rank-0") progress = p;
     }
   }
   ASSERT_FALSE(progress.empty());

@@ -22,13 +22,8 @@ using namespace std::chrono_literals;
 std::map<std::string, std::string> RankLogs(Cluster& cluster, const std::string& node,
                                             api::JobId id) {
   std::map<std::string, std::string> logs;
-  fs::path jobs = cluster.dir() / ("agent-" + node) / "jobs" / std::to_string(id);
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(jobs, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->path().filename() == "worker.log") {
-      logs[it->path().string()] = ReadText(it->path());
-    }
+  for (const fs::path& log : RankFiles(cluster, node, id, "worker.log")) {
+    logs[log.string()] = ReadText(log);
   }
   return logs;
 }
@@ -45,15 +40,9 @@ std::string AllRankLogs(Cluster& cluster, api::JobId id) {
 api::Json LastRankZeroProgress(Cluster& cluster, api::JobId id) {
   api::Json last;
   for (const char* node : {"nodea", "nodeb"}) {
-    fs::path jobs = cluster.dir() / ("agent-" + std::string(node)) / "jobs" / std::to_string(id);
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(jobs, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename() != "progress.jsonl" ||
-          it->path().parent_path().filename() != "rank-0") {
-        continue;
-      }
-      std::stringstream lines(ReadText(it->path()));
+    for (const fs::path& p : RankFiles(cluster, node, id, "progress.jsonl")) {
+      if (p.parent_path().filename() != "rank-0") continue;
+      std::stringstream lines(ReadText(p));
       for (std::string line; std::getline(lines, line);) {
         api::Json j = api::Json::parse(line, nullptr, false);
         if (j.is_object() && (!last.is_object() || j.value("step", 0) > last.value("step", 0))) {

@@ -150,6 +150,16 @@ std::map<std::string, fs::path> FilesBelow(const fs::path& root) {
   return out;
 }
 
+std::vector<fs::path> RankFiles(const Cluster& cluster, const std::string& node, api::JobId id,
+                                const std::string& file_name) {
+  std::vector<fs::path> out;
+  const fs::path jobs = cluster.dir() / ("agent-" + node) / "jobs" / std::to_string(id);
+  for (const auto& [relative, path] : FilesBelow(jobs)) {
+    if (path.filename() == file_name) out.push_back(path);
+  }
+  return out;
+}
+
 TreeDiff CompareTrees(const fs::path& output, const fs::path& reference) {
   const auto outputs = FilesBelow(output);
   const auto expected = FilesBelow(reference);
@@ -397,6 +407,11 @@ void Cluster::StopAgent(const std::string& node, int sig) {
   }
 }
 
+int Cluster::KillNode(const std::string& node) {
+  StopAgent(node, SIGKILL);
+  return KillProcessesUnder(dir_ / ("agent-" + node));
+}
+
 std::unique_ptr<api::HttpClient> Cluster::Client(const std::string& token) {
   auto c =
       std::make_unique<api::HttpClient>(api::ServerUrl{tls_, controller_host_, port_, ""}, 10s,
@@ -476,6 +491,24 @@ int64_t Cluster::ImagesDone(api::JobId id) {
     return ::testing::AssertionFailure() << "job " << id << " did not run again: " << JobState(id);
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult Cluster::EndsIn(api::JobId id, const std::string& state,
+                                           std::chrono::seconds timeout) {
+  auto ended = [&] {
+    const std::string s = JobState(id);
+    return s == "succeeded" || s == "failed" || s == "cancelled";
+  };
+  const bool in_time = WaitFor(ended, timeout);
+  const std::string now = JobState(id);
+  if (now == state) return ::testing::AssertionSuccess();
+  std::string trail;
+  for (const auto& e : Events(id)) trail += e.to_state + ": " + e.reason + "\n";
+  return ::testing::AssertionFailure()
+         << "job " << id << " is " << now << (in_time ? "" : " (still, after the wait)") << ", not "
+         << state << "\n"
+         << trail << GetJson("/api/v1/jobs/" + std::to_string(id)).dump(2) << "\n"
+         << controller_->Log();
 }
 
 std::vector<api::Event> Cluster::Events(api::JobId id) {

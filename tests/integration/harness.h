@@ -176,6 +176,9 @@ class Cluster {
   std::string node_netns(const std::string& node) const;
   Process* agent(const std::string& node) { return agents_.at(node).get(); }
   void StopAgent(const std::string& node, int sig);
+  // A node's power cut: SIGKILL of its agent and of every process below the
+  // agent's folder (its workers). Returns how many workers it killed.
+  int KillNode(const std::string& node);
 
   // An HTTP client with the admin token set.
   std::unique_ptr<api::HttpClient> Client(const std::string& token = "");
@@ -206,6 +209,11 @@ class Cluster {
   // After a rank was killed: the job goes recovering (within 30 s), then
   // running again (within 60 s).
   ::testing::AssertionResult RecoversAndRuns(api::JobId id);
+  // Waits until the job ends (succeeded, failed or cancelled); succeeds when
+  // it ended in `state`. The failure says the state it was in, the job and
+  // its events, and carries tesserad's log.
+  ::testing::AssertionResult EndsIn(api::JobId id, const std::string& state,
+                                    std::chrono::seconds timeout);
 
  private:
   std::filesystem::path dir_;
@@ -220,6 +228,11 @@ class Cluster {
   bool fast_ = true;
   bool tls_ = false;
 };
+
+// The files named `file_name` ("worker.log", "progress.jsonl") in the rank
+// folders `node`'s agent kept for job `id`, every attempt's, sorted by path.
+std::vector<std::filesystem::path> RankFiles(const Cluster& cluster, const std::string& node,
+                                             api::JobId id, const std::string& file_name);
 
 }  // namespace tessera::testing
 

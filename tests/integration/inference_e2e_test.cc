@@ -74,7 +74,6 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"].get<api::JobId>();
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
-  auto state = [&] { return cluster.JobState(id); };
 
   // 1. One worker dies mid-run.
   ASSERT_TRUE(cluster.RunningPast(id, 1500, 240s));
@@ -86,13 +85,8 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
   const std::set<std::string> planned = cluster.PlannedNodes(id);
   const std::string victim = planned.contains("boxc") ? "boxc" : *planned.begin();
   const int64_t attempt_before_node_loss = cluster.GetJson(target).value("attempt", int64_t{0});
-  cluster.agent(victim)->Kill9();
-  KillProcessesUnder(cluster.dir() / ("agent-" + victim));
-
-  ASSERT_TRUE(WaitFor([&] { return state() == "succeeded" || state() == "failed"; }, 400s))
-      << state() << "\n"
-      << cluster.controller()->Log();
-  ASSERT_EQ(state(), "succeeded") << cluster.GetJson(target).dump(2);
+  cluster.KillNode(victim);
+  ASSERT_TRUE(cluster.EndsIn(id, "succeeded", 400s));
 
   // The killed worker cost a new attempt; the lost node did not: the ranks on
   // the other nodes went on in the same attempt and took over its chunks.
@@ -157,18 +151,9 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
   api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"].get<api::JobId>();
-  const bool ended = WaitFor(
-      [&] { return cluster.JobState(id) == "succeeded" || cluster.JobState(id) == "failed"; }, 60s);
-  if (!ended) {
-    std::string trail;
-    for (const auto& e : cluster.Events(id)) trail += e.to_state + ": " + e.reason + "\n";
-    FAIL() << "job did not end\n"
-           << cluster.PostJson("/api/v1/plans", spec).dump(2) << "\n"
-           << trail << cluster.GetJson("/api/v1/jobs/" + std::to_string(id)).dump(2) << "\n"
-           << cluster.controller()->Log();
-  }
+  ASSERT_TRUE(cluster.EndsIn(id, "succeeded", 60s))
+      << cluster.PostJson("/api/v1/plans", spec).dump(2);
   api::Json done = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));
-  ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
   ASSERT_EQ(done["plan"]["layout"], "tiled") << done["plan"].dump(2);
   EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"boxa", "boxb", "boxc"}));
   const int tile_px = done["plan"]["tiling"]["tile_px"].get<int>();

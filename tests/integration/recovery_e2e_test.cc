@@ -203,14 +203,9 @@ TEST(RecoveryE2ETest, ANodeThatComesBackIsJoinedByTheRunningJob) {
   // The joined rank's log: it took its state from its peers.
   std::string joined;
   auto joined_log = [&] {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(cluster.dir() / ("agent-" + victim), ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename() != "worker.log") continue;
-      std::ifstream in(it->path());
-      std::stringstream text;
-      text << in.rdbuf();
-      if (text.str().find("joins the running world") != std::string::npos) joined = text.str();
+    for (const fs::path& log : RankFiles(cluster, victim, id, "worker.log")) {
+      std::string text = ReadText(log);
+      if (text.find("joins the running world") != std::string::npos) joined = text;
     }
     return joined.find("layers sent among them") != std::string::npos;
   };
