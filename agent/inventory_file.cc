@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "common/file_system.h"
 #include "common/quantities.h"
@@ -69,6 +72,20 @@ Result<EmulatedDeviceSpec> ReadDevice(const YAML::Node& node, const std::string&
   return spec;
 }
 
+// The quantity `parse` reads in the scalar `value` (a rate like 100Mbit, a
+// duration like 2ms), at most `at_most`; else `expected` with what the file
+// has quoted.
+Result<double> ReadQuantity(const YAML::Node& value,
+                            std::optional<double> (*parse)(std::string_view), double at_most,
+                            const std::string& expected, const std::string& field) {
+  std::optional<double> quantity = value.IsScalar() ? parse(value.Scalar()) : std::nullopt;
+  if (!quantity || *quantity > at_most) {
+    const std::string got = value.IsScalar() ? value.Scalar() : "a non-scalar";
+    return InvalidArgument(expected + ", got '" + got + "'", field);
+  }
+  return *quantity;
+}
+
 Result<NetworkSpec> ReadNetwork(const YAML::Node& node) {
   if (!node.IsMap()) {
     return InvalidArgument("must be a mapping with bandwidth and latency", "network");
@@ -81,24 +98,16 @@ Result<NetworkSpec> ReadNetwork(const YAML::Node& node) {
     const std::string field = "network." + key;
     const YAML::Node& value = kv.second;
     if (key == "bandwidth") {
-      auto bandwidth = value.IsScalar() ? ParseBandwidth(value.Scalar()) : std::nullopt;
-      if (!bandwidth) {
-        return InvalidArgument(
-            "must be a positive rate like 100Mbit (bits/s) or 12.5MB (bytes/s), got '" +
-                (value.IsScalar() ? value.Scalar() : std::string("a non-scalar")) + "'",
-            field);
-      }
-      spec.bandwidth_bytes_per_s = *bandwidth;
+      TESSERA_ASSIGN_OR_RETURN(
+          spec.bandwidth_bytes_per_s,
+          ReadQuantity(value, ParseBandwidth, std::numeric_limits<double>::infinity(),
+                       "must be a positive rate like 100Mbit (bits/s) or 12.5MB (bytes/s)", field));
       have_bandwidth = true;
     } else if (key == "latency") {
-      auto latency = value.IsScalar() ? ParseDuration(value.Scalar()) : std::nullopt;
-      if (!latency || *latency > 10) {
-        return InvalidArgument(
-            "must be a one-way latency like 2ms or 250us, at most 10s, got '" +
-                (value.IsScalar() ? value.Scalar() : std::string("a non-scalar")) + "'",
-            field);
-      }
-      spec.latency_s = *latency;
+      TESSERA_ASSIGN_OR_RETURN(
+          spec.latency_s,
+          ReadQuantity(value, ParseDuration, 10,
+                       "must be a one-way latency like 2ms or 250us, at most 10s", field));
       have_latency = true;
     } else {
       return InvalidArgument("unknown field (expected bandwidth, latency)", field);

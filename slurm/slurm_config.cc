@@ -2,7 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <iterator>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "common/quantities.h"
 #include "slurm/slurm_rest_client.h"
@@ -63,6 +67,16 @@ Result<GpuType> ReadGpuType(const YAML::Node& node, const std::string& prefix) {
   return t;
 }
 
+// The block's plain string fields.
+constexpr std::pair<std::string_view, std::string SlurmConfig::*> kStringFields[] = {
+    {"url", &SlurmConfig::url},
+    {"user", &SlurmConfig::user},
+    {"token_file", &SlurmConfig::token_file},
+    {"partition", &SlurmConfig::partition},
+    {"launcher", &SlurmConfig::launcher},
+    {"rank_root", &SlurmConfig::rank_root},
+};
+
 Result<std::optional<SlurmConfig>> FromRoot(const YAML::Node& root) {
   if (!root.IsMap() || !root["slurm"]) return std::optional<SlurmConfig>();
   const YAML::Node block = root["slurm"];
@@ -72,18 +86,10 @@ Result<std::optional<SlurmConfig>> FromRoot(const YAML::Node& root) {
     const std::string key = kv.first.as<std::string>();
     const std::string field = "slurm." + key;
     const YAML::Node& v = kv.second;
-    if (key == "url") {
-      TESSERA_ASSIGN_OR_RETURN(c.url, ReadString(v, field));
-    } else if (key == "user") {
-      TESSERA_ASSIGN_OR_RETURN(c.user, ReadString(v, field));
-    } else if (key == "token_file") {
-      TESSERA_ASSIGN_OR_RETURN(c.token_file, ReadString(v, field));
-    } else if (key == "partition") {
-      TESSERA_ASSIGN_OR_RETURN(c.partition, ReadString(v, field));
-    } else if (key == "launcher") {
-      TESSERA_ASSIGN_OR_RETURN(c.launcher, ReadString(v, field));
-    } else if (key == "rank_root") {
-      TESSERA_ASSIGN_OR_RETURN(c.rank_root, ReadString(v, field));
+    const auto string_field = std::find_if(std::begin(kStringFields), std::end(kStringFields),
+                                           [&](const auto& f) { return f.first == key; });
+    if (string_field != std::end(kStringFields)) {
+      TESSERA_ASSIGN_OR_RETURN((c.*string_field->second), ReadString(v, field));
     } else if (key == "poll_interval_ms") {
       TESSERA_ASSIGN_OR_RETURN(double ms, ReadDouble(v, field));
       if (ms < 50 || ms > 60'000) return InvalidArgument("must be in 50..60000", field);

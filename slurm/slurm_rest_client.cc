@@ -42,6 +42,53 @@ std::string Upper(std::string s) {
   return s;
 }
 
+// The objects slurmrestd listed under `list` ("nodes", "jobs"), each read by
+// `read`; `one` names an element in the error of one that is not an object.
+template <typename T>
+Result<std::vector<T>> ObjectsOf(const api::Json& j, const std::string& list,
+                                 const std::string& one,
+                                 Result<T> (*read)(const api::Json& object)) {
+  auto it = j.find(list);  // end() when j is not an object
+  if (it == j.end() || !it->is_array()) {
+    return Internal("slurmrestd answered without a " + list + " array");
+  }
+  std::vector<T> out;
+  for (const auto& x : *it) {
+    if (!x.is_object()) return Internal("slurmrestd answered a " + one + " that is not an object");
+    TESSERA_ASSIGN_OR_RETURN(T item, read(x));
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+Result<SlurmNode> NodeFromJson(const api::Json& n) {
+  SlurmNode node;
+  node.name = Str(n, "name");
+  node.address = Str(n, "address");
+  if (node.address.empty()) node.address = Str(n, "hostname");
+  node.state = Lower(Str(n, "state"));
+  for (std::string f : Strings(n, "state_flags")) node.state_flags.push_back(Upper(f));
+  node.partitions = Strings(n, "partitions");
+  node.gres = Str(n, "gres");
+  node.cpus = Int(n, "cpus");
+  node.reason = Str(n, "reason");
+  if (node.name.empty()) return Internal("slurmrestd answered a node without a name");
+  return node;
+}
+
+Result<SlurmJob> JobFromJson(const api::Json& x) {
+  SlurmJob job;
+  job.job_id = Int(x, "job_id");
+  job.het_job_id = Int(x, "het_job_id");
+  job.het_job_offset = Int(x, "het_job_offset");
+  job.name = Str(x, "name");
+  job.state = Upper(Str(x, "job_state"));
+  job.exit_code = Int(x, "exit_code");
+  job.nodes = Str(x, "nodes");
+  job.state_reason = Str(x, "state_reason");
+  return job;
+}
+
 }  // namespace
 
 bool IsTerminalJobState(const std::string& state) {
@@ -130,47 +177,11 @@ std::string ErrorsOf(const api::Json& j) {
 }
 
 Result<std::vector<SlurmNode>> NodesFromJson(const api::Json& j) {
-  if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) {
-    return Internal("slurmrestd answered without a nodes array");
-  }
-  std::vector<SlurmNode> out;
-  for (const auto& n : j["nodes"]) {
-    if (!n.is_object()) return Internal("slurmrestd answered a node that is not an object");
-    SlurmNode node;
-    node.name = Str(n, "name");
-    node.address = Str(n, "address");
-    if (node.address.empty()) node.address = Str(n, "hostname");
-    node.state = Lower(Str(n, "state"));
-    for (std::string f : Strings(n, "state_flags")) node.state_flags.push_back(Upper(f));
-    node.partitions = Strings(n, "partitions");
-    node.gres = Str(n, "gres");
-    node.cpus = Int(n, "cpus");
-    node.reason = Str(n, "reason");
-    if (node.name.empty()) return Internal("slurmrestd answered a node without a name");
-    out.push_back(std::move(node));
-  }
-  return out;
+  return ObjectsOf<SlurmNode>(j, "nodes", "node", NodeFromJson);
 }
 
 Result<std::vector<SlurmJob>> JobsFromJson(const api::Json& j) {
-  if (!j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
-    return Internal("slurmrestd answered without a jobs array");
-  }
-  std::vector<SlurmJob> out;
-  for (const auto& x : j["jobs"]) {
-    if (!x.is_object()) return Internal("slurmrestd answered a job that is not an object");
-    SlurmJob job;
-    job.job_id = Int(x, "job_id");
-    job.het_job_id = Int(x, "het_job_id");
-    job.het_job_offset = Int(x, "het_job_offset");
-    job.name = Str(x, "name");
-    job.state = Upper(Str(x, "job_state"));
-    job.exit_code = Int(x, "exit_code");
-    job.nodes = Str(x, "nodes");
-    job.state_reason = Str(x, "state_reason");
-    out.push_back(std::move(job));
-  }
-  return out;
+  return ObjectsOf<SlurmJob>(j, "jobs", "job", JobFromJson);
 }
 
 SlurmRestClient::SlurmRestClient(RestEndpoint endpoint, std::string user, std::string token_file)

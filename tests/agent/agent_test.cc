@@ -31,6 +31,8 @@ class StaticInventory final : public InventoryProvider {
     return inv_;
   }
   void Refresh(NodeInventory* inventory) override { ++refreshes; }
+  // What the next Load returns; before the agent runs its own thread.
+  void Set(NodeInventory inv) { inv_ = std::move(inv); }
   // Read by the test thread while Agent::Run loads on its own thread.
   std::atomic<int> loads{0};
   std::atomic<int> refreshes{0};
@@ -173,90 +175,62 @@ TEST_F(AgentTest, RunsDesiredWorkerReportsProgressThenExitAndNeverRestartsIt) {
   EXPECT_EQ(ReadFile(state_.path() / "starts.txt"), "started\n");
 }
 
-TEST(AgentLinksTest, EveryBeatCarriesTheDiscoveredLinks) {
+// The agent of AgentTest over an inventory of the test's own.
+class AgentLinksTest : public AgentTest {};
+
+TEST_F(AgentLinksTest, EveryBeatCarriesTheDiscoveredLinks) {
   NodeInventory inv = TwoEmulatedDevices();
   inv.links = {{0, 1, LinkKind::kNvLink, 4, "internal"}};
-  StaticInventory inventory(inv);
-  TempDir state;
-  SupervisorOptions o;
-  o.state_dir = state.path();
-  ProcessSupervisor supervisor(o);
-  FakeAgentTransport transport;
-  transport.SetHandler(
-      [](const api::HeartbeatRequest&) { return api::ToJson(api::HeartbeatResponse{}); });
-  CountingNotifier notifier;
-  AgentOptions options;
-  options.node = "node-a";
-  Agent agent(options, &transport, &inventory, &supervisor, &notifier);
-  ASSERT_TRUE(agent.Init().ok());
-  ASSERT_TRUE(agent.Beat().ok());
-  ASSERT_FALSE(transport.received().empty());
-  const std::vector<api::DeviceLink> links = transport.received().back().links;
+  inventory_.Set(inv);
+  auto agent = MakeAgent();
+  ASSERT_TRUE(agent->Beat().ok());
+  ASSERT_FALSE(transport_.received().empty());
+  const std::vector<api::DeviceLink> links = transport_.received().back().links;
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0], (api::DeviceLink{0, 1, "nvlink", 4, "internal"}));
 }
 
-TEST(AgentLinksTest, DeviceRowsTravelOnlyWhenTheyChangedToAControllerThatKeepsThem) {
-  StaticInventory inventory(TwoEmulatedDevices());
-  TempDir state;
-  SupervisorOptions o;
-  o.state_dir = state.path();
-  ProcessSupervisor supervisor(o);
-  FakeAgentTransport transport;
+TEST_F(AgentLinksTest, DeviceRowsTravelOnlyWhenTheyChangedToAControllerThatKeepsThem) {
   bool keeps = false, ask = false;
-  transport.SetHandler([&](const api::HeartbeatRequest&) {
+  transport_.SetHandler([&](const api::HeartbeatRequest&) {
     api::HeartbeatResponse r;
     r.accepts_unchanged_inventory = keeps;
     r.send_inventory = ask;
     return api::ToJson(r);
   });
-  CountingNotifier notifier;
-  AgentOptions options;
-  options.node = "node-a";
-  Agent agent(options, &transport, &inventory, &supervisor, &notifier);
-  ASSERT_TRUE(agent.Init().ok());
+  auto agent = MakeAgent();
   // A controller that does not say it keeps inventories gets it every beat.
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Beat().ok());
-  for (const auto& r : transport.received()) {
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent->Beat().ok());
+  for (const auto& r : transport_.received()) {
     EXPECT_EQ(r.devices.size(), 2u);
     EXPECT_FALSE(r.inventory_unchanged);
   }
   keeps = true;
-  ASSERT_TRUE(agent.Beat().ok());  // full (the last one said nothing)
-  ASSERT_TRUE(agent.Beat().ok());  // unchanged: no rows
-  auto beats = transport.received();
+  ASSERT_TRUE(agent->Beat().ok());  // full (the last one said nothing)
+  ASSERT_TRUE(agent->Beat().ok());  // unchanged: no rows
+  auto beats = transport_.received();
   EXPECT_EQ(beats[2].devices.size(), 2u);
   EXPECT_TRUE(beats[3].inventory_unchanged);
   EXPECT_TRUE(beats[3].devices.empty());
   // The controller lost it: the next beat carries it again.
   ask = true;
-  ASSERT_TRUE(agent.Beat().ok());
+  ASSERT_TRUE(agent->Beat().ok());
   ask = false;
-  ASSERT_TRUE(agent.Beat().ok());
-  beats = transport.received();
+  ASSERT_TRUE(agent->Beat().ok());
+  beats = transport_.received();
   EXPECT_FALSE(beats[5].inventory_unchanged);
   EXPECT_EQ(beats[5].devices.size(), 2u);
 }
 
-TEST(AgentLinksTest, EveryBeatCarriesTheDeclaredNetworkLink) {
+TEST_F(AgentLinksTest, EveryBeatCarriesTheDeclaredNetworkLink) {
   for (bool declared : {true, false}) {
     NodeInventory inv = TwoEmulatedDevices();
     if (declared) inv.network = NetworkSpec{2.5e6, 0.005};
-    StaticInventory inventory(inv);
-    TempDir state;
-    SupervisorOptions o;
-    o.state_dir = state.path();
-    ProcessSupervisor supervisor(o);
-    FakeAgentTransport transport;
-    transport.SetHandler(
-        [](const api::HeartbeatRequest&) { return api::ToJson(api::HeartbeatResponse{}); });
-    AgentOptions options;
-    options.node = "node-a";
-    Agent agent(options, &transport, &inventory, &supervisor, nullptr);
-    ASSERT_TRUE(agent.Init().ok());
-    ASSERT_TRUE(agent.Beat().ok());
-    ASSERT_FALSE(transport.received().empty());
-    const api::HeartbeatRequest sent = transport.received().back();
+    inventory_.Set(inv);
+    auto agent = MakeAgent();
+    ASSERT_TRUE(agent->Beat().ok());
+    ASSERT_FALSE(transport_.received().empty());
+    const api::HeartbeatRequest sent = transport_.received().back();
     EXPECT_DOUBLE_EQ(sent.network_bandwidth_bytes_per_s, declared ? 2.5e6 : 0) << declared;
     EXPECT_DOUBLE_EQ(sent.network_latency_s, declared ? 0.005 : 0) << declared;
   }

@@ -159,16 +159,32 @@ struct CountingBenchmark {
   }
 };
 
+// The agent's benchmark cache in `state`.
+std::filesystem::path CacheFile(const TempDir& state) {
+  return state.path() / "inventory-cache.json";
+}
+
+// Leaves `figures` for `device` in the cache, as an earlier start would have.
+Status SeedCache(const TempDir& state, const api::Device& device, const BenchmarkFigures& figures) {
+  BenchmarkCache seeded(CacheFile(state));
+  seeded.Put(BenchmarkCache::KeyFor(device), figures);
+  return seeded.Save();
+}
+
+// What the cache file holds for `device` now.
+std::optional<BenchmarkFigures> CachedFigures(const TempDir& state, const api::Device& device) {
+  BenchmarkCache reread(CacheFile(state));
+  reread.Load();
+  return reread.Get(BenchmarkCache::KeyFor(device));
+}
+
 TEST(SystemInventory, CachedBenchmarkIsReusedAndScaledForEmulatedDevices) {
   TempDir state;
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
-  BenchmarkCache seeded(state.path() / "inventory-cache.json");
-  seeded.Put(
-      BenchmarkCache::KeyFor(*cpu),
-      BenchmarkFigures{
-          .tflops = 2.0, .tflops_half = 5.0, .tflops_fp16 = 5.0, .mem_bandwidth_gbps = 10.0});
-  ASSERT_TRUE(seeded.Save().ok());
+  const BenchmarkFigures seeded{
+      .tflops = 2.0, .tflops_half = 5.0, .tflops_fp16 = 5.0, .mem_bandwidth_gbps = 10.0};
+  ASSERT_TRUE(SeedCache(state, *cpu, seeded).ok());
   WriteFile(state.path() / "inv.yaml",
             "combine: true\ndevices:\n  - {name: half, memory: 1G, relative_speed: 0.5}\n"
             "  - {name: declared, memory: 1G, relative_speed: 2, tflops: 7, tflops_half: 28}\n");
@@ -234,9 +250,8 @@ TEST(SystemInventory, CacheWrittenBeforeHalfPrecisionWasMeasuredIsMeasuredAgain)
   TempDir state;
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
-  WriteFile(state.path() / "inventory-cache.json",
-            "{\"version\": 1, \"devices\": {\"" + BenchmarkCache::KeyFor(*cpu) +
-                "\": {\"tflops\": 1.5, \"mem_bandwidth_gbps\": 7}}}\n");
+  WriteFile(CacheFile(state), "{\"version\": 1, \"devices\": {\"" + BenchmarkCache::KeyFor(*cpu) +
+                                  "\": {\"tflops\": 1.5, \"mem_bandwidth_gbps\": 7}}}\n");
   CountingBenchmark bench;
   InventoryOptions o = Options(state);
   o.benchmark = bench.Fn();
@@ -245,9 +260,7 @@ TEST(SystemInventory, CacheWrittenBeforeHalfPrecisionWasMeasuredIsMeasuredAgain)
   EXPECT_EQ(bench.calls, 1);
   EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 3.0);
   EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops_half, 9.0);
-  BenchmarkCache reread(state.path() / "inventory-cache.json");
-  reread.Load();
-  auto cached = reread.Get(BenchmarkCache::KeyFor(*cpu));
+  auto cached = CachedFigures(state, *cpu);
   ASSERT_TRUE(cached.has_value());
   EXPECT_DOUBLE_EQ(cached->tflops_bf16, 9.0);
   EXPECT_DOUBLE_EQ(cached->tflops_fp16, 0.0);
@@ -257,11 +270,9 @@ TEST(SystemInventory, RebenchmarkMeasuresAgainAndUpdatesTheCache) {
   TempDir state;
   auto cpu = DiscoverCpuDevice();
   ASSERT_TRUE(cpu.ok());
-  BenchmarkCache seeded(state.path() / "inventory-cache.json");
-  seeded.Put(
-      BenchmarkCache::KeyFor(*cpu),
-      BenchmarkFigures{.tflops = 1234.0, .tflops_half = 1234.0, .mem_bandwidth_gbps = 1234.0});
-  ASSERT_TRUE(seeded.Save().ok());
+  const BenchmarkFigures stale{
+      .tflops = 1234.0, .tflops_half = 1234.0, .mem_bandwidth_gbps = 1234.0};
+  ASSERT_TRUE(SeedCache(state, *cpu, stale).ok());
   CountingBenchmark bench;
   InventoryOptions o = Options(state);
   o.benchmark = bench.Fn();
@@ -271,9 +282,7 @@ TEST(SystemInventory, RebenchmarkMeasuresAgainAndUpdatesTheCache) {
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();
   EXPECT_EQ(bench.calls, 1);
   EXPECT_DOUBLE_EQ(inv->devices[0].measured_tflops, 3.0);
-  BenchmarkCache reread(state.path() / "inventory-cache.json");
-  reread.Load();
-  auto cached = reread.Get(BenchmarkCache::KeyFor(*cpu));
+  auto cached = CachedFigures(state, *cpu);
   ASSERT_TRUE(cached.has_value());
   EXPECT_DOUBLE_EQ(cached->tflops, 3.0);
 }

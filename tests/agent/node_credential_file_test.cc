@@ -26,7 +26,7 @@ const std::string kSecond = "tsn_0000000000000002_" + std::string(64, 'b');
 
 TEST(NodeCredentialFile, StoredPrivatelyAndLoadedForItsNodeOnly) {
   TempDir state;
-  const std::string file = (state.path() / "node-credential").string();
+  const std::string file = state.File("node-credential");
   auto none = LoadNodeCredential(file, "node-a");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
@@ -51,7 +51,7 @@ TEST(NodeCredentialFile, FailedWriteSurfacesAndKeepsTheOldCredential) {
   for (const Case& c :
        {Case{FileOp::kSync, EIO}, Case{FileOp::kRename, EXDEV}, Case{FileOp::kWrite, ENOSPC}}) {
     TempDir state;
-    const std::string file = (state.path() / "node-credential").string();
+    const std::string file = state.File("node-credential");
     ASSERT_TRUE(StoreNodeCredential(file, kFirst, "node-a").ok());
     FaultyFileSystem faulty;
     faulty.FailNext(c.op, "node-credential", c.err);
@@ -70,7 +70,7 @@ TEST(NodeCredentialFile, FailedWriteSurfacesAndKeepsTheOldCredential) {
 
 TEST(NodeCredentialFile, UnreadableFileNamesTheField) {
   TempDir state;
-  const std::string file = (state.path() / "node-credential").string();
+  const std::string file = state.File("node-credential");
   ASSERT_TRUE(StoreNodeCredential(file, kFirst, "node-a").ok());
   FaultyFileSystem faulty;
   faulty.FailNext(FileOp::kRead, "node-credential", EIO);

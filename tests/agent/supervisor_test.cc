@@ -60,6 +60,19 @@ class SupervisorTest : public ::testing::Test {
   bool LogContains(WorkerKey key, const std::string& text) {
     return ReadFile(Paths(key).log).find(text) != std::string::npos;
   }
+  // The pid file a supervisor leaves for `key`, naming `pid` started at
+  // `start_ticks` (clock ticks after boot, /proc/<pid>/stat's 22nd field).
+  Status WritePidFile(WorkerKey key, int64_t pid, uint64_t start_ticks) {
+    const launch::RankPaths p = Paths(key);
+    std::filesystem::create_directories(p.dir);
+    return WriteFileAtomically(*FileSystem::Default(), p.pid,
+                               api::Json{{"job_id", key.job_id},
+                                         {"attempt", key.attempt},
+                                         {"rank", key.rank},
+                                         {"pid", pid},
+                                         {"start_ticks", start_ticks}}
+                                   .dump());
+  }
 
   TempDir state_;
   std::unique_ptr<ProcessSupervisor> sup_;
@@ -103,7 +116,8 @@ TEST_F(SupervisorTest, EnvCarriesTheContractAndNothingFromTheAgent) {
 // generations only; a worker that is not running gets nothing.
 TEST_F(SupervisorTest, ReformWritesNewerGenerationsForARunningWorker) {
   WorkerKey key{4, 1, 2};
-  ASSERT_TRUE(Sup().Start(ShellLaunch(key, "echo \"$TESSERA_REFORM_FILE\" > where; sleep 30"), {}).ok());
+  ASSERT_TRUE(
+      Sup().Start(ShellLaunch(key, "echo \"$TESSERA_REFORM_FILE\" > where; sleep 30"), {}).ok());
   const launch::RankPaths p = Paths(key);
   ASSERT_TRUE(Eventually([&] { return ReadFile(p.dir / "where") == p.reform.string() + "\n"; }));
   EXPECT_FALSE(std::filesystem::exists(p.reform));
@@ -427,15 +441,7 @@ TEST_F(SupervisorTest, RestartedSupervisorReadoptsLiveWorkersAndDropsStalePidFil
   ::kill(dead_pid, SIGKILL);
   ::waitpid(dead_pid, nullptr, 0);
   // A pid file whose pid now belongs to another process (this test).
-  const launch::RankPaths reused_paths = Paths(reused);
-  std::filesystem::create_directories(reused_paths.dir);
-  ASSERT_TRUE(
-      WriteFileAtomically(
-          *FileSystem::Default(), reused_paths.pid,
-          api::Json{
-              {"job_id", 20}, {"attempt", 1}, {"rank", 3}, {"pid", ::getpid()}, {"start_ticks", 1}}
-              .dump())
-          .ok());
+  ASSERT_TRUE(WritePidFile(reused, ::getpid(), 1).ok());
 
   sup_ = std::make_unique<ProcessSupervisor>(Options());
   auto report = sup_->Recover();
@@ -471,16 +477,7 @@ TEST_F(SupervisorTest, ReadoptionRejectsAPidWhoseEnvironDoesNotMatch) {
   std::istringstream fields(stat.substr(stat.rfind(')') + 2));
   std::string field;
   for (int i = 3; i <= 22; ++i) fields >> field;
-  const launch::RankPaths p = Paths(key);
-  std::filesystem::create_directories(p.dir);
-  ASSERT_TRUE(WriteFileAtomically(*FileSystem::Default(), p.pid,
-                                  api::Json{{"job_id", 21},
-                                            {"attempt", 1},
-                                            {"rank", 0},
-                                            {"pid", ::getpid()},
-                                            {"start_ticks", std::stoull(field)}}
-                                      .dump())
-                  .ok());
+  ASSERT_TRUE(WritePidFile(key, ::getpid(), std::stoull(field)).ok());
   sup_ = std::make_unique<ProcessSupervisor>(Options());
   auto report = sup_->Recover();
   ASSERT_TRUE(report.ok());

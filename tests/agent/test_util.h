@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,38 +17,21 @@
 #include <thread>
 
 #include "api/agent_protocol.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::agent::testing {
 
 // A fresh directory under $TMPDIR, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tessera-agent-test-XXXXXX").string();
-    char* made = ::mkdtemp(pattern.data());
-    path_ = made ? made : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using ::tessera::testing::TempDir;
 
 inline void WriteFile(const std::filesystem::path& path, const std::string& text) {
   std::filesystem::create_directories(path.parent_path());
   std::ofstream(path) << text;
 }
 
+// The bytes of a file, "" when it cannot be read.
 inline std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return ::tessera::testing::Slurp(path);
 }
 
 // A launch of `/bin/sh -c script` with controller-style env.

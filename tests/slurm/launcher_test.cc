@@ -11,18 +11,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "common/fake_clock.h"
 #include "common/faulty_file_system.h"
 #include "common/faulty_process_launcher.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::slurm {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using ::tessera::testing::Slurp;
+using ::tessera::testing::TempDir;
 
 api::Device Gpu(const std::string& node, int64_t index, const std::string& type, double speed,
                 bool emulated) {
@@ -156,30 +158,24 @@ TEST(LauncherTest, SlurmVariablesThatDoNotMatchAreRefused) {
 
 class LauncherRunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("slurm-launch-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+  // The rank that runs `argv` as local task `localid` of `node`, its files
+  // under root_.
+  Result<TaskLaunch> PrepareRank(std::vector<std::string> argv, const std::string& node = "fb",
+                                 const std::string& localid = "0") {
+    return PrepareTask(MakeAttempt(root_.string(), std::move(argv), /*real=*/false),
+                       {{"SLURMD_NODENAME", node}, {"SLURM_LOCALID", localid}},
+                       {{"PATH", "/usr/bin:/bin"}});
   }
-  void TearDown() override { fs::remove_all(root_); }
-  static std::string Read(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  fs::path root_;
+
+  TempDir dir_;
+  const fs::path root_ = dir_.path();
 };
 
 TEST_F(LauncherRunTest, RunsTheRankAndRecordsItsExit) {
-  SlurmAttempt attempt =
-      MakeAttempt(root_.string(),
-                  {"/bin/sh", "-c",
+  auto t =
+      PrepareRank({"/bin/sh", "-c",
                    "echo \"rank $RANK on $SLURMD_NODENAME\"; test -f \"$TESSERA_PLAN\"; exit 3"},
-                  false);
-  auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fa"}, {"SLURM_LOCALID", "1"}},
-                       {{"PATH", "/usr/bin:/bin"}});
+                  "fa", "1");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   FakeClock clock;
   RunTaskOptions options;
@@ -187,12 +183,12 @@ TEST_F(LauncherRunTest, RunsTheRankAndRecordsItsExit) {
   auto code = RunTask(*t, options);
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   EXPECT_EQ(*code, 3);
-  EXPECT_NE(Read(t->paths.log).find("rank 1 on fa"), std::string::npos) << Read(t->paths.log);
-  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 3);
-  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["ended_ms"], clock.NowUnixMillis());
+  EXPECT_NE(Slurp(t->paths.log).find("rank 1 on fa"), std::string::npos) << Slurp(t->paths.log);
+  EXPECT_EQ(api::Json::parse(Slurp(t->paths.exit))["exit_code"], 3);
+  EXPECT_EQ(api::Json::parse(Slurp(t->paths.exit))["ended_ms"], clock.NowUnixMillis());
   EXPECT_TRUE(fs::exists(t->paths.pid));
   EXPECT_TRUE(fs::exists(t->paths.progress));
-  EXPECT_EQ(api::Json::parse(Read(t->paths.plan))["rank"], 1);
+  EXPECT_EQ(api::Json::parse(Slurp(t->paths.plan))["rank"], 1);
 }
 
 // A rank file whose fsync or rename fails is not swallowed: the plan's fails
@@ -211,10 +207,7 @@ TEST_F(LauncherRunTest, RankFilesThatCannotBeWrittenSurface) {
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.file) + (c.op == FileOp::kSync ? " fsync" : " rename"));
     fs::remove_all(root_);
-    SlurmAttempt attempt =
-        MakeAttempt(root_.string(), {"/bin/sh", "-c", "echo ran; exit 5"}, false);
-    auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
-                         {{"PATH", "/usr/bin:/bin"}});
+    auto t = PrepareRank({"/bin/sh", "-c", "echo ran; exit 5"});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     FaultyFileSystem faulty;
     faulty.FailNext(c.op, c.file, c.err);
@@ -223,14 +216,14 @@ TEST_F(LauncherRunTest, RankFilesThatCannotBeWrittenSurface) {
     Result<int> code = RunTask(*t, options);
     EXPECT_EQ(faulty.fired(), 1);
     const std::string file = (t->paths.dir / c.file).string();
-    const std::string log = Read(t->paths.log);
+    const std::string log = Slurp(t->paths.log);
     if (std::string(c.file) == "worker.pid") {
       ASSERT_TRUE(code.ok()) << code.status().ToString();
       EXPECT_EQ(*code, 5);
       EXPECT_NE(log.find("cannot record the pid of rank 2"), std::string::npos) << log;
       EXPECT_NE(log.find("cannot write " + file), std::string::npos) << log;
       EXPECT_NE(log.find(std::strerror(c.err)), std::string::npos) << log;
-      EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 5);
+      EXPECT_EQ(api::Json::parse(Slurp(t->paths.exit))["exit_code"], 5);
       continue;
     }
     ASSERT_FALSE(code.ok());
@@ -247,9 +240,7 @@ TEST_F(LauncherRunTest, RankFilesThatCannotBeWrittenSurface) {
 // (tessera-slurm-launch exits 127); nothing says it ran; a command that cannot
 // be executed is a rank that exited 127, said in its log.
 TEST_F(LauncherRunTest, StartFailuresSurface) {
-  SlurmAttempt attempt = MakeAttempt(root_.string(), {"/bin/sh", "-c", "exit 0"}, false);
-  auto t = PrepareTask(attempt, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
-                       {{"PATH", "/usr/bin:/bin"}});
+  auto t = PrepareRank({"/bin/sh", "-c", "exit 0"});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   FaultyProcessLauncher launcher;
   launcher.FailNextLaunch(EAGAIN);
@@ -261,15 +252,13 @@ TEST_F(LauncherRunTest, StartFailuresSurface) {
   EXPECT_FALSE(fs::exists(t->paths.pid));
   EXPECT_FALSE(fs::exists(t->paths.exit));
 
-  SlurmAttempt missing = MakeAttempt(root_.string(), {(root_ / "no-such-program").string()}, false);
-  t = PrepareTask(missing, {{"SLURMD_NODENAME", "fb"}, {"SLURM_LOCALID", "0"}},
-                  {{"PATH", "/usr/bin:/bin"}});
+  t = PrepareRank({(root_ / "no-such-program").string()});
   ASSERT_TRUE(t.ok());
   code = RunTask(*t);
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   EXPECT_EQ(*code, 127);
-  EXPECT_EQ(api::Json::parse(Read(t->paths.exit))["exit_code"], 127);
-  EXPECT_NE(Read(t->paths.log).find("cannot execute the rank's command"), std::string::npos);
+  EXPECT_EQ(api::Json::parse(Slurp(t->paths.exit))["exit_code"], 127);
+  EXPECT_NE(Slurp(t->paths.log).find("cannot execute the rank's command"), std::string::npos);
 }
 
 // The real binary, as srun runs it: Slurm's cancel (SIGTERM) reaches the rank.
@@ -292,18 +281,18 @@ TEST_F(LauncherRunTest, BinaryForwardsSlurmsSignalToTheRank) {
   ASSERT_GT(pid, 0);
   const launch::RankPaths paths = launch::RankPathsFor(root_, {7, 2, 2});
   auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (Read(paths.log).find("ready") == std::string::npos &&
+  while (Slurp(paths.log).find("ready") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_NE(Read(paths.log).find("ready"), std::string::npos);
+  ASSERT_NE(Slurp(paths.log).find("ready"), std::string::npos);
   ::kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 143);
-  EXPECT_NE(Read(paths.log).find("got TERM"), std::string::npos) << Read(paths.log);
-  EXPECT_EQ(api::Json::parse(Read(paths.exit))["exit_code"], 143);
+  EXPECT_NE(Slurp(paths.log).find("got TERM"), std::string::npos) << Slurp(paths.log);
+  EXPECT_EQ(api::Json::parse(Slurp(paths.exit))["exit_code"], 143);
 }
 
 }  // namespace

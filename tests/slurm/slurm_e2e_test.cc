@@ -195,6 +195,18 @@ class SlurmE2ETest : public ::testing::Test {
   std::unique_ptr<Cluster> cluster_;
 };
 
+// A job of the checkpointing worker: `steps` steps of 0.1 s, 12 samples a
+// step, on min_devices..max_devices devices.
+api::Json CheckpointingJob(const std::string& name, int steps, int min_devices, int max_devices) {
+  return {{"name", name},
+          {"entrypoint", "cmd:checkpointing-worker"},
+          {"args", {std::to_string(steps), "0.1"}},
+          {"global_batch", 12},
+          {"steps", steps},
+          {"min_devices", min_devices},
+          {"max_devices", max_devices}};
+}
+
 TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
   // The partition's nodes are tesserad's, from Slurm.
   api::Json nodes = cluster_->GetJson("/api/v1/nodes");
@@ -210,16 +222,9 @@ TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
 
   int status = 0;
   const auto submitted = Steady::now();
-  api::Json job = cluster_->PostJson("/api/v1/jobs",
-                                     {{"name", "slurm-e2e"},
-                                      {"entrypoint", "cmd:checkpointing-worker"},
-                                      {"args", {"50", "0.1"}},
-                                      {"global_batch", 12},
-                                      {"steps", 50},
-                                      {"min_devices", 2},
-                                      {"max_devices", 3},
-                                      {"max_attempts", 4}},
-                                     &status);
+  api::Json request = CheckpointingJob("slurm-e2e", 50, 2, 3);
+  request["max_attempts"] = 4;
+  api::Json job = cluster_->PostJson("/api/v1/jobs", request, &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"];
 
@@ -290,15 +295,8 @@ TEST_F(SlurmE2ETest, MixedJobRunsAsHetjobAndIsReplannedWhenANodeGoesDown) {
 // which pass SIGTERM on to the ranks.
 TEST_F(SlurmE2ETest, CancelCancelsTheSlurmJob) {
   int status = 0;
-  api::Json job = cluster_->PostJson("/api/v1/jobs",
-                                     {{"name", "slurm-cancel"},
-                                      {"entrypoint", "cmd:checkpointing-worker"},
-                                      {"args", {"600", "0.1"}},
-                                      {"global_batch", 12},
-                                      {"steps", 600},
-                                      {"min_devices", 3},
-                                      {"max_devices", 3}},
-                                     &status);
+  api::Json job =
+      cluster_->PostJson("/api/v1/jobs", CheckpointingJob("slurm-cancel", 600, 3, 3), &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"];
   ASSERT_TRUE(WaitFor([&] { return cluster_->JobState(id) == "running"; }, 60s)) << Job(id).dump();

@@ -3,7 +3,6 @@
 // job becomes a two-component Slurm job; Slurm marks a node down and the job
 // is re-planned on the survivor as a job of its own, then succeeds.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -17,12 +16,14 @@
 #include "launch/rank_files.h"
 #include "slurm/fake_slurm_client.h"
 #include "slurm/slurm_pool.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::slurm {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using ::tessera::testing::TempDir;
 
 SlurmNode Node(const std::string& name, const std::string& gres) {
   SlurmNode n;
@@ -35,13 +36,22 @@ SlurmNode Node(const std::string& name, const std::string& gres) {
   return n;
 }
 
+// A training job of cmd:train (12 samples a step, 10 steps) on
+// min_devices..max_devices devices.
+api::JobSpec TrainSpec(const std::string& name, int64_t min_devices, int64_t max_devices) {
+  api::JobSpec spec;
+  spec.name = name;
+  spec.entrypoint = "cmd:train";
+  spec.global_batch = 12;
+  spec.steps = 10;
+  spec.min_devices = min_devices;
+  spec.max_devices = max_devices;
+  return spec;
+}
+
 class SlurmPoolControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("slurm-pool-ctl-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
     slurm_.SetNodes({Node("fa", "gpu:a100:2"), Node("fb", "gpu:t4:1")});
     ASSERT_TRUE(store_.PutEntrypoint({"cmd:train", "/bin/true", "test"}).ok());
 
@@ -72,7 +82,6 @@ class SlurmPoolControllerTest : public ::testing::Test {
     pool_.reset();
     service_.reset();
     controller_.reset();
-    fs::remove_all(root_);
   }
 
   // Polls and ticks (the daemon's two loops) until `done` or a generous deadline.
@@ -104,7 +113,8 @@ class SlurmPoolControllerTest : public ::testing::Test {
     }
   }
 
-  fs::path root_;
+  TempDir dir_;
+  const fs::path root_ = dir_.path();
   FakeClock clock_;
   daemon::MemoryStore store_;
   FakeSlurmClient slurm_;
@@ -118,13 +128,7 @@ TEST_F(SlurmPoolControllerTest, MixedJobIsOneHetjobAndIsReplannedWhenSlurmLosesA
     auto nodes = store_.ListNodes();
     return nodes.ok() && nodes->size() == 2;
   }));
-  api::JobSpec spec;
-  spec.name = "mixed";
-  spec.entrypoint = "cmd:train";
-  spec.global_batch = 12;
-  spec.steps = 10;
-  spec.min_devices = 2;
-  spec.max_devices = 3;
+  api::JobSpec spec = TrainSpec("mixed", 2, 3);
   spec.max_attempts = 3;
   auto job = store_.InsertJob({"alice", spec, clock_.NowUnixMillis()});
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -177,14 +181,8 @@ TEST_F(SlurmPoolControllerTest, MixedJobIsOneHetjobAndIsReplannedWhenSlurmLosesA
 
 TEST_F(SlurmPoolControllerTest, CancellingTheJobCancelsItsSlurmJob) {
   ASSERT_TRUE(RunUntil([&] { return store_.ListNodes()->size() == 2; }));
-  api::JobSpec spec;
-  spec.name = "to-cancel";
-  spec.entrypoint = "cmd:train";
-  spec.global_batch = 12;
-  spec.steps = 10;
-  spec.min_devices = 3;
-  spec.max_devices = 3;
-  const api::JobId id = store_.InsertJob({"alice", spec, clock_.NowUnixMillis()})->id;
+  const api::JobId id =
+      store_.InsertJob({"alice", TrainSpec("to-cancel", 3, 3), clock_.NowUnixMillis()})->id;
   ASSERT_TRUE(RunUntil([&] { return slurm_.submitted().size() == 1; }));
   slurm_.SetState(100, "RUNNING");
   Started(id, 1, 3);

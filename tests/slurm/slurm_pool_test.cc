@@ -3,7 +3,6 @@
 #include "slurm/slurm_pool.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,12 +13,14 @@
 #include "common/faulty_file_system.h"
 #include "launch/rank_files.h"
 #include "slurm/fake_slurm_client.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::slurm {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using ::tessera::testing::TempDir;
 
 SlurmNode Node(const std::string& name, const std::string& gres, const std::string& partition) {
   SlurmNode n;
@@ -46,18 +47,11 @@ api::WorkerLaunch Launch(api::JobId job, int64_t attempt, int64_t rank, int64_t 
 class SlurmPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("slurm-pool-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
     slurm_.SetNodes({Node("fa", "gpu:a100:2(S:0)", "gpu"), Node("fb", "gpu:t4:1", "gpu"),
                      Node("fx", "gpu:a100:8", "other")});
     pool_ = MakePool();
   }
-  void TearDown() override {
-    pool_.reset();
-    fs::remove_all(root_);
-  }
+  void TearDown() override { pool_.reset(); }
 
   std::unique_ptr<SlurmPool> MakePool(FileSystem* files = FileSystem::Default()) {
     SlurmPoolOptions o;
@@ -102,7 +96,8 @@ class SlurmPoolTest : public ::testing::Test {
     std::ofstream(p, std::ios::app) << text;
   }
 
-  fs::path root_;
+  TempDir dir_;
+  const fs::path root_ = dir_.path();
   FakeClock clock_;
   FakeSlurmClient slurm_;
   std::map<std::string, std::vector<api::WorkerLaunch>> desired_;

@@ -9,11 +9,13 @@
 #include <mutex>
 
 #include "api/http_server.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::slurm {
 namespace {
 
 namespace fs = std::filesystem;
+using ::tessera::testing::TempDir;
 
 // Trimmed from what slurmrestd 22.05.8 answered on the test cluster.
 constexpr char kNodes[] = R"json({
@@ -177,22 +179,15 @@ class FakeRestd {
 
 class SlurmRestClientHttpTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("slurm-rest-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    WriteToken("SLURM_JWT=tok-1\n");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  void WriteToken(const std::string& text) { std::ofstream(dir_ / "token") << text; }
+  void SetUp() override { WriteToken("SLURM_JWT=tok-1\n"); }
+  void WriteToken(const std::string& text) { std::ofstream(dir_.File("token")) << text; }
 
-  fs::path dir_;
+  TempDir dir_;
   FakeRestd restd_;
 };
 
 TEST_F(SlurmRestClientHttpTest, TalksToSlurmrestdWithTheToken) {
-  SlurmRestClient client({"127.0.0.1", restd_.port()}, "tessera", (dir_ / "token").string());
+  SlurmRestClient client({"127.0.0.1", restd_.port()}, "tessera", dir_.File("token"));
   auto nodes = client.ListNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
   EXPECT_EQ(nodes->size(), 2u);
@@ -223,19 +218,19 @@ TEST_F(SlurmRestClientHttpTest, TalksToSlurmrestdWithTheToken) {
 }
 
 TEST_F(SlurmRestClientHttpTest, TokenFileIsReadOnEveryCall) {
-  SlurmRestClient client({"127.0.0.1", restd_.port()}, "tessera", (dir_ / "token").string());
+  SlurmRestClient client({"127.0.0.1", restd_.port()}, "tessera", dir_.File("token"));
   WriteToken("expired");
   Status refused = client.ListNodes().status();
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
   WriteToken("tok-1");  // renewed in place
   EXPECT_TRUE(client.ListNodes().ok());
-  fs::remove(dir_ / "token");
+  fs::remove(dir_.File("token"));
   EXPECT_EQ(client.ListNodes().status().code(), StatusCode::kUnavailable);
 }
 
 TEST(SlurmRestClientNoServerTest, UnreachableIsUnavailable) {
-  fs::path token = fs::temp_directory_path() / ("slurm-token-" + std::to_string(::getpid()));
-  std::ofstream(token) << "t";
+  TempDir dir;
+  std::ofstream(dir.File("token")) << "t";
   // A port nothing listens on: bind one, remember it, close it.
   uint16_t port = 0;
   {
@@ -244,9 +239,8 @@ TEST(SlurmRestClientNoServerTest, UnreachableIsUnavailable) {
     ASSERT_TRUE(s.Start().ok());
     port = s.port();
   }
-  SlurmRestClient client({"127.0.0.1", port}, "tessera", token.string());
+  SlurmRestClient client({"127.0.0.1", port}, "tessera", dir.File("token"));
   EXPECT_EQ(client.ListNodes().status().code(), StatusCode::kUnavailable);
-  fs::remove(token);
 }
 
 }  // namespace
