@@ -77,13 +77,7 @@ Result<std::vector<JobAttempt>> SqliteStore::ListAttempts(api::JobId job) {
                               "SELECT job_id, attempt, plan, started_ms, ended_ms, result "
                               "FROM job_attempts WHERE job_id = ? ORDER BY attempt"));
     q.Bind(1, job);
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      TESSERA_ASSIGN_OR_RETURN(JobAttempt a, AttemptFromRow(q));
-      out.push_back(std::move(a));
-    }
-    return Status::Ok();
+    return q.AppendRows(AttemptFromRow, &out);
   }));
   return out;
 }

@@ -197,6 +197,7 @@ Result<ChunkLeaseResult> SqliteStore::LeaseChunks(const ChunkLeaseRequest& r) {
       // Chunks the rank still holds (an answer it never got) come first,
       // then pending chunks and reclaimable leases, lowest numbers first.
       std::vector<InferChunk> candidates;
+      auto of_job = [&](const Stmt& row) { return ChunkFromRow(row, r.job_id); };
       {
         TESSERA_ASSIGN_OR_RETURN(
             Stmt held, Stmt::Prepare(db, "SELECT " + std::string(kChunkColumns) +
@@ -204,12 +205,7 @@ Result<ChunkLeaseResult> SqliteStore::LeaseChunks(const ChunkLeaseRequest& r) {
                                              "state = 'leased' AND attempt = ? AND rank = ? "
                                              "ORDER BY chunk LIMIT ?"));
         held.Bind(1, r.job_id).Bind(2, r.attempt).Bind(3, r.rank).Bind(4, r.max_chunks);
-        while (true) {
-          TESSERA_ASSIGN_OR_RETURN(bool row, held.Step());
-          if (!row) break;
-          TESSERA_ASSIGN_OR_RETURN(InferChunk c, ChunkFromRow(held, r.job_id));
-          candidates.push_back(std::move(c));
-        }
+        TESSERA_RETURN_IF_ERROR(held.AppendRows(of_job, &candidates));
       }
       const size_t resent = candidates.size();
       for (std::string_view where :
@@ -224,12 +220,7 @@ Result<ChunkLeaseResult> SqliteStore::LeaseChunks(const ChunkLeaseRequest& r) {
         } else {
           q.Bind(2, r.now_ms).Bind(3, r.attempt).Bind(4, r.max_chunks);
         }
-        while (true) {
-          TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-          if (!row) break;
-          TESSERA_ASSIGN_OR_RETURN(InferChunk c, ChunkFromRow(q, r.job_id));
-          candidates.push_back(std::move(c));
-        }
+        TESSERA_RETURN_IF_ERROR(q.AppendRows(of_job, &candidates));
       }
       std::sort(candidates.begin() + static_cast<std::ptrdiff_t>(resent), candidates.end(),
                 [](const InferChunk& a, const InferChunk& b) { return a.chunk < b.chunk; });
@@ -279,13 +270,7 @@ Result<std::vector<InferChunk>> SqliteStore::ListChunks(api::JobId job) {
                                                            " FROM infer_chunks WHERE job_id = ? "
                                                            "ORDER BY chunk"));
     q.Bind(1, job);
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      TESSERA_ASSIGN_OR_RETURN(InferChunk c, ChunkFromRow(q, job));
-      out.push_back(std::move(c));
-    }
-    return Status::Ok();
+    return q.AppendRows([&](const Stmt& row) { return ChunkFromRow(row, job); }, &out);
   }));
   return out;
 }

@@ -91,13 +91,7 @@ Result<std::vector<TokenInfo>> SqliteStore::ListTokens() {
         Stmt q, Stmt::Prepare(db,
                               "SELECT id, user, role, created_ms, revoked_ms FROM tokens "
                               "ORDER BY user, id"));
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      TESSERA_ASSIGN_OR_RETURN(TokenInfo t, TokenFromRow(q));
-      out.push_back(std::move(t));
-    }
-    return Status::Ok();
+    return q.AppendRows(TokenFromRow, &out);
   }));
   return out;
 }
@@ -244,12 +238,7 @@ Result<std::vector<api::NodeEnrolment>> SqliteStore::ListNodeEnrolments() {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt q,
         Stmt::Prepare(db, std::string("SELECT ") + kNodeCredentialColumns + " ORDER BY node"));
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      out.push_back(NodeCredentialFromRow(q).enrolment);
-    }
-    return Status::Ok();
+    return q.AppendRows([](const Stmt& row) { return NodeCredentialFromRow(row).enrolment; }, &out);
   }));
   return out;
 }

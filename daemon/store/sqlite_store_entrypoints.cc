@@ -17,12 +17,11 @@ Result<std::vector<api::Entrypoint>> SqliteStore::ListEntrypoints() {
                              Stmt::Prepare(db,
                                            "SELECT name, command, description FROM entrypoints "
                                            "ORDER BY name"));
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      out.push_back(api::Entrypoint{q.Text(0), q.Text(1), q.Text(2)});
-    }
-    return Status::Ok();
+    return q.AppendRows(
+        [](const Stmt& row) {
+          return api::Entrypoint{row.Text(0), row.Text(1), row.Text(2)};
+        },
+        &out);
   }));
   return out;
 }

@@ -172,13 +172,12 @@ Result<std::vector<api::Event>> SqliteStore::ListEvents(api::JobId job, int64_t 
                               "SELECT id, job_id, ts_ms, from_state, to_state, attempt, reason "
                               "FROM events WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?"));
     q.Bind(1, job).Bind(2, after).Bind(3, ClampStoreLimit(limit));
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      out.push_back(
-          api::Event{q.Int(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4), q.Int(5), q.Text(6)});
-    }
-    return Status::Ok();
+    return q.AppendRows(
+        [](const Stmt& row) {
+          return api::Event{row.Int(0),  row.Int(1), row.Int(2), row.Text(3),
+                            row.Text(4), row.Int(5), row.Text(6)};
+        },
+        &out);
   }));
   return out;
 }
@@ -201,14 +200,12 @@ Result<JobStateCounts> SqliteStore::CountJobsByState() {
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(Stmt q,
                              Stmt::Prepare(db, "SELECT state, COUNT(*) FROM jobs GROUP BY state"));
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      auto state = api::ParseJobState(q.Text(0));
-      if (!state) return Internal("stored job state is unknown: " + q.Text(0));
-      counts[*state] = q.Int(1);
-    }
-    return Status::Ok();
+    return q.ForEachRow([&](const Stmt& row) -> Status {
+      auto state = api::ParseJobState(row.Text(0));
+      if (!state) return Internal("stored job state is unknown: " + row.Text(0));
+      counts[*state] = row.Int(1);
+      return Status::Ok();
+    });
   }));
   return counts;
 }

@@ -46,11 +46,7 @@ Result<std::vector<api::MetricPoint>> SelectMetrics(sqlite3* db, const std::stri
   TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, sql));
   bind(q);
   std::vector<api::MetricPoint> out;
-  while (true) {
-    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out.push_back(MetricFromRow(q));
-  }
+  TESSERA_RETURN_IF_ERROR(q.AppendRows(MetricFromRow, &out));
   return out;
 }
 

@@ -18,16 +18,14 @@ Status LoadDevices(sqlite3* db, api::Node* node) {
   TESSERA_ASSIGN_OR_RETURN(
       Stmt q, Stmt::Prepare(db, "SELECT detail FROM devices WHERE node = ? ORDER BY idx"));
   q.Bind(1, std::string_view(node->name));
-  while (true) {
-    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    TESSERA_ASSIGN_OR_RETURN(api::Json j, ParseJsonColumn(q, 0, "device"));
+  return q.ForEachRow([&](const Stmt& row) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(api::Json j, ParseJsonColumn(row, 0, "device"));
     auto device = api::DeviceFromJson(j);
     if (!device.ok()) return Internal("stored device: " + device.status().ToString());
     device->node = node->name;
     node->devices.push_back(std::move(device).value());
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 // The columns NodeFromRow reads, in its order.
@@ -172,12 +170,7 @@ Result<std::vector<api::Node>> SqliteStore::ListNodes() {
   TESSERA_RETURN_IF_ERROR(Read([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, std::string("SELECT ") + kNodeColumns +
                                                            " FROM nodes ORDER BY name"));
-    while (true) {
-      TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      TESSERA_ASSIGN_OR_RETURN(api::Node n, NodeFromRow(q));
-      out.push_back(std::move(n));
-    }
+    TESSERA_RETURN_IF_ERROR(q.AppendRows(NodeFromRow, &out));
     for (api::Node& n : out) TESSERA_RETURN_IF_ERROR(LoadDevices(db, &n));
     return Status::Ok();
   }));

@@ -18,6 +18,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -53,6 +56,15 @@ class Stmt {
   Stmt& Reset();
   // Steps to completion (for statements without result rows).
   Status Run();
+  // Steps through every result row, calling `each(row)` (a Status, `row`
+  // being this statement at that row) on each; stops at the first error,
+  // SQLite's or `each`'s.
+  template <typename Each>
+  Status ForEachRow(Each&& each);
+  // Reads every result row with `from_row(row)` (a T or a Result<T>) and
+  // appends it to `out`; stops at the first error. REQUIRES: out != nullptr.
+  template <typename FromRow, typename T>
+  Status AppendRows(FromRow&& from_row, std::vector<T>* out);
 
   int64_t Int(int col) const;
   double Double(int col) const;
@@ -69,6 +81,28 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
   int bind_rc_ = SQLITE_OK;
 };
+
+template <typename Each>
+Status Stmt::ForEachRow(Each&& each) {
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return Status::Ok();
+    TESSERA_RETURN_IF_ERROR(each(static_cast<const Stmt&>(*this)));
+  }
+}
+
+template <typename FromRow, typename T>
+Status Stmt::AppendRows(FromRow&& from_row, std::vector<T>* out) {
+  return ForEachRow([&](const Stmt& row) -> Status {
+    if constexpr (std::is_same_v<std::decay_t<decltype(from_row(row))>, T>) {
+      out->push_back(from_row(row));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(T item, from_row(row));
+      out->push_back(std::move(item));
+    }
+    return Status::Ok();
+  });
+}
 
 }  // namespace tessera::daemon
 
