@@ -195,7 +195,11 @@ Status Agent::Beat() {
       const bool held =
           request.wait_ms > 0 && took >= std::chrono::milliseconds(request.wait_ms / 2);
       beat_again_now_ = acted || news || held || request.wait_ms == 0;
-      next_wait_ms_ = (acted || news) ? 0 : std::min<int64_t>(interval_.count(), 3000);
+      const bool busy = std::any_of(actual.begin(), actual.end(), [](const api::WorkerStatus& w) {
+        return w.state == api::WorkerState::kRunning;
+      });
+      const int64_t hold = busy ? options_.busy_hold.count() : 3000;
+      next_wait_ms_ = (acted || news) ? 0 : std::min<int64_t>(interval_.count(), hold);
       for (const auto& key : actions.stop) {
         spdlog::info("stopping worker {} (no longer desired)", KeyText(key));
         supervisor_->Stop(key);

@@ -53,6 +53,12 @@ struct AgentOptions {
   // WATCHDOG=1 ping period (SystemdNotifier::WatchdogPingInterval()); 0: none.
   std::chrono::microseconds watchdog_interval{0};
   bool stop_workers_on_exit = false;
+  // The longest a beat asks tesserad to hold its answer while a worker runs
+  // here. A worker's news that the agent reads only at a beat (a rank whose
+  // peer vanished, waiting to re-form) waits for the held beat to return, so
+  // a node that runs workers keeps this short; an idle node's beat is held
+  // for up to an interval (3 s at most).
+  std::chrono::milliseconds busy_hold{250};
 };
 
 class Agent {
@@ -69,9 +75,10 @@ class Agent {
   // One heartbeat and reconcile. Returns the transport's or the answer's
   // error when the beat was lost (nothing was changed then).
   // Long poll: a beat after which nothing changed asks the controller to
-  // hold its answer up to one interval (wait_ms), so new work arrives at
-  // once; a beat that started, stopped or saw a worker end is followed at
-  // once by a beat with wait_ms = 0 that reports it.
+  // hold its answer up to one interval (wait_ms; busy_hold while a worker
+  // runs here), so new work arrives at once; a beat that started, stopped or
+  // saw a worker end is followed at once by a beat with wait_ms = 0 that
+  // reports it.
   // REQUIRES: Init() succeeded.
   Status Beat();
 

@@ -236,6 +236,37 @@ TEST_F(AgentLinksTest, EveryBeatCarriesTheDeclaredNetworkLink) {
   }
 }
 
+// An idle node's beat is held up to an interval; while a worker runs, for
+// busy_hold at most, so what the worker says between beats (a lost peer)
+// reaches tesserad soon.
+TEST_F(AgentTest, ABeatIsHeldShortWhileAWorkerRuns) {
+  AgentOptions options;
+  options.busy_hold = 200ms;
+  auto agent = MakeAgent(options);
+  controller_.Want({}, 2000);
+  ASSERT_TRUE(agent->Beat().ok());
+  ASSERT_TRUE(agent->Beat().ok());
+  EXPECT_EQ(agent->next_wait_ms(), 2000) << "idle: held up to the interval";
+
+  const auto go = state_.path() / "go";
+  api::WorkerLaunch launch =
+      ShellLaunch({1, 1, 0}, "while [ ! -e " + go.string() + " ]; do sleep 0.02; done");
+  launch.device_indices = {0};
+  controller_.Want({launch}, 2000);
+  ASSERT_TRUE(BeatUntil(*agent, [&] {
+    auto w = LastReported({1, 1, 0});
+    return w && w->state == WorkerState::kRunning && agent->next_wait_ms() > 0;
+  }));
+  EXPECT_EQ(agent->next_wait_ms(), 200) << "a worker runs: held for busy_hold";
+
+  testing::WriteFile(go, "");
+  ASSERT_TRUE(BeatUntil(*agent, [&] {
+    auto w = LastReported({1, 1, 0});
+    return w && w->state == WorkerState::kExited && agent->next_wait_ms() > 0;
+  }));
+  EXPECT_EQ(agent->next_wait_ms(), 2000) << "its worker ended: idle again";
+}
+
 TEST_F(AgentTest, DroppedMessagesHealOnTheNextBeat) {
   WorkerKey key{2, 1, 0};
   controller_.Want({ShellLaunch(key, "exec sleep 60")});
