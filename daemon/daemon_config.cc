@@ -76,14 +76,10 @@ Status LoadDataRoots(const YAML::Node& n, std::vector<DataRoot>* roots) {
   return Status::Ok();
 }
 
+// Upper-case letters, digits, '_' and the glob characters * ? [ ] - !.
 bool IsEnvPattern(const std::string& p) {
-  if (p.empty()) return false;
-  for (char c : p) {
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '*' ||
-              c == '?' || c == '[' || c == ']' || c == '-' || c == '!';
-    if (!ok) return false;
-  }
-  return true;
+  return !p.empty() &&
+         p.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_*?[]-!") == std::string::npos;
 }
 
 Status LoadEntrypoints(const YAML::Node& n, std::map<std::string, api::EntrypointPolicy>* out) {
@@ -132,14 +128,12 @@ Status LoadEntrypoints(const YAML::Node& n, std::map<std::string, api::Entrypoin
   return Status::Ok();
 }
 
+// A Unix account name: letters, digits, '_', '-' and '.', not starting with
+// '-', at most 32 characters.
 bool IsAccountName(const std::string& s) {
-  if (s.empty() || s.size() > 32 || s.front() == '-') return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
+  return !s.empty() && s.size() <= 32 && s.front() != '-' &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") ==
+             std::string::npos;
 }
 
 Status LoadRunAs(const YAML::Node& n, std::map<std::string, std::string>* out) {

@@ -126,21 +126,24 @@ Result<std::string> PemOf(EVP_PKEY* key) {
   return std::string(data, static_cast<size_t>(n));
 }
 
-// The certificate or key in a PEM file; null when it cannot be read or parsed.
-Cert ReadCert(FileSystem& files, const fs::path& path) {
+// What `read` (a PEM_read_bio_* function) parses of the PEM file at `path`;
+// null when the file cannot be read or parsed.
+template <typename Owned, typename Read>
+Owned ReadPem(FileSystem& files, const fs::path& path, Read read) {
   Result<std::string> pem = files.ReadFile(path);
   if (!pem.ok()) return nullptr;
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
   if (!bio) return nullptr;
-  return Cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  return Owned(read(bio.get(), nullptr, nullptr, nullptr));
+}
+
+// The certificate or key in a PEM file; null when it cannot be read or parsed.
+Cert ReadCert(FileSystem& files, const fs::path& path) {
+  return ReadPem<Cert>(files, path, PEM_read_bio_X509);
 }
 
 Pkey ReadKey(FileSystem& files, const fs::path& path) {
-  Result<std::string> pem = files.ReadFile(path);
-  if (!pem.ok()) return nullptr;
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
-  if (!bio) return nullptr;
-  return Pkey(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  return ReadPem<Pkey>(files, path, PEM_read_bio_PrivateKey);
 }
 
 // Whether the existing server certificate can stay: signed by ca, key
