@@ -7,7 +7,13 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The member types FindOfType checks.
+bool IsString(const Json& v) { return v.is_string(); }
 bool IsInteger(const Json& v) { return v.is_number_integer() || v.is_number_unsigned(); }
+bool IsNumber(const Json& v) { return v.is_number(); }
+bool IsBool(const Json& v) { return v.is_boolean(); }
+bool IsArray(const Json& v) { return v.is_array(); }
+bool IsObject(const Json& v) { return v.is_object(); }
 
 // REQUIRES: IsInteger(v).
 Result<int64_t> IntegerValue(const Json& v, const std::string& field) {
@@ -40,20 +46,27 @@ const Json* JsonFields::Find(std::string_view key, Presence presence, Status* st
   return v;
 }
 
+const Json* JsonFields::FindOfType(std::string_view key, Presence presence,
+                                   bool (*is_type)(const Json&), std::string_view must_be,
+                                   Status* status) {
+  const Json* v = Find(key, presence, status);
+  if (v == nullptr || is_type(*v)) return v;
+  *status = InvalidArgument(std::string(must_be), Name(key));
+  return nullptr;
+}
+
 Status JsonFields::String(std::string_view key, std::string* out, Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
-  if (v == nullptr) return st;
-  if (!v->is_string()) return InvalidArgument("must be a string", Name(key));
-  *out = v->get<std::string>();
-  return Status::Ok();
+  if (const Json* v = FindOfType(key, presence, IsString, "must be a string", &st)) {
+    *out = v->get<std::string>();
+  }
+  return st;
 }
 
 Status JsonFields::Int(std::string_view key, int64_t* out, Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
+  const Json* v = FindOfType(key, presence, IsInteger, "must be an integer", &st);
   if (v == nullptr) return st;
-  if (!IsInteger(*v)) return InvalidArgument("must be an integer", Name(key));
   TESSERA_ASSIGN_OR_RETURN(*out, IntegerValue(*v, Name(key)));
   return Status::Ok();
 }
@@ -69,28 +82,25 @@ Status JsonFields::Int(std::string_view key, std::optional<int64_t>* out) {
 
 Status JsonFields::Double(std::string_view key, double* out, Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
-  if (v == nullptr) return st;
-  if (!v->is_number()) return InvalidArgument("must be a number", Name(key));
-  *out = v->get<double>();
-  return Status::Ok();
+  if (const Json* v = FindOfType(key, presence, IsNumber, "must be a number", &st)) {
+    *out = v->get<double>();
+  }
+  return st;
 }
 
 Status JsonFields::Bool(std::string_view key, bool* out, Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
-  if (v == nullptr) return st;
-  if (!v->is_boolean()) return InvalidArgument("must be true or false", Name(key));
-  *out = v->get<bool>();
-  return Status::Ok();
+  if (const Json* v = FindOfType(key, presence, IsBool, "must be true or false", &st)) {
+    *out = v->get<bool>();
+  }
+  return st;
 }
 
 Status JsonFields::StringList(std::string_view key, std::vector<std::string>* out,
                               Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
+  const Json* v = FindOfType(key, presence, IsArray, "must be an array of strings", &st);
   if (v == nullptr) return st;
-  if (!v->is_array()) return InvalidArgument("must be an array of strings", Name(key));
   std::vector<std::string> items;
   for (size_t i = 0; i < v->size(); ++i) {
     if (!(*v)[i].is_string()) {
@@ -104,9 +114,8 @@ Status JsonFields::StringList(std::string_view key, std::vector<std::string>* ou
 
 Status JsonFields::IntList(std::string_view key, std::vector<int64_t>* out, Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
+  const Json* v = FindOfType(key, presence, IsArray, "must be an array of integers", &st);
   if (v == nullptr) return st;
-  if (!v->is_array()) return InvalidArgument("must be an array of integers", Name(key));
   std::vector<int64_t> items;
   for (size_t i = 0; i < v->size(); ++i) {
     const std::string item = Name(key) + "[" + std::to_string(i) + "]";
@@ -121,9 +130,8 @@ Status JsonFields::IntList(std::string_view key, std::vector<int64_t>* out, Pres
 Status JsonFields::StringMap(std::string_view key, std::map<std::string, std::string>* out,
                              Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
+  const Json* v = FindOfType(key, presence, IsObject, "must be an object of strings", &st);
   if (v == nullptr) return st;
-  if (!v->is_object()) return InvalidArgument("must be an object of strings", Name(key));
   std::map<std::string, std::string> items;
   for (const auto& [k, val] : v->items()) {
     if (!val.is_string()) return InvalidArgument("must be a string", Name(key) + "." + k);
@@ -143,12 +151,8 @@ Status JsonFields::Raw(std::string_view key, Json* out) {
 
 Result<const Json*> JsonFields::Array(std::string_view key, Presence presence) {
   Status st;
-  const Json* v = Find(key, presence, &st);
-  if (v == nullptr) {
-    if (!st.ok()) return st;
-    return static_cast<const Json*>(nullptr);
-  }
-  if (!v->is_array()) return InvalidArgument("must be an array", Name(key));
+  const Json* v = FindOfType(key, presence, IsArray, "must be an array", &st);
+  if (!st.ok()) return st;
   return v;
 }
 

@@ -79,6 +79,11 @@ class JsonFields {
   // The member, or nullptr when absent or null (recorded as asked for);
   // *status gets "is required" for an absent required member.
   const nlohmann::json* Find(std::string_view key, Presence presence, Status* status);
+  // Find, then the member's type: nullptr with *status `must_be` (naming the member)
+  // unless is_type(member).
+  const nlohmann::json* FindOfType(std::string_view key, Presence presence,
+                                   bool (*is_type)(const nlohmann::json&), std::string_view must_be,
+                                   Status* status);
 
   const nlohmann::json& object_;
   std::string prefix_;

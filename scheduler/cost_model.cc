@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "scheduler/byte_size.h"
@@ -93,54 +94,38 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
     const double bw = d->memory_bandwidth_bytes_per_s;
     std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0), fixed(L + 1, 0), opt(L + 1, 0),
         copy(L + 1, 0);
+    const std::string& measured = d->measured_as.empty() ? d->type : d->measured_as;
+    // A time `profile` measured for this device's type (ms), in seconds on this device.
+    auto measured_s = [&](const std::map<std::string, double>& ms) -> std::optional<double> {
+      auto it = ms.find(measured);
+      if (it == ms.end()) return std::nullopt;
+      return it->second / 1e3 / d->relative_speed;
+    };
+    // Per sample: the measured time, else the FLOPs at the device's throughput but no
+    // faster than the bytes it moves through memory.
+    auto layer_s = [&](std::optional<double> measured_time, double flops, double bytes) {
+      if (measured_time) return *measured_time;
+      if (flops_per_s <= 0) return kUnusableSeconds;
+      const double s = flops / flops_per_s;
+      return bw > 0 ? std::max(s, bytes / bw) : s;
+    };
+    // NaN marks a layer whose optimizer step or gradient copy was not measured for this
+    // device's type: OptimizerSeconds / GradientCopySeconds then fall back to memory bandwidth.
+    constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
     for (int l = 0; l < L; ++l) {
       const Layer& layer = model.layers[l];
       const double moved = cm.in_[l] + cm.out_[l];
-      double f, b;
-      const std::string& measured = d->measured_as.empty() ? d->type : d->measured_as;
-      auto mf = layer.measured_forward_ms.find(measured);
-      if (mf != layer.measured_forward_ms.end()) {
-        f = mf->second / 1e3 / d->relative_speed;
-      } else if (flops_per_s <= 0) {
-        f = kUnusableSeconds;
-      } else {
-        f = layer.forward_flops / flops_per_s;
-        if (bw > 0) f = std::max(f, moved / bw);
-      }
-      auto mb = layer.measured_backward_ms.find(measured);
-      if (mb != layer.measured_backward_ms.end()) {
-        b = mb->second / 1e3 / d->relative_speed;
-      } else if (flops_per_s <= 0) {
-        b = kUnusableSeconds;
-      } else {
-        const double bflops =
-            layer.backward_flops > 0 ? layer.backward_flops : 2 * layer.forward_flops;
-        b = bflops / flops_per_s;
-        if (bw > 0) b = std::max(b, 2 * moved / bw);
-      }
-      fwd[l + 1] = fwd[l] + f;
-      bwd[l + 1] = bwd[l] + b;
+      const double bflops =
+          layer.backward_flops > 0 ? layer.backward_flops : 2 * layer.forward_flops;
+      fwd[l + 1] =
+          fwd[l] + layer_s(measured_s(layer.measured_forward_ms), layer.forward_flops, moved);
+      bwd[l + 1] = bwd[l] + layer_s(measured_s(layer.measured_backward_ms), bflops, 2 * moved);
       // Per-call part: not per sample, so not scaled by the image size.
-      double per_call = 0;
-      if (auto ff = layer.measured_forward_fixed_ms.find(measured);
-          ff != layer.measured_forward_fixed_ms.end()) {
-        per_call += ff->second / 1e3 / d->relative_speed;
-      }
-      if (auto bf = layer.measured_backward_fixed_ms.find(measured);
-          cm.training_ && bf != layer.measured_backward_fixed_ms.end()) {
-        per_call += bf->second / 1e3 / d->relative_speed;
-      }
+      double per_call = measured_s(layer.measured_forward_fixed_ms).value_or(0);
+      if (cm.training_) per_call += measured_s(layer.measured_backward_fixed_ms).value_or(0);
       fixed[l + 1] = fixed[l] + per_call;
-      // The optimizer step, when measured for this device's type (NaN marks a layer
-      // without: OptimizerSeconds then falls back to memory bandwidth).
-      auto mo = layer.measured_optimizer_ms.find(measured);
-      opt[l + 1] = opt[l] + (mo != layer.measured_optimizer_ms.end()
-                                 ? mo->second / 1e3 / d->relative_speed
-                                 : std::numeric_limits<double>::quiet_NaN());
-      auto mc = layer.measured_gradient_copy_ms.find(measured);
-      copy[l + 1] = copy[l] + (mc != layer.measured_gradient_copy_ms.end()
-                                   ? mc->second / 1e3 / d->relative_speed
-                                   : std::numeric_limits<double>::quiet_NaN());
+      opt[l + 1] = opt[l] + measured_s(layer.measured_optimizer_ms).value_or(kNotMeasured);
+      copy[l + 1] = copy[l] + measured_s(layer.measured_gradient_copy_ms).value_or(kNotMeasured);
     }
     // What observed steps said of this profile on this device type
     // (scheduler/compute_correction.h): every compute term scales alike.

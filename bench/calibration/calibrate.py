@@ -36,11 +36,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from worker_ranks import Runner, data_plan, rank_plan_of, summary  # noqa: E402
+from worker_ranks import (Runner, data_plan, gen_images, rank_plan_of, scratch_folder,  # noqa: E402
+                          summary)
 
 
 def param_bytes(profile):
@@ -70,13 +70,10 @@ def main():
                     help="emulated speeds of nodeA:0, nodeA:1, nodeB:0, nodeB:1")
     ap.add_argument("--keep", default="", help="keep the profile, snapshot and plans here")
     args = ap.parse_args()
-    tmp_obj = tempfile.TemporaryDirectory()
-    tmp = args.keep or tmp_obj.name
-    os.makedirs(tmp, exist_ok=True)
+    tmp, tmp_holder = scratch_folder(args.keep)
     if args.model not in ("tiny-skip", "tiny-mlp") and not args.data:
         args.data = os.path.join(tmp, "images")
-        subprocess.run([args.worker, "gen-images", "--out", args.data, "--count", "256", "--size",
-                        str(args.image_size)], check=True, capture_output=True)
+        gen_images(args.worker, args.data, args.image_size)
     run = Runner(args, tmp)
     t_start = time.time()
 

@@ -39,6 +39,7 @@
 
 #include "api/http_client.h"
 #include "api/lease_protocol.h"
+#include "bench/cluster/latency.h"
 #include "daemon/auth/lease_tokens.h"
 #include "tests/integration/harness.h"
 
@@ -50,15 +51,10 @@ using tessera::api::Json;
 namespace api = tessera::api;
 namespace harness = tessera::testing;
 namespace fs = std::filesystem;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
+using tessera::bench::Ms;
+using tessera::bench::Seconds;
+using tessera::bench::Spread;
+using tessera::bench::SpreadOf;
 
 struct Mem {
   int64_t rss_kb = -1;
@@ -143,9 +139,7 @@ struct Row {
   int64_t db_bytes = 0;
   std::string first_reason, last_reason;
   int listing_polls = 0;
-  double get_p50 = -1, get_p99 = -1;
-  double lease_p50 = -1, lease_p99 = -1, lease_max = -1;
-  int leases = 0;
+  Spread get_ms, lease_ms;
   std::string first_item;
 };
 
@@ -236,8 +230,7 @@ class Bench {
       auto got = poller->Request("GET", target);
       if (got.ok() && got->status == 200) get_ms.push_back(Ms(Clock::now() - t));
     }
-    row.get_p50 = Quantile(get_ms, 0.5);
-    row.get_p99 = Quantile(get_ms, 0.99);
+    row.get_ms = SpreadOf(get_ms);
 
     Lease(id, row);
     (void)poller->Request("POST", target + "/cancel");
@@ -318,10 +311,7 @@ class Bench {
       held = resp->chunks.front();
       if (row.first_item.empty() && !held->items.empty()) row.first_item = held->items.front();
     }
-    row.leases = static_cast<int>(ms.size());
-    row.lease_p50 = Quantile(ms, 0.5);
-    row.lease_p99 = Quantile(ms, 0.99);
-    row.lease_max = Quantile(ms, 1.0);
+    row.lease_ms = SpreadOf(ms);
   }
 
   harness::Cluster& cluster_;
@@ -419,12 +409,12 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "| %s | %lld | %lld | %.2f | %.1f | %.0f | %.1f | %.1f / %.1f | %.1f | %.1f | %.2f / %.2f "
-        "| %.2f / %.2f / %.2f (%d) |\n",
+        "| %.2f / %.2f / %.2f (%zu) |\n",
         r.input.c_str(), static_cast<long long>(r.items), static_cast<long long>(r.chunks),
         r.submit_s, r.listing_s, static_cast<double>(r.items) / r.listing_s, MiB(r.before.rss_kb),
         MiB(r.peak.hwm_kb), MiB(r.sampled_peak_kb), MiB(r.after.rss_kb),
-        static_cast<double>(r.db_bytes) / (1024.0 * 1024.0), r.get_p50, r.get_p99, r.lease_p50,
-        r.lease_p99, r.lease_max, r.leases);
+        static_cast<double>(r.db_bytes) / (1024.0 * 1024.0), r.get_ms.p50, r.get_ms.p99,
+        r.lease_ms.p50, r.lease_ms.p99, r.lease_ms.max, r.lease_ms.count);
   }
   for (const Row& r : rows) {
     if (!r.ok) continue;

@@ -39,6 +39,7 @@
 #include "api/agent_protocol.h"
 #include "api/http_client.h"
 #include "api/node_identity.h"
+#include "bench/cluster/latency.h"
 #include "bench/cluster/sim_agents.h"
 #include "tests/integration/harness.h"
 
@@ -49,9 +50,11 @@ using Clock = std::chrono::steady_clock;
 using tessera::api::Json;
 namespace api = tessera::api;
 namespace harness = tessera::testing;
+using tessera::bench::Ms;
+using tessera::bench::Spread;
+using tessera::bench::SpreadOf;
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
+// Samples that threads add to.
 struct Samples {
   std::mutex mu;
   std::vector<double> ms;
@@ -59,21 +62,9 @@ struct Samples {
     std::lock_guard lock(mu);
     ms.push_back(v);
   }
-  void AddAll(const std::vector<double>& v) {
+  Spread Summary() {
     std::lock_guard lock(mu);
-    ms.insert(ms.end(), v.begin(), v.end());
-  }
-  // The q-quantile (0..1), or -1 without samples.
-  double Quantile(double q) {
-    std::lock_guard lock(mu);
-    if (ms.empty()) return -1;
-    std::vector<double> s = ms;
-    std::sort(s.begin(), s.end());
-    return s[std::min(s.size() - 1, static_cast<size_t>(q * static_cast<double>(s.size())))];
-  }
-  size_t size() {
-    std::lock_guard lock(mu);
-    return ms.size();
+    return SpreadOf(ms);
   }
 };
 
@@ -88,13 +79,7 @@ struct Row {
   int agents = 0;
   int healthy = 0;
   int flaps = 0;
-  double beat_p50 = -1, beat_p99 = -1;
-  size_t beats = 0;
-  double late_p50 = -1, late_p99 = -1, late_max = -1;
-  size_t lates = 0;
-  double get_p50 = -1, get_p99 = -1, get_max = -1;
-  size_t gets = 0;
-  double run_p50 = -1, run_max = -1;
+  Spread beat_ms, late_ms, get_ms, run_ms;
   int jobs = 0, jobs_running = 0;
   int failures = 0;
 };
@@ -242,27 +227,15 @@ Row RunOne(const Setup& setup, int agents, int seconds) {
   monitor.join();
   api_load.join();
   jobs.join();
-  Samples beat_ms, late_ms;
   if (sims) {
     sims->Stop();
     row.failures = static_cast<int>(sims->failures());
-    beat_ms.AddAll(sims->ImmediateBeatMs());
-    late_ms.AddAll(sims->HeldBeatLateMs());
+    row.beat_ms = SpreadOf(sims->ImmediateBeatMs());
+    row.late_ms = SpreadOf(sims->HeldBeatLateMs());
   }
   row.flaps = flaps.load();
-  row.beats = beat_ms.size();
-  row.beat_p50 = beat_ms.Quantile(0.5);
-  row.beat_p99 = beat_ms.Quantile(0.99);
-  row.lates = late_ms.size();
-  row.late_p50 = late_ms.Quantile(0.5);
-  row.late_p99 = late_ms.Quantile(0.99);
-  row.late_max = late_ms.Quantile(1.0);
-  row.gets = get_ms.size();
-  row.get_p50 = get_ms.Quantile(0.5);
-  row.get_p99 = get_ms.Quantile(0.99);
-  row.get_max = get_ms.Quantile(1.0);
-  row.run_p50 = run_ms.Quantile(0.5);
-  row.run_max = run_ms.Quantile(1.0);
+  row.get_ms = get_ms.Summary();
+  row.run_ms = run_ms.Summary();
   return row;
 }
 
@@ -313,19 +286,20 @@ int main(int argc, char** argv) {
   for (const Row& r : rows) {
     // Real agents are not timed beat by beat.
     char beats[64] = "-", lates[80] = "-";
-    if (r.beats > 0) {
-      std::snprintf(beats, sizeof(beats), "%.2f / %.2f (%zu)", r.beat_p50, r.beat_p99, r.beats);
+    if (r.beat_ms.count > 0) {
+      std::snprintf(beats, sizeof(beats), "%.2f / %.2f (%zu)", r.beat_ms.p50, r.beat_ms.p99,
+                    r.beat_ms.count);
     }
-    if (r.lates > 0) {
-      std::snprintf(lates, sizeof(lates), "%.2f / %.2f / %.1f (%zu)", r.late_p50, r.late_p99,
-                    r.late_max, r.lates);
+    if (r.late_ms.count > 0) {
+      std::snprintf(lates, sizeof(lates), "%.2f / %.2f / %.1f (%zu)", r.late_ms.p50, r.late_ms.p99,
+                    r.late_ms.max, r.late_ms.count);
     }
     std::printf(
         "| %s%s%s | %d | %d | %d | %s | %s | %.2f / %.2f / %.1f (%zu) | %.0f / %.0f (%d of %d) | "
         "%d |\n",
         mode.c_str(), setup.tls ? " https" : "", setup.pin ? " pinned" : "", r.agents, r.healthy,
-        r.flaps, beats, lates, r.get_p50, r.get_p99, r.get_max, r.gets, r.run_p50, r.run_max,
-        r.jobs_running, r.jobs, r.failures);
+        r.flaps, beats, lates, r.get_ms.p50, r.get_ms.p99, r.get_ms.max, r.get_ms.count,
+        r.run_ms.p50, r.run_ms.max, r.jobs_running, r.jobs, r.failures);
   }
   return 0;
 }

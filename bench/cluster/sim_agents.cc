@@ -18,6 +18,7 @@
 
 #include "api/agent_protocol.h"
 #include "api/node_identity.h"
+#include "bench/cluster/latency.h"
 
 namespace tessera::bench {
 namespace {
@@ -31,8 +32,6 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 bool IsIp(const std::string& host) {
   boost::system::error_code ec;

@@ -40,11 +40,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from worker_ranks import NetnsCluster, Runner, data_plan, rank_plan_of, summary  # noqa: E402
+from worker_ranks import (NetnsCluster, Runner, data_plan, gen_images, rank_plan_of,  # noqa: E402
+                          scratch_folder, summary)
 
 GIB = 1 << 30
 
@@ -299,13 +299,10 @@ def main():
                     help="a lab's TorchScript sequence of layers in place of each mix's model")
     ap.add_argument("--loss", default="l1", help="--model-file: mse | l1 | cross_entropy")
     args = ap.parse_args()
-    tmp_obj = tempfile.TemporaryDirectory()
-    tmp = args.keep or tmp_obj.name
-    os.makedirs(tmp, exist_ok=True)
+    tmp, tmp_holder = scratch_folder(args.keep)
     args.data = os.path.join(tmp, "images")
     if not os.path.isdir(args.data):
-        subprocess.run([args.worker, "gen-images", "--out", args.data, "--count", "256", "--size",
-                        str(args.image_size)], check=True, capture_output=True)
+        gen_images(args.worker, args.data, args.image_size)
     cores = os.cpu_count() or 1
     mixes = [m for m in MIXES if not args.mixes or m[0] in args.mixes.split(",")]
     if args.model_file:

@@ -1,6 +1,7 @@
 """Launching real tessera-worker ranks for benchmarks, as the controller would.
 
-Shared by bench/calibration/calibrate.py and bench/hetero/hetero_matrix.py:
+Shared by bench/calibration/calibrate.py and bench/hetero/hetero_matrix.py (and, for
+free_port, data_plan and worker_env, by the bench/worker drivers):
   - Runner.profile():  `tessera-worker profile` of a model (per-layer ms on this CPU);
   - Runner.ranks():    one training run of a rank plan, every rank a real process with
                        the torchrun environment, TESSERA_PLAN, TESSERA_DEVICE_SPEED (and
@@ -11,7 +12,10 @@ Shared by bench/calibration/calibrate.py and bench/hetero/hetero_matrix.py:
                        reads (ranks numbered replica by replica, stage by stage, as
                        daemon/controller/attempt_launch.cc does), with each stage's predicted peak;
   - NetnsCluster:      one network namespace per emulated node on a bridge, the link of
-                       each node shaped with tc (netem rate + delay) when it declares one.
+                       each node shaped with tc (netem rate + delay) when it declares one;
+  - worker_env():      the environment a worker process starts from;
+  - scratch_folder(), gen_images(): a run's folder (--keep's or a temporary one) and the
+                       images `tessera-worker gen-images` makes for it.
 Python 3 standard library only.
 """
 import json
@@ -21,9 +25,34 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                  "MASTER_PORT")
+
+
+def worker_env(threads):
+    """This process's environment without TESSERA_* and torchrun variables, with
+    OMP_NUM_THREADS=threads: what every worker process (or PyTorch script) starts from."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TESSERA_") and k not in TORCHRUN_VARS}
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def scratch_folder(keep):
+    """(folder, holder): `keep` (made when missing) when given, else a new temporary folder
+    that lives as long as `holder` (a TemporaryDirectory) does."""
+    holder = tempfile.TemporaryDirectory()
+    folder = keep or holder.name
+    os.makedirs(folder, exist_ok=True)
+    return folder, holder
+
+
+def gen_images(worker, folder, size, count=256):
+    """`tessera-worker gen-images`: `count` images of `size` px into `folder`."""
+    subprocess.run([worker, "gen-images", "--out", folder, "--count", str(count), "--size",
+                    str(size)], check=True, capture_output=True)
 
 
 def free_port():
@@ -165,10 +194,7 @@ class Runner:
         self.netns = None  # a NetnsCluster that is up, or None (loopback)
 
     def base_env(self):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("TESSERA_") and k not in TORCHRUN_VARS}
-        env["OMP_NUM_THREADS"] = str(self.a.threads)
-        return env
+        return worker_env(self.a.threads)
 
     def prefix(self):
         return ["nice", "-n", str(self.a.nice)] if getattr(self.a, "nice", 0) else []

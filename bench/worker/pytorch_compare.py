@@ -35,21 +35,21 @@ usage: pytorch_compare.py --worker build/worker/runtime/tessera-worker
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from quiet_machine import measured
+from quiet_machine import add_measured_arguments, measured
 
-REPO_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv")
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from torch_python import torch_python  # noqa: E402
+from worker_ranks import data_plan, free_port, gen_images, worker_env  # noqa: E402
+
 PT_SCRIPT = os.path.join(HERE, "pytorch_dncnn_ddp.py")
 MODEL = "denoiser-dncnn"
-DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 BN_NOTE = {
@@ -61,40 +61,9 @@ BN_NOTE = {
 }
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torch_python(explicit):
-    candidates = [explicit] if explicit else [sys.executable, os.path.join(REPO_VENV, "bin", "python"), "python3"]
-    for py in candidates:
-        if py and shutil.which(py) and subprocess.run(
-                [py, "-c", "import torch"], capture_output=True).returncode == 0:
-            return py
-    sys.exit("no Python interpreter here imports torch (run scripts/setup.sh: it puts PyPI's torch into .venv; "
-             "or pass --python)")
-
-
-def base_env(threads):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("TESSERA_") and k not in DIST_VARS}
-    env["OMP_NUM_THREADS"] = str(threads)
-    return env
-
-
 def rank_env(rank, world, port):
     return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
             "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-
-
-def data_plan(n_layers, shares):
-    """As bench/calibration/calibrate.py data_plan: one whole-model stage per replica."""
-    return {"layout": "data", "global_batch": sum(shares), "micro_batches": 1, "schedule": "1f1b",
-            "replicas": [{"batch": b, "stages": [{"rank": i, "device": f"h:{i}",
-                                                 "layers": [0, n_layers]}]}
-                         for i, b in enumerate(shares)]}
 
 
 def wait_all(procs, what):
@@ -110,7 +79,7 @@ def wait_all(procs, what):
 def profile(args):
     out = subprocess.run([args.worker, "profile", "--model", MODEL, "--batch", "1",
                           "--image-size", str(args.image_size), "--width", str(args.width),
-                          "--repeats", "1"], env=base_env(args.threads), check=True,
+                          "--repeats", "1"], env=worker_env(args.threads), check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -123,7 +92,7 @@ def run_tessera(args, world, n_layers, tmp, tag):
             json.dump(data_plan(n_layers, [args.batch] * world), f)
     procs, progs = [], []
     for r in range(world):
-        env = base_env(args.threads)
+        env = worker_env(args.threads)
         prog = os.path.join(tmp, f"tessera-{tag}-{r}.jsonl")
         env["TESSERA_PROGRESS_FILE"] = prog
         env["TESSERA_DEVICE"] = "cpu"
@@ -161,7 +130,7 @@ def run_pytorch(args, world, tmp, tag, bn):
     result = os.path.join(tmp, f"pytorch-{tag}.json")
     procs = []
     for r in range(world):
-        env = base_env(args.threads)
+        env = worker_env(args.threads)
         if world > 1:
             env.update(rank_env(r, world, port))
         cmd = [args.python, PT_SCRIPT, "--data", args.data, "--width", str(args.width),
@@ -182,7 +151,7 @@ def run_pytorch(args, world, tmp, tag, bn):
 def check_model(args, prof):
     worker_params = sum(l["param_bytes"] for l in prof["layers"]) // 4  # float32
     out = subprocess.run([args.python, PT_SCRIPT, "--count-params", "--width", str(args.width),
-                          "--depth", str(args.depth)], env=base_env(args.threads), check=True,
+                          "--depth", str(args.depth)], env=worker_env(args.threads), check=True,
                          capture_output=True, text=True).stdout
     pt_params = json.loads(out)["params"]
     layers = " ".join(f"{l['name']}:{l['param_bytes'] // 4}" for l in prof["layers"])
@@ -215,11 +184,7 @@ def main():
                     help="extra environment of the tessera-worker ranks only (e.g. GLIBC_TUNABLES)")
     ap.add_argument("--check-model", action="store_true",
                     help="compare the parameter counts of the two models first")
-    ap.add_argument("--idle-wait", type=float, default=30,
-                    help="before each run, wait up to this many seconds for an idle machine")
-    ap.add_argument("--max-foreign", type=float, default=0.2,
-                    help="repeat a run during which other processes used more cores than this")
-    ap.add_argument("--retries", type=int, default=1)
+    add_measured_arguments(ap)
     args = ap.parse_args()
     if any("=" not in kv for kv in args.worker_env):
         sys.exit("--worker-env takes KEY=VALUE")
@@ -227,15 +192,14 @@ def main():
         sys.exit("--steps must exceed --warmup")
     if not os.access(args.worker, os.X_OK):
         sys.exit(f"no tessera-worker at {args.worker}")
-    args.python = torch_python(args.python)
+    args.python = torch_python(args.python, ["torch"],
+                               "run scripts/setup.sh: it puts PyPI's torch into .venv")
     t_start = time.time()
     tmp_obj = tempfile.TemporaryDirectory()
     tmp = tmp_obj.name
     if not args.data:
         args.data = os.path.join(tmp, "images")
-        subprocess.run([args.worker, "gen-images", "--out", args.data, "--count",
-                        str(args.images), "--size", str(args.image_size)], check=True,
-                       capture_output=True)
+        gen_images(args.worker, args.data, args.image_size, args.images)
     prof = profile(args)
     n_layers = len(prof["layers"])
     args.depth = sum(1 for l in prof["layers"] if l["name"].startswith("mid"))

@@ -54,10 +54,13 @@ import tempfile
 import threading
 import time
 
-from quiet_machine import children_cpu_s, measured
+from quiet_machine import add_measured_arguments, children_cpu_s, measured
 
-REPO_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv")
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from torch_python import torch_python  # noqa: E402
+from worker_ranks import gen_images, worker_env  # noqa: E402
+
 PT_SCRIPT = os.path.join(HERE, "pytorch_infer.py")
 # Images per size when --images is not given: a few seconds per run at width 16.
 DEFAULT_COUNT = {64: 120, 128: 60, 256: 24, 512: 8}
@@ -70,25 +73,6 @@ for name in sorted(os.listdir(sys.argv[1])):
     p = os.path.join(sys.argv[1], name)
     Image.open(p).convert("L").save(p, format="PNG")
 """
-
-
-def torch_python(explicit):
-    candidates = [explicit] if explicit else [sys.executable, os.path.join(REPO_VENV, "bin", "python"), "python3"]
-    for py in candidates:
-        if py and shutil.which(py) and subprocess.run(
-                [py, "-c", "import torch, numpy, PIL"], capture_output=True).returncode == 0:
-            return py
-    sys.exit("no Python interpreter here imports torch, numpy and PIL (scripts/setup.sh installs "
-             "python3-torch python3-numpy python3-pil; or pass --python)")
-
-
-def base_env(threads):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-              "MASTER_PORT"):
-        env.pop(k, None)
-    env["OMP_NUM_THREADS"] = str(threads)
-    return env
 
 
 def output_files(out_dir):
@@ -150,8 +134,7 @@ def pytorch_cmd(args, data, out, threads, ckpt, batch, extra=()):
 
 def make_images(args, tmp, size, count):
     d = os.path.join(tmp, f"images-{size}")
-    subprocess.run([args.worker, "gen-images", "--out", d, "--count", str(count), "--size",
-                    str(size)], check=True, capture_output=True)
+    gen_images(args.worker, d, size, count)
     gray = args.gray_from > 0 and size >= args.gray_from
     if gray:
         subprocess.run([args.python, "-c", GRAY_CODE, d], check=True)
@@ -161,9 +144,8 @@ def make_images(args, tmp, size, count):
 def train(args, tmp):
     ckpt = os.path.join(tmp, "checkpoint")
     data = os.path.join(tmp, "train-images")
-    subprocess.run([args.worker, "gen-images", "--out", data, "--count", "32", "--size",
-                    str(args.train_size)], check=True, capture_output=True)
-    env = base_env(1)
+    gen_images(args.worker, data, args.train_size, 32)
+    env = worker_env(1)
     env["TESSERA_CHECKPOINT_DIR"] = ckpt
     env["TESSERA_DEVICE"] = "cpu"
     subprocess.run([args.worker, "train", "--model", args.model, "--data", data, "--steps",
@@ -182,13 +164,13 @@ def check_model(args, tmp, sets, ckpt):
         for name in sorted(os.listdir(data))[:6]:
             shutil.copy(os.path.join(data, name), sub)
         wout = os.path.join(tmp, f"check-{size}-worker")
-        subprocess.run(worker_cmd(args, sub, wout, 1, ckpt), env=base_env(1), check=True,
+        subprocess.run(worker_cmd(args, sub, wout, 1, ckpt), env=worker_env(1), check=True,
                        capture_output=True)
         for b in sorted({1, max(args.batches)}):
             pout = os.path.join(tmp, f"check-{size}-pytorch-{b}")
             r = subprocess.run(pytorch_cmd(args, sub, pout, 1, ckpt, b,
                                            ["--compare-with", wout]),
-                               env=base_env(1), capture_output=True, text=True)
+                               env=worker_env(1), capture_output=True, text=True)
             try:
                 res = json.loads(r.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
@@ -232,11 +214,7 @@ def main():
     ap.add_argument("--train-size", type=int, default=64)
     ap.add_argument("--check-model", action="store_true",
                     help="compare the two programs' output images first")
-    ap.add_argument("--idle-wait", type=float, default=30,
-                    help="before each run, wait up to this many seconds for an idle machine")
-    ap.add_argument("--max-foreign", type=float, default=0.2,
-                    help="repeat a run during which other processes used more cores than this")
-    ap.add_argument("--retries", type=int, default=1)
+    add_measured_arguments(ap)
     args = ap.parse_args()
     if not os.access(args.worker, os.X_OK):
         sys.exit(f"no tessera-worker at {args.worker}")
@@ -244,7 +222,8 @@ def main():
         args.gray_from = 256 if args.model == "colorize-unet" else 0
     args.batches = sorted({b for b in args.batches if b > 1})
     args.worker_args = args.worker_args or [""]
-    args.python = torch_python(args.python)
+    args.python = torch_python(args.python, ["torch", "numpy", "PIL"],
+                               "scripts/setup.sh installs python3-torch python3-numpy python3-pil")
     print("command: " + shlex.join([sys.argv[0]] + sys.argv[1:]))
     st = os.stat(args.worker)
     print(f"worker: {args.worker} ({st.st_size} bytes, modified "
@@ -291,7 +270,7 @@ def main():
         for key, cmd, loaded_re, count, t in (runs if rnd % 2 == 0 else runs[::-1]):
             what = ("tessera-worker" if isinstance(key[2], tuple)
                     else f"pytorch_infer.py --batch {key[2]}")
-            r, foreign = measured(args, lambda: run_timed(cmd, base_env(t),
+            r, foreign = measured(args, lambda: run_timed(cmd, worker_env(t),
                                                           os.path.join(tmp, "out"), loaded_re,
                                                           count, what))
             res[key].append(r)

@@ -3,7 +3,9 @@
 busy_cpu_s / children_cpu_s count CPU time; wait_idle waits for a quiet machine;
 measured(args, fn) runs fn() and runs it again (up to args.retries times) while other
 processes took more than args.max_foreign cores on average, waiting up to
-args.idle_wait seconds for an idle machine before each try. Python 3 standard library.
+args.idle_wait seconds for an idle machine before each try; add_measured_arguments(ap)
+declares those three options (--idle-wait, --max-foreign, --retries). Python 3 standard
+library.
 """
 import os
 import resource
@@ -35,6 +37,15 @@ def wait_idle(max_s):
         if quiet >= 2:
             return True
     return False
+
+
+def add_measured_arguments(ap):
+    """The options measured() reads, on an argparse parser."""
+    ap.add_argument("--idle-wait", type=float, default=30,
+                    help="before each run, wait up to this many seconds for an idle machine")
+    ap.add_argument("--max-foreign", type=float, default=0.2,
+                    help="repeat a run during which other processes used more cores than this")
+    ap.add_argument("--retries", type=int, default=1)
 
 
 def measured(args, fn):

@@ -14,17 +14,13 @@ usage: worker_layouts.py --worker build/worker/runtime/tessera-worker
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from worker_ranks import free_port  # noqa: E402
 
 
 def layer_count(args):

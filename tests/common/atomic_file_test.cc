@@ -13,39 +13,34 @@
 #include <vector>
 
 #include "common/faulty_file_system.h"
-#include "tests/common/temp_dir.h"
+#include "tests/common/real_file_system_fixture.h"
 
 namespace tessera {
 namespace {
 namespace fs = std::filesystem;
 using testing::Slurp;
-using testing::TempDir;
 
-class AtomicFileTest : public ::testing::Test {
- protected:
-  FileSystem& real() { return *FileSystem::Default(); }
-  TempDir dir_;
-};
+class AtomicFileTest : public testing::RealFileSystemTest {};
 
 TEST_F(AtomicFileTest, ReplacesTheContentAndLeavesOnlyTheFinalFile) {
   const fs::path out = dir_.path() / "state.json";
-  ASSERT_TRUE(WriteFileAtomically(real(), out, "first").ok());
+  ASSERT_TRUE(WriteFileAtomically(files(), out, "first").ok());
   EXPECT_EQ(Slurp(out), "first");
-  ASSERT_TRUE(WriteFileAtomically(real(), out, "second, longer").ok());
+  ASSERT_TRUE(WriteFileAtomically(files(), out, "second, longer").ok());
   EXPECT_EQ(Slurp(out), "second, longer");
-  ASSERT_TRUE(WriteFileAtomically(real(), out, "3").ok());
+  ASSERT_TRUE(WriteFileAtomically(files(), out, "3").ok());
   EXPECT_EQ(Slurp(out), "3");
   EXPECT_EQ(dir_.Names(), std::vector<std::string>{"state.json"});
 }
 
 TEST_F(AtomicFileTest, ModeAndParentFolders) {
   const fs::path out = dir_.path() / "a" / "b" / "secret";
-  EXPECT_EQ(WriteFileAtomically(real(), out, "x").code(), StatusCode::kNotFound);
+  EXPECT_EQ(WriteFileAtomically(files(), out, "x").code(), StatusCode::kNotFound);
   AtomicWriteOptions o;
   o.create_parent_dirs = true;
   o.mode = 0600;
   o.ignore_umask = true;
-  ASSERT_TRUE(WriteFileAtomically(real(), out, "x", o).ok());
+  ASSERT_TRUE(WriteFileAtomically(files(), out, "x", o).ok());
   EXPECT_EQ(fs::status(out).permissions(), fs::perms(0600));
 }
 
@@ -54,7 +49,7 @@ TEST_F(AtomicFileTest, ModeAndParentFolders) {
 TEST_F(AtomicFileTest, FailedRenameRemovesTheTemporaryFile) {
   const fs::path out = dir_.path() / "taken";
   fs::create_directories(out / "inside");
-  Status s = WriteFileAtomically(real(), out, "x");
+  Status s = WriteFileAtomically(files(), out, "x");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(s.message().rfind("cannot write " + out.string() + ": renaming ", 0), 0u)
@@ -134,7 +129,7 @@ TEST_F(AtomicFileTest, CrashAtEachStepLeavesNoPartialFinalFile) {
       return step == c.step ? Internal("simulated crash") : Status::Ok();
     };
     const std::string payload(100000, 'z');
-    Status s = WriteFileAtomically(real(), out, payload, crash);
+    Status s = WriteFileAtomically(files(), out, payload, crash);
     EXPECT_EQ(s.code(), StatusCode::kInternal);
     EXPECT_EQ(fs::exists(out), c.final_exists) << static_cast<int>(c.step);
     if (c.final_exists) {
@@ -163,7 +158,7 @@ TEST_F(AtomicFileTest, VanishedTempIsFineForASharedWriterWhenTheOtherFinished) {
     }
     return Status::Ok();
   };
-  EXPECT_TRUE(WriteFileAtomically(real(), out, "same", other_won).ok());
+  EXPECT_TRUE(WriteFileAtomically(files(), out, "same", other_won).ok());
   EXPECT_EQ(Slurp(out), "same");
 
   const fs::path lost = dir_.path() / "d.png";
@@ -173,11 +168,11 @@ TEST_F(AtomicFileTest, VanishedTempIsFineForASharedWriterWhenTheOtherFinished) {
     if (step == AtomicWriteStep::kAfterSync) fs::remove(tmp);
     return Status::Ok();
   };
-  EXPECT_EQ(WriteFileAtomically(real(), lost, "x", vanished).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(WriteFileAtomically(files(), lost, "x", vanished).code(), StatusCode::kUnavailable);
   EXPECT_FALSE(fs::exists(lost));
   // Without shared_writer a vanished temporary file is an error like any other.
   vanished.shared_writer = false;
-  EXPECT_EQ(WriteFileAtomically(real(), lost, "x", vanished).code(), StatusCode::kNotFound);
+  EXPECT_EQ(WriteFileAtomically(files(), lost, "x", vanished).code(), StatusCode::kNotFound);
 }
 
 }  // namespace

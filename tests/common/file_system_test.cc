@@ -11,19 +11,14 @@
 #include <functional>
 #include <string>
 
-#include "tests/common/temp_dir.h"
+#include "tests/common/real_file_system_fixture.h"
 
 namespace tessera {
 namespace {
 namespace fs = std::filesystem;
 using testing::Slurp;
-using testing::TempDir;
 
-class FileSystemTest : public ::testing::Test {
- protected:
-  FileSystem& files() { return *FileSystem::Default(); }
-  TempDir dir_;
-};
+class FileSystemTest : public testing::RealFileSystemTest {};
 
 TEST_F(FileSystemTest, WriteThenReadGivesTheBytesBack) {
   const fs::path file = dir_.path() / "a.bin";

@@ -25,32 +25,30 @@ TEST(JsonFieldsTest, ErrorsNameTheFieldWithItsPrefix) {
   std::vector<std::string> list;
   std::vector<int64_t> ints;
   std::map<std::string, std::string> map;
+  // The readers the rows use more than once.
+  auto read_name = [&](JsonFields& f) { return f.String("name", &s); };
+  auto read_n = [&](JsonFields& f) { return f.Int("n", &i); };
+  auto read_args = [&](JsonFields& f) { return f.StringList("args", &list); };
   const ErrorRow rows[] = {
       // Optional members: absent or null is fine.
-      {R"({})", [&](JsonFields& f) { return f.String("name", &s); }, nullptr, ""},
-      {R"({"name":null})", [&](JsonFields& f) { return f.String("name", &s); }, nullptr, ""},
+      {R"({})", read_name, nullptr, ""},
+      {R"({"name":null})", read_name, nullptr, ""},
       // Required members.
       {R"({})", [&](JsonFields& f) { return f.String("name", &s, Presence::kRequired); },
        "outer.name", "is required"},
       {R"({"n":null})", [&](JsonFields& f) { return f.Int("n", &i, Presence::kRequired); },
        "outer.n", "is required"},
       // Wrong types.
-      {R"({"name":3})", [&](JsonFields& f) { return f.String("name", &s); }, "outer.name",
-       "must be a string"},
-      {R"({"n":"3"})", [&](JsonFields& f) { return f.Int("n", &i); }, "outer.n",
-       "must be an integer"},
-      {R"({"n":1.5})", [&](JsonFields& f) { return f.Int("n", &i); }, "outer.n",
-       "must be an integer"},
-      {R"({"n":18446744073709551615})", [&](JsonFields& f) { return f.Int("n", &i); }, "outer.n",
-       "is out of range"},
+      {R"({"name":3})", read_name, "outer.name", "must be a string"},
+      {R"({"n":"3"})", read_n, "outer.n", "must be an integer"},
+      {R"({"n":1.5})", read_n, "outer.n", "must be an integer"},
+      {R"({"n":18446744073709551615})", read_n, "outer.n", "is out of range"},
       {R"({"x":"1"})", [&](JsonFields& f) { return f.Double("x", &d); }, "outer.x",
        "must be a number"},
       {R"({"on":1})", [&](JsonFields& f) { return f.Bool("on", &b); }, "outer.on",
        "must be true or false"},
-      {R"({"args":"a"})", [&](JsonFields& f) { return f.StringList("args", &list); }, "outer.args",
-       "must be an array of strings"},
-      {R"({"args":["a",2]})", [&](JsonFields& f) { return f.StringList("args", &list); },
-       "outer.args[1]", "must be a string"},
+      {R"({"args":"a"})", read_args, "outer.args", "must be an array of strings"},
+      {R"({"args":["a",2]})", read_args, "outer.args[1]", "must be a string"},
       {R"({"ids":[1,"2"]})", [&](JsonFields& f) { return f.IntList("ids", &ints); }, "outer.ids[1]",
        "must be an integer"},
       {R"({"env":{"A":1}})", [&](JsonFields& f) { return f.StringMap("env", &map); }, "outer.env.A",

@@ -16,7 +16,6 @@
 namespace tessera::scheduler::testing {
 namespace {
 
-ModelProfile Medium() { return ModelBuilder().Input(1).Layers(12, 2, 20, 10, 4).Build(); }
 // Large gradients: the all-reduce matters across a slow network.
 ModelProfile Wide() { return ModelBuilder().Input(1).Layers(8, 2, 150, 10, 4).Build(); }
 
@@ -106,45 +105,36 @@ INSTANTIATE_TEST_SUITE_P(
     Table, BaselineTableTest,
     ::testing::Values(
         BaselineCase{"homogeneous", ClusterBuilder().Node("a").Gpus(4, "A100", 40, 20).Build(),
-                     Medium(), Train(32), "an even split over all 4 devices", "the 4 A100s alone"},
+                     MediumModel(), Train(32), "an even split over all 4 devices",
+                     "the 4 A100s alone"},
         BaselineCase{
             "speeds_1_to_2",
             ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Gpus(2, "T4", 16, 20).Build(),
-            Medium(), Train(32), "an even split over all 4 devices", "the 2 A100s alone"},
-        BaselineCase{"speeds_1_to_4",
-                     ClusterBuilder()
-                         .Node("a")
-                         .Gpu("A100", 40, 40)
-                         .Node("b")
-                         .Gpus(3, "slow-gpu", 16, 10)
-                         .Build(),
-                     Medium(), Train(48), "an even split over all 4 devices", "the A100 alone"},
+            MediumModel(), Train(32), "an even split over all 4 devices", "the 2 A100s alone"},
+        BaselineCase{"speeds_1_to_4", TwoNodes({1, "A100", 40, 40}, {3, "slow-gpu", 16, 10}),
+                     MediumModel(), Train(48), "an even split over all 4 devices",
+                     "the A100 alone"},
         BaselineCase{"device_too_small",
                      ClusterBuilder().Node("a").Gpus(2, "A100", 24, 20).Gpu("tiny", 1, 40).Build(),
-                     Medium(), Train(32), "an even split over all 3 devices", "the 2 A100s alone",
-                     false},
-        BaselineCase{"slow_inter_node_link",
-                     ClusterBuilder()
-                         .Node("a", 1)
-                         .Gpus(2, "A100", 40, 20)
-                         .Node("b", 1)
-                         .Gpus(2, "V100", 32, 10)
-                         .Build(),
+                     MediumModel(), Train(32), "an even split over all 3 devices",
+                     "the 2 A100s alone", false},
+        BaselineCase{"slow_inter_node_link", TwoNodes({2, "A100", 40, 20}, {2, "V100", 32, 10}, 1),
                      Wide(), Train(32), "an even split over all 4 devices", "the 2 A100s alone"},
         BaselineCase{"inference_mixed",
                      ClusterBuilder().Node("a").Gpu("A100", 40, 40).Gpus(3, "T4", 16, 20).Build(),
-                     Medium(), Infer(64), "an even split over all 4 devices", "the 3 T4s alone"},
-        BaselineCase{"one_device", ClusterBuilder().Node("a").Gpu("A100", 40, 20).Build(), Medium(),
-                     Train(8), "the whole batch on a:0", "the A100 alone"},
+                     MediumModel(), Infer(64), "an even split over all 4 devices",
+                     "the 3 T4s alone"},
+        BaselineCase{"one_device", ClusterBuilder().Node("a").Gpu("A100", 40, 20).Build(),
+                     MediumModel(), Train(8), "the whole batch on a:0", "the A100 alone"},
         BaselineCase{
             "slow_group_wins_over_a_lone_fast_device",
             ClusterBuilder().Node("a").Gpu("A100", 40, 40).Gpus(3, "slow-gpu", 16, 20).Build(),
-            Medium(), Train(48), "an even split over all 4 devices",
+            MediumModel(), Train(48), "an even split over all 4 devices",
             "the 3 slow-gpu devices alone"},
         BaselineCase{
             "max_devices_caps_the_split",
             ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Gpus(2, "T4", 16, 10).Build(),
-            Medium(),
+            MediumModel(),
             [] {
               JobRequest r = Train(32);
               r.max_devices = 3;
@@ -158,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(BaselineTest, EvenSplitThatDoesNotFitASmallDeviceIsInfeasible) {
   auto got =
       MakePlans(ClusterBuilder().Node("a").Gpus(2, "A100", 24, 20).Gpu("tiny", 1, 40).Build(),
-                Medium(), Train(32));
+                MediumModel(), Train(32));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const Baseline* all = FindBaseline(*got, "even_all");
   ASSERT_NE(all, nullptr);
@@ -178,8 +168,8 @@ TEST(BaselineTest, EvenSplitThatDoesNotFitASmallDeviceIsInfeasible) {
 
 // (d) Identical devices: the data plan is the even split, the speedup 1.00x.
 TEST(BaselineTest, IdenticalDevicesMatchTheEvenSplit) {
-  auto got =
-      MakePlans(ClusterBuilder().Node("a").Gpus(4, "A100", 40, 20).Build(), Medium(), Train(32));
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(4, "A100", 40, 20).Build(), MediumModel(),
+                       Train(32));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const Plan& best = got->plans.front();
   EXPECT_EQ(best.layout, Layout::kData);
@@ -199,7 +189,7 @@ TEST(BaselineTest, IdenticalDevicesMatchTheEvenSplit) {
 TEST(BaselineTest, AFasterBaselineBecomesTheBestPlan) {
   // Usable memory holds the weights and 2.5 samples of activations: shares of 10
   // need M = 5.
-  const ModelProfile m = Medium();
+  const ModelProfile m = MediumModel();
   // Parameters, gradients, Adam's two states and the data-parallel gradient buckets.
   const double weights = 12 * 20e6 * 5, act = 12 * 10e6;
   const double mem_gb = (weights + 2.5 * act) / 0.9 / kGB;
@@ -222,13 +212,8 @@ TEST(BaselineTest, AFasterBaselineBecomesTheBestPlan) {
 }
 
 TEST(BaselineTest, SpeedupsOfAMixedClusterReadAsInTheIssue) {
-  auto got = MakePlans(ClusterBuilder()
-                           .Node("a")
-                           .Gpus(2, "A100", 40, 40)
-                           .Node("b")
-                           .Gpus(3, "emulated-0.5", 16, 10)
-                           .Build(),
-                       Medium(), Train(64));
+  auto got = MakePlans(TwoNodes({2, "A100", 40, 40}, {3, "emulated-0.5", 16, 10}), MediumModel(),
+                       Train(64));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const std::regex text(
       R"(fastest of \d+ layouts \(\d+ candidates scored\); \d+\.\d\dx an even split over all 5 )"
@@ -240,7 +225,7 @@ TEST(BaselineTest, GroupsAreNamedByTypeCountAndSpeed) {
   // One type at two speeds: the description tells the classes apart.
   auto got = MakePlans(
       ClusterBuilder().Node("a").Gpus(2, "emulated", 16, 40).Gpu("emulated", 16, 10).Build(),
-      Medium(), Train(16));
+      MediumModel(), Train(16));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const Baseline* group = FindBaseline(*got, "best_group");
   ASSERT_NE(group, nullptr);
@@ -250,7 +235,7 @@ TEST(BaselineTest, GroupsAreNamedByTypeCountAndSpeed) {
 }
 
 TEST(BaselineTest, ForcedPipelineReportsWithoutReplacing) {
-  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(4, "A100", 40, 20).Build(), Medium(),
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(4, "A100", 40, 20).Build(), MediumModel(),
                        Train(32, Layout::kPipeline));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   for (const Plan& p : got->plans) EXPECT_EQ(p.layout, Layout::kPipeline);
@@ -274,7 +259,7 @@ TEST(BaselineTest, TiledOnlyInferenceHasNone) {
 TEST(BaselineTest, JsonCarriesRunnableBaselinePlans) {
   auto got =
       MakePlans(ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Gpus(2, "T4", 16, 20).Build(),
-                Medium(), Train(32));
+                MediumModel(), Train(32));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const nlohmann::json j = ToJson(*got);
   ASSERT_EQ(j["baselines"].size(), 2u);
@@ -310,8 +295,7 @@ namespace {
 // less than the margin, so the even split (the lab's own layout) is kept and says so;
 // without a margin the faster split comes first.
 TEST(BaselineMarginTest, APlanWithinTheMarginOfTheBestBaselineKeepsTheBaseline) {
-  const ClusterSnapshot cluster =
-      ClusterBuilder().Node("a").Gpu("A", 24, 40).Node("b").Gpu("B", 24, 38).Build();
+  const ClusterSnapshot cluster = TwoNodes({1, "A", 24, 40}, {1, "B", 24, 38});
   const ModelProfile model = ModelBuilder().Input(1).Layers(4, 2, 1, 1, 1).Build();
   const JobRequest request = Train(64);
 
@@ -338,6 +322,18 @@ TEST(BaselineMarginTest, APlanWithinTheMarginOfTheBestBaselineKeepsTheBaseline) 
   for (const Replica& r : first.replicas) EXPECT_EQ(r.batch, 32);
 }
 
+// Node "a" of NCCL GPUs, node "b" of Gloo (emulated) devices.
+ClusterSnapshot NcclAndGloo(const GpuGroup& nccl, const GpuGroup& gloo) {
+  return ClusterBuilder()
+      .Node("a")
+      .Gpus(nccl)
+      .Backend("nccl")
+      .Node("b")
+      .Gpus(gloo)
+      .Backend("gloo")
+      .Build();
+}
+
 // A job's ranks share one collective library: NCCL GPUs and Gloo (CPU, emulated)
 // devices are planned apart, the faster backend wins and the reason says so.
 TEST(BackendTest, APlanNeverMixesCollectiveBackends) {
@@ -348,26 +344,18 @@ TEST(BackendTest, APlanNeverMixesCollectiveBackends) {
     std::string want_reason;   // in rejected[0]; empty: no backend note
   };
   const Case cases[] = {
-      {"gpus_win",
-       ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Backend("nccl")
-           .Node("b").Gpus(2, "emulated", 40, 5).Backend("gloo").Build(),
-       "nccl", "planned on the 2 nccl devices; the 2 gloo devices alone: "},
-      {"more_emulated_win",
-       ClusterBuilder().Node("a").Gpu("T4", 40, 2).Backend("nccl")
-           .Node("b").Gpus(4, "emulated", 40, 10).Backend("gloo").Build(),
-       "gloo", "planned on the 4 gloo devices; the 1 nccl device alone: "},
-      {"gloo_cannot_hold_the_model",
-       ClusterBuilder().Node("a").Gpus(2, "A100", 40, 40).Backend("nccl")
-           .Node("b").Gpus(4, "emulated", 0.2, 80).Backend("gloo").Build(),
+      {"gpus_win", NcclAndGloo({2, "A100", 40, 40}, {2, "emulated", 40, 5}), "nccl",
+       "planned on the 2 nccl devices; the 2 gloo devices alone: "},
+      {"more_emulated_win", NcclAndGloo({1, "T4", 40, 2}, {4, "emulated", 40, 10}), "gloo",
+       "planned on the 4 gloo devices; the 1 nccl device alone: "},
+      {"gloo_cannot_hold_the_model", NcclAndGloo({2, "A100", 40, 40}, {4, "emulated", 0.2, 80}),
        "nccl", "the 4 gloo devices alone: no feasible plan"},
-      {"one_backend_free",
-       ClusterBuilder().Node("a").Gpu("A100", 40, 40, /*busy=*/true).Backend("nccl")
-           .Node("b").Gpus(2, "emulated", 40, 10).Backend("gloo").Build(),
+      {"one_backend_free", NcclAndGloo({1, "A100", 40, 40, /*busy=*/true}, {2, "emulated", 40, 10}),
        "gloo", ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto got = MakePlans(c.cluster, Medium(), Train(32));
+    auto got = MakePlans(c.cluster, MediumModel(), Train(32));
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     for (const Plan& p : got->plans) {
       for (const DeviceId& id : p.Devices()) {
@@ -398,9 +386,8 @@ TEST(BackendTest, APlanNeverMixesCollectiveBackends) {
 }
 
 TEST(BackendTest, NoBackendHoldsAPlanIsAnErrorNamingEach) {
-  auto got = MakePlans(ClusterBuilder().Node("a").Gpu("A100", 0.2, 40).Backend("nccl")
-                           .Node("b").Gpu("emulated", 0.2, 10).Backend("gloo").Build(),
-                       Medium(), Train(32));
+  auto got = MakePlans(NcclAndGloo({1, "A100", 0.2, 40}, {1, "emulated", 0.2, 10}), MediumModel(),
+                       Train(32));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(got.status().message().find("the 1 gloo device: "), std::string::npos)

@@ -14,6 +14,15 @@ namespace tessera::scheduler::testing {
 
 constexpr double kGB = 1e9;
 
+// `count` identical GPUs.
+struct GpuGroup {
+  int count;
+  std::string type;
+  double mem_gb;
+  double tflops;
+  bool busy = false;
+};
+
 class ClusterBuilder {
  public:
   // Starts a new node; later Gpu() calls add to it.
@@ -37,7 +46,10 @@ class ClusterBuilder {
     return *this;
   }
   ClusterBuilder& Gpus(int n, const std::string& type, double mem_gb, double tflops) {
-    for (int i = 0; i < n; ++i) Gpu(type, mem_gb, tflops);
+    return Gpus(GpuGroup{n, type, mem_gb, tflops});
+  }
+  ClusterBuilder& Gpus(const GpuGroup& g) {
+    for (int i = 0; i < g.count; ++i) Gpu(g.type, g.mem_gb, g.tflops, g.busy);
     return *this;
   }
   // Sets the collective backend ("nccl", "gloo") of every device of the current node.
@@ -86,6 +98,18 @@ class ModelBuilder {
  private:
   ModelProfile model_;
 };
+
+// 12 layers (unless told otherwise) of 2 GFLOPs, 20 MB parameters, 10 MB kept activations
+// and 4 MB output per sample, 1 MB input.
+inline ModelProfile MediumModel(int layers = 12) {
+  return ModelBuilder().Input(1).Layers(layers, 2, 20, 10, 4).Build();
+}
+
+// Node "a" with the GPUs of `a`, node "b" with those of `b`, both on a network of
+// `network_gbps`.
+inline ClusterSnapshot TwoNodes(const GpuGroup& a, const GpuGroup& b, double network_gbps = 10) {
+  return ClusterBuilder().Node("a", network_gbps).Gpus(a).Node("b", network_gbps).Gpus(b).Build();
+}
 
 inline JobRequest Train(int64_t batch, Layout layout = Layout::kAuto) {
   JobRequest r;

@@ -16,6 +16,25 @@ ClusterSnapshot TwoFastOneNode() {
   return ClusterBuilder().Node("a").Gpus(2, "fast", 24, 40).Build();
 }
 
+// Two 2-GFLOP layers with nothing of note to send between them.
+ModelProfile TwoLayersNoOutput() { return ModelBuilder().Layers(2, 2, 1, 1, 0).Build(); }
+
+// Layers [0, 1) on device 0 and [1, 2) on device 1: one replica of 8 samples in 4
+// micro-batches.
+Candidate TwoStagePipeline() {
+  Candidate c;
+  c.micro_batches = 4;
+  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
+  return c;
+}
+
+// Every layer of [0, layers) on each device 0 .. devices-1, `batch` samples each.
+Candidate DataParallel(int devices, int64_t batch, int layers) {
+  Candidate c;
+  for (int d = 0; d < devices; ++d) c.replicas.push_back({batch, {{d, 0, layers}}});
+  return c;
+}
+
 TEST(CostModelTest, ComputeTimeFromFlopsAndMeasuredOverride) {
   ModelProfile m = ModelBuilder().Layers(2, 2, 10, 1, 1).Build();
   m.layers[1].measured_forward_ms["fast"] = 3.0;
@@ -89,15 +108,8 @@ TEST(CostModelTest, ReplicatedLayersHoldTheirGradientBucketsToo) {
   const CostModel infer = CostModel::Create(TwoFastOneNode(), m, Infer(8));
   EXPECT_DOUBLE_EQ(infer.ReplicaWeightBytes(0, 1, true), infer.WeightBytes(0, 1));
   // Two replicas of the whole model each carry the buckets in the evaluated plan.
-  Candidate dp;
-  dp.micro_batches = 1;
-  dp.replicas = {CandidateReplica{4, {CandidateStage{0, 0, 1}}},
-                 CandidateReplica{4, {CandidateStage{1, 0, 1}}}};
-  Candidate alone;
-  alone.micro_batches = 1;
-  alone.replicas = {CandidateReplica{8, {CandidateStage{0, 0, 1}}}};
-  const Evaluation two = cm.Evaluate(dp);
-  const Evaluation one = cm.Evaluate(alone);
+  const Evaluation two = cm.Evaluate(DataParallel(2, 4, 1));
+  const Evaluation one = cm.Evaluate(DataParallel(1, 8, 1));
   ASSERT_TRUE(two.feasible) << two.reason;
   ASSERT_TRUE(one.feasible) << one.reason;
   EXPECT_DOUBLE_EQ(static_cast<double>(two.stage_memory_bytes[0][0]),
@@ -112,16 +124,13 @@ TEST(CostModelTest, SynchronisedBatchNormsCostARingLatencyEachWayPerReplicaSet) 
   bn.layers[0].batch_norms = 3;
   const CostModel a = CostModel::Create(TwoFastOneNode(), plain, Train(8));
   const CostModel b = CostModel::Create(TwoFastOneNode(), bn, Train(8));
-  Candidate two;  // two data-parallel replicas
-  two.replicas.push_back({4, {{0, 0, 2}}});
-  two.replicas.push_back({4, {{1, 0, 2}}});
+  const Candidate two = DataParallel(2, 4, 2);
   const Evaluation ea = a.Evaluate(two), eb = b.Evaluate(two);
   ASSERT_TRUE(ea.feasible && eb.feasible);
   const Link link = a.LinkBetween(0, 1);
   // 3 batch norms x (forward + backward) x a 2-rank ring all-reduce of nothing.
   EXPECT_NEAR(eb.step_s - ea.step_s, 3 * 2 * CostModel::RingAllReduceSeconds(0, 2, link), 1e-12);
-  Candidate one;  // one replica: no synchronisation
-  one.replicas.push_back({8, {{0, 0, 2}}});
+  const Candidate one = DataParallel(1, 8, 2);  // one replica: no synchronisation
   EXPECT_NEAR(b.Evaluate(one).step_s, a.Evaluate(one).step_s, 1e-15);
 }
 
@@ -153,14 +162,10 @@ TEST(CostModelTest, LinksNvlinkNodeDefaultAndOverride) {
 TEST(CostModelTest, PipelineStepAndBubbleForIdenticalStages) {
   // Two identical stages, no sends of note: T = (M + S - 1) t, bubble (S-1)/(M+S-1).
   // One message per send, so the forward and the gradient send cost the same.
-  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
   CostModelOptions options;
   options.forward_send_messages = 1;
-  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8), options);
-  Candidate c;
-  c.micro_batches = 4;
-  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
-  const Evaluation ev = cm.Evaluate(c);
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), TwoLayersNoOutput(), Train(8), options);
+  const Evaluation ev = cm.Evaluate(TwoStagePipeline());
   ASSERT_TRUE(ev.feasible) << ev.reason;
   const double link_latency = 10e-6;
   const double t = 2 * 3e-4 + cm.options().micro_batch_overhead_s + link_latency;
@@ -175,10 +180,7 @@ TEST(CostModelTest, DataParallelAllReduceOverlapsWithBackward) {
   // 2 x 100 MB gradients over PCIe (16 GB/s): ring = 2(1/2) x 200 MB / 16 GB/s = 12.5 ms.
   const ModelProfile m = ModelBuilder().Layers(2, 2, 100, 1, 1).Build();
   const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
-  Candidate c;
-  c.replicas.push_back({4, {{0, 0, 2}}});
-  c.replicas.push_back({4, {{1, 0, 2}}});
-  const Evaluation ev = cm.Evaluate(c);
+  const Evaluation ev = cm.Evaluate(DataParallel(2, 4, 2));
   ASSERT_TRUE(ev.feasible) << ev.reason;
   const double ar = CostModel::RingAllReduceSeconds(200e6, 2, Link{16e9, 10e-6});
   const double window = 4 * cm.BackwardSeconds(0, 0, 2);
@@ -191,12 +193,8 @@ TEST(CostModelTest, DataParallelAllReduceOverlapsWithBackward) {
 
 TEST(CostModelTest, ForwardSendPaysOneLatencyPerMessage) {
   // Stage 0 sends header + tensors (2 latencies); stage 1 sends gradients (1 latency).
-  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
-  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
-  Candidate c;
-  c.micro_batches = 4;
-  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
-  const Evaluation ev = cm.Evaluate(c);
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), TwoLayersNoOutput(), Train(8));
+  const Evaluation ev = cm.Evaluate(TwoStagePipeline());
   ASSERT_TRUE(ev.feasible) << ev.reason;
   EXPECT_NEAR(ev.stage_time_s[0][0] - ev.stage_time_s[0][1], 10e-6, 1e-12);
 }
@@ -255,9 +253,8 @@ TEST(CostModelTest, FixedCostIsPaidOncePerMicroBatch) {
   ClusterSnapshot cluster = TwoFastOneNode();
   cluster.nodes[0].devices[0].measured_as = "cpu";
   const CostModel cm = CostModel::Create(cluster, m, Train(8));
-  Candidate one, two;
-  one.replicas.push_back({8, {{0, 0, 1}}});
-  two = one;
+  const Candidate one = DataParallel(1, 8, 1);
+  Candidate two = one;
   two.micro_batches = 2;
   const Evaluation e1 = cm.Evaluate(one), e2 = cm.Evaluate(two);
   ASSERT_TRUE(e1.feasible && e2.feasible);
@@ -267,12 +264,8 @@ TEST(CostModelTest, FixedCostIsPaidOncePerMicroBatch) {
 TEST(CostModelTest, RoundTripCycleIsTheMeanOfTheStageTimes) {
   // The cycle is the mean of the two stage times (each carries its own
   // sends), so it never exceeds the slower one: the old formula holds exactly.
-  const ModelProfile m = ModelBuilder().Layers(2, 2, 1, 1, 0).Build();
-  const CostModel cm = CostModel::Create(TwoFastOneNode(), m, Train(8));
-  Candidate c;
-  c.micro_batches = 4;
-  c.replicas.push_back({8, {{0, 0, 1}, {1, 1, 2}}});
-  const Evaluation ev = cm.Evaluate(c);
+  const CostModel cm = CostModel::Create(TwoFastOneNode(), TwoLayersNoOutput(), Train(8));
+  const Evaluation ev = cm.Evaluate(TwoStagePipeline());
   ASSERT_TRUE(ev.feasible);
   const auto& t = ev.stage_time_s[0];
   EXPECT_NEAR(ev.step_s, t[0] + t[1] + 3 * std::max(t[0], t[1]) + ev.step_end_s, 1e-12);
@@ -320,16 +313,11 @@ TEST(CostModelTest, StepEndAddsOptimizerPassAndVote) {
   for (Device& d : cluster.nodes[0].devices) d.memory_bandwidth_bytes_per_s = 10e9;
   const CostModel cm = CostModel::Create(cluster, m, Train(8));
   EXPECT_NEAR(cm.OptimizerSeconds(0, 0, 1), 2 * 40e6 / 10e9, 1e-12);
-  Candidate single;
-  single.replicas.push_back({8, {{0, 0, 1}}});
-  EXPECT_NEAR(cm.Evaluate(single).step_end_s, 8e-3, 1e-12) << "one rank: no vote";
-  Candidate pair;
-  pair.replicas.push_back({4, {{0, 0, 1}}});
-  pair.replicas.push_back({4, {{1, 0, 1}}});
+  EXPECT_NEAR(cm.Evaluate(DataParallel(1, 8, 1)).step_end_s, 8e-3, 1e-12) << "one rank: no vote";
   // Two replicas also copy their 10 MB of gradients into the buckets and back (two
   // copies, each read and written: 40 MB at 10 GB/s = 4 ms), and vote.
   EXPECT_NEAR(cm.GradientCopySeconds(0, 0, 1), 4e-3, 1e-12);
-  EXPECT_NEAR(cm.Evaluate(pair).step_end_s, 8e-3 + 4e-3 + 2 * 10e-6, 1e-12);
+  EXPECT_NEAR(cm.Evaluate(DataParallel(2, 4, 1)).step_end_s, 8e-3 + 4e-3 + 2 * 10e-6, 1e-12);
   const CostModel infer = CostModel::Create(cluster, m, Infer(8));
   EXPECT_EQ(infer.OptimizerSeconds(0, 0, 1), 0);
 }
@@ -366,13 +354,9 @@ TEST(CostModelTest, MeasuredGradientCopiesCountOnlyForReplicatedStages) {
   }
   const CostModel cm = CostModel::Create(cluster, m, Train(8));
   EXPECT_NEAR(cm.GradientCopySeconds(0, 0, 1), 1e-3, 1e-12);
-  Candidate single;
-  single.replicas.push_back({8, {{0, 0, 1}}});
-  EXPECT_NEAR(cm.Evaluate(single).step_end_s, 2e-3, 1e-12) << "one replica copies nothing";
-  Candidate pair;
-  pair.replicas.push_back({4, {{0, 0, 1}}});
-  pair.replicas.push_back({4, {{1, 0, 1}}});
-  EXPECT_NEAR(cm.Evaluate(pair).step_end_s, 2e-3 + 1e-3 + 2 * 10e-6, 1e-12);
+  EXPECT_NEAR(cm.Evaluate(DataParallel(1, 8, 1)).step_end_s, 2e-3, 1e-12)
+      << "one replica copies nothing";
+  EXPECT_NEAR(cm.Evaluate(DataParallel(2, 4, 1)).step_end_s, 2e-3 + 1e-3 + 2 * 10e-6, 1e-12);
   const CostModel infer = CostModel::Create(cluster, m, Infer(8));
   EXPECT_EQ(infer.GradientCopySeconds(0, 0, 1), 0);
 }

@@ -25,11 +25,6 @@ struct OracleCase {
   bool hybrid_oracle;  // enumerate hybrid layouts too (<= 4 devices)
 };
 
-// 12 layers of 2 GFLOPs, 20 MB parameters, 10 MB kept activations, 4 MB output.
-ModelProfile MediumModel(int layers = 12) {
-  return ModelBuilder().Input(1).Layers(layers, 2, 20, 10, 4).Build();
-}
-
 std::vector<OracleCase> Cases() {
   std::vector<OracleCase> cases;
   cases.push_back(
@@ -39,13 +34,7 @@ std::vector<OracleCase> Cases() {
   cases.push_back({"one_big_memory_three_small",
                    ClusterBuilder().Node("a").Gpu("big", 80, 20).Gpus(3, "small", 8, 20).Build(),
                    ModelBuilder().Input(1).Layers(12, 2, 150, 50, 4).Build(), Train(16), true});
-  cases.push_back({"two_nodes_slow_network",
-                   ClusterBuilder()
-                       .Node("a", 1)
-                       .Gpus(2, "fast", 24, 40)
-                       .Node("b", 1)
-                       .Gpus(2, "fast", 24, 40)
-                       .Build(),
+  cases.push_back({"two_nodes_slow_network", TwoNodes({2, "fast", 24, 40}, {2, "fast", 24, 40}, 1),
                    MediumModel(), Train(16), true});
   cases.push_back(
       {"identical_four_nvlink",
@@ -64,20 +53,10 @@ std::vector<OracleCase> Cases() {
                        .Build(),
                    ModelBuilder().Input(1).Layers(12, 2, 100, 60, 8).Build(), Train(16), true});
   cases.push_back({"model_too_big_for_one_device_two_nodes",
-                   ClusterBuilder()
-                       .Node("a", 100)
-                       .Gpus(2, "fast", 16, 40)
-                       .Node("b", 100)
-                       .Gpus(2, "fast", 16, 40)
-                       .Build(),
+                   TwoNodes({2, "fast", 16, 40}, {2, "fast", 16, 40}, 100),
                    ModelBuilder().Input(1).Layers(12, 4, 200, 20, 2).Build(), Train(16), true});
   cases.push_back({"model_too_big_mixed_nodes",
-                   ClusterBuilder()
-                       .Node("a", 50)
-                       .Gpus(2, "fast", 16, 40)
-                       .Node("b", 50)
-                       .Gpus(2, "mid", 16, 20)
-                       .Build(),
+                   TwoNodes({2, "fast", 16, 40}, {2, "mid", 16, 20}, 50),
                    ModelBuilder().Input(1).Layers(10, 4, 220, 20, 2).Build(), Train(16), true});
   cases.push_back(
       {"compute_heavy_model_needs_two_devices",
@@ -92,10 +71,8 @@ std::vector<OracleCase> Cases() {
                        .Gpus(3, "mid", 16, 20)
                        .Build(),
                    MediumModel(8), Train(12), false});
-  cases.push_back(
-      {"five_small_memory_tight",
-       ClusterBuilder().Node("a").Gpus(3, "mid", 8, 20).Node("b").Gpus(2, "fast", 12, 40).Build(),
-       ModelBuilder().Input(1).Layers(8, 3, 250, 40, 6).Build(), Train(10), false});
+  cases.push_back({"five_small_memory_tight", TwoNodes({3, "mid", 8, 20}, {2, "fast", 12, 40}),
+                   ModelBuilder().Input(1).Layers(8, 3, 250, 40, 6).Build(), Train(10), false});
   return cases;
 }
 

@@ -14,8 +14,6 @@
 namespace tessera::scheduler::testing {
 namespace {
 
-ModelProfile Medium() { return ModelBuilder().Input(1).Layers(12, 2, 20, 10, 4).Build(); }
-
 int64_t BatchSum(const Plan& p) {
   int64_t sum = 0;
   for (const Replica& r : p.replicas) sum += r.batch;
@@ -68,12 +66,12 @@ TEST_P(InfeasibleTest, ReturnsReason) {
 INSTANTIATE_TEST_SUITE_P(
     Table, InfeasibleTest,
     ::testing::Values(
-        InfeasibleCase{"no_device", ClusterSnapshot{}, Medium(), Train(8),
+        InfeasibleCase{"no_device", ClusterSnapshot{}, MediumModel(), Train(8),
                        StatusCode::kFailedPrecondition, "no free device"},
         InfeasibleCase{
             "all_busy",
             ClusterBuilder().Node("a").Gpu("x", 24, 20, true).Gpu("x", 24, 20, true).Build(),
-            Medium(), Train(8), StatusCode::kFailedPrecondition, "busy, excluded: a:0, a:1"},
+            MediumModel(), Train(8), StatusCode::kFailedPrecondition, "busy, excluded: a:0, a:1"},
         // The GPU box: the agent found three GPUs but could not measure them.
         InfeasibleCase{"unmeasured_gpus_say_why",
                        [] {
@@ -85,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
                          }
                          return c;
                        }(),
-                       Medium(), Train(8), StatusCode::kFailedPrecondition,
+                       MediumModel(), Train(8), StatusCode::kFailedPrecondition,
                        "no measured throughput or memory, excluded: gpubox:0 (benchmark of "
                        "cuda:0 failed: CUDA is not available), gpubox:1 (benchmark of cuda:1 "
                        "failed: CUDA is not available)"},
@@ -93,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ModelBuilder().Layers(4, 1, 2000, 1, 1).Build(), Train(8),
                        StatusCode::kFailedPrecondition, "doesn't fit on a:0"},
         InfeasibleCase{"too_few_devices", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
-                       Medium(),
+                       MediumModel(),
                        [] {
                          JobRequest r = Train(8);
                          r.min_devices = 3;
@@ -101,11 +99,11 @@ INSTANTIATE_TEST_SUITE_P(
                        }(),
                        StatusCode::kFailedPrecondition, "at least 3 devices"},
         InfeasibleCase{"zero_batch", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
-                       Medium(), Train(0), StatusCode::kInvalidArgument, "must be positive"},
+                       MediumModel(), Train(0), StatusCode::kInvalidArgument, "must be positive"},
         InfeasibleCase{"no_layers", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
                        ModelProfile{}, Train(4), StatusCode::kInvalidArgument, "no layers"},
         InfeasibleCase{"tiled_training", ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(),
-                       Medium(), Train(4, Layout::kTiled), StatusCode::kInvalidArgument,
+                       MediumModel(), Train(4, Layout::kTiled), StatusCode::kInvalidArgument,
                        "inference only"}),
     [](const auto& info) { return info.param.name; });
 
@@ -113,7 +111,7 @@ TEST(PlannerTest, InvalidArgumentNamesTheField) {
   JobRequest r = Train(8);
   r.min_devices = 4;
   r.max_devices = 2;
-  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(), Medium(), r);
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build(), MediumModel(), r);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().field(), "max_devices");
 }
@@ -131,7 +129,7 @@ TEST(PlannerTest, BadSharedCpuFiguresNameTheField) {
   for (const Row& row : rows) {
     ClusterSnapshot c = ClusterBuilder().Node("a").Gpus(2, "x", 24, 20).Build();
     row.mutate(c);
-    auto got = MakePlans(c, Medium(), Train(8));
+    auto got = MakePlans(c, MediumModel(), Train(8));
     ASSERT_FALSE(got.ok()) << row.what;
     EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << row.what;
     EXPECT_EQ(got.status().field(), row.field) << row.what;
@@ -141,7 +139,8 @@ TEST(PlannerTest, BadSharedCpuFiguresNameTheField) {
 // ---- shapes of the answer ----
 
 TEST(PlannerTest, OneDeviceGetsTheWholeBatch) {
-  auto got = MakePlans(ClusterBuilder().Node("a").Gpu("x", 24, 20).Build(), Medium(), Train(8));
+  auto got =
+      MakePlans(ClusterBuilder().Node("a").Gpu("x", 24, 20).Build(), MediumModel(), Train(8));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->plans.size(), 1u);
   const Plan& p = got->plans[0];
@@ -174,8 +173,8 @@ TEST(PlannerTest, IdenticalDevicesReduceToTheEvenSplit) {
 }
 
 TEST(PlannerTest, GlobalBatchSmallerThanDeviceCount) {
-  auto got =
-      MakePlans(ClusterBuilder().Node("a").Gpus(4, "same", 24, 20).Build(), Medium(), Train(2));
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(4, "same", 24, 20).Build(), MediumModel(),
+                       Train(2));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   for (const Plan& p : got->plans) {
     EXPECT_EQ(BatchSum(p), 2);
@@ -206,7 +205,7 @@ TEST(PlannerTest, UnevenSharesFollowSpeedAndWeightsSumToOne) {
 TEST(PlannerTest, BusyDevicesAreExcludedAndReported) {
   auto got = MakePlans(
       ClusterBuilder().Node("a").Gpu("x", 24, 20).Gpu("x", 24, 20, true).Gpu("x", 24, 20).Build(),
-      Medium(), Train(16));
+      MediumModel(), Train(16));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   for (const Plan& p : got->plans) {
     for (const DeviceId& d : p.Devices()) EXPECT_NE(d.ToString(), "a:1");
@@ -237,9 +236,9 @@ TEST(PlannerTest, ModelTooBigForOneDeviceIsPipelinedWithReason) {
 
 TEST(PlannerTest, PipelineKeepsNeighboursOnFastLinks) {
   // Two nodes of two devices on a slow network; the model needs all four devices.
-  auto got = MakePlans(
-      ClusterBuilder().Node("a", 1).Gpus(2, "x", 4, 20).Node("b", 1).Gpus(2, "x", 4, 20).Build(),
-      ModelBuilder().Layers(12, 2, 230, 10, 20).Build(), Train(16, Layout::kPipeline));
+  auto got =
+      MakePlans(TwoNodes({2, "x", 4, 20}, {2, "x", 4, 20}, 1),
+                ModelBuilder().Layers(12, 2, 230, 10, 20).Build(), Train(16, Layout::kPipeline));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const Plan& p = got->plans[0];
   ASSERT_EQ(p.replicas[0].stages.size(), 4u);
@@ -253,7 +252,7 @@ TEST(PlannerTest, PipelineKeepsNeighboursOnFastLinks) {
 TEST(PlannerTest, ForcedLayoutReturnsOnlyThatLayout) {
   const ClusterSnapshot c = ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build();
   for (Layout l : {Layout::kData, Layout::kPipeline, Layout::kHybrid}) {
-    auto got = MakePlans(c, Medium(), Train(16, l));
+    auto got = MakePlans(c, MediumModel(), Train(16, l));
     ASSERT_TRUE(got.ok()) << LayoutName(l) << ": " << got.status().ToString();
     ASSERT_FALSE(got->plans.empty());
     for (const Plan& p : got->plans) EXPECT_EQ(p.layout, l);
@@ -264,7 +263,7 @@ TEST(PlannerTest, DeviceBoundsAreRespected) {
   JobRequest r = Train(32);
   r.min_devices = 2;
   r.max_devices = 3;
-  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(6, "x", 24, 20).Build(), Medium(), r);
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(6, "x", 24, 20).Build(), MediumModel(), r);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   for (const Plan& p : got->plans) {
     EXPECT_GE(p.Devices().size(), 2u);
@@ -275,7 +274,7 @@ TEST(PlannerTest, DeviceBoundsAreRespected) {
 TEST(PlannerTest, PlansAreRankedAndExplained) {
   auto got =
       MakePlans(ClusterBuilder().Node("a").Gpus(2, "fast", 24, 40).Gpus(2, "slow", 24, 10).Build(),
-                Medium(), Train(32));
+                MediumModel(), Train(32));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_GE(got->plans.size(), 2u);
   for (size_t i = 1; i < got->plans.size(); ++i) {
@@ -287,7 +286,7 @@ TEST(PlannerTest, PlansAreRankedAndExplained) {
 }
 
 TEST(PlannerTest, InferenceUsesForwardOnlySchedule) {
-  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(3, "x", 24, 20).Build(), Medium(),
+  auto got = MakePlans(ClusterBuilder().Node("a").Gpus(3, "x", 24, 20).Build(), MediumModel(),
                        Infer(12, Layout::kPipeline));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->plans[0].schedule, Schedule::kGPipe);
@@ -384,7 +383,7 @@ INSTANTIATE_TEST_SUITE_P(
         // too (SplittableModelGetsEveryLayout), this one only data.
         UnsplittableCase{"medium_on_four",
                          ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(),
-                         DataParallelOnly(Medium()),
+                         DataParallelOnly(MediumModel()),
                          Train(16),
                          true,
                          {}},
@@ -397,7 +396,7 @@ INSTANTIATE_TEST_SUITE_P(
                              .Gpu("slow", 12, 10)
                              .Gpu("slow", 12, 10)
                              .Build(),
-                         DataParallelOnly(Medium(), 1),
+                         DataParallelOnly(MediumModel(), 1),
                          Train(32),
                          true,
                          {}},
@@ -413,7 +412,7 @@ INSTANTIATE_TEST_SUITE_P(
         // A forced pipeline is refused with the reason.
         UnsplittableCase{"forced_pipeline",
                          ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(),
-                         DataParallelOnly(Medium()),
+                         DataParallelOnly(MediumModel()),
                          Train(16, Layout::kPipeline),
                          false,
                          {"pipeline: gan cannot be split into stages"}},
@@ -421,7 +420,7 @@ INSTANTIATE_TEST_SUITE_P(
         // one a step, so no plan, and the reason says why.
         UnsplittableCase{"one_micro_batch_does_not_fit",
                          ClusterBuilder().Node("a").Gpus(2, "small", 4, 20).Build(),
-                         DataParallelOnly(Medium(), 1),
+                         DataParallelOnly(MediumModel(), 1),
                          Train(64),
                          false,
                          {"micro-batches: the model trains at most 1 a step"}}),
@@ -429,15 +428,15 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(PlannerTest, SplittableModelGetsEveryLayout) {
   // The counterpart of UnsplittableTest: the same inputs give the other layouts.
-  auto medium = MakePlans(ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(), Medium(),
+  auto medium = MakePlans(ClusterBuilder().Node("a").Gpus(4, "x", 24, 20).Build(), MediumModel(),
                           Train(16, Layout::kPipeline));
   ASSERT_TRUE(medium.ok()) << medium.status().ToString();
   EXPECT_NE(Find(*medium, Layout::kPipeline), nullptr);
   auto big = MakePlans(ClusterBuilder().Node("a").Gpus(4, "small", 4, 20).Build(),
                        ModelBuilder().Layers(12, 2, 150, 10, 2).Build(), Train(16));
   ASSERT_TRUE(big.ok()) << big.status().ToString();
-  auto accumulates =
-      MakePlans(ClusterBuilder().Node("a").Gpus(2, "small", 4, 20).Build(), Medium(), Train(64));
+  auto accumulates = MakePlans(ClusterBuilder().Node("a").Gpus(2, "small", 4, 20).Build(),
+                               MediumModel(), Train(64));
   ASSERT_TRUE(accumulates.ok()) << accumulates.status().ToString();
   EXPECT_GE(accumulates->plans[0].micro_batches, 2);
 }

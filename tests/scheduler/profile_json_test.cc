@@ -24,6 +24,17 @@ nlohmann::json WorkerProfile() {
              {"output_bytes_per_sample", 32768}}}}};
 }
 
+// A layer's measured milliseconds as `profile` writes them: per call of the whole batch
+// (`fwd_ms`, `bwd_ms`) and, with `--fixed-batch`, the per-call part of them.
+void SetMs(nlohmann::json& layer, double fwd_ms, double bwd_ms) {
+  layer["fwd_ms"] = fwd_ms;
+  layer["bwd_ms"] = bwd_ms;
+}
+void SetFixedMs(nlohmann::json& layer, double fwd_fixed_ms, double bwd_fixed_ms) {
+  layer["fwd_fixed_ms"] = fwd_fixed_ms;
+  layer["bwd_fixed_ms"] = bwd_fixed_ms;
+}
+
 bool WorkerProfileHasNoTimes() {
   auto p = ModelProfileFromWorkerJson(WorkerProfile());
   return p.ok() && p->layers[0].measured_forward_ms.empty();
@@ -82,10 +93,8 @@ TEST(ProfileJsonTest, ReadsWhetherTheModelCanBeSplit) {
 
 TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevice) {
   nlohmann::json j = WorkerProfile();
-  j["layers"][0]["fwd_ms"] = 8.0;  // whole batch of 4
-  j["layers"][0]["bwd_ms"] = 20.0;
-  j["layers"][1]["fwd_ms"] = 0.4;
-  j["layers"][1]["bwd_ms"] = 1.2;
+  SetMs(j["layers"][0], 8.0, 20.0);  // whole batch of 4
+  SetMs(j["layers"][1], 0.4, 1.2);
   auto p = ModelProfileFromWorkerJson(j);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(p->layers[0].measured_forward_ms.at("cpu"), 2.0);
@@ -96,12 +105,9 @@ TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevic
 
 TEST(ProfileJsonTest, FixedMillisecondsArePerMicroBatchAndLeaveThePerSampleRest) {
   nlohmann::json j = WorkerProfile();
-  j["layers"][0]["fwd_ms"] = 8.0;  // whole batch of 4: 2 ms per call + 1.5 ms per sample
-  j["layers"][0]["bwd_ms"] = 20.0;
-  j["layers"][0]["fwd_fixed_ms"] = 2.0;
-  j["layers"][0]["bwd_fixed_ms"] = 4.0;
-  j["layers"][1]["fwd_ms"] = 0.4;  // no fixed part: all per sample
-  j["layers"][1]["bwd_ms"] = 1.2;
+  SetMs(j["layers"][0], 8.0, 20.0);  // whole batch of 4: 2 ms per call + 1.5 ms per sample
+  SetFixedMs(j["layers"][0], 2.0, 4.0);
+  SetMs(j["layers"][1], 0.4, 1.2);  // no fixed part: all per sample
   auto p = ModelProfileFromWorkerJson(j);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(p->layers[0].measured_forward_ms.at("cpu"), 1.5);
@@ -114,10 +120,7 @@ TEST(ProfileJsonTest, FixedMillisecondsArePerMicroBatchAndLeaveThePerSampleRest)
 
 TEST(ProfileJsonTest, OptimizerStepIsPerLayerAndOptional) {
   nlohmann::json j = WorkerProfile();
-  for (auto& l : j["layers"]) {
-    l["fwd_ms"] = 1.0;
-    l["bwd_ms"] = 2.0;
-  }
+  for (auto& l : j["layers"]) SetMs(l, 1.0, 2.0);
   auto without = ModelProfileFromWorkerJson(j);
   ASSERT_TRUE(without.ok()) << without.status().ToString();
   EXPECT_TRUE(without->layers[0].measured_optimizer_ms.empty());
@@ -169,24 +172,17 @@ TEST(ProfileJsonTest, MalformedFieldsAreNamed) {
        "layers[0].bwd_ms"},
       {"fixed above the batch time",
        [](nlohmann::json& j) {
-         j["layers"][0]["fwd_ms"] = 1.0;
-         j["layers"][0]["bwd_ms"] = 1.0;
-         j["layers"][0]["fwd_fixed_ms"] = 2.0;
-         j["layers"][0]["bwd_fixed_ms"] = 0.5;
+         SetMs(j["layers"][0], 1.0, 1.0);
+         SetFixedMs(j["layers"][0], 2.0, 0.5);
        },
        "layers[0].fwd_fixed_ms"},
       {"fwd_fixed_ms without bwd_fixed_ms",
        [](nlohmann::json& j) {
-         j["layers"][0]["fwd_ms"] = 1.0;
-         j["layers"][0]["bwd_ms"] = 1.0;
+         SetMs(j["layers"][0], 1.0, 1.0);
          j["layers"][0]["fwd_fixed_ms"] = 0.5;
        },
        "layers[0].bwd_fixed_ms"},
-      {"negative ms",
-       [](nlohmann::json& j) {
-         j["layers"][0]["fwd_ms"] = -1.0;
-         j["layers"][0]["bwd_ms"] = 1.0;
-       },
+      {"negative ms", [](nlohmann::json& j) { SetMs(j["layers"][0], -1.0, 1.0); },
        "layers[0].fwd_ms"},
   };
   for (const Row& r : rows) {

@@ -24,53 +24,9 @@ std::vector<int64_t> Ids(const std::vector<QueueEntry>& order) {
   return ids;
 }
 
-TEST(QueueOrderTest, OrdersByPriorityThenUsersShareThenSubmission) {
-  struct Case {
-    const char* name;
-    std::vector<QueuedJob> jobs;
-    std::map<std::string, UserUsage> usage;
-    UserPolicies policies;
-    std::vector<int64_t> want;
-  };
-  const std::vector<Case> cases = {
-      {"one user: submission order", {Job(3, "a"), Job(1, "a"), Job(2, "a")}, {}, {}, {1, 2, 3}},
-      {"priority first; then a, charged for its first job, after b",
-       {Job(1, "a"), Job(2, "a", 5), Job(3, "b")},
-       {},
-       {},
-       {2, 3, 1}},
-      {"a user who queued many does not starve the other",
-       {Job(1, "a"), Job(2, "a"), Job(3, "a"), Job(4, "a"), Job(5, "b"), Job(6, "b")},
-       {},
-       {},
-       {1, 5, 2, 6, 3, 4}},
-      {"the user holding fewer devices goes first",
-       {Job(1, "a"), Job(2, "b")},
-       {{"a", UserUsage{1, 4}}, {"b", UserUsage{1, 1}}},
-       {},
-       {2, 1}},
-      {"weights: a user of weight 2 gets two jobs' devices per one of weight 1",
-       {Job(1, "a"), Job(2, "a"), Job(3, "a"), Job(4, "b"), Job(5, "b")},
-       {},
-       {{{"a", Weight(2)}}},
-       {1, 4, 2, 3, 5}},
-      {"larger jobs charge more share",
-       {Job(1, "a", 0, 4), Job(2, "a"), Job(3, "b"), Job(4, "b"), Job(5, "b")},
-       {},
-       {},
-       {1, 3, 4, 5, 2}},
-      {"the default policy '*' weighs users without their own",
-       {Job(1, "a"), Job(2, "a"), Job(3, "b"), Job(4, "b")},
-       {},
-       {{{"*", Weight(3)}, {"b", Weight(1)}}},
-       {1, 3, 2, 4}},
-  };
-  for (const Case& c : cases) {
-    EXPECT_EQ(Ids(OrderQueue(c.jobs, c.usage, c.policies)), c.want) << c.name;
-  }
-}
-
-TEST(QueueOrderTest, FifoOrdersByPriorityThenSubmissionWithoutInterleavingUsers) {
+// Fair share (the default): priority, then the user's weighted share, then submission.
+// Fifo: priority, then submission, whatever users hold and weigh.
+TEST(QueueOrderTest, OrdersByPriorityThenUsersShareOrSubmission) {
   struct Case {
     const char* name;
     std::vector<QueuedJob> jobs;
@@ -80,6 +36,48 @@ TEST(QueueOrderTest, FifoOrdersByPriorityThenSubmissionWithoutInterleavingUsers)
     std::vector<int64_t> fifo;
   };
   const std::vector<Case> cases = {
+      {"one user: submission order",
+       {Job(3, "a"), Job(1, "a"), Job(2, "a")},
+       {},
+       {},
+       {1, 2, 3},
+       {1, 2, 3}},
+      {"priority first; then a, charged for its first job, after b",
+       {Job(1, "a"), Job(2, "a", 5), Job(3, "b")},
+       {},
+       {},
+       {2, 3, 1},
+       {2, 1, 3}},
+      {"a user who queued many does not starve the other",
+       {Job(1, "a"), Job(2, "a"), Job(3, "a"), Job(4, "a"), Job(5, "b"), Job(6, "b")},
+       {},
+       {},
+       {1, 5, 2, 6, 3, 4},
+       {1, 2, 3, 4, 5, 6}},
+      {"the user holding fewer devices goes first",
+       {Job(1, "a"), Job(2, "b")},
+       {{"a", UserUsage{1, 4}}, {"b", UserUsage{1, 1}}},
+       {},
+       {2, 1},
+       {1, 2}},
+      {"weights: a user of weight 2 gets two jobs' devices per one of weight 1",
+       {Job(1, "a"), Job(2, "a"), Job(3, "a"), Job(4, "b"), Job(5, "b")},
+       {},
+       {{{"a", Weight(2)}}},
+       {1, 4, 2, 3, 5},
+       {1, 2, 3, 4, 5}},
+      {"larger jobs charge more share",
+       {Job(1, "a", 0, 4), Job(2, "a"), Job(3, "b"), Job(4, "b"), Job(5, "b")},
+       {},
+       {},
+       {1, 3, 4, 5, 2},
+       {1, 2, 3, 4, 5}},
+      {"the default policy '*' weighs users without their own",
+       {Job(1, "a"), Job(2, "a"), Job(3, "b"), Job(4, "b")},
+       {},
+       {{{"*", Weight(3)}, {"b", Weight(1)}}},
+       {1, 3, 2, 4},
+       {1, 2, 3, 4}},
       {"a user who queued many goes first in fifo",
        {Job(1, "a"), Job(2, "a"), Job(3, "a"), Job(4, "b")},
        {},
@@ -92,7 +90,7 @@ TEST(QueueOrderTest, FifoOrdersByPriorityThenSubmissionWithoutInterleavingUsers)
        {},
        {3, 1, 2},
        {3, 1, 2}},
-      {"what users hold and their weights do not matter",
+      {"what users hold and their weights do not matter in fifo",
        {Job(1, "a"), Job(2, "b")},
        {{"a", UserUsage{2, 8}}},
        {{{"b", Weight(0.5)}}},
@@ -100,6 +98,7 @@ TEST(QueueOrderTest, FifoOrdersByPriorityThenSubmissionWithoutInterleavingUsers)
        {1, 2}},
   };
   for (const Case& c : cases) {
+    EXPECT_EQ(Ids(OrderQueue(c.jobs, c.usage, c.policies)), c.fair) << c.name;
     EXPECT_EQ(Ids(OrderQueue(c.jobs, c.usage, c.policies, QueueOrdering::kFairShare)), c.fair)
         << c.name;
     EXPECT_EQ(Ids(OrderQueue(c.jobs, c.usage, c.policies, QueueOrdering::kFifo)), c.fifo) << c.name;

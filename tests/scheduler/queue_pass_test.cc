@@ -58,8 +58,6 @@ ClusterSnapshot Node(int gpus) {
   return ClusterBuilder().Node("n").Gpus(gpus, "A", 16, 10).Build();
 }
 
-ModelProfile Medium() { return ModelBuilder().Input(1).Layers(12, 2, 20, 10, 4).Build(); }
-
 // The real planner on `cluster` with the devices in `busy` marked busy.
 // `calls` counts plans (may be null).
 QueuePassHooks PlanOn(const ClusterSnapshot& cluster, const std::vector<TestJob>& jobs,
@@ -79,7 +77,7 @@ QueuePassHooks PlanOn(const ClusterSnapshot& cluster, const std::vector<TestJob>
     JobRequest request = Train(t.batch);
     request.min_devices = static_cast<int>(job.min_devices);
     request.max_devices = static_cast<int>(job.max_devices);
-    return MakePlans(snap, Medium(), request);
+    return MakePlans(snap, MediumModel(), request);
   };
   return hooks;
 }

@@ -128,6 +128,8 @@ int StatusOfRawAnswer(const std::string& answer) {
   return std::atoi(answer.substr(9, 3).c_str());
 }
 
+std::string JobPath(api::JobId id) { return "/api/v1/jobs/" + std::to_string(id); }
+
 // The suite's one cluster and its users.
 class Lab {
  public:
@@ -198,6 +200,12 @@ class Lab {
   Outcome Submit(const std::string& token, const api::Json& spec) {
     return Call(token, "POST", "/api/v1/jobs", spec);
   }
+  // A lease call for alice's infer job (rank `rank` of `attempt`, up to `max_chunks`),
+  // sent with `token`.
+  Outcome RequestLease(const std::string& token, int attempt, int rank, int max_chunks) {
+    return Call(token, "POST", JobPath(AliceInferJob()) + "/leases",
+                {{"attempt", attempt}, {"rank", rank}, {"max_chunks", max_chunks}});
+  }
 
   // Alice's running infer job (cmd:probe ranks waiting), made on first use.
   api::JobId AliceInferJob() {
@@ -225,11 +233,12 @@ class Lab {
             {"max_devices", 1}};
   }
 
-  // The controller's own lease tokens (its key is in its state folder).
-  daemon::LeaseTokens ControllerLeaseTokens() {
+  // A lease token the controller would give rank `rank` of `attempt` of job `id` (its
+  // key is in its state folder).
+  std::string LeaseToken(api::JobId id, int64_t attempt, int64_t rank) {
     std::string key;
     std::ifstream(dir() / "controller" / "lease-key") >> key;
-    return daemon::LeaseTokens(key);
+    return daemon::LeaseTokens(key).For(id, attempt, rank);
   }
 
  private:
@@ -281,46 +290,33 @@ api::Json With(api::Json spec, const std::string& key, api::Json value) {
   return spec;
 }
 
+// The attack of submitting `spec` as alice, or as the admin.
+std::function<Outcome(Lab&)> AliceSubmits(api::Json spec) {
+  return [spec = std::move(spec)](Lab& l) { return l.Submit(l.alice(), spec); };
+}
+std::function<Outcome(Lab&)> AdminSubmits(api::Json spec) {
+  return [spec = std::move(spec)](Lab& l) { return l.Submit(l.cluster().admin_token(), spec); };
+}
+
 const Attack kAttacks[] = {
     // ---- env: the global deny list, which no entrypoint lifts ----
     {"env_ld_preload",
-     [](Lab& l) {
-       return l.Submit(l.alice(),
-                       With(BuiltinTrainSpec("x"), "env", {{"LD_PRELOAD", "/home/alice/x.so"}}));
-     },
-     400, "env.LD_PRELOAD"},
-    {"env_path",
-     [](Lab& l) {
-       return l.Submit(l.alice(), With(ProbeSpec("x"), "env", {{"PATH", "/home/alice/bin"}}));
-     },
-     400, "env.PATH"},
-    {"env_pythonpath",
-     [](Lab& l) {
-       return l.Submit(l.alice(), With(ProbeSpec("x"), "env", {{"PYTHONPATH", "/home/alice"}}));
-     },
+     AliceSubmits(With(BuiltinTrainSpec("x"), "env", {{"LD_PRELOAD", "/home/alice/x.so"}})), 400,
+     "env.LD_PRELOAD"},
+    {"env_path", AliceSubmits(With(ProbeSpec("x"), "env", {{"PATH", "/home/alice/bin"}})), 400,
+     "env.PATH"},
+    {"env_pythonpath", AliceSubmits(With(ProbeSpec("x"), "env", {{"PYTHONPATH", "/home/alice"}})),
      400, "env.PYTHONPATH"},
-    {"env_bash_env",
-     [](Lab& l) {
-       return l.Submit(l.alice(), With(ProbeSpec("x"), "env", {{"BASH_ENV", "/home/alice/rc"}}));
-     },
+    {"env_bash_env", AliceSubmits(With(ProbeSpec("x"), "env", {{"BASH_ENV", "/home/alice/rc"}})),
      400, "env.BASH_ENV"},
     {"env_ld_preload_where_every_key_is_allowed",
-     [](Lab& l) {
-       api::Json spec = With(ProbeSpec("x"), "entrypoint", "cmd:open");
-       return l.Submit(l.alice(), With(spec, "env", {{"LD_PRELOAD", "/x.so"}}));
-     },
+     AliceSubmits(
+         With(With(ProbeSpec("x"), "entrypoint", "cmd:open"), "env", {{"LD_PRELOAD", "/x.so"}})),
      400, "env.LD_PRELOAD"},
     {"env_ld_preload_as_admin",
-     [](Lab& l) {
-       return l.Submit(l.cluster().admin_token(),
-                       With(ProbeSpec("x"), "env", {{"LD_PRELOAD", "/x.so"}}));
-     },
-     400, "env.LD_PRELOAD"},
-    {"env_key_outside_env_allow",
-     [](Lab& l) {
-       return l.Submit(l.alice(), With(ProbeSpec("x"), "env", {{"OTHER", "1"}}));
-     },
-     400, "env.OTHER"},
+     AdminSubmits(With(ProbeSpec("x"), "env", {{"LD_PRELOAD", "/x.so"}})), 400, "env.LD_PRELOAD"},
+    {"env_key_outside_env_allow", AliceSubmits(With(ProbeSpec("x"), "env", {{"OTHER", "1"}})), 400,
+     "env.OTHER"},
     // ---- args ----
     {"builtin_test_hook_args",
      [](Lab& l) {
@@ -329,16 +325,10 @@ const Attack kAttacks[] = {
      },
      400, "args[0]"},
     {"builtin_test_hook_args_as_admin",
-     [](Lab& l) {
-       return l.Submit(l.cluster().admin_token(),
-                       With(BuiltinTrainSpec("x"), "args", {"--lr", "0.1", "--dump-params=/tmp"}));
-     },
-     400, "args[2]"},
+     AdminSubmits(With(BuiltinTrainSpec("x"), "args", {"--lr", "0.1", "--dump-params=/tmp"})), 400,
+     "args[2]"},
     {"cmd_args_outside_args_allow",
-     [](Lab& l) {
-       return l.Submit(l.alice(), With(ProbeSpec("x"), "args", {"--mode=once", "/etc/shadow"}));
-     },
-     400, "args[1]"},
+     AliceSubmits(With(ProbeSpec("x"), "args", {"--mode=once", "/etc/shadow"})), 400, "args[1]"},
     // ---- data roots ----
     {"dataset_is_a_secret_file",
      [](Lab& l) {
@@ -404,23 +394,15 @@ const Attack kAttacks[] = {
      -1, ""},
     // ---- other users' jobs ----
     {"read_another_users_job",
-     [](Lab& l) {
-       return l.Call(l.bob(), "GET", "/api/v1/jobs/" + std::to_string(l.AliceInferJob()));
-     },
-     403, ""},
+     [](Lab& l) { return l.Call(l.bob(), "GET", JobPath(l.AliceInferJob())); }, 403, ""},
     {"read_another_users_logs",
-     [](Lab& l) {
-       return l.Call(l.bob(), "GET",
-                     "/api/v1/jobs/" + std::to_string(l.AliceInferJob()) + "/logs?rank=0");
-     },
+     [](Lab& l) { return l.Call(l.bob(), "GET", JobPath(l.AliceInferJob()) + "/logs?rank=0"); },
      403, ""},
     {"list_another_users_jobs",
      [](Lab& l) { return l.Call(l.bob(), "GET", "/api/v1/jobs?owner=alice"); }, 403, ""},
     {"cancel_another_users_job",
      [](Lab& l) {
-       return l.Call(l.bob(), "POST",
-                     "/api/v1/jobs/" + std::to_string(l.AliceInferJob()) + "/cancel",
-                     api::Json::object());
+       return l.Call(l.bob(), "POST", JobPath(l.AliceInferJob()) + "/cancel", api::Json::object());
      },
      403, "",
      [](Lab& l, const Outcome&) {
@@ -428,50 +410,21 @@ const Attack kAttacks[] = {
      }},
     // ---- lease tokens ----
     {"lease_with_the_ranks_own_token_allowed",
-     [](Lab& l) {
-       const api::JobId id = l.AliceInferJob();
-       auto c = l.cluster().Client(l.ControllerLeaseTokens().For(id, 1, 0));
-       return FromResponse(
-           c->Request("POST", "/api/v1/jobs/" + std::to_string(id) + "/leases",
-                      api::Json{{"attempt", 1}, {"rank", 0}, {"max_chunks", 0}}.dump()));
-     },
-     -1, ""},
+     [](Lab& l) { return l.RequestLease(l.LeaseToken(l.AliceInferJob(), 1, 0), 1, 0, 0); }, -1, ""},
     {"lease_with_another_ranks_token",
-     [](Lab& l) {
-       const api::JobId id = l.AliceInferJob();
-       auto c = l.cluster().Client(l.ControllerLeaseTokens().For(id, 1, 0));
-       return FromResponse(
-           c->Request("POST", "/api/v1/jobs/" + std::to_string(id) + "/leases",
-                      api::Json{{"attempt", 1}, {"rank", 1}, {"max_chunks", 4}}.dump()));
-     },
-     401, ""},
+     [](Lab& l) { return l.RequestLease(l.LeaseToken(l.AliceInferJob(), 1, 0), 1, 1, 4); }, 401,
+     ""},
     {"lease_with_a_foreign_jobs_token",
-     [](Lab& l) {
-       const api::JobId id = l.AliceInferJob();
-       auto c = l.cluster().Client(l.ControllerLeaseTokens().For(id + 1000, 1, 0));
-       return FromResponse(
-           c->Request("POST", "/api/v1/jobs/" + std::to_string(id) + "/leases",
-                      api::Json{{"attempt", 1}, {"rank", 0}, {"max_chunks", 4}}.dump()));
-     },
+     [](Lab& l) { return l.RequestLease(l.LeaseToken(l.AliceInferJob() + 1000, 1, 0), 1, 0, 4); },
      401, ""},
     {"lease_with_a_stale_attempts_token",
      [](Lab& l) {
-       const api::JobId id = l.AliceInferJob();
        // Attempt 1 is the live one: attempt 0's token (as a worker of an
        // earlier attempt would hold) names an attempt that is not running.
-       auto c = l.cluster().Client(l.ControllerLeaseTokens().For(id, 0, 0));
-       return FromResponse(
-           c->Request("POST", "/api/v1/jobs/" + std::to_string(id) + "/leases",
-                      api::Json{{"attempt", 0}, {"rank", 0}, {"max_chunks", 4}}.dump()));
+       return l.RequestLease(l.LeaseToken(l.AliceInferJob(), 0, 0), 0, 0, 4);
      },
      0, ""},
-    {"lease_with_a_user_token",
-     [](Lab& l) {
-       const api::JobId id = l.AliceInferJob();
-       return l.Call(l.alice(), "POST", "/api/v1/jobs/" + std::to_string(id) + "/leases",
-                     api::Json{{"attempt", 1}, {"rank", 0}, {"max_chunks", 4}});
-     },
-     401, ""},
+    {"lease_with_a_user_token", [](Lab& l) { return l.RequestLease(l.alice(), 1, 0, 4); }, 401, ""},
     // ---- on the node: what a permitted job gets ----
     // Its folders are closed to other accounts; with run_as (the test running
     // as root) its worker runs as the mapped account, never as the agent's.
@@ -485,7 +438,7 @@ const Attack kAttacks[] = {
        const fs::path job_dir = l.dir() / "agent-boxa" / "jobs" / std::to_string(id);
        ASSERT_TRUE(WaitFor([&] { return l.cluster().JobState(id) == "succeeded"; }, 60s))
            << l.cluster().JobState(id) << "\n"
-           << l.cluster().GetJson("/api/v1/jobs/" + std::to_string(id)).dump() << "\n"
+           << l.cluster().GetJson(JobPath(id)).dump() << "\n"
            << ReadText(job_dir / "1" / "rank-0" / "worker.log") << "\n"
            << l.cluster().agent("boxa")->Log();
        const std::string log = ReadText(job_dir / "1" / "rank-0" / "worker.log");
