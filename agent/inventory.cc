@@ -9,22 +9,19 @@
 #include "agent/device_benchmark.h"
 #include "agent/inventory_file.h"
 #include "agent/nvml_discovery.h"
+#include "common/enum_names.h"
 
 namespace tessera::agent {
 
-std::string_view LinkKindName(LinkKind kind) {
-  switch (kind) {
-    case LinkKind::kNvLink:
-      return "nvlink";
-    case LinkKind::kPcie:
-      return "pcie";
-    case LinkKind::kSystem:
-      return "system";
-    case LinkKind::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
+constexpr EnumName<LinkKind> kLinkKindNames[] = {
+    {LinkKind::kNvLink, "nvlink"},
+    {LinkKind::kPcie, "pcie"},
+    {LinkKind::kSystem, "system"},
+    {LinkKind::kUnknown, "unknown"},
+};
+static_assert(IsValidNameTable(kLinkKindNames));
+
+std::string_view LinkKindName(LinkKind kind) { return NameOf(kLinkKindNames, kind); }
 
 const api::Device* NodeInventory::Find(int64_t index) const {
   for (const auto& d : devices) {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 
+#include "common/enum_names.h"
+
 namespace tessera::agent {
 // Named (not anonymous) so NvmlLibrary::Api, which has external linkage, may
 // use these types.
@@ -48,22 +50,14 @@ using nvmlEnableState_t = int;  // 0 disabled, 1 enabled
 using nvmlGpuTopologyLevel_t = int;
 constexpr unsigned kNvlinkMaxLinks = 18;
 
+constexpr EnumName<nvmlGpuTopologyLevel_t> kTopologyNames[] = {
+    {0, "internal"},    {10, "single"}, {20, "multiple"},
+    {30, "hostbridge"}, {40, "node"},   {50, "system"},
+};
+static_assert(IsValidNameTable(kTopologyNames));
+
 std::string TopologyName(nvmlGpuTopologyLevel_t level) {
-  switch (level) {
-    case 0:
-      return "internal";
-    case 10:
-      return "single";
-    case 20:
-      return "multiple";
-    case 30:
-      return "hostbridge";
-    case 40:
-      return "node";
-    case 50:
-      return "system";
-  }
-  return "";
+  return std::string(NameOf(kTopologyNames, level, ""));
 }
 
 }  // namespace nvml_abi

@@ -1,25 +1,24 @@
 #include "api/entrypoint_kind.h"
 
+#include "common/enum_names.h"
+
 namespace tessera::api {
 
+// kUnknown has no prefix: EntrypointPrefix gives "" for it.
+constexpr EnumName<EntrypointKind> kEntrypointPrefixes[] = {
+    {EntrypointKind::kBuiltin, "builtin:"},
+    {EntrypointKind::kCommand, "cmd:"},
+    {EntrypointKind::kModel, "model:"},
+};
+static_assert(IsValidNameTable(kEntrypointPrefixes));
+
 std::string_view EntrypointPrefix(EntrypointKind kind) {
-  switch (kind) {
-    case EntrypointKind::kBuiltin:
-      return "builtin:";
-    case EntrypointKind::kCommand:
-      return "cmd:";
-    case EntrypointKind::kModel:
-      return "model:";
-    case EntrypointKind::kUnknown:
-      break;
-  }
-  return "";
+  return NameOf(kEntrypointPrefixes, kind, "");
 }
 
 EntrypointKind EntrypointKindOf(std::string_view name) {
-  for (EntrypointKind kind :
-       {EntrypointKind::kBuiltin, EntrypointKind::kCommand, EntrypointKind::kModel}) {
-    if (name.starts_with(EntrypointPrefix(kind))) return kind;
+  for (const auto& [kind, prefix] : kEntrypointPrefixes) {
+    if (name.starts_with(prefix)) return kind;
   }
   return EntrypointKind::kUnknown;
 }

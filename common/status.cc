@@ -1,38 +1,27 @@
 #include "common/status.h"
 
+#include "common/enum_names.h"
+
 namespace tessera {
 
-std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "ok";
-    case StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case StatusCode::kUnauthenticated:
-      return "unauthenticated";
-    case StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case StatusCode::kNotFound:
-      return "not_found";
-    case StatusCode::kAlreadyExists:
-      return "already_exists";
-    case StatusCode::kFailedPrecondition:
-      return "failed_precondition";
-    case StatusCode::kPayloadTooLarge:
-      return "payload_too_large";
-    case StatusCode::kResourceExhausted:
-      return "resource_exhausted";
-    case StatusCode::kUnimplemented:
-      return "unimplemented";
-    case StatusCode::kUnavailable:
-      return "unavailable";
-    case StatusCode::kDeadlineExceeded:
-      return "deadline_exceeded";
-    case StatusCode::kInternal:
-      return "internal";
-  }
-  return "unknown";
-}
+constexpr EnumName<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "ok"},
+    {StatusCode::kInvalidArgument, "invalid_argument"},
+    {StatusCode::kUnauthenticated, "unauthenticated"},
+    {StatusCode::kPermissionDenied, "permission_denied"},
+    {StatusCode::kNotFound, "not_found"},
+    {StatusCode::kAlreadyExists, "already_exists"},
+    {StatusCode::kFailedPrecondition, "failed_precondition"},
+    {StatusCode::kPayloadTooLarge, "payload_too_large"},
+    {StatusCode::kResourceExhausted, "resource_exhausted"},
+    {StatusCode::kUnimplemented, "unimplemented"},
+    {StatusCode::kUnavailable, "unavailable"},
+    {StatusCode::kDeadlineExceeded, "deadline_exceeded"},
+    {StatusCode::kInternal, "internal"},
+};
+static_assert(IsValidNameTable(kStatusCodeNames));
+
+std::string_view StatusCodeName(StatusCode code) { return NameOf(kStatusCodeNames, code); }
 
 Status Status::WithPrefix(std::string_view prefix) const {
   if (ok()) return *this;

@@ -1,40 +1,31 @@
 #include "scheduler/layout.h"
 
+#include "common/enum_names.h"
+
 namespace tessera::scheduler {
 
-std::string_view LayoutName(Layout layout) {
-  switch (layout) {
-    case Layout::kAuto:
-      return "auto";
-    case Layout::kData:
-      return "data";
-    case Layout::kPipeline:
-      return "pipeline";
-    case Layout::kHybrid:
-      return "hybrid";
-    case Layout::kTiled:
-      return "tiled";
-  }
-  return "auto";
-}
+constexpr EnumName<Layout> kLayoutNames[] = {
+    {Layout::kAuto, "auto"},     {Layout::kData, "data"},   {Layout::kPipeline, "pipeline"},
+    {Layout::kHybrid, "hybrid"}, {Layout::kTiled, "tiled"},
+};
+static_assert(IsValidNameTable(kLayoutNames));
 
-std::optional<Layout> ParseLayout(std::string_view name) {
-  for (Layout l :
-       {Layout::kAuto, Layout::kData, Layout::kPipeline, Layout::kHybrid, Layout::kTiled}) {
-    if (LayoutName(l) == name) return l;
-  }
-  return std::nullopt;
-}
+constexpr EnumName<Schedule> kScheduleNames[] = {
+    {Schedule::kGPipe, "gpipe"},
+    {Schedule::k1F1B, "1f1b"},
+};
+static_assert(IsValidNameTable(kScheduleNames));
+
+std::string_view LayoutName(Layout layout) { return NameOf(kLayoutNames, layout, "auto"); }
+
+std::optional<Layout> ParseLayout(std::string_view name) { return ParseName(kLayoutNames, name); }
 
 std::string_view ScheduleName(Schedule schedule) {
-  return schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
+  return NameOf(kScheduleNames, schedule, "1f1b");
 }
 
 std::optional<Schedule> ParseSchedule(std::string_view name) {
-  for (Schedule s : {Schedule::kGPipe, Schedule::k1F1B}) {
-    if (ScheduleName(s) == name) return s;
-  }
-  return std::nullopt;
+  return ParseName(kScheduleNames, name);
 }
 
 }  // namespace tessera::scheduler

@@ -1,18 +1,17 @@
 #include "scheduler/model_profile.h"
 
+#include "common/enum_names.h"
+
 namespace tessera::scheduler {
 
-std::string_view PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kBf16:
-      return "bf16";
-  }
-  return "fp32";
-}
+constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"},
+    {Precision::kFp16, "fp16"},
+    {Precision::kBf16, "bf16"},
+};
+static_assert(IsValidNameTable(kPrecisionNames));
+
+std::string_view PrecisionName(Precision p) { return NameOf(kPrecisionNames, p, "fp32"); }
 
 Status ModelProfile::Validate() const {
   if (layers.empty()) return InvalidArgument("model has no layers", "layers");

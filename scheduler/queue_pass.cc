@@ -10,20 +10,20 @@
 
 #include <utility>
 
+#include "common/enum_names.h"
+
 namespace tessera::scheduler {
 
+constexpr EnumName<PassAction> kPassActionNames[] = {
+    {PassAction::kPlace, "place"},
+    {PassAction::kWait, "wait"},
+    {PassAction::kNotReady, "not_ready"},
+    {PassAction::kNever, "never"},
+};
+static_assert(IsValidNameTable(kPassActionNames));
+
 std::string_view PassActionName(PassAction action) {
-  switch (action) {
-    case PassAction::kPlace:
-      return "place";
-    case PassAction::kWait:
-      return "wait";
-    case PassAction::kNotReady:
-      return "not_ready";
-    case PassAction::kNever:
-      return "never";
-  }
-  return "wait";
+  return NameOf(kPassActionNames, action, "wait");
 }
 
 namespace {

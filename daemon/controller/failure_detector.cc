@@ -1,17 +1,18 @@
 #include "daemon/controller/failure_detector.h"
 
+#include "common/enum_names.h"
+
 namespace tessera::daemon {
 
+constexpr EnumName<NodeHealth> kNodeHealthNames[] = {
+    {NodeHealth::kHealthy, "healthy"},
+    {NodeHealth::kSuspect, "suspect"},
+    {NodeHealth::kDead, "dead"},
+};
+static_assert(IsValidNameTable(kNodeHealthNames));
+
 std::string_view NodeHealthName(NodeHealth health) {
-  switch (health) {
-    case NodeHealth::kHealthy:
-      return "healthy";
-    case NodeHealth::kSuspect:
-      return "suspect";
-    case NodeHealth::kDead:
-      return "dead";
-  }
-  return "dead";
+  return NameOf(kNodeHealthNames, health, "dead");
 }
 
 NodeHealth ClassifyNode(int64_t silence_ms, const FailureDetectorOptions& o) {

@@ -2,12 +2,14 @@
 
 #include <utility>
 
+#include "common/enum_names.h"
+
 namespace tessera::daemon {
 namespace {
 
 using api::JobState;
 
-constexpr std::array<std::pair<JobEvent, std::string_view>, 11> kEventNames = {{
+constexpr EnumName<JobEvent> kEventNames[] = {
     {JobEvent::kPlan, "plan"},
     {JobEvent::kLaunch, "launch"},
     {JobEvent::kAllRunning, "all_running"},
@@ -19,7 +21,8 @@ constexpr std::array<std::pair<JobEvent, std::string_view>, 11> kEventNames = {{
     {JobEvent::kCancel, "cancel"},
     {JobEvent::kRanksDropped, "ranks_dropped"},
     {JobEvent::kReformed, "reformed"},
-}};
+};
+static_assert(IsValidNameTable(kEventNames));
 
 Status Refuse(JobState current, JobEvent event, std::string_view why) {
   std::string msg = "event '" + std::string(JobEventName(event)) + "' is not allowed in state '" +
@@ -34,18 +37,10 @@ JobStep Step(JobState next, int64_t attempts_used, std::string reason) {
 
 }  // namespace
 
-std::string_view JobEventName(JobEvent event) {
-  for (const auto& [e, name] : kEventNames) {
-    if (e == event) return name;
-  }
-  return "unknown";
-}
+std::string_view JobEventName(JobEvent event) { return NameOf(kEventNames, event); }
 
 std::optional<JobEvent> ParseJobEvent(std::string_view name) {
-  for (const auto& [e, n] : kEventNames) {
-    if (n == name) return e;
-  }
-  return std::nullopt;
+  return ParseName(kEventNames, name);
 }
 
 Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_used,

@@ -1,20 +1,18 @@
 #include "worker/model/reference_model.h"
 
+#include "common/enum_names.h"
+
 namespace tessera::worker {
 
-std::string_view LossKindName(LossKind kind) {
-  switch (kind) {
-    case LossKind::kL1:
-      return "l1";
-    case LossKind::kMse:
-      return "mse";
-    case LossKind::kCrossEntropy:
-      return "cross_entropy";
-    case LossKind::kBceWithLogits:
-      return "bce_with_logits";
-  }
-  return "unknown";
-}
+constexpr EnumName<LossKind> kLossKindNames[] = {
+    {LossKind::kL1, "l1"},
+    {LossKind::kMse, "mse"},
+    {LossKind::kCrossEntropy, "cross_entropy"},
+    {LossKind::kBceWithLogits, "bce_with_logits"},
+};
+static_assert(IsValidNameTable(kLossKindNames));
+
+std::string_view LossKindName(LossKind kind) { return NameOf(kLossKindNames, kind); }
 
 Status ValidateModelConfig(const ModelConfig& config) {
   if (config.width < 1 || config.width > 1024) {
