@@ -24,15 +24,8 @@ Status MemoryStore::Health() { return Status::Ok(); }
 Result<api::Job> MemoryStore::InsertJob(const NewJob& in) {
   MutexLock lock(mu_);
   ++writes_;
-  if (in.owner.empty()) return InvalidArgument("must not be empty", "owner");
-  api::Job job;
+  TESSERA_ASSIGN_OR_RETURN(api::Job job, PendingJobOf(in));
   job.id = next_job_id_++;
-  job.owner = in.owner;
-  job.spec = in.spec;
-  job.state = api::JobState::kPending;
-  job.created_ms = in.now_ms;
-  job.updated_ms = in.now_ms;
-  job.reason = in.reason;
   jobs_[job.id] = job;
   events_.push_back(api::Event{next_event_id_++, job.id, in.now_ms, "", "pending", 0, in.reason});
   return job;

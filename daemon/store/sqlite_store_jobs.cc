@@ -50,14 +50,7 @@ Result<api::Job> SelectJob(sqlite3* db, api::JobId id) {
 // ---------------------------------------------------------------- jobs
 
 Result<api::Job> SqliteStore::InsertJob(const NewJob& in) {
-  if (in.owner.empty()) return InvalidArgument("must not be empty", "owner");
-  api::Job job;
-  job.owner = in.owner;
-  job.spec = in.spec;
-  job.state = api::JobState::kPending;
-  job.created_ms = in.now_ms;
-  job.updated_ms = in.now_ms;
-  job.reason = in.reason;
+  TESSERA_ASSIGN_OR_RETURN(api::Job job, PendingJobOf(in));
   const std::string spec_text = *JsonColumn(api::ToJson(in.spec));
   TESSERA_RETURN_IF_ERROR(Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "api/entrypoint_kind.h"
+#include "common/enum_names.h"
 #include "daemon/auth/token_crypto.h"
 
 namespace tessera::daemon {
@@ -34,6 +35,18 @@ Status ValidateNode(const api::Node& node) {
     if (!pairs.insert({l.a, l.b}).second) return InvalidArgument("duplicate device pair", field);
   }
   return Status::Ok();
+}
+
+Result<api::Job> PendingJobOf(const NewJob& in) {
+  if (in.owner.empty()) return InvalidArgument("must not be empty", "owner");
+  api::Job job;
+  job.owner = in.owner;
+  job.spec = in.spec;
+  job.state = api::JobState::kPending;
+  job.created_ms = in.now_ms;
+  job.updated_ms = in.now_ms;
+  job.reason = in.reason;
+  return job;
 }
 
 Status ValidateEntrypoint(const api::Entrypoint& e) {
@@ -83,23 +96,17 @@ Status Store::SetAgentJoinToken(std::string_view plaintext) {
   return PutAgentJoinToken(digest);
 }
 
-std::string_view ChunkStateName(ChunkState state) {
-  switch (state) {
-    case ChunkState::kPending:
-      return "pending";
-    case ChunkState::kLeased:
-      return "leased";
-    case ChunkState::kDone:
-      return "done";
-  }
-  return "unknown";
-}
+constexpr EnumName<ChunkState> kChunkStateNames[] = {
+    {ChunkState::kPending, "pending"},
+    {ChunkState::kLeased, "leased"},
+    {ChunkState::kDone, "done"},
+};
+static_assert(IsValidNameTable(kChunkStateNames));
+
+std::string_view ChunkStateName(ChunkState state) { return NameOf(kChunkStateNames, state); }
 
 std::optional<ChunkState> ParseChunkState(std::string_view name) {
-  for (ChunkState s : {ChunkState::kPending, ChunkState::kLeased, ChunkState::kDone}) {
-    if (ChunkStateName(s) == name) return s;
-  }
-  return std::nullopt;
+  return ParseName(kChunkStateNames, name);
 }
 
 Status ValidateChunkLeaseRequest(const ChunkLeaseRequest& r) {

@@ -377,6 +377,9 @@ class Store {
 
 // Checks shared by every backend, so they refuse the same inputs.
 Status ValidateNode(const api::Node& node);
+// The pending job row `in` makes (id 0: the backend assigns it); kInvalidArgument
+// naming "owner" when it has none.
+Result<api::Job> PendingJobOf(const NewJob& in);
 Status ValidateNodeHealth(std::string_view health);
 Status ValidateEntrypoint(const api::Entrypoint& entrypoint);
 Status ValidateTokenRecord(const TokenRecord& record);
