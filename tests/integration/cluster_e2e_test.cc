@@ -206,15 +206,11 @@ std::string NetNamespaceOf(pid_t pid) {
 // between two network namespaces where the harness made them.
 TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
   Cluster cluster("dataplane");
-  const std::string worker = BinaryPath("tessera-worker");
   const fs::path images = cluster.dir() / "images";
   ASSERT_EQ(GenImages(images, 16, 20), "");
 
-  cluster.StartController("worker_binary: " + worker + "\n");
-  const std::string kOneDevice = InventoryYaml({{1, "RTX3060 (emulated)", "12GiB", 1.0}});
-  cluster.StartAgent("nodea", kOneDevice);
-  cluster.StartAgent("nodeb", kOneDevice);
-  ASSERT_TRUE(cluster.NodesJoin(2));
+  const std::string one = InventoryYaml({{1, "RTX3060 (emulated)", "12GiB", 1.0}});
+  ASSERT_TRUE(cluster.StartWorkerLab({{"nodea", one}, {"nodeb", one}}));
 
   // Every agent is the process the harness started (kill -9 reaches it), and
   // with namespaces each has a network of its own.

@@ -50,11 +50,9 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
             "");
   ASSERT_EQ(FilesBelow(ref).size(), static_cast<size_t>(kImages));
 
-  cluster.StartController("worker_binary: " + worker +
-                          "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
-  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(cluster.StartWorkerLab({{"boxa", one}, {"boxb", one}, {"boxc", one}},
+                                     "infer_chunk_images: 50\nlease_ms: 3000\n"));
   ASSERT_TRUE(
       cluster.AllowEntrypoint("model:colorizer", colorizer.string(), "the lab's colorizer"));
 
@@ -109,11 +107,9 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
                      in.string(), "--output", ref.string(), "--threads", "1"},
                     {}, cluster.dir() / "reference.log", 600s),
             "");
-  cluster.StartController("worker_binary: " + worker +
-                          "\ninfer_chunk_images: 30\nlease_ms: 3000\n");
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "4GiB", 0.3}});
-  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(cluster.StartWorkerLab({{"boxa", one}, {"boxb", one}, {"boxc", one}},
+                                     "infer_chunk_images: 30\nlease_ms: 3000\n"));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", colorizer.string()));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
 
@@ -167,14 +163,12 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
 
 TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {
   Cluster cluster("exported-bad");
-  const std::string worker = BinaryPath("tessera-worker");
   const fs::path in = cluster.dir() / "scans", out = cluster.dir() / "out";
   const fs::path junk = cluster.dir() / "colorizer.pt";
   std::ofstream(junk) << "a text file saved with the wrong name\n";
   ASSERT_EQ(GenImages(in, 4, 16, 60s), "");
-  cluster.StartController("worker_binary: " + worker + "\n");
-  cluster.StartAgent("boxa", InventoryYaml({{1, "T4 (emulated)", "1GiB", 0.6}}));
-  ASSERT_TRUE(cluster.NodesJoin(1, 60s));
+  ASSERT_TRUE(
+      cluster.StartWorkerLab({{"boxa", InventoryYaml({{1, "T4 (emulated)", "1GiB", 0.6}})}}));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", junk.string()));
 
   int status = 0;
@@ -198,10 +192,8 @@ TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {
 TEST(ExportedModelE2ETest, TheOwnModelExampleRunsThroughTheCli) {
   Cluster cluster("own-model-example");
   const std::string worker = BinaryPath("tessera-worker");
-  cluster.StartController("worker_binary: " + worker + "\n");
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "4GiB", 0.6}});
-  for (const char* node : {"boxa", "boxb"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(cluster.NodesJoin(2, 60s));
+  ASSERT_TRUE(cluster.StartWorkerLab({{"boxa", one}, {"boxb", one}}));
   const fs::path work = cluster.dir() / "example";
   std::map<std::string, std::string> env = {{"TESSERA_SERVER", cluster.controller_url()},
                                             {"TESSERA_TOKEN", cluster.admin_token()},
@@ -236,18 +228,16 @@ TEST(ExportedModelE2ETest, TheOwnModelExampleRunsThroughTheCli) {
 // job finishes with a falling loss.
 TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsAsAPipelineAndRecovers) {
   Cluster cluster("exported-train");
-  const std::string worker = BinaryPath("tessera-worker");
   const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans";
   ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_OWN_MODEL_EXPORT, "--out", models.string(),
                      "--fit-steps", "0"},
                     {}, cluster.dir() / "export.log", 300s),
             "");
   ASSERT_EQ(GenImages(in, 32, 24, 60s), "");
-  cluster.StartController("worker_binary: " + worker + "\n");
-  cluster.StartAgent("boxa", InventoryYaml({{1, "A (emulated)", "4GiB", 0.6}}));
-  cluster.StartAgent("boxb", InventoryYaml({{1, "B (emulated)", "4GiB", 0.3}}));
-  cluster.StartAgent("boxc", InventoryYaml({{1, "C (emulated)", "4GiB", 0.3}}));
-  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(
+      cluster.StartWorkerLab({{"boxa", InventoryYaml({{1, "A (emulated)", "4GiB", 0.6}})},
+                              {"boxb", InventoryYaml({{1, "B (emulated)", "4GiB", 0.3}})},
+                              {"boxc", InventoryYaml({{1, "C (emulated)", "4GiB", 0.3}})}}));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
 
   int status = 0;

@@ -68,15 +68,11 @@ bool HasCheckpoint(const fs::path& dir) {
 
 TEST(GanE2ETest, TrainsDataParallelOnTwoNodesAndResumesOnTheSurvivor) {
   Cluster cluster("gan");
-  const std::string worker = BinaryPath("tessera-worker");
   const fs::path images = cluster.dir() / "images";
   ASSERT_EQ(GenImages(images, 16, 52), "");
 
-  cluster.StartController("worker_binary: " + worker + "\n");
-  const std::string kOneDevice = InventoryYaml({{1, "RTX3060 (emulated)", "12GiB", 0.5}});
-  cluster.StartAgent("nodea", kOneDevice);
-  cluster.StartAgent("nodeb", kOneDevice);
-  ASSERT_TRUE(cluster.NodesJoin(2));
+  const std::string one = InventoryYaml({{1, "RTX3060 (emulated)", "12GiB", 0.5}});
+  ASSERT_TRUE(cluster.StartWorkerLab({{"nodea", one}, {"nodeb", one}}));
 
   constexpr int kSteps = 200;
   int status = 0;

@@ -446,6 +446,14 @@ api::Json Cluster::PostJson(const std::string& target, const api::Json& body, in
          << controller_->Log();
 }
 
+::testing::AssertionResult Cluster::StartWorkerLab(
+    const std::vector<std::pair<std::string, std::string>>& nodes, const std::string& extra_config,
+    std::chrono::seconds timeout) {
+  StartController("worker_binary: " + BinaryPath("tessera-worker") + "\n" + extra_config);
+  for (const auto& [node, inventory] : nodes) StartAgent(node, inventory);
+  return NodesJoin(static_cast<int>(nodes.size()), timeout);
+}
+
 ::testing::AssertionResult Cluster::AllowEntrypoint(const std::string& name,
                                                     const std::string& command,
                                                     const std::string& description) {

@@ -193,6 +193,13 @@ class Cluster {
   // tesserad's log.
   ::testing::AssertionResult NodesJoin(int nodes,
                                        std::chrono::seconds timeout = std::chrono::seconds(30));
+  // A lab that runs the real worker: tesserad with `worker_binary` (and the
+  // lines of `extra_config`), then one agent per (node, inventory YAML);
+  // succeeds once every node joined within `timeout`.
+  ::testing::AssertionResult StartWorkerLab(
+      const std::vector<std::pair<std::string, std::string>>& nodes,
+      const std::string& extra_config = "",
+      std::chrono::seconds timeout = std::chrono::seconds(60));
   // An admin allows entrypoint `name` (e.g. "cmd:ddp-script") to run `command`;
   // the failure says what tesserad answered.
   ::testing::AssertionResult AllowEntrypoint(const std::string& name, const std::string& command,

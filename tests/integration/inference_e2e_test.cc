@@ -57,11 +57,9 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
   const auto reference = FilesBelow(ref);
   ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
 
-  cluster.StartController("worker_binary: " + worker +
-                          "\ninfer_chunk_images: 50\nlease_ms: 3000\n");
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
-  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(cluster.StartWorkerLab({{"boxa", one}, {"boxb", one}, {"boxc", one}},
+                                     "infer_chunk_images: 50\nlease_ms: 3000\n"));
 
   int status = 0;
   api::Json spec = ColorizeSpec("colorize-archive", in, out, ckpt);

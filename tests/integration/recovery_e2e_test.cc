@@ -53,14 +53,9 @@ api::JobId TrainUntilCheckpoint(Cluster& cluster,
                                 const std::vector<std::pair<std::string, std::string>>& agents,
                                 int global_batch, int min_devices, int max_devices,
                                 size_t nodes_used, const std::string& extra_config = "") {
-  const std::string worker = BinaryPath("tessera-worker");
   const fs::path images = cluster.dir() / "images";
   EXPECT_EQ(GenImages(images, 32, 32), "");
-  cluster.StartController("worker_binary: " + worker + "\n" + extra_config);
-  for (const auto& [node, inventory] : agents) cluster.StartAgent(node, inventory);
-  EXPECT_TRUE(
-      WaitFor([&] { return cluster.HealthyNodes() == static_cast<int>(agents.size()); }, 30s))
-      << cluster.controller()->Log();
+  EXPECT_TRUE(cluster.StartWorkerLab(agents, extra_config, 30s));
 
   int status = 0;
   api::Json job = cluster.PostJson("/api/v1/jobs",
