@@ -2,43 +2,106 @@
 
 #include <cmath>
 
+#include "api/json_codec.h"
+#include "common/enum_names.h"
 #include "common/json_fields.h"
 
 namespace tessera::api {
 namespace {
 
-Status Nested(const Status& s, const std::string& prefix) {
-  if (s.ok()) return s;
-  return Status(s.code(), s.message(), prefix + (s.field().empty() ? "" : ".") + s.field());
-}
+// A worker's key, the first members of a WorkerStatus and a WorkerLaunch.
+constexpr JsonMember<WorkerKey> kWorkerKeyMembers[] = {
+    {"job_id", &WorkerKey::job_id},
+    {"attempt", &WorkerKey::attempt},
+    {"rank", &WorkerKey::rank},
+};
 
 Result<WorkerKey> KeyFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("must be an object");
   WorkerKey key{0, 0, 0};
   JsonFields fields(j);
-  TESSERA_RETURN_IF_ERROR(fields.Int("job_id", &key.job_id));
-  TESSERA_RETURN_IF_ERROR(fields.Int("attempt", &key.attempt));
-  TESSERA_RETURN_IF_ERROR(fields.Int("rank", &key.rank));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kWorkerKeyMembers, fields, &key));
   return key;
 }
 
-Json KeyJson(const WorkerKey& k) {
-  return Json{{"job_id", k.job_id}, {"attempt", k.attempt}, {"rank", k.rank}};
+Json KeyJson(const WorkerKey& k) { return MembersToJson(kWorkerKeyMembers, k); }
+
+constexpr EnumName<WorkerState> kWorkerStateNames[] = {
+    {WorkerState::kRunning, "running"},
+    {WorkerState::kExited, "exited"},
+    {WorkerState::kStopping, "stopping"},
+};
+static_assert(IsValidNameTable(kWorkerStateNames));
+
+// The elements of a heartbeat's "workers" and of an answer's "desired" name
+// their fields without the list's "key[i]." (ReadJsonList adds it).
+
+Result<WorkerStatus> WorkerStatusFromJson(const Json& w) {
+  WorkerStatus s;
+  TESSERA_ASSIGN_OR_RETURN(s.key, KeyFromJson(w));
+  JsonFields worker(w);
+  std::string state = "running";
+  TESSERA_RETURN_IF_ERROR(worker.Int("pid", &s.pid));
+  TESSERA_RETURN_IF_ERROR(worker.Int("exit_code", &s.exit_code));
+  TESSERA_RETURN_IF_ERROR(worker.String("state", &state));
+  // "must be running, exited or stopping" otherwise.
+  TESSERA_ASSIGN_OR_RETURN(s.state, ParseNameOrError(kWorkerStateNames, state, "state"));
+  if (auto p = w.find("progress"); p != w.end()) s.progress = *p;
+  if (auto p = w.find("progress_lines"); p != w.end() && !p->is_null()) {
+    if (!p->is_array()) return InvalidArgument("must be an array", "progress_lines");
+    if (p->size() > kMaxProgressLinesPerWorker) {
+      return InvalidArgument(
+          "must hold at most " + std::to_string(kMaxProgressLinesPerWorker) + " lines",
+          "progress_lines");
+    }
+    for (const auto& line : *p) {
+      if (!line.is_object()) return InvalidArgument("must hold JSON objects", "progress_lines");
+      s.progress_lines.push_back(line);
+    }
+  }
+  if (auto t = w.find("log_tail"); t != w.end() && !t->is_null()) {
+    if (!t->is_array()) return InvalidArgument("must be an array", "log_tail");
+    for (const auto& line : *t) {
+      if (!line.is_string()) return InvalidArgument("must hold strings", "log_tail");
+      s.log_tail.push_back(line.get<std::string>());
+    }
+  }
+  return s;
+}
+
+// `answer`: the whole heartbeat answer, whose "plans" a "plan_ref" names.
+Result<WorkerLaunch> WorkerLaunchFromJson(const Json& l, const Json& answer) {
+  WorkerLaunch w;
+  TESSERA_ASSIGN_OR_RETURN(w.key, KeyFromJson(l));
+  JsonFields launch(l);
+  TESSERA_RETURN_IF_ERROR(launch.StringList("argv", &w.argv));
+  TESSERA_RETURN_IF_ERROR(launch.StringMap("env", &w.env));
+  TESSERA_RETURN_IF_ERROR(launch.IntList("device_indices", &w.device_indices));
+  TESSERA_RETURN_IF_ERROR(launch.String("run_as", &w.run_as));
+  if (w.argv.empty()) return InvalidArgument("must not be empty", "argv");
+  if (auto p = l.find("plan"); p != l.end()) w.plan = *p;
+  if (auto p = l.find("reform"); p != l.end() && !p->is_null()) {
+    if (!p->is_object() || !p->contains("generation") || !(*p)["generation"].is_number_integer()) {
+      return InvalidArgument("must be an object with an integer generation", "reform");
+    }
+    w.reform = *p;
+  }
+  if (auto ref = l.find("plan_ref"); ref != l.end()) {
+    auto plans = answer.find("plans");
+    const Json* plan = nullptr;
+    if (ref->is_string() && plans != answer.end() && plans->is_object()) {
+      auto found = plans->find(ref->get<std::string>());
+      if (found != plans->end()) plan = &*found;
+    }
+    if (plan == nullptr) return InvalidArgument("names no plan of \"plans\"", "plan_ref");
+    w.plan = *plan;
+  }
+  return w;
 }
 
 }  // namespace
 
-std::string_view WorkerStateName(WorkerState state) {
-  switch (state) {
-    case WorkerState::kRunning:
-      return "running";
-    case WorkerState::kExited:
-      return "exited";
-    case WorkerState::kStopping:
-      return "stopping";
-  }
-  return "unknown";
-}
+std::string_view WorkerStateName(WorkerState state) { return NameOf(kWorkerStateNames, state); }
 
 Json ToJson(const WorkerStatus& w) {
   Json j = KeyJson(w.key);
@@ -52,16 +115,14 @@ Json ToJson(const WorkerStatus& w) {
 }
 
 Json ToJson(const HeartbeatRequest& r) {
-  Json devices = Json::array();
-  for (const auto& d : r.devices) devices.push_back(ToJson(d));
-  Json links = Json::array();
-  for (const auto& l : r.links) links.push_back(ToJson(l));
-  Json workers = Json::array();
-  for (const auto& w : r.workers) workers.push_back(ToJson(w));
-  Json j{
-      {"node", r.node},       {"address", r.address},    {"agent_started_ms", r.agent_started_ms},
-      {"devices", devices},   {"links", links},          {"workers", workers},
-      {"wait_ms", r.wait_ms}, {"cpu_cores", r.cpu_cores}};
+  Json j{{"node", r.node},
+         {"address", r.address},
+         {"agent_started_ms", r.agent_started_ms},
+         {"devices", ToJsonArray(r.devices)},
+         {"links", ToJsonArray(r.links)},
+         {"workers", ToJsonArray(r.workers)},
+         {"wait_ms", r.wait_ms},
+         {"cpu_cores", r.cpu_cores}};
   if (r.compact_launches) j["compact_launches"] = true;
   if (r.inventory_unchanged) j["inventory_unchanged"] = true;
   if (r.network_bandwidth_bytes_per_s > 0) {
@@ -140,67 +201,9 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   }
   if (r.network_bandwidth_bytes_per_s == 0) r.network_latency_s = 0;  // no link known
   if (r.node.empty()) return InvalidArgument("must name the node", "node");
-  if (devices != nullptr) {
-    for (size_t i = 0; i < devices->size(); ++i) {
-      auto d = DeviceFromJson((*devices)[i]);
-      if (!d.ok()) return Nested(d.status(), "devices[" + std::to_string(i) + "]");
-      r.devices.push_back(*std::move(d));
-    }
-  }
-  if (links != nullptr) {
-    for (size_t i = 0; i < links->size(); ++i) {
-      auto l = DeviceLinkFromJson((*links)[i]);
-      if (!l.ok()) return Nested(l.status(), "links[" + std::to_string(i) + "]");
-      r.links.push_back(*std::move(l));
-    }
-  }
-  if (workers != nullptr) {
-    for (size_t i = 0; i < workers->size(); ++i) {
-      const Json& w = (*workers)[i];
-      std::string prefix = "workers[" + std::to_string(i) + "]";
-      auto key = KeyFromJson(w);
-      if (!key.ok()) return Nested(key.status(), prefix);
-      WorkerStatus s;
-      s.key = *key;
-      JsonFields worker(w, prefix);
-      std::string state = "running";
-      TESSERA_RETURN_IF_ERROR(worker.Int("pid", &s.pid));
-      TESSERA_RETURN_IF_ERROR(worker.Int("exit_code", &s.exit_code));
-      TESSERA_RETURN_IF_ERROR(worker.String("state", &state));
-      if (state == "running") {
-        s.state = WorkerState::kRunning;
-      } else if (state == "exited") {
-        s.state = WorkerState::kExited;
-      } else if (state == "stopping") {
-        s.state = WorkerState::kStopping;
-      } else {
-        return InvalidArgument("must be running, exited or stopping", prefix + ".state");
-      }
-      if (auto p = w.find("progress"); p != w.end()) s.progress = *p;
-      if (auto p = w.find("progress_lines"); p != w.end() && !p->is_null()) {
-        if (!p->is_array()) return InvalidArgument("must be an array", prefix + ".progress_lines");
-        if (p->size() > kMaxProgressLinesPerWorker) {
-          return InvalidArgument(
-              "must hold at most " + std::to_string(kMaxProgressLinesPerWorker) + " lines",
-              prefix + ".progress_lines");
-        }
-        for (const auto& line : *p) {
-          if (!line.is_object()) {
-            return InvalidArgument("must hold JSON objects", prefix + ".progress_lines");
-          }
-          s.progress_lines.push_back(line);
-        }
-      }
-      if (auto t = w.find("log_tail"); t != w.end() && !t->is_null()) {
-        if (!t->is_array()) return InvalidArgument("must be an array", prefix + ".log_tail");
-        for (const auto& line : *t) {
-          if (!line.is_string()) return InvalidArgument("must hold strings", prefix + ".log_tail");
-          s.log_tail.push_back(line.get<std::string>());
-        }
-      }
-      r.workers.push_back(std::move(s));
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(devices, "devices", &DeviceFromJson, &r.devices));
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(links, "links", &DeviceLinkFromJson, &r.links));
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(workers, "workers", &WorkerStatusFromJson, &r.workers));
   return r;
 }
 
@@ -214,44 +217,8 @@ Result<HeartbeatResponse> HeartbeatResponseFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(
       fields.Bool("accepts_unchanged_inventory", &r.accepts_unchanged_inventory));
   TESSERA_RETURN_IF_ERROR(fields.Bool("send_inventory", &r.send_inventory));
-  if (desired != nullptr) {
-    for (size_t i = 0; i < desired->size(); ++i) {
-      const Json& l = (*desired)[i];
-      std::string prefix = "desired[" + std::to_string(i) + "]";
-      auto key = KeyFromJson(l);
-      if (!key.ok()) return Nested(key.status(), prefix);
-      WorkerLaunch w;
-      w.key = *key;
-      JsonFields launch(l, prefix);
-      TESSERA_RETURN_IF_ERROR(launch.StringList("argv", &w.argv));
-      TESSERA_RETURN_IF_ERROR(launch.StringMap("env", &w.env));
-      TESSERA_RETURN_IF_ERROR(launch.IntList("device_indices", &w.device_indices));
-      TESSERA_RETURN_IF_ERROR(launch.String("run_as", &w.run_as));
-      if (w.argv.empty()) return InvalidArgument("must not be empty", prefix + ".argv");
-      if (auto p = l.find("plan"); p != l.end()) w.plan = *p;
-      if (auto p = l.find("reform"); p != l.end() && !p->is_null()) {
-        if (!p->is_object() || !p->contains("generation") ||
-            !(*p)["generation"].is_number_integer()) {
-          return InvalidArgument("must be an object with an integer generation",
-                                 prefix + ".reform");
-        }
-        w.reform = *p;
-      }
-      if (auto ref = l.find("plan_ref"); ref != l.end()) {
-        auto plans = j.find("plans");
-        const Json* plan = nullptr;
-        if (ref->is_string() && plans != j.end() && plans->is_object()) {
-          auto found = plans->find(ref->get<std::string>());
-          if (found != plans->end()) plan = &*found;
-        }
-        if (plan == nullptr) {
-          return InvalidArgument("names no plan of \"plans\"", prefix + ".plan_ref");
-        }
-        w.plan = *plan;
-      }
-      r.desired.push_back(std::move(w));
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(
+      desired, "desired", [&j](const Json& l) { return WorkerLaunchFromJson(l, j); }, &r.desired));
   return r;
 }
 

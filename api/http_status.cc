@@ -21,30 +21,44 @@ constexpr std::array<StatusCode, 13> kAllCodes = {
     StatusCode::kInternal,
 };
 
+// The one StatusCode <-> HTTP status map, a row per code in the enum's
+// order. `read_back`: an error answer with this HTTP status and no code name
+// of ours means this code (409 reads back as kFailedPrecondition; 200 is no
+// error).
+struct HttpStatusRow {
+  StatusCode code;
+  int http;
+  bool read_back;
+};
+constexpr HttpStatusRow kHttpStatuses[] = {
+    {StatusCode::kOk, 200, false},
+    {StatusCode::kInvalidArgument, 400, true},
+    {StatusCode::kUnauthenticated, 401, true},
+    {StatusCode::kPermissionDenied, 403, true},
+    {StatusCode::kNotFound, 404, true},
+    {StatusCode::kAlreadyExists, 409, false},
+    {StatusCode::kFailedPrecondition, 409, true},
+    {StatusCode::kPayloadTooLarge, 413, true},
+    {StatusCode::kResourceExhausted, 429, true},
+    {StatusCode::kUnimplemented, 501, true},
+    {StatusCode::kUnavailable, 503, true},
+    {StatusCode::kDeadlineExceeded, 504, true},
+    {StatusCode::kInternal, 500, true},
+};
+
+// Every code has its row (kInternal is the last code), in order.
+constexpr bool EveryCodeInOrder() {
+  if (std::size(kHttpStatuses) != static_cast<size_t>(StatusCode::kInternal) + 1) return false;
+  for (size_t i = 0; i < std::size(kHttpStatuses); ++i) {
+    if (kHttpStatuses[i].code != static_cast<StatusCode>(i)) return false;
+  }
+  return true;
+}
+static_assert(EveryCodeInOrder(), "kHttpStatuses needs a row for every StatusCode");
+
 StatusCode CodeForHttpStatus(int http_status) {
-  switch (http_status) {
-    case 400:
-      return StatusCode::kInvalidArgument;
-    case 401:
-      return StatusCode::kUnauthenticated;
-    case 403:
-      return StatusCode::kPermissionDenied;
-    case 404:
-      return StatusCode::kNotFound;
-    case 409:
-      return StatusCode::kFailedPrecondition;
-    case 413:
-      return StatusCode::kPayloadTooLarge;
-    case 429:
-      return StatusCode::kResourceExhausted;
-    case 501:
-      return StatusCode::kUnimplemented;
-    case 503:
-      return StatusCode::kUnavailable;
-    case 504:
-      return StatusCode::kDeadlineExceeded;
-    default:
-      break;
+  for (const HttpStatusRow& row : kHttpStatuses) {
+    if (row.read_back && row.http == http_status) return row.code;
   }
   if (http_status >= 400 && http_status < 500) return StatusCode::kInvalidArgument;
   return StatusCode::kInternal;
@@ -53,33 +67,8 @@ StatusCode CodeForHttpStatus(int http_status) {
 }  // namespace
 
 int HttpStatusFor(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return 200;
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kUnauthenticated:
-      return 401;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kAlreadyExists:
-      return 409;
-    case StatusCode::kFailedPrecondition:
-      return 409;
-    case StatusCode::kPayloadTooLarge:
-      return 413;
-    case StatusCode::kResourceExhausted:
-      return 429;
-    case StatusCode::kUnimplemented:
-      return 501;
-    case StatusCode::kUnavailable:
-      return 503;
-    case StatusCode::kDeadlineExceeded:
-      return 504;
-    case StatusCode::kInternal:
-      return 500;
+  for (const HttpStatusRow& row : kHttpStatuses) {
+    if (row.code == code) return row.http;
   }
   return 500;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "api/json_codec.h"
 #include "common/hex.h"
 #include "common/json_fields.h"
 
@@ -13,7 +14,14 @@ bool IsNameChar(char c) {
          c == '_' || c == '-';
 }
 
-Json OptInt(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); }
+// ToJson adds "state", derived from the times.
+constexpr JsonMember<NodeEnrolment> kNodeEnrolmentMembers[] = {
+    {"node", &NodeEnrolment::node, Presence::kRequired},
+    {"credential_id", &NodeEnrolment::credential_id},
+    {"enrolled_ms", &NodeEnrolment::enrolled_ms},
+    {"first_used_ms", &NodeEnrolment::first_used_ms},
+    {"revoked_ms", &NodeEnrolment::revoked_ms},
+};
 
 }  // namespace
 
@@ -38,23 +46,16 @@ Result<std::string> EnrolRequestNodeFromJson(const Json& j) {
 }
 
 Json ToJson(const NodeEnrolment& e) {
-  return Json{{"node", e.node},
-              {"credential_id", e.credential_id},
-              {"enrolled_ms", e.enrolled_ms},
-              {"first_used_ms", OptInt(e.first_used_ms)},
-              {"revoked_ms", OptInt(e.revoked_ms)},
-              {"state", e.revoked_ms ? "revoked" : (e.first_used_ms ? "active" : "enrolled")}};
+  Json j = MembersToJson(kNodeEnrolmentMembers, e);
+  j["state"] = e.revoked_ms ? "revoked" : (e.first_used_ms ? "active" : "enrolled");
+  return j;
 }
 
 Result<NodeEnrolment> NodeEnrolmentFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("must be a JSON object", "enrolment");
   NodeEnrolment e;
   JsonFields fields(j);
-  TESSERA_RETURN_IF_ERROR(fields.String("node", &e.node, Presence::kRequired));
-  TESSERA_RETURN_IF_ERROR(fields.String("credential_id", &e.credential_id));
-  TESSERA_RETURN_IF_ERROR(fields.Int("enrolled_ms", &e.enrolled_ms));
-  TESSERA_RETURN_IF_ERROR(fields.Int("first_used_ms", &e.first_used_ms));
-  TESSERA_RETURN_IF_ERROR(fields.Int("revoked_ms", &e.revoked_ms));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kNodeEnrolmentMembers, fields, &e));
   return e;
 }
 

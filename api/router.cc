@@ -12,6 +12,7 @@
 #include "api/entrypoint_kind.h"
 #include "api/http_status.h"
 #include "api/job_spec_validation.h"
+#include "api/json_codec.h"
 #include "api/lease_protocol.h"
 #include "api/node_identity.h"
 #include "api/responder.h"
@@ -192,9 +193,7 @@ Response ListEvents(Call& c) {
   TESSERA_ROUTE_ASSIGN(int64_t after, QueryInt(c, "after", 0, 0, INT64_MAX));
   TESSERA_ROUTE_ASSIGN(int64_t limit, QueryInt(c, "limit", 100, 1, 1000));
   TESSERA_ROUTE_ASSIGN(std::vector<Event> events, c.cp.ListEvents(c.who, id, after, limit));
-  Json list = Json::array();
-  for (const Event& e : events) list.push_back(ToJson(e));
-  Json body = {{"events", std::move(list)}, {"next_after", nullptr}};
+  Json body = {{"events", ToJsonArray(events)}, {"next_after", nullptr}};
   if (!events.empty() && static_cast<int64_t>(events.size()) >= limit) {
     body["next_after"] = events.back().id;
   }
@@ -236,16 +235,12 @@ Response LeaseChunks(Call& c) {
 
 Response ListNodes(Call& c) {
   TESSERA_ROUTE_ASSIGN(std::vector<Node> nodes, c.cp.ListNodes(c.who));
-  Json list = Json::array();
-  for (const Node& n : nodes) list.push_back(ToJson(n));
-  return JsonResponse(200, Json{{"nodes", std::move(list)}});
+  return JsonResponse(200, Json{{"nodes", ToJsonArray(nodes)}});
 }
 
 Response Queue(Call& c) {
   TESSERA_ROUTE_ASSIGN(std::vector<QueueRow> rows, c.cp.Queue(c.who));
-  Json list = Json::array();
-  for (const QueueRow& r : rows) list.push_back(ToJson(r));
-  return JsonResponse(200, Json{{"queue", std::move(list)}});
+  return JsonResponse(200, Json{{"queue", ToJsonArray(rows)}});
 }
 
 Response PreviewPlan(Call& c) {
@@ -268,9 +263,7 @@ Response PreviewPlan(Call& c) {
 
 Response ListEntrypoints(Call& c) {
   TESSERA_ROUTE_ASSIGN(std::vector<Entrypoint> eps, c.cp.ListEntrypoints(c.who));
-  Json list = Json::array();
-  for (const Entrypoint& e : eps) list.push_back(ToJson(e));
-  return JsonResponse(200, Json{{"entrypoints", std::move(list)}});
+  return JsonResponse(200, Json{{"entrypoints", ToJsonArray(eps)}});
 }
 
 Result<Entrypoint> ParseEntrypoint(const Json& j) {
@@ -366,9 +359,7 @@ Response EnrolNode(Call& c) {
 
 Response ListNodeEnrolments(Call& c) {
   TESSERA_ROUTE_ASSIGN(std::vector<NodeEnrolment> list, c.cp.ListNodeEnrolments(c.who));
-  Json out = Json::array();
-  for (const NodeEnrolment& e : list) out.push_back(ToJson(e));
-  return JsonResponse(200, Json{{"enrolments", std::move(out)}});
+  return JsonResponse(200, Json{{"enrolments", ToJsonArray(list)}});
 }
 
 Response NoContent() {
@@ -480,6 +471,21 @@ Response Unauthorized(std::string message) {
   return r;
 }
 
+// The answer to a credential the control plane did not accept: 401 with the
+// challenge when it is wrong, else the control plane's error as it is.
+Response AuthenticationFailed(const Status& st) {
+  if (st.code() == StatusCode::kUnauthenticated) return Unauthorized(st.message());
+  return ErrorResponse(st);
+}
+
+// 405 (an invalid_argument body) with the methods the path allows.
+Response MethodNotAllowed(std::string message, std::string allow) {
+  Response r = ErrorResponse(Status(StatusCode::kInvalidArgument, std::move(message)));
+  r.status = 405;
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
 std::string MethodLabel(std::string_view method) {
   for (std::string_view m : {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}) {
     if (method == m) return std::string(m);
@@ -519,12 +525,8 @@ std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const Rou
 
   if (found == nullptr) {
     if (!allow.empty()) {
-      Response r = ErrorResponse(
-          Status(StatusCode::kInvalidArgument,
-                 "method " + MethodLabel(req.method) + " is not allowed; allowed: " + allow));
-      r.status = 405;
-      r.headers.emplace_back("Allow", allow);
-      return r;
+      return MethodNotAllowed(
+          "method " + MethodLabel(req.method) + " is not allowed; allowed: " + allow, allow);
     }
     if (raw_path.starts_with("/api/") || raw_path == "/api" || options.static_dir.empty()) {
       *route_label = "unmatched";
@@ -532,11 +534,7 @@ std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const Rou
     }
     *route_label = "static";
     if (req.method != "GET") {
-      Response r = ErrorResponse(
-          Status(StatusCode::kInvalidArgument, "only GET is allowed for web UI files"));
-      r.status = 405;
-      r.headers.emplace_back("Allow", "GET");
-      return r;
+      return MethodNotAllowed("only GET is allowed for web UI files", "GET");
     }
     Result<StaticFile> file = ReadStaticFile(options.static_dir, raw_path);
     if (!file.ok()) return ErrorResponse(file.status());
@@ -556,12 +554,7 @@ std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const Rou
       std::string_view token = BearerToken(req);
       if (token.empty()) return Unauthorized("missing \"Authorization: Bearer <token>\" header");
       Result<Principal> who = cp.Authenticate(token);
-      if (!who.ok()) {
-        if (who.status().code() == StatusCode::kUnauthenticated) {
-          return Unauthorized(who.status().message());
-        }
-        return ErrorResponse(who.status());
-      }
+      if (!who.ok()) return AuthenticationFailed(who.status());
       call.who = *std::move(who);
       break;
     }
@@ -576,12 +569,7 @@ std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const Rou
         return Unauthorized("missing \"Authorization: Bearer <node credential>\"");
       }
       Result<std::string> node = cp.AuthenticateNode(token);
-      if (!node.ok()) {
-        if (node.status().code() == StatusCode::kUnauthenticated) {
-          return Unauthorized(node.status().message());
-        }
-        return ErrorResponse(node.status());
-      }
+      if (!node.ok()) return AuthenticationFailed(node.status());
       call.node = *std::move(node);
       break;
     }
@@ -589,10 +577,7 @@ std::optional<Response> Dispatch(const Request& req, ControlPlane& cp, const Rou
       std::string_view token = BearerToken(req);
       if (token.empty()) return Unauthorized("missing \"Authorization: Bearer <join token>\"");
       Status st = cp.AuthenticateAgent(token);
-      if (!st.ok()) {
-        if (st.code() == StatusCode::kUnauthenticated) return Unauthorized(st.message());
-        return ErrorResponse(st);
-      }
+      if (!st.ok()) return AuthenticationFailed(st);
       break;
     }
   }

@@ -5,44 +5,45 @@
 #include <set>
 #include <utility>
 
+#include "api/json_codec.h"
+#include "common/enum_names.h"
 #include "common/json_fields.h"
 
 namespace tessera::api {
 namespace {
 
-constexpr std::array<std::pair<JobState, std::string_view>, 8> kStateNames = {{
-    {JobState::kPending, "pending"},
-    {JobState::kPlanned, "planned"},
-    {JobState::kStarting, "starting"},
-    {JobState::kRunning, "running"},
-    {JobState::kRecovering, "recovering"},
-    {JobState::kSucceeded, "succeeded"},
-    {JobState::kFailed, "failed"},
-    {JobState::kCancelled, "cancelled"},
-}};
+constexpr EnumName<JobKind> kJobKindNames[] = {
+    {JobKind::kTrain, "train"},
+    {JobKind::kInfer, "infer"},
+};
+static_assert(IsValidNameTable(kJobKindNames));
+
+constexpr EnumName<JobState> kStateNames[] = {
+    {JobState::kPending, "pending"},       {JobState::kPlanned, "planned"},
+    {JobState::kStarting, "starting"},     {JobState::kRunning, "running"},
+    {JobState::kRecovering, "recovering"}, {JobState::kSucceeded, "succeeded"},
+    {JobState::kFailed, "failed"},         {JobState::kCancelled, "cancelled"},
+};
+static_assert(IsValidNameTable(kStateNames));
+
+constexpr EnumName<Role> kRoleNames[] = {
+    {Role::kUser, "user"},
+    {Role::kAdmin, "admin"},
+};
+static_assert(IsValidNameTable(kRoleNames));
 
 }  // namespace
 
-std::string_view JobKindName(JobKind kind) { return kind == JobKind::kInfer ? "infer" : "train"; }
+std::string_view JobKindName(JobKind kind) { return NameOf(kJobKindNames, kind, "train"); }
 
 std::optional<JobKind> ParseJobKind(std::string_view name) {
-  if (name == "train") return JobKind::kTrain;
-  if (name == "infer") return JobKind::kInfer;
-  return std::nullopt;
+  return ParseName(kJobKindNames, name);
 }
 
-std::string_view JobStateName(JobState state) {
-  for (const auto& [s, n] : kStateNames) {
-    if (s == state) return n;
-  }
-  return "unknown";
-}
+std::string_view JobStateName(JobState state) { return NameOf(kStateNames, state); }
 
 std::optional<JobState> ParseJobState(std::string_view name) {
-  for (const auto& [s, n] : kStateNames) {
-    if (n == name) return s;
-  }
-  return std::nullopt;
+  return ParseName(kStateNames, name);
 }
 
 bool IsTerminal(JobState state) {
@@ -50,35 +51,74 @@ bool IsTerminal(JobState state) {
          state == JobState::kCancelled;
 }
 
-std::string_view RoleName(Role role) { return role == Role::kAdmin ? "admin" : "user"; }
+std::string_view RoleName(Role role) { return NameOf(kRoleNames, role, "user"); }
 
-std::optional<Role> ParseRole(std::string_view name) {
-  if (name == "admin") return Role::kAdmin;
-  if (name == "user") return Role::kUser;
-  return std::nullopt;
+std::optional<Role> ParseRole(std::string_view name) { return ParseName(kRoleNames, name); }
+
+namespace {
+
+constexpr JsonMember<JobSpec> kJobSpecMembers[] = {
+    {"name", &JobSpec::name},
+    {"kind",
+     EnumMember<&JobSpec::kind, &JobKindName, &ParseJobKind>("must be \"train\" or \"infer\"")},
+    {"entrypoint", &JobSpec::entrypoint},
+    {"args", &JobSpec::args},
+    {"dataset", &JobSpec::dataset},
+    {"output", &JobSpec::output},
+    {"checkpoint", &JobSpec::checkpoint},
+    {"image_width", &JobSpec::image_width},
+    {"image_height", &JobSpec::image_height},
+    {"global_batch", &JobSpec::global_batch},
+    {"steps", &JobSpec::steps},
+    {"checkpoint_every_s", &JobSpec::checkpoint_every_s},
+    {"layout", &JobSpec::layout},
+    {"priority", &JobSpec::priority},
+    {"max_attempts", &JobSpec::max_attempts},
+    {"min_devices", &JobSpec::min_devices},
+    {"max_devices", &JobSpec::max_devices},
+    {"env", &JobSpec::env},
+};
+
+// Job::spec: a nested JobSpec whose errors are named "spec.<field>".
+Json JobSpecJson(const Job& job) { return ToJson(job.spec); }
+
+Status ReadJobSpec(JsonFields& r, std::string_view key, Job* job) {
+  Json spec;
+  TESSERA_RETURN_IF_ERROR(r.Raw(key, &spec));
+  if (spec.is_null()) return Status::Ok();
+  auto parsed = JobSpecFromJson(spec);
+  if (!parsed.ok()) {
+    Status st = parsed.status();
+    return Status(st.code(), st.message(), std::string(key) + "." + st.field());
+  }
+  job->spec = *std::move(parsed);
+  return Status::Ok();
 }
 
+constexpr JsonMember<Job> kJobMembers[] = {
+    {"id", &Job::id},
+    {"owner", &Job::owner},
+    {"spec", JsonCustom<Job>{&JobSpecJson, &ReadJobSpec}},
+    {"state", EnumMember<&Job::state, &JobStateName, &ParseJobState>("unknown job state")},
+    {"attempt", &Job::attempt},
+    {"created_ms", &Job::created_ms},
+    {"updated_ms", &Job::updated_ms},
+    {"reason", &Job::reason},
+    {"plan", &Job::plan},
+    {"progress", &Job::progress},
+    {"inference", &Job::inference},
+};
+
+constexpr JsonMember<Event> kEventMembers[] = {
+    {"id", &Event::id},           {"job_id", &Event::job_id}, {"ts_ms", &Event::ts_ms},
+    {"from", &Event::from_state}, {"to", &Event::to_state},   {"attempt", &Event::attempt},
+    {"reason", &Event::reason},
+};
+
+}  // namespace
+
 Json ToJson(const JobSpec& s) {
-  Json j = {
-      {"name", s.name},
-      {"kind", JobKindName(s.kind)},
-      {"entrypoint", s.entrypoint},
-      {"args", s.args},
-      {"dataset", s.dataset},
-      {"output", s.output},
-      {"checkpoint", s.checkpoint},
-      {"image_width", s.image_width},
-      {"image_height", s.image_height},
-      {"global_batch", s.global_batch},
-      {"steps", s.steps},
-      {"checkpoint_every_s", s.checkpoint_every_s},
-      {"layout", s.layout},
-      {"priority", s.priority},
-      {"max_attempts", s.max_attempts},
-      {"min_devices", s.min_devices},
-      {"max_devices", s.max_devices},
-      {"env", s.env},
-  };
+  Json j = MembersToJson(kJobSpecMembers, s);
   if (!s.image.empty()) j["image"] = ToJson(s.image);
   return j;
 }
@@ -87,28 +127,7 @@ Result<JobSpec> JobSpecFromJson(const Json& j) {
   JobSpec s;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  std::string kind = "train";
-  TESSERA_RETURN_IF_ERROR(r.String("name", &s.name));
-  TESSERA_RETURN_IF_ERROR(r.String("kind", &kind));
-  auto parsed_kind = ParseJobKind(kind);
-  if (!parsed_kind) return InvalidArgument("must be \"train\" or \"infer\"", "kind");
-  s.kind = *parsed_kind;
-  TESSERA_RETURN_IF_ERROR(r.String("entrypoint", &s.entrypoint));
-  TESSERA_RETURN_IF_ERROR(r.StringList("args", &s.args));
-  TESSERA_RETURN_IF_ERROR(r.String("dataset", &s.dataset));
-  TESSERA_RETURN_IF_ERROR(r.String("output", &s.output));
-  TESSERA_RETURN_IF_ERROR(r.String("checkpoint", &s.checkpoint));
-  TESSERA_RETURN_IF_ERROR(r.Int("image_width", &s.image_width));
-  TESSERA_RETURN_IF_ERROR(r.Int("image_height", &s.image_height));
-  TESSERA_RETURN_IF_ERROR(r.Int("global_batch", &s.global_batch));
-  TESSERA_RETURN_IF_ERROR(r.Int("steps", &s.steps));
-  TESSERA_RETURN_IF_ERROR(r.Int("checkpoint_every_s", &s.checkpoint_every_s));
-  TESSERA_RETURN_IF_ERROR(r.String("layout", &s.layout));
-  TESSERA_RETURN_IF_ERROR(r.Int("priority", &s.priority));
-  TESSERA_RETURN_IF_ERROR(r.Int("max_attempts", &s.max_attempts));
-  TESSERA_RETURN_IF_ERROR(r.Int("min_devices", &s.min_devices));
-  TESSERA_RETURN_IF_ERROR(r.Int("max_devices", &s.max_devices));
-  TESSERA_RETURN_IF_ERROR(r.StringMap("env", &s.env));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kJobSpecMembers, r, &s));
   nlohmann::json image;
   TESSERA_RETURN_IF_ERROR(r.Raw("image", &image));
   if (!image.is_null()) {
@@ -118,58 +137,17 @@ Result<JobSpec> JobSpecFromJson(const Json& j) {
   return s;
 }
 
-Json ToJson(const Job& job) {
-  return Json{
-      {"id", job.id},
-      {"owner", job.owner},
-      {"spec", ToJson(job.spec)},
-      {"state", JobStateName(job.state)},
-      {"attempt", job.attempt},
-      {"created_ms", job.created_ms},
-      {"updated_ms", job.updated_ms},
-      {"reason", job.reason},
-      {"plan", job.plan},
-      {"progress", job.progress},
-      {"inference", job.inference},
-  };
-}
+Json ToJson(const Job& job) { return MembersToJson(kJobMembers, job); }
 
 Result<Job> JobFromJson(const Json& j) {
   Job job;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(r.Int("id", &job.id));
-  TESSERA_RETURN_IF_ERROR(r.String("owner", &job.owner));
-  Json spec;
-  TESSERA_RETURN_IF_ERROR(r.Raw("spec", &spec));
-  if (!spec.is_null()) {
-    auto parsed = JobSpecFromJson(spec);
-    if (!parsed.ok()) {
-      Status st = parsed.status();
-      return Status(st.code(), st.message(), "spec." + st.field());
-    }
-    job.spec = *std::move(parsed);
-  }
-  std::string state = "pending";
-  TESSERA_RETURN_IF_ERROR(r.String("state", &state));
-  auto parsed_state = ParseJobState(state);
-  if (!parsed_state) return InvalidArgument("unknown job state", "state");
-  job.state = *parsed_state;
-  TESSERA_RETURN_IF_ERROR(r.Int("attempt", &job.attempt));
-  TESSERA_RETURN_IF_ERROR(r.Int("created_ms", &job.created_ms));
-  TESSERA_RETURN_IF_ERROR(r.Int("updated_ms", &job.updated_ms));
-  TESSERA_RETURN_IF_ERROR(r.String("reason", &job.reason));
-  TESSERA_RETURN_IF_ERROR(r.Raw("plan", &job.plan));
-  TESSERA_RETURN_IF_ERROR(r.Raw("progress", &job.progress));
-  TESSERA_RETURN_IF_ERROR(r.Raw("inference", &job.inference));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kJobMembers, r, &job));
   return job;
 }
 
-Json ToJson(const Event& e) {
-  return Json{{"id", e.id},           {"job_id", e.job_id}, {"ts_ms", e.ts_ms},
-              {"from", e.from_state}, {"to", e.to_state},   {"attempt", e.attempt},
-              {"reason", e.reason}};
-}
+Json ToJson(const Event& e) { return MembersToJson(kEventMembers, e); }
 
 Json ToJson(const QueueRow& q) {
   Json j{{"position", q.position},
@@ -185,77 +163,72 @@ Result<Event> EventFromJson(const Json& j) {
   Event e;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(r.Int("id", &e.id));
-  TESSERA_RETURN_IF_ERROR(r.Int("job_id", &e.job_id));
-  TESSERA_RETURN_IF_ERROR(r.Int("ts_ms", &e.ts_ms));
-  TESSERA_RETURN_IF_ERROR(r.String("from", &e.from_state));
-  TESSERA_RETURN_IF_ERROR(r.String("to", &e.to_state));
-  TESSERA_RETURN_IF_ERROR(r.Int("attempt", &e.attempt));
-  TESSERA_RETURN_IF_ERROR(r.String("reason", &e.reason));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kEventMembers, r, &e));
   return e;
 }
 
-Json ToJson(const Device& d) {
-  return Json{{"node", d.node},
-              {"index", d.index},
-              {"name", d.name},
-              {"uuid", d.uuid},
-              {"type", d.type},
-              {"memory_bytes", d.memory_bytes},
-              {"memory_used_bytes", d.memory_used_bytes},
-              {"utilization", d.utilization},
-              {"measured_tflops", d.measured_tflops},
-              {"measured_tflops_half", d.measured_tflops_half},
-              {"mem_bandwidth_gbps", d.mem_bandwidth_gbps},
-              {"relative_speed", d.relative_speed},
-              {"compute_capability", d.compute_capability},
-              {"sm_count", d.sm_count},
-              {"emulated", d.emulated},
-              {"busy", d.busy},
-              {"measure_error", d.measure_error}};
-}
+namespace {
+
+constexpr JsonMember<Device> kDeviceMembers[] = {
+    {"node", &Device::node},
+    {"index", &Device::index},
+    {"name", &Device::name},
+    {"uuid", &Device::uuid},
+    {"type", &Device::type},
+    {"memory_bytes", &Device::memory_bytes},
+    {"memory_used_bytes", &Device::memory_used_bytes},
+    {"utilization", &Device::utilization},
+    {"measured_tflops", &Device::measured_tflops},
+    {"measured_tflops_half", &Device::measured_tflops_half},
+    {"mem_bandwidth_gbps", &Device::mem_bandwidth_gbps},
+    {"relative_speed", &Device::relative_speed},
+    {"compute_capability", &Device::compute_capability},
+    {"sm_count", &Device::sm_count},
+    {"emulated", &Device::emulated},
+    {"busy", &Device::busy},
+    {"measure_error", &Device::measure_error},
+};
+
+constexpr JsonMember<DeviceLink> kDeviceLinkMembers[] = {
+    {"a", &DeviceLink::a},
+    {"b", &DeviceLink::b},
+    {"kind", &DeviceLink::kind},
+    {"nvlink_count", &DeviceLink::nvlink_count},
+    {"topology", &DeviceLink::topology},
+};
+
+// A node's own members; then come its devices, links and network.
+constexpr JsonMember<Node> kNodeMembers[] = {
+    {"name", &Node::name},           {"address", &Node::address},
+    {"health", &Node::health},       {"last_heartbeat_ms", &Node::last_heartbeat_ms},
+    {"cpu_cores", &Node::cpu_cores}, {"source", &Node::source},
+};
+
+// The members of a node's "network" object.
+constexpr JsonMember<Node> kNodeNetworkMembers[] = {
+    {"bandwidth_bytes_per_s", &Node::network_bandwidth_bytes_per_s},
+    {"latency_s", &Node::network_latency_s},
+};
+
+}  // namespace
+
+Json ToJson(const Device& d) { return MembersToJson(kDeviceMembers, d); }
 
 Result<Device> DeviceFromJson(const Json& j) {
   Device d;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(r.String("node", &d.node));
-  TESSERA_RETURN_IF_ERROR(r.Int("index", &d.index));
-  TESSERA_RETURN_IF_ERROR(r.String("name", &d.name));
-  TESSERA_RETURN_IF_ERROR(r.String("uuid", &d.uuid));
-  TESSERA_RETURN_IF_ERROR(r.String("type", &d.type));
-  TESSERA_RETURN_IF_ERROR(r.Int("memory_bytes", &d.memory_bytes));
-  TESSERA_RETURN_IF_ERROR(r.Int("memory_used_bytes", &d.memory_used_bytes));
-  TESSERA_RETURN_IF_ERROR(r.Double("utilization", &d.utilization));
-  TESSERA_RETURN_IF_ERROR(r.Double("measured_tflops", &d.measured_tflops));
-  TESSERA_RETURN_IF_ERROR(r.Double("measured_tflops_half", &d.measured_tflops_half));
-  TESSERA_RETURN_IF_ERROR(r.Double("mem_bandwidth_gbps", &d.mem_bandwidth_gbps));
-  TESSERA_RETURN_IF_ERROR(r.Double("relative_speed", &d.relative_speed));
-  TESSERA_RETURN_IF_ERROR(r.String("compute_capability", &d.compute_capability));
-  TESSERA_RETURN_IF_ERROR(r.Int("sm_count", &d.sm_count));
-  TESSERA_RETURN_IF_ERROR(r.Bool("emulated", &d.emulated));
-  TESSERA_RETURN_IF_ERROR(r.Bool("busy", &d.busy));
-  TESSERA_RETURN_IF_ERROR(r.String("measure_error", &d.measure_error));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kDeviceMembers, r, &d));
   return d;
 }
 
-Json ToJson(const DeviceLink& l) {
-  return Json{{"a", l.a},
-              {"b", l.b},
-              {"kind", l.kind},
-              {"nvlink_count", l.nvlink_count},
-              {"topology", l.topology}};
-}
+Json ToJson(const DeviceLink& l) { return MembersToJson(kDeviceLinkMembers, l); }
 
 Result<DeviceLink> DeviceLinkFromJson(const Json& j) {
   DeviceLink l;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(r.Int("a", &l.a));
-  TESSERA_RETURN_IF_ERROR(r.Int("b", &l.b));
-  TESSERA_RETURN_IF_ERROR(r.String("kind", &l.kind));
-  TESSERA_RETURN_IF_ERROR(r.Int("nvlink_count", &l.nvlink_count));
-  TESSERA_RETURN_IF_ERROR(r.String("topology", &l.topology));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kDeviceLinkMembers, r, &l));
   if (l.a < 0 || l.b <= l.a) return InvalidArgument("needs 0 <= a < b", "b");
   if (l.kind != "nvlink" && l.kind != "pcie" && l.kind != "system" && l.kind != "unknown") {
     return InvalidArgument("must be nvlink, pcie, system or unknown", "kind");
@@ -265,66 +238,27 @@ Result<DeviceLink> DeviceLinkFromJson(const Json& j) {
 }
 
 Json ToJson(const Node& n) {
-  Json devices = Json::array();
-  for (const auto& d : n.devices) devices.push_back(ToJson(d));
-  Json links = Json::array();
-  for (const auto& l : n.links) links.push_back(ToJson(l));
-  Json network = nullptr;
-  if (n.network_bandwidth_bytes_per_s > 0) {
-    network = Json{{"bandwidth_bytes_per_s", n.network_bandwidth_bytes_per_s},
-                   {"latency_s", n.network_latency_s}};
-  }
-  return Json{{"name", n.name},           {"address", n.address},
-              {"health", n.health},       {"last_heartbeat_ms", n.last_heartbeat_ms},
-              {"devices", devices},       {"links", links},
-              {"cpu_cores", n.cpu_cores}, {"network", network},
-              {"source", n.source}};
+  Json j = MembersToJson(kNodeMembers, n);
+  j["devices"] = ToJsonArray(n.devices);
+  j["links"] = ToJsonArray(n.links);
+  j["network"] =
+      n.network_bandwidth_bytes_per_s > 0 ? MembersToJson(kNodeNetworkMembers, n) : Json(nullptr);
+  return j;
 }
-
-namespace {
-
-// Reads the optional array `key` of r's object into *out with `parse`; an
-// element's error names "key[i].field".
-template <typename T>
-Status ReadList(JsonFields& r, const char* key, Result<T> (*parse)(const Json&),
-                std::vector<T>* out) {
-  TESSERA_ASSIGN_OR_RETURN(const Json* items, r.Array(key));
-  if (items != nullptr) {
-    for (size_t i = 0; i < items->size(); ++i) {
-      Result<T> item = parse((*items)[i]);
-      if (!item.ok()) {
-        const Status& e = item.status();
-        return Status(e.code(), e.message(),
-                      std::string(key) + "[" + std::to_string(i) + "]" +
-                          (e.field().empty() ? "" : ".") + e.field());
-      }
-      out->push_back(*std::move(item));
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<Node> NodeFromJson(const Json& j) {
   Node n;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(r.String("name", &n.name));
-  TESSERA_RETURN_IF_ERROR(r.String("address", &n.address));
-  TESSERA_RETURN_IF_ERROR(r.String("health", &n.health));
-  TESSERA_RETURN_IF_ERROR(r.Int("last_heartbeat_ms", &n.last_heartbeat_ms));
-  TESSERA_RETURN_IF_ERROR(r.Int("cpu_cores", &n.cpu_cores));
-  TESSERA_RETURN_IF_ERROR(r.String("source", &n.source));
-  TESSERA_RETURN_IF_ERROR(ReadList(r, "devices", &DeviceFromJson, &n.devices));
-  TESSERA_RETURN_IF_ERROR(ReadList(r, "links", &DeviceLinkFromJson, &n.links));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kNodeMembers, r, &n));
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "devices", &DeviceFromJson, &n.devices));
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "links", &DeviceLinkFromJson, &n.links));
   api::Json network;
   TESSERA_RETURN_IF_ERROR(r.Raw("network", &network));
   if (!network.is_null()) {
     JsonFields link(network, "network");
     TESSERA_RETURN_IF_ERROR(link.CheckObject());
-    TESSERA_RETURN_IF_ERROR(link.Double("bandwidth_bytes_per_s", &n.network_bandwidth_bytes_per_s));
-    TESSERA_RETURN_IF_ERROR(link.Double("latency_s", &n.network_latency_s));
+    TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kNodeNetworkMembers, link, &n));
   }
   return n;
 }
@@ -334,18 +268,18 @@ Json ToJson(const Entrypoint& e) {
 }
 
 Json ToJson(const JobPage& page) {
-  Json jobs = Json::array();
-  for (const auto& job : page.jobs) jobs.push_back(ToJson(job));
-  Json j = {{"jobs", jobs}};
-  if (page.next_after) {
-    j["next_after"] = *page.next_after;
-  } else {
-    j["next_after"] = nullptr;
-  }
-  return j;
+  return Json{{"jobs", ToJsonArray(page.jobs)}, {"next_after", JsonOrNull(page.next_after)}};
 }
 
 namespace {
+
+// Where a MetricPoint stands; its figures follow.
+constexpr JsonMember<MetricPoint> kMetricPointMembers[] = {
+    {"step", &MetricPoint::step},
+    {"attempt", &MetricPoint::attempt},
+    {"rank", &MetricPoint::rank},
+    {"ts_ms", &MetricPoint::ts_ms},
+};
 
 // The optional figures of a MetricPoint, by JSON name.
 struct MetricFigure {
@@ -382,7 +316,7 @@ std::optional<int64_t> IntegerOf(const Json& v) {
 }  // namespace
 
 Json ToJson(const MetricPoint& p) {
-  Json j = {{"step", p.step}, {"attempt", p.attempt}, {"rank", p.rank}, {"ts_ms", p.ts_ms}};
+  Json j = MembersToJson(kMetricPointMembers, p);
   for (const MetricFigure& f : kMetricFigures) {
     if (f.real != nullptr && (p.*f.real).has_value()) j[f.name] = *(p.*f.real);
     if (f.integer != nullptr && (p.*f.integer).has_value()) j[f.name] = *(p.*f.integer);
@@ -391,21 +325,16 @@ Json ToJson(const MetricPoint& p) {
 }
 
 Json ToJson(const MetricsPage& page) {
-  Json points = Json::array();
-  for (const MetricPoint& p : page.points) points.push_back(ToJson(p));
-  Json j = {{"job_id", page.job_id}, {"points", std::move(points)}};
-  j["next_since"] = page.next_since ? Json(*page.next_since) : Json(nullptr);
-  return j;
+  return Json{{"job_id", page.job_id},
+              {"points", ToJsonArray(page.points)},
+              {"next_since", JsonOrNull(page.next_since)}};
 }
 
 Result<MetricPoint> MetricPointFromJson(const Json& j) {
   MetricPoint p;
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(r.Int("step", &p.step));
-  TESSERA_RETURN_IF_ERROR(r.Int("attempt", &p.attempt));
-  TESSERA_RETURN_IF_ERROR(r.Int("rank", &p.rank));
-  TESSERA_RETURN_IF_ERROR(r.Int("ts_ms", &p.ts_ms));
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kMetricPointMembers, r, &p));
   for (const MetricFigure& f : kMetricFigures) {
     Json v;
     TESSERA_RETURN_IF_ERROR(r.Raw(f.name, &v));
@@ -427,7 +356,7 @@ Result<MetricsPage> MetricsPageFromJson(const Json& j) {
   JsonFields r(j);
   TESSERA_RETURN_IF_ERROR(r.CheckObject());
   TESSERA_RETURN_IF_ERROR(r.Int("job_id", &page.job_id));
-  TESSERA_RETURN_IF_ERROR(ReadList(r, "points", &MetricPointFromJson, &page.points));
+  TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "points", &MetricPointFromJson, &page.points));
   Json next;
   TESSERA_RETURN_IF_ERROR(r.Raw("next_since", &next));
   if (!next.is_null()) {

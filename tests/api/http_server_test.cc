@@ -77,6 +77,19 @@ class ServerFixture : public ::testing::Test {
     return s;
   }
 
+  // Writes `bytes` on a new raw connection and reads one answer; a read
+  // error fails the test.
+  http::response<http::string_body> RawExchange(const std::string& bytes) {
+    tcp::socket s = RawConnect();
+    net::write(s, net::buffer(bytes));
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    beast::error_code ec;
+    http::read(s, buffer, res, ec);
+    EXPECT_FALSE(ec) << ec.message();
+    return res;
+  }
+
   testing::FakeControlPlane cp_;
   Router router_{cp_, RouterOptions{}};
   std::unique_ptr<HttpServer> server_;
@@ -177,28 +190,12 @@ TEST_F(ServerFixture, IdleConnectionIsClosed) {
 
 TEST_F(ServerFixture, MalformedHttpGets400AndServerKeepsServing) {
   StartServer();
-  {
-    tcp::socket s = RawConnect();
-    net::write(s, net::buffer(std::string("THIS IS NOT HTTP\r\n\r\n")));
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    beast::error_code ec;
-    http::read(s, buffer, res, ec);
-    ASSERT_FALSE(ec) << ec.message();
-    EXPECT_EQ(res.result_int(), 400u);
-    EXPECT_EQ(Json::parse(res.body())["error"]["code"], "invalid_argument");
-    EXPECT_FALSE(res.keep_alive());
-  }
-  {
-    tcp::socket s = RawConnect();  // bad header line
-    net::write(s, net::buffer(std::string("GET / HTTP/1.1\r\nBad Header\r\n\r\n")));
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    beast::error_code ec;
-    http::read(s, buffer, res, ec);
-    ASSERT_FALSE(ec) << ec.message();
-    EXPECT_EQ(res.result_int(), 400u);
-  }
+  http::response<http::string_body> not_http = RawExchange("THIS IS NOT HTTP\r\n\r\n");
+  ASSERT_EQ(not_http.result_int(), 400u);
+  EXPECT_EQ(Json::parse(not_http.body())["error"]["code"], "invalid_argument");
+  EXPECT_FALSE(not_http.keep_alive());
+  EXPECT_EQ(RawExchange("GET / HTTP/1.1\r\nBad Header\r\n\r\n").result_int(), 400u)
+      << "a bad header line";
   HttpClient client("127.0.0.1", server_->port());
   auto res = client.Request("GET", "/healthz");
   ASSERT_TRUE(res.ok()) << res.status().ToString();

@@ -57,7 +57,17 @@ JobSpec ValidModelSpec() {
   return s;
 }
 
-enum class Base { kTrain, kInfer, kModel };
+// Training an exported model: a train job of a model: entrypoint with steps
+// and no options.
+JobSpec ValidModelTrainSpec() {
+  JobSpec s = ValidModelSpec();
+  s.kind = JobKind::kTrain;
+  s.steps = 100;
+  s.args = {};
+  return s;
+}
+
+enum class Base { kTrain, kInfer, kModel, kModelTrain };
 
 struct Row {
   const char* rule;
@@ -71,9 +81,10 @@ class ValidateJobSpecTest : public ::testing::TestWithParam<Row> {};
 
 TEST_P(ValidateJobSpecTest, OneRule) {
   const Row& row = GetParam();
-  JobSpec spec = row.base == Base::kModel   ? ValidModelSpec()
-                 : row.base == Base::kInfer ? ValidInferSpec()
-                                            : ValidTrainSpec();
+  JobSpec spec = row.base == Base::kModelTrain ? ValidModelTrainSpec()
+                 : row.base == Base::kModel    ? ValidModelSpec()
+                 : row.base == Base::kInfer    ? ValidInferSpec()
+                                               : ValidTrainSpec();
   row.mutate(spec);
   Status st = ValidateJobSpec(spec);
   if (row.field == nullptr) {
@@ -304,62 +315,31 @@ const Row kRows[] = {
      },
      nullptr, true, Base::kModel},
     // Training an exported sequence of layers: steps and a dataset, train options.
-    {"model_train_needs_steps", [](JobSpec& s) { s.kind = JobKind::kTrain; s.args = {}; },
-     "steps", true, Base::kModel},
+    {"model_train_ok", [](JobSpec&) {}, nullptr, false, Base::kModelTrain},
+    {"model_train_needs_steps", [](JobSpec& s) { s.steps = 0; }, "steps", false,
+     Base::kModelTrain},
     {"model_train_with_steps",
      [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
        s.args = {"--loss", "l1", "--lr=0.01", "--optimizer", "adam"};
      },
-     nullptr, true, Base::kModel},
-    {"model_train_needs_dataset",
-     [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
-       s.args = {};
-       s.dataset = "";
-     },
-     "dataset", true, Base::kModel},
-    {"model_train_infer_option",
-     [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
-       s.args = {"--batch", "8"};
-     },
-     "args[0]", true, Base::kModel},
-    {"model_train_width",
-     [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
-       s.args = {"--width", "8"};
-     },
-     "args[0]", true, Base::kModel},
+     nullptr, false, Base::kModelTrain},
+    {"model_train_needs_dataset", [](JobSpec& s) { s.dataset = ""; }, "dataset", false,
+     Base::kModelTrain},
+    {"model_train_infer_option", [](JobSpec& s) { s.args = {"--batch", "8"}; }, "args[0]", false,
+     Base::kModelTrain},
+    {"model_train_width", [](JobSpec& s) { s.args = {"--width", "8"}; }, "args[0]", false,
+     Base::kModelTrain},
     // Training cuts the file's layers: every training layout.
-    {"model_train_pipeline_ok",
-     [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
-       s.args = {};
-       s.layout = "pipeline";
-     },
-     nullptr, true, Base::kModel},
+    {"model_train_pipeline_ok", [](JobSpec& s) { s.layout = "pipeline"; }, nullptr, false,
+     Base::kModelTrain},
     {"model_train_hybrid_ok",
      [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
        s.args = {"--loss", "l1"};
        s.layout = "hybrid";
      },
-     nullptr, true, Base::kModel},
-    {"model_train_tiled",
-     [](JobSpec& s) {
-       s.kind = JobKind::kTrain;
-       s.steps = 100;
-       s.args = {};
-       s.layout = "tiled";
-     },
-     "layout", true, Base::kModel},
+     nullptr, false, Base::kModelTrain},
+    {"model_train_tiled", [](JobSpec& s) { s.layout = "tiled"; }, "layout", false,
+     Base::kModelTrain},
     {"model_infer_loss", [](JobSpec& s) { s.args = {"--loss", "l1"}; }, "args[0]", true,
      Base::kModel},
     {"model_checkpoint", [](JobSpec& s) { s.checkpoint = "/srv/ckpt/step-100"; }, "checkpoint",
