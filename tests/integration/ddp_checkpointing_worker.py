@@ -18,7 +18,6 @@ shares, across every attempt, did not add up to global-batch SGD).
 Usage: ddp_checkpointing_worker.py STEPS SLEEP_S
 """
 import fcntl
-import importlib.util
 import itertools
 import json
 import os
@@ -37,15 +36,8 @@ LR = 0.05
 SEED = 5
 
 
-def load_shares():
-    spec = importlib.util.spec_from_file_location("tessera_shares",
-                                                  REPO / "python" / "tessera_shares.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-shares = load_shares()
+sys.path.insert(0, str(REPO / "python"))  # as a lab's script imports the helper
+import tessera_shares as shares  # noqa: E402
 
 
 def dataset():

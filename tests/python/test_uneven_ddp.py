@@ -8,7 +8,6 @@ WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TESSERA_LOCAL_BATCH,
 TESSERA_GLOBAL_BATCH, TESSERA_SAMPLE_OFFSET, TESSERA_COLLECTIVE_TIMEOUT_S in
 its environment. Exits 77 (CTest: skipped) when torch cannot be imported.
 """
-import importlib.util
 import os
 import pathlib
 import socket
@@ -28,11 +27,9 @@ SEED = 3
 
 
 def load_shares():
-    spec = importlib.util.spec_from_file_location("tessera_shares",
-                                                  REPO / "python" / "tessera_shares.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(REPO / "python"))  # as a lab's script imports the helper
+    import tessera_shares
+    return tessera_shares
 
 
 def dataset(torch):
