@@ -38,12 +38,8 @@ TEST(DdpScriptE2ETest, NodeKilledMidRunResumesFromTheScriptsCheckpointAtNewShare
       << TESSERA_PYTHON << " cannot import torch.distributed (run scripts/setup.sh)";
   Cluster cluster("ddp-script");
   // As a lab runs a script from its virtual environment: a launcher that execs it.
-  const fs::path launcher = cluster.dir() / "ddp-script.sh";
-  {
-    std::ofstream out(launcher);
-    out << "#!/bin/sh\nexec '" << TESSERA_PYTHON << "' '" << TESSERA_DDP_SCRIPT << "' \"$@\"\n";
-  }
-  fs::permissions(launcher, fs::perms::owner_all, fs::perm_options::add);
+  const fs::path launcher =
+      ScriptLauncher(cluster.dir() / "ddp-script.sh", TESSERA_PYTHON, TESSERA_DDP_SCRIPT);
   cluster.StartController();
   cluster.StartAgent("boxa", kTwoFast);
   cluster.StartAgent("boxb", kOneMid);
@@ -165,12 +161,7 @@ TEST(DdpScriptE2ETest, ACutCheckpointFailsAsANamedCrashLoop) {
            "open(path, 'wb').close()  # the write is cut here: the node dies\n"
            "os.kill(os.getpid(), signal.SIGKILL)\n";
   }
-  const fs::path launcher = cluster.dir() / "resume.sh";
-  {
-    std::ofstream out(launcher);
-    out << "#!/bin/sh\nexec '" << TESSERA_PYTHON << "' '" << script.string() << "' \"$@\"\n";
-  }
-  fs::permissions(launcher, fs::perms::owner_all, fs::perm_options::add);
+  const fs::path launcher = ScriptLauncher(cluster.dir() / "resume.sh", TESSERA_PYTHON, script);
   cluster.StartController();
   cluster.StartAgent("nodea", kOneMid);
   ASSERT_TRUE(cluster.NodesJoin(1));

@@ -104,6 +104,15 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
   return pred();
 }
 
+fs::path ScriptLauncher(const fs::path& path, const std::string& python, const fs::path& script) {
+  {
+    std::ofstream out(path);
+    out << "#!/bin/sh\nexec '" << python << "' '" << script.string() << "' \"$@\"\n";
+  }
+  fs::permissions(path, fs::perms::owner_all, fs::perm_options::add);
+  return path;
+}
+
 std::string InventoryYaml(const std::vector<EmulatedDevices>& devices, const std::string& extra) {
   std::ostringstream yaml;
   yaml << "devices:\n";

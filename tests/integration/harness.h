@@ -106,6 +106,11 @@ struct EmulatedDevices {
 std::string InventoryYaml(const std::vector<EmulatedDevices>& devices,
                           const std::string& extra = "");
 
+// As a lab runs a script from its virtual environment: writes the executable
+// `path`, a shell script that execs `python script "$@"`, and returns `path`.
+std::filesystem::path ScriptLauncher(const std::filesystem::path& path, const std::string& python,
+                                     const std::filesystem::path& script);
+
 // Writes `count` synthetic photographs of `size` pixels into `out` with
 // `tessera-worker gen-images`; "" when it did, else what went wrong (its log
 // lies beside `out`).

@@ -43,13 +43,8 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
   const auto reference = FilesBelow(ref);
   ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
 
-  // As a lab runs a script from its virtual environment: a launcher that execs it.
-  const fs::path launcher = cluster.dir() / "infer-script.sh";
-  {
-    std::ofstream o(launcher);
-    o << "#!/bin/sh\nexec '" << TESSERA_PYTHON << "' '" << TESSERA_LEASE_SCRIPT << "' \"$@\"\n";
-  }
-  fs::permissions(launcher, fs::perms::owner_all, fs::perm_options::add);
+  const fs::path launcher =
+      ScriptLauncher(cluster.dir() / "infer-script.sh", TESSERA_PYTHON, TESSERA_LEASE_SCRIPT);
 
   cluster.StartController("tls: on\ninfer_chunk_images: 10\nlease_ms: 3000\n");
   ASSERT_TRUE(cluster.tls());
