@@ -41,14 +41,21 @@ void JpegErrorExit(j_common_ptr cinfo) {
 
 void JpegSilence(j_common_ptr) {}
 
+// libjpeg's error manager, reporting through `err` (message cleared): what
+// cinfo.err takes before the decoder's or the encoder's setjmp.
+jpeg_error_mgr* UseJpegError(JpegError* err) {
+  jpeg_error_mgr* mgr = jpeg_std_error(&err->mgr);
+  err->mgr.error_exit = JpegErrorExit;
+  err->mgr.output_message = JpegSilence;
+  err->message[0] = '\0';
+  return mgr;
+}
+
 // Only trivially destructible locals live in this frame, so longjmp is safe.
 // Returns false with `err->message` set on failure. `out` is owned by the caller.
 bool DecodeJpegRaw(const uint8_t* data, size_t size, JpegError* err, Image* out) {
   jpeg_decompress_struct cinfo;
-  cinfo.err = jpeg_std_error(&err->mgr);
-  err->mgr.error_exit = JpegErrorExit;
-  err->mgr.output_message = JpegSilence;
-  err->message[0] = '\0';
+  cinfo.err = UseJpegError(err);
   if (setjmp(err->jump)) {
     jpeg_destroy_decompress(&cinfo);
     return false;
@@ -80,10 +87,7 @@ bool DecodeJpegRaw(const uint8_t* data, size_t size, JpegError* err, Image* out)
 
 bool EncodeJpegRaw(FILE* file, const Image* image, int quality, JpegError* err) {
   jpeg_compress_struct cinfo;
-  cinfo.err = jpeg_std_error(&err->mgr);
-  err->mgr.error_exit = JpegErrorExit;
-  err->mgr.output_message = JpegSilence;
-  err->message[0] = '\0';
+  cinfo.err = UseJpegError(err);
   if (setjmp(err->jump)) {
     jpeg_destroy_compress(&cinfo);
     return false;

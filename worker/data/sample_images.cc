@@ -20,27 +20,10 @@ Rgb Hsv(double h, double s, double v) {
   h = std::fmod(std::fmod(h, 1.0) + 1.0, 1.0) * 6.0;
   const int i = static_cast<int>(h);
   const double f = h - i, p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-  double r = v, g = t, b = p;
-  switch (i % 6) {
-    case 0:
-      r = v, g = t, b = p;
-      break;
-    case 1:
-      r = q, g = v, b = p;
-      break;
-    case 2:
-      r = p, g = v, b = t;
-      break;
-    case 3:
-      r = p, g = q, b = v;
-      break;
-    case 4:
-      r = t, g = p, b = v;
-      break;
-    default:
-      r = v, g = p, b = q;
-      break;
-  }
+  // (r, g, b) in each sixth of the hue circle.
+  const std::array<std::array<double, 3>, 6> sextants = {
+      {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}}};
+  const auto& [r, g, b] = sextants[static_cast<size_t>(i % 6)];
   return Rgb{static_cast<float>(r), static_cast<float>(g), static_cast<float>(b)};
 }
 

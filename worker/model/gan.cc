@@ -80,4 +80,26 @@ torch::Tensor DiscriminatorLoss(const torch::Tensor& real_logits,
   return 0.5 * (real + fake);
 }
 
+torch::Tensor Generate(const Gan& gan, const torch::Tensor& gray) {
+  LayeredModel& g = *gan.generator;
+  return g.Forward(Activation{gray, {}}, 0, g.num_layers()).main;
+}
+
+torch::Tensor Discriminate(const Gan& gan, const torch::Tensor& gray, const torch::Tensor& rgb) {
+  LayeredModel& d = *gan.discriminator;
+  return d.Forward(Activation{DiscriminatorInput(gray, rgb), {}}, 0, d.num_layers()).main;
+}
+
+torch::Tensor DiscriminatorStepLoss(const Gan& gan, const torch::Tensor& gray,
+                                    const torch::Tensor& real, const torch::Tensor& fake) {
+  const torch::Tensor real_logits = Discriminate(gan, gray, real);
+  const torch::Tensor fake_logits = Discriminate(gan, gray, fake.detach());
+  return DiscriminatorLoss(real_logits, fake_logits);
+}
+
+GeneratorLossParts GeneratorStepLoss(const Gan& gan, const torch::Tensor& gray,
+                                     const torch::Tensor& real, const torch::Tensor& fake) {
+  return GeneratorLoss(Discriminate(gan, gray, fake), fake, real, gan.l1_weight);
+}
+
 }  // namespace tessera::worker

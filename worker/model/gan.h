@@ -52,6 +52,24 @@ GeneratorLossParts GeneratorLoss(const torch::Tensor& fake_logits, const torch::
 // from a detached fake so the generator gets no gradient.
 torch::Tensor DiscriminatorLoss(const torch::Tensor& real_logits, const torch::Tensor& fake_logits);
 
+// The networks of `gan` run whole (every layer), and the two objectives of
+// one pix2pix training step on them, as the trainer takes it
+// (worker/runtime/gan_trainer.h) and the profile measures it:
+//   Generate:              the generator's RGB image for `gray`.
+//   Discriminate:          the discriminator's patch logits for `rgb` (real
+//                          or generated) under the condition `gray`.
+//   DiscriminatorStepLoss: DiscriminatorLoss(D(gray, real),
+//                          D(gray, fake.detach())), real first (batch norm
+//                          in training mode sees them in this order).
+//   GeneratorStepLoss:     GeneratorLoss(D(gray, fake), fake, real,
+//                          gan.l1_weight).
+torch::Tensor Generate(const Gan& gan, const torch::Tensor& gray);
+torch::Tensor Discriminate(const Gan& gan, const torch::Tensor& gray, const torch::Tensor& rgb);
+torch::Tensor DiscriminatorStepLoss(const Gan& gan, const torch::Tensor& gray,
+                                    const torch::Tensor& real, const torch::Tensor& fake);
+GeneratorLossParts GeneratorStepLoss(const Gan& gan, const torch::Tensor& gray,
+                                     const torch::Tensor& real, const torch::Tensor& fake);
+
 }  // namespace tessera::worker
 
 #endif  // TESSERA_WORKER_MODEL_GAN_H_

@@ -2,19 +2,32 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <type_traits>
 
 namespace tessera::worker {
 namespace {
 
-Result<int64_t> ParseInt(const std::string& name, const std::string& text) {
+// The whole of `text` as a number (std::stod for double, else std::stoll);
+// kInvalidArgument "must be <what>, got ..." naming `name` otherwise.
+template <typename T>
+Result<T> ParseNumber(const std::string& name, const std::string& text, const std::string& what) {
   try {
     size_t used = 0;
-    const long long v = std::stoll(text, &used);
+    T v;
+    if constexpr (std::is_floating_point_v<T>) {
+      v = std::stod(text, &used);
+    } else {
+      v = static_cast<T>(std::stoll(text, &used));
+    }
     if (used != text.size()) throw std::invalid_argument("trailing characters");
-    return static_cast<int64_t>(v);
+    return v;
   } catch (const std::exception&) {
-    return InvalidArgument("must be an integer, got \"" + text + "\"", name);
+    return InvalidArgument("must be " + what + ", got \"" + text + "\"", name);
   }
+}
+
+Result<int64_t> ParseInt(const std::string& name, const std::string& text) {
+  return ParseNumber<int64_t>(name, text, "an integer");
 }
 
 Status ReadInt(const EnvGetter& get, const std::string& name, int* out) {
@@ -64,26 +77,16 @@ Result<DistEnv> ReadDistEnv(const EnvGetter& get) {
     return InvalidArgument("TESSERA_PLAN is set but WORLD_SIZE is not", "WORLD_SIZE");
   }
   if (auto speed = get("TESSERA_DEVICE_SPEED"); speed && !speed->empty()) {
-    try {
-      size_t used = 0;
-      env.device_speed = std::stod(*speed, &used);
-      if (used != speed->size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      return InvalidArgument("must be a number, got \"" + *speed + "\"", "TESSERA_DEVICE_SPEED");
-    }
+    TESSERA_ASSIGN_OR_RETURN(env.device_speed,
+                             ParseNumber<double>("TESSERA_DEVICE_SPEED", *speed, "a number"));
     if (!(env.device_speed > 0.0)) {
       return InvalidArgument("must be positive", "TESSERA_DEVICE_SPEED");
     }
   }
   if (auto mem = get("TESSERA_DEVICE_MEMORY"); mem && !mem->empty()) {
-    try {
-      size_t used = 0;
-      env.device_memory_bytes = std::stoll(*mem, &used);
-      if (used != mem->size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      return InvalidArgument("must be a number of bytes, got \"" + *mem + "\"",
-                             "TESSERA_DEVICE_MEMORY");
-    }
+    TESSERA_ASSIGN_OR_RETURN(
+        env.device_memory_bytes,
+        ParseNumber<int64_t>("TESSERA_DEVICE_MEMORY", *mem, "a number of bytes"));
     if (env.device_memory_bytes < 0) {
       return InvalidArgument("must not be negative", "TESSERA_DEVICE_MEMORY");
     }

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "worker/runtime/seconds_since.h"
+
 namespace tessera::worker {
 
 EmulatedDevice::EmulatedDevice(double speed, int threads, std::function<void()> settle)
@@ -18,7 +20,7 @@ EmulatedDevice::SegmentTimes EmulatedDevice::End(const Segment& segment) const {
                                            std::chrono::duration<double>(t.cpu_s / speed_));
     std::this_thread::sleep_until(until);
   }
-  t.busy_s = std::chrono::duration<double>(Clock::now() - segment.wall0).count();
+  t.busy_s = SecondsSince(segment.wall0);
   return t;
 }
 

@@ -65,12 +65,8 @@ Result<StepCost> MeasureSteps(Gan& gan, const GanProfileOptions& o) {
     counter.ResetPeak();
     torch::Tensor real = torch::rand({b, 3, h, h}) * 2 - 1;  // the target counts: it is extra
     double t0 = Now();
-    torch::Tensor fake = gen.Forward(Activation{gray, {}}, 0, gl).main;
-    torch::Tensor real_logits =
-        disc.Forward(Activation{DiscriminatorInput(gray, real), {}}, 0, dl).main;
-    torch::Tensor fake_logits =
-        disc.Forward(Activation{DiscriminatorInput(gray, fake.detach()), {}}, 0, dl).main;
-    torch::Tensor d_loss = DiscriminatorLoss(real_logits, fake_logits);
+    torch::Tensor fake = Generate(gan, gray);
+    torch::Tensor d_loss = DiscriminatorStepLoss(gan, gray, real, fake);
     double f_ms = MsSince(t0);
     t0 = Now();
     d_loss.backward();
@@ -78,9 +74,7 @@ Result<StepCost> MeasureSteps(Gan& gan, const GanProfileOptions& o) {
     d_opt.ZeroGrad();
     double b_ms = MsSince(t0);
     t0 = Now();
-    torch::Tensor gen_logits =
-        disc.Forward(Activation{DiscriminatorInput(gray, fake), {}}, 0, dl).main;
-    GeneratorLossParts parts = GeneratorLoss(gen_logits, fake, real, gan.l1_weight);
+    GeneratorLossParts parts = GeneratorStepLoss(gan, gray, real, fake);
     f_ms += MsSince(t0);
     t0 = Now();
     parts.total.backward();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -26,16 +25,13 @@
 #include "worker/runtime/progress_writer.h"
 #include "worker/runtime/rank_device.h"
 #include "worker/runtime/resume.h"
+#include "worker/runtime/seconds_since.h"
 #include "worker/runtime/step_end.h"
 
 namespace tessera::worker {
-namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 constexpr char kCheckpointFile[] = "gan.bin";
 
@@ -226,15 +222,10 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       EmulatedDevice::Segment seg = emulated.Begin();
       const torch::Tensor gray = ToDevice(batch.input, device);
       const torch::Tensor real = ToDevice(batch.target, device);
-      const size_t gl = gen.num_layers(), dl = disc.num_layers();
-      torch::Tensor fake = gen.Forward(Activation{gray, {}}, 0, gl).main;
+      torch::Tensor fake = Generate(gan, gray);
 
       // (a) discriminator on real vs detached fake.
-      torch::Tensor real_logits =
-          disc.Forward(Activation{DiscriminatorInput(gray, real), {}}, 0, dl).main;
-      torch::Tensor fake_logits =
-          disc.Forward(Activation{DiscriminatorInput(gray, fake.detach()), {}}, 0, dl).main;
-      torch::Tensor dl_t = DiscriminatorLoss(real_logits, fake_logits);
+      torch::Tensor dl_t = DiscriminatorStepLoss(gan, gray, real, fake);
       d_loss = dl_t.item<double>() * weight;
       d_reducer.Arm();
       (dl_t * weight).backward();
@@ -247,9 +238,7 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       d_opt.ZeroGrad();
 
       // (b) generator: adversarial + l1_weight * L1 through the updated D.
-      torch::Tensor gen_logits =
-          disc.Forward(Activation{DiscriminatorInput(gray, fake), {}}, 0, dl).main;
-      GeneratorLossParts parts = GeneratorLoss(gen_logits, fake, real, gan.l1_weight);
+      GeneratorLossParts parts = GeneratorStepLoss(gan, gray, real, fake);
       g_loss = parts.total.item<double>() * weight;
       g_reducer.Arm();
       (parts.total * weight).backward();
@@ -265,34 +254,22 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
       return ComputeFailure("step " + std::to_string(step + 1) + " failed", e);
     }
     ++step;
-    TESSERA_ASSIGN_OR_RETURN(StepEnd end,
-                             AgreeOnStepEnd(world, o, step, {g_loss, d_loss}, Since(last_save),
-                                            stop_requested.load(), comm_device, &comm_s));
-    const bool stop = end.stop;
-    const double wall = Since(step_start);
+    TESSERA_ASSIGN_OR_RETURN(
+        StepEnd end, AgreeOnStepEnd(world, o, step, {g_loss, d_loss}, SecondsSince(last_save),
+                                    stop_requested.load(), comm_device, &comm_s));
+    const double wall = SecondsSince(step_start);
     nlohmann::json line =
         StepProgressLine(step, end.sums[0], wall > 0 ? plan.global_batch / wall : 0.0, compute_s,
                          comm_s, 0.0, env.rank);
     line["d_loss"] = end.sums[1];
     AddMemoryFields(line, role.predicted_peak_bytes, device);
     progress.Write(line);
-    outcome.checkpoint_saved = false;
-    if (!env.checkpoint_dir.empty() && end.checkpoint) {
-      TESSERA_RETURN_IF_ERROR(save(step));
-      last_save = Clock::now();
-      outcome.checkpoint_saved = true;
-    }
-    if (stop) {
-      outcome.stopped = true;
-      break;
-    }
+    TESSERA_RETURN_IF_ERROR(FinishStep(end, step, env.checkpoint_dir, save, &last_save, &outcome));
+    if (outcome.stopped) break;
   }
   outcome.final_step = step;
   if (!o.dump_params_dir.empty() && role.replica == 0) {
-    std::error_code ec;
-    fs::create_directories(o.dump_params_dir, ec);
-    TESSERA_RETURN_IF_ERROR(WriteTensorFile(
-        (fs::path(o.dump_params_dir) / "params-gan.bin").string(), state_tensors(), nullptr));
+    TESSERA_RETURN_IF_ERROR(DumpParams(o.dump_params_dir, "params-gan.bin", state_tensors()));
   }
   TESSERA_RETURN_IF_ERROR(world.Barrier());
   return outcome;

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "worker/runtime/seconds_since.h"
+
 namespace tessera::worker {
 
 GradReducer::~GradReducer() {
@@ -130,7 +132,7 @@ Status GradReducer::Finish(double* wait_s) {
         b.work.reset();
       }
     }
-    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    waited += SecondsSince(t0);
     for (Bucket& b : g.buckets) {
       for (size_t si : b.slots) {
         Slot& s = g.slots[si];

@@ -20,6 +20,7 @@
 #include "worker/runtime/lease_keeper.h"
 #include "worker/runtime/progress_writer.h"
 #include "worker/runtime/rank_device.h"
+#include "worker/runtime/seconds_since.h"
 #include "worker/runtime/tiled_ranks.h"
 
 namespace tessera::worker {
@@ -27,10 +28,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-double Since(SteadyClock::time_point t0) {
-  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
-}
 
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -67,7 +64,7 @@ Status LeaseLoop(const InferOptions& o, const DistEnv& env, InferPipeline& pipel
       completed.push_back({done.chunk, done.written, done.seconds});
       ++outcome->chunks;
       images_done += done.written;
-      const double wall = Since(start);
+      const double wall = SecondsSince(start);
       progress.Write({{"chunk", done.chunk},
                       {"chunks_done", outcome->chunks},
                       {"images_done", images_done},

@@ -25,6 +25,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 #include "api/agent_protocol.h"
 #include "worker/runtime/collectives.h"
@@ -70,6 +71,17 @@ int Fail(const tessera::Status& s) {
   // A peer vanished: a status of its own, so the controller checks its node at once.
   if (tessera::worker::PeerLost()) return static_cast<int>(tessera::api::kPeerLostExitCode);
   return ExitCodeFor(s);
+}
+
+// run(), with an exception that compute threw (LibTorch, c10d) as the Status
+// that names it (tessera::worker::ComputeFailure).
+template <typename Run>
+auto CatchComputeFailure(std::string_view what, const Run& run) -> decltype(run()) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    return tessera::worker::ComputeFailure(what, e);
+  }
 }
 
 // Counts the rank's CPU tensors; on an emulated device (TESSERA_DEVICE cpu with
@@ -279,12 +291,8 @@ int main(int argc, char** argv) {
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());
     InstallDeviceMemory(*env);
-    Result<TrainOutcome> out = Internal("not run");
-    try {
-      out = RunTraining(opt, *env, g_stop);
-    } catch (const std::exception& e) {
-      out = ComputeFailure("training", e);
-    }
+    Result<TrainOutcome> out =
+        CatchComputeFailure("training", [&] { return RunTraining(opt, *env, g_stop); });
     if (!out.ok()) return Fail(out.status());
     if (out->stopped) {
       if (out->checkpoint_saved) {
@@ -303,12 +311,8 @@ int main(int argc, char** argv) {
   if (*check) {
     auto env = ReadDistEnv(ProcessEnv());
     if (!env.ok()) return Fail(env.status());
-    Result<nlohmann::json> report = Internal("not run");
-    try {
-      report = RunCollectivesCheck(*env, check_opt);
-    } catch (const std::exception& e) {
-      report = ComputeFailure("collectives-check", e);
-    }
+    Result<nlohmann::json> report = CatchComputeFailure(
+        "collectives-check", [&] { return RunCollectivesCheck(*env, check_opt); });
     if (!report.ok()) return Fail(report.status());
     std::cout << report->dump() << "\n";
     const bool ok = (*report)["allreduce_ok"].get<bool>() && (*report)["broadcast_ok"].get<bool>();
@@ -427,12 +431,8 @@ int main(int argc, char** argv) {
     if (const char* url = std::getenv("TESSERA_CONTROLLER_URL")) infer_opt.controller_url = url;
     if (const char* token = std::getenv("TESSERA_LEASE_TOKEN")) infer_opt.lease_token = token;
     InstallDeviceMemory(*env);
-    Result<InferOutcome> out = Internal("not run");
-    try {
-      out = RunInference(infer_opt, *env, g_stop);
-    } catch (const std::exception& e) {
-      out = ComputeFailure("inference", e);
-    }
+    Result<InferOutcome> out =
+        CatchComputeFailure("inference", [&] { return RunInference(infer_opt, *env, g_stop); });
     if (!out.ok()) return Fail(out.status());
     return 0;
 #else

@@ -5,14 +5,12 @@
 #include <chrono>
 
 #include "worker/runtime/device_memory.h"
+#include "worker/runtime/seconds_since.h"
 
 namespace tessera::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Enables CUDA autocast (mixed precision) for the scope when asked.
 class AutocastScope {
@@ -113,7 +111,7 @@ Status StageRunner::Forward(int64_t step_first_id, int64_t mb) {
     TESSERA_ASSIGN_OR_RETURN(auto tensors, ShapesFromHeader(header.to(torch::kCPU)));
     for (auto& t : tensors) t = t.to(c_.comm_device);
     TESSERA_RETURN_IF_ERROR(c_.p2p->Recv(tensors, role.prev_rank, ForwardTag(mb)));
-    stats_.bubble_s += Since(t0);
+    stats_.bubble_s += SecondsSince(t0);
     if (c_.schedule == Schedule::k1F1B) {
       // 1F1B: the previous stage sends activation mb right after its backward of
       // mb - (S - s) - 1 (its warm-up is S - s forwards), so it has received our
@@ -178,7 +176,7 @@ Status StageRunner::Backward(int64_t mb) {
     }
     auto r0 = Clock::now();
     TESSERA_RETURN_IF_ERROR(BackP2p().Recv(grads, role.next_rank, BackwardTag(mb)));
-    stats_.bubble_s += Since(r0);
+    stats_.bubble_s += SecondsSince(r0);
     // The next stage computed micro-batch mb before sending its gradient: our
     // activation sends of mb (and earlier) are done.
     TESSERA_RETURN_IF_ERROR(WaitSends(true, mb));
@@ -245,7 +243,7 @@ Result<StepStats> StageRunner::RunStep(int64_t step_first_id) {
     if (!s.ok() && send_status.ok()) send_status = s;
   }
   sends_.clear();
-  stats_.comm_s += Since(t0);
+  stats_.comm_s += SecondsSince(t0);
   TESSERA_RETURN_IF_ERROR(send_status);
   if (c_.reducer != nullptr) {
     double waited = 0;

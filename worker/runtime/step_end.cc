@@ -1,9 +1,12 @@
 #include "worker/runtime/step_end.h"
 
 #include <chrono>
+#include <filesystem>
+#include <system_error>
 
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/emulated_memory.h"
+#include "worker/runtime/seconds_since.h"
 
 namespace tessera::worker {
 
@@ -30,7 +33,7 @@ Result<StepEnd> AgreeOnStepEnd(Collectives& world, const TrainOptions& o, int64_
   torch::Tensor flags =
       torch::tensor(flat, torch::TensorOptions(torch::kFloat64).device(comm_device));
   TESSERA_RETURN_IF_ERROR(world.AllReduceSum({flags}));
-  *comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  *comm_s += SecondsSince(t0);
   flags = flags.to(torch::kCPU);
   StepEnd end;
   for (size_t i = 0; i < values.size(); ++i) {
@@ -61,6 +64,26 @@ void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes,
                      const torch::Device& device) {
   if (const int64_t peak = PeakBytes(device); peak >= 0) line["peak_memory_bytes"] = peak;
   if (predicted_peak_bytes > 0) line["predicted_peak_memory_bytes"] = predicted_peak_bytes;
+}
+
+Status FinishStep(const StepEnd& end, int64_t step, const std::string& checkpoint_dir,
+                  const std::function<Status(int64_t)>& save,
+                  std::chrono::steady_clock::time_point* last_save, TrainOutcome* outcome) {
+  outcome->checkpoint_saved = false;
+  if (!checkpoint_dir.empty() && end.checkpoint) {
+    TESSERA_RETURN_IF_ERROR(save(step));
+    *last_save = std::chrono::steady_clock::now();
+    outcome->checkpoint_saved = true;
+  }
+  if (end.stop) outcome->stopped = true;
+  return Status::Ok();
+}
+
+Status DumpParams(const std::string& dir, const std::string& file_name,
+                  const NamedTensors& tensors) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return WriteTensorFile((std::filesystem::path(dir) / file_name).string(), tensors, nullptr);
 }
 
 }  // namespace tessera::worker

@@ -1,20 +1,25 @@
 // StepEnd: what the training loops (trainer.cc, gan_trainer.cc) share around
 // each optimizer step: the learning-rate schedule, the one small all-reduce
 // after the step by which every rank takes the same decisions (losses,
-// checkpoint now?, stop now?), and the progress line.
+// checkpoint now?, stop now?), the progress line, acting on the decisions,
+// and the parameters a test dumps after the last step.
 //
 // Thread safety: functions; AgreeOnStepEnd is a collective (every rank of
-// `world` calls it after every step).
+// `world` calls it after every step), and so is FinishStep when it saves.
 #ifndef TESSERA_WORKER_RUNTIME_STEP_END_H_
 #define TESSERA_WORKER_RUNTIME_STEP_END_H_
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/collectives.h"
 #include "worker/runtime/trainer.h"
 
@@ -48,6 +53,19 @@ nlohmann::json StepProgressLine(int64_t step, double loss, double samples_per_s,
 // has it).
 void AddMemoryFields(nlohmann::json& line, int64_t predicted_peak_bytes,
                      const torch::Device& device);
+
+// Acts on `end` after step `step`: when the ranks agreed on a checkpoint and
+// the job has a checkpoint folder, saves one with `save` (a collective; every
+// rank calls it) and restarts *last_save. outcome->checkpoint_saved says
+// whether this step saved one; outcome->stopped is set when the loop stops here.
+Status FinishStep(const StepEnd& end, int64_t step, const std::string& checkpoint_dir,
+                  const std::function<Status(int64_t)>& save,
+                  std::chrono::steady_clock::time_point* last_save, TrainOutcome* outcome);
+
+// --dump-params (a test hook): `tensors` as the tensor file <dir>/<file_name>,
+// the folder created when missing.
+Status DumpParams(const std::string& dir, const std::string& file_name,
+                  const NamedTensors& tensors);
 
 }  // namespace tessera::worker
 

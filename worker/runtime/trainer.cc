@@ -26,9 +26,10 @@
 #include "worker/runtime/loss_scaler.h"
 #include "worker/runtime/plan.h"
 #include "worker/runtime/progress_writer.h"
-#include "worker/runtime/reform.h"
 #include "worker/runtime/rank_device.h"
+#include "worker/runtime/reform.h"
 #include "worker/runtime/resume.h"
+#include "worker/runtime/seconds_since.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/runtime/step_end.h"
 #include "worker/runtime/tiny_models.h"
@@ -42,13 +43,9 @@
 #endif
 
 namespace tessera::worker {
-namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 Result<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path);
@@ -337,10 +334,12 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
                  "rank %d: re-formed world %lld: %d ranks, from step %lld, %zu layers sent "
                  "among them or read, in %.2f s\n",
                  env.rank, static_cast<long long>(c.generation), env.world_size,
-                 static_cast<long long>(agreed.step), agreed.transfers.size(), Since(started));
+                 static_cast<long long>(agreed.step), agreed.transfers.size(),
+                 SecondsSince(started));
   }
   // Whatever a step in flight left in .grad is not this generation's.
-  for (auto& [n, p] : model.NamedParameters(0, model.num_layers())) p.mutable_grad() = torch::Tensor();
+  for (auto& [n, p] : model.NamedParameters(0, model.num_layers()))
+    p.mutable_grad() = torch::Tensor();
   model.SetBatchNormSync(nullptr);
 
   const auto owner_groups = LayerOwnerGroups(rt->plan, num_layers);
@@ -407,12 +406,12 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
       c.held.step = c.step;
     }
   }
-  std::fprintf(stderr,
-               "rank %d: start-up %.2f s (setup %.2f s, rendezvous and groups %.2f s, then "
-               "checkpoint %.2f s)\n",
-               env.rank, Since(started),
-               std::chrono::duration<double>(setup_done - started).count(),
-               std::chrono::duration<double>(connected - setup_done).count(), Since(connected));
+  std::fprintf(
+      stderr,
+      "rank %d: start-up %.2f s (setup %.2f s, rendezvous and groups %.2f s, then "
+      "checkpoint %.2f s)\n",
+      env.rank, SecondsSince(started), std::chrono::duration<double>(setup_done - started).count(),
+      std::chrono::duration<double>(connected - setup_done).count(), SecondsSince(connected));
 
   StageConfig sc;
   sc.model = &model;
@@ -492,34 +491,24 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
     TESSERA_ASSIGN_OR_RETURN(
         StepEnd end,
         AgreeOnStepEnd(world, o, step, {role.last_stage() ? stats.loss_contribution : 0.0},
-                       Since(c.last_save), stop_requested.load(), sc.comm_device, &stats.comm_s));
-    const double wall = Since(step_start);
+                       SecondsSince(c.last_save), stop_requested.load(), sc.comm_device,
+                       &stats.comm_s));
+    const double wall = SecondsSince(step_start);
     nlohmann::json line =
         StepProgressLine(step, end.sums[0], wall > 0 ? rt->plan.global_batch / wall : 0.0,
                          stats.compute_s, stats.comm_s, stats.bubble_s, env.rank);
     line["compute_cpu_s"] = stats.compute_cpu_s;
     AddMemoryFields(line, role.predicted_peak_bytes, device);
     progress.Write(line);
-    outcome.checkpoint_saved = false;
-    if (!env.checkpoint_dir.empty() && end.checkpoint) {
-      TESSERA_RETURN_IF_ERROR(save(step));
-      c.last_save = Clock::now();
-      outcome.checkpoint_saved = true;
-    }
-    const bool stop = end.stop;
-    if (stop) {
-      outcome.stopped = true;
-      break;
-    }
+    TESSERA_RETURN_IF_ERROR(
+        FinishStep(end, step, env.checkpoint_dir, save, &c.last_save, &outcome));
+    if (outcome.stopped) break;
   }
   outcome.final_step = step;
   if (!o.dump_params_dir.empty() && role.replica == 0) {
-    std::error_code ec;
-    fs::create_directories(o.dump_params_dir, ec);
     NamedTensors t = OwnedParams(model, role);
     for (auto& b : OwnedBuffers(model, role)) t.push_back(b);
-    TESSERA_RETURN_IF_ERROR(WriteTensorFile(
-        (fs::path(o.dump_params_dir) / LayerFileName(role, "params-")).string(), t, nullptr));
+    TESSERA_RETURN_IF_ERROR(DumpParams(o.dump_params_dir, LayerFileName(role, "params-"), t));
   }
   TESSERA_RETURN_IF_ERROR(world.Barrier());
   return outcome;
@@ -605,17 +594,16 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                  static_cast<long long>(joining->generation));
   }
   while (true) {
-    Result<TrainOutcome> ran = RunGeneration(o, now, std::move(plan), setup, carried,
-                                             carried.generation == 0 ? &preload : nullptr,
-                                             progress, stop_requested);
+    Result<TrainOutcome> ran =
+        RunGeneration(o, now, std::move(plan), setup, carried,
+                      carried.generation == 0 ? &preload : nullptr, progress, stop_requested);
     if (ran.ok() || !PeerLost() || !watcher.enabled() || stop_requested.load()) return ran;
     // Step 1 of reform.h: keep the state, say so, wait for the new world (a
     // rank told to re-form, rather than one that lost a peer, says that).
     const auto lost_at = Clock::now();
     const bool told = CollectivesAbandoned();
     std::fprintf(stderr, "rank %d: %s; waiting for the re-formed attempt (holding step %lld)\n",
-                 now.rank, ran.status().ToString().c_str(),
-                 static_cast<long long>(carried.step));
+                 now.rank, ran.status().ToString().c_str(), static_cast<long long>(carried.step));
     progress.Write({{"event", told ? "regrouping" : "peer_lost"},
                     {"held_step", carried.step},
                     {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -623,9 +611,9 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                                   .count()},
                     {"rank", now.rank},
                     {"error", ran.status().message()}});
-    std::optional<ReformOrder> order = watcher.Await(
-        std::chrono::duration_cast<std::chrono::milliseconds>(now.collective_timeout),
-        stop_requested);
+    std::optional<ReformOrder> order =
+        watcher.Await(std::chrono::duration_cast<std::chrono::milliseconds>(now.collective_timeout),
+                      stop_requested);
     if (!order) {
       return ran.status().WithPrefix(stop_requested.load()
                                          ? "stopped while waiting for the re-formed attempt"
@@ -641,7 +629,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     ClearPeerLost();
     ResumeCollectives();
     std::fprintf(stderr, "rank %d: re-forming as generation %lld after %.2f s\n", now.rank,
-                 static_cast<long long>(order->generation), Since(lost_at));
+                 static_cast<long long>(order->generation), SecondsSince(lost_at));
   }
 }
 

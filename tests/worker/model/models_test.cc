@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -191,6 +192,20 @@ TEST(MakeModelTest, NamedParametersAreUniqueStableAndSeeded) {
   }
 }
 
+// Ten Adam steps on the parameters of `net` lower `loss`.
+void ExpectAdamStepsLowerLoss(LayeredModel& net, const std::function<torch::Tensor()>& loss) {
+  std::vector<torch::Tensor> params;
+  for (const auto& [n, p] : net.NamedParameters(0, net.num_layers())) params.push_back(p);
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(2e-3));
+  const double first = loss().item<double>();
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    loss().backward();
+    opt.step();
+  }
+  EXPECT_LT(loss().item<double>(), first);
+}
+
 TEST(GanTest, ShapesNamesAndLosses) {
   auto gan = MakeGan("gan-pix2pix", SmallConfig());
   ASSERT_TRUE(gan.ok()) << gan.status().ToString();
@@ -204,9 +219,7 @@ TEST(GanTest, ShapesNamesAndLosses) {
   const torch::Tensor real = torch::rand({2, 3, 32, 32}) * 2 - 1;
   Activation fake = gan->generator->Forward({gray, {}}, 0, gan->generator->num_layers());
   ASSERT_EQ(fake.main.sizes().vec(), (std::vector<int64_t>{2, 3, 32, 32}));
-  auto& d = *gan->discriminator;
-  const torch::Tensor fake_logits =
-      d.Forward({DiscriminatorInput(gray, fake.main), {}}, 0, d.num_layers()).main;
+  const torch::Tensor fake_logits = Discriminate(*gan, gray, fake.main);
   EXPECT_EQ(fake_logits.sizes().vec(), (std::vector<int64_t>{2, 1, 2, 2}));
   GeneratorLossParts g = GeneratorLoss(fake_logits, fake.main, real, gan->l1_weight);
   EXPECT_NEAR(g.total.item<double>(), g.adversarial.item<double>() + 100.0 * g.l1.item<double>(),
@@ -214,45 +227,14 @@ TEST(GanTest, ShapesNamesAndLosses) {
   EXPECT_NEAR(gan->generator->Loss(fake, real).item<double>(), 100.0 * g.l1.item<double>(), 1e-3);
 
   // A few discriminator steps on fixed real/fake pairs lower its loss.
-  const torch::Tensor fake_detached = fake.main.detach();
-  std::vector<torch::Tensor> params;
-  for (const auto& [n, p] : d.NamedParameters(0, d.num_layers())) params.push_back(p);
-  torch::optim::Adam opt(params, torch::optim::AdamOptions(2e-3));
-  auto d_loss = [&] {
-    torch::Tensor rl = d.Forward({DiscriminatorInput(gray, real), {}}, 0, d.num_layers()).main;
-    torch::Tensor fl =
-        d.Forward({DiscriminatorInput(gray, fake_detached), {}}, 0, d.num_layers()).main;
-    return DiscriminatorLoss(rl, fl);
-  };
-  const double first = d_loss().item<double>();
-  for (int i = 0; i < 10; ++i) {
-    opt.zero_grad();
-    torch::Tensor l = d_loss();
-    l.backward();
-    opt.step();
-  }
-  EXPECT_LT(d_loss().item<double>(), first);
+  ExpectAdamStepsLowerLoss(*gan->discriminator,
+                           [&] { return DiscriminatorStepLoss(*gan, gray, real, fake.main); });
 
   // A few generator steps against the fixed discriminator lower the pix2pix
   // objective (adversarial + lambda * L1).
-  auto& gen = *gan->generator;
-  std::vector<torch::Tensor> g_params;
-  for (const auto& [n, p] : gen.NamedParameters(0, gen.num_layers())) g_params.push_back(p);
-  torch::optim::Adam g_opt(g_params, torch::optim::AdamOptions(2e-3));
-  auto g_loss = [&] {
-    Activation f = gen.Forward({gray, {}}, 0, gen.num_layers());
-    torch::Tensor logits =
-        d.Forward({DiscriminatorInput(gray, f.main), {}}, 0, d.num_layers()).main;
-    return GeneratorLoss(logits, f.main, real, gan->l1_weight).total;
-  };
-  const double g_first = g_loss().item<double>();
-  for (int i = 0; i < 10; ++i) {
-    g_opt.zero_grad();
-    torch::Tensor l = g_loss();
-    l.backward();
-    g_opt.step();
-  }
-  EXPECT_LT(g_loss().item<double>(), g_first);
+  ExpectAdamStepsLowerLoss(*gan->generator, [&] {
+    return GeneratorStepLoss(*gan, gray, real, Generate(*gan, gray)).total;
+  });
 }
 
 }  // namespace

@@ -3,44 +3,21 @@
 #include "worker/runtime/atomic_output.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/worker/runtime/temp_dir_fixture.h"
 
 namespace tessera::worker {
 namespace {
 namespace fs = std::filesystem;
+using testing::FilesIn;
+using testing::Slurp;
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> Names(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-class AtomicOutputTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-atomic-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-};
+class AtomicOutputTest : public testing::TempDirTest {};
 
 // A crash at each step of an atomic write (common/atomic_file.h): before the
 // rename no final file exists and RemoveStaleTemps clears the temporary
@@ -72,7 +49,7 @@ TEST_F(AtomicOutputTest, RemoveStaleTempsClearsWhatACrashLeft) {
     EXPECT_EQ(Slurp(out), payload);
   }
   std::vector<std::string> expect = {"item0.png", "item1.png", "item2.png"};
-  EXPECT_EQ(Names(dir_), expect);
+  EXPECT_EQ(FilesIn(dir_), expect);
 }
 
 TEST_F(AtomicOutputTest, RemoveStaleTempsTouchesOnlyThatItem) {
@@ -85,7 +62,7 @@ TEST_F(AtomicOutputTest, RemoveStaleTempsTouchesOnlyThatItem) {
   EXPECT_EQ(*removed, 2);
   std::vector<std::string> expect = {".a.png.tmp-1-2.tmp-3-4", ".b.png.tmp-1-2", "a.png",
                                      "a.png.error.txt"};
-  EXPECT_EQ(Names(dir_), expect);
+  EXPECT_EQ(FilesIn(dir_), expect);
   Result<int64_t> none = RemoveStaleTemps((dir_ / "missing" / "c.png").string());
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, 0);

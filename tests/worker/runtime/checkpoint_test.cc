@@ -4,7 +4,6 @@
 #include "worker/runtime/checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,21 +12,14 @@
 
 #include "common/atomic_file.h"
 #include "common/faulty_file_system.h"
+#include "tests/worker/runtime/temp_dir_fixture.h"
 
 namespace tessera::worker {
 namespace {
 namespace fs = std::filesystem;
 
-class CheckpointFilesTest : public ::testing::Test {
+class CheckpointFilesTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-checkpoint-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
   static Manifest ManifestOf(const std::string& model) {
     Manifest m;
     m.step = 4;
@@ -37,7 +29,6 @@ class CheckpointFilesTest : public ::testing::Test {
     m.layout = "data_parallel";
     return m;
   }
-  fs::path dir_;
 };
 
 TEST_F(CheckpointFilesTest, ManifestThatCannotBeWrittenSurfacesAndKeepsTheOldOne) {

@@ -33,27 +33,20 @@ namespace fs = std::filesystem;
 using testing::BuildTestNet;
 using testing::FilesUnder;
 using testing::FreeLoopbackPort;
-using testing::MakeTempDir;
-using testing::ReadBytes;
+using testing::Slurp;
 using testing::Spawn;
 using testing::TestImage;
+using testing::TorchrunEnv;
 using testing::WriteTestCheckpoint;
 
 int WaitExit(pid_t pid, int timeout_s = 120) { return testing::WaitExit(pid, timeout_s); }
 
-class InferProcessTest : public ::testing::Test {
+class InferProcessTest : public testing::TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("inferproc");
+    TempDirTest::SetUp();
     data_ = dir_ / "scans";
     fs::create_directories(data_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) {
-      fs::remove_all(dir_);
-    } else {
-      std::fprintf(stderr, "kept %s for inspection\n", dir_.c_str());
-    }
   }
 
   void WriteImage(const std::string& name, int64_t w, int64_t h, int pattern) {
@@ -89,20 +82,16 @@ class InferProcessTest : public ::testing::Test {
   std::vector<pid_t> StartRanks(const std::string& tag, int world,
                                 const std::vector<std::string>& args, const std::string& plan,
                                 std::map<std::string, std::string> extra = {}) {
-    const std::string port = std::to_string(FreeLoopbackPort());
+    const int port = FreeLoopbackPort();
     const std::string plan_path = (dir_ / (tag + "-plan.json")).string();
     std::ofstream(plan_path) << plan;
     std::vector<pid_t> pids;
     for (int r = 0; r < world; ++r) {
       std::map<std::string, std::string> env = extra;
+      const std::map<std::string, std::string> torchrun = TorchrunEnv(r, world, port);
+      env.insert(torchrun.begin(), torchrun.end());
       env.insert(
-          {{"RANK", std::to_string(r)},
-           {"WORLD_SIZE", std::to_string(world)},
-           {"LOCAL_RANK", std::to_string(r)},
-           {"LOCAL_WORLD_SIZE", std::to_string(world)},
-           {"MASTER_ADDR", "127.0.0.1"},
-           {"MASTER_PORT", port},
-           {"TESSERA_PLAN", plan_path},
+          {{"TESSERA_PLAN", plan_path},
            {"TESSERA_JOB_ID", "42"},
            {"TESSERA_ATTEMPT", "3"},
            {"TESSERA_PROGRESS_FILE", (dir_ / (tag + "-progress-" + std::to_string(r))).string()}});
@@ -113,7 +102,7 @@ class InferProcessTest : public ::testing::Test {
   void ExpectExitZero(const std::vector<pid_t>& pids, const std::string& tag) {
     for (size_t r = 0; r < pids.size(); ++r) {
       EXPECT_EQ(WaitExit(pids[r]), 0) << tag << " rank " << r << ":\n"
-                                      << ReadBytes(Log(tag, static_cast<int>(r)));
+                                      << Slurp(Log(tag, static_cast<int>(r)));
     }
   }
   int RunOne(const std::string& tag, const std::vector<std::string>& args,
@@ -121,7 +110,7 @@ class InferProcessTest : public ::testing::Test {
     return WaitExit(Spawn(args, env, Log(tag, 0).string()));
   }
 
-  fs::path dir_, data_;
+  fs::path data_;
 };
 
 Image DecodeOrDie(const std::string& bytes) {
@@ -144,18 +133,16 @@ TEST_F(InferProcessTest, LargeImageTiledAcrossThreeRanksEqualsWholeImage) {
   ExpectExitZero(StartRanks("tiled", 3, InferArgs("colorize-unet", "tiled", ck, {"--local"}), plan),
                  "tiled");
   // 18 tiles of the large image shared 3:2:1; the small one is one tile (rank 0).
-  EXPECT_NE(ReadBytes(Log("tiled", 1)).find("rank 1 computed 6 tiles of 2 images"),
-            std::string::npos)
-      << ReadBytes(Log("tiled", 1));
-  EXPECT_NE(ReadBytes(Log("tiled", 2)).find("rank 2 computed 3 tiles of 2 images"),
-            std::string::npos)
-      << ReadBytes(Log("tiled", 2));
+  EXPECT_NE(Slurp(Log("tiled", 1)).find("rank 1 computed 6 tiles of 2 images"), std::string::npos)
+      << Slurp(Log("tiled", 1));
+  EXPECT_NE(Slurp(Log("tiled", 2)).find("rank 2 computed 3 tiles of 2 images"), std::string::npos)
+      << Slurp(Log("tiled", 2));
 
   ASSERT_EQ(
       RunOne("one", InferArgs("colorize-unet", "one", ck, {"--local", "--max-tile-px", "128"})), 0)
-      << ReadBytes(Log("one", 0));
+      << Slurp(Log("one", 0));
   ASSERT_EQ(RunOne("whole", InferArgs("colorize-unet", "whole", ck, {"--local"})), 0)
-      << ReadBytes(Log("whole", 0));
+      << Slurp(Log("whole", 0));
 
   const auto tiled = FilesUnder(dir_ / "tiled");
   const auto one = FilesUnder(dir_ / "one");
@@ -207,7 +194,7 @@ TEST_F(InferProcessTest, TwoRanksLeaseFromTheControllerOverHttp) {
     EXPECT_EQ(r.times_completed, 1);
   }
   ASSERT_EQ(RunOne("ref", InferArgs("denoiser-dncnn", "ref", ck, {"--local"})), 0)
-      << ReadBytes(Log("ref", 0));
+      << Slurp(Log("ref", 0));
   EXPECT_EQ(FilesUnder(dir_ / "http"), FilesUnder(dir_ / "ref"));
   EXPECT_EQ(FilesUnder(dir_ / "http").size(), 9u);
 }
@@ -216,7 +203,7 @@ TEST_F(InferProcessTest, KillNineThenRerunLeavesEveryOutputOnceAndComplete) {
   for (int i = 0; i < 12; ++i) WriteImage("k" + std::to_string(i) + ".png", 64, 64, i % 6);
   const std::string ck = Checkpoint("colorize-unet");
   ASSERT_EQ(RunOne("ref", InferArgs("colorize-unet", "ref", ck, {"--local"})), 0)
-      << ReadBytes(Log("ref", 0));
+      << Slurp(Log("ref", 0));
   const fs::path out = dir_ / "out";
   const pid_t pid = Spawn(InferArgs("colorize-unet", "out", ck, {"--local", "--chunk-size", "4"}),
                           {{"TESSERA_DEVICE_SPEED", "0.02"}}, Log("slow", 0).string());
@@ -240,7 +227,7 @@ TEST_F(InferProcessTest, KillNineThenRerunLeavesEveryOutputOnceAndComplete) {
   ASSERT_LT(before, 12u) << "the run finished before it was killed";
   ASSERT_EQ(
       RunOne("rerun", InferArgs("colorize-unet", "out", ck, {"--local", "--chunk-size", "4"})), 0)
-      << ReadBytes(Log("rerun", 0));
+      << Slurp(Log("rerun", 0));
   const auto files = FilesUnder(out);
   for (const auto& [name, bytes] : files) {
     EXPECT_FALSE(IsTempFileName(fs::path(name).filename().string())) << name;
@@ -248,7 +235,7 @@ TEST_F(InferProcessTest, KillNineThenRerunLeavesEveryOutputOnceAndComplete) {
   EXPECT_EQ(files, FilesUnder(dir_ / "ref"));
   // Outputs finished before the kill were not computed again.
   std::smatch m;
-  const std::string log = ReadBytes(Log("rerun", 0));
+  const std::string log = Slurp(Log("rerun", 0));
   ASSERT_TRUE(std::regex_search(log, m, std::regex("skipped (\\d+)"))) << log;
   EXPECT_GE(std::stoi(m[1].str()), 2) << log;
 }
@@ -272,8 +259,8 @@ TEST_F(InferProcessTest, SetupErrorsExitWithCodeTwo) {
   int i = 0;
   for (const Case& c : cases) {
     const std::string tag = "err" + std::to_string(i++);
-    EXPECT_EQ(RunOne(tag, c.args), 2) << ReadBytes(Log(tag, 0));
-    EXPECT_NE(ReadBytes(Log(tag, 0)).find(c.message), std::string::npos) << ReadBytes(Log(tag, 0));
+    EXPECT_EQ(RunOne(tag, c.args), 2) << Slurp(Log(tag, 0));
+    EXPECT_NE(Slurp(Log(tag, 0)).find(c.message), std::string::npos) << Slurp(Log(tag, 0));
   }
 }
 

@@ -1,21 +1,21 @@
-// Fixtures shared by the inference tests: temporary folders, generated
-// images, checkpoints of freshly initialised reference models (with
-// non-trivial batch-norm statistics), and file comparison helpers.
+// Fixtures shared by the inference tests: temporary folders
+// (temp_dir_fixture.h), generated images, checkpoints of freshly initialised
+// reference models (with non-trivial batch-norm statistics), and file
+// comparison helpers.
 #ifndef TESSERA_TESTS_WORKER_RUNTIME_INFER_TEST_UTIL_H_
 #define TESSERA_TESTS_WORKER_RUNTIME_INFER_TEST_UTIL_H_
 
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "tests/worker/runtime/temp_dir_fixture.h"
 #include "worker/data/image.h"
 #include "worker/data/sample_images.h"
 #include "worker/model/gan.h"
@@ -27,20 +27,6 @@ namespace tessera::worker::testing {
 
 namespace fs = std::filesystem;
 
-inline fs::path MakeTempDir(const std::string& tag) {
-  std::string tmpl = "/tmp/tessera-" + tag + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  return fs::path(::mkdtemp(buf.data()));
-}
-
-inline std::string ReadBytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Every regular file under `dir`, relative path -> bytes.
 inline std::map<std::string, std::string> FilesUnder(const fs::path& dir) {
   std::map<std::string, std::string> out;
@@ -48,7 +34,7 @@ inline std::map<std::string, std::string> FilesUnder(const fs::path& dir) {
   if (!fs::exists(dir, ec)) return out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (e.is_regular_file()) {
-      out[e.path().lexically_relative(dir).generic_string()] = ReadBytes(e.path());
+      out[e.path().lexically_relative(dir).generic_string()] = Slurp(e.path());
     }
   }
   return out;

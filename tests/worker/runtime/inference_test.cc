@@ -222,10 +222,10 @@ TEST(InferPlanTest, ReadsTheTiledPlanTheControllerWrites) {
 
 // ---- the loop against the in-memory controller ----
 
-class InferLoopTest : public ::testing::Test {
+class InferLoopTest : public testing::TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("infer");
+    TempDirTest::SetUp();
     data_ = dir_ / "scans";
     fs::create_directories(data_ / "box1");
     for (int i = 0; i < 7; ++i) {
@@ -236,9 +236,6 @@ class InferLoopTest : public ::testing::Test {
     }
     std::sort(items_.begin(), items_.end());
     env_.progress_file = (dir_ / "progress.jsonl").string();
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   std::string Checkpoint(const std::string& model) {
@@ -260,6 +257,12 @@ class InferLoopTest : public ::testing::Test {
     return o;
   }
 
+  // Rank 0 alone running `o` over the queue, with this test's environment.
+  Result<InferOutcome> RunAlone(const InferOptions& o, MemoryChunkQueue& queue) {
+    auto source = queue.ForRank(0);
+    return RunInference(o, env_, stop_, source.get());
+  }
+
   // `ranks` ranks (threads) running `o` over the queue at once; their outcomes by rank.
   std::vector<Result<InferOutcome>> RunRanks(int ranks, const InferOptions& o,
                                              MemoryChunkQueue& queue) {
@@ -277,6 +280,14 @@ class InferLoopTest : public ::testing::Test {
     return results;
   }
 
+  // Options over the images of SameSizeItems, at most `batch` per forward.
+  InferOptions SameSizeOptions(const std::string& model, const std::string& out, int64_t batch) {
+    InferOptions o = Options(model, out);
+    o.data = (dir_ / "same").string();
+    o.batch = batch;
+    return o;
+  }
+
   // `n` images of width x height in <dir>/same, their items in order.
   std::vector<std::string> SameSizeItems(int n, int64_t width, int64_t height) {
     std::vector<std::string> items;
@@ -291,7 +302,31 @@ class InferLoopTest : public ::testing::Test {
     return items;
   }
 
-  fs::path dir_, data_;
+  // `o` run by two ranks (threads) sharing a queue of `items` in chunks of
+  // `chunk_size` writes every item once, the same bytes as one rank alone
+  // (outputs in <dir>/two and <dir>/one, whatever o.output says).
+  void ExpectTwoRanksWriteTheSameBytesAsOne(const InferOptions& o,
+                                            const std::vector<std::string>& items,
+                                            int64_t chunk_size) {
+    InferOptions one = o;
+    one.output = (dir_ / "one").string();
+    auto one_queue = MemoryChunkQueue::Create(items, {.chunk_size = chunk_size});
+    ASSERT_TRUE(RunAlone(one, *one_queue).ok());
+
+    InferOptions two = o;
+    two.output = (dir_ / "two").string();
+    auto queue = MemoryChunkQueue::Create(items, {.chunk_size = chunk_size});
+    int64_t written = 0;
+    for (auto& r : RunRanks(2, two, *queue)) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      written += r->written;
+    }
+    EXPECT_EQ(written, static_cast<int64_t>(items.size()));
+    EXPECT_EQ(FilesUnder(one.output).size(), items.size());
+    EXPECT_EQ(FilesUnder(two.output), FilesUnder(one.output));
+  }
+
+  fs::path data_;
   std::vector<std::string> items_;
   DistEnv env_;
   std::atomic<bool> stop_{false};
@@ -299,9 +334,8 @@ class InferLoopTest : public ::testing::Test {
 
 TEST_F(InferLoopTest, EveryItemWrittenOnceAndReported) {
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
-  auto source = queue->ForRank(0);
   InferOptions o = Options("colorize-unet", "out");
-  auto outcome = RunInference(o, env_, stop_, source.get());
+  auto outcome = RunAlone(o, *queue);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_EQ(outcome->written, 7);
   EXPECT_EQ(outcome->skipped, 0);
@@ -342,9 +376,8 @@ TEST_F(InferLoopTest, EveryItemWrittenOnceAndReported) {
 // uninterrupted run; every chunk is reported done once.
 TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
   auto clean_queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
-  auto clean_source = clean_queue->ForRank(0);
   InferOptions clean = Options("denoiser-dncnn", "clean");
-  ASSERT_TRUE(RunInference(clean, env_, stop_, clean_source.get()).ok());
+  ASSERT_TRUE(RunAlone(clean, *clean_queue).ok());
 
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 3});
   InferOptions o = Options("denoiser-dncnn", "out");
@@ -355,11 +388,7 @@ TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
     }
     return Status::Ok();
   };
-  {
-    auto source = queue->ForRank(0);
-    auto crashed = RunInference(o, env_, stop_, source.get());
-    EXPECT_EQ(crashed.status().code(), StatusCode::kInternal);
-  }
+  EXPECT_EQ(RunAlone(o, *queue).status().code(), StatusCode::kInternal);
   auto partial = FilesUnder(o.output);
   const auto clean_files = FilesUnder(clean.output);
   int temps = 0;
@@ -404,22 +433,7 @@ TEST_F(InferLoopTest, ResumeAfterCrashSkipsDoneItemsAndMatchesCleanRun) {
 
 // Two ranks (threads) sharing the queue produce the same bytes as one rank.
 TEST_F(InferLoopTest, TwoRanksWriteTheSameBytesAsOne) {
-  auto one_queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
-  auto one_source = one_queue->ForRank(0);
-  InferOptions one = Options("gan-pix2pix", "one");
-  ASSERT_TRUE(RunInference(one, env_, stop_, one_source.get()).ok());
-
-  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
-  InferOptions two = Options("gan-pix2pix", "two");
-  std::vector<Result<InferOutcome>> results = RunRanks(2, two, *queue);
-  int64_t written = 0;
-  for (auto& r : results) {
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    written += r->written;
-  }
-  EXPECT_EQ(written, 7);
-  EXPECT_EQ(FilesUnder(two.output), FilesUnder(one.output));
-  EXPECT_EQ(FilesUnder(one.output).size(), 7u);
+  ExpectTwoRanksWriteTheSameBytesAsOne(Options("gan-pix2pix", "out"), items_, 2);
 }
 
 // Same-size images: with --batch 4 consecutive images of a chunk share a
@@ -428,20 +442,14 @@ TEST_F(InferLoopTest, TwoRanksWriteTheSameBytesAsOne) {
 TEST_F(InferLoopTest, SameSizeImagesShareForwardsAndMatchOneAtATime) {
   const std::vector<std::string> same = SameSizeItems(10, 48, 40);
   auto one_queue = MemoryChunkQueue::Create(same, {.chunk_size = 5});
-  auto one_source = one_queue->ForRank(0);
-  InferOptions one = Options("colorize-unet", "one");
-  one.data = (dir_ / "same").string();
-  one.batch = 1;
-  auto alone = RunInference(one, env_, stop_, one_source.get());
+  InferOptions one = SameSizeOptions("colorize-unet", "one", 1);
+  auto alone = RunAlone(one, *one_queue);
   ASSERT_TRUE(alone.ok()) << alone.status().ToString();
   EXPECT_EQ(alone->forwards, 10);
 
   auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 5});
-  auto source = queue->ForRank(0);
-  InferOptions batched = Options("colorize-unet", "batched");
-  batched.data = (dir_ / "same").string();
-  batched.batch = 4;
-  auto together = RunInference(batched, env_, stop_, source.get());
+  InferOptions batched = SameSizeOptions("colorize-unet", "batched", 4);
+  auto together = RunAlone(batched, *queue);
   ASSERT_TRUE(together.ok()) << together.status().ToString();
   EXPECT_EQ(together->written, 10);
   EXPECT_EQ(together->forwards, 4);  // per chunk of 5: a batch of 4, then 1
@@ -467,12 +475,9 @@ TEST_F(InferLoopTest, SameSizeImagesShareForwardsAndMatchOneAtATime) {
 TEST_F(InferLoopTest, PixelBudgetCapsImagesPerForward) {
   const std::vector<std::string> same = SameSizeItems(5, 48, 40);
   auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 5});
-  auto source = queue->ForRank(0);
-  InferOptions o = Options("denoiser-dncnn", "out");
-  o.data = (dir_ / "same").string();
-  o.batch = 8;
+  InferOptions o = SameSizeOptions("denoiser-dncnn", "out", 8);
   o.batch_pixels = 2 * 48 * 40;
-  auto r = RunInference(o, env_, stop_, source.get());
+  auto r = RunAlone(o, *queue);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->written, 5);
   EXPECT_EQ(r->forwards, 3);
@@ -482,20 +487,7 @@ TEST_F(InferLoopTest, PixelBudgetCapsImagesPerForward) {
 // queue write the same bytes as one rank, whichever rank ran which chunk.
 TEST_F(InferLoopTest, BatchedRanksWriteTheSameBytesAsOne) {
   const std::vector<std::string> same = SameSizeItems(9, 32, 40);
-  auto one_queue = MemoryChunkQueue::Create(same, {.chunk_size = 3});
-  auto one_source = one_queue->ForRank(0);
-  InferOptions one = Options("gan-pix2pix", "one");
-  one.data = (dir_ / "same").string();
-  one.batch = 2;
-  ASSERT_TRUE(RunInference(one, env_, stop_, one_source.get()).ok());
-
-  auto queue = MemoryChunkQueue::Create(same, {.chunk_size = 3});
-  InferOptions two = one;
-  two.output = (dir_ / "two").string();
-  std::vector<Result<InferOutcome>> results = RunRanks(2, two, *queue);
-  for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(results[0]->written + results[1]->written, 9);
-  EXPECT_EQ(FilesUnder(two.output), FilesUnder(one.output));
+  ExpectTwoRanksWriteTheSameBytesAsOne(SameSizeOptions("gan-pix2pix", "out", 2), same, 3);
 }
 
 // A stop (SIGTERM) lets the model take no more images: the images it took are
@@ -503,7 +495,6 @@ TEST_F(InferLoopTest, BatchedRanksWriteTheSameBytesAsOne) {
 // already finished are reported, and the interrupted chunk is left to expire.
 TEST_F(InferLoopTest, StopReportsFinishedChunksOfTheLease) {
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 2});
-  auto source = queue->ForRank(0);
   InferOptions o = Options("denoiser-dncnn", "out");
   o.max_chunks = 3;  // chunks 0, 1, 2 in one lease
   int processed = 0;
@@ -511,7 +502,7 @@ TEST_F(InferLoopTest, StopReportsFinishedChunksOfTheLease) {
     if (++processed == 3) stop_ = true;  // while the first item of chunk 1 runs
     return Status::Ok();
   };
-  auto outcome = RunInference(o, env_, stop_, source.get());
+  auto outcome = RunAlone(o, *queue);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_TRUE(outcome->stopped);
   EXPECT_EQ(outcome->written, 3);
@@ -526,9 +517,8 @@ TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
   std::ofstream(data_ / "broken.png") << "not a png";
   items_.push_back("broken.png");
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
-  auto source = queue->ForRank(0);
   InferOptions o = Options("classifier-resnet", "out");
-  auto outcome = RunInference(o, env_, stop_, source.get());
+  auto outcome = RunAlone(o, *queue);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_EQ(outcome->failed, 1);
   EXPECT_EQ(outcome->written, 7);
@@ -548,9 +538,8 @@ TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
 TEST_F(InferLoopTest, ItemLeavingTheOutputFolderCountsAsFailed) {
   items_.push_back("../outside.png");
   auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
-  auto source = queue->ForRank(0);
   InferOptions o = Options("denoiser-dncnn", "out");
-  auto outcome = RunInference(o, env_, stop_, source.get());
+  auto outcome = RunAlone(o, *queue);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_EQ(outcome->failed, 1);
   EXPECT_EQ(outcome->written, 7);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "worker/runtime/dist_env.h"
 
 namespace tessera::worker {
@@ -23,9 +25,15 @@ TEST(PlanTest, ParsesHybridPlan) {
   EXPECT_TRUE(ValidatePlan(*plan, 4, 14).ok());
 }
 
+// A plan of one replica (batch 4 of global_batch 4) with these stages.
+std::string OneReplica(const std::string& layout, const std::string& stages, int batch = 4) {
+  return R"({"layout":")" + layout + R"(","global_batch":4,"replicas":[{"batch":)" +
+         std::to_string(batch) + R"(,"stages":)" + stages + "}]}";
+}
+
 struct BadPlanCase {
   const char* name;
-  const char* json;
+  std::string json;
   int world;
   int64_t layers;
   const char* field;
@@ -56,38 +64,27 @@ INSTANTIATE_TEST_SUITE_P(
           {"batch":4,"stages":[{"rank":0,"layers":[0,4]}]},
           {"batch":4,"stages":[{"rank":1,"layers":[0,4]}]}]})",
                     2, 4, "replicas"},
-        BadPlanCase{"gap in layers",
-                    R"({"layout":"pipeline","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":0,"layers":[0,2]},{"rank":1,"layers":[3,4]}]}]})",
-                    2, 4, "replicas[0].stages[1].layers"},
-        BadPlanCase{"does not cover model",
-                    R"({"layout":"data","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":0,"layers":[0,3]}]}]})",
-                    1, 4, "replicas[0].stages"},
-        BadPlanCase{"rank twice",
-                    R"({"layout":"pipeline","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":0,"layers":[0,2]},{"rank":0,"layers":[2,4]}]}]})",
-                    2, 4, "replicas[0].stages[1].rank"},
-        BadPlanCase{"rank outside world",
-                    R"({"layout":"data","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":3,"layers":[0,4]}]}]})",
-                    1, 4, "replicas[0].stages[0].rank"},
-        BadPlanCase{"missing rank",
-                    R"({"layout":"data","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":0,"layers":[0,4]}]}]})",
-                    2, 4, "replicas"},
+        BadPlanCase{
+            "gap in layers",
+            OneReplica("pipeline", R"([{"rank":0,"layers":[0,2]},{"rank":1,"layers":[3,4]}])"), 2,
+            4, "replicas[0].stages[1].layers"},
+        BadPlanCase{"does not cover model", OneReplica("data", R"([{"rank":0,"layers":[0,3]}])"), 1,
+                    4, "replicas[0].stages"},
+        BadPlanCase{
+            "rank twice",
+            OneReplica("pipeline", R"([{"rank":0,"layers":[0,2]},{"rank":0,"layers":[2,4]}])"), 2,
+            4, "replicas[0].stages[1].rank"},
+        BadPlanCase{"rank outside world", OneReplica("data", R"([{"rank":3,"layers":[0,4]}])"), 1,
+                    4, "replicas[0].stages[0].rank"},
+        BadPlanCase{"missing rank", OneReplica("data", R"([{"rank":0,"layers":[0,4]}])"), 2, 4,
+                    "replicas"},
         BadPlanCase{"data layout with two stages",
-                    R"({"layout":"data","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":0,"layers":[0,2]},{"rank":1,"layers":[2,4]}]}]})",
+                    OneReplica("data", R"([{"rank":0,"layers":[0,2]},{"rank":1,"layers":[2,4]}])"),
                     2, 4, "replicas[0].stages"},
-        BadPlanCase{"zero batch",
-                    R"({"layout":"data","global_batch":4,"replicas":[
-          {"batch":0,"stages":[{"rank":0,"layers":[0,4]}]}]})",
+        BadPlanCase{"zero batch", OneReplica("data", R"([{"rank":0,"layers":[0,4]}])", /*batch=*/0),
                     1, 4, "replicas[0].batch"},
-        BadPlanCase{"layers not a pair",
-                    R"({"layout":"data","global_batch":4,"replicas":[
-          {"batch":4,"stages":[{"rank":0,"layers":[0]}]}]})",
-                    1, 4, "replicas[0].stages[0].layers"}),
+        BadPlanCase{"layers not a pair", OneReplica("data", R"([{"rank":0,"layers":[0]}])"), 1, 4,
+                    "replicas[0].stages[0].layers"}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (char& ch : n) {

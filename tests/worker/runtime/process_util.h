@@ -1,6 +1,6 @@
 // Helpers of the worker runtime tests that run real processes and real
-// rendezvous: a free loopback port, spawning a worker with a clean torchrun
-// environment, and waiting for it with a deadline.
+// rendezvous: a free loopback port, a rank's torchrun variables, spawning a
+// worker with a clean torchrun environment, and waiting for it with a deadline.
 #ifndef TESSERA_TESTS_WORKER_RUNTIME_PROCESS_UTIL_H_
 #define TESSERA_TESTS_WORKER_RUNTIME_PROCESS_UTIL_H_
 
@@ -33,6 +33,14 @@ inline int FreeLoopbackPort() {
   const int port = ntohs(addr.sin_port);
   ::close(fd);
   return port;
+}
+
+// The torchrun variables of rank `rank` of `world` ranks on this host, with
+// the rendezvous at 127.0.0.1:`port`.
+inline std::map<std::string, std::string> TorchrunEnv(int rank, int world, int port) {
+  return {{"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},         {"MASTER_PORT", std::to_string(port)}};
 }
 
 // Starts args[0] (an absolute path) with this process's environment minus

@@ -5,40 +5,24 @@
 #include "worker/runtime/staged_outputs.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/faulty_file_system.h"
+#include "tests/worker/runtime/temp_dir_fixture.h"
 
 namespace tessera::worker {
 namespace {
 namespace fs = std::filesystem;
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Every file under `dir`, relative, sorted.
-std::vector<std::string> Files(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) out.push_back(e.path().lexically_relative(dir).generic_string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using testing::FilesIn;
+using testing::Slurp;
 
 std::function<Status(const std::string&)> Writes(const std::string& bytes) {
   return [bytes](const std::string& tmp) -> Status {
@@ -49,18 +33,7 @@ std::function<Status(const std::string&)> Writes(const std::string& bytes) {
   };
 }
 
-class StagedOutputsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-staged-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-};
+class StagedOutputsTest : public testing::TempDirTest {};
 
 // Nothing is final before Commit; after it every output is, in its folder
 // (created on the way), and no temporary file is left. Stage is called from
@@ -79,7 +52,7 @@ TEST_F(StagedOutputsTest, NothingFinalBeforeCommitEverythingAfter) {
   }
   for (auto& w : writers) w.join();
   EXPECT_EQ(staged.size(), 20u);
-  for (const std::string& f : Files(dir_)) {
+  for (const std::string& f : FilesIn(dir_)) {
     EXPECT_TRUE(IsTempFileName(fs::path(f).filename().string())) << f << " final before Commit";
   }
   auto committed = staged.Commit();
@@ -87,7 +60,7 @@ TEST_F(StagedOutputsTest, NothingFinalBeforeCommitEverythingAfter) {
   EXPECT_EQ(committed->written, 20);
   EXPECT_TRUE(committed->lost.empty());
   EXPECT_EQ(staged.size(), 0u);
-  const std::vector<std::string> files = Files(dir_);
+  const std::vector<std::string> files = FilesIn(dir_);
   ASSERT_EQ(files.size(), 20u);
   for (const std::string& f : files) EXPECT_EQ(Slurp(dir_ / f), f);
 }
@@ -129,7 +102,7 @@ TEST_F(StagedOutputsTest, CrashDuringCommitLeavesCompleteFinalsAndTemps) {
     EXPECT_EQ(finals, c.finals_expected) << n;
     auto removed = RemoveStaleTempsOf(paths);
     ASSERT_TRUE(removed.ok());
-    EXPECT_EQ(static_cast<int>(Files(dir).size()), finals) << n << ": temporary files left";
+    EXPECT_EQ(static_cast<int>(FilesIn(dir).size()), finals) << n << ": temporary files left";
   }
 }
 
@@ -170,7 +143,7 @@ TEST_F(StagedOutputsTest, FailedFsyncOrRenameAtCommitIsReturned) {
     for (const std::string& p : paths) finals += fs::exists(p);
     EXPECT_EQ(finals, c.finals_expected) << c.step;
     ASSERT_TRUE(RemoveStaleTempsOf(paths).ok());
-    EXPECT_EQ(static_cast<int>(Files(dir).size()), finals) << c.step;
+    EXPECT_EQ(static_cast<int>(FilesIn(dir).size()), finals) << c.step;
   }
 }
 
@@ -187,7 +160,7 @@ TEST_F(StagedOutputsTest, VanishedTemporaryFilesCountOrAreReportedLost) {
   ASSERT_TRUE(committed.ok()) << committed.status().ToString();
   EXPECT_EQ(committed->written, 1);
   EXPECT_EQ(committed->lost, std::vector<std::string>{lost});
-  EXPECT_EQ(Files(dir_), std::vector<std::string>{"won.png"});
+  EXPECT_EQ(FilesIn(dir_), std::vector<std::string>{"won.png"});
 }
 
 // RemoveStaleTempsOf lists each folder once and removes only the temporary
@@ -205,7 +178,7 @@ TEST_F(StagedOutputsTest, RemoveStaleTempsOfTouchesOnlyTheGivenOutputs) {
   EXPECT_EQ(*removed, 3);
   const std::vector<std::string> expect = {"a/.z.png.tmp-5-6", "a/x.png",
                                            "b/.x.png.tmp-1-2.tmp-3-4"};
-  EXPECT_EQ(Files(dir_), expect);
+  EXPECT_EQ(FilesIn(dir_), expect);
 }
 
 }  // namespace
