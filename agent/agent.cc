@@ -207,6 +207,7 @@ Status Agent::Beat() {
       for (const auto& key : actions.forget) {
         supervisor_->Forget(key);
         devices_of_.erase(key);
+        reform_handed_.erase(key);
       }
       for (const auto& launch : actions.start) {
         devices_of_[launch.key] = launch.device_indices;
@@ -224,9 +225,17 @@ Status Agent::Beat() {
           spdlog::error("worker {} not started: {}", KeyText(launch.key), started.ToString());
         }
       }
-      // Running workers of a re-formed attempt learn their new place.
+      // Running workers of a re-formed attempt learn their new place. A new
+      // order is news the agent acted on: the next beat goes at once (its
+      // held answer came early, and the re-formed ranks report soon).
       for (const auto& launch : response.desired) {
         if (launch.reform.is_null()) continue;
+        const int64_t generation = launch.reform.value("generation", int64_t{0});
+        int64_t& handed_generation = reform_handed_[launch.key];
+        if (generation > handed_generation) {
+          handed_generation = generation;
+          beat_again_now_ = true;
+        }
         if (Status handed = supervisor_->Reform(launch); !handed.ok()) {
           spdlog::error("worker {}: cannot hand over its re-formed place: {}", KeyText(launch.key),
                         handed.ToString());

@@ -118,6 +118,8 @@ class Agent {
   bool beat_again_now_ = false;
   // State of every worker as last reported, to notice changes.
   std::map<api::WorkerKey, api::WorkerState> reported_;
+  // The newest re-form generation handed to each worker.
+  std::map<api::WorkerKey, int64_t> reform_handed_;
   // The inventory part of the last answered beat that carried it, and
   // whether the controller keeps it across beats that say it is unchanged.
   std::string sent_inventory_;

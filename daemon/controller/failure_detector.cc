@@ -1,5 +1,7 @@
 #include "daemon/controller/failure_detector.h"
 
+#include <algorithm>
+
 #include "common/enum_names.h"
 
 namespace tessera::daemon {
@@ -21,16 +23,17 @@ NodeHealth ClassifyNode(int64_t silence_ms, const FailureDetectorOptions& o) {
   return NodeHealth::kHealthy;
 }
 
-int64_t CheckDeadAfterMs(const FailureDetectorOptions& o) {
-  return o.check_dead_after_ms > 0 ? o.check_dead_after_ms : o.heartbeat_interval_ms * 8 / 5;
+int64_t CheckDeadAfterMs(const FailureDetectorOptions& o, int64_t hold_ms) {
+  if (o.check_dead_after_ms > 0) return o.check_dead_after_ms;
+  return std::clamp<int64_t>(hold_ms, 0, o.heartbeat_interval_ms) + o.heartbeat_interval_ms * 3 / 5;
 }
 
 void PeerLossChecks::Begin(const std::string& node, TimePoint now) {
   began_.try_emplace(node, now);
 }
 
-NodeHealth PeerLossChecks::Classify(const std::string& node, TimePoint seen, TimePoint now,
-                                    const FailureDetectorOptions& o) {
+NodeHealth PeerLossChecks::Classify(const std::string& node, TimePoint seen, int64_t hold_ms,
+                                    TimePoint now, const FailureDetectorOptions& o) {
   const int64_t silence_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now - seen).count();
   const NodeHealth plain = ClassifyNode(silence_ms, o);
@@ -40,7 +43,7 @@ NodeHealth PeerLossChecks::Classify(const std::string& node, TimePoint seen, Tim
     began_.erase(it);  // it answered, or the plain timeout took over
     return plain;
   }
-  return silence_ms > CheckDeadAfterMs(o) ? NodeHealth::kDead : plain;
+  return silence_ms > CheckDeadAfterMs(o, hold_ms) ? NodeHealth::kDead : plain;
 }
 
 }  // namespace tessera::daemon

@@ -9,9 +9,13 @@
 // a rank whose collective failed because a peer vanished exits with
 // api::kPeerLostExitCode, and the controller checks every other node of that
 // attempt at once. A node under check is dead as soon as its silence exceeds
-// check_dead_after_ms (longer than the longest gap between a live agent's
-// beats: one held poll released early plus one interval), not dead_after_ms;
-// a beat that arrives after the check began ends the check.
+// the check window, not dead_after_ms; a beat that arrives after the check
+// began ends the check. The window is longer than the longest gap between a
+// live agent's beats: its last beat's hold (the wait_ms it asked for, at most
+// an interval; an agent whose held answer comes beats again at once) plus
+// 0.6 of an interval for the answer, the agent's own work and the way back.
+// A node running workers asks for short holds (agent busy_hold), so it is
+// found dead sooner than an idle one.
 //
 // Thread safety: ClassifyNode is pure; PeerLossChecks is a value the caller
 // guards (the controller's mutex).
@@ -33,16 +37,17 @@ struct FailureDetectorOptions {
   int64_t heartbeat_interval_ms = 1000;
   int64_t suspect_after_missed = 2;
   int64_t dead_after_ms = 3000;
-  // Silence after which a node under a peer-loss check is dead: 1.6 intervals
-  // when 0 (a live agent beats again within one interval of a held answer).
+  // Silence after which a node under a peer-loss check is dead; 0: the
+  // node's last hold plus 0.6 intervals (see the file comment).
   int64_t check_dead_after_ms = 0;
 };
 
 // REQUIRES: silence_ms >= 0.
 NodeHealth ClassifyNode(int64_t silence_ms, const FailureDetectorOptions& options);
 
-// The silence that kills a node under check (see the file comment).
-int64_t CheckDeadAfterMs(const FailureDetectorOptions& options);
+// The silence that kills a node under check whose last beat asked for a hold
+// of `hold_ms` (see the file comment). REQUIRES: hold_ms >= 0.
+int64_t CheckDeadAfterMs(const FailureDetectorOptions& options, int64_t hold_ms);
 
 class PeerLossChecks {
  public:
@@ -50,11 +55,12 @@ class PeerLossChecks {
 
   // Puts `node` under check from `now` (an earlier check of it stays).
   void Begin(const std::string& node, TimePoint now);
-  // The health of `node`, last heard from at `seen`: ClassifyNode of its
-  // silence, or kDead while it is under check and silent for more than
-  // CheckDeadAfterMs. A beat after the check began ends the check, and so
-  // does ClassifyNode calling it dead. REQUIRES: seen <= now.
-  NodeHealth Classify(const std::string& node, TimePoint seen, TimePoint now,
+  // The health of `node`, last heard from at `seen` by a beat that asked for
+  // a hold of `hold_ms`: ClassifyNode of its silence, or kDead while it is
+  // under check and silent for more than CheckDeadAfterMs. A beat after the
+  // check began ends the check, and so does ClassifyNode calling it dead.
+  // REQUIRES: seen <= now; hold_ms >= 0.
+  NodeHealth Classify(const std::string& node, TimePoint seen, int64_t hold_ms, TimePoint now,
                       const FailureDetectorOptions& options);
   bool UnderCheck(const std::string& node) const { return began_.contains(node); }
 

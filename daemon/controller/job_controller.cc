@@ -85,11 +85,26 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   return out;
 }
 
+namespace {
+
+// What a node is handed: each desired key with its re-formed generation (a
+// running worker's new place changes no key, and must not wait out a hold).
+std::map<api::WorkerKey, int64_t> HandedOf(const std::vector<api::WorkerLaunch>& launches) {
+  std::map<api::WorkerKey, int64_t> out;
+  for (const auto& l : launches) {
+    out[l.key] = l.reform.is_object() ? l.reform.value("generation", int64_t{0}) : 0;
+  }
+  return out;
+}
+
+}  // namespace
+
 api::HeartbeatResponse JobController::ResponseFor(const std::string& node) {
   api::HeartbeatResponse response;
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
   MutexLock lock(mu_);
   response.desired = DesiredForLocked(node);
+  answered_with_[node] = HandedOf(response.desired);
   return response;
 }
 
@@ -98,29 +113,26 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   const uint64_t seen_news = polls_.news_count();
   api::HeartbeatResponse response;
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
-  // What the node is handed: each desired key with its re-formed generation
-  // (a running worker's new place changes no key, and must not wait out a hold).
-  using Handed = std::map<api::WorkerKey, int64_t>;
-  auto handed = [](const std::vector<api::WorkerLaunch>& launches) {
-    Handed out;
-    for (const auto& l : launches) {
-      out[l.key] = l.reform.is_object() ? l.reform.value("generation", int64_t{0}) : 0;
-    }
-    return out;
-  };
-  Handed parked_with;
+  std::map<api::WorkerKey, int64_t> parked_with;
   bool park = false;
   {
     MutexLock lock(mu_);
-    reports_[request.node] = Report{clock_->SteadyNow(), request.workers};
+    reports_[request.node] = Report{clock_->SteadyNow(), request.workers, request.wait_ms};
     ObserveComputeLocked(request);
     response.desired = DesiredForLocked(request.node);
+    std::map<api::WorkerKey, int64_t> handed = HandedOf(response.desired);
     if (request.wait_ms > 0 && !shutting_down_) {
       std::set<api::WorkerKey> desired, reported;
       for (const auto& l : response.desired) desired.insert(l.key);
       for (const auto& w : request.workers) reported.insert(w.key);
-      park = desired == reported;
-      parked_with = handed(response.desired);
+      // Parked while the node runs what it should and was already told so
+      // (a node not answered yet was told nothing).
+      park = desired == reported && answered_with_[request.node] == handed;
+    }
+    if (park) {
+      parked_with = std::move(handed);
+    } else {
+      answered_with_[request.node] = std::move(handed);
     }
   }
   if (!park) {
@@ -135,9 +147,9 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   const std::string node = request.node;
   polls_.Park(
       std::chrono::milliseconds(request.wait_ms), seen_news,
-      [this, node, handed, parked_with = std::move(parked_with)] {
+      [this, node, parked_with = std::move(parked_with)] {
         MutexLock lock(mu_);
-        return handed(DesiredForLocked(node)) != parked_with;
+        return HandedOf(DesiredForLocked(node)) != parked_with;
       },
       [this, node, done = std::move(done)] { done(ResponseFor(node)); });
 }
@@ -213,7 +225,10 @@ std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
     // A node not heard from since this controller started gets the full
     // timeout from the start, so a restart does not kill healthy jobs.
     Steady::time_point seen = it == reports_.end() ? started_ : it->second.seen;
-    NodeHealth h = peer_checks_.Classify(node.name, seen, clock_->SteadyNow(), options_.detector);
+    const int64_t hold_ms =
+        it == reports_.end() ? options_.detector.heartbeat_interval_ms : it->second.hold_ms;
+    NodeHealth h =
+        peer_checks_.Classify(node.name, seen, hold_ms, clock_->SteadyNow(), options_.detector);
     if (options_.node_up) {
       if (std::optional<bool> up = options_.node_up(node.name)) {
         h = *up ? NodeHealth::kHealthy : NodeHealth::kDead;

@@ -178,11 +178,12 @@ class JobController {
     // Ranks that joined the running attempt (GrowTraining) and were not yet
     // reported: their agent starts them after its next beat.
     std::map<int64_t, std::chrono::steady_clock::time_point> joining;
-    int64_t min_devices = 1;                   // the spec's: an infer job yields no more
+    int64_t min_devices = 1;  // the spec's: an infer job yields no more
   };
   struct Report {
     std::chrono::steady_clock::time_point seen;
     std::vector<api::WorkerStatus> workers;
+    int64_t hold_ms = 0;  // the wait_ms the beat asked for
   };
 
   int64_t SteadyMs(std::chrono::steady_clock::time_point t) const;
@@ -303,6 +304,10 @@ class JobController {
   bool shutting_down_ GUARDED_BY(mu_) = false;
   std::map<api::JobId, Active> active_ GUARDED_BY(mu_);
   std::map<std::string, Report> reports_ GUARDED_BY(mu_);
+  // What the last answer to each node handed it: each desired key with its
+  // re-form generation. A beat is parked only while that is still what the
+  // node should run, so an order made between two beats is answered at once.
+  std::map<std::string, std::map<api::WorkerKey, int64_t>> answered_with_ GUARDED_BY(mu_);
   // Nodes checked early after a rank reported peer loss.
   PeerLossChecks peer_checks_ GUARDED_BY(mu_);
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_ GUARDED_BY(mu_);

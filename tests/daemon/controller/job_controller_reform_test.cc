@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -94,8 +95,9 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
     for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 7}};
   }
   const auto killed = clock_.SteadyNow();
-  SilenceUntil({&a, &b, &c}, victim, &runs,
-               [&] { return store_->GetJob(id)->plan.dump().find(victim + ":") == std::string::npos; });
+  SilenceUntil({&a, &b, &c}, victim, &runs, [&] {
+    return store_->GetJob(id)->plan.dump().find(victim + ":") == std::string::npos;
+  });
   // Checked at once: before the 3 s heartbeat timeout.
   EXPECT_LT(clock_.SteadyNow() - killed, milliseconds(2500));
   const api::Job job = *store_->GetJob(id);
@@ -148,10 +150,8 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
   }
   for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
     clock_.Advance(milliseconds(250));
-    if (i < 4) {
-      Beat(parked, runs[parked.name]);
-    } else if (i == 4) {
-      // Its agent's next beat is held: it runs exactly what it should.
+    if (i == 0) {
+      // Its agent's beat is held: it runs exactly what it was told to.
       api::HeartbeatRequest poll;
       poll.node = parked.name;
       poll.devices = parked.devices;
@@ -168,6 +168,49 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
   const api::HeartbeatResponse got = answer.get();
   ASSERT_EQ(got.desired.size(), 1u);
   EXPECT_TRUE(got.desired[0].reform.is_object());
+}
+
+// A re-forming made while a survivor's agent was between beats reaches it with
+// its next beat at once: the beat is not parked, though the worker keys it
+// reports are what it should run, because it was not told its new place yet.
+TEST_F(JobControllerReformTest, ABeatAfterTheReformIsAnsweredAtOnceWithItsNewPlace) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
+  const std::string victim = NodeOfRank(desired, 2);
+  std::vector<api::Node*> survivors;
+  for (auto* n : {&a, &b, &c}) {
+    if (n->name != victim) survivors.push_back(n);
+  }
+  api::Node& quiet = *survivors[0];
+  api::Node& beating = *survivors[1];
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (api::Node* n : survivors) {
+    runs[n->name] = Running(desired[n->name]);
+    for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
+  }
+  for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
+    clock_.Advance(milliseconds(100));
+    Beat(quiet, runs[quiet.name]);  // answered at once: wait_ms 0
+    Beat(beating, runs[beating.name]);
+    ASSERT_TRUE(controller_->Tick().ok());  // the re-forming happens here, after both beats
+  }
+  ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
+  api::HeartbeatRequest poll;
+  poll.node = quiet.name;
+  poll.devices = quiet.devices;
+  poll.workers = runs[quiet.name];
+  poll.wait_ms = 60'000;
+  std::optional<api::HeartbeatResponse> got;
+  controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { got = std::move(r); });
+  ASSERT_TRUE(got.has_value()) << "the beat was parked with an order its agent never saw";
+  ASSERT_EQ(got->desired.size(), 1u);
+  EXPECT_TRUE(got->desired[0].reform.is_object());
+  // Told now: its next beat waits for news again.
+  bool answered = false;
+  controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse) { answered = true; });
+  EXPECT_FALSE(answered);
 }
 
 // A re-formed rank that fails afterwards restarts the job as before, and the
