@@ -51,6 +51,29 @@ class JobControllerReformTest : public JobControllerTest {
     return "";
   }
 
+  // Three one-device nodes a, b, c running a data-parallel job of 3 ranks
+  // whose rank 2's node is to be lost: the job, that node, and the two
+  // survivors, each reporting its rank waiting to re-form (peer_lost).
+  struct LostRankTwo {
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+    api::JobId id = 0;
+    std::string victim;
+    std::vector<api::Node*> survivors;
+    std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  };
+  void StartLosingRankTwo(LostRankTwo* lab) {
+    for (auto* n : {&lab->a, &lab->b, &lab->c}) Beat(*n);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    lab->id = SubmitRunning(Builtin("data", 3), {&lab->a, &lab->b, &lab->c}, &desired);
+    lab->victim = NodeOfRank(desired, 2);
+    for (auto* n : {&lab->a, &lab->b, &lab->c}) {
+      if (n->name == lab->victim) continue;
+      lab->survivors.push_back(n);
+      lab->runs[n->name] = Running(desired[n->name]);
+      for (auto& w : lab->runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
+    }
+  }
+
   // Lets `victim` fall silent while the others beat (reporting `runs`, which
   // the caller may edit) until `done` or 40 rounds of 250 ms.
   void SilenceUntil(const std::vector<api::Node*>& nodes, const std::string& victim,
@@ -130,24 +153,14 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
 // A survivor's agent parked in a long poll gets its new place at once: a
 // re-forming changes no worker key, and still answers the poll.
 TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
-  const std::string victim = NodeOfRank(desired, 2);
-  std::vector<api::Node*> survivors;
-  for (auto* n : {&a, &b, &c}) {
-    if (n->name != victim) survivors.push_back(n);
-  }
-  api::Node& parked = *survivors[0];
-  api::Node& beating = *survivors[1];
+  LostRankTwo lab;
+  StartLosingRankTwo(&lab);
+  const api::JobId id = lab.id;
+  auto& runs = lab.runs;
+  api::Node& parked = *lab.survivors[0];
+  api::Node& beating = *lab.survivors[1];
   std::promise<api::HeartbeatResponse> answered;
   std::future<api::HeartbeatResponse> answer = answered.get_future();
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (api::Node* n : survivors) {
-    runs[n->name] = Running(desired[n->name]);
-    for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
-  }
   for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
     clock_.Advance(milliseconds(250));
     if (i == 0) {
@@ -174,22 +187,12 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
 // its next beat at once: the beat is not parked, though the worker keys it
 // reports are what it should run, because it was not told its new place yet.
 TEST_F(JobControllerReformTest, ABeatAfterTheReformIsAnsweredAtOnceWithItsNewPlace) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
-  const std::string victim = NodeOfRank(desired, 2);
-  std::vector<api::Node*> survivors;
-  for (auto* n : {&a, &b, &c}) {
-    if (n->name != victim) survivors.push_back(n);
-  }
-  api::Node& quiet = *survivors[0];
-  api::Node& beating = *survivors[1];
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (api::Node* n : survivors) {
-    runs[n->name] = Running(desired[n->name]);
-    for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
-  }
+  LostRankTwo lab;
+  StartLosingRankTwo(&lab);
+  const api::JobId id = lab.id;
+  auto& runs = lab.runs;
+  api::Node& quiet = *lab.survivors[0];
+  api::Node& beating = *lab.survivors[1];
   for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
     clock_.Advance(milliseconds(100));
     Beat(quiet, runs[quiet.name]);  // answered at once: wait_ms 0
