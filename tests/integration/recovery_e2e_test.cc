@@ -173,10 +173,13 @@ TEST(RecoveryE2ETest, RankZerosNodeKilledAndTheSurvivorsTrainOnInTheSameAttempt)
 TEST(RecoveryE2ETest, ANodeThatComesBackIsJoinedByTheRunningJob) {
   Cluster cluster("real-recovery-rejoin");
   std::string victim, trail;
-  // Growth by any measurable gain: the third device's predicted gain on this
-  // small job sits near the default threshold (1.2x).
+  // Growth by any gain the planner predicts: the third device's gain on this
+  // small job sits near the default threshold (1.2x), and a profile measured
+  // on a loaded host (CI) can carry a large per-call cost that leaves it near
+  // 1.0x (one fresh-clone run predicted 4.03 s on two devices, about 1.02x
+  // less on three).
   const api::JobId id =
-      ReformAfterKillingReplica(cluster, 2, &victim, &trail, "grow_min_speedup: 1.02\n");
+      ReformAfterKillingReplica(cluster, 2, &victim, &trail, "grow_min_speedup: 1.0\n");
   ASSERT_NE(id, 0) << trail;
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   ASSERT_EQ(cluster.PlannedNodes(id).size(), 2u) << trail;
