@@ -1,0 +1,477 @@
+// The heterogeneity-aware, elastic, fair share policy.
+//
+// Steps (as in share_policy.h):
+//   1. fair shares and each job's reference throughput on a representative
+//      slice of the cluster;
+//   2. fixed jobs keep their devices;
+//   3. minimums: running movable jobs from their own devices, then waiting
+//      jobs in the queue's weighted-fair order from the free ones;
+//   4. fill: one device at a time to the job it raises most, normalized,
+//      users below their weighted share first; then trades: two jobs swap
+//      devices of two groups when that raises their normalized sum;
+//   5. moves: a running job moves only when the gain over its horizon pays
+//      for the move; otherwise it is fixed and steps 3-4 run again;
+//   6. decisions with their reasons.
+#include "scheduler/share_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "common/enum_names.h"
+
+namespace tessera::scheduler {
+
+namespace {
+
+constexpr EnumName<AllocAction> kAllocActionNames[] = {
+    {AllocAction::kKeep, "keep"},     {AllocAction::kStart, "start"}, {AllocAction::kGrow, "grow"},
+    {AllocAction::kShrink, "shrink"}, {AllocAction::kMove, "move"},   {AllocAction::kWait, "wait"},
+};
+static_assert(IsValidNameTable(kAllocActionNames));
+
+std::string Join(const DeviceSet& devices) {
+  std::string out;
+  for (const std::string& d : devices) out += (out.empty() ? "" : ",") + d;
+  return out;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// One allocation of the free devices (steps 3-4) with the jobs in `fixed`
+// kept where they are.
+struct Assignment {
+  std::map<int64_t, DeviceSet> given;  // placed jobs only
+  std::map<int64_t, std::string> waits;
+  double objective = 0;
+};
+
+class Allocator {
+ public:
+  Allocator(const std::vector<AllocJob>& jobs, const std::vector<ShareDevice>& devices,
+            const UserPolicies& policies, const ShareHooks& hooks, const ShareOptions& options)
+      : jobs_(jobs), devices_(devices), policies_(policies), hooks_(hooks), options_(options) {}
+
+  Result<Allocation> Run();
+
+ private:
+  Result<RateOnDevices> Rate(const AllocJob& job, const DeviceSet& devices);
+  Result<double> RateOf(const AllocJob& job, const DeviceSet& devices) {
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices r, Rate(job, devices));
+    return r.rate;
+  }
+  Status FairShares();
+  // The smallest plan of `job` on `from`: min_devices, or more when that many
+  // hold no plan. nullopt when no count does.
+  Result<std::optional<DeviceSet>> Minimum(const AllocJob& job, const DeviceSet& from);
+  Result<Assignment> Assign(const std::set<int64_t>& fixed);
+  Status Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
+              std::map<std::string, UserUsage>* usage);
+  Status Trade(const std::set<int64_t>& fixed, Assignment* a);
+  Result<std::vector<AllocDecision>> Decide(const Assignment& a, const std::set<int64_t>& fixed,
+                                            const std::map<int64_t, std::string>& moved_why);
+
+  const std::vector<AllocJob>& jobs_;
+  const std::vector<ShareDevice>& devices_;
+  const UserPolicies& policies_;
+  const ShareHooks& hooks_;
+  const ShareOptions& options_;
+
+  std::map<int64_t, const AllocJob*> by_id_;
+  std::map<int64_t, double> fair_rate_;
+  std::map<int64_t, int64_t> fair_devices_;
+  std::map<std::string, double> user_devices_share_;  // weighted even share, in devices
+  std::map<std::pair<int64_t, std::string>, RateOnDevices> rates_;
+  std::map<std::string, std::string> group_of_;
+};
+
+Result<RateOnDevices> Allocator::Rate(const AllocJob& job, const DeviceSet& devices) {
+  if (devices.empty()) return RateOnDevices{};
+  auto key = std::make_pair(job.id, std::to_string(job.max_devices) + "|" + Join(devices));
+  if (auto it = rates_.find(key); it != rates_.end()) return it->second;
+  TESSERA_ASSIGN_OR_RETURN(RateOnDevices r, hooks_.rate(job, devices));
+  if (!(r.rate > 0) || r.used.empty()) r = RateOnDevices{};
+  return rates_.emplace(std::move(key), std::move(r)).first->second;
+}
+
+Status Allocator::FairShares() {
+  // (1) Users' weighted shares of the devices, split among their jobs.
+  std::map<std::string, int64_t> jobs_of;
+  for (const AllocJob& j : jobs_) ++jobs_of[j.user];
+  double total_weight = 0;
+  for (const auto& [user, n] : jobs_of) total_weight += policies_.For(user).weight;
+  const double n_devices = static_cast<double>(devices_.size());
+  for (const AllocJob& j : jobs_) {
+    const double user_share = n_devices * policies_.For(j.user).weight / total_weight;
+    user_devices_share_[j.user] = user_share;
+    auto share =
+        static_cast<int64_t>(std::floor(user_share / static_cast<double>(jobs_of[j.user]) + 0.5));
+    share = std::max({share, int64_t{1}, j.min_devices});
+    if (j.max_devices > 0) share = std::min(share, j.max_devices);
+    share = std::min<int64_t>(share, static_cast<int64_t>(devices_.size()));
+    fair_devices_[j.id] = share;
+    // A slice of `share` devices spread evenly over the list.
+    DeviceSet slice;
+    for (int64_t i = 0; i < share; ++i) {
+      const auto at = static_cast<size_t>((static_cast<double>(i) + 0.5) * n_devices /
+                                          static_cast<double>(share));
+      slice.insert(devices_[std::min(at, devices_.size() - 1)].id);
+    }
+    TESSERA_ASSIGN_OR_RETURN(double rate, RateOf(j, slice));
+    if (!(rate > 0)) {
+      // The slice cannot hold it (memory): its throughput on the whole
+      // cluster, scaled to its share.
+      DeviceSet all;
+      for (const ShareDevice& d : devices_) all.insert(d.id);
+      TESSERA_ASSIGN_OR_RETURN(double whole, RateOf(j, all));
+      rate = whole * static_cast<double>(share) / n_devices;
+    }
+    fair_rate_[j.id] = rate;
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<DeviceSet>> Allocator::Minimum(const AllocJob& job, const DeviceSet& from) {
+  const int64_t available = static_cast<int64_t>(from.size());
+  const int64_t upper = job.max_devices > 0 ? std::min(job.max_devices, available) : available;
+  for (int64_t n = std::max<int64_t>(job.min_devices, 1); n <= upper; ++n) {
+    AllocJob capped = job;
+    capped.max_devices = n;
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices r, Rate(capped, from));
+    if (r.rate > 0) return std::optional<DeviceSet>(r.used);
+  }
+  return std::optional<DeviceSet>();
+}
+
+Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
+  Assignment a;
+  DeviceSet free;
+  for (const ShareDevice& d : devices_) free.insert(d.id);
+  std::map<std::string, UserUsage> usage;
+  auto take = [&](const AllocJob& j, const DeviceSet& devices) {
+    for (const std::string& d : devices) free.erase(d);
+    a.given[j.id].insert(devices.begin(), devices.end());
+    usage[j.user].devices += static_cast<int64_t>(devices.size());
+  };
+  // (2) Fixed jobs keep their devices; every running job counts as running.
+  for (const AllocJob& j : jobs_) {
+    if (j.held.empty()) continue;
+    usage[j.user].running_jobs += 1;
+    if (fixed.contains(j.id)) take(j, j.held);
+  }
+  // (3) Minimums: running movable jobs from their own devices.
+  for (const AllocJob& j : jobs_) {
+    if (j.held.empty() || fixed.contains(j.id)) continue;
+    TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> own, Minimum(j, j.held));
+    take(j, own ? *own : j.held);
+  }
+  // Then waiting jobs, in the queue's order.
+  std::vector<QueuedJob> queued;
+  for (const AllocJob& j : jobs_) {
+    if (j.held.empty()) queued.push_back(QueuedJob{j.id, j.user, j.priority, j.min_devices});
+  }
+  for (const QueueEntry& e : OrderQueue(queued, usage, policies_)) {
+    const AllocJob& j = *by_id_.at(e.id);
+    const std::string limit =
+        LimitHolds(j.user, policies_.For(j.user), usage[j.user], j.min_devices);
+    if (!limit.empty()) {
+      a.waits[j.id] = "held by a user limit: " + limit;
+      continue;
+    }
+    const int64_t need = std::max<int64_t>(j.min_devices, 1);
+    if (static_cast<int64_t>(free.size()) < need) {
+      a.waits[j.id] = "needs " + std::to_string(need) + " device" + (need == 1 ? "" : "s") + "; " +
+                      std::to_string(free.size()) +
+                      " are left after the jobs before it in the queue";
+      continue;
+    }
+    AllocJob capped = j;
+    if (const int64_t cap = DeviceCap(policies_.For(j.user), usage[j.user]); cap > 0) {
+      capped.max_devices = capped.max_devices > 0 ? std::min(capped.max_devices, cap) : cap;
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> mine, Minimum(capped, free));
+    if (!mine) {
+      a.waits[j.id] = "no plan on the " + std::to_string(free.size()) + " devices left";
+      continue;
+    }
+    usage[j.user].running_jobs += 1;
+    take(j, *mine);
+  }
+  // (4) Fill.
+  TESSERA_RETURN_IF_ERROR(Fill(fixed, &a, &free, &usage));
+  TESSERA_RETURN_IF_ERROR(Trade(fixed, &a));
+  // Each job on the devices its plan uses.
+  for (auto& [id, given] : a.given) {
+    const AllocJob& j = *by_id_.at(id);
+    if (fixed.contains(id)) {
+      TESSERA_ASSIGN_OR_RETURN(double rate, RateOf(j, given));
+      a.objective += rate / fair_rate_.at(id);
+      continue;
+    }
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices r, Rate(j, given));
+    if (!r.used.empty()) given = r.used;
+    a.objective += r.rate / fair_rate_.at(id);
+  }
+  return a;
+}
+
+Status Allocator::Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
+                       std::map<std::string, UserUsage>* usage) {
+  double total_weight = 0;
+  std::set<std::string> users;
+  for (const AllocJob& j : jobs_) users.insert(j.user);
+  for (const std::string& u : users) total_weight += policies_.For(u).weight;
+  const double even = static_cast<double>(devices_.size()) / total_weight;
+  while (!free->empty()) {
+    // The first free device of each group.
+    std::map<std::string, std::string> first_free;
+    for (const std::string& d : *free) first_free.emplace(group_of_.at(d), d);
+    struct Best {
+      int64_t job = 0;
+      std::string device;
+      double gain = 0;
+    };
+    std::optional<Best> best_under, best_any;
+    for (auto& [id, given] : a->given) {
+      const AllocJob& j = *by_id_.at(id);
+      if (fixed.contains(id)) continue;
+      if (j.max_devices > 0 && static_cast<int64_t>(given.size()) >= j.max_devices) continue;
+      const UserPolicy& policy = policies_.For(j.user);
+      const UserUsage& used = (*usage)[j.user];
+      if (policy.max_devices > 0 && used.devices >= policy.max_devices) continue;
+      TESSERA_ASSIGN_OR_RETURN(double now, RateOf(j, given));
+      const bool under = static_cast<double>(used.devices) / policy.weight < even;
+      for (const auto& [group, device] : first_free) {
+        // Its own device of the group, when one is free.
+        std::string pick = device;
+        for (const std::string& h : j.held) {
+          if (free->contains(h) && group_of_.at(h) == group) {
+            pick = h;
+            break;
+          }
+        }
+        DeviceSet more = given;
+        more.insert(pick);
+        TESSERA_ASSIGN_OR_RETURN(double rate, RateOf(j, more));
+        double gain = (rate - now) / fair_rate_.at(id);
+        if (j.held.contains(pick)) gain *= options_.keep_bonus;
+        if (!(gain >= options_.min_gain)) continue;
+        std::optional<Best>& slot = under ? best_under : best_any;
+        if (!slot || gain > slot->gain) slot = Best{id, pick, gain};
+        if (under && (!best_any || gain > best_any->gain)) best_any = Best{id, pick, gain};
+      }
+    }
+    const std::optional<Best>& chosen = best_under ? best_under : best_any;
+    if (!chosen) break;
+    a->given[chosen->job].insert(chosen->device);
+    free->erase(chosen->device);
+    (*usage)[by_id_.at(chosen->job)->user].devices += 1;
+  }
+  return Status::Ok();
+}
+
+Status Allocator::Trade(const std::set<int64_t>& fixed, Assignment* a) {
+  // Two jobs swap one device of one group for one of another when that raises
+  // the sum of their normalized throughputs: each type goes to the job it
+  // helps most relative to its others. Device counts do not change.
+  auto firsts = [&](const DeviceSet& set) {
+    std::map<std::string, std::string> out;
+    for (const std::string& d : set) out.emplace(group_of_.at(d), d);
+    return out;
+  };
+  for (int pass = 0; pass < 3; ++pass) {
+    bool traded = false;
+    for (auto i = a->given.begin(); i != a->given.end(); ++i) {
+      if (fixed.contains(i->first)) continue;
+      for (auto k = std::next(i); k != a->given.end(); ++k) {
+        if (fixed.contains(k->first)) continue;
+        const AllocJob& ji = *by_id_.at(i->first);
+        const AllocJob& jk = *by_id_.at(k->first);
+        const std::map<std::string, std::string> gi = firsts(i->second), gk = firsts(k->second);
+        if (gi.size() + gk.size() < 3 && gi.begin()->first == gk.begin()->first) continue;
+        TESSERA_ASSIGN_OR_RETURN(double ri, RateOf(ji, i->second));
+        TESSERA_ASSIGN_OR_RETURN(double rk, RateOf(jk, k->second));
+        double best = options_.min_gain;
+        std::optional<std::pair<std::string, std::string>> swap;
+        for (const auto& [group_i, di] : gi) {
+          for (const auto& [group_k, dk] : gk) {
+            if (group_i == group_k) continue;
+            DeviceSet si = i->second, sk = k->second;
+            si.erase(di);
+            si.insert(dk);
+            sk.erase(dk);
+            sk.insert(di);
+            TESSERA_ASSIGN_OR_RETURN(double ri2, RateOf(ji, si));
+            TESSERA_ASSIGN_OR_RETURN(double rk2, RateOf(jk, sk));
+            const double delta =
+                (ri2 - ri) / fair_rate_.at(ji.id) + (rk2 - rk) / fair_rate_.at(jk.id);
+            if (delta > best) {
+              best = delta;
+              swap = std::make_pair(di, dk);
+            }
+          }
+        }
+        if (!swap) continue;
+        i->second.erase(swap->first);
+        i->second.insert(swap->second);
+        k->second.erase(swap->second);
+        k->second.insert(swap->first);
+        traded = true;
+      }
+    }
+    if (!traded) break;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<AllocDecision>> Allocator::Decide(
+    const Assignment& a, const std::set<int64_t>& fixed,
+    const std::map<int64_t, std::string>& moved_why) {
+  std::map<std::string, int64_t> owner;
+  for (const auto& [id, given] : a.given) {
+    for (const std::string& d : given) owner[d] = id;
+  }
+  std::vector<AllocDecision> out;
+  for (const AllocJob& j : jobs_) {
+    AllocDecision d;
+    d.id = j.id;
+    d.fair_rate = fair_rate_.at(j.id);
+    d.fair_devices = fair_devices_.at(j.id);
+    auto it = a.given.find(j.id);
+    if (it == a.given.end()) {
+      d.action = AllocAction::kWait;
+      d.reason = a.waits.contains(j.id) ? a.waits.at(j.id) : "no device left";
+      out.push_back(std::move(d));
+      continue;
+    }
+    d.devices = it->second;
+    TESSERA_ASSIGN_OR_RETURN(d.rate, RateOf(j, d.devices));
+    const double times = d.fair_rate > 0 ? d.rate / d.fair_rate : 0;
+    const std::string predicted = "predicted " + Fixed(d.rate, 1) + "/s, " + Fixed(times, 2) +
+                                  "x its throughput on a fair share of " +
+                                  std::to_string(d.fair_devices) + " device" +
+                                  (d.fair_devices == 1 ? "" : "s");
+    if (j.held.empty()) {
+      d.action = AllocAction::kStart;
+      d.reason = "starts on " + Join(d.devices) + ": " + predicted;
+    } else if (fixed.contains(j.id) || d.devices == j.held) {
+      d.action = AllocAction::kKeep;
+    } else {
+      DeviceSet gave, got;
+      std::set_difference(j.held.begin(), j.held.end(), d.devices.begin(), d.devices.end(),
+                          std::inserter(gave, gave.end()));
+      std::set_difference(d.devices.begin(), d.devices.end(), j.held.begin(), j.held.end(),
+                          std::inserter(got, got.end()));
+      if (got.empty()) {
+        d.action = AllocAction::kShrink;
+        d.reason = "shrinks to " + Join(d.devices);
+      } else if (gave.empty()) {
+        d.action = AllocAction::kGrow;
+        d.reason = "grows onto " + Join(d.devices);
+      } else {
+        d.action = AllocAction::kMove;
+        d.reason = "moves to " + Join(d.devices);
+      }
+      std::set<int64_t> takers;
+      for (const std::string& dev : gave) {
+        if (auto o = owner.find(dev); o != owner.end() && o->second != j.id)
+          takers.insert(o->second);
+      }
+      std::string for_whom;
+      for (int64_t t : takers) {
+        for_whom += std::string(for_whom.empty() ? "" : ", ") + "job " + std::to_string(t) +
+                    " of " + by_id_.at(t)->user;
+      }
+      if (!for_whom.empty()) d.reason += ": " + for_whom + " takes its devices";
+      d.reason += "; " + predicted;
+      if (auto w = moved_why.find(j.id); w != moved_why.end()) d.reason += "; " + w->second;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<Allocation> Allocator::Run() {
+  for (const AllocJob& j : jobs_) by_id_[j.id] = &j;
+  for (const ShareDevice& d : devices_) group_of_[d.id] = d.group;
+  TESSERA_RETURN_IF_ERROR(FairShares());
+  // (2) Running jobs that may not move.
+  std::set<int64_t> fixed;
+  for (const AllocJob& j : jobs_) {
+    if (!j.held.empty() && !j.movable) fixed.insert(j.id);
+  }
+  TESSERA_ASSIGN_OR_RETURN(Assignment a, Assign(fixed));
+  // (5) Moves: each running movable job judged once.
+  std::set<int64_t> judged;
+  std::map<int64_t, std::string> moved_why;
+  while (true) {
+    const AllocJob* mover = nullptr;
+    for (const AllocJob& j : jobs_) {
+      if (j.held.empty() || fixed.contains(j.id) || judged.contains(j.id)) continue;
+      auto it = a.given.find(j.id);
+      if (it != a.given.end() && it->second != j.held) {
+        mover = &j;
+        break;
+      }
+    }
+    if (mover == nullptr) break;
+    judged.insert(mover->id);
+    std::set<int64_t> kept = fixed;
+    kept.insert(mover->id);
+    TESSERA_ASSIGN_OR_RETURN(Assignment b, Assign(kept));
+    TESSERA_ASSIGN_OR_RETURN(double now, RateOf(*mover, mover->held));
+    const double horizon = mover->remaining_s > 0 ? std::min(options_.horizon_s, mover->remaining_s)
+                                                  : options_.horizon_s;
+    const double gain = (a.objective - b.objective) * horizon;
+    const double cost = mover->move_cost_s * now / fair_rate_.at(mover->id);
+    if (gain > cost) {
+      moved_why[mover->id] = "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
+                             Fixed(a.objective, 2) + " (" +
+                             Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) +
+                             "x) over " + Fixed(horizon, 0) + " s outweighs the move's " +
+                             Fixed(mover->move_cost_s, 0) + " s";
+      continue;
+    }
+    fixed = std::move(kept);
+    a = std::move(b);
+  }
+  Allocation out;
+  TESSERA_ASSIGN_OR_RETURN(out.jobs, Decide(a, fixed, moved_why));
+  out.normalized_total = a.objective;
+  out.rate_calls = static_cast<int64_t>(rates_.size());
+  return out;
+}
+
+}  // namespace
+
+std::string_view AllocActionName(AllocAction action) { return NameOf(kAllocActionNames, action); }
+
+Result<Allocation> Allocate(const std::vector<AllocJob>& jobs,
+                            const std::vector<ShareDevice>& devices, const UserPolicies& policies,
+                            const ShareHooks& hooks, const ShareOptions& options) {
+  if (!hooks.rate) return InvalidArgument("the rate hook is required", "hooks.rate");
+  if (devices.empty() || jobs.empty()) {
+    Allocation out;
+    for (const AllocJob& j : jobs) {
+      AllocDecision d;
+      d.id = j.id;
+      d.devices = j.held;
+      d.action = j.held.empty() ? AllocAction::kWait : AllocAction::kKeep;
+      if (j.held.empty()) d.reason = "no device in the cluster";
+      out.jobs.push_back(std::move(d));
+    }
+    return out;
+  }
+  Allocator allocator(jobs, devices, policies, hooks, options);
+  return allocator.Run();
+}
+
+}  // namespace tessera::scheduler

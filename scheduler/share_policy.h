@@ -1,0 +1,151 @@
+// SharePolicy: which devices every running and waiting job gets, for the lab's
+// sake rather than for the job at the head of the queue. Heterogeneity-aware
+// (a device goes to the job it speeds up most, relative to that job's fair
+// share), fair (users by weight; every job first gets its minimum, in the
+// queue's weighted-fair order, so none starves) and elastic (a running job
+// that may move is shrunk, grown or moved when the predicted gain over a
+// horizon pays for the move).
+//
+// The objective (as Gavel's and Sia's): the sum over jobs of each job's
+// predicted throughput on its devices relative to its throughput alone on its
+// fair share of the cluster, where a job's fair share is its user's weighted
+// share of the devices split evenly among that user's jobs, taken as a
+// representative slice of the cluster (every device type in proportion).
+//
+// Steps (Allocate):
+//   1. Fair shares: each user with a job here gets devices x weight / total
+//      weight, split evenly among its jobs; a job's share is that rounded
+//      (half up), at least 1 and its min_devices, at most its max_devices and
+//      the cluster. Its reference throughput is hooks.rate on a slice of that
+//      many devices spread evenly over the device list (the caller lists them
+//      by node and type, so the slice holds every type in proportion).
+//   2. Fixed jobs keep their devices: running jobs that may not move now
+//      (AllocJob::movable false: opted out, a script that cannot re-form, or
+//      moved too recently).
+//   3. Minimums: running movable jobs first keep min_devices of their own
+//      devices (the subset their plan prefers); then waiting jobs in the
+//      queue's order (scheduler/queue_order.h: priority, users' weighted
+//      shares, age; limits hold jobs) each get min_devices of the free devices,
+//      one at a time, each the device that raises its throughput most. A job
+//      that cannot get its minimum waits, with the reason.
+//   4. Fill: while free devices are left, give one to the job whose
+//      normalized throughput it raises most (gain / reference). Jobs of users
+//      below their weighted share of devices go first; a job's own devices
+//      count a little more (options.keep_bonus) so running jobs stay put when
+//      it makes no difference. The fill stops when no device raises any job's
+//      normalized throughput by options.min_gain. Then trades (Gavel's comparative advantage): two
+//      jobs swap one device of one group for one of another when that raises the sum of their
+//      normalized throughputs by min_gain; counts stay, so shares do too.
+//      Each job ends on the devices its best plan on what it was given uses
+//      (the planner may leave some out).
+//   5. Moves: a running movable job whose devices differ from what it holds
+//      moves only when the allocation with the move beats the allocation with
+//      the job kept in place by more than the move costs: the difference in
+//      the sum of normalized throughput, over min(options.horizon_s, the time
+//      the job has left), must exceed its move cost (AllocJob::move_cost_s)
+//      times its normalized throughput now. Otherwise it is fixed where it is
+//      and steps 3-4 run again for the others. Each job is judged once.
+//   6. Decisions: keep, start, grow, shrink, move or wait, with the reason
+//      users see ("shrinks to boxa:0,boxa:1: job 14 of bob needs devices; the
+//      lab's normalized throughput 1.60 -> 2.10, 1.31x ...").
+//
+// Throughput comes only through hooks.rate (the caller plans the job with the
+// planner on those devices); the policy does no I/O, reads no clock (dwell
+// times arrive as AllocJob::movable) and calls the hook on the caller's thread.
+// It remembers the hook's answers for the call, keyed by job and device set.
+// Ownership: plain values; hooks borrowed for the call.
+// Thread safety: a pure function.
+#ifndef TESSERA_SCHEDULER_SHARE_POLICY_H_
+#define TESSERA_SCHEDULER_SHARE_POLICY_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/queue_order.h"
+#include "scheduler/queue_pass.h"
+
+namespace tessera::scheduler {
+
+// A device the policy may give to jobs. `group`: devices of one group are
+// interchangeable for every job (one node's devices of one type); the fill
+// tries one device per group per step.
+struct ShareDevice {
+  std::string id;  // "node:index"
+  std::string group;
+};
+
+// A running or waiting job as the policy sees it.
+struct AllocJob {
+  int64_t id = 0;  // submission order; distinct
+  std::string user;
+  int64_t priority = 0;
+  int64_t min_devices = 1;
+  int64_t max_devices = 0;  // 0: no bound
+  // Running: the devices it holds; waiting: empty.
+  DeviceSet held;
+  // Running: whether the policy may shrink, grow or move it now. A waiting
+  // job is always placed where the policy decides.
+  bool movable = false;
+  // Running: predicted seconds it has left at its current throughput (the
+  // gain of a move is counted over at most this).
+  double remaining_s = 0;
+  // Running: seconds of progress a move loses (checkpoint or state transfer,
+  // restart, steps redone).
+  double move_cost_s = 0;
+};
+
+// What the hook answers: the job's best plan on (a subset of) the devices.
+struct RateOnDevices {
+  double rate = 0;  // throughput (work per second, e.g. samples/s); 0: no plan there
+  DeviceSet used;   // the devices that plan uses
+};
+
+struct ShareHooks {
+  // Required. The job's predicted throughput on at most `devices` (the planner
+  // may leave some out). An error ends the allocation.
+  std::function<Result<RateOnDevices>(const AllocJob& job, const DeviceSet& devices)> rate;
+};
+
+struct ShareOptions {
+  // The gain of a move is counted over at most this many seconds.
+  double horizon_s = 1800;
+  // A device is given only when it raises a job's normalized throughput by at
+  // least this much (1 = the job's throughput on its fair share).
+  double min_gain = 0.02;
+  // A running job's own device counts this much more in the fill (stickiness).
+  double keep_bonus = 1.05;
+};
+
+enum class AllocAction { kKeep, kStart, kGrow, kShrink, kMove, kWait };
+std::string_view AllocActionName(AllocAction action);
+
+struct AllocDecision {
+  int64_t id = 0;
+  AllocAction action = AllocAction::kWait;
+  DeviceSet devices;         // what it runs on after this round (held, for kWait of a running job)
+  double rate = 0;           // predicted throughput there
+  double fair_rate = 0;      // its reference: alone on its fair share
+  int64_t fair_devices = 0;  // its fair share, in devices
+  std::string reason;        // for every action but kKeep
+};
+
+struct Allocation {
+  std::vector<AllocDecision> jobs;  // one per job, in the input's order
+  double normalized_total = 0;      // the objective: sum of rate / fair_rate
+  int64_t rate_calls = 0;           // hook calls made (distinct job and device set)
+};
+
+// REQUIRES: job ids distinct; every held device listed in `devices`; every
+// policy valid; hooks.rate set.
+Result<Allocation> Allocate(const std::vector<AllocJob>& jobs,
+                            const std::vector<ShareDevice>& devices, const UserPolicies& policies,
+                            const ShareHooks& hooks, const ShareOptions& options = {});
+
+}  // namespace tessera::scheduler
+
+#endif  // TESSERA_SCHEDULER_SHARE_POLICY_H_

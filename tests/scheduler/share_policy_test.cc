@@ -1,0 +1,297 @@
+#include "scheduler/share_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduler/planner.h"
+#include "tests/scheduler/builders.h"
+
+namespace tessera::scheduler::testing {
+namespace {
+
+// A throughput model the tests control: a job's rate on n devices is the sum
+// of its per-device speeds (by group) times scaling^(n-1); the job uses the
+// prefix of its fastest devices (at most max_devices) that gives the most.
+struct Speeds {
+  std::map<std::string, double> per_group;  // absent group: 1
+  double scaling = 1.0;
+};
+
+class Fixture {
+ public:
+  // Devices "<group>:<i>" in groups of `count`, listed group by group.
+  Fixture& Group(const std::string& group, int count) {
+    for (int i = 0; i < count; ++i) {
+      devices_.push_back(ShareDevice{group + ":" + std::to_string(i), group});
+    }
+    return *this;
+  }
+  Fixture& Waiting(int64_t id, const std::string& user, Speeds speeds, int64_t max_devices = 0,
+                   int64_t min_devices = 1) {
+    AllocJob j;
+    j.id = id;
+    j.user = user;
+    j.min_devices = min_devices;
+    j.max_devices = max_devices;
+    jobs_.push_back(j);
+    speeds_[id] = std::move(speeds);
+    return *this;
+  }
+  Fixture& Running(int64_t id, const std::string& user, Speeds speeds, DeviceSet held, bool movable,
+                   double remaining_s, double move_cost_s) {
+    Waiting(id, user, std::move(speeds));
+    jobs_.back().held = std::move(held);
+    jobs_.back().movable = movable;
+    jobs_.back().remaining_s = remaining_s;
+    jobs_.back().move_cost_s = move_cost_s;
+    return *this;
+  }
+  Fixture& Weight(const std::string& user, double weight) {
+    policies_.users[user].weight = weight;
+    return *this;
+  }
+  Fixture& Policy(const std::string& user, UserPolicy policy) {
+    policies_.users[user] = policy;
+    return *this;
+  }
+
+  Allocation Run() const {
+    ShareHooks hooks;
+    hooks.rate = [this](const AllocJob& job, const DeviceSet& devices) -> Result<RateOnDevices> {
+      const Speeds& s = speeds_.at(job.id);
+      std::vector<std::pair<double, std::string>> by_speed;
+      for (const std::string& d : devices) {
+        const std::string group = d.substr(0, d.find(':'));
+        auto it = s.per_group.find(group);
+        by_speed.emplace_back(it == s.per_group.end() ? 1.0 : it->second, d);
+      }
+      std::sort(by_speed.rbegin(), by_speed.rend());
+      RateOnDevices best;
+      double sum = 0;
+      for (size_t n = 1; n <= by_speed.size(); ++n) {
+        if (job.max_devices > 0 && static_cast<int64_t>(n) > job.max_devices) break;
+        sum += by_speed[n - 1].first;
+        const double rate = sum * std::pow(s.scaling, static_cast<double>(n - 1));
+        if (rate > best.rate) {
+          best.rate = rate;
+          best.used.clear();
+          for (size_t i = 0; i < n; ++i) best.used.insert(by_speed[i].second);
+        }
+      }
+      return best;
+    };
+    Result<Allocation> a = Allocate(jobs_, devices_, policies_, hooks, options);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? *a : Allocation{};
+  }
+
+  ShareOptions options;
+
+ private:
+  std::vector<ShareDevice> devices_;
+  std::vector<AllocJob> jobs_;
+  std::map<int64_t, Speeds> speeds_;
+  UserPolicies policies_;
+};
+
+const AllocDecision& Of(const Allocation& a, int64_t id) {
+  for (const AllocDecision& d : a.jobs) {
+    if (d.id == id) return d;
+  }
+  static const AllocDecision kNone;
+  ADD_FAILURE() << "no decision for job " << id;
+  return kNone;
+}
+
+TEST(SharePolicyTest, EachDeviceTypeGoesToTheJobItHelpsMostWhateverTheQueueOrder) {
+  // Job "picky" runs 10x faster on the fast type; job "easy" nearly as fast on
+  // the slow one. Whichever comes first in the queue, picky gets the fast device.
+  struct Row {
+    const char* name;
+    int64_t picky_id;
+    int64_t easy_id;
+  };
+  for (const Row& row : {Row{"picky first", 1, 2}, Row{"easy first", 2, 1}}) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("fast", 1).Group("slow", 1);
+    f.Waiting(row.picky_id, "alice", {{{"fast", 10}, {"slow", 1}}}, 1);
+    f.Waiting(row.easy_id, "bob", {{{"fast", 3}, {"slow", 2.5}}}, 1);
+    const Allocation a = f.Run();
+    EXPECT_EQ(Of(a, row.picky_id).devices, DeviceSet{"fast:0"});
+    EXPECT_EQ(Of(a, row.easy_id).devices, DeviceSet{"slow:0"});
+    EXPECT_EQ(Of(a, row.picky_id).action, AllocAction::kStart);
+    EXPECT_NE(Of(a, row.easy_id).reason.find("starts on slow:0"), std::string::npos);
+  }
+}
+
+TEST(SharePolicyTest, UsersShareDevicesByWeightAndLeftoversAreNotWasted) {
+  struct Row {
+    const char* name;
+    double heavy_weight;
+    int64_t light_max;  // the light user's job's bound; 0: none
+    size_t heavy_devices;
+    size_t light_devices;
+  };
+  const Row rows[] = {
+      {"equal weights", 1, 0, 3, 3},
+      {"weight 2 to 1", 2, 0, 4, 2},
+      {"the light job takes one: the rest goes to the other", 2, 1, 5, 1},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("a", 6).Weight("heavy", row.heavy_weight);
+    f.Waiting(1, "heavy", {}).Waiting(2, "light", {}, row.light_max);
+    const Allocation a = f.Run();
+    EXPECT_EQ(Of(a, 1).devices.size(), row.heavy_devices);
+    EXPECT_EQ(Of(a, 2).devices.size(), row.light_devices);
+  }
+}
+
+TEST(SharePolicyTest, ARunningJobShrinksForAWaitingOneOnlyWhenTheMovePaysForItself) {
+  struct Row {
+    const char* name;
+    bool movable;
+    double remaining_s;
+    double move_cost_s;
+    AllocAction running;
+    AllocAction waiting;
+    size_t running_devices;
+  };
+  const Row rows[] = {
+      {"a cheap move and hours left: shrink", true, 3600, 30, AllocAction::kShrink,
+       AllocAction::kStart, 2},
+      {"the move costs more than the gain before it ends", true, 60, 600, AllocAction::kKeep,
+       AllocAction::kWait, 4},
+      {"a job that may not move keeps its devices", false, 3600, 0, AllocAction::kKeep,
+       AllocAction::kWait, 4},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("a", 4);
+    f.Running(1, "alice", {{}, 0.9}, {"a:0", "a:1", "a:2", "a:3"}, row.movable, row.remaining_s,
+              row.move_cost_s);
+    f.Waiting(2, "bob", {{}, 0.9});
+    const Allocation a = f.Run();
+    EXPECT_EQ(Of(a, 1).action, row.running) << Of(a, 1).reason;
+    EXPECT_EQ(Of(a, 2).action, row.waiting) << Of(a, 2).reason;
+    EXPECT_EQ(Of(a, 1).devices.size(), row.running_devices);
+    if (row.running == AllocAction::kShrink) {
+      EXPECT_NE(Of(a, 1).reason.find("job 2 of bob takes its devices"), std::string::npos)
+          << Of(a, 1).reason;
+      EXPECT_NE(Of(a, 1).reason.find("normalized throughput"), std::string::npos);
+    } else {
+      EXPECT_EQ(Of(a, 2).reason,
+                "needs 1 device; 0 are left after the jobs before it in the queue");
+    }
+  }
+}
+
+TEST(SharePolicyTest, ARunningJobGrowsOntoFreeDevicesAndPrefersItsOwn) {
+  Fixture f;
+  f.Group("a", 4);
+  f.Running(1, "alice", {}, {"a:1"}, true, 3600, 30);
+  const Allocation a = f.Run();
+  EXPECT_EQ(Of(a, 1).action, AllocAction::kGrow);
+  EXPECT_EQ(Of(a, 1).devices, (DeviceSet{"a:0", "a:1", "a:2", "a:3"}));
+}
+
+TEST(SharePolicyTest, DevicesThatHelpNoJobStayFree) {
+  // Scaling 0.3: a second device lowers the job's throughput.
+  Fixture f;
+  f.Group("a", 4).Waiting(1, "alice", {{}, 0.3});
+  const Allocation a = f.Run();
+  EXPECT_EQ(Of(a, 1).devices.size(), 1u);
+  // min_gain: a fourth device adding 1 % of its fair throughput is not taken.
+  Fixture g;
+  g.Group("a", 4).Waiting(1, "alice", {{}, 0.99});
+  g.options.min_gain = 0.5;
+  EXPECT_LT(Of(g.Run(), 1).devices.size(), 4u);
+}
+
+TEST(SharePolicyTest, UserLimitsHoldJobsAndBoundTheirDevices) {
+  Fixture f;
+  f.Group("a", 4);
+  UserPolicy alice;
+  alice.max_devices = 2;
+  alice.max_running_jobs = 1;
+  f.Policy("alice", alice);
+  f.Waiting(1, "alice", {}).Waiting(2, "alice", {});
+  const Allocation a = f.Run();
+  EXPECT_EQ(Of(a, 1).devices.size(), 2u);
+  EXPECT_EQ(Of(a, 2).action, AllocAction::kWait);
+  EXPECT_NE(Of(a, 2).reason.find("held by a user limit: alice runs 1 of 1 job allowed"),
+            std::string::npos)
+      << Of(a, 2).reason;
+}
+
+TEST(SharePolicyTest, AUserWithManyJobsDoesNotKeepAnotherUsersJobWaiting) {
+  Fixture f;
+  f.Group("a", 3);
+  for (int64_t id = 1; id <= 5; ++id) f.Waiting(id, "bob", {});
+  f.Waiting(6, "alice", {});
+  const Allocation a = f.Run();
+  EXPECT_EQ(Of(a, 6).action, AllocAction::kStart);
+  size_t bob_started = 0;
+  for (int64_t id = 1; id <= 5; ++id) bob_started += Of(a, id).action == AllocAction::kStart;
+  EXPECT_EQ(bob_started, 2u);
+}
+
+TEST(SharePolicyTest, WithThePlannerEveryDeviceIsGivenOnceAndBothJobsRun) {
+  const ClusterSnapshot cluster =
+      ClusterBuilder().Node("fast").Gpus(2, "A", 80, 20).Node("slow").Gpus(2, "B", 16, 5).Build();
+  std::vector<ShareDevice> devices;
+  for (const Node& n : cluster.nodes) {
+    for (const Device& d : n.devices) {
+      devices.push_back({DeviceId{n.name, d.index}.ToString(), n.name + "/" + d.type});
+    }
+  }
+  ShareHooks hooks;
+  int64_t calls = 0;
+  hooks.rate = [&](const AllocJob& job, const DeviceSet& on) -> Result<RateOnDevices> {
+    ++calls;
+    ClusterSnapshot snap = cluster;
+    for (Node& n : snap.nodes) {
+      for (Device& d : n.devices) d.busy = !on.contains(DeviceId{n.name, d.index}.ToString());
+    }
+    JobRequest request = Train(32);
+    request.max_devices = static_cast<int>(job.max_devices);
+    Result<PlanSet> plans = MakePlans(snap, MediumModel(), request);
+    if (!plans.ok() || plans->plans.empty()) return RateOnDevices{};
+    RateOnDevices r;
+    r.rate = 32 / plans->plans.front().predicted.step_s;
+    for (const DeviceId& d : plans->plans.front().Devices()) r.used.insert(d.ToString());
+    return r;
+  };
+  std::vector<AllocJob> jobs(2);
+  jobs[0].id = 1;
+  jobs[0].user = "alice";
+  jobs[1].id = 2;
+  jobs[1].user = "bob";
+  Result<Allocation> a = Allocate(jobs, devices, UserPolicies{}, hooks);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  DeviceSet seen;
+  for (const AllocDecision& d : a->jobs) {
+    EXPECT_EQ(d.action, AllocAction::kStart) << d.reason;
+    EXPECT_GT(d.rate, 0);
+    EXPECT_GT(d.fair_rate, 0);
+    for (const std::string& dev : d.devices) EXPECT_TRUE(seen.insert(dev).second) << dev;
+  }
+  EXPECT_GT(a->normalized_total, 1.0);
+  EXPECT_EQ(a->rate_calls, calls);  // each job and device set asked once
+}
+
+TEST(SharePolicyTest, TheRateHookIsRequired) {
+  Result<Allocation> a = Allocate({}, {}, UserPolicies{}, ShareHooks{});
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler::testing
