@@ -1,0 +1,73 @@
+// The simulator's runs: one trace on one cluster under one policy, on a
+// virtual clock, and what became of every job.
+//   SimulateRigid   the queue pass (scheduler/queue_pass.h) as tesserad runs it
+//                   today: each job keeps the devices of the plan it started
+//                   with until it ends (rigid_run.cc);
+//   SimulateShared  the share policy (scheduler/share_policy.h): every round
+//                   decides the devices of every running and waiting job, and
+//                   running jobs are shrunk, grown or moved at a cost
+//                   (shared_run.cc).
+// Thread safety: pure functions over the planner they are given.
+#ifndef TESSERA_BENCH_SCHED_RUN_H_
+#define TESSERA_BENCH_SCHED_RUN_H_
+
+#include <string>
+#include <vector>
+
+#include "bench/sched/clusters.h"
+#include "bench/sched/sim_planner.h"
+#include "bench/sched/trace.h"
+#include "scheduler/plan.h"
+#include "scheduler/queue_order.h"
+
+namespace tessera::scheduler::sim {
+
+struct JobOutcome {
+  double alone_s = 0;  // run time alone on the idle cluster; 0: it never fits
+  // Run time alone on its user's fair share: a slice of devices / users devices
+  // spread evenly over the cluster's device list (every type in proportion).
+  double share_s = 0;
+  double start_s = -1;
+  double end_s = -1;
+  std::string plan;     // "data x2 on boxa:0,boxa:1"
+  std::string why_not;  // never planned / never fits / never started
+};
+
+struct Run {
+  std::string policy;
+  std::vector<JobOutcome> jobs;   // by trace index
+  double busy_while_waiting = 0;  // device-seconds busy while a job waited
+  double time_waiting = 0;        // seconds with a job waiting
+  int devices = 0;
+  double makespan_s = 0;
+  int64_t moves = 0;   // shrinks, grows and moves of running jobs
+  int64_t rounds = 0;  // scheduling rounds (queue passes or allocations)
+};
+
+// "data x2 on boxa:0,boxa:1".
+std::string PlanText(const Plan& p);
+
+// Rigid jobs through the queue pass, `ordering` (fifo or fair).
+Run SimulateRigid(const Trace& trace, const Cluster& cluster, QueueOrdering ordering,
+                  SimPlanner* planner);
+
+struct SharedOptions {
+  // Seconds of progress a running job loses when it is shrunk, grown or moved
+  // (checkpoint or state transfer, restart, steps redone).
+  double move_cost_s = 60;
+  // A job is not moved again within this many seconds of its last start or move.
+  double min_dwell_s = 600;
+  ShareOptions share;  // horizon, minimum gain
+};
+
+// Elastic jobs through the share policy.
+Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptions& options,
+                   SimPlanner* planner);
+
+// Each job's run time alone on the idle cluster (JobOutcome::alone_s) and on
+// its user's fair share (share_s), or why it never fits (why_not).
+std::vector<JobOutcome> AloneTimes(const Trace& trace, const Cluster& cluster, SimPlanner* planner);
+
+}  // namespace tessera::scheduler::sim
+
+#endif  // TESSERA_BENCH_SCHED_RUN_H_

@@ -1,0 +1,49 @@
+// SimPlanner: the planner (MakePlans on the builtin reference profiles) as the
+// simulator asks it, remembered for the whole run: the best plan of a trace
+// job on the devices not busy (the queue pass), and a job's throughput on a
+// set of devices (the share policy).
+// Ownership: borrows the cluster, which must outlive it.
+// Thread safety: not thread-safe (one run at a time).
+#ifndef TESSERA_BENCH_SCHED_SIM_PLANNER_H_
+#define TESSERA_BENCH_SCHED_SIM_PLANNER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "bench/sched/trace.h"
+#include "common/status.h"
+#include "scheduler/cluster_snapshot.h"
+#include "scheduler/model_profile.h"
+#include "scheduler/plan.h"
+#include "scheduler/queue_pass.h"
+#include "scheduler/share_policy.h"
+
+namespace tessera::scheduler::sim {
+
+class SimPlanner {
+ public:
+  explicit SimPlanner(const ClusterSnapshot& cluster);
+
+  // The job's ranked plans (the best only) on the devices not in `busy`, at most
+  // `max_devices` (0: any). Remembered by job shape and busy devices.
+  Result<PlanSet> Plan(const TraceJob& job, int64_t max_devices, const DeviceSet& busy);
+
+  // The job's best plan on at most `max_devices` of `on`: samples per second
+  // and the devices it uses. One node's devices are interchangeable (every
+  // cluster here has one GPU type per node), so answers are remembered by how
+  // many devices of each node `on` holds.
+  Result<RateOnDevices> Rate(const TraceJob& job, int64_t max_devices, const DeviceSet& on);
+
+  int64_t plans_made() const { return plans_made_; }
+
+ private:
+  const ClusterSnapshot& cluster_;
+  std::map<std::string, ModelProfile> profiles_;
+  std::map<std::string, Result<PlanSet>> cache_;
+  int64_t plans_made_ = 0;
+};
+
+}  // namespace tessera::scheduler::sim
+
+#endif  // TESSERA_BENCH_SCHED_SIM_PLANNER_H_

@@ -1,0 +1,226 @@
+// Traces: the generated lab day and the CSV format (bench/sched/README.md).
+#include "bench/sched/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "scheduler/builtin_profiles.h"
+#include "scheduler/planner.h"
+
+namespace tessera::scheduler::sim {
+namespace {
+
+// SplitMix64: the same trace for a seed on every platform (the standard
+// library's distributions are not portable).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double Uniform(double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(Next() >> 11) * 0x1.0p-53;
+  }
+  int64_t Int(int64_t lo, int64_t hi) {  // [lo, hi]
+    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  template <typename T>
+  const T& Pick(const std::vector<T>& v) {
+    return v[static_cast<size_t>(Next() % v.size())];
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// A model's usual batches in the lab.
+struct ModelUse {
+  std::string model;
+  std::vector<int64_t> batches;
+};
+
+// The reference device job lengths are drawn for: one A100-like GPU.
+constexpr double kReferenceTflops = 19.5;
+constexpr double kReferenceMemoryGiB = 80;
+
+// The planner's step time of `model` at `batch` alone on the reference device.
+double ReferenceStepSeconds(const std::string& model, int64_t batch) {
+  ClusterSnapshot one;
+  one.nodes.emplace_back();
+  one.nodes[0].name = "ref";
+  Device d;
+  d.type = "reference";
+  d.memory_bytes = static_cast<int64_t>(kReferenceMemoryGiB * kGiB);
+  d.tflops = kReferenceTflops;
+  one.nodes[0].devices.push_back(d);
+  JobRequest request;
+  request.global_batch = batch;
+  Result<PlanSet> plans = MakePlans(one, *BuiltinProfile(model), request);
+  if (!plans.ok()) {
+    std::cerr << model << " at batch " << batch << ": " << plans.status().ToString() << "\n";
+    std::exit(1);
+  }
+  return plans->plans.front().predicted.step_s;
+}
+
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream s(line);
+  std::string cell;
+  while (std::getline(s, cell, ',')) {
+    const auto b = cell.find_first_not_of(" \t\r");
+    const auto e = cell.find_last_not_of(" \t\r");
+    out.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+  }
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
+}
+
+Result<int64_t> ParseInt(const std::string& s, const std::string& field) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    if (used == s.size()) return static_cast<int64_t>(v);
+  } catch (const std::exception&) {
+  }
+  return InvalidArgument("not an integer: '" + s + "'", field);
+}
+
+}  // namespace
+
+// A lab day: 25 jobs of alice, bob, carol and dave at random times over 8
+// hours, and a burst at 1 h: bob submits a sweep of 15 denoiser jobs at once.
+// Job lengths are drawn as hours alone on one A100-like GPU (19.5 TFLOPS) and
+// become steps of the model at its batch: 7 in 10 are short (5-45 min, on 1-2
+// devices), the rest long (2-6 h, on up to 4, 8 or any number of devices);
+// the sweep's jobs take 15-45 min on 1-2 devices.
+// `load` multiplies every length (1: the day as described).
+Trace GenerateLabDay(uint64_t seed, double load) {
+  Rng rng(seed);
+  const std::vector<ModelUse> models = {{"colorize-unet", {16, 32}},
+                                        {"denoiser-dncnn", {16, 32}},
+                                        {"classifier-resnet", {64, 128}},
+                                        {"gan-pix2pix", {8, 16}}};
+  const std::vector<std::string> users = {"alice", "bob", "carol", "dave"};
+  auto steps_for = [load](const TraceJob& j, double seconds) {
+    const double step = ReferenceStepSeconds(j.model, j.global_batch) / load;
+    return std::max<int64_t>(100, static_cast<int64_t>(std::round(seconds / step / 100)) * 100);
+  };
+  Trace trace;
+  trace.name = "lab-day";
+  for (int i = 0; i < 25; ++i) {
+    TraceJob j;
+    j.submit_s = std::round(rng.Uniform(0, 8 * kHour));
+    j.user = rng.Pick(users);
+    const ModelUse& m = rng.Pick(models);
+    j.model = m.model;
+    j.global_batch = rng.Pick(m.batches);
+    if (rng.Uniform(0, 1) < 0.7) {
+      j.steps = steps_for(j, rng.Uniform(5, 45) * 60);
+      j.max_devices = rng.Int(1, 2);
+    } else {
+      j.steps = steps_for(j, rng.Uniform(2, 6) * kHour);
+      j.max_devices = rng.Pick(std::vector<int64_t>{4, 8, 0});
+    }
+    trace.jobs.push_back(j);
+  }
+  for (int i = 0; i < 15; ++i) {
+    TraceJob j;
+    j.submit_s = 1 * kHour;
+    j.user = "bob";
+    j.model = "denoiser-dncnn";
+    j.global_batch = 16;
+    j.steps = steps_for(j, rng.Uniform(15, 45) * 60);
+    j.max_devices = 2;
+    trace.jobs.push_back(j);
+  }
+  std::stable_sort(trace.jobs.begin(), trace.jobs.end(),
+                   [](const TraceJob& a, const TraceJob& b) { return a.submit_s < b.submit_s; });
+  char load_text[48] = "";
+  if (load != 1) std::snprintf(load_text, sizeof load_text, ", every job %gx as long", load);
+  trace.about = "generated, seed " + std::to_string(seed) +
+                ": 25 jobs of 4 users over 8 h, and bob's burst of 15 at 1 h" + load_text;
+  return trace;
+}
+// The CSV: the header line kCsvHeader, then one job a line; '#' lines and
+// blank lines are skipped.
+Result<Trace> ReadTrace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path);
+  Trace trace;
+  trace.name = path.substr(path.find_last_of('/') + 1);
+  std::string line;
+  int line_no = 0;
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.front() == '#') continue;
+    const std::string at = path + ":" + std::to_string(line_no) + ": ";
+    if (!header) {
+      if (line != kCsvHeader) return InvalidArgument(at + "the header must be " + kCsvHeader);
+      header = true;
+      continue;
+    }
+    const std::vector<std::string> cells = SplitCsv(line);
+    if (cells.size() != 8) return InvalidArgument(at + "8 fields expected");
+    TraceJob j;
+    try {
+      size_t used = 0;
+      j.submit_s = std::stod(cells[0], &used);
+      if (used != cells[0].size() || !(j.submit_s >= 0)) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      return InvalidArgument(at + "submit_s: not a time >= 0: '" + cells[0] + "'", "submit_s");
+    }
+    j.user = cells[1];
+    j.model = cells[2];
+    if (j.user.empty()) return InvalidArgument(at + "user is empty", "user");
+    if (!BuiltinProfile(j.model).ok()) {
+      return InvalidArgument(at + "model: not a builtin model: '" + j.model + "'", "model");
+    }
+    const char* names[] = {"global_batch", "steps", "min_devices", "max_devices", "priority"};
+    int64_t* fields[] = {&j.global_batch, &j.steps, &j.min_devices, &j.max_devices, &j.priority};
+    for (int f = 0; f < 5; ++f) {
+      Result<int64_t> v = ParseInt(cells[3 + f], names[f]);
+      if (!v.ok()) return InvalidArgument(at + names[f] + ": " + v.status().message(), names[f]);
+      *fields[f] = *v;
+    }
+    if (j.global_batch < 1 || j.steps < 1 || j.min_devices < 1 || j.max_devices < 0 ||
+        (j.max_devices > 0 && j.max_devices < j.min_devices)) {
+      return InvalidArgument(at +
+                             "need global_batch >= 1, steps >= 1, min_devices >= 1 and "
+                             "max_devices 0 or >= min_devices");
+    }
+    trace.jobs.push_back(j);
+  }
+  if (trace.jobs.empty()) return InvalidArgument(path + ": no jobs");
+  std::stable_sort(trace.jobs.begin(), trace.jobs.end(),
+                   [](const TraceJob& a, const TraceJob& b) { return a.submit_s < b.submit_s; });
+  std::set<std::string> users;
+  for (const TraceJob& j : trace.jobs) users.insert(j.user);
+  trace.about = "from " + path + ": " + std::to_string(trace.jobs.size()) + " jobs of " +
+                std::to_string(users.size()) + " users";
+  return trace;
+}
+
+Status WriteTrace(const Trace& trace, const std::string& path) {
+  std::ofstream out(path);
+  out << "# " << trace.about << "\n" << kCsvHeader << "\n";
+  for (const TraceJob& j : trace.jobs) {
+    out << j.submit_s << "," << j.user << "," << j.model << "," << j.global_batch << "," << j.steps
+        << "," << j.min_devices << "," << j.max_devices << "," << j.priority << "\n";
+  }
+  out.close();
+  return out ? Status::Ok() : Internal("cannot write " + path);
+}
+
+}  // namespace tessera::scheduler::sim

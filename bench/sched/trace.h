@@ -1,0 +1,50 @@
+// Traces for the scheduler simulator (trace_sim): the jobs a lab submits over
+// a day, generated or read from a CSV file.
+// Thread safety: plain values and pure functions.
+#ifndef TESSERA_BENCH_SCHED_TRACE_H_
+#define TESSERA_BENCH_SCHED_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tessera::scheduler::sim {
+
+inline constexpr double kHour = 3600;
+inline constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// One submitted training job (a CSV row).
+struct TraceJob {
+  double submit_s = 0;
+  std::string user;
+  std::string model;  // a builtin profile: colorize-unet, denoiser-dncnn, ...
+  int64_t global_batch = 0;
+  int64_t steps = 0;
+  int64_t min_devices = 1;
+  int64_t max_devices = 0;  // 0: no bound
+  int64_t priority = 0;
+};
+
+struct Trace {
+  std::string name;
+  std::string about;           // one line
+  std::vector<TraceJob> jobs;  // by submission time
+};
+
+inline constexpr const char* kCsvHeader =
+    "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority";
+
+// A lab day: 25 jobs of alice, bob, carol and dave at random times over 8
+// hours, and a burst at 1 h: bob submits a sweep of 15 denoiser jobs at once
+// (trace.cc says how lengths are drawn). `load` multiplies every length.
+Trace GenerateLabDay(uint64_t seed, double load);
+
+// A lab's trace: kCsvHeader, then one job a line; `#` lines are comments.
+Result<Trace> ReadTrace(const std::string& path);
+Status WriteTrace(const Trace& trace, const std::string& path);
+
+}  // namespace tessera::scheduler::sim
+
+#endif  // TESSERA_BENCH_SCHED_TRACE_H_
