@@ -76,6 +76,7 @@ constexpr JsonMember<JobSpec> kJobSpecMembers[] = {
     {"max_attempts", &JobSpec::max_attempts},
     {"min_devices", &JobSpec::min_devices},
     {"max_devices", &JobSpec::max_devices},
+    {"elastic", &JobSpec::elastic},
     {"env", &JobSpec::env},
 };
 

@@ -232,6 +232,9 @@ Status DaemonConfig::Validate() const {
   if (!(grow_min_speedup == 0 || (grow_min_speedup >= 1.0 && grow_min_speedup <= 100.0))) {
     return InvalidArgument("must be 0 (never) or between 1 and 100", "grow_min_speedup");
   }
+  if (!(move_cost_s >= 0 && move_cost_s <= 86'400)) {
+    return InvalidArgument("must be between 0 and 86400 seconds", "move_cost_s");
+  }
   TESSERA_RETURN_IF_ERROR(CheckRange(stop_grace_ms, 0, 600'000, "stop_grace_ms"));
   TESSERA_RETURN_IF_ERROR(CheckRange(infer_chunk_images, 1, 100'000, "infer_chunk_images"));
   TESSERA_RETURN_IF_ERROR(CheckRange(lease_ms, 500, 3'600'000, "lease_ms"));
@@ -303,6 +306,8 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"max_retry_backoff_ms", Set(&c->max_retry_backoff_ms, "max_retry_backoff_ms")},
       {"crash_loop_window_ms", Set(&c->crash_loop_window_ms, "crash_loop_window_ms")},
       {"grow_min_speedup", Set(&c->grow_min_speedup, "grow_min_speedup")},
+      {"share_running_jobs", Set(&c->share_running_jobs, "share_running_jobs")},
+      {"move_cost_s", Set(&c->move_cost_s, "move_cost_s")},
       {"stop_grace_ms", Set(&c->stop_grace_ms, "stop_grace_ms")},
       {"infer_chunk_images", Set(&c->infer_chunk_images, "infer_chunk_images")},
       {"lease_ms", Set(&c->lease_ms, "lease_ms")},

@@ -39,12 +39,16 @@ struct DaemonConfig {
   int64_t retry_backoff_ms = 500;      // first re-plan delay; doubles per attempt
   int64_t max_retry_backoff_ms = 10'000;
   int64_t crash_loop_window_ms = 300'000;  // JobControllerOptions::crash_loop_window_ms
-  double grow_min_speedup = 1.2;  // JobControllerOptions::grow_min_speedup; 0: never grow
-  int64_t stop_grace_ms = 5000;            // SIGTERM -> SIGKILL for cancelled ranks
-  int64_t infer_chunk_images = 32;         // images per leased chunk of an infer job
-  int64_t lease_ms = 30'000;               // a chunk lease not renewed this long goes back
-  int64_t collective_timeout_s = 60;       // ranks' TESSERA_COLLECTIVE_TIMEOUT_S
-  std::string worker_binary;               // builtin entrypoints; default: beside tesserad
+  double grow_min_speedup = 1.2;           // JobControllerOptions::grow_min_speedup; 0: never grow
+  // JobControllerOptions::share_running_jobs / move_cost_s: running train jobs
+  // shrink for waiting ones when the share policy finds it pays.
+  bool share_running_jobs = true;
+  double move_cost_s = 10;
+  int64_t stop_grace_ms = 5000;       // SIGTERM -> SIGKILL for cancelled ranks
+  int64_t infer_chunk_images = 32;    // images per leased chunk of an infer job
+  int64_t lease_ms = 30'000;          // a chunk lease not renewed this long goes back
+  int64_t collective_timeout_s = 60;  // ranks' TESSERA_COLLECTIVE_TIMEOUT_S
+  std::string worker_binary;          // builtin entrypoints; default: beside tesserad
   std::string log_level = "info";
   // TLS (api/tls_context.h). "auto": HTTPS unless listen_address is
   // loopback and no certificate is configured; "on": always HTTPS; "off":

@@ -355,8 +355,8 @@ Result<std::vector<AllocDecision>> Allocator::Decide(
     d.devices = it->second;
     TESSERA_ASSIGN_OR_RETURN(d.rate, RateOf(j, d.devices));
     const double times = d.fair_rate > 0 ? d.rate / d.fair_rate : 0;
-    const std::string predicted = "predicted " + Fixed(d.rate, 1) + "/s, " + Fixed(times, 2) +
-                                  "x its throughput on a fair share of " +
+    const std::string predicted = "predicted " + Fixed(d.rate, 1) + " " + options_.rate_unit +
+                                  ", " + Fixed(times, 2) + "x its throughput on a fair share of " +
                                   std::to_string(d.fair_devices) + " device" +
                                   (d.fair_devices == 1 ? "" : "s");
     if (j.held.empty()) {

@@ -119,6 +119,8 @@ struct ShareOptions {
   double min_gain = 0.02;
   // A running job's own device counts this much more in the fill (stickiness).
   double keep_bonus = 1.05;
+  // What the hook's throughput counts, for the reasons ("samples/s").
+  std::string rate_unit = "samples/s";
 };
 
 enum class AllocAction { kKeep, kStart, kGrow, kShrink, kMove, kWait };

@@ -214,6 +214,11 @@ Status JobController::Tick() {
     MutexLock lock(mu_);
     held = BusyDevicesLocked();
   }
+  TESSERA_RETURN_IF_ERROR(ShareForWaiting(nodes, held));
+  {
+    MutexLock lock(mu_);
+    held = BusyDevicesLocked();
+  }
   return GrowTraining(nodes, held);
 }
 

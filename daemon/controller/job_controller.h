@@ -108,6 +108,15 @@ struct JobControllerOptions {
   double grow_min_speedup = 1.2;
   int64_t grow_check_ms = 2000;
   int64_t grow_settle_ms = 10'000;
+  // Sharing the lab (JobController::ShareForWaiting, scheduler/share_policy.h):
+  // while a train job waits for devices, the share policy may shrink running
+  // train jobs that can re-form and allow it (JobSpec::elastic), settled for
+  // grow_settle_ms, when the lab's predicted normalized throughput gains more
+  // over share_horizon_s (or the job's remaining time) than move_cost_s of the
+  // job's progress. Checked at most every grow_check_ms.
+  bool share_running_jobs = true;
+  double move_cost_s = 10;
+  double share_horizon_s = 1800;
   // The data roots an infer job's input listing is checked against (not
   // owned; without it inputs are listed unchecked).
   const JobAdmission* admission = nullptr;
@@ -262,6 +271,14 @@ class JobController {
                                  const std::vector<api::Node>& nodes,
                                  const std::set<int64_t>& survivors, const std::set<int64_t>& gone,
                                  const std::string& head, std::string* why) REQUIRES(mu_);
+  // Sharing the lab: while a train job waits, the share policy
+  // (scheduler/share_policy.h) over every running and waiting job; running
+  // train jobs it shrinks re-form onto the devices it leaves them, and the
+  // next pass places the waiting job on the rest. Steps in
+  // job_controller_share.cc. Tick's thread only.
+  Status ShareForWaiting(const std::vector<api::Node>& nodes, const std::set<std::string>& held)
+      EXCLUDES(mu_);
+  std::chrono::steady_clock::time_point share_checked_at_{};  // Tick's thread only
   // Elastic training: a running train attempt that could re-form grows onto
   // free devices when no job waits and its plan with them predicts a step at
   // least options.grow_min_speedup faster (train_reform.h). Tick's thread only.

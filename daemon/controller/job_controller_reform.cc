@@ -199,7 +199,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     for (const auto& [id, active] : active_) {
       if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
       auto job = store_->GetJob(id);
-      if (!job.ok() || job->state != JobState::kRunning) continue;
+      if (!job.ok() || job->state != JobState::kRunning || !job->spec.elastic) continue;
       if (ReformBlocker(job->spec, active.launch)) continue;
       Candidate c{*job, active.launch.attempt, NextReformGeneration(active.launch), {}};
       bool running = true;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "api/types.h"
+
 namespace tessera::api {
 namespace {
 
@@ -156,6 +158,30 @@ TEST(JsonCodecTest, ArraysOfStructs) {
 TEST(JsonCodecTest, JsonOrNull) {
   EXPECT_EQ(JsonOrNull(std::optional<int64_t>()), Json(nullptr));
   EXPECT_EQ(JsonOrNull(std::optional<int64_t>(4)), Json(4));
+}
+
+}  // namespace
+}  // namespace tessera::api
+
+namespace tessera::api {
+namespace {
+
+// JobSpec::elastic: true unless the spec says false; a non-boolean is refused
+// naming the field.
+TEST(JobSpecElasticTest, DefaultsToTrueAndReadsBack) {
+  auto absent = JobSpecFromJson(Json{{"entrypoint", "builtin:colorize-unet"}});
+  ASSERT_TRUE(absent.ok()) << absent.status().ToString();
+  EXPECT_TRUE(absent->elastic);
+  JobSpec spec = *absent;
+  spec.elastic = false;
+  const Json written = ToJson(spec);
+  EXPECT_EQ(written.at("elastic"), false);
+  auto back = JobSpecFromJson(written);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->elastic);
+  auto wrong = JobSpecFromJson(Json{{"elastic", "no"}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().field(), "elastic");
 }
 
 }  // namespace

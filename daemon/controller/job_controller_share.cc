@@ -1,0 +1,232 @@
+// The JobController's share of the lab (ShareForWaiting): while a train job
+// waits for devices, the share policy (scheduler/share_policy.h) decides over
+// every running and waiting job, and running train jobs it shrinks re-form
+// onto the devices it leaves them (the re-form path of
+// daemon/controller/train_reform.h), so the waiting job starts without
+// waiting for them to end.
+//
+// Steps (ShareForWaiting):
+//   1. At most once every grow_check_ms, only while a train job waits and
+//      share_running_jobs is on.
+//   2. The jobs: a running train attempt is movable when the job allows it
+//      (JobSpec::elastic), it can re-form (ReformBlocker), it has run
+//      unchanged for grow_settle_ms and every rank runs; every other active
+//      attempt keeps its devices; waiting train jobs ask for devices, the
+//      first in the queue's order (scheduler/queue_order.h), one per device
+//      at most.
+//   3. The devices: the healthy nodes' devices that are free or held by an
+//      active attempt (devices busy with something else are left out), one
+//      group per node and device type.
+//   4. Allocate (outside the lock): a job's throughput on a set of devices is
+//      its global batch over the predicted step of its best plan there; a
+//      move costs move_cost_s of the job's progress, gained back over
+//      share_horizon_s or the job's predicted remaining time.
+//   5. Each running job the policy shrinks re-forms onto its plan on the
+//      devices left to it, the policy's reason as the event ("shrinks to
+//      a:0: job 2 of bob takes its devices; ..."), unless the attempt changed
+//      meanwhile. Only shrinks are applied here: growth onto free devices is
+//      GrowTraining's (job_controller_reform.cc), and moves between devices
+//      of equal count are left for a later version.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/controller/job_controller.h"
+#include "daemon/controller/job_controller_util.h"
+#include "daemon/controller/planning.h"
+#include "daemon/controller/train_reform.h"
+#include "scheduler/share_policy.h"
+
+namespace tessera::daemon {
+
+using api::JobState;
+
+namespace {
+
+std::string SetKey(const scheduler::DeviceSet& devices) {
+  std::string key;
+  for (const std::string& d : devices) key += d + ",";
+  return key;
+}
+
+}  // namespace
+
+Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
+                                      const std::set<std::string>& held) {
+  const auto now = clock_->SteadyNow();  // (1)
+  if (!options_.share_running_jobs ||
+      now - share_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
+    return Status::Ok();
+  }
+  share_checked_at_ = now;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  std::erase_if(pending, [](const api::Job& j) { return j.spec.kind != api::JobKind::kTrain; });
+  if (pending.empty()) return Status::Ok();
+
+  struct Running {
+    api::Job job;
+    int64_t attempt = 0;
+    int64_t generation = 0;
+    scheduler::DeviceSet devices;
+    bool movable = false;
+  };
+  std::vector<Running> running;  // (2)
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, active] : active_) {
+      auto job = store_->GetJob(id);
+      if (!job.ok()) continue;
+      Running r{*job, active.launch.attempt, NextReformGeneration(active.launch), {}, false};
+      bool every_rank_runs = true;
+      for (const RankLaunch& rank : active.launch.ranks) {
+        if (active.dropped.contains(rank.launch.key.rank)) continue;
+        const api::WorkerStatus* w = FindReportLocked(rank.node, rank.launch.key);
+        every_rank_runs = every_rank_runs && w != nullptr &&
+                          w->state == api::WorkerState::kRunning &&
+                          !(options_.node_up && options_.node_up(rank.node));
+        r.devices.insert(DeviceKey(rank.node, rank.device_index));
+      }
+      r.movable = job->state == JobState::kRunning && job->spec.kind == api::JobKind::kTrain &&
+                  job->spec.elastic && !ReformBlocker(job->spec, active.launch) &&
+                  SteadyMs(active.launched_at) >= options_.grow_settle_ms && every_rank_runs;
+      running.push_back(std::move(r));
+    }
+  }
+  bool any_movable = false;
+  for (const Running& r : running) any_movable = any_movable || r.movable;
+  if (!any_movable) return Status::Ok();
+
+  // (3) The devices, every one planned on as free.
+  scheduler::DeviceSet attempts;
+  for (const Running& r : running) attempts.insert(r.devices.begin(), r.devices.end());
+  std::vector<scheduler::ShareDevice> devices;
+  std::vector<api::Node> open = nodes;
+  scheduler::DeviceSet all;
+  for (api::Node& n : open) {
+    if (n.health != "healthy") continue;
+    for (api::Device& d : n.devices) {
+      const std::string key = DeviceKey(n.name, d.index);
+      if ((d.busy || held.contains(key)) && !attempts.contains(key)) continue;
+      d.busy = false;
+      devices.push_back({key, n.name + "/" + d.name});
+      all.insert(key);
+    }
+  }
+
+  // (4) Allocate.
+  std::map<api::JobId, const api::Job*> by_id;
+  for (const Running& r : running) by_id[r.job.id] = &r.job;
+  for (const api::Job& j : pending) by_id[j.id] = &j;
+  std::map<std::pair<api::JobId, std::string>, scheduler::Plan> plans;
+  scheduler::ShareHooks hooks;
+  hooks.rate = [&](const scheduler::AllocJob& job,
+                   const scheduler::DeviceSet& on) -> Result<scheduler::RateOnDevices> {
+    api::JobSpec spec = by_id.at(job.id)->spec;
+    spec.max_devices = job.max_devices;
+    scheduler::DeviceSet busy;
+    std::set_difference(all.begin(), all.end(), on.begin(), on.end(),
+                        std::inserter(busy, busy.end()));
+    for (const api::Node& n : open) {
+      for (const api::Device& d : n.devices) {
+        if (!all.contains(DeviceKey(n.name, d.index))) busy.insert(DeviceKey(n.name, d.index));
+      }
+    }
+    Result<scheduler::PlanSet> set = Plan(SnapshotOf(open, busy), spec);
+    if (!set.ok() || set->plans.empty() || !(set->plans.front().predicted.step_s > 0)) {
+      return scheduler::RateOnDevices{};
+    }
+    const scheduler::Plan& best = set->plans.front();
+    scheduler::RateOnDevices out;
+    out.rate = static_cast<double>(spec.global_batch) / best.predicted.step_s;
+    for (const scheduler::DeviceId& d : best.Devices()) out.used.insert(d.ToString());
+    plans[{job.id, SetKey(out.used)}] = best;
+    return out;
+  };
+  std::vector<scheduler::AllocJob> jobs;
+  for (const Running& r : running) {
+    scheduler::AllocJob a;
+    a.id = r.job.id;
+    a.user = r.job.owner;
+    a.priority = r.job.spec.priority;
+    a.min_devices = r.job.spec.min_devices;
+    a.max_devices = r.job.spec.max_devices;
+    a.held = r.devices;
+    a.movable = r.movable;
+    if (r.movable) {
+      // Remaining: the steps left at the throughput it has now.
+      TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
+      int64_t step = 0;
+      if (r.job.progress.is_object() && r.job.progress.contains("step") &&
+          r.job.progress["step"].is_number_integer()) {
+        step = r.job.progress["step"].get<int64_t>();
+      }
+      const double samples = static_cast<double>(std::max<int64_t>(r.job.spec.steps - step, 0)) *
+                             static_cast<double>(r.job.spec.global_batch);
+      a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
+      a.move_cost_s = options_.move_cost_s;
+    }
+    jobs.push_back(std::move(a));
+  }
+  // The waiting jobs the queue offers devices first: at most one per device
+  // (a user who queued thousands costs no more than one who queued a few).
+  std::vector<scheduler::QueuedJob> queued;
+  for (const api::Job& j : pending) {
+    queued.push_back({j.id, j.owner, j.spec.priority, j.spec.min_devices});
+  }
+  std::set<api::JobId> first;
+  for (const scheduler::QueueEntry& e :
+       scheduler::OrderQueue(queued, UsageByUser(), options_.users, options_.ordering)) {
+    if (e.position > 0 && first.size() < devices.size()) first.insert(e.id);
+  }
+  for (const api::Job& j : pending) {
+    if (!first.contains(j.id)) continue;
+    scheduler::AllocJob a;
+    a.id = j.id;
+    a.user = j.owner;
+    a.priority = j.spec.priority;
+    a.min_devices = j.spec.min_devices;
+    a.max_devices = j.spec.max_devices;
+    jobs.push_back(std::move(a));
+  }
+  scheduler::ShareOptions share;
+  share.horizon_s = options_.share_horizon_s;
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Allocation allocation,
+                           scheduler::Allocate(jobs, devices, options_.users, hooks, share));
+
+  // (5) Shrinks.
+  bool changed = false;
+  for (const scheduler::AllocDecision& d : allocation.jobs) {
+    if (d.action != scheduler::AllocAction::kShrink) continue;
+    auto r = std::find_if(running.begin(), running.end(),
+                          [&](const Running& x) { return x.job.id == d.id; });
+    if (r == running.end() || !r->movable) continue;
+    auto plan = plans.find({d.id, SetKey(d.devices)});
+    if (plan == plans.end()) continue;
+    MutexLock lock(mu_);
+    auto it = active_.find(d.id);
+    if (it == active_.end() || it->second.launch.attempt != r->attempt ||
+        NextReformGeneration(it->second.launch) != r->generation) {
+      continue;
+    }
+    std::set<int64_t> ranks;
+    for (const RankLaunch& rank : it->second.launch.ranks) {
+      if (!it->second.dropped.contains(rank.launch.key.rank)) ranks.insert(rank.launch.key.rank);
+    }
+    std::string why;
+    TESSERA_ASSIGN_OR_RETURN(bool shrunk, ApplyReformLocked(r->job, &it->second, plan->second, open,
+                                                            ranks, {}, d.reason, &why));
+    if (shrunk) {
+      changed = true;
+    } else {
+      spdlog::warn("job {}: could not shrink: {}", d.id, why);
+    }
+  }
+  if (changed) polls_.Notify();
+  return Status::Ok();
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,126 @@
+// JobController::ShareForWaiting: while a train job waits, the share policy
+// (scheduler/share_policy.h) shrinks running train jobs that can re-form and
+// allow it, and the waiting job starts on what they gave up. Fixture in
+// job_controller_test_fixture.h.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/controller/job_controller.h"
+#include "tests/daemon/controller/job_controller_test_fixture.h"
+
+namespace tessera::daemon::job_controller_test {
+namespace {
+
+using api::JobState;
+using std::chrono::milliseconds;
+
+class JobControllerShareTest : public JobControllerTest {
+ protected:
+  void SetUp() override {
+    JobControllerTest::SetUp();
+    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      return SmallProfile(target.model);
+    };
+    options_.grow_min_speedup = 0;  // growth would hand the devices back
+    Restart();
+  }
+  void Restart() {
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
+  // A data-parallel colorize job on up to two devices, compute-bound.
+  static api::JobSpec Training() {
+    api::JobSpec spec = CmdSpec(1);
+    spec.entrypoint = "builtin:colorize-unet";
+    spec.layout = "data";
+    spec.global_batch = 240;
+    spec.steps = 100'000;
+    spec.min_devices = 1;
+    spec.max_devices = 0;
+    return spec;
+  }
+
+  std::string Reasons(api::JobId id) {
+    std::string out;
+    auto events = store_->ListEvents(id, 0, 100);
+    if (events.ok()) {
+      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
+    }
+    return out;
+  }
+
+  // Alice's job runs on a:0 and b:0; bob submits the same job. The agents
+  // report what they are told to run (a dropped rank stops at once) for up to
+  // 30 s of 250 ms beats, or until bob's job runs.
+  struct Lab {
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20);
+    api::JobId alice = 0, bob = 0;
+  };
+  void ExpectNotShrunk(const Lab& lab) {
+    EXPECT_EQ(Reasons(lab.alice).find("shrinks"), std::string::npos) << Reasons(lab.alice);
+    EXPECT_EQ(store_->GetJob(lab.alice)->plan["replicas"].size(), 2u);
+    EXPECT_EQ(StateOf(lab.bob), JobState::kPending);
+  }
+  void RunLab(Lab* lab, const api::JobSpec& alices) {
+    std::map<std::string, api::HeartbeatResponse> desired;
+    for (auto* n : {&lab->a, &lab->b}) Beat(*n);
+    lab->alice = SubmitRunning(alices, {&lab->a, &lab->b}, &desired);
+    ASSERT_EQ(store_->GetJob(lab->alice)->plan["replicas"].size(), 2u);
+    lab->bob = Submit(Training(), "bob");
+    for (int i = 0; i < 120 && StateOf(lab->bob) != JobState::kRunning; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (auto* n : {&lab->a, &lab->b}) {
+        desired[n->name] = Beat(*n, Running(desired[n->name]));
+      }
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+  }
+};
+
+TEST_F(JobControllerShareTest, ARunningJobShrinksForAnotherUsersJobThatWaits) {
+  Lab lab;
+  RunLab(&lab, Training());
+  const std::string reasons = Reasons(lab.alice);
+  EXPECT_NE(reasons.find(": job " + std::to_string(lab.bob) + " of bob takes its devices"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("the lab's normalized throughput"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("keeps its state"), std::string::npos) << reasons;
+  const api::Job alice = *store_->GetJob(lab.alice);
+  EXPECT_EQ(alice.state, JobState::kRunning);
+  EXPECT_EQ(alice.attempt, 1);  // re-formed in place, not restarted
+  EXPECT_EQ(alice.plan["replicas"].size(), 1u);
+  EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
+}
+
+TEST_F(JobControllerShareTest, AJobThatOptsOutKeepsItsDevices) {
+  api::JobSpec spec = Training();
+  spec.elastic = false;
+  Lab lab;
+  RunLab(&lab, spec);
+  ExpectNotShrunk(lab);
+}
+
+TEST_F(JobControllerShareTest, NothingShrinksWithThePolicySwitchedOff) {
+  options_.share_running_jobs = false;
+  Restart();
+  Lab lab;
+  RunLab(&lab, Training());
+  ExpectNotShrunk(lab);
+}
+
+TEST_F(JobControllerShareTest, AMoveThatCostsMoreThanItGainsIsNotMade) {
+  options_.move_cost_s = 86'400;  // a day of progress per move: never pays
+  Restart();
+  Lab lab;
+  RunLab(&lab, Training());
+  ExpectNotShrunk(lab);
+}
+
+}  // namespace
+}  // namespace tessera::daemon::job_controller_test
