@@ -435,8 +435,21 @@ api::Json Cluster::GetJson(const std::string& target) {
   return api::Json::parse(r->body, nullptr, false);
 }
 
-api::Json Cluster::PostJson(const std::string& target, const api::Json& body, int* status) {
-  auto r = Client()->Request("POST", target, body.dump());
+std::string Cluster::UserToken(const std::string& user) {
+  const fs::path log = dir_ / ("token-" + user + ".log");
+  Process p({BinaryPath("tesserad"), "token", "--state-dir", (dir_ / "controller").string(),
+             "create", user},
+            {}, log);
+  auto code = p.Wait(std::chrono::seconds(30));
+  if (!code || *code != 0) throw std::runtime_error("token create failed: " + p.Log());
+  std::string token;
+  std::istringstream(ReadText(log)) >> token;
+  return token;
+}
+
+api::Json Cluster::PostJson(const std::string& target, const api::Json& body, int* status,
+                            const std::string& token) {
+  auto r = Client(token)->Request("POST", target, body.dump());
   if (!r.ok()) {
     if (status) *status = 0;
     return nullptr;

@@ -190,7 +190,12 @@ class Cluster {
 
   // GET helpers (admin).
   api::Json GetJson(const std::string& target);
-  api::Json PostJson(const std::string& target, const api::Json& body, int* status = nullptr);
+  // POST as the admin, or as the user whose `token` is given.
+  api::Json PostJson(const std::string& target, const api::Json& body, int* status = nullptr,
+                     const std::string& token = "");
+  // A new API token for `user` (`tesserad token create`, on tesserad's state
+  // folder); throws std::runtime_error with the tool's output when it fails.
+  std::string UserToken(const std::string& user);
   std::string JobState(api::JobId id);
   std::vector<api::Event> Events(api::JobId id);
   int HealthyNodes();

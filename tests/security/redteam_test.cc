@@ -242,17 +242,7 @@ class Lab {
   }
 
  private:
-  std::string MakeToken(const std::string& user) {
-    const fs::path log = dir() / ("token-" + user + ".log");
-    Process p({BinaryPath("tesserad"), "token", "--state-dir", (dir() / "controller").string(),
-               "create", user},
-              {}, log);
-    auto code = p.Wait(30s);
-    if (!code || *code != 0) throw std::runtime_error("token create failed: " + p.Log());
-    std::string token;
-    std::istringstream(ReadText(log)) >> token;
-    return token;
-  }
+  std::string MakeToken(const std::string& user) { return cluster_->UserToken(user); }
 
   std::unique_ptr<Cluster> cluster_;
   fs::path probe_;
