@@ -12,6 +12,10 @@ SimPlanner::SimPlanner(const ClusterSnapshot& cluster) : cluster_(cluster) {
   for (const std::string& m : BuiltinProfileNames()) profiles_.emplace(m, *BuiltinProfile(m));
 }
 
+SimPlanner::SimPlanner(const ClusterSnapshot& cluster,
+                       std::map<std::string, ModelProfile> profiles)
+    : cluster_(cluster), profiles_(std::move(profiles)) {}
+
 Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const DeviceSet& busy) {
   std::string key = job.model + "|" + std::to_string(job.global_batch) + "|" +
                     std::to_string(job.min_devices) + "|" + std::to_string(max_devices);
@@ -27,7 +31,9 @@ Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const
   request.global_batch = job.global_batch;
   request.min_devices = static_cast<int>(job.min_devices);
   request.max_devices = static_cast<int>(max_devices);
-  Result<PlanSet> plans = MakePlans(snap, profiles_.at(job.model), request);
+  auto profile = profiles_.find(job.model);
+  if (profile == profiles_.end()) return NotFound("no profile of " + job.model);
+  Result<PlanSet> plans = MakePlans(snap, profile->second, request);
   if (plans.ok()) {
     // Callers need the best plan only; keep the cache small.
     plans->plans.resize(std::min<size_t>(plans->plans.size(), 1));

@@ -1,4 +1,5 @@
-// SimPlanner: the planner (MakePlans on the builtin reference profiles) as the
+// SimPlanner: the planner (MakePlans on the builtin reference profiles, or on
+// profiles the caller gives) as the
 // simulator asks it, remembered for the whole run: the best plan of a trace
 // job on the devices not busy (the queue pass), and a job's throughput on a
 // set of devices (the share policy).
@@ -23,7 +24,11 @@ namespace tessera::scheduler::sim {
 
 class SimPlanner {
  public:
+  // With the builtin reference profiles (scheduler/builtin_profiles.h).
   explicit SimPlanner(const ClusterSnapshot& cluster);
+  // With the given profiles by model name (TraceJob::model), e.g. the ones
+  // tesserad measured.
+  SimPlanner(const ClusterSnapshot& cluster, std::map<std::string, ModelProfile> profiles);
 
   // The job's ranked plans (the best only) on the devices not in `busy`, at most
   // `max_devices` (0: any). Remembered by job shape and busy devices.
