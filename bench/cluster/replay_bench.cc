@@ -10,7 +10,8 @@
 //      loopback; give each user of the trace a token; wait until tesserad has
 //      measured the profiles of the trace's models (its warm-up at start).
 //   2. Size the trace: each job's steps from its length alone (alone_s), by
-//      the planner's prediction of the job alone on the idle lab.
+//      the planner's prediction of the job alone on the idle lab (or as a
+//      trace_sim CSV gives them: the same work replayed again).
 //   3. Submit each job at its time, as its user; wait until every job ended.
 //      A job's JCT is from its creation to its last event.
 //   4. Predict: the same jobs at the times they were really submitted,
@@ -20,8 +21,9 @@
 //      elastic jobs, moves charged tesserad's move_cost_s).
 //   5. Print per job the real and predicted JCT, and per run the average JCT
 //      and the makespan, with the prediction's error.
-// Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv]
-//   FILE.csv: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority
+// Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv] [--config "YAML lines"]
+//   FILE.csv: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority,
+//   or trace_sim's CSV (steps instead of alone_s; what --write-trace writes)
 //   (without --trace: 8 jobs of 3 users over 105 s, below).
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -51,6 +53,7 @@ namespace {
 using scheduler::sim::TraceJob;
 
 struct ReplayJob {
+  int64_t steps = 0;  // > 0: given (a trace_sim CSV), not sized from alone_s
   double submit_s = 0;
   std::string user;
   std::string model;
@@ -64,18 +67,35 @@ struct ReplayJob {
 // 8 jobs of 3 users over 105 s, each 45-120 s alone on the idle demo lab.
 std::vector<ReplayJob> DefaultTrace() {
   return {
-      {0, "alice", "colorize-unet", 16, 120, 1, 0, 0},
-      {15, "bob", "denoiser-dncnn", 16, 60, 1, 2, 0},
-      {30, "carol", "classifier-resnet", 32, 60, 1, 0, 0},
-      {45, "bob", "denoiser-dncnn", 16, 60, 1, 2, 0},
-      {60, "alice", "colorize-unet", 16, 90, 1, 0, 0},
-      {75, "carol", "denoiser-dncnn", 16, 45, 1, 1, 0},
-      {90, "bob", "classifier-resnet", 32, 60, 1, 2, 0},
-      {105, "alice", "denoiser-dncnn", 16, 45, 1, 1, 0},
+      {0, 0, "alice", "colorize-unet", 16, 120, 1, 0, 0},
+      {0, 15, "bob", "denoiser-dncnn", 16, 60, 1, 2, 0},
+      {0, 30, "carol", "classifier-resnet", 32, 60, 1, 0, 0},
+      {0, 45, "bob", "denoiser-dncnn", 16, 60, 1, 2, 0},
+      {0, 60, "alice", "colorize-unet", 16, 90, 1, 0, 0},
+      {0, 75, "carol", "denoiser-dncnn", 16, 45, 1, 1, 0},
+      {0, 90, "bob", "classifier-resnet", 32, 60, 1, 2, 0},
+      {0, 105, "alice", "denoiser-dncnn", 16, 45, 1, 1, 0},
   };
 }
 
+// The replay format (alone_s), or trace_sim's (steps: e.g. what --write-trace
+// wrote, to replay the same work again).
 Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
+  std::string head;
+  {
+    std::ifstream sniff(path);
+    while (std::getline(sniff, head) && (head.empty() || head[0] == '#')) {
+    }
+  }
+  if (head.rfind(scheduler::sim::kCsvHeader, 0) == 0) {
+    TESSERA_ASSIGN_OR_RETURN(scheduler::sim::Trace t, scheduler::sim::ReadTrace(path));
+    std::vector<ReplayJob> out;
+    for (const TraceJob& j : t.jobs) {
+      out.push_back({j.steps, j.submit_s, j.user, j.model, j.global_batch, 0, j.min_devices,
+                     j.max_devices, j.priority});
+    }
+    return out;
+  }
   std::ifstream in(path);
   if (!in) return NotFound("cannot read " + path);
   std::vector<ReplayJob> out;
@@ -91,7 +111,7 @@ Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
       return InvalidArgument(path + ":" + std::to_string(n) + ": 8 columns expected");
     }
     try {
-      out.push_back({std::stod(cells[0]), cells[1], cells[2], std::stoll(cells[3]),
+      out.push_back({0, std::stod(cells[0]), cells[1], cells[2], std::stoll(cells[3]),
                      std::stod(cells[4]), std::stoll(cells[5]), std::stoll(cells[6]),
                      std::stoll(cells[7])});
     } catch (const std::exception&) {
@@ -139,7 +159,8 @@ std::optional<std::map<std::string, scheduler::ModelProfile>> WaitForProfiles(
 
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
-int Run(const std::vector<ReplayJob>& replay, const std::string& write_path) {
+int Run(const std::vector<ReplayJob>& replay, const std::string& write_path,
+        const std::string& extra_config) {
   testing::Cluster cluster("replay-bench", /*fast=*/false);
   const fs::path shared = cluster.dir() / "data" / "shared";
   const fs::path images = shared / "images";
@@ -151,8 +172,8 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path) {
     return 1;
   }
   cluster.StartController("worker_binary: " + testing::BinaryPath("tessera-worker") +
-                          "\ndata_roots:\n  - {path: \"" + shared.string() +
-                          "\", access: read}\n");
+                          "\ndata_roots:\n  - {path: \"" + shared.string() + "\", access: read}\n" +
+                          extra_config);
   const fs::path lab = fs::path(TESSERA_SOURCE_DIR) / "examples" / "demo-lab";
   for (const char* n : {"boxa", "boxb", "boxc"}) {
     cluster.StartAgent(n, testing::ReadText(lab / (std::string(n) + ".yaml")));
@@ -182,16 +203,17 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path) {
   trace.name = "replay";
   trace.about = std::to_string(replay.size()) + " jobs replayed on the demo lab";
   for (const ReplayJob& r : replay) {
-    TraceJob t{r.submit_s, r.user, r.model, r.global_batch, 1, r.min_devices, r.max_devices,
-               r.priority};
+    TraceJob t{r.submit_s, r.user,        r.model,       r.global_batch,
+               1,          r.min_devices, r.max_devices, r.priority};
     Result<scheduler::PlanSet> alone = planner.Plan(t, r.max_devices, {});
     if (!alone.ok() || alone->plans.empty()) {
       std::fprintf(stderr, "%s does not fit the demo lab: %s\n", r.model.c_str(),
                    alone.ok() ? "no plan" : alone.status().ToString().c_str());
       return 1;
     }
-    t.steps = std::max<int64_t>(
-        1, std::llround(r.alone_s / alone->plans.front().predicted.step_s));
+    t.steps = r.steps > 0 ? r.steps
+                          : std::max<int64_t>(
+                                1, std::llround(r.alone_s / alone->plans.front().predicted.step_s));
     trace.jobs.push_back(t);
   }
 
@@ -278,7 +300,8 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path) {
       scheduler::sim::SimulateShared(trace, sim_cluster, shared_options, &planner);
 
   // (5) Report.
-  std::printf("\n  job user   model              steps  submit   real JCT  sim share  sim fair  moves\n");
+  std::printf(
+      "\n  job user   model              steps  submit   real JCT  sim share  sim fair  moves\n");
   double real_sum = 0, share_sum = 0, fair_sum = 0, real_end = 0;
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
     const TraceJob& t = trace.jobs[i];
@@ -310,12 +333,16 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  CLI::App app{"replay a short lab trace on the real demo lab, the simulator's prediction beside it"};
-  std::string trace_path, write_path;
+  CLI::App app{
+      "replay a short lab trace on the real demo lab, the simulator's prediction beside it"};
+  std::string trace_path, write_path, config;
   app.add_option("--trace", trace_path,
                  "CSV: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority");
   app.add_option("--write-trace", write_path, "the replayed trace in trace_sim's CSV format");
+  app.add_option("--config", config,
+                 "YAML lines added to tesserad's config, e.g. \"share_running_jobs: false\"");
   CLI11_PARSE(app, argc, argv);
+  if (!config.empty() && config.back() != '\n') config += '\n';
   std::vector<tessera::bench::ReplayJob> trace = tessera::bench::DefaultTrace();
   if (!trace_path.empty()) {
     auto read = tessera::bench::ReadReplayTrace(trace_path);
@@ -325,5 +352,5 @@ int main(int argc, char** argv) {
     }
     trace = *std::move(read);
   }
-  return tessera::bench::Run(trace, write_path);
+  return tessera::bench::Run(trace, write_path, config);
 }
