@@ -219,7 +219,12 @@ Status JobController::Tick() {
     MutexLock lock(mu_);
     held = BusyDevicesLocked();
   }
-  return GrowTraining(nodes, held);
+  TESSERA_RETURN_IF_ERROR(GrowTraining(nodes, held));
+  {
+    MutexLock lock(mu_);
+    held = BusyDevicesLocked();
+  }
+  return GrowInference(nodes, held);
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
