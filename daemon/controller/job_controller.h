@@ -172,6 +172,12 @@ class JobController {
   // is busy.
   std::vector<api::QueueRow> Queue() EXCLUDES(waiting_mu_);
 
+  // The ranks of `job`'s attempt `attempt` that still run (dropped ones left
+  // out, joined ones in), each with its device ("node:index"); nullopt when
+  // that attempt is not active. For the infer progress (InferenceTracker).
+  std::optional<std::map<int64_t, std::string>> LiveRanks(api::JobId job, int64_t attempt)
+      EXCLUDES(mu_);
+
  private:
   struct Active {
     AttemptLaunch launch;

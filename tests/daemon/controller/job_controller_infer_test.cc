@@ -342,6 +342,11 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
       }
     }
     ASSERT_EQ(still, (std::set<int64_t>{0}));
+    // The job's progress counts rank 0 alone now.
+    auto live = controller_->LiveRanks(infer, 1);
+    ASSERT_TRUE(live.has_value());
+    EXPECT_EQ(live->size(), 1u);
+    EXPECT_TRUE(live->contains(0));
     const int64_t later = clock_.NowUnixMillis();
     auto taken = store_->LeaseChunks({infer, 1, 0, {}, 8, later, later + 30'000});
     ASSERT_TRUE(taken.ok());
@@ -367,6 +372,9 @@ TEST_F(InferControllerTest, AnInferJobGrowsOntoADeviceAnotherJobLeaves) {
   GrowLab lab = StartGrowLab(2, spec);
   const api::JobId id = lab.infer;
   ASSERT_EQ(InferRanks(lab), (std::map<int64_t, std::string>{{0, "a"}}));
+  // What the job's progress counts (InferenceTracker).
+  EXPECT_EQ(controller_->LiveRanks(id, 1), (std::map<int64_t, std::string>{{0, "a:0"}}));
+  EXPECT_EQ(controller_->LiveRanks(id, 2), std::nullopt);
   const int rounds = Rounds(&lab, 80, [&] { return Grew(id); });
   const std::string reasons = Reasons(id);
   ASSERT_TRUE(Grew(id)) << reasons;
@@ -395,6 +403,8 @@ TEST_F(InferControllerTest, AnInferJobGrowsOntoADeviceAnotherJobLeaves) {
   Rounds(&lab, 4);
   EXPECT_EQ(StateOf(id), JobState::kRunning) << Reasons(id);
   EXPECT_EQ(InferRanks(lab), (std::map<int64_t, std::string>{{0, "a"}, {1, "b"}}));
+  EXPECT_EQ(controller_->LiveRanks(id, 1),
+            (std::map<int64_t, std::string>{{0, "a:0"}, {1, "b:0"}}));
   const int64_t now = clock_.NowUnixMillis();
   auto leased = store_->LeaseChunks({id, 1, 1, {}, 2, now, now + 30'000});
   ASSERT_TRUE(leased.ok());
