@@ -302,7 +302,8 @@ class JobController {
   Status YieldInferToTraining(const std::vector<api::Node>& nodes,
                               const std::set<std::string>& held) EXCLUDES(mu_);
   // The other half: while no job waits, at most every grow_check_ms, a
-  // running infer attempt with independent ranks, every live rank running,
+  // running infer attempt of an elastic job with independent ranks, every
+  // live rank running,
   // grow_settle_ms after its launch, with chunks no rank leased yet and fewer
   // live ranks than its max_devices (and its user's device limit), gets new
   // ranks on the free devices its best plan over its own and the free ones

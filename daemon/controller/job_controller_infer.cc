@@ -189,7 +189,8 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   // (healthy, held by no attempt, not reported busy, not under Slurm, whose
   // attempts are submitted once) and no job waits (free devices go to waiting
   // jobs first); (2) take the running infer attempts with independent ranks,
-  // grow_settle_ms after their launch, every live rank running; (3) each with
+  // grow_settle_ms after their launch, every live rank running, of jobs that
+  // allow it (JobSpec::elastic); (3) each with
   // room (fewer live ranks than its max_devices and its user's device limit)
   // and chunks no rank leased yet; (4) plan it on its own devices plus the
   // free ones (outside the lock) and take, from the best plan whose replicas
@@ -251,7 +252,10 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   for (const Candidate& c : candidates) {
     if (free.empty()) break;
     auto job = store_->GetJob(c.id);
-    if (!job.ok() || job->state != JobState::kRunning || job->attempt != c.attempt) continue;
+    if (!job.ok() || job->state != JobState::kRunning || job->attempt != c.attempt ||
+        !job->spec.elastic) {
+      continue;
+    }
     // (3) Room, and work to share.
     const auto live = static_cast<int64_t>(c.devices.size());
     int64_t room = std::numeric_limits<int64_t>::max();

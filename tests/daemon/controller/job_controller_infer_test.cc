@@ -448,19 +448,23 @@ TEST_F(InferControllerTest, AnInferJobGrowsOnlyWhileNoJobWaits) {
   EXPECT_EQ(InferRanks(lab).size(), 2u);
 }
 
-// An infer job grows up to its max_devices, not beyond.
+// An infer job grows up to its max_devices, not beyond; one that is not
+// elastic keeps the devices it started on.
 TEST_F(InferControllerTest, AnInferJobGrowsUpToItsMaxDevices) {
   struct Case {
     int64_t max_devices;  // 0: no bound
-    size_t ranks;         // after growing
+    bool elastic;
+    size_t ranks;  // after growing
   };
-  for (const Case& c : {Case{1, 1}, Case{2, 2}, Case{0, 3}}) {
-    SCOPED_TRACE("max_devices " + std::to_string(c.max_devices));
+  for (const Case& c : {Case{1, true, 1}, Case{2, true, 2}, Case{0, true, 3}, Case{0, false, 1}}) {
+    SCOPED_TRACE("max_devices " + std::to_string(c.max_devices) +
+                 (c.elastic ? "" : ", not elastic"));
     TearDown();
     SetUp();
     api::JobSpec spec = InferSpec(InputFolder(40));
     spec.min_devices = 1;
     spec.max_devices = c.max_devices;
+    spec.elastic = c.elastic;
     GrowLab lab = StartGrowLab(3, spec);
     Rounds(&lab, 60);  // 15 s: past the settling and a check
     EXPECT_EQ(InferRanks(lab).size(), c.ranks) << Reasons(lab.infer);
