@@ -147,7 +147,11 @@ api::Json ControlPlaneService::InferenceProgressOf(const api::Job& job) {
   if (job.spec.kind != api::JobKind::kInfer) return nullptr;
   auto counts = store_->CountChunks(job.id);
   if (!counts.ok() || counts->chunks_total == 0) return nullptr;
-  return api::ToJson(tracker_.Progress(job.id, job.attempt, *counts, job.plan));
+  std::optional<InferenceTracker::LiveRanks> live;
+  const bool running =
+      job.state == api::JobState::kStarting || job.state == api::JobState::kRunning;
+  if (running && options_.live_ranks) live = options_.live_ranks(job.id, job.attempt);
+  return api::ToJson(tracker_.Progress(job.id, job.attempt, *counts, job.plan, live));
 }
 
 api::Job ControlPlaneService::WithInference(api::Job job) {

@@ -75,6 +75,12 @@ struct ControlPlaneOptions {
   std::function<std::string(api::JobId)> waiting_reason;
   // How long a chunk lease lasts without renewal.
   std::chrono::milliseconds lease_duration{30'000};
+  // The ranks of a job's attempt that still work, each with its device
+  // (JobController::LiveRanks), or nullopt when that attempt is not running:
+  // an infer job's images/s and ETA then follow those ranks as they leave and
+  // join (InferenceTracker). Optional: without it every rank that reported in
+  // the attempt counts.
+  std::function<std::optional<InferenceTracker::LiveRanks>(api::JobId, int64_t attempt)> live_ranks;
   PlannerFn planner;  // optional
   // This deployment's entrypoint policies and data roots, checked on every
   // submission after the allow-list (not owned; optional: without it only

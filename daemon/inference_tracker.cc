@@ -39,28 +39,40 @@ void InferenceTracker::Record(api::JobId job, int64_t attempt, int64_t rank, int
 }
 
 api::InferenceProgress InferenceTracker::Progress(api::JobId job, int64_t attempt,
-                                                  const ChunkCounts& counts,
-                                                  const api::Json& plan) const {
+                                                  const ChunkCounts& counts, const api::Json& plan,
+                                                  const std::optional<LiveRanks>& live) const {
   api::InferenceProgress p;
   p.images_total = counts.images_total;
   p.images_done = counts.images_done;
   p.chunks_total = counts.chunks_total;
   p.chunks_done = counts.chunks_done;
   p.chunks_leased = counts.chunks_leased;
-  const std::vector<std::string> devices = RankDevices(plan);
+  auto add = [&p](int64_t rank, std::string device, const RankWork& work) {
+    api::DeviceThroughput t;
+    t.rank = rank;
+    t.device = std::move(device);
+    t.images = work.images;
+    t.images_per_s = work.seconds > 0 ? static_cast<double>(work.images) / work.seconds : 0;
+    p.images_per_s += t.images_per_s;
+    p.devices.push_back(std::move(t));
+  };
   MutexLock lock(mu_);
   auto it = jobs_.find(job);
-  if (it != jobs_.end() && it->second.attempt == attempt) {
-    for (const auto& [rank, work] : it->second.ranks) {
-      api::DeviceThroughput t;
-      t.rank = rank;
-      if (rank >= 0 && static_cast<size_t>(rank) < devices.size()) {
-        t.device = devices[static_cast<size_t>(rank)];
+  const JobWork* work = it != jobs_.end() && it->second.attempt == attempt ? &it->second : nullptr;
+  if (live) {
+    // The live ranks only: one that left no longer works for the job.
+    for (const auto& [rank, device] : *live) {
+      RankWork done;  // nothing yet: a rank that just joined
+      if (work != nullptr) {
+        if (auto r = work->ranks.find(rank); r != work->ranks.end()) done = r->second;
       }
-      t.images = work.images;
-      t.images_per_s = work.seconds > 0 ? static_cast<double>(work.images) / work.seconds : 0;
-      p.images_per_s += t.images_per_s;
-      p.devices.push_back(std::move(t));
+      add(rank, device, done);
+    }
+  } else if (work != nullptr) {
+    const std::vector<std::string> devices = RankDevices(plan);
+    for (const auto& [rank, done] : work->ranks) {
+      const bool named = rank >= 0 && static_cast<size_t>(rank) < devices.size();
+      add(rank, named ? devices[static_cast<size_t>(rank)] : std::string(), done);
     }
   }
   const int64_t left = p.images_total - p.images_done;

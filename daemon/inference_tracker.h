@@ -5,10 +5,17 @@
 // counts from the store into api::InferenceProgress:
 // - a rank's images/s = images it processed / seconds it spent on them, in
 //   the job's current attempt (a new attempt starts from zero);
-// - the job's images/s = the sum over its ranks (all of them busy);
+// - the job's images/s = the sum over the attempt's live ranks (all of them
+//   busy), when the caller knows them (LiveRanks: a running infer attempt
+//   drops ranks, giving their devices back or losing their node, and takes
+//   new ones on devices that became free); a rank that left no longer counts,
+//   one that joined counts from its first reported chunk. Without them, the
+//   sum over every rank that reported in the attempt;
 // - ETA = images not yet done / the job's images/s (unknown without a rate).
-// Devices are named from the job's plan, ranks numbered replica by replica,
-// stage by stage (as daemon/controller/attempt_launch.h numbers them).
+// Devices are the live ranks' (each named by LiveRanks, a joined rank with
+// nothing reported yet at 0 images/s), else the reporting ranks' named from
+// the job's plan, ranks numbered replica by replica, stage by stage (as
+// daemon/controller/attempt_launch.h numbers them).
 // Rates live in memory only: after a controller restart they start again.
 //
 // Ownership: owns its counters. Thread safety: every method is safe to call
@@ -18,6 +25,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "api/lease_protocol.h"
 #include "api/types.h"
@@ -29,10 +38,17 @@ namespace tessera::daemon {
 
 class InferenceTracker {
  public:
+  // The ranks of an attempt that still work, each with its device
+  // ("node:index").
+  using LiveRanks = std::map<int64_t, std::string>;
+
   void Record(api::JobId job, int64_t attempt, int64_t rank, int64_t images, double seconds)
       EXCLUDES(mu_);
+  // `live`: the attempt's live ranks, when known (see above).
   api::InferenceProgress Progress(api::JobId job, int64_t attempt, const ChunkCounts& counts,
-                                  const api::Json& plan) const EXCLUDES(mu_);
+                                  const api::Json& plan,
+                                  const std::optional<LiveRanks>& live = std::nullopt) const
+      EXCLUDES(mu_);
   void Forget(api::JobId job) EXCLUDES(mu_);
 
  private:

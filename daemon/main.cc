@@ -326,6 +326,9 @@ int main(int argc, char** argv) {
   };
   cp.waiting_reason = [&controller](api::JobId id) { return controller.WaitingReason(id); };
   cp.queue = [&controller] { return controller.Queue(); };
+  cp.live_ranks = [&controller](api::JobId id, int64_t attempt) {
+    return controller.LiveRanks(id, attempt);
+  };
   cp.lease_duration = std::chrono::milliseconds(config.lease_ms);
   cp.planner = [&controller](const api::JobSpec& spec, const std::vector<api::Node>&) {
     return controller.Preview(spec);

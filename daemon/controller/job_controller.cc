@@ -85,6 +85,20 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   return out;
 }
 
+std::optional<std::map<int64_t, std::string>> JobController::LiveRanks(api::JobId job,
+                                                                       int64_t attempt) {
+  MutexLock lock(mu_);
+  auto it = active_.find(job);
+  if (it == active_.end() || it->second.launch.attempt != attempt) return std::nullopt;
+  std::map<int64_t, std::string> live;
+  for (const RankLaunch& r : it->second.launch.ranks) {
+    if (!it->second.dropped.contains(r.launch.key.rank)) {
+      live[r.launch.key.rank] = DeviceKey(r.node, r.device_index);
+    }
+  }
+  return live;
+}
+
 namespace {
 
 // What a node is handed: each desired key with its re-formed generation (a
@@ -219,7 +233,12 @@ Status JobController::Tick() {
     MutexLock lock(mu_);
     held = BusyDevicesLocked();
   }
-  return GrowTraining(nodes, held);
+  TESSERA_RETURN_IF_ERROR(GrowTraining(nodes, held));
+  {
+    MutexLock lock(mu_);
+    held = BusyDevicesLocked();
+  }
+  return GrowInference(nodes, held);
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(

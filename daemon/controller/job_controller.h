@@ -172,6 +172,12 @@ class JobController {
   // is busy.
   std::vector<api::QueueRow> Queue() EXCLUDES(waiting_mu_);
 
+  // The ranks of `job`'s attempt `attempt` that still run (dropped ones left
+  // out, joined ones in), each with its device ("node:index"); nullopt when
+  // that attempt is not active. For the infer progress (InferenceTracker).
+  std::optional<std::map<int64_t, std::string>> LiveRanks(api::JobId job, int64_t attempt)
+      EXCLUDES(mu_);
+
  private:
   struct Active {
     AttemptLaunch launch;
@@ -184,8 +190,8 @@ class JobController {
     // nothing (infer attempts).
     std::string correction_key;
     std::map<int64_t, int64_t> observed_step;  // by rank: the newest step observed
-    // Ranks that joined the running attempt (GrowTraining) and were not yet
-    // reported: their agent starts them after its next beat.
+    // Ranks that joined the running attempt (GrowTraining, GrowInference) and
+    // were not yet reported: their agent starts them after its next beat.
     std::map<int64_t, std::chrono::steady_clock::time_point> joining;
     int64_t min_devices = 1;  // the spec's: an infer job yields no more
   };
@@ -295,6 +301,17 @@ class JobController {
   // train job a second; the next pass places it. Tick's thread only.
   Status YieldInferToTraining(const std::vector<api::Node>& nodes,
                               const std::set<std::string>& held) EXCLUDES(mu_);
+  // The other half: while no job waits, at most every grow_check_ms, a
+  // running infer attempt of an elastic job with independent ranks, every
+  // live rank running,
+  // grow_settle_ms after its launch, with chunks no rank leased yet and fewer
+  // live ranks than its max_devices (and its user's device limit), gets new
+  // ranks on the free devices its best plan over its own and the free ones
+  // adds (daemon/controller/infer_growth.h); the stored attempt, the job's
+  // plan and a ranks_joined event record them. Tick's thread only.
+  Status GrowInference(const std::vector<api::Node>& nodes, const std::set<std::string>& held)
+      EXCLUDES(mu_);
+  std::chrono::steady_clock::time_point infer_grow_checked_at_{};  // Tick's thread only
   // The active attempt `launch` of `job`, launched now.
   Active ActiveOf(const api::Job& job, AttemptLaunch launch) const;
   // Whether every rank of the attempt leases its own chunks (no tiles shared

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <future>
 #include <iomanip>
+#include <limits>
 #include <memory>
 #include <sstream>
 
 #include "api/entrypoint_kind.h"
+#include "daemon/controller/infer_growth.h"
 #include "daemon/controller/infer_input.h"
 #include "daemon/controller/job_controller.h"
 #include "daemon/controller/job_controller_util.h"
@@ -19,7 +21,8 @@
 
 // The JobController's inference side: dropping the ranks of a lost node
 // (their chunks go back to the queue), yielding an infer job's devices to
-// waiting training, and listing an infer job's input before it is placed.
+// waiting training, growing a running infer job onto devices that became
+// free, and listing an infer job's input before it is placed.
 
 namespace tessera::daemon {
 
@@ -177,6 +180,180 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
     SetWaiting(job.id, "infer jobs give back devices for it");
     break;
   }
+  return Status::Ok();
+}
+
+Status JobController::GrowInference(const std::vector<api::Node>& nodes,
+                                    const std::set<std::string>& held) {
+  // Steps: (1) at most once every grow_check_ms, only while a device is free
+  // (healthy, held by no attempt, not reported busy, not under Slurm, whose
+  // attempts are submitted once) and no job waits (free devices go to waiting
+  // jobs first); (2) take the running infer attempts with independent ranks,
+  // grow_settle_ms after their launch, every live rank running, of jobs that
+  // allow it (JobSpec::elastic); (3) each with
+  // room (fewer live ranks than its max_devices and its user's device limit)
+  // and chunks no rank leased yet; (4) plan it on its own devices plus the
+  // free ones (outside the lock) and take, from the best plan whose replicas
+  // are one stage each, the free devices the attempt lacks, as many as the
+  // room allows; (5) unless the attempt changed meanwhile, new ranks join on
+  // them (infer_growth.h): a ranks_joined event with the job's new plan, the
+  // ranks desired at once, the stored attempt rewritten.
+  const auto now = clock_->SteadyNow();
+  if (now - infer_grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
+    return Status::Ok();
+  }
+  infer_grow_checked_at_ = now;
+  auto under_slurm = [this](const std::string& node) {
+    return options_.node_up && options_.node_up(node).has_value();
+  };
+  std::set<std::string> free;  // (1)
+  for (const api::Node& n : nodes) {
+    if (n.health != "healthy" || under_slurm(n.name)) continue;
+    for (const api::Device& d : n.devices) {
+      const std::string key = DeviceKey(n.name, d.index);
+      if (!d.busy && !held.contains(key)) free.insert(key);
+    }
+  }
+  if (free.empty()) return Status::Ok();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  if (!pending.empty()) return Status::Ok();
+  struct Candidate {
+    api::JobId id = 0;
+    int64_t attempt = 0;
+    size_t ranks = 0;               // the attempt's ranks and dropped ones when seen: a change
+    size_t dropped = 0;             // meanwhile cancels the growth
+    std::set<std::string> devices;  // of its live ranks
+  };
+  std::vector<Candidate> candidates;
+  {
+    MutexLock lock(mu_);  // (2)
+    for (const auto& [id, active] : active_) {
+      if (!IndependentRanks(active.launch) ||
+          SteadyMs(active.launched_at) < options_.grow_settle_ms) {
+        continue;
+      }
+      Candidate c{id, active.launch.attempt, active.launch.ranks.size(), active.dropped.size(), {}};
+      bool running = true;
+      for (const RankLaunch& r : active.launch.ranks) {
+        if (active.dropped.contains(r.launch.key.rank)) continue;
+        const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+        running = running && w != nullptr && w->state == api::WorkerState::kRunning &&
+                  !under_slurm(r.node);
+        c.devices.insert(DeviceKey(r.node, r.device_index));
+      }
+      if (running && !c.devices.empty()) candidates.push_back(std::move(c));
+    }
+  }
+  if (candidates.empty()) return Status::Ok();
+  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  std::map<std::string, std::string> addresses;
+  for (const api::Node& n : nodes) addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
+  bool grew = false;
+  for (const Candidate& c : candidates) {
+    if (free.empty()) break;
+    auto job = store_->GetJob(c.id);
+    if (!job.ok() || job->state != JobState::kRunning || job->attempt != c.attempt ||
+        !job->spec.elastic) {
+      continue;
+    }
+    // (3) Room, and work to share.
+    const auto live = static_cast<int64_t>(c.devices.size());
+    int64_t room = std::numeric_limits<int64_t>::max();
+    if (job->spec.max_devices > 0) room = job->spec.max_devices - live;
+    if (const scheduler::UserPolicy policy = options_.users.For(job->owner);
+        policy.max_devices > 0) {
+      room = std::min(room, policy.max_devices - usage[job->owner].devices);
+    }
+    if (room <= 0) continue;
+    auto counts = store_->CountChunks(c.id);
+    if (!counts.ok()) continue;
+    const int64_t unleased = counts->chunks_total - counts->chunks_done - counts->chunks_leased;
+    if (unleased <= 0) continue;
+    // (4) Its own devices and the free ones; planned afresh, not PlanCached,
+    // whose cluster key is refreshed only while jobs wait.
+    std::vector<api::Node> mine = nodes;
+    std::set<std::string> others;
+    for (api::Node& n : mine) {
+      for (api::Device& d : n.devices) {
+        const std::string key = DeviceKey(n.name, d.index);
+        if (c.devices.contains(key)) {
+          d.busy = false;  // ours
+        } else if (!free.contains(key)) {
+          others.insert(key);
+        }
+      }
+    }
+    Result<scheduler::PlanSet> plans = Plan(SnapshotOf(mine, others), job->spec);
+    if (!plans.ok()) continue;
+    const scheduler::Plan* best = nullptr;
+    for (const scheduler::Plan& p : plans->plans) {
+      const bool independent =
+          !p.tiling && std::all_of(p.replicas.begin(), p.replicas.end(), [](const auto& r) {
+            return r.stages.size() == 1 && r.stages[0].devices.size() == 1;
+          });
+      if (independent) {
+        best = &p;
+        break;
+      }
+    }
+    if (best == nullptr) continue;
+    std::vector<std::string> gained;
+    for (const scheduler::DeviceId& d : best->Devices()) {
+      const std::string key = DeviceKey(d.node, d.index);
+      if (free.contains(key) && static_cast<int64_t>(gained.size()) < room) gained.push_back(key);
+    }
+    if (gained.empty()) continue;
+    auto entry = store_->GetEntrypoint(job->spec.entrypoint);
+    if (!entry.ok()) continue;
+    // The new ranks as a fresh launch of the wider plan launches them.
+    auto fresh = BuildAttemptLaunch(*job, c.attempt, *best, scheduler::ToJson(*best),
+                                    EntrypointCommand{entry->name, entry->command}, addresses,
+                                    options_.launch);
+    if (!fresh.ok()) {
+      spdlog::warn("job {}: cannot grow: {}", c.id, fresh.status().ToString());
+      continue;
+    }
+    MutexLock lock(mu_);  // (5) Unless the attempt changed meanwhile.
+    auto it = active_.find(c.id);
+    if (it == active_.end() || it->second.launch.attempt != c.attempt ||
+        it->second.launch.ranks.size() != c.ranks || it->second.dropped.size() != c.dropped) {
+      continue;
+    }
+    Active& active = it->second;
+    auto grown = JoinInferRanks(active.launch, active.dropped, *fresh, gained);
+    if (!grown.ok()) {
+      spdlog::warn("job {}: cannot grow: {}", c.id, grown.status().ToString());
+      continue;
+    }
+    const int64_t ranks = live + static_cast<int64_t>(grown->joined.size());
+    std::string devices;
+    for (const std::string& d : gained) devices += (devices.empty() ? "" : ", ") + d;
+    const bool one = grown->joined.size() == 1;
+    const std::string reason =
+        "devices " + devices + " are free: the inference grows to " + std::to_string(ranks) +
+        " ranks (" + (one ? "rank " : "ranks ") + RankList(grown->joined) +
+        (one ? " joins and leases" : " join and lease") + " chunks like the others; " +
+        std::to_string(unleased) + " chunk" + (unleased == 1 ? "" : "s") + " not leased yet)";
+    auto stepped = StepLocked(*job, JobEvent::kRanksJoined, reason, grown->launch.plan);
+    if (!stepped.ok()) {
+      spdlog::warn("job {}: cannot grow: {}", c.id, stepped.status().ToString());
+      continue;
+    }
+    active.launch = std::move(grown->launch);
+    for (int64_t r : grown->joined) active.joining[r] = clock_->SteadyNow();
+    // The stored attempt, so a restarted controller hands the new ranks too.
+    if (auto record = store_->GetAttempt(c.id, c.attempt); record.ok()) {
+      record->plan = ToJson(active.launch);
+      if (store_->DeleteAttempt(c.id, record->attempt).ok()) {
+        store_->InsertAttempt(*record).IgnoreError();
+      }
+    }
+    ++generation_;
+    grew = true;
+    usage[job->owner].devices += static_cast<int64_t>(gained.size());
+    for (const std::string& d : gained) free.erase(d);
+  }
+  if (grew) polls_.Notify();
   return Status::Ok();
 }
 

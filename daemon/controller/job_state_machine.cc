@@ -21,6 +21,7 @@ constexpr EnumName<JobEvent> kEventNames[] = {
     {JobEvent::kCancel, "cancel"},
     {JobEvent::kRanksDropped, "ranks_dropped"},
     {JobEvent::kReformed, "reformed"},
+    {JobEvent::kRanksJoined, "ranks_joined"},
 };
 static_assert(IsValidNameTable(kEventNames));
 
@@ -91,6 +92,9 @@ Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_
       }
       if (current == JobState::kRunning && event == JobEvent::kReformed) {
         return Step(JobState::kRunning, attempts_used, "the ranks re-formed");
+      }
+      if (current == JobState::kRunning && event == JobEvent::kRanksJoined) {
+        return Step(JobState::kRunning, attempts_used, "new ranks joined");
       }
       break;
     case JobState::kRecovering:

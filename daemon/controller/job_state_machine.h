@@ -17,6 +17,9 @@
 //   running    --Succeed----> succeeded
 //   running    --RanksDropped-> running  (an infer attempt goes on without the
 //                                       ranks of a lost node; no attempt used)
+//   running    --Reformed---> running    (a train attempt's ranks re-formed)
+//   running    --RanksJoined-> running   (new ranks join a running infer attempt
+//                                       on devices that became free)
 //   recovering --Retry------> pending    (attempts left) | failed (attempts exhausted)
 //   any non-terminal --Fail---> failed
 //   any non-terminal --Cancel-> cancelled
@@ -50,12 +53,14 @@ enum class JobEvent {
   kRanksDropped,  // a lost node's ranks left a running attempt that goes on
   kReformed,      // a running train attempt's ranks re-formed in a new world (a node
                   // lost, or devices gained), daemon/controller/train_reform.h
+  kRanksJoined,   // new ranks joined a running infer attempt on devices that became
+                  // free (JobController::GrowInference)
 };
 
-inline constexpr std::array<JobEvent, 11> kAllJobEvents = {
+inline constexpr std::array<JobEvent, 12> kAllJobEvents = {
     JobEvent::kPlan,     JobEvent::kLaunch,       JobEvent::kAllRunning, JobEvent::kRankFailed,
     JobEvent::kNodeLost, JobEvent::kRetry,        JobEvent::kSucceed,    JobEvent::kFail,
-    JobEvent::kCancel,   JobEvent::kRanksDropped, JobEvent::kReformed,
+    JobEvent::kCancel,   JobEvent::kRanksDropped, JobEvent::kReformed,   JobEvent::kRanksJoined,
 };
 
 inline constexpr std::array<api::JobState, 8> kAllJobStates = {

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/fake_clock.h"
 #include "daemon/auth/lease_tokens.h"
@@ -184,6 +187,92 @@ TEST_F(LeaseServiceTest, JobShowsProgressRatesAndEta) {
       << metrics;
   EXPECT_NE(metrics.find("tessera_infer_images_done" + label + "12\n"), std::string::npos);
   EXPECT_NE(metrics.find("tessera_infer_images_per_second" + label + "10\n"), std::string::npos);
+}
+
+// A running infer attempt drops ranks (their devices given back to training,
+// their node lost) and takes new ones on devices that became free: the job's
+// images/s and ETA follow the ranks that still work, not every rank that
+// ever reported, and a rank that joined counts from its first chunk.
+TEST_F(LeaseServiceTest, RateAndEtaFollowTheRanksThatStillWork) {
+  std::optional<InferenceTracker::LiveRanks> live;  // what the controller says
+  ControlPlaneOptions options;
+  options.lease_tokens = &tokens_;
+  options.lease_duration = std::chrono::milliseconds(10'000);
+  options.live_ranks = [&live](api::JobId, int64_t attempt) {
+    return attempt == 1 ? live : std::nullopt;
+  };
+  service_ = std::make_unique<ControlPlaneService>(store_.get(), &clock_, options);
+  api::Job job = RunningInferJob(10);  // 40 images
+  ASSERT_TRUE(Lease(job, 0, 2).ok());
+  ASSERT_TRUE(Lease(job, 1, 1).ok());
+  ASSERT_TRUE(Lease(job, 0, 0, {{0, 4, 0.5}, {1, 4, 0.5}}).ok());  // 8 images/s
+  ASSERT_TRUE(Lease(job, 1, 0, {{2, 4, 2.0}}).ok());               // 2 images/s
+
+  using Devices = std::vector<std::pair<int64_t, std::string>>;
+  struct Step {
+    const char* name;
+    std::optional<InferenceTracker::LiveRanks> live;
+    bool rank2_reports;  // rank 2 leases a chunk and reports it: 4 images in 0.5 s
+    double images_per_s;
+    double eta_s;
+    Devices devices;
+  };
+  const Step steps[] = {
+      {"not told: every rank that reported",
+       std::nullopt,
+       false,
+       10,
+       28 / 10.0,
+       {{0, "fast:0"}, {1, "slow:0"}}},
+      {"both run",
+       InferenceTracker::LiveRanks{{0, "fast:0"}, {1, "slow:0"}},
+       false,
+       10,
+       28 / 10.0,
+       {{0, "fast:0"}, {1, "slow:0"}}},
+      {"rank 1 gave its device back",
+       InferenceTracker::LiveRanks{{0, "fast:0"}},
+       false,
+       8,
+       28 / 8.0,
+       {{0, "fast:0"}}},
+      {"rank 2 joined on c:0",
+       InferenceTracker::LiveRanks{{0, "fast:0"}, {2, "c:0"}},
+       false,
+       8,
+       28 / 8.0,
+       {{0, "fast:0"}, {2, "c:0"}}},
+      {"rank 2 reported its first chunk",
+       InferenceTracker::LiveRanks{{0, "fast:0"}, {2, "c:0"}},
+       true,
+       16,
+       24 / 16.0,
+       {{0, "fast:0"}, {2, "c:0"}}},
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.name);
+    live = step.live;
+    if (step.rank2_reports) {
+      auto leased = Lease(job, 2, 1);
+      ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+      ASSERT_EQ(leased->chunks.size(), 1u);
+      ASSERT_TRUE(Lease(job, 2, 0, {{leased->chunks[0].chunk, 4, 0.5}}).ok());
+    }
+    auto got = service_->GetJob(kAlice, job.id);
+    ASSERT_TRUE(got.ok());
+    auto p = api::InferenceProgressFromJson(got->inference);
+    ASSERT_TRUE(p.ok()) << got->inference.dump();
+    EXPECT_DOUBLE_EQ(p->images_per_s, step.images_per_s);
+    EXPECT_DOUBLE_EQ(p->eta_s, step.eta_s);
+    Devices devices;
+    for (const api::DeviceThroughput& d : p->devices) devices.emplace_back(d.rank, d.device);
+    EXPECT_EQ(devices, step.devices);
+    std::string metrics;
+    service_->AppendMetrics(&metrics);
+    const std::string rate = "tessera_infer_images_per_second{job=\"" + std::to_string(job.id) +
+                             "\"} " + std::to_string(static_cast<int>(step.images_per_s)) + "\n";
+    EXPECT_NE(metrics.find(rate), std::string::npos) << metrics;
+  }
 }
 
 TEST_F(LeaseServiceTest, TrainJobsHaveNoInferenceProgress) {

@@ -4,7 +4,9 @@
 // leased through python/tessera_lease.py. Mid-run one rank is killed (kill -9:
 // a new attempt), later a whole node (agent and rank). Every output is then
 // present exactly once, no temporary file remains, and each is byte-equal to
-// the same script run in one process outside Tessera.
+// the same script run in one process outside Tessera. A second run grows: the
+// script starts on the one node a train job leaves free, and takes the other
+// two as new ranks of the same attempt when the train job ends.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -91,6 +93,88 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 
   // Every output exactly once, nothing else (no temporary or partial file),
   // each byte-equal to the single-process run.
+  const TreeDiff diff = CompareTrees(out, ref);
+  EXPECT_EQ(diff.missing, 0);
+  EXPECT_EQ(diff.different, 0);
+  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+}
+
+// Inference grows back: a train job holds two of three nodes, so the script
+// starts on the third alone; when the train job ends, the running infer job
+// takes the two devices as new ranks of the same attempt (while chunks are
+// left to lease), and still writes every output exactly once, byte-equal to
+// one process.
+TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
+  ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch, PIL' >/dev/null 2>&1"), 0)
+      << TESSERA_PYTHON << " cannot import torch and PIL (run scripts/setup.sh)";
+  // 0.05 s a scan: alone, the script needs 40 s, well past the train job's end.
+  constexpr int kScans = 800;
+  Cluster cluster("lease-grow");
+  const fs::path in = cluster.dir() / "scans", ref = cluster.dir() / "reference",
+                 out = cluster.dir() / "outputs";
+  ASSERT_EQ(GenImages(in, kScans, 16, 120s), "");
+  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output",
+                     ref.string()},
+                    {}, cluster.dir() / "reference.log", 300s),
+            "");
+  ASSERT_EQ(FilesBelow(ref).size(), static_cast<size_t>(kScans));
+  const fs::path launcher =
+      ScriptLauncher(cluster.dir() / "infer-script.sh", TESSERA_PYTHON, TESSERA_LEASE_SCRIPT);
+
+  cluster.StartController("infer_chunk_images: 10\nlease_ms: 3000\n");
+  const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
+  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
+  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  ASSERT_TRUE(cluster.AllowEntrypoint("cmd:infer-script", launcher.string()));
+  ASSERT_TRUE(cluster.AllowEntrypoint("cmd:hold", "/bin/sleep"));
+
+  int status = 0;
+  // Two devices for 20 s.
+  api::Json train = cluster.PostJson("/api/v1/jobs",
+                                     {{"name", "hold-two"},
+                                      {"kind", "train"},
+                                      {"entrypoint", "cmd:hold"},
+                                      {"args", {"20"}},
+                                      {"global_batch", 2},
+                                      {"steps", 1},
+                                      {"min_devices", 2},
+                                      {"max_devices", 2}},
+                                     &status);
+  ASSERT_EQ(status, 201) << train.dump();
+  const api::JobId train_id = train["id"].get<api::JobId>();
+  ASSERT_TRUE(WaitFor([&] { return cluster.JobState(train_id) == "running"; }, 120s))
+      << cluster.JobState(train_id);
+
+  api::Json job = cluster.PostJson("/api/v1/jobs",
+                                   {{"name", "grow-script"},
+                                    {"kind", "infer"},
+                                    {"entrypoint", "cmd:infer-script"},
+                                    {"dataset", in.string()},
+                                    {"output", out.string()},
+                                    {"args", {"--delay", "0.05"}},
+                                    {"global_batch", 3},
+                                    {"min_devices", 1},
+                                    {"max_devices", 3},
+                                    {"layout", "data"}},
+                                   &status);
+  ASSERT_EQ(status, 201) << job.dump();
+  const api::JobId id = job["id"].get<api::JobId>();
+  const std::string target = "/api/v1/jobs/" + std::to_string(id);
+  ASSERT_TRUE(cluster.RunningPast(id, 10, 120s));
+  ASSERT_EQ(cluster.PlannedNodes(id).size(), 1u) << "the train job holds the other two";
+
+  ASSERT_TRUE(cluster.EndsIn(train_id, "succeeded", 120s)) << cluster.JobState(train_id);
+  ASSERT_TRUE(cluster.EndsIn(id, "succeeded", 240s));
+  std::string trail, grew;
+  for (const auto& e : cluster.Events(id)) {
+    trail += e.from_state + " -> " + e.to_state + " (" + e.reason + ")\n";
+    if (e.reason.find("the inference grows") != std::string::npos) grew = e.reason;
+  }
+  EXPECT_FALSE(grew.empty()) << trail;
+  EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"boxa", "boxb", "boxc"})) << trail;
+  const api::Json final_job = cluster.GetJson(target);
+  EXPECT_EQ(final_job.value("attempt", int64_t{0}), 1) << "no attempt was spent: " << trail;
+  EXPECT_EQ(final_job["inference"]["images_done"], kScans);
   const TreeDiff diff = CompareTrees(out, ref);
   EXPECT_EQ(diff.missing, 0);
   EXPECT_EQ(diff.different, 0);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -74,6 +75,79 @@ class InferControllerTest : public JobControllerTest {
     EXPECT_TRUE(controller_->Tick().ok());
     return id;
   }
+
+  std::string Reasons(api::JobId id) {
+    std::string out;
+    auto events = store_->ListEvents(id, 0, 1000);
+    if (events.ok()) {
+      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
+    }
+    return out;
+  }
+
+  // The growth lab: nodes a, b, ... (one device each). A train job holds
+  // every node but a, an infer job of `spec` runs alone on a, then the train
+  // job's ranks exit 0 and it ends: its devices are free.
+  struct GrowLab {
+    std::vector<api::Node> nodes;
+    api::JobId infer = 0;
+    std::map<std::string, api::HeartbeatResponse> desired;  // each node's last answer
+  };
+  GrowLab StartGrowLab(int node_count, const api::JobSpec& spec) {
+    GrowLab lab;
+    for (int i = 0; i < node_count; ++i) {
+      lab.nodes.push_back(MakeNode(std::string(1, static_cast<char>('a' + i)), 1, 20));
+    }
+    std::vector<api::Node*> others;
+    for (size_t i = 1; i < lab.nodes.size(); ++i) {
+      Beat(lab.nodes[i]);
+      others.push_back(&lab.nodes[i]);
+    }
+    std::map<std::string, api::HeartbeatResponse> held;
+    const api::JobId train = SubmitRunning(CmdSpec(node_count - 1), others, &held);
+    api::Node& a = lab.nodes[0];
+    Beat(a);
+    lab.infer = Submit(spec);
+    TickWhilePending(lab.infer);
+    lab.desired["a"] = Beat(a);
+    EXPECT_EQ(lab.desired["a"].desired.size(), 1u);
+    lab.desired["a"] = Beat(a, Running(lab.desired["a"]));
+    EXPECT_TRUE(controller_->Tick().ok());
+    EXPECT_EQ(StateOf(lab.infer), JobState::kRunning);
+    for (api::Node* n : others) Beat(*n, Exited(held[n->name], 0));
+    EXPECT_TRUE(controller_->Tick().ok());
+    EXPECT_EQ(StateOf(train), JobState::kSucceeded);
+    for (api::Node* n : others) lab.desired[n->name] = Beat(*n);  // the agents forget it
+    return lab;
+  }
+
+  // Rounds of 250 ms: every node beats, its agent running what it was last
+  // asked to, then a tick; until `until` holds or `rounds` ran. Returns the
+  // rounds run.
+  int Rounds(GrowLab* lab, int rounds, const std::function<bool()>& until = nullptr) {
+    for (int i = 1; i <= rounds; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (const api::Node& n : lab->nodes) {
+        lab->desired[n.name] = Beat(n, Running(lab->desired[n.name]));
+      }
+      EXPECT_TRUE(controller_->Tick().ok());
+      if (until && until()) return i;
+    }
+    return rounds;
+  }
+
+  // The infer job's ranks the nodes are asked to run, by rank: their node.
+  std::map<int64_t, std::string> InferRanks(const GrowLab& lab) {
+    std::map<int64_t, std::string> out;
+    for (const api::Node& n : lab.nodes) {
+      for (const api::WorkerLaunch& l : Beat(n, Running(lab.desired.at(n.name))).desired) {
+        if (l.key.job_id == lab.infer) out[l.key.rank] = n.name;
+      }
+    }
+    return out;
+  }
+
+  bool Grew(api::JobId id) { return Reasons(id).find("the inference grows") != std::string::npos; }
 
   const api::Node node_ = MakeNode("a", 2, 20);
   LeaseTokens tokens_{"controller-test-key"};
@@ -268,6 +342,11 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
       }
     }
     ASSERT_EQ(still, (std::set<int64_t>{0}));
+    // The job's progress counts rank 0 alone now.
+    auto live = controller_->LiveRanks(infer, 1);
+    ASSERT_TRUE(live.has_value());
+    EXPECT_EQ(live->size(), 1u);
+    EXPECT_TRUE(live->contains(0));
     const int64_t later = clock_.NowUnixMillis();
     auto taken = store_->LeaseChunks({infer, 1, 0, {}, 8, later, later + 30'000});
     ASSERT_TRUE(taken.ok());
@@ -278,6 +357,144 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
         EXPECT_TRUE(numbers.contains(chunk)) << "chunk " << chunk;
       }
     }
+  }
+}
+
+// The other half: an infer job placed on one device grows onto a device a
+// train job leaves when it ends. The new rank joins the same attempt after
+// the running one (its agent starts it at its next beat), leases chunks with
+// its own token, and the stored attempt carries it through a controller
+// restart.
+TEST_F(InferControllerTest, AnInferJobGrowsOntoADeviceAnotherJobLeaves) {
+  api::JobSpec spec = InferSpec(InputFolder(40));  // 10 chunks of 4
+  spec.min_devices = 1;
+  spec.max_devices = 0;
+  GrowLab lab = StartGrowLab(2, spec);
+  const api::JobId id = lab.infer;
+  ASSERT_EQ(InferRanks(lab), (std::map<int64_t, std::string>{{0, "a"}}));
+  // What the job's progress counts (InferenceTracker).
+  EXPECT_EQ(controller_->LiveRanks(id, 1), (std::map<int64_t, std::string>{{0, "a:0"}}));
+  EXPECT_EQ(controller_->LiveRanks(id, 2), std::nullopt);
+  const int rounds = Rounds(&lab, 80, [&] { return Grew(id); });
+  const std::string reasons = Reasons(id);
+  ASSERT_TRUE(Grew(id)) << reasons;
+  EXPECT_GE(rounds * 250, options_.grow_settle_ms) << "grown before the attempt settled";
+  EXPECT_NE(reasons.find("running: devices b:0 are free: the inference grows to 2 ranks (rank 1 "
+                         "joins and leases chunks like the others; 10 chunks not leased yet)"),
+            std::string::npos)
+      << reasons;
+  api::Job job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1) << "the same attempt";
+  ASSERT_EQ(job.plan["replicas"].size(), 2u);
+  EXPECT_EQ(job.plan["replicas"][1]["stages"][0]["devices"][0], "b:0");
+
+  // b's agent is asked to run rank 1 of attempt 1, with its own lease token.
+  const api::HeartbeatResponse on_b = Beat(lab.nodes[1], Running(lab.desired["b"]));
+  ASSERT_EQ(on_b.desired.size(), 1u);
+  const api::WorkerLaunch& joined = on_b.desired[0];
+  EXPECT_EQ(joined.key, (api::WorkerKey{id, 1, 1}));
+  EXPECT_EQ(joined.env.at("RANK"), "1");
+  EXPECT_EQ(joined.env.at("WORLD_SIZE"), "2");
+  ASSERT_TRUE(joined.env.contains("TESSERA_LEASE_TOKEN"));
+  EXPECT_TRUE(tokens_.Check(joined.env.at("TESSERA_LEASE_TOKEN"), id, 1, 1));
+  EXPECT_EQ(joined.argv, lab.desired["a"].desired.at(0).argv);
+  // Not yet reported is not gone; once running it leases like any rank.
+  Rounds(&lab, 4);
+  EXPECT_EQ(StateOf(id), JobState::kRunning) << Reasons(id);
+  EXPECT_EQ(InferRanks(lab), (std::map<int64_t, std::string>{{0, "a"}, {1, "b"}}));
+  EXPECT_EQ(controller_->LiveRanks(id, 1),
+            (std::map<int64_t, std::string>{{0, "a:0"}, {1, "b:0"}}));
+  const int64_t now = clock_.NowUnixMillis();
+  auto leased = store_->LeaseChunks({id, 1, 1, {}, 2, now, now + 30'000});
+  ASSERT_TRUE(leased.ok());
+  EXPECT_EQ(leased->leased.size(), 2u);
+
+  // The stored attempt carries the new rank: a restarted controller hands it.
+  auto stored = store_->GetAttempt(id, 1);
+  ASSERT_TRUE(stored.ok());
+  auto launch = AttemptLaunchFromJson(stored->plan);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  ASSERT_EQ(launch->ranks.size(), 2u);
+  EXPECT_EQ(launch->ranks[1].node, "b");
+  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+  ASSERT_TRUE(controller_->Recover().ok());
+  const api::HeartbeatResponse after = Beat(lab.nodes[1], Running(on_b));
+  ASSERT_EQ(after.desired.size(), 1u);
+  EXPECT_EQ(after.desired[0].key, joined.key);
+  EXPECT_EQ(after.desired[0].env.at("RANK"), "1");
+}
+
+// Free devices go to waiting jobs first: no growth while a job waits; once it
+// is gone, the infer job grows.
+TEST_F(InferControllerTest, AnInferJobGrowsOnlyWhileNoJobWaits) {
+  api::JobSpec spec = InferSpec(InputFolder(40));
+  spec.min_devices = 1;
+  spec.max_devices = 0;
+  GrowLab lab = StartGrowLab(2, spec);
+  // It needs more devices than the cluster has: it waits.
+  const api::JobId waiting = Submit(CmdSpec(3));
+  Rounds(&lab, 60);  // 15 s: past the settling and a check
+  EXPECT_EQ(StateOf(waiting), JobState::kPending);
+  EXPECT_FALSE(Grew(lab.infer)) << Reasons(lab.infer);
+  EXPECT_EQ(InferRanks(lab).size(), 1u);
+  const api::Job w = *store_->GetJob(waiting);
+  ASSERT_TRUE(store_
+                  ->TransitionJob({waiting, JobState::kPending, JobState::kCancelled, "cancelled",
+                                   w.attempt, std::nullopt, clock_.NowUnixMillis()})
+                  .ok());
+  Rounds(&lab, 20, [&] { return Grew(lab.infer); });
+  EXPECT_TRUE(Grew(lab.infer)) << Reasons(lab.infer);
+  EXPECT_EQ(InferRanks(lab).size(), 2u);
+}
+
+// An infer job grows up to its max_devices, not beyond; one that is not
+// elastic keeps the devices it started on.
+TEST_F(InferControllerTest, AnInferJobGrowsUpToItsMaxDevices) {
+  struct Case {
+    int64_t max_devices;  // 0: no bound
+    bool elastic;
+    size_t ranks;  // after growing
+  };
+  for (const Case& c : {Case{1, true, 1}, Case{2, true, 2}, Case{0, true, 3}, Case{0, false, 1}}) {
+    SCOPED_TRACE("max_devices " + std::to_string(c.max_devices) +
+                 (c.elastic ? "" : ", not elastic"));
+    TearDown();
+    SetUp();
+    api::JobSpec spec = InferSpec(InputFolder(40));
+    spec.min_devices = 1;
+    spec.max_devices = c.max_devices;
+    spec.elastic = c.elastic;
+    GrowLab lab = StartGrowLab(3, spec);
+    Rounds(&lab, 60);  // 15 s: past the settling and a check
+    EXPECT_EQ(InferRanks(lab).size(), c.ranks) << Reasons(lab.infer);
+    EXPECT_EQ(Grew(lab.infer), c.ranks > 1) << Reasons(lab.infer);
+    EXPECT_EQ(StateOf(lab.infer), JobState::kRunning);
+  }
+}
+
+// There must be work to share: no growth while every chunk is leased (or
+// done); one chunk nobody leased is enough.
+TEST_F(InferControllerTest, AnInferJobGrowsOnlyWhileAChunkIsNotLeased) {
+  struct Case {
+    int64_t leased;  // of the job's 3 chunks, by its running rank
+    bool grows;
+  };
+  for (const Case& c : {Case{3, false}, Case{2, true}}) {
+    SCOPED_TRACE("leased " + std::to_string(c.leased));
+    TearDown();
+    SetUp();
+    api::JobSpec spec = InferSpec(InputFolder(12));  // 3 chunks of 4
+    spec.min_devices = 1;
+    spec.max_devices = 0;
+    GrowLab lab = StartGrowLab(2, spec);
+    const int64_t now = clock_.NowUnixMillis();
+    auto held = store_->LeaseChunks({lab.infer, 1, 0, {}, c.leased, now, now + 3'600'000});
+    ASSERT_TRUE(held.ok());
+    ASSERT_EQ(static_cast<int64_t>(held->leased.size()), c.leased);
+    Rounds(&lab, 60);  // 15 s: past the settling and a check
+    EXPECT_EQ(Grew(lab.infer), c.grows) << Reasons(lab.infer);
+    EXPECT_EQ(InferRanks(lab).size(), c.grows ? 2u : 1u);
   }
 }
 

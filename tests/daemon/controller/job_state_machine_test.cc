@@ -15,23 +15,23 @@ constexpr std::optional<S> X = std::nullopt;  // refused
 // The expected next state for every (state, event) pair, events in the
 // order of kAllJobEvents:
 //   Plan, Launch, AllRunning, RankFailed, NodeLost, Retry, Succeed, Fail, Cancel,
-//   RanksDropped, Reformed
+//   RanksDropped, Reformed, RanksJoined
 struct Row {
   S state;
-  std::array<std::optional<S>, 11> next;
+  std::array<std::optional<S>, 12> next;
 };
 const Row kExpected[] = {
-    {S::kPending, {S::kPlanned, X, X, X, X, X, X, S::kFailed, S::kCancelled, X, X}},
-    {S::kPlanned, {X, S::kStarting, X, X, S::kPending, X, X, S::kFailed, S::kCancelled, X, X}},
+    {S::kPending, {S::kPlanned, X, X, X, X, X, X, S::kFailed, S::kCancelled, X, X, X}},
+    {S::kPlanned, {X, S::kStarting, X, X, S::kPending, X, X, S::kFailed, S::kCancelled, X, X, X}},
     {S::kStarting,
-     {X, X, S::kRunning, S::kRecovering, S::kRecovering, X, X, S::kFailed, S::kCancelled, X, X}},
+     {X, X, S::kRunning, S::kRecovering, S::kRecovering, X, X, S::kFailed, S::kCancelled, X, X, X}},
     {S::kRunning,
      {X, X, X, S::kRecovering, S::kRecovering, X, S::kSucceeded, S::kFailed, S::kCancelled,
-      S::kRunning, S::kRunning}},
-    {S::kRecovering, {X, X, X, X, X, S::kPending, X, S::kFailed, S::kCancelled, X, X}},
-    {S::kSucceeded, {X, X, X, X, X, X, X, X, X, X, X}},
-    {S::kFailed, {X, X, X, X, X, X, X, X, X, X, X}},
-    {S::kCancelled, {X, X, X, X, X, X, X, X, X, X, X}},
+      S::kRunning, S::kRunning, S::kRunning}},
+    {S::kRecovering, {X, X, X, X, X, S::kPending, X, S::kFailed, S::kCancelled, X, X, X}},
+    {S::kSucceeded, {X, X, X, X, X, X, X, X, X, X, X, X}},
+    {S::kFailed, {X, X, X, X, X, X, X, X, X, X, X, X}},
+    {S::kCancelled, {X, X, X, X, X, X, X, X, X, X, X, X}},
 };
 
 const Row& ExpectedRow(S state) {
@@ -74,8 +74,8 @@ TEST(JobStateMachineTest, EveryStateEventPairMatchesTheTable) {
       }
     }
   }
-  EXPECT_EQ(allowed + refused, 88);
-  EXPECT_EQ(allowed, 22);
+  EXPECT_EQ(allowed + refused, 96);
+  EXPECT_EQ(allowed, 23);
 }
 
 struct AttemptCase {
