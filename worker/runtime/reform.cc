@@ -1,8 +1,7 @@
 #include "worker/runtime/reform.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <sys/stat.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -42,10 +41,11 @@ Result<ReformOrder> ParseReformOrder(const std::string& text) {
 }
 
 Result<DistEnv> ReformedEnv(const DistEnv& env, const ReformOrder& order) {
-  static const char* const kKeys[] = {"RANK",        "WORLD_SIZE",       "LOCAL_RANK",
-                                      "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  static const char* const kKeys[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                      "MASTER_ADDR", "MASTER_PORT"};
   for (const char* k : kKeys) {
-    if (!order.env.contains(k)) return InvalidArgument("is missing", std::string("reform.env.") + k);
+    if (!order.env.contains(k))
+      return InvalidArgument("is missing", std::string("reform.env.") + k);
   }
   // Everything else stays as the rank was started; the order's keys win.
   std::map<std::string, std::string> vars = {
@@ -121,7 +121,17 @@ std::optional<ReformOrder> ReformWatcher::ReadNewer() {
 
 void ReformWatcher::Loop() {
   while (!quit_.load()) {
-    if (ReadNewer() && !CollectivesAbandoned()) AbandonCollectives();
+    if (ReadNewer()) {
+      // Checked again under the lock SetCurrent takes: the trainer may have
+      // taken this order between ReadNewer and here, and the collectives of
+      // the world it now forms must not be abandoned (they would wait for an
+      // order that never comes). The trainer resumes collectives only after
+      // SetCurrent, so an abandon made here before it is undone.
+      MutexLock lock(mu_);
+      if (newest_ && newest_->generation > current_ && !CollectivesAbandoned()) {
+        AbandonCollectives();
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -187,12 +197,14 @@ c10::Dict<std::string, at::Tensor> LayerState(
   return out;
 }
 
-Status RestoreLayer(LayeredModel& model, int64_t layer, const c10::Dict<std::string, at::Tensor>& got,
+Status RestoreLayer(LayeredModel& model, int64_t layer,
+                    const c10::Dict<std::string, at::Tensor>& got,
                     std::map<std::string, torch::Tensor>* optimizer_state) {
   torch::NoGradGuard no_grad;
   const auto l = static_cast<size_t>(layer);
   auto take = [&](const std::string& name, torch::Tensor& into) -> Status {
-    if (!got.contains(name)) return Internal("re-formed state of layer " + std::to_string(layer) + " lacks " + name);
+    if (!got.contains(name))
+      return Internal("re-formed state of layer " + std::to_string(layer) + " lacks " + name);
     const at::Tensor t = got.at(name);
     if (t.sizes() != into.sizes()) return Internal(name + " arrived with another shape");
     into.copy_(t);
@@ -288,8 +300,7 @@ Result<ReformAgreement> SyncReformedState(Collectives& world, const HeldLayers& 
     if (t.src == me) {
       std::vector<char> bytes =
           torch::pickle_save(c10::IValue(LayerState(model, t.layer, *optimizer_state)));
-      torch::Tensor size =
-          torch::tensor({static_cast<int64_t>(bytes.size())}, i64).to(comm_device);
+      torch::Tensor size = torch::tensor({static_cast<int64_t>(bytes.size())}, i64).to(comm_device);
       torch::Tensor data = torch::empty({static_cast<int64_t>(bytes.size())}, u8);
       std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
       data = data.to(comm_device);

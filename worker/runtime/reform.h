@@ -93,7 +93,7 @@ class ReformWatcher {
                                    const std::atomic<bool>& stop) EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
   std::optional<ReformOrder> ReadNewer() EXCLUDES(mu_);
 
   const std::string path_;
