@@ -70,9 +70,10 @@ struct JobSpec {
   int64_t max_attempts = 3;
   int64_t min_devices = 1;
   int64_t max_devices = 0;  // 0: no upper limit
-  // train: whether tesserad may shrink or grow the running job onto other
-  // devices (re-forming it in place) to share the lab; false: it keeps the
-  // devices it started on until it ends or a node is lost.
+  // Whether tesserad may resize the running job to share the lab: shrink a
+  // train job for a waiting one or grow it onto free devices (re-forming it
+  // in place), grow an infer job onto free devices (new ranks); false: it
+  // keeps the devices it started on until it ends or a node is lost.
   bool elastic = true;
   std::map<std::string, std::string> env;
   // infer of a model: entrypoint: how the exported module takes and gives

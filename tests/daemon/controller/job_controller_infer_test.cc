@@ -31,8 +31,7 @@ class InferControllerTest : public JobControllerTest {
     JobControllerTest::SetUp();
     options_.lease_tokens = &tokens_;
     options_.infer_chunk_images = 4;
-    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-    ASSERT_TRUE(controller_->Recover().ok());
+    RestartController();
   }
 
   api::JobSpec InferSpec(const std::string& dataset) {
@@ -74,15 +73,6 @@ class InferControllerTest : public JobControllerTest {
     Beat(node_, Running(*desired));
     EXPECT_TRUE(controller_->Tick().ok());
     return id;
-  }
-
-  std::string Reasons(api::JobId id) {
-    std::string out;
-    auto events = store_->ListEvents(id, 0, 1000);
-    if (events.ok()) {
-      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
-    }
-    return out;
   }
 
   // The growth lab: nodes a, b, ... (one device each). A train job holds

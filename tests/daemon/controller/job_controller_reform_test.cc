@@ -27,8 +27,7 @@ class JobControllerReformTest : public JobControllerTest {
     options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
       return SmallProfile(target.model);
     };
-    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-    ASSERT_TRUE(controller_->Recover().ok());
+    RestartController();
   }
 
   api::JobSpec Builtin(const std::string& layout, int devices) {
@@ -86,15 +85,6 @@ class JobControllerReformTest : public JobControllerTest {
       }
       ASSERT_TRUE(controller_->Tick().ok());
     }
-  }
-
-  std::string Reasons(api::JobId id) {
-    std::string out;
-    auto events = store_->ListEvents(id, 0, 100);
-    if (events.ok()) {
-      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
-    }
-    return out;
   }
 };
 

@@ -26,11 +26,7 @@ class JobControllerShareTest : public JobControllerTest {
       return SmallProfile(target.model);
     };
     options_.grow_min_speedup = 0;  // growth would hand the devices back
-    Restart();
-  }
-  void Restart() {
-    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-    ASSERT_TRUE(controller_->Recover().ok());
+    RestartController();
   }
 
   // A data-parallel colorize job on up to two devices, compute-bound.
@@ -43,15 +39,6 @@ class JobControllerShareTest : public JobControllerTest {
     spec.min_devices = 1;
     spec.max_devices = 0;
     return spec;
-  }
-
-  std::string Reasons(api::JobId id) {
-    std::string out;
-    auto events = store_->ListEvents(id, 0, 100);
-    if (events.ok()) {
-      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
-    }
-    return out;
   }
 
   // Alice's job runs on a:0 and b:0; bob submits the same job. The agents
@@ -108,7 +95,7 @@ TEST_F(JobControllerShareTest, AJobThatOptsOutKeepsItsDevices) {
 
 TEST_F(JobControllerShareTest, NothingShrinksWithThePolicySwitchedOff) {
   options_.share_running_jobs = false;
-  Restart();
+  RestartController();
   Lab lab;
   RunLab(&lab, Training());
   ExpectNotShrunk(lab);
@@ -116,7 +103,7 @@ TEST_F(JobControllerShareTest, NothingShrinksWithThePolicySwitchedOff) {
 
 TEST_F(JobControllerShareTest, AMoveThatCostsMoreThanItGainsIsNotMade) {
   options_.move_cost_s = 86'400;  // a day of progress per move: never pays
-  Restart();
+  RestartController();
   Lab lab;
   RunLab(&lab, Training());
   ExpectNotShrunk(lab);

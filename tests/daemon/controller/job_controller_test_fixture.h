@@ -146,6 +146,22 @@ class JobControllerTest : public ::testing::Test {
 
   api::JobState StateOf(api::JobId id) { return store_->GetJob(id)->state; }
 
+  // Every event of the job, one "state: reason" line each.
+  std::string Reasons(api::JobId id) {
+    std::string out;
+    auto events = store_->ListEvents(id, 0, 1000);
+    if (events.ok()) {
+      for (const auto& e : *events) out += e.to_state + ": " + e.reason + "\n";
+    }
+    return out;
+  }
+
+  // A new controller on the same store and clock with options_ as they are now.
+  void RestartController() {
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
   std::vector<std::string> EventTrail(api::JobId id) {
     std::vector<std::string> out;
     auto events = store_->ListEvents(id, 0, 1000);
