@@ -257,4 +257,25 @@ Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j) {
   }
 }
 
+api::Json StoredAttemptJson(const AttemptLaunch& launch, const std::set<int64_t>& dropped) {
+  api::Json j = ToJson(launch);
+  if (!dropped.empty()) j["dropped_ranks"] = dropped;
+  return j;
+}
+
+Result<std::set<int64_t>> DroppedRanksOf(const api::Json& stored, const AttemptLaunch& launch) {
+  std::set<int64_t> out;
+  if (!stored.is_object() || !stored.contains("dropped_ranks")) return out;
+  const api::Json& list = stored["dropped_ranks"];
+  if (!list.is_array()) return Internal("stored attempt's dropped_ranks is not a list");
+  for (const api::Json& r : list) {
+    if (!r.is_number_integer() || r.get<int64_t>() < 0 ||
+        r.get<int64_t>() >= static_cast<int64_t>(launch.ranks.size())) {
+      return Internal("stored attempt's dropped_ranks names no rank of it: " + r.dump());
+    }
+    out.insert(r.get<int64_t>());
+  }
+  return out;
+}
+
 }  // namespace tessera::daemon

@@ -114,6 +114,15 @@ Result<AttemptLaunch> BuildAttemptLaunch(const api::Job& job, int64_t attempt,
 api::Json ToJson(const AttemptLaunch& launch);
 Result<AttemptLaunch> AttemptLaunchFromJson(const api::Json& j);
 
+// The stored form of a running attempt (the job attempt's plan column):
+// ToJson(launch) and, when there are any, the ranks it goes on without
+// ("dropped_ranks": a re-form left them out, a lost or yielding infer rank),
+// so that a restarted controller neither hands nor counts them.
+api::Json StoredAttemptJson(const AttemptLaunch& launch, const std::set<int64_t>& dropped);
+// The dropped ranks `stored` names: none for an attempt stored without
+// them; kInternal when the list is malformed or names no rank of `launch`.
+Result<std::set<int64_t>> DroppedRanksOf(const api::Json& stored, const AttemptLaunch& launch);
+
 // The rendezvous port an attempt tries first: spread over the configured
 // span so consecutive attempts and concurrent jobs rarely meet.
 int MasterPortFor(api::JobId job, int64_t attempt, const LaunchOptions& options);

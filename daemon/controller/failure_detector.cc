@@ -25,7 +25,8 @@ NodeHealth ClassifyNode(int64_t silence_ms, const FailureDetectorOptions& o) {
 
 int64_t CheckDeadAfterMs(const FailureDetectorOptions& o, int64_t hold_ms) {
   if (o.check_dead_after_ms > 0) return o.check_dead_after_ms;
-  return std::clamp<int64_t>(hold_ms, 0, o.heartbeat_interval_ms) + o.heartbeat_interval_ms * 3 / 5;
+  return std::clamp<int64_t>(hold_ms, 0, o.heartbeat_interval_ms) +
+         std::max<int64_t>(o.heartbeat_interval_ms * 3 / 5, kMinCheckReturnMs);
 }
 
 void PeerLossChecks::Begin(const std::string& node, TimePoint now) {

@@ -13,7 +13,11 @@
 // began ends the check. The window is longer than the longest gap between a
 // live agent's beats: its last beat's hold (the wait_ms it asked for, at most
 // an interval; an agent whose held answer comes beats again at once) plus
-// 0.6 of an interval for the answer, the agent's own work and the way back.
+// time for the answer, the agent's own work and the way back: 0.6 of an
+// interval, and never less than kMinCheckReturnMs, since a loaded host delays
+// a process by the same absolute time whatever the interval (an agent that
+// had just been answered at once, on a host running several jobs' workers,
+// was once 120 ms late and killed: hold 0 plus 0.6 of a 200 ms interval).
 // A node running workers asks for short holds (agent busy_hold), so it is
 // found dead sooner than an idle one.
 //
@@ -33,12 +37,16 @@ namespace tessera::daemon {
 enum class NodeHealth { kHealthy, kSuspect, kDead };
 std::string_view NodeHealthName(NodeHealth health);  // "healthy" | "suspect" | "dead"
 
+// The least time a checked node gets, past its hold, to beat again.
+inline constexpr int64_t kMinCheckReturnMs = 500;
+
 struct FailureDetectorOptions {
   int64_t heartbeat_interval_ms = 1000;
   int64_t suspect_after_missed = 2;
   int64_t dead_after_ms = 3000;
   // Silence after which a node under a peer-loss check is dead; 0: the
-  // node's last hold plus 0.6 intervals (see the file comment).
+  // node's last hold plus 0.6 intervals, at least kMinCheckReturnMs (see the
+  // file comment).
   int64_t check_dead_after_ms = 0;
 };
 

@@ -48,14 +48,17 @@ Status JobController::Recover() {
       auto attempt = store_->GetAttempt(job.id, job.attempt);
       Result<AttemptLaunch> launch = attempt.ok() ? AttemptLaunchFromJson(attempt->plan)
                                                   : Result<AttemptLaunch>(attempt.status());
-      if (!launch.ok()) {
+      Result<std::set<int64_t>> dropped = launch.ok() ? DroppedRanksOf(attempt->plan, *launch)
+                                                      : Result<std::set<int64_t>>(launch.status());
+      if (!dropped.ok()) {
         auto st =
             StepLocked(job, JobEvent::kFail,
-                       "cannot resume after controller restart: " + launch.status().message());
+                       "cannot resume after controller restart: " + dropped.status().message());
         if (!st.ok()) return st.status();
         continue;
       }
       active_[job.id] = ActiveOf(job, *std::move(launch));
+      active_[job.id].dropped = *std::move(dropped);
       spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
                    active_[job.id].launch.ranks.size());
     }
@@ -81,6 +84,44 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
             active.launch.job_id, active.launch.attempt, r.launch.key.rank);
       }
     }
+  }
+  return out;
+}
+
+bool JobController::UnderSlurm(const std::string& node) const {
+  return options_.node_up && options_.node_up(node).has_value();
+}
+
+JobController::LiveDevices JobController::LiveDevicesLocked(const Active& active) const {
+  LiveDevices out;
+  for (const RankLaunch& r : active.launch.ranks) {
+    if (active.dropped.contains(r.launch.key.rank)) continue;
+    const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    out.every_rank_runs = out.every_rank_runs && w != nullptr &&
+                          w->state == api::WorkerState::kRunning && !UnderSlurm(r.node);
+    out.devices.insert(DeviceKey(r.node, r.device_index));
+  }
+  return out;
+}
+
+void JobController::SaveAttemptLocked(const Active& active) {
+  const AttemptLaunch& l = active.launch;
+  Status saved = store_->SetAttemptPlan(l.job_id, l.attempt, StoredAttemptJson(l, active.dropped));
+  if (!saved.ok()) {
+    spdlog::warn("job {}: attempt {} not saved as it runs now: {}", l.job_id, l.attempt,
+                 saved.ToString());
+  }
+}
+
+std::map<api::JobId, api::Job> JobController::ActiveJobRecords() {
+  std::vector<api::JobId> ids;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, active] : active_) ids.push_back(id);
+  }
+  std::map<api::JobId, api::Job> out;
+  for (api::JobId id : ids) {
+    if (auto job = store_->GetJob(id); job.ok()) out.emplace(id, std::move(*job));
   }
   return out;
 }
@@ -129,9 +170,12 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
   response.heartbeat_interval_ms = options_.detector.heartbeat_interval_ms;
   std::map<api::WorkerKey, int64_t> parked_with;
   bool park = false;
+  // The beat's arrival, taken before the lock: a tick that holds the lock
+  // must not make a live node look silent for as long as it waits.
+  const Steady::time_point arrived = clock_->SteadyNow();
   {
     MutexLock lock(mu_);
-    reports_[request.node] = Report{clock_->SteadyNow(), request.workers, request.wait_ms};
+    reports_[request.node] = Report{arrived, request.workers, request.wait_ms};
     ObserveComputeLocked(request);
     response.desired = DesiredForLocked(request.node);
     std::map<api::WorkerKey, int64_t> handed = HandedOf(response.desired);

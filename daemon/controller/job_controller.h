@@ -242,6 +242,24 @@ class JobController {
                                   const api::JobSpec& spec);
   const api::WorkerStatus* FindReportLocked(const std::string& node,
                                             const api::WorkerKey& key) const REQUIRES(mu_);
+  // Whether Slurm says whether `node` is up (options_.node_up answers for it):
+  // its ranks are Slurm's to place, not the controller's to move.
+  bool UnderSlurm(const std::string& node) const;
+  // The devices ("node:index") of `active`'s live ranks (dropped ones left
+  // out), and whether each of them is reported running on a node not
+  // UnderSlurm: what a re-form or growth of a running attempt starts from.
+  struct LiveDevices {
+    std::set<std::string> devices;
+    bool every_rank_runs = true;
+  };
+  LiveDevices LiveDevicesLocked(const Active& active) const REQUIRES(mu_);
+  // Rewrites `active`'s stored attempt (its launch and dropped ranks,
+  // StoredAttemptJson), so a restarted controller adopts the attempt as it
+  // runs now. A failed write is logged: the running attempt goes on.
+  void SaveAttemptLocked(const Active& active) REQUIRES(mu_);
+  // The stored records of the jobs with an active attempt, read outside the
+  // lock (the store is slow); a job the store cannot read is left out.
+  std::map<api::JobId, api::Job> ActiveJobRecords() EXCLUDES(mu_);
   bool JobHasLiveWorkersLocked(api::JobId job,
                                const std::map<std::string, NodeHealth>& health) const REQUIRES(mu_);
   // Called when `active`'s attempt of `job` ended with a failed rank or a

@@ -54,6 +54,7 @@ Status JobController::DropInferRanksLocked(const api::Job& job, Active* active,
     (void)released;
     active->dropped.insert(rank);
   }
+  SaveAttemptLocked(*active);  // a restarted controller hands them no more
   TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kRanksDropped, why));
   (void)next;
   ++generation_;
@@ -203,12 +204,9 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
     return Status::Ok();
   }
   infer_grow_checked_at_ = now;
-  auto under_slurm = [this](const std::string& node) {
-    return options_.node_up && options_.node_up(node).has_value();
-  };
   std::set<std::string> free;  // (1)
   for (const api::Node& n : nodes) {
-    if (n.health != "healthy" || under_slurm(n.name)) continue;
+    if (n.health != "healthy" || UnderSlurm(n.name)) continue;
     for (const api::Device& d : n.devices) {
       const std::string key = DeviceKey(n.name, d.index);
       if (!d.busy && !held.contains(key)) free.insert(key);
@@ -232,16 +230,11 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
           SteadyMs(active.launched_at) < options_.grow_settle_ms) {
         continue;
       }
-      Candidate c{id, active.launch.attempt, active.launch.ranks.size(), active.dropped.size(), {}};
-      bool running = true;
-      for (const RankLaunch& r : active.launch.ranks) {
-        if (active.dropped.contains(r.launch.key.rank)) continue;
-        const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
-        running = running && w != nullptr && w->state == api::WorkerState::kRunning &&
-                  !under_slurm(r.node);
-        c.devices.insert(DeviceKey(r.node, r.device_index));
+      LiveDevices live = LiveDevicesLocked(active);
+      if (live.every_rank_runs && !live.devices.empty()) {
+        candidates.push_back({id, active.launch.attempt, active.launch.ranks.size(),
+                              active.dropped.size(), std::move(live.devices)});
       }
-      if (running && !c.devices.empty()) candidates.push_back(std::move(c));
     }
   }
   if (candidates.empty()) return Status::Ok();
@@ -341,13 +334,7 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
     }
     active.launch = std::move(grown->launch);
     for (int64_t r : grown->joined) active.joining[r] = clock_->SteadyNow();
-    // The stored attempt, so a restarted controller hands the new ranks too.
-    if (auto record = store_->GetAttempt(c.id, c.attempt); record.ok()) {
-      record->plan = ToJson(active.launch);
-      if (store_->DeleteAttempt(c.id, record->attempt).ok()) {
-        store_->InsertAttempt(*record).IgnoreError();
-      }
-    }
+    SaveAttemptLocked(active);  // a restarted controller hands the new ranks too
     ++generation_;
     grew = true;
     usage[job->owner].devices += static_cast<int64_t>(gained.size());

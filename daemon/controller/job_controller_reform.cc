@@ -49,7 +49,7 @@ Result<bool> JobController::ReformTrainLocked(
       *why = "rank " + std::to_string(r.launch.key.rank) + " is not running";
       return false;
     }
-    if (options_.node_up && options_.node_up(r.node)) {
+    if (UnderSlurm(r.node)) {
       *why = "rank " + std::to_string(r.launch.key.rank) + " runs under Slurm, not an agent";
       return false;
     }
@@ -158,12 +158,7 @@ Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* activ
   active->launched_at = clock_->SteadyNow();
   // Observations map ranks to stages by the first plan's numbering.
   active->correction_key.clear();
-  if (auto record = store_->GetAttempt(job.id, old.attempt); record.ok()) {
-    record->plan = ToJson(active->launch);
-    if (store_->DeleteAttempt(job.id, record->attempt).ok()) {
-      store_->InsertAttempt(*record).IgnoreError();
-    }
-  }
+  SaveAttemptLocked(*active);
   TESSERA_ASSIGN_OR_RETURN(api::Job next, StepLocked(job, JobEvent::kReformed, reason, plan_json));
   (void)next;
   ++generation_;
@@ -194,23 +189,21 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     std::set<std::string> devices;
   };
   std::vector<Candidate> candidates;
+  const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
     for (const auto& [id, active] : active_) {
       if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
-      auto job = store_->GetJob(id);
-      if (!job.ok() || job->state != JobState::kRunning || !job->spec.elastic) continue;
-      if (ReformBlocker(job->spec, active.launch)) continue;
-      Candidate c{*job, active.launch.attempt, NextReformGeneration(active.launch), {}};
-      bool running = true;
-      for (const RankLaunch& r : active.launch.ranks) {
-        if (active.dropped.contains(r.launch.key.rank)) continue;
-        const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
-        running = running && w != nullptr && w->state == api::WorkerState::kRunning &&
-                  !(options_.node_up && options_.node_up(r.node));
-        c.devices.insert(DeviceKey(r.node, r.device_index));
+      auto job = records.find(id);
+      if (job == records.end()) continue;
+      const api::Job& j = job->second;
+      if (j.state != JobState::kRunning || !j.spec.elastic) continue;
+      if (ReformBlocker(j.spec, active.launch)) continue;
+      LiveDevices live = LiveDevicesLocked(active);
+      if (live.every_rank_runs) {
+        candidates.push_back({j, active.launch.attempt, NextReformGeneration(active.launch),
+                              std::move(live.devices)});
       }
-      if (running) candidates.push_back(std::move(c));
     }
   }
   for (const Candidate& c : candidates) {

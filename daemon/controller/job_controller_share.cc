@@ -75,24 +75,19 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     bool movable = false;
   };
   std::vector<Running> running;  // (2)
+  const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
     for (const auto& [id, active] : active_) {
-      auto job = store_->GetJob(id);
-      if (!job.ok()) continue;
-      Running r{*job, active.launch.attempt, NextReformGeneration(active.launch), {}, false};
-      bool every_rank_runs = true;
-      for (const RankLaunch& rank : active.launch.ranks) {
-        if (active.dropped.contains(rank.launch.key.rank)) continue;
-        const api::WorkerStatus* w = FindReportLocked(rank.node, rank.launch.key);
-        every_rank_runs = every_rank_runs && w != nullptr &&
-                          w->state == api::WorkerState::kRunning &&
-                          !(options_.node_up && options_.node_up(rank.node));
-        r.devices.insert(DeviceKey(rank.node, rank.device_index));
-      }
-      r.movable = job->state == JobState::kRunning && job->spec.kind == api::JobKind::kTrain &&
-                  job->spec.elastic && !ReformBlocker(job->spec, active.launch) &&
-                  SteadyMs(active.launched_at) >= options_.grow_settle_ms && every_rank_runs;
+      auto job = records.find(id);
+      if (job == records.end()) continue;  // it became active since: the next round
+      LiveDevices live = LiveDevicesLocked(active);
+      Running r{job->second, active.launch.attempt, NextReformGeneration(active.launch),
+                std::move(live.devices), false};
+      const api::Job& j = job->second;
+      r.movable = j.state == JobState::kRunning && j.spec.kind == api::JobKind::kTrain &&
+                  j.spec.elastic && !ReformBlocker(j.spec, active.launch) &&
+                  SteadyMs(active.launched_at) >= options_.grow_settle_ms && live.every_rank_runs;
       running.push_back(std::move(r));
     }
   }

@@ -231,6 +231,15 @@ Status MemoryStore::DeleteAttempt(api::JobId job, int64_t attempt) {
   return Status::Ok();
 }
 
+Status MemoryStore::SetAttemptPlan(api::JobId job, int64_t attempt, const api::Json& plan) {
+  MutexLock lock(mu_);
+  ++writes_;
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end()) return NotFound("attempt not found");
+  it->second.plan = plan;
+  return Status::Ok();
+}
+
 Status MemoryStore::UpsertNode(const api::Node& node) {
   TESSERA_RETURN_IF_ERROR(ValidateNode(node));
   MutexLock lock(mu_);

@@ -107,4 +107,17 @@ Status SqliteStore::DeleteAttempt(api::JobId job, int64_t attempt) {
   });
 }
 
+Status SqliteStore::SetAttemptPlan(api::JobId job, int64_t attempt, const api::Json& plan) {
+  const std::optional<std::string> text = JsonColumn(plan);
+  return Write([&](sqlite3* db) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        Stmt up,
+        Stmt::Prepare(db, "UPDATE job_attempts SET plan = ? WHERE job_id = ? AND attempt = ?"));
+    up.Bind(1, text).Bind(2, job).Bind(3, attempt);
+    TESSERA_RETURN_IF_ERROR(up.Run());
+    if (sqlite3_changes(db) == 0) return NotFound("attempt not found");
+    return Status::Ok();
+  });
+}
+
 }  // namespace tessera::daemon

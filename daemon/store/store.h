@@ -271,6 +271,9 @@ class Store {
   virtual Status FinishAttempt(api::JobId job, int64_t attempt, int64_t ended_ms,
                                std::string_view result) = 0;
   virtual Status DeleteAttempt(api::JobId job, int64_t attempt) = 0;
+  // Replaces the attempt's plan in one write (a running attempt that
+  // re-formed, grew or dropped ranks). kNotFound when there is no such attempt.
+  virtual Status SetAttemptPlan(api::JobId job, int64_t attempt, const api::Json& plan) = 0;
 
   // ---- nodes ----
   // Inserts or replaces the node and its whole device list (device.node is

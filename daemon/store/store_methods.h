@@ -1,6 +1,6 @@
 // The Store's row methods as one list (an X-macro), so that every backend
 // declares its overrides, and every wrapper forwards them, from the list
-// instead of writing the 42 signatures again. Contracts: daemon/store/store.h.
+// instead of writing the 43 signatures again. Contracts: daemon/store/store.h.
 //
 // TESSERA_STORE_METHODS(X) calls X(kind, return type, name, (parameters),
 // (arguments)) once per method; kind is Read or Write (how FaultyStore counts
@@ -28,6 +28,7 @@
   X(Read, Result<std::vector<JobAttempt>>, ListAttempts, (api::JobId job), (job)) \
   X(Write, Status, FinishAttempt, (api::JobId job, int64_t attempt, int64_t ended_ms, std::string_view result), (job, attempt, ended_ms, result)) \
   X(Write, Status, DeleteAttempt, (api::JobId job, int64_t attempt), (job, attempt)) \
+  X(Write, Status, SetAttemptPlan, (api::JobId job, int64_t attempt, const api::Json& plan), (job, attempt, plan)) \
   X(Write, Status, UpsertNode, (const api::Node& node), (node)) \
   X(Read, Result<api::Node>, GetNode, (std::string_view name), (name)) \
   X(Read, Result<std::vector<api::Node>>, ListNodes, (), ()) \

@@ -67,9 +67,15 @@ TEST(FailureDetectorTest, PeerLossCheckKillsASilentNodeBeforeTheTimeout) {
 }
 
 TEST(FailureDetectorTest, CheckWindowFollowsTheIntervalUnlessSet) {
-  FailureDetectorOptions o{.heartbeat_interval_ms = 200};
-  EXPECT_EQ(CheckDeadAfterMs(o, 200), 320);
-  EXPECT_EQ(CheckDeadAfterMs(o, 50), 170);
+  FailureDetectorOptions o{.heartbeat_interval_ms = 2000};
+  EXPECT_EQ(CheckDeadAfterMs(o, 2000), 3200);
+  EXPECT_EQ(CheckDeadAfterMs(o, 50), 1250);
+  // A short interval: the hold plus at least kMinCheckReturnMs, however
+  // small 0.6 intervals are (an agent answered at once on a loaded host).
+  o.heartbeat_interval_ms = 200;
+  EXPECT_EQ(CheckDeadAfterMs(o, 200), 200 + kMinCheckReturnMs);
+  EXPECT_EQ(CheckDeadAfterMs(o, 0), kMinCheckReturnMs);
+  EXPECT_EQ(CheckDeadAfterMs(o, 50), 50 + kMinCheckReturnMs);
   o.check_dead_after_ms = 700;
   EXPECT_EQ(CheckDeadAfterMs(o, 50), 700);
 }

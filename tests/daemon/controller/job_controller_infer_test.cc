@@ -256,6 +256,13 @@ TEST_F(InferControllerTest, ALostNodeCostsOnlyItsChunksAndTheAttemptGoesOn) {
   auto still = Beat(a, Running(desired["a"]));
   ASSERT_EQ(still.desired.size(), 1u);
   EXPECT_EQ(still.desired[0].key, desired["a"].desired[0].key);
+  // A restarted controller adopts the attempt as it runs: b, back, is handed
+  // nothing (its rank was dropped), a keeps its rank.
+  RestartController();
+  EXPECT_TRUE(Beat(b).desired.empty());
+  still = Beat(a, Running(desired["a"]));
+  ASSERT_EQ(still.desired.size(), 1u);
+  EXPECT_EQ(still.desired[0].key, desired["a"].desired[0].key);
   // The chunk b held is a's to lease now (its lease had 30 s left).
   const int64_t later = clock_.NowUnixMillis();
   auto taken = store_->LeaseChunks({id, 1, rank_a, {}, 2, later, later + 30'000});

@@ -138,6 +138,25 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
   EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
   ASSERT_EQ(ports.size(), 1u);
   EXPECT_NE(*ports.begin(), old_port) << "the old master may still hold its port";
+
+  // A restarted controller adopts the attempt as it runs now: the survivors
+  // keep their places, and the lost node, back, is handed nothing.
+  RestartController();
+  for (auto* n : {&a, &b, &c}) {
+    const api::HeartbeatResponse d =
+        Beat(*n, n->name == victim ? std::vector<api::WorkerStatus>{} : runs[n->name]);
+    if (n->name == victim) {
+      EXPECT_TRUE(d.desired.empty()) << "the lost rank is handed again";
+      continue;
+    }
+    ASSERT_EQ(d.desired.size(), 1u) << n->name;
+    EXPECT_EQ(d.desired[0].key, desired[n->name].desired[0].key);
+    ASSERT_TRUE(d.desired[0].reform.is_object()) << n->name;
+    EXPECT_EQ(d.desired[0].reform["generation"], 1);
+  }
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(id), JobState::kRunning) << Reasons(id);
+  EXPECT_EQ(store_->GetJob(id)->attempt, 1);
 }
 
 // A survivor's agent parked in a long poll gets its new place at once: a

@@ -233,6 +233,17 @@ TEST_P(StoreTest, AttemptsCrud) {
   EXPECT_EQ(got->result, "rank 2 exited 137");
   EXPECT_EQ(store_->FinishAttempt(job.id, 9, 1, "x").code(), StatusCode::kNotFound);
 
+  // A re-formed attempt's plan replaces the stored one; the rest stays.
+  const api::Json reformed = {{"layout", "data"}, {"dropped_ranks", {2}}};
+  ASSERT_TRUE(store_->SetAttemptPlan(job.id, 1, reformed).ok());
+  got = store_->GetAttempt(job.id, 1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->plan, reformed);
+  EXPECT_EQ(got->started_ms, 100);
+  EXPECT_EQ(got->result, "rank 2 exited 137");
+  EXPECT_EQ(store_->GetAttempt(job.id, 2)->plan, api::Json());
+  EXPECT_EQ(store_->SetAttemptPlan(job.id, 9, reformed).code(), StatusCode::kNotFound);
+
   ASSERT_TRUE(store_->DeleteAttempt(job.id, 2).ok());
   EXPECT_EQ(store_->GetAttempt(job.id, 2).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->DeleteAttempt(job.id, 2).code(), StatusCode::kNotFound);
