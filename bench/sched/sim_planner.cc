@@ -8,13 +8,12 @@
 
 namespace tessera::scheduler::sim {
 
-SimPlanner::SimPlanner(const ClusterSnapshot& cluster) : cluster_(cluster) {
+SimPlanner::SimPlanner(const ClusterSnapshot& cluster) : cluster_(cluster), classes_(cluster) {
   for (const std::string& m : BuiltinProfileNames()) profiles_.emplace(m, *BuiltinProfile(m));
 }
 
-SimPlanner::SimPlanner(const ClusterSnapshot& cluster,
-                       std::map<std::string, ModelProfile> profiles)
-    : cluster_(cluster), profiles_(std::move(profiles)) {}
+SimPlanner::SimPlanner(const ClusterSnapshot& cluster, std::map<std::string, ModelProfile> profiles)
+    : cluster_(cluster), classes_(cluster), profiles_(std::move(profiles)) {}
 
 Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const DeviceSet& busy) {
   std::string key = job.model + "|" + std::to_string(job.global_batch) + "|" +
@@ -45,28 +44,38 @@ Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const
 
 Result<RateOnDevices> SimPlanner::Rate(const TraceJob& job, int64_t max_devices,
                                        const DeviceSet& on) {
-  // Plan on the first k devices of each node, k = how many of that node `on`
-  // holds; then give the plan's per-node counts back as devices of `on`.
-  std::map<std::string, std::vector<std::string>> mine;  // node -> devices of `on`
-  for (const std::string& d : on) mine[d.substr(0, d.rfind(':'))].push_back(d);
-  DeviceSet busy;
-  for (const Node& n : cluster_.nodes) {
-    const auto it = mine.find(n.name);
-    const size_t k = it == mine.end() ? 0 : it->second.size();
-    for (size_t i = k; i < n.devices.size(); ++i) {
-      busy.insert(DeviceId{n.name, n.devices[i].index}.ToString());
+  // Plan on the representative set of `on`'s shape (NodeClasses), remembered
+  // by the shape; then rename the plan's devices to devices of `on`.
+  // Fewer devices than the job's minimum: no plan. A maximum the set does
+  // not reach bounds nothing: one question for every such maximum.
+  const auto size = static_cast<int64_t>(on.size());
+  if (size < std::max<int64_t>(job.min_devices, 1)) return RateOnDevices{};
+  if (max_devices >= size) max_devices = 0;
+  TESSERA_ASSIGN_OR_RETURN(NodeClasses::Shape shape, classes_.Canonicalize(on));
+  const std::string key = job.model + "|" + std::to_string(job.global_batch) + "|" +
+                          std::to_string(job.min_devices) + "|" + std::to_string(max_devices) +
+                          "|" + shape.key;
+  auto it = rates_.find(key);
+  if (it == rates_.end()) {
+    DeviceSet busy;
+    for (const Node& n : cluster_.nodes) {
+      for (const Device& d : n.devices) {
+        const std::string id = DeviceId{n.name, d.index}.ToString();
+        if (!shape.representative.contains(id)) busy.insert(id);
+      }
     }
+    Result<PlanSet> plans = Plan(job, max_devices, busy);
+    Rated rated;
+    if (plans.ok() && !plans->plans.empty()) {
+      const scheduler::Plan& best = plans->plans.front();
+      rated.rate = static_cast<double>(job.global_batch) / best.predicted.step_s;
+      rated.planned = best.Devices();
+    }
+    it = rates_.emplace(key, std::move(rated)).first;
   }
-  Result<PlanSet> plans = Plan(job, max_devices, busy);
-  if (!plans.ok() || plans->plans.empty()) return RateOnDevices{};
-  const scheduler::Plan& best = plans->plans.front();
   RateOnDevices out;
-  out.rate = static_cast<double>(job.global_batch) / best.predicted.step_s;
-  std::map<std::string, size_t> used;
-  for (const DeviceId& d : best.Devices()) ++used[d.node];
-  for (const auto& [node, n] : used) {
-    for (size_t i = 0; i < n; ++i) out.used.insert(mine.at(node)[i]);
-  }
+  out.rate = it->second.rate;
+  out.used = shape.ToQuery(it->second.planned);
   return out;
 }
 

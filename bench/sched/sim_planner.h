@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "bench/sched/trace.h"
 #include "common/status.h"
 #include "scheduler/cluster_snapshot.h"
 #include "scheduler/model_profile.h"
+#include "scheduler/node_classes.h"
 #include "scheduler/plan.h"
 #include "scheduler/queue_pass.h"
 #include "scheduler/share_policy.h"
@@ -35,17 +37,22 @@ class SimPlanner {
   Result<PlanSet> Plan(const TraceJob& job, int64_t max_devices, const DeviceSet& busy);
 
   // The job's best plan on at most `max_devices` of `on`: samples per second
-  // and the devices it uses. One node's devices are interchangeable (every
-  // cluster here has one GPU type per node), so answers are remembered by how
-  // many devices of each node `on` holds.
+  // and the devices it uses. Answers are remembered by the set's shape
+  // (scheduler/node_classes.h): alike nodes and devices are one question.
   Result<RateOnDevices> Rate(const TraceJob& job, int64_t max_devices, const DeviceSet& on);
 
   int64_t plans_made() const { return plans_made_; }
 
  private:
+  struct Rated {
+    double rate = 0;                // 0: no plan
+    std::vector<DeviceId> planned;  // on the shape's representative set
+  };
   const ClusterSnapshot& cluster_;
+  NodeClasses classes_;
   std::map<std::string, ModelProfile> profiles_;
   std::map<std::string, Result<PlanSet>> cache_;
+  std::map<std::string, Rated> rates_;  // by job and shape
   int64_t plans_made_ = 0;
 };
 
