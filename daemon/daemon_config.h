@@ -41,7 +41,8 @@ struct DaemonConfig {
   int64_t crash_loop_window_ms = 300'000;  // JobControllerOptions::crash_loop_window_ms
   double grow_min_speedup = 1.2;           // JobControllerOptions::grow_min_speedup; 0: never grow
   // JobControllerOptions::share_running_jobs / move_cost_s: running train jobs
-  // shrink for waiting ones when the share policy finds it pays.
+  // shrink for waiting ones when the share policy finds it pays; move_cost_s
+  // is charged until a re-form has been measured (move_costs.h).
   bool share_running_jobs = true;
   double move_cost_s = 10;
   int64_t stop_grace_ms = 5000;       // SIGTERM -> SIGKILL for cancelled ranks

@@ -34,6 +34,7 @@ JobController::JobController(Store* store, const Clock* clock, JobControllerOpti
       clock_(clock),
       options_(std::move(options)),
       started_(clock->SteadyNow()),
+      move_costs_(options_.move_cost_s),
       lister_(store, InputListerOptions{options_.infer_chunk_images}) {}
 
 int64_t JobController::SteadyMs(Steady::time_point t) const {
@@ -177,6 +178,7 @@ void JobController::OnHeartbeat(const api::HeartbeatRequest& request, HeartbeatD
     MutexLock lock(mu_);
     reports_[request.node] = Report{arrived, request.workers, request.wait_ms};
     ObserveComputeLocked(request);
+    ObserveStepsLocked(request, arrived);
     response.desired = DesiredForLocked(request.node);
     std::map<api::WorkerKey, int64_t> handed = HandedOf(response.desired);
     if (request.wait_ms > 0 && !shutting_down_) {
@@ -359,6 +361,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
                           api::JobStateName(job->state))
           .IgnoreError();
       RememberStoppingMasterLocked(it->second.launch);
+      move_costs_.Forget(it->first);
       it = active_.erase(it);
       ++generation_;
       continue;
@@ -518,6 +521,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       retry_at_[job->id] = clock_->SteadyNow() + std::chrono::milliseconds(backoff);
     }
     RememberStoppingMasterLocked(it->second.launch);
+    move_costs_.Forget(it->first);
     it = active_.erase(it);
     ++generation_;
   }
@@ -681,6 +685,30 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
                     active.correction_key, type->second,
                     corrections_.Factor(active.correction_key, type->second),
                     corrections_.Samples(active.correction_key, type->second));
+      }
+    }
+  }
+}
+
+void JobController::ObserveStepsLocked(const api::HeartbeatRequest& request,
+                                       Steady::time_point arrived) {
+  for (const api::WorkerStatus& w : request.workers) {
+    auto it = active_.find(w.key.job_id);
+    if (it == active_.end() || it->second.launch.infer ||
+        w.key.attempt != it->second.launch.attempt) {
+      continue;
+    }
+    std::vector<const api::Json*> lines;
+    for (const api::Json& line : w.progress_lines) lines.push_back(&line);
+    lines.push_back(&w.progress);
+    for (const api::Json* line : lines) {
+      if (!line->is_object() || !line->contains("step") || !(*line)["step"].is_number_integer()) {
+        continue;
+      }
+      if (std::optional<double> cost =
+              move_costs_.Stepped(w.key.job_id, (*line)["step"].get<int64_t>(), arrived)) {
+        spdlog::info("job {}: the re-formed ranks stepped on; the re-form cost {:.1f} s", it->first,
+                     *cost);
       }
     }
   }

@@ -69,6 +69,7 @@
 #include "daemon/controller/job_admission.h"
 #include "daemon/controller/job_state_machine.h"
 #include "daemon/controller/long_poll_set.h"
+#include "daemon/controller/move_costs.h"
 #include "daemon/controller/planning.h"
 #include "daemon/controller/queue_view.h"
 #include "daemon/store/store.h"
@@ -112,8 +113,9 @@ struct JobControllerOptions {
   // while a train job waits for devices, the share policy may shrink running
   // train jobs that can re-form and allow it (JobSpec::elastic), settled for
   // grow_settle_ms, when the lab's predicted normalized throughput gains more
-  // over share_horizon_s (or the job's remaining time) than move_cost_s of the
-  // job's progress. Checked at most every grow_check_ms.
+  // over share_horizon_s (or the job's remaining time) than a move costs: the
+  // job's last re-form as measured (move_costs.h), else the mean of those
+  // measured, else move_cost_s. Checked at most every grow_check_ms.
   bool share_running_jobs = true;
   double move_cost_s = 10;
   double share_horizon_s = 1800;
@@ -355,6 +357,7 @@ class JobController {
   uint64_t generation_ GUARDED_BY(mu_) = 0;  // bumped with every change of active_
   bool shutting_down_ GUARDED_BY(mu_) = false;
   std::map<api::JobId, Active> active_ GUARDED_BY(mu_);
+  MoveCosts move_costs_ GUARDED_BY(mu_);  // what re-forms of train jobs cost
   std::map<std::string, Report> reports_ GUARDED_BY(mu_);
   // What the last answer to each node handed it: each desired key with its
   // re-form generation. A beat is parked only while that is still what the
@@ -393,6 +396,10 @@ class JobController {
   // Compute observations of running train ranks (OnHeartbeat) and the factors
   // plans apply (Plan); its own short lock, so planning outside mu_ reads it.
   void ObserveComputeLocked(const api::HeartbeatRequest& request) REQUIRES(mu_);
+  // Hands the completed steps the ranks of active train attempts report to
+  // move_costs_ (a beat that arrived at `arrived`).
+  void ObserveStepsLocked(const api::HeartbeatRequest& request,
+                          std::chrono::steady_clock::time_point arrived) REQUIRES(mu_);
   Mutex corrections_mu_;  // taken after mu_ when both are held
   scheduler::ComputeCorrection corrections_ GUARDED_BY(corrections_mu_);
   std::map<std::string, std::string> device_types_ GUARDED_BY(mu_);  // "node:index" -> type

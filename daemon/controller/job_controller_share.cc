@@ -19,8 +19,10 @@
 //      group per node and device type.
 //   4. Allocate (outside the lock): a job's throughput on a set of devices is
 //      its global batch over the predicted step of its best plan there; a
-//      move costs move_cost_s of the job's progress, gained back over
-//      share_horizon_s or the job's predicted remaining time.
+//      move costs what the job's last re-form took (daemon/controller/
+//      move_costs.h; before any, the mean of the re-forms measured, else
+//      move_cost_s), gained back over share_horizon_s or the job's
+//      predicted remaining time.
 //   5. Each running job the policy shrinks re-forms onto its plan on the
 //      devices left to it, the policy's reason as the event ("shrinks to
 //      a:0: job 2 of bob takes its devices; ..."), unless the attempt changed
@@ -73,6 +75,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     int64_t generation = 0;
     scheduler::DeviceSet devices;
     bool movable = false;
+    MoveCosts::Charge move;  // what a move of it costs
   };
   std::vector<Running> running;  // (2)
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
@@ -88,6 +91,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       r.movable = j.state == JobState::kRunning && j.spec.kind == api::JobKind::kTrain &&
                   j.spec.elastic && !ReformBlocker(j.spec, active.launch) &&
                   SteadyMs(active.launched_at) >= options_.grow_settle_ms && live.every_rank_runs;
+      r.move = move_costs_.For(id);
       running.push_back(std::move(r));
     }
   }
@@ -162,7 +166,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       const double samples = static_cast<double>(std::max<int64_t>(r.job.spec.steps - step, 0)) *
                              static_cast<double>(r.job.spec.global_batch);
       a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
-      a.move_cost_s = options_.move_cost_s;
+      a.move_cost_s = r.move.seconds;
     }
     jobs.push_back(std::move(a));
   }
@@ -212,8 +216,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       if (!it->second.dropped.contains(rank.launch.key.rank)) ranks.insert(rank.launch.key.rank);
     }
     std::string why;
-    TESSERA_ASSIGN_OR_RETURN(bool shrunk, ApplyReformLocked(r->job, &it->second, plan->second, open,
-                                                            ranks, {}, d.reason, &why));
+    TESSERA_ASSIGN_OR_RETURN(bool shrunk,
+                             ApplyReformLocked(r->job, &it->second, plan->second, open, ranks, {},
+                                               d.reason + " (" + r->move.basis + ")", &why));
     if (shrunk) {
       changed = true;
     } else {

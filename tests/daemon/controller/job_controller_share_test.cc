@@ -109,5 +109,57 @@ TEST_F(JobControllerShareTest, AMoveThatCostsMoreThanItGainsIsNotMade) {
   ExpectNotShrunk(lab);
 }
 
+// A move costs what the job's own last re-form took, not the configured
+// guess: with a day configured, a job whose re-form after a lost node was
+// measured (its re-formed ranks stepped on 3 s later) shrinks for bob's job;
+// one whose re-formed ranks have not stepped yet (nothing measured) keeps
+// its devices.
+TEST_F(JobControllerShareTest, AMoveCostsWhatTheJobsLastReformTook) {
+  for (bool stepped : {true, false}) {
+    SCOPED_TRACE(stepped ? "its re-form measured" : "nothing measured");
+    TearDown();
+    SetUp();
+    options_.move_cost_s = 86'400;
+    RestartController();
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+    for (auto* n : {&a, &b, &c}) Beat(*n);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    const api::JobId alice = SubmitRunning(Training(), {&a, &b, &c}, &desired);
+    ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 3u);
+    // c falls silent; a's and b's ranks wait to re-form, held at step 3.
+    auto report = [&](api::Node* n, const api::Json& progress) {
+      std::vector<api::WorkerStatus> run = Running(desired[n->name]);
+      for (auto& w : run) w.progress = progress;
+      desired[n->name] = Beat(*n, run);
+    };
+    for (int i = 0; i < 40 && store_->GetJob(alice)->plan["replicas"].size() != 2; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (auto* n : {&a, &b}) report(n, {{"event", "peer_lost"}, {"held_step", 3}});
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 2u) << Reasons(alice);
+    // The re-formed ranks step on 3 s later, or not yet.
+    clock_.Advance(milliseconds(3000));
+    const api::Json progress = stepped ? api::Json{{"step", 4}} : api::Json::object();
+    for (auto* n : {&a, &b}) report(n, progress);
+    const api::JobId bob = Submit(Training(), "bob");
+    for (int i = 0; i < 120 && StateOf(bob) != JobState::kRunning; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (auto* n : {&a, &b}) report(n, progress);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    const std::string reasons = Reasons(alice);
+    if (stepped) {
+      EXPECT_NE(reasons.find("shrinks"), std::string::npos) << reasons;
+      EXPECT_NE(reasons.find("(measured at its last re-form)"), std::string::npos) << reasons;
+      EXPECT_EQ(reasons.find("86400"), std::string::npos) << reasons;
+      EXPECT_EQ(StateOf(bob), JobState::kRunning) << Reasons(bob);
+    } else {
+      EXPECT_EQ(reasons.find("shrinks"), std::string::npos) << reasons;
+      EXPECT_EQ(StateOf(bob), JobState::kPending) << Reasons(bob);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::daemon::job_controller_test
