@@ -305,6 +305,9 @@ int main(int argc, char** argv) {
                                 daemon::WorkerProfileSource(config.worker_binary));
   profiles.StartWarmup();
   jc.profiles = [&profiles](const daemon::ProfileTarget& target) { return profiles.Get(target); };
+  jc.remeasure_profile = [&profiles](const daemon::ProfileTarget& target, const std::string& why) {
+    return profiles.Remeasure(target, why);
+  };
   daemon::JobController controller(store.get(), clock, jc);
   if (Status st = controller.Recover(); !st.ok()) {
     spdlog::critical("cannot rebuild the controller's state: {}", st.ToString());

@@ -39,6 +39,15 @@ int ComputeCorrection::Samples(const std::string& key, const std::string& device
   return it == windows_.end() ? 0 : static_cast<int>(it->second.ratios.size());
 }
 
+void ComputeCorrection::Reset(const std::string& key) {
+  bool changed = false;
+  for (auto it = windows_.lower_bound({key, ""}); it != windows_.end() && it->first.first == key;) {
+    changed = changed || it->second.factor != 1.0;
+    it = windows_.erase(it);
+  }
+  if (changed) ++generation_;
+}
+
 void ComputeCorrection::Apply(const std::string& key, ClusterSnapshot* snapshot) const {
   for (Node& node : snapshot->nodes) {
     for (Device& d : node.devices) d.compute_scale = Factor(key, d.type);

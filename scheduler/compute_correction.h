@@ -59,6 +59,11 @@ class ComputeCorrection {
   // `key` (1 for types without one).
   void Apply(const std::string& key, ClusterSnapshot* snapshot) const;
 
+  // Forgets every observation of `key` (its profile was measured again: the
+  // ratios were against the old one); its factors are 1 again. Bumps
+  // generation() when a factor of it was not 1.
+  void Reset(const std::string& key);
+
   // Bumped by every notable change of a factor.
   uint64_t generation() const { return generation_; }
 

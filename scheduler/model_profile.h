@@ -54,6 +54,8 @@ struct Layer {
   // all-reduces its statistics once in the forward and once in the backward.
   int batch_norms = 0;
   int64_t output_bytes = 0;  // crossing to the next layer per sample (incl. skips)
+
+  friend bool operator==(const Layer&, const Layer&) = default;
 };
 
 struct ModelProfile {
@@ -77,6 +79,8 @@ struct ModelProfile {
 
   // OK, or InvalidArgument naming the field (no layers, negative sizes, ...).
   Status Validate() const;
+
+  friend bool operator==(const ModelProfile&, const ModelProfile&) = default;
 };
 
 }  // namespace tessera::scheduler

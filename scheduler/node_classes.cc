@@ -1,7 +1,8 @@
 #include "scheduler/node_classes.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <bit>
+#include <cstdint>
 #include <set>
 #include <tuple>
 
@@ -9,11 +10,8 @@ namespace tessera::scheduler {
 
 namespace {
 
-std::string Number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", x);
-  return buf;
-}
+// Exact: two numbers are one text only when they are the same double.
+std::string Number(double x) { return std::to_string(std::bit_cast<uint64_t>(x)); }
 
 std::string LinkText(const Link& l) {
   return Number(l.bandwidth_bytes_per_s) + "/" + Number(l.latency_s);

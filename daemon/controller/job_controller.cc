@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <future>
 #include <iomanip>
 #include <memory>
@@ -263,6 +264,7 @@ Status JobController::Tick() {
     }
   }
   if (!st.ok()) return st;
+  RecheckProfiles();
   // Planning happens outside the lock: heartbeats are answered meanwhile.
   TESSERA_RETURN_IF_ERROR(PlaceQueued(nodes, held));
   {
@@ -676,6 +678,19 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
       const uint64_t before = corrections_.generation();
       corrections_.Observe(active.correction_key, type->second, predicted, scale,
                            (*line)["compute_s"].get<double>());
+      const double factor = corrections_.Factor(active.correction_key, type->second);
+      if (options_.remeasure_profile &&
+          corrections_.Samples(active.correction_key, type->second) >=
+              scheduler::ComputeCorrection::kWindow &&
+          (factor > kContradictedFactor || factor * kContradictedFactor < 1) &&
+          recheck_asked_.insert(active.correction_key).second) {
+        char why[160];
+        std::snprintf(why, sizeof(why),
+                      "job %lld's steps on %s compute at %.2fx its prediction over %d steps",
+                      static_cast<long long>(it->first), type->second.c_str(), factor,
+                      scheduler::ComputeCorrection::kWindow);
+        recheck_due_[active.correction_key] = {it->first, why};
+      }
       if (corrections_.generation() != before) {
         // Said once when a factor is first known; its later moves at debug level.
         const bool first = corrections_.Samples(active.correction_key, type->second) ==

@@ -78,6 +78,10 @@
 
 namespace tessera::daemon {
 
+// Observed over predicted compute beyond this (or below its inverse) on a
+// full window of observations: the profile is measured again.
+inline constexpr double kContradictedFactor = 1.5;
+
 struct JobControllerOptions {
   FailureDetectorOptions detector;
   LaunchOptions launch;
@@ -94,6 +98,13 @@ struct JobControllerOptions {
   // Measured profiles of builtin models and of model: entrypoints' files
   // (daemon/controller/profile_cache.h).
   ProfileLookup profiles;
+  // Measures a profile again (ProfileCache::Remeasure; true when queued),
+  // asked for once per correction key when the steps of running jobs
+  // contradict it: a factor beyond kContradictedFactor either way over a full
+  // window of observations (scheduler/compute_correction.h). Once `profiles`
+  // answers another profile for it, the key's corrections start afresh.
+  // Unset: profiles are never measured again.
+  std::function<bool(const ProfileTarget& target, const std::string& why)> remeasure_profile;
   // Infer jobs: images per chunk, and the tokens their ranks lease chunks
   // with (not owned; without it infer ranks get no token and cannot lease).
   int64_t infer_chunk_images = 32;
@@ -242,6 +253,12 @@ class JobController {
   // Plans for `spec`, with its model: entrypoint's registered file (PlanJob).
   Result<scheduler::PlanSet> Plan(const scheduler::ClusterSnapshot& snapshot,
                                   const api::JobSpec& spec);
+  // The registered file of a `model:` train spec's entrypoint; "" otherwise.
+  std::string ModelFileOf(const api::JobSpec& spec);
+  // Hands the profiles due to be measured again to options_.remeasure_profile
+  // and starts the corrections afresh of those measured again since
+  // (job_controller_profiles.cc). Outside the lock.
+  void RecheckProfiles() EXCLUDES(mu_);
   const api::WorkerStatus* FindReportLocked(const std::string& node,
                                             const api::WorkerKey& key) const REQUIRES(mu_);
   // Whether Slurm says whether `node` is up (options_.node_up answers for it):
@@ -400,6 +417,21 @@ class JobController {
   // move_costs_ (a beat that arrived at `arrived`).
   void ObserveStepsLocked(const api::HeartbeatRequest& request,
                           std::chrono::steady_clock::time_point arrived) REQUIRES(mu_);
+  // Profiles the steps of running jobs contradict, by correction key: due to
+  // be measured again (asked by ObserveComputeLocked, handed to the hook by
+  // RecheckProfiles outside the lock), asked once per key, and being measured
+  // again (the profile in use when asked, to tell the new one).
+  struct ProfileRecheck {
+    api::JobId job = 0;
+    std::string why;
+  };
+  struct Remeasuring {
+    ProfileTarget target;
+    scheduler::ModelProfile old;
+  };
+  std::map<std::string, ProfileRecheck> recheck_due_ GUARDED_BY(mu_);
+  std::set<std::string> recheck_asked_ GUARDED_BY(mu_);
+  std::map<std::string, Remeasuring> remeasuring_ GUARDED_BY(mu_);
   Mutex corrections_mu_;  // taken after mu_ when both are held
   scheduler::ComputeCorrection corrections_ GUARDED_BY(corrections_mu_);
   std::map<std::string, std::string> device_types_ GUARDED_BY(mu_);  // "node:index" -> type

@@ -59,19 +59,22 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
 Result<scheduler::PlanSet> JobController::Plan(const scheduler::ClusterSnapshot& snapshot,
                                                const api::JobSpec& spec) {
   // A model: entrypoint's train job is planned by its file's layers.
-  std::string model_file;
-  if (api::EntrypointKindOf(spec.entrypoint) == api::EntrypointKind::kModel &&
-      spec.kind == api::JobKind::kTrain) {
-    if (auto entry = store_->GetEntrypoint(spec.entrypoint); entry.ok()) {
-      model_file = entry->command;
-    }
-  }
+  const std::string model_file = ModelFileOf(spec);
   scheduler::ClusterSnapshot corrected = snapshot;
   {
     MutexLock lock(corrections_mu_);
     corrections_.Apply(CorrectionKey(spec), &corrected);
   }
   return PlanJob(corrected, spec, options_.profiles, model_file);
+}
+
+std::string JobController::ModelFileOf(const api::JobSpec& spec) {
+  if (api::EntrypointKindOf(spec.entrypoint) != api::EntrypointKind::kModel ||
+      spec.kind != api::JobKind::kTrain) {
+    return "";
+  }
+  auto entry = store_->GetEntrypoint(spec.entrypoint);
+  return entry.ok() ? entry->command : "";
 }
 
 Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,

@@ -121,19 +121,20 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   for (const Running& r : running) by_id[r.job.id] = &r.job;
   for (const api::Job& j : pending) by_id[j.id] = &j;
   std::map<std::pair<api::JobId, std::string>, scheduler::Plan> plans;
+  scheduler::DeviceSet outside;  // devices of the open nodes not given out: never planned on
+  for (const api::Node& n : open) {
+    for (const api::Device& d : n.devices) {
+      if (!all.contains(DeviceKey(n.name, d.index))) outside.insert(DeviceKey(n.name, d.index));
+    }
+  }
   scheduler::ShareHooks hooks;
   hooks.rate = [&](const scheduler::AllocJob& job,
                    const scheduler::DeviceSet& on) -> Result<scheduler::RateOnDevices> {
     api::JobSpec spec = by_id.at(job.id)->spec;
     spec.max_devices = job.max_devices;
-    scheduler::DeviceSet busy;
+    scheduler::DeviceSet busy = outside;
     std::set_difference(all.begin(), all.end(), on.begin(), on.end(),
                         std::inserter(busy, busy.end()));
-    for (const api::Node& n : open) {
-      for (const api::Device& d : n.devices) {
-        if (!all.contains(DeviceKey(n.name, d.index))) busy.insert(DeviceKey(n.name, d.index));
-      }
-    }
     Result<scheduler::PlanSet> set = Plan(SnapshotOf(open, busy), spec);
     if (!set.ok() || set->plans.empty() || !(set->plans.front().predicted.step_s > 0)) {
       return scheduler::RateOnDevices{};

@@ -163,22 +163,29 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque) {
   return r;
 }
 
+std::optional<ProfileTarget> LayeredProfileTarget(const api::JobSpec& spec,
+                                                  const std::string& model_file) {
+  const api::EntrypointKind kind = api::EntrypointKindOf(spec.entrypoint);
+  if (kind == api::EntrypointKind::kBuiltin) {
+    return BuiltinTarget(std::string(api::EntrypointId(spec.entrypoint)));
+  }
+  if (kind == api::EntrypointKind::kModel && spec.kind == api::JobKind::kTrain &&
+      !model_file.empty()) {
+    return ModelFileTarget(spec, model_file);
+  }
+  return std::nullopt;
+}
+
 Result<JobProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& lookup,
                              const std::string& model_file) {
-  const api::EntrypointKind kind = api::EntrypointKindOf(spec.entrypoint);
-  const bool layered_file = kind == api::EntrypointKind::kModel &&
-                            spec.kind == api::JobKind::kTrain && !model_file.empty();
-  if (kind != api::EntrypointKind::kBuiltin && !layered_file) {
-    return JobProfile{GenericProfile(), /*opaque=*/true};
-  }
+  const std::optional<ProfileTarget> layered = LayeredProfileTarget(spec, model_file);
+  if (!layered) return JobProfile{GenericProfile(), /*opaque=*/true};
   if (!lookup) return FailedPrecondition("no model profiles are configured");
-  if (!layered_file) {
-    TESSERA_ASSIGN_OR_RETURN(
-        scheduler::ModelProfile p,
-        lookup(BuiltinTarget(std::string(api::EntrypointId(spec.entrypoint)))));
+  if (!layered->is_file()) {
+    TESSERA_ASSIGN_OR_RETURN(scheduler::ModelProfile p, lookup(*layered));
     return JobProfile{std::move(p), false};
   }
-  const ProfileTarget target = ModelFileTarget(spec, model_file);
+  const ProfileTarget& target = *layered;
   Result<scheduler::ModelProfile> p = lookup(target);
   if (p.ok()) return JobProfile{*std::move(p), false};
   if (IsMeasuringProfile(p.status())) return p.status();

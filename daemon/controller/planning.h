@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +63,12 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque);
 // The measured profile of a builtin model or a model file; see
 // daemon/controller/profile_cache.h.
 using ProfileLookup = std::function<Result<scheduler::ModelProfile>(const ProfileTarget& target)>;
+
+// The profile target a spec is planned by its layers with: the builtin
+// model's, or a `model:` train job's file (`model_file`: the entrypoint's
+// registered file); nullopt for what is planned with the generic profile.
+std::optional<ProfileTarget> LayeredProfileTarget(const api::JobSpec& spec,
+                                                  const std::string& model_file = {});
 
 // What a job is planned with.
 struct JobProfile {

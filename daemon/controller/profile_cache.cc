@@ -179,7 +179,11 @@ void ProfileCache::Run() {
     bool measured = false;
     Result<scheduler::ModelProfile> p = Load(q, &measured);
     if (p.ok()) {
-      spdlog::info("model profile ready: {} ({} layers)", q.target.Describe(), p->layers.size());
+      spdlog::info("model profile {}: {} ({} layers)", q.again ? "measured again" : "ready",
+                   q.target.Describe(), p->layers.size());
+    } else if (q.again) {
+      spdlog::warn("profile of {} not measured again (the one in use stays): {}",
+                   q.target.Describe(), p.status().ToString());
     } else {
       spdlog::warn("{} cannot be planned by its layers: {}", q.target.Describe(),
                    p.status().ToString());
@@ -191,7 +195,7 @@ void ProfileCache::Run() {
       ++measured_count_;
     }
     measuring_.clear();
-    ready_.insert_or_assign(q.key, std::move(p));
+    if (p.ok() || !q.again) ready_.insert_or_assign(q.key, std::move(p));
   }
 }
 
@@ -199,7 +203,9 @@ Result<scheduler::ModelProfile> ProfileCache::Load(const Queued& q, bool* measur
   fs::path file = dir_ / (q.key + ".json");
   const std::string what = q.target.Describe();
   std::string text;
-  if (Result<std::string> cached = files_->ReadFile(file); cached.ok()) {
+  Result<std::string> cached =
+      q.again ? Result<std::string>(NotFound("measured again")) : files_->ReadFile(file);
+  if (cached.ok()) {
     text = *std::move(cached);
   } else {
     *measured = true;
@@ -243,17 +249,36 @@ Result<scheduler::ModelProfile> ProfileCache::Get(const std::string& model) {
   return Get(BuiltinTarget(model));
 }
 
-Result<scheduler::ModelProfile> ProfileCache::Get(const ProfileTarget& target) {
-  std::string key = target.model;
-  if (target.is_file()) {
-    // Outside the lock: a stat of a slow (network) file system.
-    Result<FileStat> stat = files_->Stat(target.model_file);
-    if (!stat.ok()) {
-      return FailedPrecondition("cannot profile " + target.Describe() + ": " +
-                                stat.status().message());
-    }
-    key = FileKey(target, *stat);
+Result<std::string> ProfileCache::KeyOf(const ProfileTarget& target) {
+  if (!target.is_file()) return target.model;
+  // Outside the lock: a stat of a slow (network) file system.
+  Result<FileStat> stat = files_->Stat(target.model_file);
+  if (!stat.ok()) {
+    return FailedPrecondition("cannot profile " + target.Describe() + ": " +
+                              stat.status().message());
   }
+  return FileKey(target, *stat);
+}
+
+bool ProfileCache::Remeasure(const ProfileTarget& target, const std::string& why) {
+  Result<std::string> key = KeyOf(target);
+  if (!key.ok()) return false;
+  MutexLock lock(mu_);
+  auto ready = ready_.find(*key);
+  if (ready == ready_.end() || !ready->second.ok() || *key == measuring_ ||
+      std::any_of(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.key == *key; }) ||
+      remeasured_[*key] >= kMaxRemeasures) {
+    return false;
+  }
+  ++remeasured_[*key];
+  spdlog::warn("profile of {}: measuring it again ({})", target.Describe(), why);
+  queue_.push_back({*key, target, /*again=*/true});
+  StartThreadLocked();
+  return true;
+}
+
+Result<scheduler::ModelProfile> ProfileCache::Get(const ProfileTarget& target) {
+  TESSERA_ASSIGN_OR_RETURN(std::string key, KeyOf(target));
   MutexLock lock(mu_);
   auto it = ready_.find(key);
   if (it != ready_.end()) return it->second;

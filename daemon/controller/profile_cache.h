@@ -25,6 +25,12 @@
 // of it) is measured again, up to kMaxMeasurements times; the steadiest is
 // kept, and each disagreement is logged as a warning.
 //
+// A profile that running jobs' steps contradict is measured again on request
+// (Remeasure): the profile in use stays until the new one is ready, then the
+// new one replaces it and its cache file; a failed measurement keeps the old
+// one. At most kMaxRemeasures times per target in a process, so a host that
+// always skews it does not keep the thread busy.
+//
 // A model file's profile is keyed by its path, the target's options, and the
 // file's size and modification time: a file replaced in place is measured
 // again. A file that cannot be read (stat fails) answers that error at once;
@@ -85,6 +91,7 @@ class ProfileCache {
  public:
   static constexpr double kMaxRepeatSpread = 0.25;
   static constexpr int kMaxMeasurements = 3;
+  static constexpr int kMaxRemeasures = 1;
 
   // models: the builtin models StartWarmup measures, in order.
   // clock: times the measurements for the estimate (nullptr: the system clock).
@@ -109,12 +116,22 @@ class ProfileCache {
   // or of its measurement.
   Result<scheduler::ModelProfile> Get(const ProfileTarget& target) EXCLUDES(mu_);
 
+  // Queues `target`'s profile to be measured again (see the file comment;
+  // `why` goes to the log). False, queuing nothing, when it has no profile in
+  // use, is queued or being measured, or was measured again kMaxRemeasures
+  // times already.
+  bool Remeasure(const ProfileTarget& target, const std::string& why) EXCLUDES(mu_);
+
  private:
   struct Queued {
     std::string key;  // the cache file's stem
     ProfileTarget target;
+    bool again = false;  // Remeasure: measure, whatever the cache file holds
   };
   void Run() EXCLUDES(mu_);
+  // The target's cache key: the builtin's name, or a model file's path,
+  // options, size and time (kFailedPrecondition when it cannot be read).
+  Result<std::string> KeyOf(const ProfileTarget& target) EXCLUDES(mu_);
   void StartThreadLocked() REQUIRES(mu_);
   // The source's text, measured again while its repeats disagree.
   Result<std::string> MeasureSteady(const ProfileTarget& target);
@@ -131,6 +148,7 @@ class ProfileCache {
   Mutex mu_;
   std::condition_variable_any cv_;  // with mu_: work queued, or stopping
   std::map<std::string, Result<scheduler::ModelProfile>> ready_ GUARDED_BY(mu_);  // by key
+  std::map<std::string, int> remeasured_ GUARDED_BY(mu_);  // by key: Remeasure's queued
   std::deque<Queued> queue_ GUARDED_BY(mu_);
   bool warmup_queued_ GUARDED_BY(mu_) = false;
   bool stopping_ GUARDED_BY(mu_) = false;

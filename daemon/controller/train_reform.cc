@@ -13,7 +13,8 @@ std::optional<std::string> ReformBlocker(const api::JobSpec& spec, const Attempt
   if (kind == api::EntrypointKind::kCommand || kind == api::EntrypointKind::kUnknown) {
     return "the job runs its own script, which cannot re-form its process group";
   }
-  if (kind == api::EntrypointKind::kBuiltin && api::EntrypointId(spec.entrypoint) == "gan-pix2pix") {
+  if (kind == api::EntrypointKind::kBuiltin &&
+      api::EntrypointId(spec.entrypoint) == "gan-pix2pix") {
     return "gan-pix2pix cannot re-form its process group";
   }
   if (!launch.rank_plan.is_object() ||

@@ -80,6 +80,26 @@ TEST(ComputeCorrectionTest, GenerationMovesOnlyWithNotableChanges) {
   EXPECT_GT(corr.generation(), after_first);
 }
 
+TEST(ComputeCorrectionTest, ResetForgetsOneKeysObservations) {
+  ComputeCorrection corr;
+  for (int i = 0; i < ComputeCorrection::kMinSamples; ++i) {
+    corr.Observe("k", "A", 0.1, 1, 0.2);
+    corr.Observe("k", "B", 0.1, 1, 0.3);
+    corr.Observe("other", "A", 0.1, 1, 0.05);
+  }
+  const uint64_t before = corr.generation();
+  corr.Reset("k");
+  EXPECT_GT(corr.generation(), before);
+  EXPECT_DOUBLE_EQ(corr.Factor("k", "A"), 1.0);
+  EXPECT_DOUBLE_EQ(corr.Factor("k", "B"), 1.0);
+  EXPECT_EQ(corr.Samples("k", "B"), 0);
+  EXPECT_DOUBLE_EQ(corr.Factor("other", "A"), 0.5) << "another key keeps its factor";
+  const uint64_t after = corr.generation();
+  corr.Reset("k");
+  corr.Reset("never seen");
+  EXPECT_EQ(corr.generation(), after) << "nothing changed";
+}
+
 // A profile skewed on purpose: the devices of type B really compute 1.7x
 // faster than their measured figure says (measured while the host was busy).
 // Plans are made, "run" (each stage's observed compute is the truth, with a

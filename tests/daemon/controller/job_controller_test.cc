@@ -340,77 +340,134 @@ TEST_F(JobControllerTest, AModelEntrypointsTrainJobIsPlannedByItsFilesLayers) {
   EXPECT_EQ(asked.size(), before);
 }
 
-// Profiles learn from the steps ranks report: the measured figures skew the
-// 10 TFLOPS type 1.7x slow; its rank reports compute at 1/1.7 of the stage's
-// prediction, the other as predicted. After a few dozen steps the same job
-// on another pair of the same types is planned with a larger share on the
-// corrected type.
-TEST_F(JobControllerTest, ObservedComputeCorrectsTheProfileAndLaterPlans) {
-  options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-    return SmallProfile(target.model);
-  };
-  controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 10);
-  Beat(a);
-  Beat(b);
-  api::JobSpec spec = CmdSpec(2);
-  spec.entrypoint = "builtin:colorize-unet";
-  spec.layout = "data";
-  spec.global_batch = 60;
-  api::JobId id = Submit(spec);
-  ASSERT_TRUE(controller_->Tick().ok());
-  ASSERT_EQ(StateOf(id), JobState::kStarting);
-  // The slow type's share in a plan's JSON.
-  auto share_of = [](const api::Json& plan, const std::string& node_prefix) {
+// Profiles learn from the steps ranks report: a data-parallel colorize job on
+// a (20 TFLOPS) and b (10 TFLOPS), whose profile skews b's type 1.7x slow.
+class ObservedComputeTest : public JobControllerTest {
+ protected:
+  void SetUp() override {
+    JobControllerTest::SetUp();
+    options_.profiles = [this](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      scheduler::ModelProfile p = SmallProfile(target.model);
+      if (measured_again_) p.name += " (measured again)";
+      return p;
+    };
+  }
+
+  // Starts the job on a and b, then adds another pair c, d of the same types
+  // for dry runs of the same spec.
+  void Start() {
+    controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
+    Beat(a_);
+    Beat(b_);
+    spec_ = CmdSpec(2);
+    spec_.entrypoint = "builtin:colorize-unet";
+    spec_.layout = "data";
+    spec_.global_batch = 60;
+    const api::JobId id = Submit(spec_);
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_EQ(StateOf(id), JobState::kStarting);
+    plan_ = store_->GetJob(id)->plan;
+    Beat(MakeNode("c", 1, 20));
+    Beat(MakeNode("d", 1, 10));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+
+  // Steps first..last of both ranks: a's compute as its stage predicted, b's
+  // at 1/1.7 of it.
+  void ReportSteps(int64_t first, int64_t last) {
+    for (int64_t step = first; step <= last; ++step) {
+      for (const api::Node* node : {&a_, &b_}) {
+        std::vector<api::WorkerStatus> workers = Running(Beat(*node));
+        for (api::WorkerStatus& w : workers) {
+          for (const auto& r : plan_["replicas"]) {
+            const api::Json& st = r["stages"][0];
+            if (!st["devices"][0].get<std::string>().starts_with(node->name + ":")) continue;
+            const double truth = node->name == "b" ? 1 / 1.7 : 1.0;
+            w.progress = {{"step", step},
+                          {"compute_s", st["compute_s"].get<double>() * truth},
+                          {"samples_per_s", 100}};
+          }
+        }
+        Beat(*node, workers);
+      }
+    }
+  }
+
+  // A dry run's plan of the spec (on c and d).
+  api::Json Previewed() {
+    auto p = controller_->Preview(spec_);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? (*p)["plans"][0] : api::Json();
+  }
+
+  // The samples of `plan` on devices of nodes starting with `prefix`.
+  static int64_t ShareOf(const api::Json& plan, const std::string& prefix) {
     int64_t share = 0;
     for (const auto& r : plan["replicas"]) {
       const std::string device = r["stages"][0]["devices"][0].get<std::string>();
-      if (device.starts_with(node_prefix)) share += r["batch"].get<int64_t>();
+      if (device.starts_with(prefix)) share += r["batch"].get<int64_t>();
     }
     return share;
-  };
-  const api::Json plan = store_->GetJob(id)->plan;
-  const int64_t before = share_of(plan, "b:");
-  ASSERT_GT(before, 0) << plan.dump();
-  // Another pair of the same two types, for a dry run of the same job.
-  Beat(MakeNode("c", 1, 20));
-  Beat(MakeNode("d", 1, 10));
-  ASSERT_TRUE(controller_->Tick().ok());
-  auto previewed = [&] {
-    auto p = controller_->Preview(spec);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    return p.ok() ? share_of((*p)["plans"][0], "d:") : -1;
-  };
-  EXPECT_EQ(previewed(), before) << "nothing observed yet";
+  }
 
-  for (int64_t step = 1; step <= 30; ++step) {
-    for (const api::Node* node : {&a, &b}) {
-      auto desired = Beat(*node);
-      std::vector<api::WorkerStatus> workers = Running(desired);
-      for (api::WorkerStatus& w : workers) {
-        const auto& stages = plan["replicas"];
-        for (const auto& r : stages) {
-          const api::Json& st = r["stages"][0];
-          if (!st["devices"][0].get<std::string>().starts_with(node->name + ":")) continue;
-          const double truth = node->name == "b" ? 1 / 1.7 : 1.0;
-          w.progress = {{"step", step},
-                        {"compute_s", st["compute_s"].get<double>() * truth},
-                        {"samples_per_s", 100}};
-        }
+  // The compute_scale the plan assumed for the replica on `prefix`'s device.
+  static double ScaleOf(const api::Json& plan, const std::string& prefix) {
+    for (const auto& r : plan["replicas"]) {
+      const api::Json& st = r["stages"][0];
+      if (st["devices"][0].get<std::string>().starts_with(prefix)) {
+        return st["compute_scale"].get<double>();
       }
-      Beat(*node, workers);
     }
+    return 0;
   }
-  const int64_t after = previewed();
-  EXPECT_GT(after, before) << "the corrected type gets more of the 60 samples";
-  // The dry run's plan says the scale it assumed.
-  auto p = controller_->Preview(spec);
-  ASSERT_TRUE(p.ok());
-  for (const auto& r : (*p)["plans"][0]["replicas"]) {
-    const api::Json& st = r["stages"][0];
-    const bool slow = st["devices"][0].get<std::string>().starts_with("d:");
-    EXPECT_NEAR(st["compute_scale"].get<double>(), slow ? 1 / 1.7 : 1.0, 0.02) << st.dump();
-  }
+
+  api::Node a_ = MakeNode("a", 1, 20), b_ = MakeNode("b", 1, 10);
+  api::JobSpec spec_;
+  api::Json plan_;
+  bool measured_again_ = false;
+};
+
+// After a few dozen steps the same job on another pair of the same types is
+// planned with a larger share on the corrected type, at the corrected scale.
+TEST_F(ObservedComputeTest, ObservedComputeCorrectsTheProfileAndLaterPlans) {
+  Start();
+  const int64_t before = ShareOf(plan_, "b:");
+  ASSERT_GT(before, 0) << plan_.dump();
+  EXPECT_EQ(ShareOf(Previewed(), "d:"), before) << "nothing observed yet";
+  ReportSteps(1, 30);
+  const api::Json after = Previewed();
+  EXPECT_GT(ShareOf(after, "d:"), before) << "the corrected type gets more of the 60 samples";
+  EXPECT_NEAR(ScaleOf(after, "d:"), 1 / 1.7, 0.02) << after.dump();
+  EXPECT_NEAR(ScaleOf(after, "c:"), 1.0, 0.02) << after.dump();
+}
+
+// The skew is beyond kContradictedFactor: once a full window of steps says
+// so, the profile is measured again (asked once, naming the factor); when the
+// new profile is in use its corrections start afresh (scale 1 again, they
+// were against the old one), and more contradicting steps ask nothing more.
+TEST_F(ObservedComputeTest, AContradictedProfileIsMeasuredAgainOnce) {
+  std::vector<std::string> asked;
+  options_.remeasure_profile = [&](const ProfileTarget& target, const std::string& why) {
+    asked.push_back(target.model + ": " + why);
+    return true;
+  };
+  Start();
+  ReportSteps(1, 12);  // fewer than a window: not yet
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_TRUE(asked.empty());
+  ReportSteps(13, 30);
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_NE(asked[0].find("colorize-unet: "), std::string::npos) << asked[0];
+  EXPECT_NE(asked[0].find("at 0.59x its prediction over 24 steps"), std::string::npos) << asked[0];
+  EXPECT_NEAR(ScaleOf(Previewed(), "d:"), 1 / 1.7, 0.02) << "the old profile, still corrected";
+  measured_again_ = true;
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_DOUBLE_EQ(ScaleOf(Previewed(), "d:"), 1.0) << "corrections start afresh";
+  ReportSteps(31, 60);
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(asked.size(), 1u) << "asked once per profile";
+  EXPECT_NEAR(ScaleOf(Previewed(), "d:"), 1 / 1.7, 0.02) << "learned again";
 }
 
 TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {

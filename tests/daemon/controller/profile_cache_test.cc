@@ -79,6 +79,72 @@ TEST_F(ProfileCacheTest, MeasuresOnceThenServesFromTheCacheFolder) {
   EXPECT_EQ(calls.load(), 2);
 }
 
+// A profile that running jobs contradict is measured again: the one in use
+// answers until the new one is ready, then the new one (and its cache file);
+// once per target; a failed measurement keeps the one in use.
+TEST_F(ProfileCacheTest, AContradictedProfileIsMeasuredAgainAndReplacesTheOldOne) {
+  std::atomic<int> calls{0};
+  std::atomic<bool> fail{false};
+  Mutex gate_mu;
+  bool open = true;  // the source waits while false
+  auto source = [&](const ProfileTarget& target) -> Result<std::string> {
+    for (int i = 0; i < 500; ++i) {
+      {
+        MutexLock lock(gate_mu);
+        if (open) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const int n = ++calls;
+    if (fail) return Unavailable("worker exited 1");
+    // Each measurement a different layer count, to tell them apart.
+    nlohmann::json j = nlohmann::json::parse(ProfileText(target.model));
+    for (int i = 1; i < n; ++i) j["layers"].push_back(j["layers"][0]);
+    return j.dump();
+  };
+  auto wait_for_layers = [](ProfileCache& cache, const std::string& model, size_t layers) {
+    for (int i = 0; i < 500; ++i) {
+      auto p = cache.Get(model);
+      if (p.ok() && p->layers.size() == layers) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ProfileCache cache(dir_, {"m1", "m2"}, source);
+  EXPECT_FALSE(cache.Remeasure(BuiltinTarget("m1"), "no profile yet"));
+  cache.StartWarmup();
+  ASSERT_TRUE(wait_for_layers(cache, "m1", 1));
+  ASSERT_TRUE(wait_for_layers(cache, "m2", 2));
+  {
+    MutexLock lock(gate_mu);
+    open = false;
+  }
+  EXPECT_TRUE(cache.Remeasure(BuiltinTarget("m1"), "observed 0.59x"));
+  EXPECT_FALSE(cache.Remeasure(BuiltinTarget("m1"), "queued already"));
+  auto during = cache.Get("m1");
+  ASSERT_TRUE(during.ok()) << "the old profile answers meanwhile: " << during.status().ToString();
+  EXPECT_EQ(during->layers.size(), 1u);
+  {
+    MutexLock lock(gate_mu);
+    open = true;
+  }
+  EXPECT_TRUE(wait_for_layers(cache, "m1", 3));
+  auto cached = nlohmann::json::parse(std::ifstream(dir_ / "m1.json"));
+  EXPECT_EQ(cached["layers"].size(), 3u) << "the cache file holds the new one";
+  EXPECT_FALSE(cache.Remeasure(BuiltinTarget("m1"), "measured again once already"));
+  // A measurement that fails keeps the profile in use.
+  fail = true;
+  EXPECT_TRUE(cache.Remeasure(BuiltinTarget("m2"), "observed 1.8x"));
+  for (int i = 0; i < 500 && calls.load() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto kept = cache.Get("m2");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->layers.size(), 2u);
+  EXPECT_EQ(calls.load(), 4);
+}
+
 // A profile whose cache file cannot be written (its fsync or its rename
 // fails) is still used; the warning names the file and the cause, nothing
 // is left in the folder, and the next start measures it again.
