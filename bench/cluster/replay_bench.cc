@@ -18,7 +18,8 @@
 //      through trace_sim's runs (bench/sched/run.h) on the snapshot of the
 //      lab's nodes as tesserad builds it and the profiles it measured:
 //      `fair` (the queue pass, rigid jobs) and `share` (the share policy,
-//      elastic jobs, moves charged tesserad's move_cost_s).
+//      elastic jobs, moves charged the mean of the re-form costs tesserad
+//      measured in the run, else its move_cost_s).
 //   5. Print per job the real and predicted JCT, and per run the average JCT
 //      and the makespan, with the prediction's error.
 // Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv] [--config "YAML lines"]
@@ -30,12 +31,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "bench/sched/run.h"
 #include "bench/sched/sim_planner.h"
@@ -289,10 +293,31 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path,
     }
   }
 
-  // (4) Predict.
+  // (4) Predict, moves charged what tesserad measured of its re-forms in this
+  // run (its log: "... the re-form cost X s"), else its move_cost_s.
   const scheduler::sim::Cluster sim_cluster{"demo-lab", "the lab as tesserad sees it", snapshot};
   scheduler::sim::SharedOptions shared_options;
+  std::vector<double> move_costs;
+  {
+    std::istringstream log(cluster.controller()->Log());
+    const std::string mark = "the re-form cost ";
+    for (std::string l; std::getline(log, l);) {
+      if (const size_t at = l.find(mark); at != std::string::npos) {
+        move_costs.push_back(std::atof(l.c_str() + at + mark.size()));
+      }
+    }
+  }
   shared_options.move_cost_s = 10;  // tesserad's move_cost_s
+  if (!move_costs.empty()) {
+    double sum = 0;
+    for (double c : move_costs) sum += c;
+    shared_options.move_cost_s = sum / static_cast<double>(move_costs.size());
+  }
+  std::printf("\n  moves charged %.1f s in the simulation (%s)\n", shared_options.move_cost_s,
+              move_costs.empty() ? "tesserad's move_cost_s: no re-form measured"
+                                 : (std::to_string(move_costs.size()) +
+                                    " re-forms measured by tesserad, their mean")
+                                       .c_str());
   shared_options.min_dwell_s = 10;  // its grow_settle_ms
   const scheduler::sim::Run fair = scheduler::sim::SimulateRigid(
       trace, sim_cluster, scheduler::QueueOrdering::kFairShare, &planner);
