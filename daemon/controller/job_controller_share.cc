@@ -26,9 +26,13 @@
 //   5. Each running job the policy shrinks re-forms onto its plan on the
 //      devices left to it, the policy's reason as the event ("shrinks to
 //      a:0: job 2 of bob takes its devices; ..."), unless the attempt changed
-//      meanwhile. Only shrinks are applied here: growth onto free devices is
-//      GrowTraining's (job_controller_reform.cc), and moves between devices
-//      of equal count are left for a later version.
+//      meanwhile; then each it grows (a waiting job cannot use what it gains)
+//      re-forms onto its plan there, its new ranks joining, when every device
+//      it gains was free at the round's start (one another attempt held is
+//      left for a later round: its rank may still run). Moves onto other
+//      devices are not applied (a world that keeps none of its ranks cannot
+//      re-form in place); growth while no job waits is GrowTraining's
+//      (job_controller_reform.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -197,33 +201,43 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   TESSERA_ASSIGN_OR_RETURN(scheduler::Allocation allocation,
                            scheduler::Allocate(jobs, devices, options_.users, hooks, share));
 
-  // (5) Shrinks.
+  // (5) Shrinks, then growth onto devices free at the round's start.
   bool changed = false;
-  for (const scheduler::AllocDecision& d : allocation.jobs) {
-    if (d.action != scheduler::AllocAction::kShrink) continue;
-    auto r = std::find_if(running.begin(), running.end(),
-                          [&](const Running& x) { return x.job.id == d.id; });
-    if (r == running.end() || !r->movable) continue;
-    auto plan = plans.find({d.id, SetKey(d.devices)});
-    if (plan == plans.end()) continue;
-    MutexLock lock(mu_);
-    auto it = active_.find(d.id);
-    if (it == active_.end() || it->second.launch.attempt != r->attempt ||
-        NextReformGeneration(it->second.launch) != r->generation) {
-      continue;
-    }
-    std::set<int64_t> ranks;
-    for (const RankLaunch& rank : it->second.launch.ranks) {
-      if (!it->second.dropped.contains(rank.launch.key.rank)) ranks.insert(rank.launch.key.rank);
-    }
-    std::string why;
-    TESSERA_ASSIGN_OR_RETURN(bool shrunk,
-                             ApplyReformLocked(r->job, &it->second, plan->second, open, ranks, {},
-                                               d.reason + " (" + r->move.basis + ")", &why));
-    if (shrunk) {
-      changed = true;
-    } else {
-      spdlog::warn("job {}: could not shrink: {}", d.id, why);
+  for (const scheduler::AllocAction action :
+       {scheduler::AllocAction::kShrink, scheduler::AllocAction::kGrow}) {
+    for (const scheduler::AllocDecision& d : allocation.jobs) {
+      if (d.action != action) continue;
+      auto r = std::find_if(running.begin(), running.end(),
+                            [&](const Running& x) { return x.job.id == d.id; });
+      if (r == running.end() || !r->movable) continue;
+      // A device another attempt holds is still in use until its agent stops
+      // that rank: growth waits for a later round.
+      if (std::any_of(d.devices.begin(), d.devices.end(), [&](const std::string& dev) {
+            return !r->devices.contains(dev) && attempts.contains(dev);
+          })) {
+        continue;
+      }
+      auto plan = plans.find({d.id, SetKey(d.devices)});
+      if (plan == plans.end()) continue;
+      MutexLock lock(mu_);
+      auto it = active_.find(d.id);
+      if (it == active_.end() || it->second.launch.attempt != r->attempt ||
+          NextReformGeneration(it->second.launch) != r->generation) {
+        continue;
+      }
+      std::set<int64_t> ranks;
+      for (const RankLaunch& rank : it->second.launch.ranks) {
+        if (!it->second.dropped.contains(rank.launch.key.rank)) ranks.insert(rank.launch.key.rank);
+      }
+      std::string why;
+      TESSERA_ASSIGN_OR_RETURN(bool applied,
+                               ApplyReformLocked(r->job, &it->second, plan->second, open, ranks, {},
+                                                 d.reason + " (" + r->move.basis + ")", &why));
+      if (applied) {
+        changed = true;
+      } else {
+        spdlog::warn("job {}: could not {}: {}", d.id, scheduler::AllocActionName(action), why);
+      }
     }
   }
   if (changed) polls_.Notify();

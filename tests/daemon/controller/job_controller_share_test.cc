@@ -109,6 +109,34 @@ TEST_F(JobControllerShareTest, AMoveThatCostsMoreThanItGainsIsNotMade) {
   ExpectNotShrunk(lab);
 }
 
+// Growth while a job waits: alice's job runs on a:0; b:0 comes free, and
+// bob's job, which needs two devices, cannot use it alone. The policy grows
+// alice's job onto it (its new rank joins; GrowTraining would not, a job
+// waits); bob's job still waits.
+TEST_F(JobControllerShareTest, ARunningJobGrowsOntoADeviceTheWaitingJobCannotUse) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 10);
+  Beat(a);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId alice = SubmitRunning(Training(), {&a}, &desired);
+  ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 1u);
+  desired["b"] = Beat(b);
+  api::JobSpec pair = Training();
+  pair.min_devices = 2;
+  const api::JobId bob = Submit(pair, "bob");
+  for (int i = 0; i < 120 && store_->GetJob(alice)->plan["replicas"].size() < 2; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) desired[n->name] = Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  const std::string reasons = Reasons(alice);
+  EXPECT_NE(reasons.find("grows onto a:0,b:0"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("joined by 1 new rank"), std::string::npos) << reasons;
+  const api::Job job = *store_->GetJob(alice);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(job.plan["replicas"].size(), 2u);
+  EXPECT_EQ(StateOf(bob), JobState::kPending) << Reasons(bob);
+}
+
 // A move costs what the job's own last re-form took, not the configured
 // guess: with a day configured, a job whose re-form after a lost node was
 // measured (its re-formed ranks stepped on 3 s later) shrinks for bob's job;
