@@ -78,8 +78,12 @@ std::vector<QueueEntry> OrderQueue(const std::vector<QueuedJob>& jobs,
     // Step 2: the next job to rank.
     size_t best = 0;
     auto key = [&](const QueuedJob* j) {
-      const double s = ordering == QueueOrdering::kFifo ? 0.0 : share(j->user);
-      return std::make_tuple(-j->priority, s, j->id);
+      const bool fifo = ordering == QueueOrdering::kFifo;
+      const double s = fifo ? 0.0 : share(j->user);
+      const double ratio = !fifo && j->expected_s > 0
+                               ? (std::max(j->waited_s, 0.0) + j->expected_s) / j->expected_s
+                               : 1.0;
+      return std::make_tuple(-j->priority, s, -ratio, j->id);
     };
     for (size_t i = 1; i < left.size(); ++i) {
       if (key(left[i]) < key(left[best])) best = i;

@@ -10,8 +10,11 @@
 // limit holds back, why. Steps (OrderQueue):
 //   1. Each user's weighted share: devices held / weight.
 //   2. Repeatedly take, among the jobs left, those of the highest priority;
-//      among them, the job of the user with the smallest weighted share, ties
-//      by the oldest job (lowest id).
+//      among them, the job of the user with the smallest weighted share;
+//      ties (a user's own jobs) by the highest response ratio, (waited +
+//      expected) / expected, for jobs whose expected run time is known
+//      (highest response ratio next: shorter jobs first, and a waiting job's
+//      ratio grows until it comes first); then by the oldest job (lowest id).
 //   3. A taken job whose user is at a limit now (running jobs, devices) is
 //      held with the reason; otherwise it gets the next position, and its
 //      user's share grows by the devices it asks at least (min_devices), so
@@ -25,9 +28,11 @@
 // priority, then submission. QueueOrdering::kFifo leaves step 2's share out:
 // priority, then submission, whoever submitted (the limits still hold jobs).
 //
-// No job starves: a job's rank depends only on its priority and its user's
-// share, and a user's share falls as their jobs end, so every waiting job of a
-// user reaches the front once the jobs ahead of it (finitely many) have run.
+// No job starves: a job's rank depends on its priority, its user's share and,
+// among its user's jobs, its response ratio; a user's share falls as their
+// jobs end, and a waiting job's ratio grows without bound while a newer job's
+// starts at 1, so every waiting job of a user reaches the front once the jobs
+// ahead of it (finitely many) have run.
 // Ownership: plain values. Thread safety: pure function.
 #ifndef TESSERA_SCHEDULER_QUEUE_ORDER_H_
 #define TESSERA_SCHEDULER_QUEUE_ORDER_H_
@@ -77,6 +82,11 @@ struct QueuedJob {
   std::string user;
   int64_t priority = 0;  // higher first
   int64_t min_devices = 1;
+  // Its predicted run time (e.g. alone on its fair share) and how long it has
+  // waited, in seconds, for the response ratio (step 2); expected_s 0:
+  // unknown (the job ranks as one that has not waited).
+  double expected_s = 0;
+  double waited_s = 0;
 };
 
 struct QueueEntry {

@@ -176,7 +176,10 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
   // Then waiting jobs, in the queue's order.
   std::vector<QueuedJob> queued;
   for (const AllocJob& j : jobs_) {
-    if (j.held.empty()) queued.push_back(QueuedJob{j.id, j.user, j.priority, j.min_devices});
+    if (!j.held.empty()) continue;
+    const double fair = fair_rate_.at(j.id);
+    queued.push_back(QueuedJob{j.id, j.user, j.priority, j.min_devices,
+                               j.work > 0 && fair > 0 ? j.work / fair : 0.0, j.waited_s});
   }
   for (const QueueEntry& e : OrderQueue(queued, usage, policies_)) {
     const AllocJob& j = *by_id_.at(e.id);

@@ -25,7 +25,8 @@
 //   3. Minimums: running movable jobs first keep min_devices of their own
 //      devices (the subset their plan prefers); then waiting jobs in the
 //      queue's order (scheduler/queue_order.h: priority, users' weighted
-//      shares, age; limits hold jobs) each get min_devices of the free devices,
+//      shares, then a user's jobs by response ratio on their expected run
+//      time, then age; limits hold jobs) each get min_devices of the free devices,
 //      one at a time, each the device that raises its throughput most. A job
 //      that cannot get its minimum waits, with the reason.
 //   4. Fill: while free devices are left, give one to the job whose
@@ -97,6 +98,12 @@ struct AllocJob {
   // Running: seconds of progress a move loses (checkpoint or state transfer,
   // restart, steps redone).
   double move_cost_s = 0;
+  // Waiting: its work, in the hook's rate units (e.g. samples: steps x global
+  // batch; 0: unknown), and seconds it has waited. Its expected run time is
+  // the work over its throughput on its fair share; the queue order ranks a
+  // user's waiting jobs by response ratio with them (scheduler/queue_order.h).
+  double work = 0;
+  double waited_s = 0;
 };
 
 // What the hook answers: the job's best plan on (a subset of) the devices.

@@ -112,6 +112,9 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           a.movable = now - l.moved_at >= options.min_dwell_s - 1e-9;
           a.remaining_s = std::max(0.0, l.paused_until - now) + l.work_left / l.rate;
           a.move_cost_s = options.move_cost_s;
+        } else {
+          a.work = l.work_left;
+          a.waited_s = now - t.submit_s;
         }
         jobs.push_back(std::move(a));
       }

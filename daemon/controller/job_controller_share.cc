@@ -194,6 +194,10 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.priority = j.spec.priority;
     a.min_devices = j.spec.min_devices;
     a.max_devices = j.spec.max_devices;
+    // Its samples, for the response ratio among its user's waiting jobs.
+    a.work = static_cast<double>(std::max<int64_t>(j.spec.steps, 0)) *
+             static_cast<double>(j.spec.global_batch);
+    a.waited_s = static_cast<double>(clock_->NowUnixMillis() - j.created_ms) / 1000;
     jobs.push_back(std::move(a));
   }
   scheduler::ShareOptions share;

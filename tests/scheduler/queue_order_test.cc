@@ -12,6 +12,15 @@ QueuedJob Job(int64_t id, std::string user, int64_t priority = 0, int64_t min_de
   return QueuedJob{id, std::move(user), priority, min_devices};
 }
 
+// A job whose run time is expected to take `expected_s` and which has
+// waited `waited_s`.
+QueuedJob Timed(int64_t id, std::string user, double expected_s, double waited_s) {
+  QueuedJob j = Job(id, std::move(user));
+  j.expected_s = expected_s;
+  j.waited_s = waited_s;
+  return j;
+}
+
 UserPolicy Weight(double w) {
   UserPolicy p;
   p.weight = w;
@@ -72,6 +81,30 @@ TEST(QueueOrderTest, OrdersByPriorityThenUsersShareOrSubmission) {
        {},
        {1, 3, 4, 5, 2},
        {1, 2, 3, 4, 5}},
+      {"a user's shorter job first (response ratio 1.08 against 1.03)",
+       {Timed(1, "a", 3600, 100), Timed(2, "a", 600, 50)},
+       {},
+       {},
+       {2, 1},
+       {1, 2}},
+      {"a long job that waited long comes first (ratio 3 against 1): no starvation",
+       {Timed(1, "a", 3600, 7200), Timed(2, "a", 60, 0)},
+       {},
+       {},
+       {1, 2},
+       {1, 2}},
+      {"users interleave by share before any ratio",
+       {Timed(1, "a", 60, 0), Timed(2, "a", 30, 0), Timed(3, "b", 6000, 0)},
+       {},
+       {},
+       {1, 3, 2},
+       {1, 2, 3}},
+      {"unknown run times keep submission order",
+       {Job(2, "a"), Job(1, "a"), Timed(3, "a", 0, 500)},
+       {},
+       {},
+       {1, 2, 3},
+       {1, 2, 3}},
       {"the default policy '*' weighs users without their own",
        {Job(1, "a"), Job(2, "a"), Job(3, "b"), Job(4, "b")},
        {},
