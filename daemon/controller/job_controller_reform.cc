@@ -156,7 +156,7 @@ Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* activ
   for (int64_t r : gone) active->dropped.insert(r);
   for (int64_t r : reformed->unused) active->dropped.insert(r);
   active->launched_at = clock_->SteadyNow();
-  move_costs_.Begin(job.id, std::max(0.0, best.predicted.step_s), active->launched_at);
+  move_costs_.Begin(job.id, generation, std::max(0.0, best.predicted.step_s), active->launched_at);
   // Observations map ranks to stages by the first plan's numbering.
   active->correction_key.clear();
   SaveAttemptLocked(*active);

@@ -5,11 +5,15 @@
 
 namespace tessera::daemon {
 
-std::optional<double> MoveCosts::Stepped(api::JobId job, int64_t step, TimePoint at) {
+std::optional<double> MoveCosts::Stepped(api::JobId job, int64_t step,
+                                         std::optional<int64_t> generation, TimePoint at) {
   auto [newest, inserted] = newest_.try_emplace(job, step);
   if (!inserted) newest->second = std::max(newest->second, step);
   auto open = open_.find(job);
-  if (open == open_.end() || step <= open->second.step) return std::nullopt;
+  if (open == open_.end()) return std::nullopt;
+  const bool by_new_world =
+      generation ? *generation >= open->second.generation : step > open->second.step;
+  if (!by_new_world) return std::nullopt;
   const double pause = std::chrono::duration<double>(at - open->second.at).count();
   const double cost = std::max(0.0, pause - open->second.step_s);
   open_.erase(open);
@@ -19,9 +23,9 @@ std::optional<double> MoveCosts::Stepped(api::JobId job, int64_t step, TimePoint
   return cost;
 }
 
-void MoveCosts::Begin(api::JobId job, double step_s, TimePoint at) {
+void MoveCosts::Begin(api::JobId job, int64_t generation, double step_s, TimePoint at) {
   auto newest = newest_.find(job);
-  open_[job] = Open{newest == newest_.end() ? 0 : newest->second, step_s, at};
+  open_[job] = Open{newest == newest_.end() ? 0 : newest->second, generation, step_s, at};
 }
 
 void MoveCosts::Forget(api::JobId job) {

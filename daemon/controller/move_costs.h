@@ -33,15 +33,21 @@ class MoveCosts {
   // REQUIRES: configured_s >= 0.
   explicit MoveCosts(double configured_s) : configured_s_(configured_s) {}
 
-  // A rank of `job` completed `step` (any rank, any report; older steps are
-  // ignored). Ends an open measurement once `step` passes the step before the
-  // order: returns its cost in seconds then, nullopt otherwise.
-  std::optional<double> Stepped(api::JobId job, int64_t step, TimePoint at);
+  // A rank of `job` completed `step` in world `generation` (its progress
+  // line's; nullopt when the line names none), reported by a beat that
+  // arrived at `at`. Ends an open measurement once the re-formed world made
+  // the step: a step of its generation or a later one, or, for a line without
+  // one, a step past the newest before the order (a report naming no world
+  // may carry steps the old world made before it, delivered after: only a
+  // worker that names its generation is timed exactly). Returns the cost in
+  // seconds then, nullopt otherwise.
+  std::optional<double> Stepped(api::JobId job, int64_t step, std::optional<int64_t> generation,
+                                TimePoint at);
 
-  // A re-form of `job` was ordered at `at`; `step_s` is the new plan's
-  // predicted step. A measurement still open is replaced (the world it
-  // measured never stepped). REQUIRES: step_s >= 0.
-  void Begin(api::JobId job, double step_s, TimePoint at);
+  // A re-form of `job` into world `generation` was ordered at `at`; `step_s`
+  // is the new plan's predicted step. A measurement still open is replaced
+  // (the world it measured never stepped). REQUIRES: step_s >= 0.
+  void Begin(api::JobId job, int64_t generation, double step_s, TimePoint at);
 
   // The job ended or left its attempt: its open measurement and newest step
   // go; its measured cost stays in the mean.
@@ -56,6 +62,7 @@ class MoveCosts {
  private:
   struct Open {
     int64_t step = 0;  // the newest completed step at the order
+    int64_t generation = 0;
     double step_s = 0;
     TimePoint at;
   };

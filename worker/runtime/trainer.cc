@@ -498,6 +498,7 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
         StepProgressLine(step, end.sums[0], wall > 0 ? rt->plan.global_batch / wall : 0.0,
                          stats.compute_s, stats.comm_s, stats.bubble_s, env.rank);
     line["compute_cpu_s"] = stats.compute_cpu_s;
+    line["generation"] = c.generation;  // which world made the step (a re-form's cost)
     AddMemoryFields(line, role.predicted_peak_bytes, device);
     progress.Write(line);
     TESSERA_RETURN_IF_ERROR(

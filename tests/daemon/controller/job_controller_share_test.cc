@@ -168,7 +168,8 @@ TEST_F(JobControllerShareTest, AMoveCostsWhatTheJobsLastReformTook) {
     ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 2u) << Reasons(alice);
     // The re-formed ranks step on 3 s later, or not yet.
     clock_.Advance(milliseconds(3000));
-    const api::Json progress = stepped ? api::Json{{"step", 4}} : api::Json::object();
+    const api::Json progress =
+        stepped ? api::Json{{"step", 4}, {"generation", 1}} : api::Json::object();
     for (auto* n : {&a, &b}) report(n, progress);
     const api::JobId bob = Submit(Training(), "bob");
     for (int i = 0; i < 120 && StateOf(bob) != JobState::kRunning; ++i) {

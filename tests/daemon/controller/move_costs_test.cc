@@ -16,8 +16,9 @@ TEST(MoveCostsTest, AReformCostsItsPauseLessOneStep) {
   struct Event {
     enum Kind { kStep, kBegin } kind;
     int64_t ms;
-    int64_t step;   // kStep
-    double step_s;  // kBegin
+    int64_t step;                                      // kStep
+    double step_s;                                     // kBegin
+    std::optional<int64_t> generation = std::nullopt;  // kStep: the line's; kBegin: the new world
   };
   struct Row {
     const char* what;
@@ -46,15 +47,27 @@ TEST(MoveCostsTest, AReformCostsItsPauseLessOneStep) {
       {"a job never seen stepping: any step ends it",
        {{Event::kBegin, 1000, 0, 0}, {Event::kStep, 3000, 1, 0}},
        2.0},
+      {"steps the old world made before the order, reported after it, do not end it",
+       {{Event::kStep, 0, 7, 0, 0},
+        {Event::kBegin, 1000, 0, 0.5, 1},
+        {Event::kStep, 1200, 8, 0, 0},
+        {Event::kStep, 1400, 9, 0, 0}},
+       std::nullopt},
+      {"the new world's first step ends it, whatever its number",
+       {{Event::kStep, 0, 7, 0, 0},
+        {Event::kBegin, 1000, 0, 0.5, 1},
+        {Event::kStep, 1200, 9, 0, 0},
+        {Event::kStep, 4000, 9, 0, 1}},
+       2.5},
   };
   for (const Row& r : rows) {
     MoveCosts costs(10);
     std::optional<double> last;
     for (const Event& e : r.events) {
       if (e.kind == Event::kBegin) {
-        costs.Begin(7, e.step_s, t0 + milliseconds(e.ms));
+        costs.Begin(7, e.generation.value_or(1), e.step_s, t0 + milliseconds(e.ms));
       } else {
-        last = costs.Stepped(7, e.step, t0 + milliseconds(e.ms));
+        last = costs.Stepped(7, e.step, e.generation, t0 + milliseconds(e.ms));
       }
     }
     EXPECT_EQ(last.has_value(), r.cost.has_value()) << r.what;
@@ -70,9 +83,9 @@ TEST(MoveCostsTest, AJobNeverMovedIsChargedTheMeanOfTheMeasuredOnes) {
   const MoveCosts::TimePoint t0{};
   MoveCosts costs(10);
   for (auto [job, pause_ms] : {std::pair<api::JobId, int64_t>{1, 2000}, {2, 4000}}) {
-    costs.Stepped(job, 3, t0);
-    costs.Begin(job, 0, t0);
-    ASSERT_TRUE(costs.Stepped(job, 4, t0 + milliseconds(pause_ms)).has_value());
+    costs.Stepped(job, 3, 0, t0);
+    costs.Begin(job, 1, 0, t0);
+    ASSERT_TRUE(costs.Stepped(job, 4, 1, t0 + milliseconds(pause_ms)).has_value());
   }
   EXPECT_DOUBLE_EQ(costs.For(1).seconds, 2);
   EXPECT_DOUBLE_EQ(costs.For(2).seconds, 4);
@@ -82,8 +95,8 @@ TEST(MoveCostsTest, AJobNeverMovedIsChargedTheMeanOfTheMeasuredOnes) {
   costs.Forget(2);
   EXPECT_DOUBLE_EQ(costs.For(2).seconds, 3);
   // Its steps are forgotten too: a later attempt's step 1 passes a new order.
-  costs.Begin(2, 0, t0);
-  EXPECT_TRUE(costs.Stepped(2, 1, t0 + milliseconds(500)).has_value());
+  costs.Begin(2, 1, 0, t0);
+  EXPECT_TRUE(costs.Stepped(2, 1, std::nullopt, t0 + milliseconds(500)).has_value());
 }
 
 }  // namespace
