@@ -78,7 +78,10 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   std::vector<api::WorkerLaunch> out;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (r.node != node || active.dropped.contains(r.launch.key.rank)) continue;
+      if (r.node != node || (active.dropped.contains(r.launch.key.rank) &&
+                             !active.leaving.contains(r.launch.key.rank))) {
+        continue;
+      }
       out.push_back(r.launch);
       if (active.launch.infer && options_.lease_tokens != nullptr) {
         // Per rank: a rank's token leases for that rank only.
@@ -369,6 +372,16 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       continue;
     }
 
+    // Left-out ranks whose time to stay is up are no longer desired.
+    for (auto l = it->second.leaving.begin(); l != it->second.leaving.end();) {
+      if (clock_->SteadyNow() < l->second) {
+        ++l;
+        continue;
+      }
+      l = it->second.leaving.erase(l);
+      ++generation_;
+    }
+
     std::map<std::string, std::vector<int64_t>> lost;  // dead node -> ranks
     std::string failed;        // the failed rank that says most, with its error
     std::string failed_error;  // that rank's named error (daemon/controller/rank_error.h), or empty
@@ -427,6 +440,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     // other nodes now instead of after the heartbeat timeout.
     std::set<std::string> reporters;
     for (const RankLaunch& r : launch.ranks) {
+      if (it->second.dropped.contains(r.launch.key.rank)) continue;  // no longer of the attempt
       const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
       if (w == nullptr) continue;
       // A trainer that waits to re-form says so in its progress instead.
@@ -438,7 +452,8 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       }
     }
     for (const RankLaunch& r : launch.ranks) {
-      if (!reporters.empty() && !reporters.contains(r.node)) {
+      if (!reporters.empty() && !reporters.contains(r.node) &&
+          !it->second.dropped.contains(r.launch.key.rank)) {
         peer_checks_.Begin(r.node, clock_->SteadyNow());
       }
     }

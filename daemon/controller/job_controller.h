@@ -198,6 +198,11 @@ class JobController {
     // Ranks of a lost node that a running infer attempt goes on without
     // (DropLostInferRanksLocked): no longer desired, counted or busy.
     std::set<int64_t> dropped;
+    // Dropped ranks a planned re-form left out that stay desired until the
+    // time given: their agents stop them only once the kept ranks have left
+    // the old world, so a left-out rank's stop (which its world agrees on at
+    // the step's end) cannot stop the kept ones with it.
+    std::map<int64_t, std::chrono::steady_clock::time_point> leaving;
     std::string owner;  // the job's user (its share and limits)
     // What its ranks' compute observations correct (CorrectionKey); empty:
     // nothing (infer attempts).

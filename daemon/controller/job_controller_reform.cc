@@ -154,7 +154,16 @@ Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* activ
   active->launch = std::move(reformed->launch);
   for (int64_t r : reformed->joined) active->joining[r] = clock_->SteadyNow();
   for (int64_t r : gone) active->dropped.insert(r);
-  for (int64_t r : reformed->unused) active->dropped.insert(r);
+  for (int64_t r : reformed->unused) {
+    active->dropped.insert(r);
+    // A planned re-form's left-out rank still runs: it is stopped a while
+    // after the kept ranks got their order (see Active::leaving).
+    if (gone.empty()) {
+      active->leaving[r] =
+          clock_->SteadyNow() + std::chrono::milliseconds(std::max<int64_t>(
+                                    1000, 2 * options_.detector.heartbeat_interval_ms));
+    }
+  }
   active->launched_at = clock_->SteadyNow();
   move_costs_.Begin(job.id, generation, std::max(0.0, best.predicted.step_s), active->launched_at);
   // Observations map ranks to stages by the first plan's numbering.

@@ -85,6 +85,35 @@ TEST_F(JobControllerShareTest, ARunningJobShrinksForAnotherUsersJobThatWaits) {
   EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
 }
 
+// The rank a shrink leaves out is stopped only a while after the kept rank
+// got its order: its stop, which its world agrees on at a step's end, must
+// not stop the kept rank with it before that one has left the old world.
+TEST_F(JobControllerShareTest, ALeftOutRankIsStoppedOnlyAfterTheKeptRankGotItsOrder) {
+  Lab lab;
+  std::map<std::string, api::HeartbeatResponse> desired;
+  for (auto* n : {&lab.a, &lab.b}) Beat(*n);
+  lab.alice = SubmitRunning(Training(), {&lab.a, &lab.b}, &desired);
+  lab.bob = Submit(Training(), "bob");
+  for (int i = 0; i < 120 && store_->GetJob(lab.alice)->plan["replicas"].size() == 2; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&lab.a, &lab.b}) desired[n->name] = Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  const api::Json plan = store_->GetJob(lab.alice)->plan;
+  ASSERT_EQ(plan["replicas"].size(), 1u) << Reasons(lab.alice);
+  api::Node* left = plan.dump().find("\"a:0\"") != std::string::npos ? &lab.b : &lab.a;
+  auto alices_ranks = [&](const api::HeartbeatResponse& d) {
+    int n = 0;
+    for (const auto& l : d.desired) n += l.key.job_id == lab.alice ? 1 : 0;
+    return n;
+  };
+  desired[left->name] = Beat(*left, Running(desired[left->name]));
+  EXPECT_EQ(alices_ranks(desired[left->name]), 1) << "still desired right after the shrink";
+  clock_.Advance(milliseconds(2500));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(alices_ranks(Beat(*left, Running(desired[left->name]))), 0) << "stopped since";
+}
+
 TEST_F(JobControllerShareTest, AJobThatOptsOutKeepsItsDevices) {
   api::JobSpec spec = Training();
   spec.elastic = false;
