@@ -147,6 +147,14 @@ std::optional<std::map<int64_t, std::string>> JobController::LiveRanks(api::JobI
 
 namespace {
 
+// Every progress line a beat brought of `w`: its queued lines, then its latest.
+std::vector<const api::Json*> ProgressLinesOf(const api::WorkerStatus& w) {
+  std::vector<const api::Json*> lines;
+  for (const api::Json& line : w.progress_lines) lines.push_back(&line);
+  lines.push_back(&w.progress);
+  return lines;
+}
+
 // What a node is handed: each desired key with its re-formed generation (a
 // running worker's new place changes no key, and must not wait out a hold).
 std::map<api::WorkerKey, int64_t> HandedOf(const std::vector<api::WorkerLaunch>& launches) {
@@ -678,10 +686,7 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
     auto type = device_types_.find(DeviceKey(r.node, r.device_index));
     if (!(predicted > 0) || type == device_types_.end()) continue;
     int64_t& seen = active.observed_step[w.key.rank];
-    std::vector<const api::Json*> lines;
-    for (const api::Json& line : w.progress_lines) lines.push_back(&line);
-    lines.push_back(&w.progress);
-    for (const api::Json* line : lines) {  // (2)
+    for (const api::Json* line : ProgressLinesOf(w)) {  // (2)
       if (!line->is_object() || !line->contains("compute_s") || !line->contains("step") ||
           !(*line)["compute_s"].is_number() || !(*line)["step"].is_number_integer()) {
         continue;
@@ -728,10 +733,7 @@ void JobController::ObserveStepsLocked(const api::HeartbeatRequest& request,
         w.key.attempt != it->second.launch.attempt) {
       continue;
     }
-    std::vector<const api::Json*> lines;
-    for (const api::Json& line : w.progress_lines) lines.push_back(&line);
-    lines.push_back(&w.progress);
-    for (const api::Json* line : lines) {
+    for (const api::Json* line : ProgressLinesOf(w)) {
       if (!line->is_object() || !line->contains("step") || !(*line)["step"].is_number_integer()) {
         continue;
       }
