@@ -11,20 +11,10 @@
 
 #include "common/file_system.h"
 #include "common/quantities.h"
+#include "common/yaml_scalars.h"
 
 namespace tessera::agent {
 namespace {
-
-Result<double> ReadDouble(const YAML::Node& node, const std::string& field) {
-  if (!node.IsScalar()) return InvalidArgument("must be a number", field);
-  try {
-    double v = node.as<double>();
-    if (!std::isfinite(v)) return InvalidArgument("must be a finite number", field);
-    return v;
-  } catch (const YAML::Exception&) {
-    return InvalidArgument("must be a number, got '" + node.Scalar() + "'", field);
-  }
-}
 
 Result<EmulatedDeviceSpec> ReadDevice(const YAML::Node& node, const std::string& prefix) {
   if (!node.IsMap()) return InvalidArgument("must be a mapping", prefix);
@@ -51,15 +41,15 @@ Result<EmulatedDeviceSpec> ReadDevice(const YAML::Node& node, const std::string&
       spec.memory_bytes = *bytes;
       have_memory = true;
     } else if (key == "relative_speed") {
-      TESSERA_ASSIGN_OR_RETURN(double speed, ReadDouble(value, field));
+      TESSERA_ASSIGN_OR_RETURN(double speed, YamlNumber(value, field));
       if (speed <= 0 || speed > 1000) return InvalidArgument("must be in (0, 1000]", field);
       spec.relative_speed = speed;
     } else if (key == "tflops") {
-      TESSERA_ASSIGN_OR_RETURN(double tflops, ReadDouble(value, field));
+      TESSERA_ASSIGN_OR_RETURN(double tflops, YamlNumber(value, field));
       if (tflops <= 0) return InvalidArgument("must be positive", field);
       spec.tflops = tflops;
     } else if (key == "tflops_half") {
-      TESSERA_ASSIGN_OR_RETURN(double tflops, ReadDouble(value, field));
+      TESSERA_ASSIGN_OR_RETURN(double tflops, YamlNumber(value, field));
       if (tflops <= 0) return InvalidArgument("must be positive", field);
       spec.tflops_half = tflops;
     } else {
@@ -135,12 +125,7 @@ Result<InventoryFile> ParseInventoryFile(std::string_view text) {
       const std::string key = kv.first.as<std::string>();
       const YAML::Node& value = kv.second;
       if (key == "combine") {
-        if (!value.IsScalar()) return InvalidArgument("must be true or false", "combine");
-        try {
-          file.combine = value.as<bool>();
-        } catch (const YAML::Exception&) {
-          return InvalidArgument("must be true or false, got '" + value.Scalar() + "'", "combine");
-        }
+        TESSERA_ASSIGN_OR_RETURN(file.combine, YamlBool(value, "combine"));
       } else if (key == "devices") {
         if (!value.IsSequence()) return InvalidArgument("must be a list", "devices");
         if (value.size() == 0) return InvalidArgument("must list at least one device", "devices");

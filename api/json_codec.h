@@ -197,6 +197,23 @@ Status ReadJsonMembers(const JsonMember<T> (&members)[N], JsonFields& fields, T*
   return Status::Ok();
 }
 
+// CheckObject, then ReadJsonMembers: the members of a whole JSON object, which
+// a caller may read on from `fields` (more keys, NoUnknownFields).
+template <typename T, size_t N>
+Status ReadJsonObject(const JsonMember<T> (&members)[N], JsonFields& fields, T* value) {
+  TESSERA_RETURN_IF_ERROR(fields.CheckObject());
+  return ReadJsonMembers(members, fields, value);
+}
+
+// A default T with the members of the JSON object `j` (ReadJsonObject).
+template <typename T, size_t N>
+Result<T> ObjectFromJson(const JsonMember<T> (&members)[N], const nlohmann::json& j) {
+  T value;
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(ReadJsonObject(members, fields, &value));
+  return value;
+}
+
 // [to_json(item) for every item].
 template <typename T, typename ToJsonFn>
 nlohmann::json ToJsonArray(const std::vector<T>& items, ToJsonFn to_json) {

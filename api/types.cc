@@ -127,8 +127,7 @@ Json ToJson(const JobSpec& s) {
 Result<JobSpec> JobSpecFromJson(const Json& j) {
   JobSpec s;
   JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kJobSpecMembers, r, &s));
+  TESSERA_RETURN_IF_ERROR(ReadJsonObject(kJobSpecMembers, r, &s));
   nlohmann::json image;
   TESSERA_RETURN_IF_ERROR(r.Raw("image", &image));
   if (!image.is_null()) {
@@ -140,13 +139,7 @@ Result<JobSpec> JobSpecFromJson(const Json& j) {
 
 Json ToJson(const Job& job) { return MembersToJson(kJobMembers, job); }
 
-Result<Job> JobFromJson(const Json& j) {
-  Job job;
-  JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kJobMembers, r, &job));
-  return job;
-}
+Result<Job> JobFromJson(const Json& j) { return ObjectFromJson(kJobMembers, j); }
 
 Json ToJson(const Event& e) { return MembersToJson(kEventMembers, e); }
 
@@ -160,13 +153,7 @@ Json ToJson(const QueueRow& q) {
   return j;
 }
 
-Result<Event> EventFromJson(const Json& j) {
-  Event e;
-  JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kEventMembers, r, &e));
-  return e;
-}
+Result<Event> EventFromJson(const Json& j) { return ObjectFromJson(kEventMembers, j); }
 
 namespace {
 
@@ -215,21 +202,12 @@ constexpr JsonMember<Node> kNodeNetworkMembers[] = {
 
 Json ToJson(const Device& d) { return MembersToJson(kDeviceMembers, d); }
 
-Result<Device> DeviceFromJson(const Json& j) {
-  Device d;
-  JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kDeviceMembers, r, &d));
-  return d;
-}
+Result<Device> DeviceFromJson(const Json& j) { return ObjectFromJson(kDeviceMembers, j); }
 
 Json ToJson(const DeviceLink& l) { return MembersToJson(kDeviceLinkMembers, l); }
 
 Result<DeviceLink> DeviceLinkFromJson(const Json& j) {
-  DeviceLink l;
-  JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kDeviceLinkMembers, r, &l));
+  TESSERA_ASSIGN_OR_RETURN(DeviceLink l, ObjectFromJson(kDeviceLinkMembers, j));
   if (l.a < 0 || l.b <= l.a) return InvalidArgument("needs 0 <= a < b", "b");
   if (l.kind != "nvlink" && l.kind != "pcie" && l.kind != "system" && l.kind != "unknown") {
     return InvalidArgument("must be nvlink, pcie, system or unknown", "kind");
@@ -250,16 +228,14 @@ Json ToJson(const Node& n) {
 Result<Node> NodeFromJson(const Json& j) {
   Node n;
   JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kNodeMembers, r, &n));
+  TESSERA_RETURN_IF_ERROR(ReadJsonObject(kNodeMembers, r, &n));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "devices", &DeviceFromJson, &n.devices));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "links", &DeviceLinkFromJson, &n.links));
   api::Json network;
   TESSERA_RETURN_IF_ERROR(r.Raw("network", &network));
   if (!network.is_null()) {
     JsonFields link(network, "network");
-    TESSERA_RETURN_IF_ERROR(link.CheckObject());
-    TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kNodeNetworkMembers, link, &n));
+    TESSERA_RETURN_IF_ERROR(ReadJsonObject(kNodeNetworkMembers, link, &n));
   }
   return n;
 }
@@ -334,8 +310,7 @@ Json ToJson(const MetricsPage& page) {
 Result<MetricPoint> MetricPointFromJson(const Json& j) {
   MetricPoint p;
   JsonFields r(j);
-  TESSERA_RETURN_IF_ERROR(r.CheckObject());
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kMetricPointMembers, r, &p));
+  TESSERA_RETURN_IF_ERROR(ReadJsonObject(kMetricPointMembers, r, &p));
   for (const MetricFigure& f : kMetricFigures) {
     Json v;
     TESSERA_RETURN_IF_ERROR(r.Raw(f.name, &v));

@@ -31,6 +31,13 @@ namespace tessera {
 
 enum class FileOp { kRead, kWrite, kSync, kSyncDir, kRename, kRemove, kCreateDirs };
 
+// One fault to arm: a call of kind `op` fails with errno `err` (tables of
+// tests that walk a writer through its failures).
+struct FileFault {
+  FileOp op;
+  int err;
+};
+
 class FaultyFileSystem final : public FileSystemWrapper {
  public:
   explicit FaultyFileSystem(FileSystem* base = FileSystem::Default()) : FileSystemWrapper(base) {}

@@ -7,6 +7,7 @@
 
 #include "api/entrypoint_kind.h"
 #include "api/server_url.h"
+#include "common/yaml_scalars.h"
 
 namespace tessera::daemon {
 namespace {
@@ -31,17 +32,6 @@ Status CheckRange(int64_t v, int64_t lo, int64_t hi, const char* field) {
                            field);
   }
   return Status::Ok();
-}
-
-Result<std::vector<std::string>> StringList(const YAML::Node& n, const std::string& field) {
-  if (!n.IsSequence()) return InvalidArgument("must be a list of strings", field);
-  std::vector<std::string> out;
-  try {
-    for (const auto& item : n) out.push_back(item.as<std::string>());
-  } catch (const YAML::Exception&) {
-    return InvalidArgument("must be a list of strings", field);
-  }
-  return out;
 }
 
 Status LoadDataRoots(const YAML::Node& n, std::vector<DataRoot>* roots) {
@@ -97,20 +87,16 @@ Status LoadEntrypoints(const YAML::Node& n, std::map<std::string, api::Entrypoin
       const std::string key = p.first.as<std::string>("");
       const std::string f = field + "." + key;
       if (key == "env_allow") {
-        TESSERA_ASSIGN_OR_RETURN(policy.env_allow, StringList(p.second, f));
+        TESSERA_ASSIGN_OR_RETURN(policy.env_allow, YamlStringList(p.second, f));
         for (const std::string& pattern : policy.env_allow) {
           if (!IsEnvPattern(pattern)) {
             return InvalidArgument("patterns are globs of [A-Z0-9_] with * ? [ ]", f);
           }
         }
       } else if (key == "args_allow") {
-        TESSERA_ASSIGN_OR_RETURN(policy.args_allow, StringList(p.second, f));
+        TESSERA_ASSIGN_OR_RETURN(policy.args_allow, YamlStringList(p.second, f));
       } else if (key == "free_args") {
-        try {
-          policy.free_args = p.second.as<bool>();
-        } catch (const YAML::Exception&) {
-          return InvalidArgument("must be true or false", f);
-        }
+        TESSERA_ASSIGN_OR_RETURN(policy.free_args, YamlBool(p.second, f));
       } else {
         return InvalidArgument("unknown key (env_allow, args_allow, free_args)", f);
       }

@@ -9,23 +9,11 @@
 #include <utility>
 
 #include "common/quantities.h"
+#include "common/yaml_scalars.h"
 #include "slurm/slurm_rest_client.h"
 
 namespace tessera::slurm {
 namespace {
-
-Result<std::string> ReadString(const YAML::Node& v, const std::string& field) {
-  if (!v.IsScalar()) return InvalidArgument("must be a string", field);
-  return v.Scalar();
-}
-
-Result<double> ReadDouble(const YAML::Node& v, const std::string& field) {
-  try {
-    if (v.IsScalar()) return v.as<double>();
-  } catch (const YAML::Exception&) {
-  }
-  return InvalidArgument("must be a number", field);
-}
 
 Result<GpuType> ReadGpuType(const YAML::Node& node, const std::string& prefix) {
   if (!node.IsMap()) return InvalidArgument("must be a mapping", prefix);
@@ -41,20 +29,16 @@ Result<GpuType> ReadGpuType(const YAML::Node& node, const std::string& prefix) {
       t.memory_bytes = *bytes;
       have_memory = true;
     } else if (key == "tflops") {
-      TESSERA_ASSIGN_OR_RETURN(t.tflops, ReadDouble(kv.second, field));
+      TESSERA_ASSIGN_OR_RETURN(t.tflops, YamlNumber(kv.second, field));
       if (t.tflops <= 0) return InvalidArgument("must be positive", field);
       have_tflops = true;
     } else if (key == "relative_speed") {
-      TESSERA_ASSIGN_OR_RETURN(t.relative_speed, ReadDouble(kv.second, field));
+      TESSERA_ASSIGN_OR_RETURN(t.relative_speed, YamlNumber(kv.second, field));
       if (t.relative_speed <= 0 || t.relative_speed > 1000) {
         return InvalidArgument("must be in (0, 1000]", field);
       }
     } else if (key == "emulated") {
-      try {
-        t.emulated = kv.second.as<bool>();
-      } catch (const YAML::Exception&) {
-        return InvalidArgument("must be true or false", field);
-      }
+      TESSERA_ASSIGN_OR_RETURN(t.emulated, YamlBool(kv.second, field));
     } else {
       return InvalidArgument("unknown field (expected tflops, relative_speed, memory, emulated)",
                              field);
@@ -89,9 +73,9 @@ Result<std::optional<SlurmConfig>> FromRoot(const YAML::Node& root) {
     const auto string_field = std::find_if(std::begin(kStringFields), std::end(kStringFields),
                                            [&](const auto& f) { return f.first == key; });
     if (string_field != std::end(kStringFields)) {
-      TESSERA_ASSIGN_OR_RETURN((c.*string_field->second), ReadString(v, field));
+      TESSERA_ASSIGN_OR_RETURN((c.*string_field->second), YamlString(v, field));
     } else if (key == "poll_interval_ms") {
-      TESSERA_ASSIGN_OR_RETURN(double ms, ReadDouble(v, field));
+      TESSERA_ASSIGN_OR_RETURN(double ms, YamlNumber(v, field));
       if (ms < 50 || ms > 60'000) return InvalidArgument("must be in 50..60000", field);
       c.poll_interval_ms = static_cast<int64_t>(ms);
     } else if (key == "gpu_types") {

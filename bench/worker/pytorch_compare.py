@@ -192,8 +192,8 @@ def main():
         sys.exit("--steps must exceed --warmup")
     if not os.access(args.worker, os.X_OK):
         sys.exit(f"no tessera-worker at {args.worker}")
-    args.python = torch_python(args.python, ["torch"],
-                               "run scripts/setup.sh: it puts PyPI's torch into .venv")
+    args.python = torch_python(args.python, ["torch", "PIL"],
+                               "run scripts/setup.sh: it puts PyPI's torch and Pillow into .venv")
     t_start = time.time()
     tmp_obj = tempfile.TemporaryDirectory()
     tmp = tmp_obj.name

@@ -10,7 +10,7 @@ The same model and training step as `tessera-worker train --model denoiser-dncnn
   loss:  MSE against the clean image; SGD, momentum 0.9, no dampening.
 
 Data: every PNG of --data (sorted by name) decoded once into memory before
-training (standard library zlib; no torchvision needed), scaled to [0, 1].
+training (Pillow, from the project's .venv), scaled to [0, 1].
 Each step takes the next window of a seeded per-epoch permutation, this
 rank's slice of it, random crop to --image-size + horizontal flip, and adds
 Gaussian noise of sigma --noise-sigma: the noisy image is the input, the clean
@@ -41,73 +41,17 @@ import json
 import math
 import os
 import random
-import struct
 import time
-import zlib
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from PIL import Image
 
 
-# ----- PNG decoding (8-bit gray / RGB / gray+alpha / RGBA, not interlaced) -----
-
-def _paeth(a, b, c):
-    p = a + b - c
-    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-    if pa <= pb and pa <= pc:
-        return a
-    return b if pb <= pc else c
-
-
-def read_png(path):
-    """Returns (width, height, channels, bytes HWC) of an 8-bit PNG."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError(f"{path}: not a PNG")
-    pos, idat, hdr = 8, [], None
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-        if kind == b"IHDR":
-            hdr = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            break
-    w, h, depth, color, _, _, interlace = hdr
-    channels = {0: 1, 2: 3, 4: 2, 6: 4}.get(color)
-    if depth != 8 or channels is None or interlace != 0:
-        raise ValueError(f"{path}: only 8-bit non-interlaced gray/RGB(A) PNGs are supported")
-    raw = zlib.decompress(b"".join(idat))
-    stride = w * channels
-    out = bytearray(h * stride)
-    prev = bytearray(stride)
-    for y in range(h):
-        ftype = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        if ftype == 1:
-            for i in range(channels, stride):
-                line[i] = (line[i] + line[i - channels]) & 0xFF
-        elif ftype == 2:
-            for i in range(stride):
-                line[i] = (line[i] + prev[i]) & 0xFF
-        elif ftype == 3:
-            for i in range(stride):
-                left = line[i - channels] if i >= channels else 0
-                line[i] = (line[i] + ((left + prev[i]) >> 1)) & 0xFF
-        elif ftype == 4:
-            for i in range(stride):
-                left = line[i - channels] if i >= channels else 0
-                up_left = prev[i - channels] if i >= channels else 0
-                line[i] = (line[i] + _paeth(left, prev[i], up_left)) & 0xFF
-        out[y * stride:(y + 1) * stride] = line
-        prev = line
-    return w, h, channels, bytes(out)
+# PIL's modes of 8-bit images, and their channels (anything else is converted).
+_CHANNELS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
 
 
 def load_images(folder):
@@ -117,7 +61,10 @@ def load_images(folder):
         raise SystemExit(f"no PNG in {folder}")
     images = []
     for n in names:
-        w, h, c, pixels = read_png(os.path.join(folder, n))
+        with Image.open(os.path.join(folder, n)) as img:
+            if img.mode not in _CHANNELS:
+                img = img.convert("RGBA" if "A" in img.getbands() else "RGB")
+            w, h, c, pixels = img.width, img.height, _CHANNELS[img.mode], img.tobytes()
         t = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).view(h, w, c)
         t = t.permute(2, 0, 1).float().div(255.0)
         if c in (2, 4):

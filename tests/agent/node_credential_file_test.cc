@@ -44,12 +44,8 @@ TEST(NodeCredentialFile, StoredPrivatelyAndLoadedForItsNodeOnly) {
 }
 
 TEST(NodeCredentialFile, FailedWriteSurfacesAndKeepsTheOldCredential) {
-  struct Case {
-    FileOp op;
-    int err;
-  };
-  for (const Case& c :
-       {Case{FileOp::kSync, EIO}, Case{FileOp::kRename, EXDEV}, Case{FileOp::kWrite, ENOSPC}}) {
+  for (const FileFault& c : {FileFault{FileOp::kSync, EIO}, FileFault{FileOp::kRename, EXDEV},
+                             FileFault{FileOp::kWrite, ENOSPC}}) {
     TempDir state;
     const std::string file = state.File("node-credential");
     ASSERT_TRUE(StoreNodeCredential(file, kFirst, "node-a").ok());

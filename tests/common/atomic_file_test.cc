@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/faulty_file_system.h"
+#include "tests/common/atomic_crash.h"
 #include "tests/common/real_file_system_fixture.h"
 
 namespace tessera {
@@ -114,20 +115,10 @@ TEST_F(AtomicFileTest, TempNamesAreRecognisable) {
 // A crash at each step: before the rename no final file exists, a temporary
 // file does; after the rename the final file is complete.
 TEST_F(AtomicFileTest, CrashAtEachStepLeavesNoPartialFinalFile) {
-  struct Case {
-    AtomicWriteStep step;
-    bool final_exists;
-  };
-  const Case cases[] = {{AtomicWriteStep::kAfterWrite, false},
-                        {AtomicWriteStep::kAfterSync, false},
-                        {AtomicWriteStep::kAfterRename, true}};
   int i = 0;
-  for (const Case& c : cases) {
+  for (const testing::AtomicCrash& c : testing::kAtomicCrashes) {
     const fs::path out = dir_.path() / ("item" + std::to_string(i++) + ".png");
-    AtomicWriteOptions crash;
-    crash.faults = [&c](AtomicWriteStep step, const std::string&) -> Status {
-      return step == c.step ? Internal("simulated crash") : Status::Ok();
-    };
+    const AtomicWriteOptions crash = testing::CrashAt(c.step);
     const std::string payload(100000, 'z');
     Status s = WriteFileAtomically(files(), out, payload, crash);
     EXPECT_EQ(s.code(), StatusCode::kInternal);

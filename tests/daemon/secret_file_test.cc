@@ -33,12 +33,8 @@ TEST(SecretFileTest, WrittenPrivatelyAndReadBack) {
 }
 
 TEST(SecretFileTest, FailedWriteSurfacesAndKeepsTheOldLine) {
-  struct Case {
-    FileOp op;
-    int err;
-  };
-  for (const Case& c :
-       {Case{FileOp::kSync, EIO}, Case{FileOp::kRename, EXDEV}, Case{FileOp::kSyncDir, EIO}}) {
+  for (const FileFault& c : {FileFault{FileOp::kSync, EIO}, FileFault{FileOp::kRename, EXDEV},
+                             FileFault{FileOp::kSyncDir, EIO}}) {
     testing::TempDir dir;
     const std::filesystem::path file = dir.File("lease-key");
     ASSERT_TRUE(WriteSecretLine(*FileSystem::Default(), file, "old").ok());

@@ -12,6 +12,12 @@ namespace {
 
 constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
+// The caching allocator's allocated bytes of a CUDA device, over all its pools.
+c10::CachingAllocator::Stat Allocated(const torch::Device& device) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+      .allocated_bytes[kAggregate];
+}
+
 }  // namespace
 
 torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device) {
@@ -20,10 +26,7 @@ torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device) {
 }
 
 int64_t PeakBytes(const torch::Device& device) {
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return stats.allocated_bytes[kAggregate].peak;
-  }
+  if (device.is_cuda()) return Allocated(device).peak;
   return EmulatedMemory::installed() ? EmulatedMemory::peak_bytes() : -1;
 }
 
@@ -36,10 +39,7 @@ void ResetPeak(const torch::Device& device) {
 }
 
 int64_t InUseBytes(const torch::Device& device) {
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return stats.allocated_bytes[kAggregate].current;
-  }
+  if (device.is_cuda()) return Allocated(device).current;
   return EmulatedMemory::installed() ? EmulatedMemory::in_use_bytes() : -1;
 }
 

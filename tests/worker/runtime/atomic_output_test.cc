@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/atomic_crash.h"
 #include "tests/worker/runtime/temp_dir_fixture.h"
 
 namespace tessera::worker {
@@ -23,20 +24,10 @@ class AtomicOutputTest : public testing::TempDirTest {};
 // rename no final file exists and RemoveStaleTemps clears the temporary
 // file; after it the final file is complete and nothing is left to clear.
 TEST_F(AtomicOutputTest, RemoveStaleTempsClearsWhatACrashLeft) {
-  struct Case {
-    AtomicWriteStep step;
-    bool final_exists;
-  };
-  const Case cases[] = {{AtomicWriteStep::kAfterWrite, false},
-                        {AtomicWriteStep::kAfterSync, false},
-                        {AtomicWriteStep::kAfterRename, true}};
   int i = 0;
-  for (const Case& c : cases) {
+  for (const tessera::testing::AtomicCrash& c : tessera::testing::kAtomicCrashes) {
     const fs::path out = dir_ / ("item" + std::to_string(i++) + ".png");
-    AtomicWriteOptions crash;
-    crash.faults = [&c](AtomicWriteStep step, const std::string&) -> Status {
-      return step == c.step ? Internal("simulated crash") : Status::Ok();
-    };
+    const AtomicWriteOptions crash = tessera::testing::CrashAt(c.step);
     const std::string payload(100000, 'z');
     Status s = WriteFileAtomically(*FileSystem::Default(), out, payload, crash);
     EXPECT_EQ(s.code(), StatusCode::kInternal);

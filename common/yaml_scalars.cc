@@ -1,0 +1,56 @@
+#include "common/yaml_scalars.h"
+
+#include <cmath>
+
+namespace tessera {
+namespace {
+
+// "must be X, got 'text'" (or "got a list/mapping" for a non-scalar).
+Status WrongKind(const YAML::Node& node, const std::string& want, const std::string& field) {
+  const std::string got = node.IsScalar()     ? "'" + node.Scalar() + "'"
+                          : node.IsNull()     ? "nothing"
+                          : node.IsSequence() ? "a list"
+                                              : "a mapping";
+  return InvalidArgument("must be " + want + ", got " + got, field);
+}
+
+}  // namespace
+
+Result<std::string> YamlString(const YAML::Node& node, const std::string& field) {
+  if (!node.IsScalar()) return WrongKind(node, "a string", field);
+  return node.Scalar();
+}
+
+Result<double> YamlNumber(const YAML::Node& node, const std::string& field) {
+  if (node.IsScalar()) {
+    try {
+      const double v = node.as<double>();
+      if (std::isfinite(v)) return v;
+    } catch (const YAML::Exception&) {
+    }
+  }
+  return WrongKind(node, "a finite number", field);
+}
+
+Result<bool> YamlBool(const YAML::Node& node, const std::string& field) {
+  if (node.IsScalar()) {
+    try {
+      return node.as<bool>();
+    } catch (const YAML::Exception&) {
+    }
+  }
+  return WrongKind(node, "true or false", field);
+}
+
+Result<std::vector<std::string>> YamlStringList(const YAML::Node& node, const std::string& field) {
+  if (!node.IsSequence()) return WrongKind(node, "a list of strings", field);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    if (!node[i].IsScalar())
+      return WrongKind(node[i], "a string", field + "[" + std::to_string(i) + "]");
+    out.push_back(node[i].Scalar());
+  }
+  return out;
+}
+
+}  // namespace tessera
