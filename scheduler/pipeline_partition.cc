@@ -85,14 +85,26 @@ std::optional<Partition> ScorePartition(const CostModel& cost, std::vector<Candi
   return p;
 }
 
-std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
-                                                         const std::vector<int>& rev,
-                                                         const PartitionParams& params,
-                                                         int max_stages) {
+namespace {
+
+// PartitionAllDepths, with `only_deepest`: the partitions of depth K alone
+// (PartitionLayers), so the caps below follow that depth's slowest stage and
+// its local search always runs.
+//
+// Steps:
+//   1. The DP of (slowest stage, sum of stage times) for every depth.
+//   2. When the micro-batches are few, the same DP minimising the sum of stage
+//      times under caps on the slowest stage, from no cap down; a cap that every
+//      depth's last answer already meets gives that answer again and is skipped.
+//   3. The local search (Refine) of the depths within 5 % of the best.
+std::vector<std::optional<Partition>> Partitions(const CostModel& cost, const std::vector<int>& rev,
+                                                 const PartitionParams& params, int max_stages,
+                                                 bool only_deepest) {
   const int L = cost.num_layers();
   const int K = std::min({max_stages, static_cast<int>(rev.size()), L});
   std::vector<std::optional<Partition>> result(std::max(K, 0));
   if (K <= 0 || params.micro_batches < 1 || params.batch < params.micro_batches) return result;
+  const int first_depth = only_deepest ? K : 1;
   const int M = params.micro_batches;
   const double micro = static_cast<double>(params.batch) / M;
   const double micro_ceil = static_cast<double>((params.batch + M - 1) / M);
@@ -105,16 +117,21 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
     for (size_t i = 0; i < W.size(); ++i) W[i] += cost.ParameterPrefix()[i];
   }
   const std::vector<double>& A = cost.ActivationPrefix();
-  std::vector<double> out_bytes(L), io_bytes(L);
+  std::vector<double> out_bytes(L), io_bytes(L), in_bytes(L), transient_bytes(L);
   for (int l = 0; l < L; ++l) {
     out_bytes[l] = cost.OutputBytes(l);
     io_bytes[l] = cost.LayerIoBytes(l);
+    in_bytes[l] = cost.InputBytes(l);
+    transient_bytes[l] = cost.TransientBytes(l);
   }
   // h[k][a]: best for layers [a, L) on rev[k], ..., rev[0] with rev[k] starting at a.
   // min_sum == false: lexicographic (slowest stage, then sum of stage times).
   // min_sum == true: smallest sum with every stage at most `cap` (ties: slower max).
   std::vector<std::vector<Cell>> h(K, std::vector<Cell>(L));
+  // The slowest stage of each depth's answer of the last run (kInf: none).
+  std::vector<double> dp_max(K, kInf);
   auto run = [&](double cap, bool min_sum) {
+    std::fill(dp_max.begin(), dp_max.end(), kInf);
     auto better = [min_sum](double mx, double sm, const Cell& b) {
       if (!min_sum) return Better(mx, sm, b);
       if (sm < b.sum * (1 - 1e-12)) return true;
@@ -154,11 +171,11 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
           double mem;
           if (train) {
             double transient = 0;
-            for (int l = a; l < L; ++l) transient = std::max(transient, cost.TransientBytes(l));
+            for (int l = a; l < L; ++l) transient = std::max(transient, transient_bytes[l]);
             // As CostModel::StageMemoryBytes: kept activations and the stage input per
             // in-flight micro-batch, one micro-batch's backward working set and messages.
-            mem = W[L] - W[a] + act_factor * (A[L] - A[a] + cost.InputBytes(a)) +
-                  micro_ceil * (transient + (a > 0 ? msg_factor * cost.InputBytes(a) : 0));
+            mem = W[L] - W[a] + act_factor * (A[L] - A[a] + in_bytes[a]) +
+                  micro_ceil * (transient + (a > 0 ? msg_factor * in_bytes[a] : 0));
           } else {
             mem = W[L] - W[a] + act_factor * io_max;
           }
@@ -169,13 +186,16 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
         }
         double io_max = 0, transient = 0;
         const std::vector<Cell>& rest_row = h[k - 1];
+        // The stage's memory is held(e) = W[e] + act_factor * A[e] + micro_ceil *
+        // transient(e) + const_held: its terms of `a` alone once.
+        const double const_held = train ? -W[a] + act_factor * (in_bytes[a] - A[a]) +
+                                              micro_ceil * (a > 0 ? msg_factor * in_bytes[a] : 0)
+                                        : -W[a];
         for (int e = a + 1; e <= L - k; ++e) {
           if (!train) io_max = std::max(io_max, io_bytes[e - 1]);
-          if (train) transient = std::max(transient, cost.TransientBytes(e - 1));
-          const double held =
-              train ? W[e] - W[a] + act_factor * (A[e] - A[a] + cost.InputBytes(a)) +
-                          micro_ceil * (transient + (a > 0 ? msg_factor * cost.InputBytes(a) : 0))
-                    : W[e] - W[a] + act_factor * io_max;
+          if (train) transient = std::max(transient, transient_bytes[e - 1]);
+          const double held = train ? W[e] + act_factor * A[e] + micro_ceil * transient + const_held
+                                    : W[e] + const_held + act_factor * io_max;
           if (held > usable) break;  // grows with e
           const double base = micro * (C[e] - C[a]) + (F[e] - F[a]) + fixed;
           if (base > cap) break;                                 // grows with e
@@ -192,7 +212,7 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
       }
     }
     std::vector<std::optional<Partition>> found(K);
-    for (int S = 1; S <= K; ++S) {
+    for (int S = first_depth; S <= K; ++S) {
       if (h[S - 1][0].end < 0) continue;
       std::vector<CandidateStage> stages;
       int a = 0;
@@ -202,6 +222,7 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
         a = e;
       }
       found[S - 1] = ScorePartition(cost, std::move(stages), params);
+      dp_max[S - 1] = h[S - 1][0].max;
     }
     return found;
   };
@@ -216,8 +237,15 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
   // Few micro-batches weigh the sum of stage times, not only the slowest stage:
   // on small problems also minimise the sum under a few caps on the slowest stage.
   if (smallest_max < kInf && static_cast<int64_t>(K) * L * L <= 20000 && M < 4 * K) {
-    for (double factor : {1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, kInf}) {
-      auto alt = run(smallest_max * factor, true);
+    bool last_met = false;  // every depth's answer of the last cap met this one
+    for (double factor : {kInf, 5.0, 3.0, 2.0, 1.5, 1.25, 1.1, 1.05}) {
+      const double cap = smallest_max * factor;
+      if (last_met && std::all_of(dp_max.begin(), dp_max.end(),
+                                  [cap](double m) { return m == kInf || m <= cap; })) {
+        continue;
+      }
+      last_met = true;
+      auto alt = run(cap, true);
       for (int S = 1; S <= K; ++S) {
         if (alt[S - 1] && (!raw[S - 1] || alt[S - 1]->replica_s < raw[S - 1]->replica_s)) {
           raw[S - 1] = std::move(alt[S - 1]);
@@ -235,12 +263,21 @@ std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
   return result;
 }
 
+}  // namespace
+
+std::vector<std::optional<Partition>> PartitionAllDepths(const CostModel& cost,
+                                                         const std::vector<int>& rev,
+                                                         const PartitionParams& params,
+                                                         int max_stages) {
+  return Partitions(cost, rev, params, max_stages, /*only_deepest=*/false);
+}
+
 std::optional<Partition> PartitionLayers(const CostModel& cost, const std::vector<int>& devices,
                                          const PartitionParams& params) {
   std::vector<int> rev(devices.rbegin(), devices.rend());
   const int S = static_cast<int>(devices.size());
   if (S > cost.num_layers()) return std::nullopt;
-  auto all = PartitionAllDepths(cost, rev, params, S);
+  auto all = Partitions(cost, rev, params, S, /*only_deepest=*/true);
   if (static_cast<int>(all.size()) < S) return std::nullopt;
   return all[S - 1];
 }

@@ -57,8 +57,8 @@ std::optional<std::vector<CandidateStage>> Search::PartReplica(const std::vector
   PartitionParams params{b, m, schedule_, /*replicated=*/true};
   std::optional<Partition> best;
   for (const std::vector<int>& order : ReplicaOrders(devs)) {
-    auto p = PartitionLayers(cm_, order, params);
-    if (p && (!best || p->replica_s < best->replica_s)) best = std::move(p);
+    const std::optional<Partition>& p = Partitioned(order, params);
+    if (p && (!best || p->replica_s < best->replica_s)) best = p;
   }
   if (!best) return std::nullopt;
   return best->stages;

@@ -110,7 +110,7 @@ void Search::ImprovePipelineOrder() {
   double best = it->second.second.step_s;
   constexpr double kBudget = 4e6;  // partition-steps spent on this search
   auto score = [&](const std::vector<int>& ord, int micro) {
-    auto p = PartitionLayers(cm_, ord, {B, micro, schedule_});
+    const std::optional<Partition>& p = Partitioned(ord, {B, micro, schedule_});
     if (!p) return kInf;
     Candidate c;
     c.micro_batches = micro;

@@ -106,6 +106,16 @@ std::vector<std::vector<int>> Search::SubsetOrders(const std::vector<int>& subse
   return out;
 }
 
+const std::optional<Partition>& Search::Partitioned(const std::vector<int>& order,
+                                                    const PartitionParams& params) {
+  auto key = std::make_tuple(order, params.batch, params.micro_batches, params.replicated);
+  auto it = partitions_.find(key);
+  if (it == partitions_.end()) {
+    it = partitions_.emplace(std::move(key), PartitionLayers(cm_, order, params)).first;
+  }
+  return it->second;
+}
+
 void Search::SearchPipeline() {
   const int K = MaxStages();
   if (K < 1) return;
@@ -128,7 +138,7 @@ void Search::SearchPipeline() {
       // Small pipelines: the same devices in other orders.
       std::vector<int> subset(rev.begin(), rev.begin() + S);
       for (const std::vector<int>& order : SubsetOrders(subset)) {
-        auto p = PartitionLayers(cm_, order, params);
+        const std::optional<Partition>& p = Partitioned(order, params);
         if (!p) continue;
         Candidate c;
         c.micro_batches = m;

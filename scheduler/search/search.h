@@ -33,6 +33,7 @@
 
 #include "scheduler/cost_model.h"
 #include "scheduler/job_request.h"
+#include "scheduler/pipeline_partition.h"
 #include "scheduler/plan.h"
 #include "scheduler/planner.h"
 
@@ -97,6 +98,9 @@ class Search {
   std::vector<std::vector<int>> PipelineOrders() const;
   std::vector<std::vector<int>> SubsetOrders(const std::vector<int>& subset) const;
   void SearchPipeline();
+  // PartitionLayers(cm_, order, params), remembered in partitions_.
+  const std::optional<Partition>& Partitioned(const std::vector<int>& order,
+                                              const PartitionParams& params);
 
   // hybrid_search.cc
   std::optional<std::vector<CandidateStage>> PartReplica(const std::vector<int>& devs, int64_t b,
@@ -137,6 +141,11 @@ class Search {
   // data_search.cc: devices that hold the whole model plus one sample; subsets tried.
   std::set<int> fit_;
   std::set<std::vector<int>> seen_subsets_;
+
+  // pipeline_search.cc: PartitionLayers by (order, batch, micro-batches,
+  // replicated), for the search: the same devices in the same order recur
+  // across the orders, depths and micro-batch scans of every layout.
+  std::map<std::tuple<std::vector<int>, int64_t, int, bool>, std::optional<Partition>> partitions_;
 
   // hybrid_search.cc: replica partitions by (signature, batch, micro-batches).
   std::map<std::tuple<std::vector<double>, int64_t, int>,
