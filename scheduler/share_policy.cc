@@ -5,12 +5,15 @@
 //      slice of the cluster;
 //   2. fixed jobs keep their devices;
 //   3. minimums: running movable jobs from their own devices, then waiting
-//      jobs in the queue's weighted-fair order from the free ones;
+//      jobs in the queue's weighted-fair order from the free ones; a waiting
+//      job with no plan on them may have a running job take its minimum
+//      elsewhere (MakeRoom);
 //   4. fill: one device at a time to the job it raises most, normalized,
 //      users below their weighted share first; then trades: two jobs swap
 //      devices of two groups when that raises their normalized sum;
 //   5. moves: a running job moves only when the gain over its horizon pays
-//      for the move; otherwise it is fixed and steps 3-4 run again;
+//      for the move (and, where it must, the move keeps one of its devices);
+//      otherwise it is fixed and steps 3-4 run again;
 //   6. decisions with their reasons.
 #include "scheduler/share_policy.h"
 
@@ -73,6 +76,14 @@ class Allocator {
   // hold no plan. nullopt when no count does.
   Result<std::optional<DeviceSet>> Minimum(const AllocJob& job, const DeviceSet& from);
   Result<Assignment> Assign(const std::set<int64_t>& fixed);
+  // Room for waiting `job`, which has no plan on *free: the minimum of a
+  // running movable job (not in `fixed`, of no higher priority) taken again
+  // from its own and the free devices less what `job` takes from them, its
+  // own devices first. Returns `job`'s minimum (not yet taken), or nullopt
+  // when no running job's devices make room.
+  Result<std::optional<DeviceSet>> MakeRoom(const AllocJob& job, const std::set<int64_t>& fixed,
+                                            Assignment* a, DeviceSet* free,
+                                            std::map<std::string, UserUsage>* usage);
   Status Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
               std::map<std::string, UserUsage>* usage);
   Status Trade(const std::set<int64_t>& fixed, Assignment* a);
@@ -202,6 +213,9 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
     }
     TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> mine, Minimum(capped, free));
     if (!mine) {
+      TESSERA_ASSIGN_OR_RETURN(mine, MakeRoom(capped, fixed, &a, &free, &usage));
+    }
+    if (!mine) {
       a.waits[j.id] = "no plan on the " + std::to_string(free.size()) + " devices left";
       continue;
     }
@@ -224,6 +238,41 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
     a.objective += r.rate / fair_rate_.at(id);
   }
   return a;
+}
+
+Result<std::optional<DeviceSet>> Allocator::MakeRoom(const AllocJob& job,
+                                                     const std::set<int64_t>& fixed, Assignment* a,
+                                                     DeviceSet* free,
+                                                     std::map<std::string, UserUsage>* usage) {
+  for (const AllocJob& r : jobs_) {
+    if (r.held.empty() || fixed.contains(r.id) || r.priority > job.priority) continue;
+    const DeviceSet& took = a->given.at(r.id);
+    DeviceSet pool = *free;
+    pool.insert(took.begin(), took.end());
+    TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> mine, Minimum(job, pool));
+    if (!mine) continue;
+    DeviceSet rest, own_rest;
+    std::set_difference(pool.begin(), pool.end(), mine->begin(), mine->end(),
+                        std::inserter(rest, rest.end()));
+    std::set_intersection(rest.begin(), rest.end(), r.held.begin(), r.held.end(),
+                          std::inserter(own_rest, own_rest.end()));
+    std::optional<DeviceSet> theirs;
+    if (!own_rest.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(theirs, Minimum(r, own_rest));
+    }
+    if (!theirs) {
+      TESSERA_ASSIGN_OR_RETURN(theirs, Minimum(r, rest));
+    }
+    if (!theirs) continue;
+    // r gives back its minimum and takes `theirs`; the caller takes `mine`.
+    free->insert(took.begin(), took.end());
+    (*usage)[r.user].devices -= static_cast<int64_t>(took.size());
+    for (const std::string& d : *theirs) free->erase(d);
+    (*usage)[r.user].devices += static_cast<int64_t>(theirs->size());
+    a->given[r.id] = *theirs;
+    return mine;
+  }
+  return std::optional<DeviceSet>();
 }
 
 Status Allocator::Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
@@ -435,7 +484,10 @@ Result<Allocation> Allocator::Run() {
                                                   : options_.horizon_s;
     const double gain = (a.objective - b.objective) * horizon;
     const double cost = mover->move_cost_s * now / fair_rate_.at(mover->id);
-    if (gain > cost) {
+    const DeviceSet& to = a.given.at(mover->id);
+    const bool keeps_one = std::any_of(
+        to.begin(), to.end(), [&](const std::string& d) { return mover->held.contains(d); });
+    if (gain > cost && (keeps_one || !mover->move_keeps_a_device)) {
       moved_why[mover->id] = "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
                              Fixed(a.objective, 2) + " (" +
                              Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) +

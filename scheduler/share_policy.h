@@ -28,7 +28,12 @@
 //      shares, then a user's jobs by response ratio on their expected run
 //      time, then age; limits hold jobs) each get min_devices of the free devices,
 //      one at a time, each the device that raises its throughput most. A job
-//      that cannot get its minimum waits, with the reason.
+//      with no plan on the free devices (a model that fits only the device a
+//      running job prefers) may have a running movable job of no higher
+//      priority take its minimum again, from its own and the free devices
+//      less the waiting job's, its own first (the move is judged in step 5
+//      like any other). A job that cannot get its minimum waits, with the
+//      reason.
 //   4. Fill: while free devices are left, give one to the job whose
 //      normalized throughput it raises most (gain / reference). Jobs of users
 //      below their weighted share of devices go first; a job's own devices
@@ -45,7 +50,9 @@
 //      the sum of normalized throughput, over min(options.horizon_s, the time
 //      the job has left), must exceed its move cost (AllocJob::move_cost_s)
 //      times its normalized throughput now. Otherwise it is fixed where it is
-//      and steps 3-4 run again for the others. Each job is judged once.
+//      and steps 3-4 run again for the others. Each job is judged once. A
+//      job whose move must keep one of its devices (AllocJob::
+//      move_keeps_a_device) and would keep none is fixed the same way.
 //   6. Decisions: keep, start, grow, shrink, move or wait, with the reason
 //      users see ("shrinks to boxa:0,boxa:1: job 14 of bob needs devices; the
 //      lab's normalized throughput 1.60 -> 2.10, 1.31x ...").
@@ -98,6 +105,11 @@ struct AllocJob {
   // Running: seconds of progress a move loses (checkpoint or state transfer,
   // restart, steps redone).
   double move_cost_s = 0;
+  // Running: a move must keep at least one of `held` (the job re-forms around
+  // the ranks it keeps, as tesserad's re-form does; a move onto none of them
+  // would need a restart from a checkpoint). Shrinks and growth always keep
+  // one.
+  bool move_keeps_a_device = false;
   // Waiting: its work, in the hook's rate units (e.g. samples: steps x global
   // batch; 0: unknown), and seconds it has waited. Its expected run time is
   // the work over its throughput on its fair share; the queue order ranks a

@@ -57,6 +57,10 @@ struct SharedOptions {
   double move_cost_s = 60;
   // A job is not moved again within this many seconds of its last start or move.
   double min_dwell_s = 600;
+  // Whether a job may move onto devices none of which it holds (a restart
+  // from its checkpoint). tesserad re-forms around the ranks a move keeps and
+  // makes no such move (AllocJob::move_keeps_a_device); false mirrors it.
+  bool restart_moves = false;
   ShareOptions share;  // horizon, minimum gain
 };
 

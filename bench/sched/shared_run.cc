@@ -51,7 +51,7 @@ std::string DevicesText(const DeviceSet& devices) {
 Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptions& options,
                    SimPlanner* planner) {
   Run run;
-  run.policy = "share";
+  run.policy = options.restart_moves ? "share*" : "share";
   run.devices = cluster.snapshot.DeviceCount();
   run.jobs = AloneTimes(trace, cluster, planner);
   std::vector<ShareDevice> devices;
@@ -112,6 +112,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           a.movable = now - l.moved_at >= options.min_dwell_s - 1e-9;
           a.remaining_s = std::max(0.0, l.paused_until - now) + l.work_left / l.rate;
           a.move_cost_s = options.move_cost_s;
+          a.move_keeps_a_device = !options.restart_moves;
         } else {
           a.work = l.work_left;
           a.waited_s = now - t.submit_s;

@@ -18,8 +18,9 @@
 //      --move-cost seconds; a job moves at most once per --dwell seconds).
 //   4. Per run: average and p99 job completion time (JCT: submission to end),
 //      makespan, the devices' utilization while any job waits, the moves, and
-//      per user the worst slowdown (JCT over the job's run time alone on its
-//      user's fair share of the cluster).
+//      per user the worst slowdown: JCT over the job's run time alone on its
+//      user's fair share of the cluster, and JCT over its completion time on
+//      its user's own queue (the user's jobs alone on that share, in turn).
 //
 // Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
 //      [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs]
@@ -54,6 +55,29 @@ std::string Hours(double s) {
   return buf;
 }
 
+// Each job's completion time on its user's own queue: the user's jobs alone on
+// the user's fair share, one at a time in order of submission, each taking its
+// run time there (JobOutcome::share_s). A user's burst waits on itself here as
+// it would on a slice of its own (Themis' finish-time fairness takes the same
+// reference). 0 for a job that never fits.
+std::vector<double> OwnQueueTimes(const Trace& trace, const std::vector<JobOutcome>& jobs) {
+  std::vector<size_t> order(trace.jobs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return trace.jobs[a].submit_s < trace.jobs[b].submit_s;
+  });
+  std::map<std::string, double> free_at;  // when each user's share is next free
+  std::vector<double> out(trace.jobs.size(), 0);
+  for (size_t i : order) {
+    if (jobs[i].share_s <= 0) continue;
+    const TraceJob& j = trace.jobs[i];
+    double& at = free_at[j.user];
+    at = std::max(at, j.submit_s) + jobs[i].share_s;
+    out[i] = at - j.submit_s;
+  }
+  return out;
+}
+
 void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run>& runs,
                bool per_job) {
   std::set<std::string> users;
@@ -62,10 +86,11 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
               cluster.snapshot.DeviceCount(), cluster.about.c_str());
   std::printf("  %-6s %5s %9s %9s %9s %9s %9s %5s  %s\n", "policy", "ran", "avg JCT", "p99 JCT",
               "makespan", "waiting", "util/wait", "moves",
-              "worst slowdown vs fair share, per user");
+              "worst slowdown per user: vs fair share / vs own queue on it");
   for (const Run& run : runs) {
     std::vector<double> jct;
-    std::map<std::string, double> worst;
+    std::map<std::string, double> worst, worst_own;
+    const std::vector<double> own = OwnQueueTimes(trace, run.jobs);
     int not_run = 0;
     for (size_t i = 0; i < trace.jobs.size(); ++i) {
       const JobOutcome& o = run.jobs[i];
@@ -77,6 +102,8 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
       jct.push_back(c);
       double& w = worst[trace.jobs[i].user];
       w = std::max(w, c / o.share_s);
+      double& wo = worst_own[trace.jobs[i].user];
+      wo = std::max(wo, c / own[i]);
     }
     std::sort(jct.begin(), jct.end());
     double avg = 0;
@@ -93,7 +120,7 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
     for (const std::string& u : users) {
       char buf[64];
       if (worst.contains(u)) {
-        std::snprintf(buf, sizeof buf, "%s %.1fx", u.c_str(), worst[u]);
+        std::snprintf(buf, sizeof buf, "%s %.1fx/%.1fx", u.c_str(), worst[u], worst_own[u]);
       } else {
         std::snprintf(buf, sizeof buf, "%s -", u.c_str());
       }
@@ -323,10 +350,14 @@ int Main(int argc, char** argv) {
       "of the plan it started with (fifo: priority, then submission; fair: priority, then users'\n"
       "device shares). share: the share policy (scheduler/share_policy.h) decides every job's\n"
       "devices each round; running jobs are shrunk, grown or moved when the predicted gain pays\n"
-      "for the move (move cost %.0f s, dwell %.0f s, horizon %.0f s).\n"
+      "for the move (move cost %.0f s, dwell %.0f s, horizon %.0f s), a move keeping one of the\n"
+      "job's devices as tesserad's re-form does; share*: the same with moves onto none of them\n"
+      "(a restart from the job's checkpoint, which tesserad does not make).\n"
       "JCT: submission to end; p99 by nearest rank; waiting: time with a job waiting; util/wait:\n"
-      "the devices busy in that time; slowdown: JCT / the job's run time alone on its user's fair\n"
-      "share (devices / users, a slice with every device type in proportion).\n",
+      "the devices busy in that time; slowdown vs fair share: JCT / the job's run time alone on\n"
+      "its user's fair share (devices / users, a slice with every device type in proportion);\n"
+      "vs own queue: JCT / its completion time with its user's jobs alone on that share, one at\n"
+      "a time in order of submission (a user's burst waits on itself there too).\n",
       shared.move_cost_s, shared.min_dwell_s, shared.share.horizon_s);
   int64_t plans = 0;
   for (const Trace& trace : traces) {
@@ -338,6 +369,9 @@ int Main(int argc, char** argv) {
         runs.push_back(SimulateRigid(trace, cluster, o, &planner));
       }
       runs.push_back(SimulateShared(trace, cluster, shared, &planner));
+      SharedOptions restarts = shared;
+      restarts.restart_moves = true;
+      runs.push_back(SimulateShared(trace, cluster, restarts, &planner));
       PrintRuns(trace, cluster, runs, per_job);
       plans += planner.plans_made();
     }

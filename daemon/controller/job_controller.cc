@@ -630,7 +630,8 @@ std::set<std::string> JobController::BusyDevicesLocked() const {
   std::set<std::string> busy;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (!active.dropped.contains(r.launch.key.rank)) {
+      if (!active.dropped.contains(r.launch.key.rank) ||
+          active.leaving.contains(r.launch.key.rank)) {
         busy.insert(DeviceKey(r.node, r.device_index));
       }
     }

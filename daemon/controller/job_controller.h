@@ -254,6 +254,9 @@ class JobController {
   // Applies a state-machine event and records it.
   Result<api::Job> StepLocked(const api::Job& job, JobEvent event, const std::string& reason,
                               std::optional<api::Json> plan = std::nullopt) REQUIRES(mu_);
+  // The devices of active attempts' ranks, a planned re-form's left-out ranks
+  // included while they stay (Active::leaving: their process still holds the
+  // device's memory).
   std::set<std::string> BusyDevicesLocked() const REQUIRES(mu_);
   // Plans for `spec`, with its model: entrypoint's registered file (PlanJob).
   Result<scheduler::PlanSet> Plan(const scheduler::ClusterSnapshot& snapshot,

@@ -149,7 +149,9 @@ Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* activ
             std::string(scheduler::LayoutName(best.layout)) + " over " +
             std::to_string(fresh->ranks.size()) + " devices)";
   if (!reformed->unused.empty()) {
-    reason += "; ranks " + RankList(reformed->unused) + " are left out of the new plan";
+    reason += reformed->unused.size() == 1
+                  ? "; rank " + RankList(reformed->unused) + " is left out of the new plan"
+                  : "; ranks " + RankList(reformed->unused) + " are left out of the new plan";
   }
   active->launch = std::move(reformed->launch);
   for (int64_t r : reformed->joined) active->joining[r] = clock_->SteadyNow();

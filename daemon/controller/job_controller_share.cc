@@ -29,10 +29,12 @@
 //      meanwhile; then each it grows (a waiting job cannot use what it gains)
 //      re-forms onto its plan there, its new ranks joining, when every device
 //      it gains was free at the round's start (one another attempt held is
-//      left for a later round: its rank may still run). Moves onto other
-//      devices are not applied (a world that keeps none of its ranks cannot
-//      re-form in place); growth while no job waits is GrowTraining's
-//      (job_controller_reform.cc).
+//      left for a later round: its rank may still run); so does each it moves
+//      to a set that keeps at least one of its devices (the kept ranks keep
+//      their state, the ones left out stop, new ones join). A move that keeps
+//      none of its ranks is not applied (a world with no survivor cannot
+//      re-form in place; it would need a restart from its checkpoint); growth
+//      while no job waits is GrowTraining's (job_controller_reform.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -160,6 +162,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.max_devices = r.job.spec.max_devices;
     a.held = r.devices;
     a.movable = r.movable;
+    a.move_keeps_a_device = true;  // (5): moves re-form around kept ranks
     if (r.movable) {
       // Remaining: the steps left at the throughput it has now.
       TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
@@ -205,17 +208,28 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   TESSERA_ASSIGN_OR_RETURN(scheduler::Allocation allocation,
                            scheduler::Allocate(jobs, devices, options_.users, hooks, share));
 
-  // (5) Shrinks, then growth onto devices free at the round's start.
+  // (5) Shrinks, then growth and moves onto devices free at the round's start.
   bool changed = false;
-  for (const scheduler::AllocAction action :
-       {scheduler::AllocAction::kShrink, scheduler::AllocAction::kGrow}) {
+  for (const std::vector<scheduler::AllocAction>& actions :
+       {std::vector{scheduler::AllocAction::kShrink},
+        std::vector{scheduler::AllocAction::kGrow, scheduler::AllocAction::kMove}}) {
     for (const scheduler::AllocDecision& d : allocation.jobs) {
-      if (d.action != action) continue;
+      if (std::find(actions.begin(), actions.end(), d.action) == actions.end()) continue;
       auto r = std::find_if(running.begin(), running.end(),
                             [&](const Running& x) { return x.job.id == d.id; });
       if (r == running.end() || !r->movable) continue;
+      // A move re-forms around the ranks it keeps (the policy keeps one:
+      // AllocJob::move_keeps_a_device); one that keeps none would need a
+      // restart from a checkpoint, which the share round does not do.
+      if (d.action == scheduler::AllocAction::kMove &&
+          std::none_of(d.devices.begin(), d.devices.end(),
+                       [&](const std::string& dev) { return r->devices.contains(dev); })) {
+        spdlog::warn("job {}: not moved to {}: a move that keeps none of its ranks needs a restart",
+                     d.id, SetKey(d.devices));
+        continue;
+      }
       // A device another attempt holds is still in use until its agent stops
-      // that rank: growth waits for a later round.
+      // that rank: growth and moves wait for a later round.
       if (std::any_of(d.devices.begin(), d.devices.end(), [&](const std::string& dev) {
             return !r->devices.contains(dev) && attempts.contains(dev);
           })) {
@@ -240,7 +254,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       if (applied) {
         changed = true;
       } else {
-        spdlog::warn("job {}: could not {}: {}", d.id, scheduler::AllocActionName(action), why);
+        spdlog::warn("job {}: could not {}: {}", d.id, scheduler::AllocActionName(d.action), why);
       }
     }
   }

@@ -31,10 +31,11 @@ class Fixture {
     return *this;
   }
   Fixture& Waiting(int64_t id, const std::string& user, Speeds speeds, int64_t max_devices = 0,
-                   int64_t min_devices = 1) {
+                   int64_t min_devices = 1, int64_t priority = 0) {
     AllocJob j;
     j.id = id;
     j.user = user;
+    j.priority = priority;
     j.min_devices = min_devices;
     j.max_devices = max_devices;
     jobs_.push_back(j);
@@ -189,6 +190,73 @@ TEST(SharePolicyTest, ARunningJobShrinksForAWaitingOneOnlyWhenTheMovePaysForItse
     } else {
       EXPECT_EQ(Of(a, 2).reason,
                 "needs 1 device; 0 are left after the jobs before it in the queue");
+    }
+  }
+}
+
+// Bob's job fits only the big device (no plan on a small one), which alice's
+// running job prefers. Alice's job takes its minimum from its own small device
+// instead and moves to both small ones, when the move pays for itself.
+TEST(SharePolicyTest, ARunningJobMakesRoomForAJobThatFitsOnlyItsDevice) {
+  struct Row {
+    const char* name;
+    bool movable;
+    double remaining_s;
+    double move_cost_s;
+    int64_t bobs_priority;
+    AllocAction alices;
+    DeviceSet alices_devices;
+    AllocAction bobs;
+  };
+  const Row rows[] = {
+      {"a cheap move and hours left: alice moves around her small device",
+       true,
+       3600,
+       30,
+       0,
+       AllocAction::kMove,
+       {"small:0", "small:1"},
+       AllocAction::kStart},
+      {"the move costs more than the gain before it ends",
+       true,
+       60,
+       600,
+       0,
+       AllocAction::kKeep,
+       {"big:0", "small:0"},
+       AllocAction::kWait},
+      {"a job that may not move keeps its devices",
+       false,
+       3600,
+       0,
+       0,
+       AllocAction::kKeep,
+       {"big:0", "small:0"},
+       AllocAction::kWait},
+      {"a waiting job of lower priority makes no room",
+       true,
+       3600,
+       30,
+       -1,
+       AllocAction::kGrow,
+       {"big:0", "small:0", "small:1"},
+       AllocAction::kWait},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("big", 1).Group("small", 2);
+    f.Running(1, "alice", {{{"big", 4}, {"small", 1}}}, {"big:0", "small:0"}, row.movable,
+              row.remaining_s, row.move_cost_s);
+    f.Waiting(2, "bob", {{{"big", 4}, {"small", 0}}}, 1, 1, row.bobs_priority);
+    const Allocation a = f.Run();
+    EXPECT_EQ(Of(a, 1).action, row.alices) << Of(a, 1).reason;
+    EXPECT_EQ(Of(a, 1).devices, row.alices_devices) << Of(a, 1).reason;
+    EXPECT_EQ(Of(a, 2).action, row.bobs) << Of(a, 2).reason;
+    if (row.bobs == AllocAction::kStart) {
+      EXPECT_EQ(Of(a, 2).devices, DeviceSet{"big:0"});
+      EXPECT_NE(Of(a, 1).reason.find("moves to small:0,small:1: job 2 of bob"), std::string::npos)
+          << Of(a, 1).reason;
     }
   }
 }

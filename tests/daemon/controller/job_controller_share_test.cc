@@ -166,6 +166,65 @@ TEST_F(JobControllerShareTest, ARunningJobGrowsOntoADeviceTheWaitingJobCannotUse
   EXPECT_EQ(StateOf(bob), JobState::kPending) << Reasons(bob);
 }
 
+// A move around the rank it keeps: alice's job runs on a:0 (fast, 16 GiB) and
+// c:0 (slow, 1 GiB); c:1 comes free, and bob's job, whose model fits only
+// a:0, waits. The policy moves alice's job to c:0 and c:1: its rank on c:0
+// keeps its state, a new one joins on c:1, the one on a:0 stops; bob's job
+// then starts on a:0, once that rank has been let go.
+TEST_F(JobControllerShareTest, ARunningJobMovesAroundTheRankItKeeps) {
+  options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+    scheduler::ModelProfile p = SmallProfile(target.model);
+    if (target.model == "denoiser-dncnn") {
+      for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
+    }
+    return p;
+  };
+  RestartController();
+  api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
+  c.devices[1].busy = true;
+  for (auto* n : {&a, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec alices = Training();
+  alices.max_devices = 2;
+  const api::JobId alice = SubmitRunning(alices, {&a, &c}, &desired);
+  const std::string before = store_->GetJob(alice)->plan.dump();
+  ASSERT_NE(before.find("\"a:0\""), std::string::npos) << before;
+  ASSERT_NE(before.find("\"c:0\""), std::string::npos) << before;
+  c.devices[1].busy = false;
+  api::JobSpec bobs = Training();
+  bobs.entrypoint = "builtin:denoiser-dncnn";
+  const api::JobId bob = Submit(bobs, "bob");
+  auto step = [&] {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &c}) desired[n->name] = Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  };
+  for (int i = 0;
+       i < 120 && store_->GetJob(alice)->plan.dump().find("\"a:0\"") != std::string::npos; ++i) {
+    step();
+  }
+  // a:0 stays alice's while her left-out rank stays (its process holds the
+  // device): bob's job starts only after it.
+  EXPECT_EQ(StateOf(bob), JobState::kPending);
+  EXPECT_EQ(Beat(a, Running(desired["a"])).desired.size(), 1u);
+  for (int i = 0; i < 120 && StateOf(bob) != JobState::kRunning; ++i) step();
+  const std::string reasons = Reasons(alice);
+  EXPECT_NE(reasons.find("moves to c:0,c:1: job " + std::to_string(bob) + " of bob"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("the running rank keeps its state"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("joined by 1 new rank"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("rank 0 is left out of the new plan"), std::string::npos) << reasons;
+  const api::Job job = *store_->GetJob(alice);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1);  // re-formed in place, not restarted
+  const std::string after = job.plan.dump();
+  EXPECT_EQ(after.find("\"a:0\""), std::string::npos) << after;
+  EXPECT_NE(after.find("\"c:1\""), std::string::npos) << after;
+  EXPECT_EQ(StateOf(bob), JobState::kRunning) << Reasons(bob);
+  EXPECT_NE(store_->GetJob(bob)->plan.dump().find("\"a:0\""), std::string::npos);
+}
+
 // A move costs what the job's own last re-form took, not the configured
 // guess: with a day configured, a job whose re-form after a lost node was
 // measured (its re-formed ranks stepped on 3 s later) shrinks for bob's job;
