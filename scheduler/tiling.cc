@@ -16,7 +16,7 @@ int64_t TilesAlong(int length, int tile, int overlap) {
 
 std::optional<TiledPlan> PlanTiles(const CostModel& cost, const std::vector<int>& devices,
                                    int width, int height, int halo_px, int64_t images,
-                                   std::vector<std::string>* reasons) {
+                                   int64_t min_devices, std::vector<std::string>* reasons) {
   const int overlap = 2 * halo_px;
   const int longest = std::max(width, height);
   const double weights = cost.WeightBytes(0, cost.num_layers());
@@ -45,6 +45,12 @@ std::optional<TiledPlan> PlanTiles(const CostModel& cost, const std::vector<int>
     largest_fitting = t;
     std::vector<int64_t> caps(fit.size(), total);
     auto shares = SplitBatchLinear(total, secs, caps, 0);
+    const auto fitting = static_cast<int64_t>(fit.size());
+    if (shares && fitting >= min_devices && total >= fitting &&
+        std::count_if(shares->begin(), shares->end(), [](int64_t n) { return n > 0; }) <
+            min_devices) {
+      shares = SplitBatchLinear(total, secs, caps, 1);  // a tile on every fitting device
+    }
     if (!shares) continue;
     TiledPlan p;
     p.tiling = Tiling{t, overlap, per_image};
@@ -61,7 +67,11 @@ std::optional<TiledPlan> PlanTiles(const CostModel& cost, const std::vector<int>
       p.peak_memory_bytes.push_back(static_cast<int64_t>(weights + static_cast<double>(k) * act));
       p.step_s = std::max(p.step_s, s);
     }
-    if (!best || p.step_s < best->step_s) best = std::move(p);
+    const bool enough = static_cast<int64_t>(p.devices.size()) >= min_devices;
+    const bool best_enough = best && static_cast<int64_t>(best->devices.size()) >= min_devices;
+    if (!best || (enough && !best_enough) || (enough == best_enough && p.step_s < best->step_s)) {
+      best = std::move(p);
+    }
   }
   if (!best && reasons != nullptr) {
     reasons->push_back("no tile of 64 px or more fits next to the model weights (" +

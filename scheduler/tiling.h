@@ -32,11 +32,14 @@ struct TiledPlan {
 // Tiles along one axis of `length` pixels for tiles of `tile` with `overlap`.
 int64_t TilesAlong(int length, int tile, int overlap);
 
-// Best tile size for `images` images of width x height on `devices`.
-// Infeasible tile sizes add a one-line reason to *reasons.
+// Best tile size for `images` images of width x height on `devices`, a plan
+// that gives tiles to at least `min_devices` devices before any that does not:
+// where the split by speed would leave a slow device without a tile, every
+// device the tile fits gets one when that makes min_devices (the job asked
+// for them). Infeasible tile sizes add a one-line reason to *reasons.
 std::optional<TiledPlan> PlanTiles(const CostModel& cost, const std::vector<int>& devices,
                                    int width, int height, int halo_px, int64_t images,
-                                   std::vector<std::string>* reasons);
+                                   int64_t min_devices, std::vector<std::string>* reasons);
 
 }  // namespace tessera::scheduler
 

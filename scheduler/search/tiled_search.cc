@@ -4,8 +4,9 @@
 // Steps:
 //   1. Devices: the max_devices fastest.
 //   2. PlanTiles (scheduler/tiling.h) for the request's image (else the nominal
-//      square): tile side and overlap (2 x halo), tiles shared by speed; its reasons
-//      are noted.
+//      square): tile side and overlap (2 x halo), tiles shared by speed (a tile on
+//      every fitting device where the split would leave fewer than min_devices with
+//      one); its reasons are noted.
 //   3. Fewer devices with tiles than min_devices: a reason, no plan.
 //   4. The Plan itself (the cost model scores no tiles): one single-stage replica per
 //      device with its tiles as batch; kept in tiled_.
@@ -26,7 +27,7 @@ void Search::SearchTiled() {
   std::vector<int> devs = by_speed_;
   if (static_cast<int>(devs.size()) > max_devices_) devs.resize(max_devices_);
   std::vector<std::string> reasons;
-  auto tp = PlanTiles(cm_, devs, w, h, halo_px_, req_.global_batch, &reasons);
+  auto tp = PlanTiles(cm_, devs, w, h, halo_px_, req_.global_batch, req_.min_devices, &reasons);
   for (const std::string& r : reasons) Note(Layout::kTiled, r);
   if (!tp) return;
   if (static_cast<int>(tp->devices.size()) < req_.min_devices) {

@@ -317,6 +317,37 @@ TEST(PlannerTest, HugeImageInferenceIsTiled) {
   EXPECT_TRUE(AnyReason(*got, Layout::kData, "doesn't fit"));
 }
 
+// A job that asks for three devices gets tiles on all three, even where the
+// split by speed alone would leave the slow one without a tile.
+TEST(PlannerTest, TiledInferenceGivesATileToEveryDeviceMinDevicesAsksFor) {
+  struct Row {
+    const char* name;
+    int64_t min_devices;
+    size_t devices_with_tiles;
+  };
+  const Row rows[] = {{"min 1: by speed alone", 1, 2}, {"min 3: every device", 3, 3}};
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    JobRequest r = Infer(3);
+    r.global_batch = 1;
+    r.min_devices = row.min_devices;
+    r.max_devices = 3;
+    r.image = ImageSize{1024, 1024};
+    const ModelProfile m = ModelBuilder().Input(0.8).Layers(8, 5, 1, 10, 16).Halo(16).Build();
+    auto got = MakePlans(ClusterBuilder()
+                             .Node("a")
+                             .Gpu("fast", 12, 40)
+                             .Gpu("fast", 12, 40)
+                             .Gpu("slow", 12, 1)
+                             .Build(),
+                         m, r);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const Plan* tiled = Find(*got, Layout::kTiled);
+    ASSERT_NE(tiled, nullptr);
+    EXPECT_EQ(tiled->replicas.size(), row.devices_with_tiles);
+  }
+}
+
 // ---- models that cannot be split (gan-pix2pix) ----
 
 ModelProfile DataParallelOnly(ModelProfile m, int max_micro_batches = 0) {
