@@ -70,7 +70,8 @@ Result<DistEnv> ReformedEnv(const DistEnv& env, const ReformOrder& order) {
   return out;
 }
 
-ReformWatcher::ReformWatcher(std::string path) : path_(std::move(path)) {
+ReformWatcher::ReformWatcher(std::string path, int64_t current) : path_(std::move(path)) {
+  SetCurrent(current);
   if (!path_.empty()) thread_ = std::thread([this] { Loop(); });
 }
 

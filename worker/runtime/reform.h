@@ -78,8 +78,11 @@ Result<DistEnv> ReformedEnv(const DistEnv& env, const ReformOrder& order);
 // AbandonCollectives() when a generation newer than the current one appears.
 class ReformWatcher {
  public:
-  // An empty path watches nothing (Await answers nullopt at once).
-  explicit ReformWatcher(std::string path);
+  // An empty path watches nothing (Await answers nullopt at once). `current`:
+  // the generation the rank starts in (a joining rank's), set before the
+  // thread first reads the file, so the order that made it is never taken
+  // for a newer one.
+  explicit ReformWatcher(std::string path, int64_t current = 0);
   ~ReformWatcher();
   ReformWatcher(const ReformWatcher&) = delete;
   ReformWatcher& operator=(const ReformWatcher&) = delete;
@@ -89,8 +92,8 @@ class ReformWatcher {
   void SetCurrent(int64_t generation) EXCLUDES(mu_);
   // Blocks until an order newer than the current generation arrives, `stop`
   // is set, or `timeout` passes.
-  std::optional<ReformOrder> Await(std::chrono::milliseconds timeout,
-                                   const std::atomic<bool>& stop) EXCLUDES(mu_);
+  std::optional<ReformOrder> Await(std::chrono::milliseconds timeout, const std::atomic<bool>& stop)
+      EXCLUDES(mu_);
 
  private:
   void Loop() EXCLUDES(mu_);
@@ -123,8 +126,8 @@ struct LayerTransfer {
 inline constexpr int kFromCheckpoint = -1;
 
 struct ReformAgreement {
-  int64_t step = 0;                     // training continues after this step
-  int64_t samples = 0;                  // samples seen at it (the lowest holder's)
+  int64_t step = 0;                      // training continues after this step
+  int64_t samples = 0;                   // samples seen at it (the lowest holder's)
   std::vector<LayerTransfer> transfers;  // in the order every rank runs them
 };
 

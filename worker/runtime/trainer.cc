@@ -587,10 +587,11 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
 
   ProgressWriter progress(env.progress_file);
   Carried carried;
-  ReformWatcher watcher(planned ? env.reform_path : "");
+  // A joining rank's watcher starts at its generation: the order it joined by
+  // is not a newer one (read before, it abandoned the joiner's first receive).
+  ReformWatcher watcher(planned ? env.reform_path : "", joining ? joining->generation : 0);
   if (joining) {
     carried.generation = joining->generation;
-    watcher.SetCurrent(joining->generation);
     std::fprintf(stderr, "rank %d: joins the running world as generation %lld\n", now.rank,
                  static_cast<long long>(joining->generation));
   }

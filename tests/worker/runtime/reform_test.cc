@@ -3,9 +3,16 @@
 #include "worker/runtime/reform.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "worker/runtime/await_work.h"
 
 namespace tessera::worker {
 namespace {
@@ -51,6 +58,39 @@ TEST(ParseReformOrderTest, NamesTheFieldOfABadOrder) {
   }
 }
 
+// A joining rank's watcher starts at the generation it joined: the order file
+// of that generation, already there, abandons nothing; a watcher of an older
+// generation abandons the collectives for it.
+TEST(ReformWatcherTest, TheOrderARankJoinedByIsNotNewerThanItsGeneration) {
+  const std::string env =
+      R"({"RANK":"2","WORLD_SIZE":"3","LOCAL_RANK":"0","LOCAL_WORLD_SIZE":"1",
+          "MASTER_ADDR":"10.0.0.2","MASTER_PORT":"29611"})";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tessera-reform-watcher-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "reform.json").string();
+  std::ofstream(path) << Order("2", env);
+  struct Row {
+    const char* name;
+    int64_t start;
+    bool abandoned;
+  };
+  for (const Row& row :
+       {Row{"joined at generation 2", 2, false}, Row{"at generation 1", 1, true}}) {
+    SCOPED_TRACE(row.name);
+    ResumeCollectives();
+    {
+      ReformWatcher watcher(path, row.start);
+      for (int i = 0; i < 50 && !CollectivesAbandoned(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // 2.5 polls at least
+      }
+    }
+    EXPECT_EQ(CollectivesAbandoned(), row.abandoned);
+  }
+  ResumeCollectives();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ReformedEnvTest, TakesTheOrdersWorldAndKeepsTheRest) {
   DistEnv env;
   env.rank = 3;
@@ -58,8 +98,8 @@ TEST(ReformedEnvTest, TakesTheOrdersWorldAndKeepsTheRest) {
   env.master_port = 29500;
   env.checkpoint_dir = "/ckpt/job-1";
   env.device_speed = 0.5;
-  auto order = ParseReformOrder(Order(
-      "1", R"({"RANK":"1","WORLD_SIZE":"3","LOCAL_RANK":"0","LOCAL_WORLD_SIZE":"1",
+  auto order = ParseReformOrder(
+      Order("1", R"({"RANK":"1","WORLD_SIZE":"3","LOCAL_RANK":"0","LOCAL_WORLD_SIZE":"1",
                "MASTER_ADDR":"10.0.0.2","MASTER_PORT":"29611"})"));
   ASSERT_TRUE(order.ok());
   auto next = ReformedEnv(env, *order);
@@ -71,8 +111,8 @@ TEST(ReformedEnvTest, TakesTheOrdersWorldAndKeepsTheRest) {
   EXPECT_EQ(next->checkpoint_dir, "/ckpt/job-1");
   EXPECT_EQ(next->device_speed, 0.5);
 
-  auto outside = ParseReformOrder(Order(
-      "1", R"({"RANK":"3","WORLD_SIZE":"3","LOCAL_RANK":"0","LOCAL_WORLD_SIZE":"1",
+  auto outside = ParseReformOrder(
+      Order("1", R"({"RANK":"3","WORLD_SIZE":"3","LOCAL_RANK":"0","LOCAL_WORLD_SIZE":"1",
                "MASTER_ADDR":"a","MASTER_PORT":"1"})"));
   ASSERT_TRUE(outside.ok());
   EXPECT_EQ(ReformedEnv(env, *outside).status().field(), "RANK");
@@ -106,12 +146,20 @@ TEST(AgreeOnStateTest, NewestStepAndTheLayersEachRankLacks) {
        {{1, 4}, {0, 2}, {0, 4}},
        5,
        {{2, 1, 0}, {3, 1, 0}, {0, 0, 1}, {1, 0, 1}}},
-      {"a_joining_rank_gets_all", {{4, 0, 2}, {4, 0, 0}}, {{0, 2}, {0, 2}}, 4, {{0, 0, 1}, {1, 0, 1}}},
+      {"a_joining_rank_gets_all",
+       {{4, 0, 2}, {4, 0, 0}},
+       {{0, 2}, {0, 2}},
+       4,
+       {{0, 0, 1}, {1, 0, 1}}},
       // A stage that was only on the lost node: from the checkpoint.
       {"layer_nobody_holds", {{5, 0, 2}}, {{0, 3}}, 5, {{2, kFromCheckpoint, 0}}},
       // Where nobody holds a layer at the newest step, its newest holder's
       // state is the one there is.
-      {"holder_is_a_step_behind", {{5, 0, 2}, {6, 2, 4}}, {{0, 4}, {0, 0}}, 6, {{2, 1, 0}, {3, 1, 0}}},
+      {"holder_is_a_step_behind",
+       {{5, 0, 2}, {6, 2, 4}},
+       {{0, 4}, {0, 0}},
+       6,
+       {{2, 1, 0}, {3, 1, 0}}},
       {"one_rank_short", {{3, 0, 4}, {3, 0, 4}}, {{0, 4}, {0, 4}}, 3, {}, false},
   };
   for (const Case& c : cases) {
