@@ -1,6 +1,7 @@
 #include "common/yaml_scalars.h"
 
 #include <cmath>
+#include <utility>
 
 namespace tessera {
 namespace {
@@ -46,9 +47,9 @@ Result<std::vector<std::string>> YamlStringList(const YAML::Node& node, const st
   if (!node.IsSequence()) return WrongKind(node, "a list of strings", field);
   std::vector<std::string> out;
   for (size_t i = 0; i < node.size(); ++i) {
-    if (!node[i].IsScalar())
-      return WrongKind(node[i], "a string", field + "[" + std::to_string(i) + "]");
-    out.push_back(node[i].Scalar());
+    TESSERA_ASSIGN_OR_RETURN(std::string item,
+                             YamlString(node[i], field + "[" + std::to_string(i) + "]"));
+    out.push_back(std::move(item));
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // The scalars of a YAML config file (tesserad's config, the agent's
 // inventory, the Slurm pool's GPU types), read with one error wording: a
 // value of the wrong kind is kInvalidArgument naming `field` and quoting what
-// was there ("must be a number, got 'fast'").
+// was there ("must be a finite number, got 'fast'").
 //
 // Thread safety: pure functions.
 #ifndef TESSERA_COMMON_YAML_SCALARS_H_

@@ -237,14 +237,14 @@ std::vector<std::optional<Partition>> Partitions(const CostModel& cost, const st
   // Few micro-batches weigh the sum of stage times, not only the slowest stage:
   // on small problems also minimise the sum under a few caps on the slowest stage.
   if (smallest_max < kInf && static_cast<int64_t>(K) * L * L <= 20000 && M < 4 * K) {
-    bool last_met = false;  // every depth's answer of the last cap met this one
+    bool ran = false;  // dp_max holds the answers of a min-sum run
     for (double factor : {kInf, 5.0, 3.0, 2.0, 1.5, 1.25, 1.1, 1.05}) {
       const double cap = smallest_max * factor;
-      if (last_met && std::all_of(dp_max.begin(), dp_max.end(),
-                                  [cap](double m) { return m == kInf || m <= cap; })) {
+      if (ran && std::all_of(dp_max.begin(), dp_max.end(),
+                             [cap](double m) { return m == kInf || m <= cap; })) {
         continue;
       }
-      last_met = true;
+      ran = true;
       auto alt = run(cap, true);
       for (int S = 1; S <= K; ++S) {
         if (alt[S - 1] && (!raw[S - 1] || alt[S - 1]->replica_s < raw[S - 1]->replica_s)) {

@@ -78,10 +78,7 @@ std::vector<api::WorkerLaunch> JobController::DesiredForLocked(const std::string
   std::vector<api::WorkerLaunch> out;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (r.node != node || (active.dropped.contains(r.launch.key.rank) &&
-                             !active.leaving.contains(r.launch.key.rank))) {
-        continue;
-      }
+      if (r.node != node || !active.Desired(r.launch.key.rank)) continue;
       out.push_back(r.launch);
       if (active.launch.infer && options_.lease_tokens != nullptr) {
         // Per rank: a rank's token leases for that rank only.
@@ -630,10 +627,7 @@ std::set<std::string> JobController::BusyDevicesLocked() const {
   std::set<std::string> busy;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (!active.dropped.contains(r.launch.key.rank) ||
-          active.leaving.contains(r.launch.key.rank)) {
-        busy.insert(DeviceKey(r.node, r.device_index));
-      }
+      if (active.Desired(r.launch.key.rank)) busy.insert(DeviceKey(r.node, r.device_index));
     }
   }
   return busy;

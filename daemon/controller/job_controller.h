@@ -203,6 +203,8 @@ class JobController {
     // the old world, so a left-out rank's stop (which its world agrees on at
     // the step's end) cannot stop the kept ones with it.
     std::map<int64_t, std::chrono::steady_clock::time_point> leaving;
+    // Whether `rank` is still to run on its device: not dropped, or leaving.
+    bool Desired(int64_t rank) const { return !dropped.contains(rank) || leaving.contains(rank); }
     std::string owner;  // the job's user (its share and limits)
     // What its ranks' compute observations correct (CorrectionKey); empty:
     // nothing (infer attempts).

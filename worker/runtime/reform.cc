@@ -70,8 +70,8 @@ Result<DistEnv> ReformedEnv(const DistEnv& env, const ReformOrder& order) {
   return out;
 }
 
-ReformWatcher::ReformWatcher(std::string path, int64_t current) : path_(std::move(path)) {
-  SetCurrent(current);
+ReformWatcher::ReformWatcher(std::string path, int64_t current)
+    : path_(std::move(path)), current_(current) {
   if (!path_.empty()) thread_ = std::thread([this] { Loop(); });
 }
 
