@@ -61,6 +61,7 @@ Status JobController::Recover() {
       }
       active_[job.id] = ActiveOf(job, *std::move(launch));
       active_[job.id].dropped = *std::move(dropped);
+      RecoverMoveLocked(attempt->plan, &active_[job.id]);  // a move it was stopping for
       spdlog::info("job {}: re-adopted attempt {} ({} ranks)", job.id, job.attempt,
                    active_[job.id].launch.ranks.size());
     }
@@ -258,6 +259,7 @@ Status JobController::Tick() {
       std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);
       WarnAboutEmulationLocked(nodes);
       TESSERA_RETURN_IF_ERROR(CheckActiveLocked(health));
+      ExpireMoveTargetsLocked();
       return RetryRecoveringLocked(health);
     }();
     held = BusyDevicesLocked();
@@ -274,27 +276,19 @@ Status JobController::Tick() {
   if (!st.ok()) return st;
   RecheckProfiles();
   // Planning happens outside the lock: heartbeats are answered meanwhile.
+  // The pass plans a moved job on the devices reserved for it, and no other
+  // job on them; the rounds after it see them as held.
   TESSERA_RETURN_IF_ERROR(PlaceQueued(nodes, held));
-  {
+  auto held_now = [this] {
     MutexLock lock(mu_);
-    held = BusyDevicesLocked();  // what the pass just placed
-  }
-  TESSERA_RETURN_IF_ERROR(YieldInferToTraining(nodes, held));
-  {
-    MutexLock lock(mu_);
-    held = BusyDevicesLocked();
-  }
-  TESSERA_RETURN_IF_ERROR(ShareForWaiting(nodes, held));
-  {
-    MutexLock lock(mu_);
-    held = BusyDevicesLocked();
-  }
-  TESSERA_RETURN_IF_ERROR(GrowTraining(nodes, held));
-  {
-    MutexLock lock(mu_);
-    held = BusyDevicesLocked();
-  }
-  return GrowInference(nodes, held);
+    std::set<std::string> busy = BusyDevicesLocked();
+    busy.merge(ReservedDevicesLocked());
+    return busy;
+  };
+  TESSERA_RETURN_IF_ERROR(YieldInferToTraining(nodes, held_now()));
+  TESSERA_RETURN_IF_ERROR(ShareForWaiting(nodes, held_now()));
+  TESSERA_RETURN_IF_ERROR(GrowTraining(nodes, held_now()));
+  return GrowInference(nodes, held_now());
 }
 
 std::map<std::string, NodeHealth> JobController::UpdateNodeHealthLocked(
@@ -338,8 +332,13 @@ const api::WorkerStatus* JobController::FindReportLocked(const std::string& node
 Result<api::Job> JobController::StepLocked(const api::Job& job, JobEvent event,
                                            const std::string& reason,
                                            std::optional<api::Json> plan) {
-  TESSERA_ASSIGN_OR_RETURN(JobStep step,
-                           NextJobState(job.state, event, job.attempt, job.spec.max_attempts));
+  // Attempts that ended in a move do not count against max_attempts.
+  int64_t moved = 0;
+  if (event == JobEvent::kLaunch || event == JobEvent::kRetry) {
+    TESSERA_ASSIGN_OR_RETURN(moved, MovedAttempts(store_, job.id));
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      JobStep step, NextJobState(job.state, event, job.attempt, job.spec.max_attempts, moved));
   JobTransition t;
   t.job_id = job.id;
   t.expected = job.state;
@@ -372,6 +371,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
           .IgnoreError();
       RememberStoppingMasterLocked(it->second.launch);
       move_costs_.Forget(it->first);
+      move_targets_.erase(it->first);
       it = active_.erase(it);
       ++generation_;
       continue;
@@ -385,6 +385,18 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       }
       l = it->second.leaving.erase(l);
       ++generation_;
+    }
+
+    if (it->second.move) {  // a restart move: pending again once its ranks stopped
+      TESSERA_ASSIGN_OR_RETURN(bool ended, EndMoveLocked(*job, it->second, health));
+      if (!ended) {
+        ++it;
+        continue;
+      }
+      RememberStoppingMasterLocked(it->second.launch);
+      it = active_.erase(it);
+      ++generation_;
+      continue;
     }
 
     std::map<std::string, std::vector<int64_t>> lost;  // dead node -> ranks
@@ -627,7 +639,7 @@ std::set<std::string> JobController::BusyDevicesLocked() const {
   std::set<std::string> busy;
   for (const auto& [id, active] : active_) {
     for (const RankLaunch& r : active.launch.ranks) {
-      if (active.Desired(r.launch.key.rank)) busy.insert(DeviceKey(r.node, r.device_index));
+      if (active.Holds(r.launch.key.rank)) busy.insert(DeviceKey(r.node, r.device_index));
     }
   }
   return busy;

@@ -128,6 +128,10 @@ struct JobControllerOptions {
   // job's last re-form as measured (move_costs.h), else the mean of those
   // measured, else move_cost_s. Checked at most every grow_check_ms.
   bool share_running_jobs = true;
+  // A move onto none of a job's devices (a world with no survivor cannot
+  // re-form) restarts it from its checkpoint there; false: the policy keeps
+  // one of its devices in every move.
+  bool share_restart_moves = true;
   double move_cost_s = 10;
   double share_horizon_s = 1800;
   // The data roots an infer job's input listing is checked against (not
@@ -203,8 +207,24 @@ class JobController {
     // the old world, so a left-out rank's stop (which its world agrees on at
     // the step's end) cannot stop the kept ones with it.
     std::map<int64_t, std::chrono::steady_clock::time_point> leaving;
-    // Whether `rank` is still to run on its device: not dropped, or leaving.
-    bool Desired(int64_t rank) const { return !dropped.contains(rank) || leaving.contains(rank); }
+    // A restart move the share round ordered (ShareForWaiting): no rank is
+    // desired any more (agents stop them; a train rank saves a checkpoint as
+    // it stops), but their devices stay busy until none of them runs; then
+    // the job is pending again (JobEvent::kMoved) and restarts from its
+    // checkpoint on the devices `to` (move_targets_).
+    struct Move {
+      std::set<std::string> to;
+      std::string reason;  // the event's
+    };
+    std::optional<Move> move;
+    // Whether `rank` is still to run on its device: not dropped, or leaving,
+    // and not stopped for a move.
+    bool Desired(int64_t rank) const {
+      return !move && (!dropped.contains(rank) || leaving.contains(rank));
+    }
+    // Whether `rank`'s process still holds its device: desired, or stopping
+    // for a move.
+    bool Holds(int64_t rank) const { return Desired(rank) || (move && !dropped.contains(rank)); }
     std::string owner;  // the job's user (its share and limits)
     // What its ranks' compute observations correct (CorrectionKey); empty:
     // nothing (infer attempts).
@@ -332,6 +352,30 @@ class JobController {
   Status ShareForWaiting(const std::vector<api::Node>& nodes, const std::set<std::string>& held)
       EXCLUDES(mu_);
   std::chrono::steady_clock::time_point share_checked_at_{};  // Tick's thread only
+  // A restart move's attempt (Active::move) once none of its ranks runs:
+  // returns true after the kMoved step (the job is pending, the attempt's
+  // result starts with kMovedAttemptResult, its devices reserved for a while);
+  // false while a rank still runs.
+  Result<bool> EndMoveLocked(const api::Job& job, const Active& active,
+                             const std::map<std::string, NodeHealth>& health) REQUIRES(mu_);
+  // The devices a moved job is to restart on: no other job is planned on them
+  // until it is placed there, leaves the queue, or `until` passes (set when
+  // its moved attempt ended: kMoveReservationMs later).
+  struct MoveTarget {
+    std::set<std::string> devices;
+    std::optional<std::chrono::steady_clock::time_point> until;
+  };
+  std::map<api::JobId, MoveTarget> move_targets_ GUARDED_BY(mu_);
+  // Orders a restart move of `active` onto `to` (its ranks stop, `to` is
+  // reserved) and stores it with the attempt.
+  void OrderMoveLocked(Active* active, const std::set<std::string>& to, const std::string& reason)
+      REQUIRES(mu_);
+  // Recover(): the move a stored attempt names, if any, ordered again.
+  void RecoverMoveLocked(const api::Json& stored, Active* active) REQUIRES(mu_);
+  // Drops the reservations whose time is up.
+  void ExpireMoveTargetsLocked() REQUIRES(mu_);
+  // The devices reserved for moved jobs other than `except`.
+  std::set<std::string> ReservedDevicesLocked(api::JobId except = 0) const REQUIRES(mu_);
   // Elastic training: a running train attempt that could re-form grows onto
   // free devices when no job waits and its plan with them predicts a step at
   // least options.grow_min_speedup faster (train_reform.h). Tick's thread only.

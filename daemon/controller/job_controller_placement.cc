@@ -119,9 +119,33 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     job.spec.max_devices = p.max_devices;
     return job;
   };
+  // A moved job is planned on the devices reserved for it (the ones the share
+  // round moved it to) while it can be, and no other job on them.
+  std::map<api::JobId, MoveTarget> targets;
+  {
+    MutexLock lock(mu_);
+    targets = move_targets_;
+  }
+  scheduler::DeviceSet every;
+  for (const api::Node& n : nodes) {
+    for (const api::Device& d : n.devices) every.insert(DeviceKey(n.name, d.index));
+  }
   scheduler::QueuePassHooks hooks;
-  hooks.plan = [&](const scheduler::PassJob& p, const scheduler::DeviceSet& busy) {
-    return PlanCached(job_of(p), nodes, busy);
+  hooks.plan = [&](const scheduler::PassJob& p,
+                   const scheduler::DeviceSet& busy) -> Result<scheduler::PlanSet> {
+    scheduler::DeviceSet others = busy;
+    for (const auto& [id, target] : targets) {
+      if (id != p.id) others.insert(target.devices.begin(), target.devices.end());
+    }
+    if (auto mine = targets.find(p.id); mine != targets.end()) {
+      scheduler::DeviceSet outside = others;
+      for (const std::string& d : every) {
+        if (!mine->second.devices.contains(d)) outside.insert(d);
+      }
+      Result<scheduler::PlanSet> there = PlanCached(job_of(p), nodes, outside);
+      if (there.ok() && !there->plans.empty()) return there;
+    }
+    return PlanCached(job_of(p), nodes, others);
   };
   // An infer job is planned once its input is listed.
   hooks.ready = [&](const scheduler::PassJob& p) { return InferInputReady(job_of(p)); };
@@ -245,6 +269,7 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
   for (const RankLaunch& r : launch->ranks)
     placed_devices->insert(DeviceKey(r.node, r.device_index));
   active_[job.id] = ActiveOf(job, *std::move(launch));
+  move_targets_.erase(job.id);  // placed: a moved job's reservation has served
   ++generation_;
   return Status::Ok();
 }

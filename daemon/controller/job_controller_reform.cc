@@ -209,7 +209,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       auto job = records.find(id);
       if (job == records.end()) continue;
       const api::Job& j = job->second;
-      if (j.state != JobState::kRunning || !j.spec.elastic) continue;
+      if (j.state != JobState::kRunning || !j.spec.elastic || active.move) continue;
       if (ReformBlocker(j.spec, active.launch)) continue;
       LiveDevices live = LiveDevicesLocked(active);
       if (live.every_rank_runs) {

@@ -32,12 +32,17 @@
 //      left for a later round: its rank may still run); so does each it moves
 //      to a set that keeps at least one of its devices (the kept ranks keep
 //      their state, the ones left out stop, new ones join). A move that keeps
-//      none of its ranks is not applied (a world with no survivor cannot
-//      re-form in place; it would need a restart from its checkpoint); growth
-//      while no job waits is GrowTraining's (job_controller_reform.cc).
+//      none of its ranks (a world with no survivor cannot re-form in place)
+//      restarts the job from its checkpoint (share_restart_moves): its ranks
+//      are stopped (each saves a checkpoint as it stops), the devices it
+//      moves to are reserved for it, and once none of its ranks runs the job
+//      is pending again (a `moved` event; the attempt does not count against
+//      max_attempts) and the next pass places it there (EndMoveLocked).
+//      Growth while no job waits is GrowTraining's (job_controller_reform.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -61,7 +66,91 @@ std::string SetKey(const scheduler::DeviceSet& devices) {
   return key;
 }
 
+// How long a moved job's devices stay reserved for it once its attempt ended.
+constexpr std::chrono::milliseconds kMoveReservation{60'000};
+
 }  // namespace
+
+Result<bool> JobController::EndMoveLocked(const api::Job& job, const Active& active,
+                                          const std::map<std::string, NodeHealth>& health) {
+  std::string exits;  // ranks that stopped otherwise than with a saved checkpoint
+  for (const RankLaunch& r : active.launch.ranks) {
+    if (active.dropped.contains(r.launch.key.rank)) continue;
+    auto h = health.find(r.node);
+    if (h == health.end() || h->second == NodeHealth::kDead) continue;  // runs nothing now
+    const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    if (w == nullptr) continue;  // its agent no longer runs it
+    if (w->state != api::WorkerState::kExited) return false;
+    if (w->exit_code != 0) {
+      exits += "; rank " + std::to_string(r.launch.key.rank) + " exited with code " +
+               std::to_string(w->exit_code);
+    }
+  }
+  if (!exits.empty()) exits += " (the newest complete checkpoint is resumed)";
+  const std::string reason = active.move->reason + exits;
+  // The attempt is marked moved first: a job pending again with its attempt
+  // not so marked would be charged it.
+  Status finished = store_->FinishAttempt(job.id, active.launch.attempt, clock_->NowUnixMillis(),
+                                          std::string(kMovedAttemptResult) + reason);
+  if (!finished.ok()) {
+    spdlog::warn("job {}: attempt {} not recorded as moved: {}", job.id, active.launch.attempt,
+                 finished.ToString());
+  }
+  TESSERA_RETURN_IF_ERROR(StepLocked(job, JobEvent::kMoved, reason).status());
+  auto target = move_targets_.find(job.id);
+  if (target != move_targets_.end()) target->second.until = clock_->SteadyNow() + kMoveReservation;
+  return true;
+}
+
+void JobController::OrderMoveLocked(Active* active, const std::set<std::string>& to,
+                                    const std::string& reason) {
+  active->move = Active::Move{to, reason};
+  move_targets_[active->launch.job_id] = MoveTarget{to, std::nullopt};
+  ++generation_;  // its ranks leave every desired set: their agents stop them
+  // Stored with the attempt, so a restarted controller ends it as a move
+  // (ranks that stop with a saved checkpoint exit 0, as finished ones do).
+  api::Json stored = StoredAttemptJson(active->launch, active->dropped);
+  stored["move"] = {{"to", api::Json(to)}, {"reason", reason}};
+  Status saved = store_->SetAttemptPlan(active->launch.job_id, active->launch.attempt, stored);
+  if (!saved.ok()) {
+    spdlog::warn("job {}: the move of attempt {} not stored: {}", active->launch.job_id,
+                 active->launch.attempt, saved.ToString());
+  }
+  spdlog::info("job {}: stopping attempt {} to move: {}", active->launch.job_id,
+               active->launch.attempt, reason);
+}
+
+void JobController::RecoverMoveLocked(const api::Json& stored, Active* active) {
+  if (!stored.is_object() || !stored.contains("move")) return;
+  const api::Json& move = stored["move"];
+  std::set<std::string> to;
+  if (move.is_object() && move.value("to", api::Json()).is_array()) {
+    for (const api::Json& d : move["to"]) {
+      if (d.is_string()) to.insert(d.get<std::string>());
+    }
+  }
+  const std::string reason =
+      move.is_object() ? move.value("reason", std::string("moved")) : std::string("moved");
+  active->move = Active::Move{to, reason};
+  move_targets_[active->launch.job_id] = MoveTarget{std::move(to), std::nullopt};
+}
+
+void JobController::ExpireMoveTargetsLocked() {
+  const auto now = clock_->SteadyNow();
+  std::erase_if(move_targets_, [&](const auto& entry) REQUIRES(mu_) {
+    const MoveTarget& t = entry.second;
+    // A job that left while moving (cancelled) has no attempt to end.
+    return (t.until && now >= *t.until) || (!t.until && !active_.contains(entry.first));
+  });
+}
+
+std::set<std::string> JobController::ReservedDevicesLocked(api::JobId except) const {
+  std::set<std::string> reserved;
+  for (const auto& [id, target] : move_targets_) {
+    if (id != except) reserved.insert(target.devices.begin(), target.devices.end());
+  }
+  return reserved;
+}
 
 Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& held) {
@@ -94,8 +183,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       Running r{job->second, active.launch.attempt, NextReformGeneration(active.launch),
                 std::move(live.devices), false};
       const api::Job& j = job->second;
-      r.movable = j.state == JobState::kRunning && j.spec.kind == api::JobKind::kTrain &&
-                  j.spec.elastic && !ReformBlocker(j.spec, active.launch) &&
+      r.movable = j.state == JobState::kRunning && !active.move &&
+                  j.spec.kind == api::JobKind::kTrain && j.spec.elastic &&
+                  !ReformBlocker(j.spec, active.launch) &&
                   SteadyMs(active.launched_at) >= options_.grow_settle_ms && live.every_rank_runs;
       r.move = move_costs_.For(id);
       running.push_back(std::move(r));
@@ -162,7 +252,8 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.max_devices = r.job.spec.max_devices;
     a.held = r.devices;
     a.movable = r.movable;
-    a.move_keeps_a_device = true;  // (5): moves re-form around kept ranks
+    // (5): without restarts, moves re-form around the ranks they keep.
+    a.move_keeps_a_device = !options_.share_restart_moves;
     if (r.movable) {
       // Remaining: the steps left at the throughput it has now.
       TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
@@ -218,12 +309,14 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       auto r = std::find_if(running.begin(), running.end(),
                             [&](const Running& x) { return x.job.id == d.id; });
       if (r == running.end() || !r->movable) continue;
-      // A move re-forms around the ranks it keeps (the policy keeps one:
-      // AllocJob::move_keeps_a_device); one that keeps none would need a
-      // restart from a checkpoint, which the share round does not do.
-      if (d.action == scheduler::AllocAction::kMove &&
+      // A move re-forms around the ranks it keeps; one that keeps none
+      // restarts the job from its checkpoint, when restarts are allowed (else
+      // the policy kept one: AllocJob::move_keeps_a_device).
+      const bool restart =
+          d.action == scheduler::AllocAction::kMove &&
           std::none_of(d.devices.begin(), d.devices.end(),
-                       [&](const std::string& dev) { return r->devices.contains(dev); })) {
+                       [&](const std::string& dev) { return r->devices.contains(dev); });
+      if (restart && !options_.share_restart_moves) {
         spdlog::warn("job {}: not moved to {}: a move that keeps none of its ranks needs a restart",
                      d.id, SetKey(d.devices));
         continue;
@@ -240,7 +333,13 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       MutexLock lock(mu_);
       auto it = active_.find(d.id);
       if (it == active_.end() || it->second.launch.attempt != r->attempt ||
-          NextReformGeneration(it->second.launch) != r->generation) {
+          NextReformGeneration(it->second.launch) != r->generation || it->second.move) {
+        continue;
+      }
+      if (restart) {
+        OrderMoveLocked(&it->second, d.devices,
+                        d.reason + " (restarts from its checkpoint; " + r->move.basis + ")");
+        changed = true;
         continue;
       }
       std::set<int64_t> ranks;

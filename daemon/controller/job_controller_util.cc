@@ -29,6 +29,15 @@ bool InferInputDone(Store* store, api::JobId job) {
   return counts.ok() && counts->chunks_total > 0 && counts->chunks_done == counts->chunks_total;
 }
 
+Result<int64_t> MovedAttempts(Store* store, api::JobId job) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobAttempt> attempts, store->ListAttempts(job));
+  int64_t moved = 0;
+  for (const JobAttempt& a : attempts) {
+    if (a.result.starts_with(kMovedAttemptResult)) ++moved;
+  }
+  return moved;
+}
+
 std::string RankList(const std::vector<int64_t>& ranks) {
   std::ostringstream s;
   for (size_t i = 0; i < ranks.size(); ++i) s << (i ? "," : "") << ranks[i];

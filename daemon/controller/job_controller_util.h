@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/types.h"
@@ -29,6 +30,15 @@ Result<std::vector<api::Job>> AllJobsIn(Store* store, api::JobState state);
 // Whether every chunk of an infer job is done (false when unknown).
 // REQUIRES: store != nullptr.
 bool InferInputDone(Store* store, api::JobId job);
+
+// How the result of an attempt the share round stopped to move the job
+// starts (JobEvent::kMoved): such attempts do not count against max_attempts.
+inline constexpr std::string_view kMovedAttemptResult = "moved: ";
+
+// How many of `job`'s attempts ended in a move (their result starts with
+// kMovedAttemptResult).
+// REQUIRES: store != nullptr.
+Result<int64_t> MovedAttempts(Store* store, api::JobId job);
 
 // "0,2,3".
 std::string RankList(const std::vector<int64_t>& ranks);

@@ -22,6 +22,7 @@ constexpr EnumName<JobEvent> kEventNames[] = {
     {JobEvent::kRanksDropped, "ranks_dropped"},
     {JobEvent::kReformed, "reformed"},
     {JobEvent::kRanksJoined, "ranks_joined"},
+    {JobEvent::kMoved, "moved"},
 };
 static_assert(IsValidNameTable(kEventNames));
 
@@ -36,6 +37,14 @@ JobStep Step(JobState next, int64_t attempts_used, std::string reason) {
   return JobStep{next, attempts_used, false, std::move(reason)};
 }
 
+std::string Used(int64_t counted, int64_t max_attempts, int64_t moved_attempts) {
+  std::string used = std::to_string(counted) + " of " + std::to_string(max_attempts) + " used";
+  if (moved_attempts > 0) {
+    used += ", " + std::to_string(moved_attempts) + " more ended in a move and do not count";
+  }
+  return used;
+}
+
 }  // namespace
 
 std::string_view JobEventName(JobEvent event) { return NameOf(kEventNames, event); }
@@ -45,9 +54,13 @@ std::optional<JobEvent> ParseJobEvent(std::string_view name) {
 }
 
 Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_used,
-                             int64_t max_attempts) {
+                             int64_t max_attempts, int64_t moved_attempts) {
   if (attempts_used < 0) return InvalidArgument("attempts used must be >= 0", "attempt");
   if (max_attempts < 1) return InvalidArgument("max_attempts must be >= 1", "max_attempts");
+  if (moved_attempts < 0 || moved_attempts > attempts_used) {
+    return InvalidArgument("moved attempts must be between 0 and the attempts used", "attempt");
+  }
+  const int64_t counted = attempts_used - moved_attempts;
   if (api::IsTerminal(current)) return Refuse(current, event, "the job has ended");
 
   // Every non-terminal state accepts Fail and Cancel.
@@ -60,10 +73,9 @@ Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_
       break;
     case JobState::kPlanned:
       if (event == JobEvent::kLaunch) {
-        if (attempts_used >= max_attempts) {
+        if (counted >= max_attempts) {
           return Refuse(current, event,
-                        "no attempts left (" + std::to_string(attempts_used) + " of " +
-                            std::to_string(max_attempts) + " used)");
+                        "no attempts left (" + Used(counted, max_attempts, moved_attempts) + ")");
         }
         return Step(JobState::kStarting, attempts_used + 1,
                     "launching attempt " + std::to_string(attempts_used + 1));
@@ -96,19 +108,21 @@ Result<JobStep> NextJobState(JobState current, JobEvent event, int64_t attempts_
       if (current == JobState::kRunning && event == JobEvent::kRanksJoined) {
         return Step(JobState::kRunning, attempts_used, "new ranks joined");
       }
+      if (current == JobState::kRunning && event == JobEvent::kMoved) {
+        return Step(JobState::kPending, attempts_used, "stopped to move; re-planning");
+      }
       break;
     case JobState::kRecovering:
       if (event == JobEvent::kRetry) {
-        if (attempts_used >= max_attempts) {
-          JobStep step = Step(JobState::kFailed, attempts_used,
-                              "attempts exhausted (" + std::to_string(attempts_used) + " of " +
-                                  std::to_string(max_attempts) + " used)");
+        if (counted >= max_attempts) {
+          JobStep step =
+              Step(JobState::kFailed, attempts_used,
+                   "attempts exhausted (" + Used(counted, max_attempts, moved_attempts) + ")");
           step.attempts_exhausted = true;
           return step;
         }
         return Step(JobState::kPending, attempts_used,
-                    "retrying (" + std::to_string(attempts_used) + " of " +
-                        std::to_string(max_attempts) + " attempts used)");
+                    "retrying (" + Used(counted, max_attempts, moved_attempts) + ")");
       }
       break;
     case JobState::kSucceeded:

@@ -20,6 +20,10 @@
 //   running    --Reformed---> running    (a train attempt's ranks re-formed)
 //   running    --RanksJoined-> running   (new ranks join a running infer attempt
 //                                       on devices that became free)
+//   running    --Moved------> pending    (the share round stopped a train attempt
+//                                       to restart it from its checkpoint on
+//                                       other devices; the attempt is not
+//                                       counted against max_attempts)
 //   recovering --Retry------> pending    (attempts left) | failed (attempts exhausted)
 //   any non-terminal --Fail---> failed
 //   any non-terminal --Cancel-> cancelled
@@ -55,12 +59,15 @@ enum class JobEvent {
                   // lost, or devices gained), daemon/controller/train_reform.h
   kRanksJoined,   // new ranks joined a running infer attempt on devices that became
                   // free (JobController::GrowInference)
+  kMoved,         // a running train attempt stopped (checkpoint saved) to restart on
+                  // other devices (JobController::ShareForWaiting)
 };
 
-inline constexpr std::array<JobEvent, 12> kAllJobEvents = {
+inline constexpr std::array<JobEvent, 13> kAllJobEvents = {
     JobEvent::kPlan,     JobEvent::kLaunch,       JobEvent::kAllRunning, JobEvent::kRankFailed,
     JobEvent::kNodeLost, JobEvent::kRetry,        JobEvent::kSucceed,    JobEvent::kFail,
     JobEvent::kCancel,   JobEvent::kRanksDropped, JobEvent::kReformed,   JobEvent::kRanksJoined,
+    JobEvent::kMoved,
 };
 
 inline constexpr std::array<api::JobState, 8> kAllJobStates = {
@@ -82,12 +89,15 @@ struct JobStep {
 };
 
 // Returns the next state for `event` in `current`, or kFailedPrecondition
-// naming the state and event when the pair is not allowed.
-// REQUIRES (else kInvalidArgument): 0 <= attempts_used, 1 <= max_attempts.
-// Launch is refused when attempts_used >= max_attempts; Retry with
-// attempts_used >= max_attempts leads to failed with attempts_exhausted set.
+// naming the state and event when the pair is not allowed. `moved_attempts`
+// of the attempts used ended in a move (kMoved) and do not count.
+// REQUIRES (else kInvalidArgument): 0 <= moved_attempts <= attempts_used,
+// 1 <= max_attempts.
+// Launch is refused when the counted attempts (attempts_used -
+// moved_attempts) reach max_attempts; Retry then leads to failed with
+// attempts_exhausted set.
 Result<JobStep> NextJobState(api::JobState current, JobEvent event, int64_t attempts_used,
-                             int64_t max_attempts);
+                             int64_t max_attempts, int64_t moved_attempts = 0);
 
 }  // namespace tessera::daemon
 

@@ -225,6 +225,122 @@ TEST_F(JobControllerShareTest, ARunningJobMovesAroundTheRankItKeeps) {
   EXPECT_NE(store_->GetJob(bob)->plan.dump().find("\"a:0\""), std::string::npos);
 }
 
+// A move onto none of a job's devices restarts it from its checkpoint: alice's
+// job runs on a:0 (fast, 16 GiB) alone, c:0 and c:1 (slow, 1 GiB) come free,
+// and bob's job, whose model fits only a:0, waits. Her ranks are stopped (each
+// saves a checkpoint as it stops), c:0 and c:1 are held for her meanwhile,
+// and once they stopped her job is pending again ("moved"), then placed on
+// c:0 and c:1 as attempt 2, though she allowed one attempt: a moved attempt
+// does not count. Bob's job starts on a:0. Without restarts (the policy then
+// keeps one of a job's devices in every move), nothing moves.
+TEST_F(JobControllerShareTest, AMoveOntoNoneOfAJobsDevicesRestartsItFromItsCheckpoint) {
+  for (bool restarts : {true, false}) {
+    SCOPED_TRACE(restarts ? "restart moves" : "no restart moves");
+    TearDown();
+    SetUp();
+    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      scheduler::ModelProfile p = SmallProfile(target.model);
+      if (target.model == "denoiser-dncnn") {
+        for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
+      }
+      return p;
+    };
+    options_.share_restart_moves = restarts;
+    RestartController();
+    api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
+    for (api::Device& d : c.devices) d.busy = true;
+    for (auto* n : {&a, &c}) Beat(*n);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    api::JobSpec alices = Training();
+    alices.max_devices = 2;
+    alices.max_attempts = 1;
+    const api::JobId alice = SubmitRunning(alices, {&a}, &desired);
+    ASSERT_NE(store_->GetJob(alice)->plan.dump().find("\"a:0\""), std::string::npos);
+    for (api::Device& d : c.devices) d.busy = false;
+    api::JobSpec bobs = Training();
+    bobs.entrypoint = "builtin:denoiser-dncnn";
+    const api::JobId bob = Submit(bobs, "bob");
+    // Her rank on a:0 takes two beats to stop once told (it saves a checkpoint).
+    const api::HeartbeatResponse alices_ranks = desired["a"];
+    int stopping_beats = 0;
+    bool held_for_alice = false;  // bob's job waited while her rank stopped
+    for (int i = 0; i < 120 && StateOf(bob) != JobState::kRunning; ++i) {
+      clock_.Advance(milliseconds(250));
+      desired["c"] = Beat(c, Running(desired["c"]));
+      const bool stopping = StateOf(alice) == JobState::kRunning && desired["a"].desired.empty() &&
+                            stopping_beats < 2;
+      desired["a"] = Beat(a, Running(stopping ? alices_ranks : desired["a"]));
+      ASSERT_TRUE(controller_->Tick().ok());
+      if (stopping) {
+        ++stopping_beats;
+        held_for_alice = StateOf(bob) == JobState::kPending && StateOf(alice) == JobState::kRunning;
+      }
+    }
+    const std::string reasons = Reasons(alice);
+    const api::Job job = *store_->GetJob(alice);
+    if (!restarts) {
+      EXPECT_EQ(reasons.find("moves"), std::string::npos) << reasons;
+      EXPECT_EQ(job.attempt, 1);
+      EXPECT_EQ(StateOf(bob), JobState::kPending);
+      continue;
+    }
+    EXPECT_TRUE(held_for_alice);
+    EXPECT_NE(reasons.find("pending: moves to c:0,c:1: job " + std::to_string(bob) + " of bob"),
+              std::string::npos)
+        << reasons;
+    EXPECT_NE(reasons.find("restarts from its checkpoint"), std::string::npos) << reasons;
+    EXPECT_EQ(job.state, JobState::kRunning) << reasons;
+    EXPECT_EQ(job.attempt, 2);
+    const std::string plan = job.plan.dump();
+    EXPECT_EQ(plan.find("\"a:0\""), std::string::npos) << plan;
+    EXPECT_NE(plan.find("\"c:0\""), std::string::npos) << plan;
+    EXPECT_NE(plan.find("\"c:1\""), std::string::npos) << plan;
+    EXPECT_TRUE(store_->GetAttempt(alice, 1)->result.starts_with("moved: "))
+        << store_->GetAttempt(alice, 1)->result;
+    EXPECT_EQ(StateOf(bob), JobState::kRunning) << Reasons(bob);
+    EXPECT_NE(store_->GetJob(bob)->plan.dump().find("\"a:0\""), std::string::npos);
+  }
+}
+
+// A controller restarted while a moved job's ranks stop ends the attempt as
+// a move, not as a success: its ranks exit 0 once their checkpoint is saved,
+// as finished ones do.
+TEST_F(JobControllerShareTest, AMoveStoppingWhenTheControllerRestartsEndsAsAMove) {
+  options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+    scheduler::ModelProfile p = SmallProfile(target.model);
+    if (target.model == "denoiser-dncnn") {
+      for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
+    }
+    return p;
+  };
+  RestartController();
+  api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
+  for (api::Device& d : c.devices) d.busy = true;
+  for (auto* n : {&a, &c}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec alices = Training();
+  alices.max_devices = 2;
+  const api::JobId alice = SubmitRunning(alices, {&a}, &desired);
+  for (api::Device& d : c.devices) d.busy = false;
+  api::JobSpec bobs = Training();
+  bobs.entrypoint = "builtin:denoiser-dncnn";
+  Submit(bobs, "bob");
+  const api::HeartbeatResponse alices_ranks = desired["a"];
+  for (int i = 0; i < 120 && !desired["a"].desired.empty(); ++i) {
+    clock_.Advance(milliseconds(250));
+    Beat(c);
+    desired["a"] = Beat(a, Running(alices_ranks));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_TRUE(desired["a"].desired.empty()) << Reasons(alice);
+  RestartController();
+  Beat(a, Exited(alices_ranks, 0));
+  ASSERT_TRUE(controller_->Tick().ok());
+  const std::string reasons = Reasons(alice);
+  EXPECT_NE(StateOf(alice), JobState::kSucceeded) << reasons;
+  EXPECT_NE(reasons.find("pending: moves to c:0,c:1"), std::string::npos) << reasons;
+}
+
 // A move costs what the job's own last re-form took, not the configured
 // guess: with a day configured, a job whose re-form after a lost node was
 // measured (its re-formed ranks stepped on 3 s later) shrinks for bob's job;

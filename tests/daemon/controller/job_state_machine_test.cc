@@ -15,23 +15,25 @@ constexpr std::optional<S> X = std::nullopt;  // refused
 // The expected next state for every (state, event) pair, events in the
 // order of kAllJobEvents:
 //   Plan, Launch, AllRunning, RankFailed, NodeLost, Retry, Succeed, Fail, Cancel,
-//   RanksDropped, Reformed, RanksJoined
+//   RanksDropped, Reformed, RanksJoined, Moved
 struct Row {
   S state;
-  std::array<std::optional<S>, 12> next;
+  std::array<std::optional<S>, 13> next;
 };
 const Row kExpected[] = {
-    {S::kPending, {S::kPlanned, X, X, X, X, X, X, S::kFailed, S::kCancelled, X, X, X}},
-    {S::kPlanned, {X, S::kStarting, X, X, S::kPending, X, X, S::kFailed, S::kCancelled, X, X, X}},
+    {S::kPending, {S::kPlanned, X, X, X, X, X, X, S::kFailed, S::kCancelled, X, X, X, X}},
+    {S::kPlanned,
+     {X, S::kStarting, X, X, S::kPending, X, X, S::kFailed, S::kCancelled, X, X, X, X}},
     {S::kStarting,
-     {X, X, S::kRunning, S::kRecovering, S::kRecovering, X, X, S::kFailed, S::kCancelled, X, X, X}},
+     {X, X, S::kRunning, S::kRecovering, S::kRecovering, X, X, S::kFailed, S::kCancelled, X, X, X,
+      X}},
     {S::kRunning,
      {X, X, X, S::kRecovering, S::kRecovering, X, S::kSucceeded, S::kFailed, S::kCancelled,
-      S::kRunning, S::kRunning, S::kRunning}},
-    {S::kRecovering, {X, X, X, X, X, S::kPending, X, S::kFailed, S::kCancelled, X, X, X}},
-    {S::kSucceeded, {X, X, X, X, X, X, X, X, X, X, X, X}},
-    {S::kFailed, {X, X, X, X, X, X, X, X, X, X, X, X}},
-    {S::kCancelled, {X, X, X, X, X, X, X, X, X, X, X, X}},
+      S::kRunning, S::kRunning, S::kRunning, S::kPending}},
+    {S::kRecovering, {X, X, X, X, X, S::kPending, X, S::kFailed, S::kCancelled, X, X, X, X}},
+    {S::kSucceeded, {X, X, X, X, X, X, X, X, X, X, X, X, X}},
+    {S::kFailed, {X, X, X, X, X, X, X, X, X, X, X, X, X}},
+    {S::kCancelled, {X, X, X, X, X, X, X, X, X, X, X, X, X}},
 };
 
 const Row& ExpectedRow(S state) {
@@ -74,8 +76,8 @@ TEST(JobStateMachineTest, EveryStateEventPairMatchesTheTable) {
       }
     }
   }
-  EXPECT_EQ(allowed + refused, 96);
-  EXPECT_EQ(allowed, 23);
+  EXPECT_EQ(allowed + refused, 104);
+  EXPECT_EQ(allowed, 24);
 }
 
 struct AttemptCase {
@@ -86,6 +88,7 @@ struct AttemptCase {
   std::optional<S> next;  // nullopt: refused
   int64_t used_after;
   bool exhausted;
+  int64_t moved = 0;  // attempts that ended in a move: not counted
 };
 
 TEST(JobStateMachineTest, AttemptsAreCounted) {
@@ -98,16 +101,27 @@ TEST(JobStateMachineTest, AttemptsAreCounted) {
       {S::kRecovering, JobEvent::kRetry, 3, 3, S::kFailed, 3, true},
       {S::kRecovering, JobEvent::kRetry, 1, 1, S::kFailed, 1, true},
       {S::kRunning, JobEvent::kRankFailed, 3, 3, S::kRecovering, 3, false},
+      // Moves keep the attempts used; only the ones that did not end in a move count.
+      {S::kRunning, JobEvent::kMoved, 1, 1, S::kPending, 1, false},
+      {S::kPlanned, JobEvent::kLaunch, 1, 1, S::kStarting, 2, false, /*moved=*/1},
+      {S::kPlanned, JobEvent::kLaunch, 3, 2, S::kStarting, 4, false, /*moved=*/2},
+      {S::kPlanned, JobEvent::kLaunch, 3, 2, X, 0, false, /*moved=*/1},
+      {S::kRecovering, JobEvent::kRetry, 2, 1, S::kPending, 2, false, /*moved=*/1},
+      {S::kRecovering, JobEvent::kRetry, 3, 1, S::kFailed, 3, true, /*moved=*/1},
   };
   for (const AttemptCase& c : cases) {
     SCOPED_TRACE(std::string(api::JobStateName(c.state)) + " + " +
                  std::string(JobEventName(c.event)) + " used=" + std::to_string(c.used) +
-                 " max=" + std::to_string(c.max));
-    auto step = NextJobState(c.state, c.event, c.used, c.max);
+                 " max=" + std::to_string(c.max) + " moved=" + std::to_string(c.moved));
+    auto step = NextJobState(c.state, c.event, c.used, c.max, c.moved);
     if (!c.next) {
       ASSERT_FALSE(step.ok());
       EXPECT_EQ(step.status().code(), StatusCode::kFailedPrecondition);
       EXPECT_NE(step.status().message().find("no attempts left"), std::string::npos);
+      if (c.moved > 0) {
+        EXPECT_NE(step.status().message().find("ended in a move"), std::string::npos)
+            << step.status().message();
+      }
       continue;
     }
     ASSERT_TRUE(step.ok()) << step.status().ToString();
@@ -124,6 +138,10 @@ TEST(JobStateMachineTest, RejectsInvalidAttemptCounts) {
   EXPECT_EQ(NextJobState(S::kPending, JobEvent::kPlan, -1, 3).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(NextJobState(S::kPending, JobEvent::kPlan, 0, 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(NextJobState(S::kPending, JobEvent::kPlan, 1, 3, /*moved_attempts=*/2).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(NextJobState(S::kPending, JobEvent::kPlan, 1, 3, /*moved_attempts=*/-1).status().code(),
             StatusCode::kInvalidArgument);
 }
 
