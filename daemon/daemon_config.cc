@@ -293,6 +293,7 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"crash_loop_window_ms", Set(&c->crash_loop_window_ms, "crash_loop_window_ms")},
       {"grow_min_speedup", Set(&c->grow_min_speedup, "grow_min_speedup")},
       {"share_running_jobs", Set(&c->share_running_jobs, "share_running_jobs")},
+      {"share_restart_moves", Set(&c->share_restart_moves, "share_restart_moves")},
       {"move_cost_s", Set(&c->move_cost_s, "move_cost_s")},
       {"stop_grace_ms", Set(&c->stop_grace_ms, "stop_grace_ms")},
       {"infer_chunk_images", Set(&c->infer_chunk_images, "infer_chunk_images")},

@@ -44,6 +44,7 @@ struct DaemonConfig {
   // shrink for waiting ones when the share policy finds it pays; move_cost_s
   // is charged until a re-form has been measured (move_costs.h).
   bool share_running_jobs = true;
+  bool share_restart_moves = true;  // JobControllerOptions::share_restart_moves
   double move_cost_s = 10;
   int64_t stop_grace_ms = 5000;       // SIGTERM -> SIGKILL for cancelled ranks
   int64_t infer_chunk_images = 32;    // images per leased chunk of an infer job

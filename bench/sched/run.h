@@ -58,9 +58,10 @@ struct SharedOptions {
   // A job is not moved again within this many seconds of its last start or move.
   double min_dwell_s = 600;
   // Whether a job may move onto devices none of which it holds (a restart
-  // from its checkpoint). tesserad re-forms around the ranks a move keeps and
-  // makes no such move (AllocJob::move_keeps_a_device); false mirrors it.
-  bool restart_moves = false;
+  // from its checkpoint), as tesserad's share round does (share_restart_moves);
+  // false: every move keeps one of the job's devices
+  // (AllocJob::move_keeps_a_device), as tesserad with restarts off.
+  bool restart_moves = true;
   ShareOptions share;  // horizon, minimum gain
 };
 

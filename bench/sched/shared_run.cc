@@ -51,7 +51,7 @@ std::string DevicesText(const DeviceSet& devices) {
 Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptions& options,
                    SimPlanner* planner) {
   Run run;
-  run.policy = options.restart_moves ? "share*" : "share";
+  run.policy = options.restart_moves ? "share" : "share-nr";
   run.devices = cluster.snapshot.DeviceCount();
   run.jobs = AloneTimes(trace, cluster, planner);
   std::vector<ShareDevice> devices;

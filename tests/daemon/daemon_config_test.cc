@@ -30,6 +30,18 @@ TEST(DaemonConfigSecurityTest, AnOlderConfigKeepsWorkingWithSafeDefaults) {
   EXPECT_TRUE(c->run_as.empty());
 }
 
+TEST(DaemonConfigSharingTest, ReadsTheShareSwitches) {
+  auto defaults = Load("port: 8080\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(defaults->share_running_jobs);
+  EXPECT_TRUE(defaults->share_restart_moves);
+  auto off = Load("share_running_jobs: false\nshare_restart_moves: false\nmove_cost_s: 30\n");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->share_running_jobs);
+  EXPECT_FALSE(off->share_restart_moves);
+  EXPECT_EQ(off->move_cost_s, 30);
+}
+
 TEST(DaemonConfigSecurityTest, ReadsRootsPoliciesAndAccounts) {
   auto c = Load(R"yaml(
 data_roots:
@@ -119,6 +131,7 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
       {"move_cost_negative", "move_cost_s: -1", "move_cost_s"},
       {"move_cost_over_a_day", "move_cost_s: 90000", "move_cost_s"},
       {"share_not_a_bool", "share_running_jobs: sometimes", "share_running_jobs"},
+      {"restart_moves_not_a_bool", "share_restart_moves: 2", "share_restart_moves"},
       {"user_unknown_key", "users: {alice: {max_gpus: 2}}", "users.alice.max_gpus"},
       {"user_limit_not_a_number", "users: {alice: {max_running_jobs: many}}",
        "users.alice.max_running_jobs"},
