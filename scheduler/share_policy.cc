@@ -10,10 +10,14 @@
 //      elsewhere (MakeRoom);
 //   4. fill: one device at a time to the job it raises most, normalized,
 //      users below their weighted share first; then trades: two jobs swap
-//      devices of two groups when that raises their normalized sum;
+//      devices of two groups when that raises their normalized sum and
+//      leaves each with a plan;
 //   5. moves: a running job moves only when the gain over its horizon pays
-//      for the move (and, where it must, the move keeps one of its devices);
-//      otherwise it is fixed and steps 3-4 run again;
+//      for the move, or when the move starts a waiting job that could start
+//      nowhere else and leaves the mover its fair share's throughput, unless
+//      the mover ends before the move would pay for itself (and,
+//      where it must, the move keeps one of its devices); otherwise it is
+//      fixed and steps 3-4 run again;
 //   6. decisions with their reasons.
 #include "scheduler/share_policy.h"
 
@@ -363,6 +367,8 @@ Status Allocator::Trade(const std::set<int64_t>& fixed, Assignment* a) {
             sk.insert(di);
             TESSERA_ASSIGN_OR_RETURN(double ri2, RateOf(ji, si));
             TESSERA_ASSIGN_OR_RETURN(double rk2, RateOf(jk, sk));
+            // A swap never leaves a job with no plan on what it holds.
+            if (!(ri2 > 0) || !(rk2 > 0)) continue;
             const double delta =
                 (ri2 - ri) / fair_rate_.at(ji.id) + (rk2 - rk) / fair_rate_.at(jk.id);
             if (delta > best) {
@@ -487,12 +493,30 @@ Result<Allocation> Allocator::Run() {
     const DeviceSet& to = a.given.at(mover->id);
     const bool keeps_one = std::any_of(
         to.begin(), to.end(), [&](const std::string& d) { return mover->held.contains(d); });
-    if (gain > cost && (keeps_one || !mover->move_keeps_a_device)) {
-      moved_why[mover->id] = "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
-                             Fixed(a.objective, 2) + " (" +
-                             Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) +
-                             "x) over " + Fixed(horizon, 0) + " s outweighs the move's " +
-                             Fixed(mover->move_cost_s, 0) + " s";
+    // Fairness: a move that lets a waiting job start, which would otherwise
+    // wait, and leaves the mover at least its fair share's throughput is made
+    // even when the lab's sum does not pay for it: no job holds another off
+    // the only devices it can use beyond its own share.
+    bool starts_a_waiter = false;
+    for (const AllocJob& w : jobs_) {
+      starts_a_waiter =
+          starts_a_waiter || (w.held.empty() && a.given.contains(w.id) && !b.given.contains(w.id));
+    }
+    TESSERA_ASSIGN_OR_RETURN(double then, RateOf(*mover, to));
+    const double then_share = then / fair_rate_.at(mover->id);
+    // (Not for a job about to end anyway: the waiting one starts then.)
+    const bool ends_soon = mover->remaining_s > 0 && mover->remaining_s <= mover->move_cost_s;
+    const bool fair_move = starts_a_waiter && then_share >= 1.0 - 1e-9 && !ends_soon;
+    if ((gain > cost || fair_move) && (keeps_one || !mover->move_keeps_a_device)) {
+      moved_why[mover->id] =
+          gain > cost ? "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
+                            Fixed(a.objective, 2) + " (" +
+                            Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) + "x) over " +
+                            Fixed(horizon, 0) + " s outweighs the move's " +
+                            Fixed(mover->move_cost_s, 0) + " s"
+                      : "it keeps " + Fixed(then_share, 2) +
+                            "x its fair share's throughput, and the job it makes room for "
+                            "could start nowhere else";
       continue;
     }
     fixed = std::move(kept);

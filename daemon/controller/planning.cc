@@ -1,6 +1,7 @@
 #include "daemon/controller/planning.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -155,6 +156,19 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque) {
   if (spec.image_width > 0 && spec.image_height > 0) {
     r.image = scheduler::ImageSize{static_cast<int>(spec.image_width),
                                    static_cast<int>(spec.image_height)};
+  }
+  // A train job's square crop: activations and FLOPs scale by its pixels
+  // against the profile's own (a builtin's is measured at the worker's
+  // default crop, a model file's at the job's).
+  if (const auto crop = api::BuiltinOptionValue(spec.args, "--image-size");
+      crop && r.kind == scheduler::JobKind::kTrain) {
+    int side = 0;
+    const auto [end, ec] = std::from_chars(crop->data(), crop->data() + crop->size(), side);
+    if (ec != std::errc() || end != crop->data() + crop->size() || side < 1) {
+      return InvalidArgument("--image-size must be a positive whole number, got '" + *crop + "'",
+                             "args");
+    }
+    r.image = scheduler::ImageSize{side, side};
   }
   // An opaque command or exported model can only run as data parallel: it
   // owns all its layers.

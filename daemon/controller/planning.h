@@ -57,7 +57,9 @@ std::string CorrectionKey(const api::JobSpec& spec);
 
 // kInvalidArgument naming the field when the spec cannot become a request.
 // opaque: the job runs as one module (JobProfile::opaque): an auto layout
-// becomes data parallel.
+// becomes data parallel. An infer job's image_width x image_height, or a train
+// job's --image-size N (N x N), is the request's image size: the cost model
+// scales activations and FLOPs by its pixels against the profile's.
 Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque);
 
 // The measured profile of a builtin model or a model file; see

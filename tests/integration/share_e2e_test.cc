@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "tests/integration/harness.h"
@@ -84,6 +85,85 @@ TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
   const int64_t shrunk_at = NewestStep(cluster, a);
   EXPECT_TRUE(WaitFor([&] { return NewestStep(cluster, a) > shrunk_at + 3; }, 60s)) << events;
   EXPECT_TRUE(WaitFor([&] { return NewestStep(cluster, b) >= 3; }, 120s));
+  for (api::JobId id : {a, b}) {
+    cluster.PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object());
+  }
+}
+
+// A move onto none of a job's devices restarts it from its checkpoint:
+// alice's job (one device at most) runs on nodea's faster device; bob's job,
+// whose images are too large for nodeb's small device, can run only there.
+// The share policy moves alice's job to nodeb: her rank stops (saving a
+// checkpoint), the job is pending again with a `moved` event, and its second
+// attempt resumes on nodeb from that checkpoint (its first step is past the
+// steps the first attempt made) while bob's job runs on nodea.
+TEST(ShareE2ETest, AJobMovedOntoAnotherNodeResumesFromItsCheckpoint) {
+  Cluster cluster("real-move");
+  const fs::path shared = cluster.dir() / "data" / "shared";
+  const fs::path images = shared / "images";
+  ASSERT_EQ(GenImages(images, 32, 32), "");
+  ASSERT_TRUE(cluster.StartWorkerLab(
+      {{"nodea", InventoryYaml({{1, "Fast (emulated)", "8GiB", 0.5}})},
+       {"nodeb", InventoryYaml({{1, "Small (emulated)", "24MiB", 0.3}})}},
+      "data_roots:\n  - {path: \"" + shared.string() + "\", access: read}\n", 30s));
+  const std::string alice = cluster.UserToken("alice");
+  const std::string bob = cluster.UserToken("bob");
+
+  api::Json alices = Training("alice-colorize", images);
+  alices["max_devices"] = 1;
+  alices["checkpoint_every_s"] = 2;
+  alices["max_attempts"] = 1;  // a moved attempt does not count
+  int status = 0;
+  const api::Json first = cluster.PostJson("/api/v1/jobs", alices, &status, alice);
+  ASSERT_EQ(status, 201) << first.dump();
+  const api::JobId a = first.value("id", api::JobId{0});
+  ASSERT_TRUE(
+      WaitFor([&] { return cluster.PlannedNodes(a) == std::set<std::string>{"nodea"}; }, 300s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).dump() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_TRUE(WaitFor([&] { return NewestStep(cluster, a) >= 3; }, 120s));
+
+  // Bob's crops are 128 px: 16 times the pixels of alice's 32 px, and more
+  // memory (over 30 MB predicted) than nodeb's 24 MiB hold; alice's (some
+  // 17 MB) fit there.
+  api::Json bobs = Training("bob-colorize", images);
+  bobs["args"] = {"--image-size", "128", "--width", "32"};
+  const api::Json second = cluster.PostJson("/api/v1/jobs", bobs, &status, bob);
+  ASSERT_EQ(status, 201) << second.dump();
+  const api::JobId b = second.value("id", api::JobId{0});
+  EXPECT_TRUE(WaitFor([&] { return cluster.JobState(b) == "running"; }, 120s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump() << "\n"
+      << cluster.controller()->Log();
+  EXPECT_TRUE(WaitFor([&] { return cluster.JobState(a) == "running"; }, 60s));
+  std::string events;
+  for (const auto& e : cluster.Events(a)) {
+    events += e.to_state + " (" + e.reason + ")\n";
+    EXPECT_NE(e.to_state, "recovering") << e.reason;
+    EXPECT_NE(e.to_state, "failed") << e.reason;
+  }
+  EXPECT_NE(events.find("pending (moves to nodeb:0: job " + std::to_string(b) + " of bob"),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(cluster.PlannedNodes(a), std::set<std::string>{"nodeb"}) << events;
+  EXPECT_EQ(cluster.PlannedNodes(b), std::set<std::string>{"nodea"})
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump();
+  const api::Json job = cluster.GetJson("/api/v1/jobs/" + std::to_string(a));
+  EXPECT_EQ(job.value("attempt", 0), 2) << job.dump();
+  // The second attempt resumed from the checkpoint the first saved as it stopped.
+  const int64_t moved_at = NewestStep(cluster, a);
+  int64_t first_step = 0;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const api::Json points =
+            cluster.GetJson("/api/v1/jobs/" + std::to_string(a) + "/metrics?attempt=2&limit=5000")
+                .value("points", api::Json::array());
+        if (points.empty()) return false;
+        first_step = points.front().value("step", int64_t{0});
+        return true;
+      },
+      120s))
+      << events;
+  EXPECT_GE(first_step, moved_at) << "attempt 2 started over instead of resuming\n" << events;
   for (api::JobId id : {a, b}) {
     cluster.PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object());
   }

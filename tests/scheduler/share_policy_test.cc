@@ -261,6 +261,33 @@ TEST(SharePolicyTest, ARunningJobMakesRoomForAJobThatFitsOnlyItsDevice) {
   }
 }
 
+// Alice's job (one device at most) runs 10x faster on the big device than on
+// the small one; bob's fits only the big one. Making room puts alice on the
+// small device and bob on the big one; swapping them back would raise the
+// normalized sum (alice gains more than bob loses) but leave bob on a device
+// he has no plan on: no such trade. Bob starts on big:0 when the move pays,
+// and otherwise waits, never "starts" where he cannot run.
+TEST(SharePolicyTest, NoTradeLeavesAJobOnDevicesItHasNoPlanOn) {
+  for (const double move_cost_s : {0.0, 1e6}) {
+    SCOPED_TRACE(move_cost_s == 0 ? "a free move" : "a move that never pays");
+    Fixture f;
+    f.Group("big", 1).Group("small", 1);
+    f.Running(1, "alice", {{{"big", 10}, {"small", 1}}}, {"big:0"}, true, 3600, move_cost_s);
+    f.Waiting(2, "bob", {{{"big", 4}, {"small", 0}}}, 1);
+    const Allocation a = f.Run();
+    if (move_cost_s == 0) {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kMove) << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 1).devices, DeviceSet{"small:0"});
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kStart) << Of(a, 2).reason;
+      EXPECT_EQ(Of(a, 2).devices, DeviceSet{"big:0"});
+    } else {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kKeep) << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kWait) << Of(a, 2).reason;
+    }
+    EXPECT_GT(Of(a, 2).action == AllocAction::kWait ? 1.0 : Of(a, 2).rate, 0) << Of(a, 2).reason;
+  }
+}
+
 TEST(SharePolicyTest, ARunningJobGrowsOntoFreeDevicesAndPrefersItsOwn) {
   Fixture f;
   f.Group("a", 4);

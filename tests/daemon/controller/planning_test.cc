@@ -290,6 +290,48 @@ TEST(PlanJobTest, GanPix2PixIsPlannedDataParallelWithItsMeasuredProfile) {
   std::filesystem::remove_all(dir);
 }
 
+// A train job's --image-size is the request's image: its pixels scale the
+// profile's activations and FLOPs. An infer job's image is its
+// image_width x image_height; a crop that is no whole number is refused.
+TEST(RequestOfTest, ATrainJobsCropSizeIsItsImage) {
+  struct Row {
+    const char* name;
+    api::JobKind kind;
+    std::vector<std::string> args;
+    std::optional<int> side;  // nullopt: no image
+    bool ok = true;
+  };
+  const Row rows[] = {
+      {"no crop", api::JobKind::kTrain, {}, std::nullopt},
+      {"crop 128", api::JobKind::kTrain, {"--image-size", "128"}, 128},
+      {"crop 32 after other flags",
+       api::JobKind::kTrain,
+       {"--width", "8", "--image-size", "32"},
+       32},
+      {"infer: its image, not a crop", api::JobKind::kInfer, {"--image-size", "128"}, std::nullopt},
+      {"not a number", api::JobKind::kTrain, {"--image-size", "big"}, std::nullopt, false},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    api::JobSpec spec;
+    spec.kind = row.kind;
+    spec.global_batch = 8;
+    spec.args = row.args;
+    auto request = RequestOf(spec, /*opaque=*/false);
+    if (!row.ok) {
+      ASSERT_FALSE(request.ok());
+      EXPECT_EQ(request.status().field(), "args");
+      continue;
+    }
+    ASSERT_TRUE(request.ok()) << request.status().ToString();
+    ASSERT_EQ(request->image.has_value(), row.side.has_value());
+    if (row.side) {
+      EXPECT_EQ(request->image->width, *row.side);
+      EXPECT_EQ(request->image->height, *row.side);
+    }
+  }
+}
+
 // ---- what each entrypoint kind is planned with ----
 
 // A builtin model is planned with its measured profile, and so is a model:
