@@ -9,7 +9,9 @@
 //      job with no plan on them may have a running job take its minimum
 //      elsewhere (MakeRoom);
 //   4. fill: one device at a time to the job it raises most, normalized,
-//      users below their weighted share first; then trades: two jobs swap
+//      users below their weighted share first; then each job planned on its
+//      devices and the ones left free, taking that plan's when it gains
+//      (Regroup); then trades: two jobs swap
 //      devices of two groups when that raises their normalized sum and
 //      leaves each with a plan;
 //   5. moves: a running job moves only when the gain over its horizon pays
@@ -90,6 +92,8 @@ class Allocator {
                                             std::map<std::string, UserUsage>* usage);
   Status Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
               std::map<std::string, UserUsage>* usage);
+  Status Regroup(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
+                 std::map<std::string, UserUsage>* usage);
   Status Trade(const std::set<int64_t>& fixed, Assignment* a);
   Result<std::vector<AllocDecision>> Decide(const Assignment& a, const std::set<int64_t>& fixed,
                                             const std::map<int64_t, std::string>& moved_why);
@@ -228,6 +232,7 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
   }
   // (4) Fill.
   TESSERA_RETURN_IF_ERROR(Fill(fixed, &a, &free, &usage));
+  TESSERA_RETURN_IF_ERROR(Regroup(fixed, &a, &free, &usage));
   TESSERA_RETURN_IF_ERROR(Trade(fixed, &a));
   // Each job on the devices its plan uses.
   for (auto& [id, given] : a.given) {
@@ -330,6 +335,44 @@ Status Allocator::Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet*
     a->given[chosen->job].insert(chosen->device);
     free->erase(chosen->device);
     (*usage)[by_id_.at(chosen->job)->user].devices += 1;
+  }
+  return Status::Ok();
+}
+
+Status Allocator::Regroup(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
+                          std::map<std::string, UserUsage>* usage) {
+  // The fill adds one device at a time, so it can stop on a set no single
+  // device improves while a different set would: four fast devices where
+  // eight of another type run the job faster. Each job is planned once on
+  // what it was given and the devices left free, and takes that plan's
+  // devices when they raise its normalized throughput by min_gain for each
+  // device they add (and stay within its user's device limit); what it gives
+  // up is free again.
+  if (free->empty()) return Status::Ok();
+  for (auto& [id, given] : a->given) {
+    if (fixed.contains(id)) continue;
+    const AllocJob& j = *by_id_.at(id);
+    DeviceSet pool = given;
+    pool.insert(free->begin(), free->end());
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices wider, Rate(j, pool));
+    TESSERA_ASSIGN_OR_RETURN(double now, RateOf(j, given));
+    // min_gain for each device it adds, as the fill asks of one.
+    const auto added = std::max<int64_t>(
+        1, static_cast<int64_t>(wider.used.size()) - static_cast<int64_t>(given.size()));
+    if (wider.used.empty() || !((wider.rate - now) / fair_rate_.at(id) >=
+                                options_.min_gain * static_cast<double>(added))) {
+      continue;
+    }
+    const UserPolicy& policy = policies_.For(j.user);
+    UserUsage& used = (*usage)[j.user];
+    const int64_t after =
+        used.devices - static_cast<int64_t>(given.size()) + static_cast<int64_t>(wider.used.size());
+    if (policy.max_devices > 0 && after > policy.max_devices) continue;
+    used.devices = after;
+    free->insert(given.begin(), given.end());
+    for (const std::string& d : wider.used) free->erase(d);
+    given = wider.used;
+    if (free->empty()) break;
   }
   return Status::Ok();
 }
