@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -295,6 +297,60 @@ TEST(SharePolicyTest, ARunningJobGrowsOntoFreeDevicesAndPrefersItsOwn) {
   const Allocation a = f.Run();
   EXPECT_EQ(Of(a, 1).action, AllocAction::kGrow);
   EXPECT_EQ(Of(a, 1).devices, (DeviceSet{"a:0", "a:1", "a:2", "a:3"}));
+}
+
+// The fill adds one device at a time. A job runs 1.0 a device on up to four
+// "fast" devices, 0.7 a device on "other" ones, and at half the slowest
+// device's pace on any mix of the two (a slow link between them): from four
+// fast devices (4.0) no single device helps, while eight other ones run it at
+// 5.6. Regroup plans it once on its devices and the free ones and takes the
+// eight; with a user limit of four devices it keeps the four fast ones.
+TEST(SharePolicyTest, AJobTakesTheSetItsPlanPrefersOverWhatTheFillLeftIt) {
+  for (const int64_t limit : {0, 4}) {
+    SCOPED_TRACE(limit == 0 ? "no limit" : "a user limit of 4 devices");
+    std::vector<ShareDevice> devices;
+    for (int i = 0; i < 4; ++i) devices.push_back({"fast:" + std::to_string(i), "fast"});
+    for (int i = 0; i < 8; ++i) devices.push_back({"other:" + std::to_string(i), "other"});
+    ShareHooks hooks;
+    hooks.rate = [](const AllocJob& job, const DeviceSet& on) -> Result<RateOnDevices> {
+      DeviceSet fast, other;
+      for (const std::string& d : on) (d.starts_with("fast") ? fast : other).insert(d);
+      auto cap = [&](DeviceSet set) {
+        while (job.max_devices > 0 && static_cast<int64_t>(set.size()) > job.max_devices) {
+          set.erase(std::prev(set.end()));
+        }
+        return set;
+      };
+      fast = cap(fast);
+      other = cap(other);
+      RateOnDevices best{static_cast<double>(fast.size()), fast};
+      if (0.7 * static_cast<double>(other.size()) > best.rate) {
+        best = {0.7 * static_cast<double>(other.size()), other};
+      }
+      DeviceSet mixed = cap(on);
+      const double mixed_rate = 0.35 * static_cast<double>(mixed.size());
+      if (!fast.empty() && !other.empty() && mixed_rate > best.rate) best = {mixed_rate, mixed};
+      return best;
+    };
+    AllocJob job;
+    job.id = 1;
+    job.user = "carol";
+    UserPolicies policies;
+    if (limit > 0) policies.users["carol"].max_devices = limit;
+    Result<Allocation> a = Allocate({job}, devices, policies, hooks, ShareOptions{});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    const AllocDecision& d = Of(*a, 1);
+    EXPECT_EQ(d.action, AllocAction::kStart) << d.reason;
+    if (limit == 0) {
+      EXPECT_EQ(d.devices.size(), 8u) << d.reason;
+      EXPECT_TRUE(std::all_of(d.devices.begin(), d.devices.end(), [](const std::string& x) {
+        return x.starts_with("other");
+      })) << d.reason;
+      EXPECT_NEAR(d.rate, 5.6, 1e-9);
+    } else {
+      EXPECT_EQ(d.devices, (DeviceSet{"fast:0", "fast:1", "fast:2", "fast:3"})) << d.reason;
+    }
+  }
 }
 
 TEST(SharePolicyTest, DevicesThatHelpNoJobStayFree) {
