@@ -106,8 +106,8 @@ TEST(JobStateMachineTest, AttemptsAreCounted) {
       {S::kPlanned, JobEvent::kLaunch, 1, 1, S::kStarting, 2, false, /*moved=*/1},
       {S::kPlanned, JobEvent::kLaunch, 3, 2, S::kStarting, 4, false, /*moved=*/2},
       {S::kPlanned, JobEvent::kLaunch, 3, 2, X, 0, false, /*moved=*/1},
-      {S::kRecovering, JobEvent::kRetry, 2, 1, S::kPending, 2, false, /*moved=*/1},
-      {S::kRecovering, JobEvent::kRetry, 3, 1, S::kFailed, 3, true, /*moved=*/1},
+      {S::kRecovering, JobEvent::kRetry, 3, 2, S::kPending, 3, false, /*moved=*/2},
+      {S::kRecovering, JobEvent::kRetry, 2, 1, S::kFailed, 2, true, /*moved=*/1},
   };
   for (const AttemptCase& c : cases) {
     SCOPED_TRACE(std::string(api::JobStateName(c.state)) + " + " +
