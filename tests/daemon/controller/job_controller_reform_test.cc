@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/controller/job_controller.h"
@@ -24,9 +25,7 @@ class JobControllerReformTest : public JobControllerTest {
  protected:
   void SetUp() override {
     JobControllerTest::SetUp();
-    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-      return SmallProfile(target.model);
-    };
+    UseSmallProfiles();
     RestartController();
   }
 
@@ -37,6 +36,16 @@ class JobControllerReformTest : public JobControllerTest {
     spec.global_batch = 24;
     spec.min_devices = layout == "data" ? 2 : devices;
     return spec;
+  }
+
+  // An agent's long poll from `node`, reporting `workers`, held up to a minute.
+  static api::HeartbeatRequest Poll(const api::Node& node, std::vector<api::WorkerStatus> workers) {
+    api::HeartbeatRequest poll;
+    poll.node = node.name;
+    poll.devices = node.devices;
+    poll.workers = std::move(workers);
+    poll.wait_ms = 60'000;
+    return poll;
   }
 
   // The node holding rank `rank` of the job's attempt.
@@ -174,12 +183,8 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
     clock_.Advance(milliseconds(250));
     if (i == 0) {
       // Its agent's beat is held: it runs exactly what it was told to.
-      api::HeartbeatRequest poll;
-      poll.node = parked.name;
-      poll.devices = parked.devices;
-      poll.workers = runs[parked.name];
-      poll.wait_ms = 60'000;
-      controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { answered.set_value(r); });
+      controller_->OnHeartbeat(Poll(parked, runs[parked.name]),
+                               [&](api::HeartbeatResponse r) { answered.set_value(r); });
     }
     Beat(beating, runs[beating.name]);
     ASSERT_TRUE(controller_->Tick().ok());
@@ -209,11 +214,7 @@ TEST_F(JobControllerReformTest, ABeatAfterTheReformIsAnsweredAtOnceWithItsNewPla
     ASSERT_TRUE(controller_->Tick().ok());  // the re-forming happens here, after both beats
   }
   ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
-  api::HeartbeatRequest poll;
-  poll.node = quiet.name;
-  poll.devices = quiet.devices;
-  poll.workers = runs[quiet.name];
-  poll.wait_ms = 60'000;
+  const api::HeartbeatRequest poll = Poll(quiet, runs[quiet.name]);
   std::optional<api::HeartbeatResponse> got;
   controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { got = std::move(r); });
   ASSERT_TRUE(got.has_value()) << "the beat was parked with an order its agent never saw";
