@@ -87,10 +87,7 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
   EXPECT_GE(recoveries, 1) << "the killed worker must have cost an attempt";
   EXPECT_EQ(cluster.GetJson(target)["inference"]["images_done"], kImages);
 
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 // Inference fills the gaps, with real agents and workers: the exported
@@ -159,10 +156,7 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
   ASSERT_TRUE(cluster.EndsIn(infer, "succeeded", 400s));
   EXPECT_EQ(cluster.GetJson(target).value("attempt", 0), 1) << "no attempt was spent";
   EXPECT_EQ(cluster.GetJson(target)["inference"]["images_done"], kScans);
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0);
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {

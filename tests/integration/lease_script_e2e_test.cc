@@ -107,10 +107,7 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 
   // Every output exactly once, nothing else (no temporary or partial file),
   // each byte-equal to the single-process run.
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 // Inference grows back: a train job holds two of three nodes, so the script
@@ -165,10 +162,7 @@ TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
   const api::Json final_job = cluster.GetJson(target);
   EXPECT_EQ(final_job.value("attempt", int64_t{0}), 1) << "no attempt was spent: " << trail;
   EXPECT_EQ(final_job["inference"]["images_done"], kScans);
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 #endif  // TESSERA_E2E_HAVE_WORKER
