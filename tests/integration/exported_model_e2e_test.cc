@@ -33,21 +33,29 @@ api::Json ModelSpec(const std::string& name, const std::string& entrypoint, cons
           {"global_batch", 2}};
 }
 
-TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKill) {
-  Cluster cluster("exported");
-  const std::string worker = BinaryPath("tessera-worker");
-  const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans",
-                 ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
+// Exports the lab's models into `models` (examples/own-model/export.py with
+// `fit_steps` steps of fitting), generates `scans` scans of `px` px in `in`,
+// and writes the reference in `ref`: the exported colorizer in one process.
+void ExportAndReference(Cluster& cluster, const std::string& fit_steps, int scans, int px,
+                        const fs::path& models, const fs::path& in, const fs::path& ref) {
   ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_OWN_MODEL_EXPORT, "--out", models.string(),
-                     "--fit-steps", "5"},
+                     "--fit-steps", fit_steps},
                     {}, cluster.dir() / "export.log", 300s),
             "");
-  const fs::path colorizer = models / "colorizer.pt";
-  ASSERT_EQ(GenImages(in, kImages, 16, 300s), "");
-  ASSERT_EQ(RunTool({worker, "infer", "--local", "--model-file", colorizer.string(), "--data",
-                     in.string(), "--output", ref.string(), "--threads", "1"},
+  ASSERT_EQ(GenImages(in, scans, px, 300s), "");
+  ASSERT_EQ(RunTool({BinaryPath("tessera-worker"), "infer", "--local", "--model-file",
+                     (models / "colorizer.pt").string(), "--data", in.string(), "--output",
+                     ref.string(), "--threads", "1"},
                     {}, cluster.dir() / "reference.log", 600s),
             "");
+}
+
+TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKill) {
+  Cluster cluster("exported");
+  const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans",
+                 ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
+  ASSERT_NO_FATAL_FAILURE(ExportAndReference(cluster, "5", kImages, 16, models, in, ref));
+  const fs::path colorizer = models / "colorizer.pt";
   ASSERT_EQ(FilesBelow(ref).size(), static_cast<size_t>(kImages));
 
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
@@ -79,10 +87,7 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
   EXPECT_GE(recoveries, 1) << "the killed worker must have cost an attempt";
   EXPECT_EQ(cluster.GetJson(target)["inference"]["images_done"], kImages);
 
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 // Inference fills the gaps, with real agents and workers: the exported
@@ -94,19 +99,10 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
 TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnImage) {
   constexpr int kScans = 3000;
   Cluster cluster("exported-yield");
-  const std::string worker = BinaryPath("tessera-worker");
   const fs::path models = cluster.dir() / "models", in = cluster.dir() / "scans",
                  ref = cluster.dir() / "reference", out = cluster.dir() / "colorized";
-  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_OWN_MODEL_EXPORT, "--out", models.string(),
-                     "--fit-steps", "0"},
-                    {}, cluster.dir() / "export.log", 300s),
-            "");
+  ASSERT_NO_FATAL_FAILURE(ExportAndReference(cluster, "0", kScans, 48, models, in, ref));
   const fs::path colorizer = models / "colorizer.pt";
-  ASSERT_EQ(GenImages(in, kScans, 48, 300s), "");
-  ASSERT_EQ(RunTool({worker, "infer", "--local", "--model-file", colorizer.string(), "--data",
-                     in.string(), "--output", ref.string(), "--threads", "1"},
-                    {}, cluster.dir() / "reference.log", 600s),
-            "");
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "4GiB", 0.3}});
   ASSERT_TRUE(cluster.StartWorkerLab({{"boxa", one}, {"boxb", one}, {"boxc", one}},
                                      "infer_chunk_images: 30\nlease_ms: 3000\n"));
@@ -160,10 +156,7 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
   ASSERT_TRUE(cluster.EndsIn(infer, "succeeded", 400s));
   EXPECT_EQ(cluster.GetJson(target).value("attempt", 0), 1) << "no attempt was spent";
   EXPECT_EQ(cluster.GetJson(target)["inference"]["images_done"], kScans);
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0);
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {

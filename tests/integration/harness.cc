@@ -185,6 +185,13 @@ TreeDiff CompareTrees(const fs::path& output, const fs::path& reference) {
   return diff;
 }
 
+void ExpectOutputsExactlyOnce(const fs::path& output, const fs::path& reference) {
+  const TreeDiff diff = CompareTrees(output, reference);
+  EXPECT_EQ(diff.missing, 0);
+  EXPECT_EQ(diff.different, 0);
+  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+}
+
 std::string GenImages(const fs::path& out, int count, int size, std::chrono::seconds timeout) {
   return RunTool({BinaryPath("tessera-worker"), "gen-images", "--out", out.string(), "--count",
                   std::to_string(count), "--size", std::to_string(size)},

@@ -85,6 +85,10 @@ struct TreeDiff {
   int extra = 0;
 };
 TreeDiff CompareTrees(const std::filesystem::path& output, const std::filesystem::path& reference);
+// EXPECTs every reference file in `output` exactly once and byte-equal, and
+// nothing else there (no temporary or partial file).
+void ExpectOutputsExactlyOnce(const std::filesystem::path& output,
+                              const std::filesystem::path& reference);
 
 // Runs a tool (argv[0]) to its end with `env`, output to `log`; "" when it
 // exited 0 within `timeout`, else what went wrong with its log.

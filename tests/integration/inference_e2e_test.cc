@@ -106,10 +106,7 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
 
   // Every output exactly once, nothing else (no temporary or partial file),
   // each byte-equal to the single-process run.
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 // Scans larger than the model's nominal size with layout "tiled": the

@@ -26,51 +26,65 @@ using namespace std::chrono_literals;
 
 constexpr int kImages = 300;
 
-TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKills) {
+// Checks that the project's Python has torch and PIL, generates `scans` scans
+// in `in`, and writes the reference in `ref`: the same script in one process,
+// outside Tessera.
+void ScansAndReference(Cluster& cluster, int scans, const fs::path& in, const fs::path& ref) {
   ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch, PIL' >/dev/null 2>&1"), 0)
       << TESSERA_PYTHON << " cannot import torch and PIL (run scripts/setup.sh)";
-  Cluster cluster("lease-script");
-  const std::string worker = BinaryPath("tessera-worker");
-  const fs::path in = cluster.dir() / "scans", ref = cluster.dir() / "reference",
-                 out = cluster.dir() / "outputs";
-  // The name a rank's process runs under (the venv's python is a link).
-  const std::string python_exe = fs::canonical(TESSERA_PYTHON).filename().string();
-
-  ASSERT_EQ(GenImages(in, kImages, 16, 120s), "");
-  // The reference: the same script in one process, outside Tessera.
+  ASSERT_EQ(GenImages(in, scans, 16, 120s), "");
   ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output",
                      ref.string()},
                     {}, cluster.dir() / "reference.log", 300s),
             "");
-  const auto reference = FilesBelow(ref);
-  ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
+  ASSERT_EQ(FilesBelow(ref).size(), static_cast<size_t>(scans));
+}
 
-  const fs::path launcher =
-      ScriptLauncher(cluster.dir() / "infer-script.sh", TESSERA_PYTHON, TESSERA_LEASE_SCRIPT);
-
-  cluster.StartController("tls: on\ninfer_chunk_images: 10\nlease_ms: 3000\n");
-  ASSERT_TRUE(cluster.tls());
+// A controller of `config` and three one-T4 nodes boxa, boxb, boxc; the script
+// is allowed as cmd:infer-script.
+void StartScriptLab(Cluster& cluster, const std::string& config) {
+  cluster.StartController(config);
   const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
   for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
   ASSERT_TRUE(cluster.NodesJoin(3, 60s));
+  const fs::path launcher =
+      ScriptLauncher(cluster.dir() / "infer-script.sh", TESSERA_PYTHON, TESSERA_LEASE_SCRIPT);
   ASSERT_TRUE(cluster.AllowEntrypoint("cmd:infer-script", launcher.string()));
+}
+
+// An infer job of the script over `in` into `out`, on up to three ranks that
+// take `delay` s a scan. Dataset and output reach the script as
+// TESSERA_INFER_DATASET / _OUTPUT.
+api::Json ScriptJob(const std::string& name, const fs::path& in, const fs::path& out,
+                    const std::string& delay, int min_devices) {
+  return {{"name", name},
+          {"kind", "infer"},
+          {"entrypoint", "cmd:infer-script"},
+          {"dataset", in.string()},
+          {"output", out.string()},
+          {"args", {"--delay", delay}},
+          {"global_batch", 3},
+          {"min_devices", min_devices},
+          {"max_devices", 3},
+          {"layout", "data"}};
+}
+
+TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKills) {
+  Cluster cluster("lease-script");
+  const fs::path in = cluster.dir() / "scans", ref = cluster.dir() / "reference",
+                 out = cluster.dir() / "outputs";
+  // The name a rank's process runs under (the venv's python is a link).
+  const std::string python_exe = fs::canonical(TESSERA_PYTHON).filename().string();
+  ASSERT_NO_FATAL_FAILURE(ScansAndReference(cluster, kImages, in, ref));
+
+  ASSERT_NO_FATAL_FAILURE(
+      StartScriptLab(cluster, "tls: on\ninfer_chunk_images: 10\nlease_ms: 3000\n"));
+  ASSERT_TRUE(cluster.tls());
 
   int status = 0;
-  api::Json job =
-      cluster.PostJson("/api/v1/jobs",
-                       {{"name", "lease-script"},
-                        {"kind", "infer"},
-                        {"entrypoint", "cmd:infer-script"},
-                        {"dataset", in.string()},
-                        {"output", out.string()},
-                        // dataset and output reach the script as TESSERA_INFER_DATASET / _OUTPUT.
-                        {"args", {"--delay", "0.04"}},
-                        {"global_batch", 3},
-                        {"min_devices", 2},
-                        {"max_devices", 3},
-                        {"layout", "data"},
-                        {"max_attempts", 5}},
-                       &status);
+  api::Json spec = ScriptJob("lease-script", in, out, "0.04", /*min_devices=*/2);
+  spec["max_attempts"] = 5;
+  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"].get<api::JobId>();
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
@@ -93,10 +107,7 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 
   // Every output exactly once, nothing else (no temporary or partial file),
   // each byte-equal to the single-process run.
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 // Inference grows back: a train job holds two of three nodes, so the script
@@ -105,27 +116,13 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 // left to lease), and still writes every output exactly once, byte-equal to
 // one process.
 TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
-  ASSERT_EQ(std::system("'" TESSERA_PYTHON "' -c 'import torch, PIL' >/dev/null 2>&1"), 0)
-      << TESSERA_PYTHON << " cannot import torch and PIL (run scripts/setup.sh)";
   // 0.05 s a scan: alone, the script needs 40 s, well past the train job's end.
   constexpr int kScans = 800;
   Cluster cluster("lease-grow");
   const fs::path in = cluster.dir() / "scans", ref = cluster.dir() / "reference",
                  out = cluster.dir() / "outputs";
-  ASSERT_EQ(GenImages(in, kScans, 16, 120s), "");
-  ASSERT_EQ(RunTool({TESSERA_PYTHON, TESSERA_LEASE_SCRIPT, "--data", in.string(), "--output",
-                     ref.string()},
-                    {}, cluster.dir() / "reference.log", 300s),
-            "");
-  ASSERT_EQ(FilesBelow(ref).size(), static_cast<size_t>(kScans));
-  const fs::path launcher =
-      ScriptLauncher(cluster.dir() / "infer-script.sh", TESSERA_PYTHON, TESSERA_LEASE_SCRIPT);
-
-  cluster.StartController("infer_chunk_images: 10\nlease_ms: 3000\n");
-  const std::string one = InventoryYaml({{1, "T4 (emulated)", "16GiB", 0.6}});
-  for (const char* node : {"boxa", "boxb", "boxc"}) cluster.StartAgent(node, one);
-  ASSERT_TRUE(cluster.NodesJoin(3, 60s));
-  ASSERT_TRUE(cluster.AllowEntrypoint("cmd:infer-script", launcher.string()));
+  ASSERT_NO_FATAL_FAILURE(ScansAndReference(cluster, kScans, in, ref));
+  ASSERT_NO_FATAL_FAILURE(StartScriptLab(cluster, "infer_chunk_images: 10\nlease_ms: 3000\n"));
   ASSERT_TRUE(cluster.AllowEntrypoint("cmd:hold", "/bin/sleep"));
 
   int status = 0;
@@ -145,18 +142,8 @@ TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
   ASSERT_TRUE(WaitFor([&] { return cluster.JobState(train_id) == "running"; }, 120s))
       << cluster.JobState(train_id);
 
-  api::Json job = cluster.PostJson("/api/v1/jobs",
-                                   {{"name", "grow-script"},
-                                    {"kind", "infer"},
-                                    {"entrypoint", "cmd:infer-script"},
-                                    {"dataset", in.string()},
-                                    {"output", out.string()},
-                                    {"args", {"--delay", "0.05"}},
-                                    {"global_batch", 3},
-                                    {"min_devices", 1},
-                                    {"max_devices", 3},
-                                    {"layout", "data"}},
-                                   &status);
+  api::Json job = cluster.PostJson(
+      "/api/v1/jobs", ScriptJob("grow-script", in, out, "0.05", /*min_devices=*/1), &status);
   ASSERT_EQ(status, 201) << job.dump();
   const api::JobId id = job["id"].get<api::JobId>();
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
@@ -175,10 +162,7 @@ TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
   const api::Json final_job = cluster.GetJson(target);
   EXPECT_EQ(final_job.value("attempt", int64_t{0}), 1) << "no attempt was spent: " << trail;
   EXPECT_EQ(final_job["inference"]["images_done"], kScans);
-  const TreeDiff diff = CompareTrees(out, ref);
-  EXPECT_EQ(diff.missing, 0);
-  EXPECT_EQ(diff.different, 0);
-  EXPECT_EQ(diff.extra, 0) << "temporary or unexpected files left in the output folder";
+  ExpectOutputsExactlyOnce(out, ref);
 }
 
 #endif  // TESSERA_E2E_HAVE_WORKER

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,26 @@ namespace tessera::daemon {
 namespace {
 
 using namespace std::chrono_literals;
+
+// An item check that blocks at the `n`th image until Release(): a slow
+// listing.
+class BlockingCheck {
+ public:
+  explicit BlockingCheck(int n) : n_(n) {}
+  InputPathCheck Check() {
+    return [this](const std::string& path) {
+      if (path.ends_with(".png") && ++checked_ == n_) released_.wait();
+      return Status::Ok();
+    };
+  }
+  void Release() { release_.set_value(); }
+
+ private:
+  const int n_;
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::atomic<int> checked_{0};
+};
 
 class InputListerTest : public ::testing::Test {
  protected:
@@ -73,6 +94,19 @@ class InputListerTest : public ::testing::Test {
     return p;
   }
 
+  // Polls until the listing has found `found` items (20 s at most); returns
+  // the last progress.
+  InputLister::Progress WaitFound(InputLister& lister, const api::Job& job,
+                                  const InputPathCheck& may_read, int64_t found) {
+    InputLister::Progress p;
+    for (auto end = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(2ms)) {
+      p = *lister.Poll(job, may_read);
+      if (p.found == found) break;
+    }
+    return p;
+  }
+
   std::vector<std::string> AllItems(api::JobId job) {
     std::vector<std::string> out;
     auto chunks = store_->ListChunks(job);
@@ -108,25 +142,15 @@ TEST_F(InputListerTest, ListsInBatchesAndSealsTheInput) {
 
 TEST_F(InputListerTest, SaysHowManyItemsItFoundWhileItLists) {
   // The item check of the 6th line blocks until released: a slow listing.
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<int> checked{0};
-  InputPathCheck slow = [&](const std::string& path) {
-    if (path.ends_with(".png") && ++checked == 6) released.wait();
-    return Status::Ok();
-  };
+  BlockingCheck blocking(6);
+  const InputPathCheck slow = blocking.Check();
   InputLister lister(store_.get(), {2, 1, 100});
   api::Job job = Job(ListFile(8));
-  InputLister::Progress p;
-  for (auto end = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < end;
-       std::this_thread::sleep_for(2ms)) {
-    p = *lister.Poll(job, slow);
-    if (p.found == 5) break;
-  }
+  InputLister::Progress p = WaitFound(lister, job, slow, 5);
   EXPECT_EQ(p.phase, InputLister::Phase::kListing);
   EXPECT_EQ(p.found, 5);
   EXPECT_FALSE(*store_->ChunksSealed(job.id)) << "not sealed while listing";
-  release.set_value();
+  blocking.Release();
   p = WaitDone(lister, job, slow);
   EXPECT_EQ(p.phase, InputLister::Phase::kDone);
   EXPECT_EQ(p.found, 8);
@@ -137,22 +161,14 @@ TEST_F(InputListerTest, SaysHowManyItemsItFoundWhileItLists) {
 // items, however long the input.
 TEST_F(InputListerTest, WritesEachFullBatchBeforeReadingOn) {
   // The item check of the 10th line blocks until released.
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<int> checked{0};
-  InputPathCheck slow = [&](const std::string& path) {
-    if (path.ends_with(".png") && ++checked == 10) released.wait();
-    return Status::Ok();
-  };
+  BlockingCheck blocking(10);
+  const InputPathCheck slow = blocking.Check();
   InputLister lister(store_.get(), {/*chunk_images=*/2, /*batch_chunks=*/2, /*sort_limit=*/100});
   api::Job job = Job(ListFile(11));
-  for (auto end = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < end;
-       std::this_thread::sleep_for(2ms)) {
-    if (lister.Poll(job, slow)->found == 9) break;
-  }
+  WaitFound(lister, job, slow, 9);
   auto while_blocked = store_->CountChunks(job.id);
   auto sealed = store_->ChunksSealed(job.id);
-  release.set_value();  // before any assertion: the listing thread must not stay blocked
+  blocking.Release();  // before any assertion: the listing thread must not stay blocked
   // Items 1-8 are two batches of two chunks; the 9th waits in its chunk.
   ASSERT_TRUE(while_blocked.ok()) << while_blocked.status().ToString();
   EXPECT_EQ(while_blocked->chunks_total, 4);

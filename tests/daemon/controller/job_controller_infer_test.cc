@@ -75,6 +75,15 @@ class InferControllerTest : public JobControllerTest {
     return id;
   }
 
+  // Rank `rank` of attempt 1 leases chunk 0 and reports it done, then every
+  // rank on node_ exits 0 and the controller ticks.
+  void FinishChunkZeroAndExit(api::JobId id, int64_t rank, const api::HeartbeatResponse& desired) {
+    ASSERT_TRUE(store_->LeaseChunks({id, 1, rank, {}, 1, 0, 1000}).ok());
+    ASSERT_TRUE(store_->LeaseChunks({id, 1, rank, {0}, 0, 0, 1000}).ok());
+    Beat(node_, Exited(desired, 0));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+
   // The growth lab: nodes a, b, ... (one device each). A train job holds
   // every node but a, an infer job of `spec` runs alone on a, then the train
   // job's ranks exit 0 and it ends: its devices are free.
@@ -188,10 +197,7 @@ TEST_F(InferControllerTest, RanksThatExitBeforeEveryChunkIsDoneDoNotSucceed) {
   api::JobId id = StartInferJob(8, &desired);
   ASSERT_EQ(StateOf(id), JobState::kRunning);
   // One chunk done, then every rank exits 0.
-  ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {}, 1, 0, 1000}).ok());
-  ASSERT_TRUE(store_->LeaseChunks({id, 1, 0, {0}, 0, 0, 1000}).ok());
-  Beat(node_, Exited(desired, 0));
-  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_NO_FATAL_FAILURE(FinishChunkZeroAndExit(id, 0, desired));
   // Recovering (and retried at once: the first retry does not back off).
   std::string recovery;
   auto events = store_->ListEvents(id, 0, 100);
@@ -206,10 +212,7 @@ TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
   api::HeartbeatResponse desired;
   api::JobId id = StartInferJob(4, &desired);
   ASSERT_EQ(StateOf(id), JobState::kRunning);
-  ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {}, 1, 0, 1000}).ok());
-  ASSERT_TRUE(store_->LeaseChunks({id, 1, 1, {0}, 0, 0, 1000}).ok());
-  Beat(node_, Exited(desired, 0));
-  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_NO_FATAL_FAILURE(FinishChunkZeroAndExit(id, 1, desired));
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
 }
 

@@ -1,6 +1,9 @@
 // The queue shared by several users: weighted fair order, user limits
 // (scheduler/queue_order.h through JobControllerOptions::users).
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/daemon/controller/job_controller_test_fixture.h"
 
@@ -17,48 +20,52 @@ class JobControllerQueueTest : public JobControllerTest {
     controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
     ASSERT_TRUE(controller_->Recover().ok());
   }
+
+  // Beats a node of `devices` devices, submits a one-device job for each
+  // (label, user) in that order, runs one pass, and returns each job's state
+  // by its label.
+  std::map<std::string, JobState> OnePass(
+      int devices, const std::vector<std::pair<std::string, std::string>>& jobs) {
+    Beat(MakeNode("a", devices, 20));
+    std::map<std::string, api::JobId> ids;
+    for (const auto& [label, user] : jobs) ids[label] = Submit(CmdSpec(1), user);
+    EXPECT_TRUE(controller_->Tick().ok());
+    std::map<std::string, JobState> states;
+    for (const auto& [label, id] : ids) states[label] = StateOf(id);
+    return states;
+  }
 };
 
+using States = std::map<std::string, JobState>;
+
 TEST_F(JobControllerQueueTest, AUserWhoQueuedManyDoesNotMakeTheOthersWaitBehindAll) {
-  Beat(MakeNode("a", 2, 20));
-  const api::JobId a1 = Submit(CmdSpec(1), "alice");
-  const api::JobId a2 = Submit(CmdSpec(1), "alice");
-  const api::JobId a3 = Submit(CmdSpec(1), "alice");
-  const api::JobId b1 = Submit(CmdSpec(1), "bob");  // submitted last
-  ASSERT_TRUE(controller_->Tick().ok());
-  EXPECT_EQ(StateOf(a1), JobState::kStarting);
-  EXPECT_EQ(StateOf(b1), JobState::kStarting) << "bob's job waits behind all of alice's";
-  EXPECT_EQ(StateOf(a2), JobState::kPending);
-  EXPECT_EQ(StateOf(a3), JobState::kPending);
+  // bob's job is submitted last.
+  EXPECT_EQ(OnePass(2, {{"a1", "alice"}, {"a2", "alice"}, {"a3", "alice"}, {"b1", "bob"}}),
+            (States{{"a1", JobState::kStarting},
+                    {"a2", JobState::kPending},
+                    {"a3", JobState::kPending},
+                    {"b1", JobState::kStarting}}))
+      << "bob's job waits behind all of alice's";
 }
 
 TEST_F(JobControllerQueueTest, FifoKeepsSubmissionOrderAcrossUsers) {
   options_.ordering = scheduler::QueueOrdering::kFifo;
   UsePolicies({});
-  Beat(MakeNode("a", 2, 20));
-  const api::JobId a1 = Submit(CmdSpec(1), "alice");
-  const api::JobId a2 = Submit(CmdSpec(1), "alice");
-  const api::JobId b1 = Submit(CmdSpec(1), "bob");
-  ASSERT_TRUE(controller_->Tick().ok());
-  EXPECT_EQ(StateOf(a1), JobState::kStarting);
-  EXPECT_EQ(StateOf(a2), JobState::kStarting);
-  EXPECT_EQ(StateOf(b1), JobState::kPending);
+  EXPECT_EQ(
+      OnePass(2, {{"a1", "alice"}, {"a2", "alice"}, {"b1", "bob"}}),
+      (States{
+          {"a1", JobState::kStarting}, {"a2", JobState::kStarting}, {"b1", JobState::kPending}}));
 }
 
 TEST_F(JobControllerQueueTest, AUserOfWeightTwoGetsTwoDevicesPerOneOfWeightOne) {
   scheduler::UserPolicies users;
   users.users["alice"].weight = 2;
   UsePolicies(users);
-  Beat(MakeNode("a", 3, 20));
-  const api::JobId b1 = Submit(CmdSpec(1), "bob");
-  const api::JobId b2 = Submit(CmdSpec(1), "bob");
-  const api::JobId a1 = Submit(CmdSpec(1), "alice");
-  const api::JobId a2 = Submit(CmdSpec(1), "alice");
-  ASSERT_TRUE(controller_->Tick().ok());
-  EXPECT_EQ(StateOf(b1), JobState::kStarting);
-  EXPECT_EQ(StateOf(a1), JobState::kStarting);
-  EXPECT_EQ(StateOf(a2), JobState::kStarting);
-  EXPECT_EQ(StateOf(b2), JobState::kPending);
+  EXPECT_EQ(OnePass(3, {{"b1", "bob"}, {"b2", "bob"}, {"a1", "alice"}, {"a2", "alice"}}),
+            (States{{"a1", JobState::kStarting},
+                    {"a2", JobState::kStarting},
+                    {"b1", JobState::kStarting},
+                    {"b2", JobState::kPending}}));
 }
 
 TEST_F(JobControllerQueueTest, LimitsHoldJobsWithTheReasonAndBoundTheirPlans) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/controller/job_controller.h"
@@ -24,9 +25,7 @@ class JobControllerReformTest : public JobControllerTest {
  protected:
   void SetUp() override {
     JobControllerTest::SetUp();
-    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-      return SmallProfile(target.model);
-    };
+    UseSmallProfiles();
     RestartController();
   }
 
@@ -37,6 +36,16 @@ class JobControllerReformTest : public JobControllerTest {
     spec.global_batch = 24;
     spec.min_devices = layout == "data" ? 2 : devices;
     return spec;
+  }
+
+  // An agent's long poll from `node`, reporting `workers`, held up to a minute.
+  static api::HeartbeatRequest Poll(const api::Node& node, std::vector<api::WorkerStatus> workers) {
+    api::HeartbeatRequest poll;
+    poll.node = node.name;
+    poll.devices = node.devices;
+    poll.workers = std::move(workers);
+    poll.wait_ms = 60'000;
+    return poll;
   }
 
   // The node holding rank `rank` of the job's attempt.
@@ -50,25 +59,34 @@ class JobControllerReformTest : public JobControllerTest {
     return "";
   }
 
-  // Three one-device nodes a, b, c running a data-parallel job of 3 ranks
-  // whose rank 2's node is to be lost: the job, that node, and the two
-  // survivors, each reporting its rank waiting to re-form (peer_lost).
-  struct LostRankTwo {
+  // Three one-device nodes a, b, c running a job whose rank `lost_rank`'s
+  // node, the victim, is to be lost: each node's desired set, and its ranks
+  // reported running.
+  struct ThreeNodes {
     api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
     api::JobId id = 0;
+    std::map<std::string, api::HeartbeatResponse> desired;
     std::string victim;
-    std::vector<api::Node*> survivors;
     std::map<std::string, std::vector<api::WorkerStatus>> runs;
+    std::vector<api::Node*> nodes() { return {&a, &b, &c}; }
+  };
+  void StartOnThree(const api::JobSpec& spec, int64_t lost_rank, ThreeNodes* lab) {
+    for (auto* n : lab->nodes()) Beat(*n);
+    lab->id = SubmitRunning(spec, lab->nodes(), &lab->desired);
+    lab->victim = NodeOfRank(lab->desired, lost_rank);
+    for (auto* n : lab->nodes()) lab->runs[n->name] = Running(lab->desired[n->name]);
+  }
+
+  // A data-parallel job of 3 ranks on ThreeNodes losing rank 2's node, and
+  // the two survivors, each reporting its rank waiting to re-form (peer_lost).
+  struct LostRankTwo : ThreeNodes {
+    std::vector<api::Node*> survivors;
   };
   void StartLosingRankTwo(LostRankTwo* lab) {
-    for (auto* n : {&lab->a, &lab->b, &lab->c}) Beat(*n);
-    std::map<std::string, api::HeartbeatResponse> desired;
-    lab->id = SubmitRunning(Builtin("data", 3), {&lab->a, &lab->b, &lab->c}, &desired);
-    lab->victim = NodeOfRank(desired, 2);
-    for (auto* n : {&lab->a, &lab->b, &lab->c}) {
+    StartOnThree(Builtin("data", 3), 2, lab);
+    for (auto* n : lab->nodes()) {
       if (n->name == lab->victim) continue;
       lab->survivors.push_back(n);
-      lab->runs[n->name] = Running(desired[n->name]);
       for (auto& w : lab->runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
     }
   }
@@ -93,23 +111,19 @@ class JobControllerReformTest : public JobControllerTest {
 // keep their keys (their agents do not restart them) and get their places in
 // a world of two, with a new rendezvous port; the job stays in attempt 1.
 TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
+  ThreeNodes lab;
+  StartOnThree(Builtin("data", 3), 0, &lab);
+  const api::JobId id = lab.id;
   ASSERT_EQ(StateOf(id), JobState::kRunning);
-  const std::string victim = NodeOfRank(desired, 0);
-  ASSERT_FALSE(victim.empty());
-  const std::string old_port = desired[victim].desired[0].env.at("MASTER_PORT");
+  ASSERT_FALSE(lab.victim.empty());
+  const std::string old_port = lab.desired[lab.victim].desired[0].env.at("MASTER_PORT");
 
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b, &c}) {
-    runs[n->name] = Running(desired[n->name]);
-    for (auto& w : runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 7}};
+  for (auto* n : lab.nodes()) {
+    for (auto& w : lab.runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 7}};
   }
   const auto killed = clock_.SteadyNow();
-  SilenceUntil({&a, &b, &c}, victim, &runs, [&] {
-    return store_->GetJob(id)->plan.dump().find(victim + ":") == std::string::npos;
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs, [&] {
+    return store_->GetJob(id)->plan.dump().find(lab.victim + ":") == std::string::npos;
   });
   // Checked at once: before the 3 s heartbeat timeout.
   EXPECT_LT(clock_.SteadyNow() - killed, milliseconds(2500));
@@ -121,13 +135,13 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
 
   std::set<std::string> ranks;
   std::set<std::string> ports;
-  for (auto* n : {&a, &b, &c}) {
-    if (n->name == victim) continue;
-    const api::HeartbeatResponse d = Beat(*n, runs[n->name]);
+  for (auto* n : lab.nodes()) {
+    if (n->name == lab.victim) continue;
+    const api::HeartbeatResponse d = Beat(*n, lab.runs[n->name]);
     ASSERT_EQ(d.desired.size(), 1u) << n->name;
     const api::WorkerLaunch& l = d.desired[0];
     EXPECT_EQ(l.key.attempt, 1);
-    EXPECT_EQ(l.key, desired[n->name].desired[0].key) << "same process";
+    EXPECT_EQ(l.key, lab.desired[n->name].desired[0].key) << "same process";
     ASSERT_TRUE(l.reform.is_object()) << n->name;
     EXPECT_EQ(l.reform["generation"], 1);
     EXPECT_EQ(l.reform["env"]["WORLD_SIZE"], "2");
@@ -142,15 +156,15 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
   // A restarted controller adopts the attempt as it runs now: the survivors
   // keep their places, and the lost node, back, is handed nothing.
   RestartController();
-  for (auto* n : {&a, &b, &c}) {
+  for (auto* n : lab.nodes()) {
     const api::HeartbeatResponse d =
-        Beat(*n, n->name == victim ? std::vector<api::WorkerStatus>{} : runs[n->name]);
-    if (n->name == victim) {
+        Beat(*n, n->name == lab.victim ? std::vector<api::WorkerStatus>{} : lab.runs[n->name]);
+    if (n->name == lab.victim) {
       EXPECT_TRUE(d.desired.empty()) << "the lost rank is handed again";
       continue;
     }
     ASSERT_EQ(d.desired.size(), 1u) << n->name;
-    EXPECT_EQ(d.desired[0].key, desired[n->name].desired[0].key);
+    EXPECT_EQ(d.desired[0].key, lab.desired[n->name].desired[0].key);
     ASSERT_TRUE(d.desired[0].reform.is_object()) << n->name;
     EXPECT_EQ(d.desired[0].reform["generation"], 1);
   }
@@ -174,12 +188,8 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
     clock_.Advance(milliseconds(250));
     if (i == 0) {
       // Its agent's beat is held: it runs exactly what it was told to.
-      api::HeartbeatRequest poll;
-      poll.node = parked.name;
-      poll.devices = parked.devices;
-      poll.workers = runs[parked.name];
-      poll.wait_ms = 60'000;
-      controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { answered.set_value(r); });
+      controller_->OnHeartbeat(Poll(parked, runs[parked.name]),
+                               [&](api::HeartbeatResponse r) { answered.set_value(r); });
     }
     Beat(beating, runs[beating.name]);
     ASSERT_TRUE(controller_->Tick().ok());
@@ -209,11 +219,7 @@ TEST_F(JobControllerReformTest, ABeatAfterTheReformIsAnsweredAtOnceWithItsNewPla
     ASSERT_TRUE(controller_->Tick().ok());  // the re-forming happens here, after both beats
   }
   ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
-  api::HeartbeatRequest poll;
-  poll.node = quiet.name;
-  poll.devices = quiet.devices;
-  poll.workers = runs[quiet.name];
-  poll.wait_ms = 60'000;
+  const api::HeartbeatRequest poll = Poll(quiet, runs[quiet.name]);
   std::optional<api::HeartbeatResponse> got;
   controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { got = std::move(r); });
   ASSERT_TRUE(got.has_value()) << "the beat was parked with an order its agent never saw";
@@ -228,22 +234,19 @@ TEST_F(JobControllerReformTest, ABeatAfterTheReformIsAnsweredAtOnceWithItsNewPla
 // A re-formed rank that fails afterwards restarts the job as before, and the
 // event says the attempt had re-formed.
 TEST_F(JobControllerReformTest, AReformedRankThatFailsRestartsTheJobAndSaysSo) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  const api::JobId id = SubmitRunning(Builtin("data", 3), {&a, &b, &c}, &desired);
-  const std::string victim = NodeOfRank(desired, 2);
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
-  SilenceUntil({&a, &b, &c}, victim, &runs,
+  ThreeNodes lab;
+  StartOnThree(Builtin("data", 3), 2, &lab);
+  const api::JobId id = lab.id;
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs,
                [&] { return Reasons(id).find("without it and train") != std::string::npos; });
   ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
-  for (auto* n : {&a, &b, &c}) {
-    if (n->name == victim) continue;
-    runs[n->name] = Exited(desired[n->name], 1);
+  for (auto* n : lab.nodes()) {
+    if (n->name == lab.victim) continue;
+    lab.runs[n->name] = Exited(lab.desired[n->name], 1);
     break;
   }
-  SilenceUntil({&a, &b, &c}, victim, &runs, [&] { return StateOf(id) != JobState::kRunning; });
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs,
+               [&] { return StateOf(id) != JobState::kRunning; });
   EXPECT_NE(Reasons(id).find("recovering: after re-forming (generation 1): rank"),
             std::string::npos)
       << Reasons(id);
@@ -253,19 +256,16 @@ TEST_F(JobControllerReformTest, AReformedRankThatFailsRestartsTheJobAndSaysSo) {
 // the surviving stage's device and a free one has a new rank take the lost
 // layers, which it loads from the newest checkpoint; the event says so.
 TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeComesFromTheCheckpoint) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  const api::JobId id = SubmitRunning(Builtin("pipeline", 2), {&a, &b, &c}, &desired);
-  const std::string victim = NodeOfRank(desired, 1);
-  const std::string kept = NodeOfRank(desired, 0);
-  std::string spare;
-  for (auto* n : {&a, &b, &c}) {
-    if (n->name != victim && n->name != kept) spare = n->name;
+  ThreeNodes lab;
+  StartOnThree(Builtin("pipeline", 2), 1, &lab);
+  const api::JobId id = lab.id;
+  const std::string kept = NodeOfRank(lab.desired, 0);
+  api::Node* spare = nullptr;
+  for (auto* n : lab.nodes()) {
+    if (n->name != lab.victim && n->name != kept) spare = n;
   }
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
-  SilenceUntil({&a, &b, &c}, victim, &runs,
+  ASSERT_NE(spare, nullptr);
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs,
                [&] { return Reasons(id).find("without it and train") != std::string::npos; });
   const std::string reasons = Reasons(id);
   EXPECT_NE(reasons.find("were held only by the lost ranks: the ranks that take them load them "
@@ -274,7 +274,7 @@ TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeComesFromTheCheck
       << reasons;
   EXPECT_NE(reasons.find("joined by 1 new rank"), std::string::npos) << reasons;
   EXPECT_EQ(StateOf(id), JobState::kRunning) << reasons;
-  const api::HeartbeatResponse on_spare = Beat(c.name == spare ? c : a.name == spare ? a : b);
+  const api::HeartbeatResponse on_spare = Beat(*spare);
   ASSERT_EQ(on_spare.desired.size(), 1u) << reasons;
   EXPECT_EQ(on_spare.desired[0].key.attempt, 1);
   EXPECT_TRUE(on_spare.desired[0].reform.is_object());
@@ -282,15 +282,11 @@ TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeComesFromTheCheck
 
 // A lab's script cannot re-form its process group: restart, and say so.
 TEST_F(JobControllerReformTest, AScriptJobIsRestartedAndTheEventSaysWhy) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  api::JobSpec spec = CmdSpec(2);
-  const api::JobId id = SubmitRunning(spec, {&a, &b, &c}, &desired);
-  const std::string victim = NodeOfRank(desired, 1);
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b, &c}) runs[n->name] = Running(desired[n->name]);
-  SilenceUntil({&a, &b, &c}, victim, &runs, [&] { return StateOf(id) != JobState::kRunning; });
+  ThreeNodes lab;
+  StartOnThree(CmdSpec(2), 1, &lab);
+  const api::JobId id = lab.id;
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs,
+               [&] { return StateOf(id) != JobState::kRunning; });
   EXPECT_NE(Reasons(id).find("runs its own script, which cannot re-form"), std::string::npos)
       << Reasons(id);
 }

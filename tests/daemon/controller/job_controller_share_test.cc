@@ -22,9 +22,7 @@ class JobControllerShareTest : public JobControllerTest {
  protected:
   void SetUp() override {
     JobControllerTest::SetUp();
-    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-      return SmallProfile(target.model);
-    };
+    UseSmallProfiles();
     options_.grow_min_speedup = 0;  // growth would hand the devices back
     RestartController();
   }

@@ -156,6 +156,13 @@ class JobControllerTest : public ::testing::Test {
     return out;
   }
 
+  // Builtin models get SmallProfile (set before RestartController).
+  void UseSmallProfiles() {
+    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      return SmallProfile(target.model);
+    };
+  }
+
   // A new controller on the same store and clock with options_ as they are now.
   void RestartController() {
     controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);

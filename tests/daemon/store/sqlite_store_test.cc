@@ -68,6 +68,18 @@ std::unique_ptr<SqliteStore> OpenOrDie(const std::string& path, SqliteStoreOptio
 class SqliteStoreTest : public ::testing::Test {
  protected:
   std::string Path() const { return dir_.File("tessera.db"); }
+  // Writes the file as tesserad did at schema `version` (the first `version`
+  // migrations only), then runs `rows` on it.
+  void WriteOldFile(int version, const std::vector<std::string>& rows) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+    const std::vector<std::string_view> old(SqliteMigrations().begin(),
+                                            SqliteMigrations().begin() + version);
+    ASSERT_EQ(*MigrateSqliteSchema(db, 1, old), version);
+    sqlite3_close(db);
+    RawDb raw(Path());
+    for (const std::string& sql : rows) raw.Exec(sql);
+  }
   testing::TempDir dir_;
 };
 
@@ -137,22 +149,12 @@ TEST_F(SqliteStoreTest, MigrationsApplyInOrderAndOnlyOnce) {
 
 TEST_F(SqliteStoreTest, ChunkCountsAreCountersKeptByTheStoreAndBackfilledOnUpgrade) {
   // A schema-7 database with an infer job's chunks, some done and leased.
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
-    const std::vector<std::string_view> v7(SqliteMigrations().begin(),
-                                           SqliteMigrations().begin() + 7);
-    ASSERT_EQ(*MigrateSqliteSchema(db, 1, v7), 7);
-    sqlite3_close(db);
-    RawDb raw(Path());
-    raw.Exec(
-        "INSERT INTO jobs (id, owner, name, spec, state, attempt, created_ms, updated_ms) "
-        "VALUES (1, 'alice', 'old', '{}', 'running', 1, 1, 1)");
-    raw.Exec(
-        "INSERT INTO infer_chunks (job_id, chunk, items, images, state) VALUES "
-        "(1, 0, '[\"a\",\"b\"]', 2, 'done'), (1, 1, '[\"c\"]', 1, 'leased'), "
-        "(1, 2, '[\"d\"]', 1, 'pending')");
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteOldFile(
+      7, {"INSERT INTO jobs (id, owner, name, spec, state, attempt, created_ms, updated_ms) "
+          "VALUES (1, 'alice', 'old', '{}', 'running', 1, 1, 1)",
+          "INSERT INTO infer_chunks (job_id, chunk, items, images, state) VALUES "
+          "(1, 0, '[\"a\",\"b\"]', 2, 'done'), (1, 1, '[\"c\"]', 1, 'leased'), "
+          "(1, 2, '[\"d\"]', 1, 'pending')"}));
   auto store = OpenOrDie(Path());
   ASSERT_NE(store, nullptr);
   RawDb raw(Path());
@@ -262,18 +264,9 @@ TEST_F(SqliteStoreTest, NodeRowsAreListedFromMemoryAndFollowEveryCommittedWrite)
 
 TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
   // A database tesserad wrote before nodes reported their network link.
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
-    const std::vector<std::string_view> v4(SqliteMigrations().begin(),
-                                           SqliteMigrations().begin() + 4);
-    ASSERT_EQ(*MigrateSqliteSchema(db, 1, v4), 4);
-    sqlite3_close(db);
-    RawDb raw(Path());
-    raw.Exec(
-        "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links, cpu_cores) "
-        "VALUES ('old', '10.0.0.9', 'healthy', 5, '[]', 8)");
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteOldFile(
+      4, {"INSERT INTO nodes (name, address, health, last_heartbeat_ms, links, cpu_cores) "
+          "VALUES ('old', '10.0.0.9', 'healthy', 5, '[]', 8)"}));
   auto store = OpenOrDie(Path());
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->schema_version(), LatestSqliteSchemaVersion());
@@ -291,19 +284,10 @@ TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
 
 TEST_F(SqliteStoreTest, SchemaFiveJobsGainAnEmptyMetricsHistory) {
   // A database tesserad wrote before it kept metrics history (schema 5).
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
-    const std::vector<std::string_view> v5(SqliteMigrations().begin(),
-                                           SqliteMigrations().begin() + 5);
-    ASSERT_EQ(*MigrateSqliteSchema(db, 1, v5), 5);
-    sqlite3_close(db);
-    RawDb raw(Path());
-    raw.Exec(
-        "INSERT INTO jobs (owner, name, spec, state, attempt, reason, progress, created_ms, "
-        "updated_ms) VALUES ('alice', 'old', '{\"name\":\"old\"}', 'running', 1, '', "
-        "'{\"step\":7}', 1, 1)");
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteOldFile(
+      5, {"INSERT INTO jobs (owner, name, spec, state, attempt, reason, progress, created_ms, "
+          "updated_ms) VALUES ('alice', 'old', '{\"name\":\"old\"}', 'running', 1, '', "
+          "'{\"step\":7}', 1, 1)"}));
   auto store = OpenOrDie(Path());
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->schema_version(), LatestSqliteSchemaVersion());
