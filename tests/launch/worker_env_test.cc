@@ -31,6 +31,21 @@ std::vector<api::Device> Inventory() {
   return inv;
 }
 
+// With `error_field` set, `env` is an error naming that field; without it,
+// `env` holds every variable of `want` with its value.
+void ExpectEnv(const Result<EnvMap>& env, const EnvMap& want, const char* error_field) {
+  if (error_field) {
+    ASSERT_FALSE(env.ok());
+    EXPECT_EQ(env.status().field(), error_field);
+    return;
+  }
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  for (const auto& [k, v] : want) {
+    ASSERT_TRUE(env->count(k)) << k;
+    EXPECT_EQ(env->at(k), v) << k;
+  }
+}
+
 struct Row {
   const char* name;
   std::vector<int64_t> indices;
@@ -44,17 +59,7 @@ TEST_P(DeviceEnv, Table) {
   const Row& row = GetParam();
   api::WorkerLaunch launch;
   launch.device_indices = row.indices;
-  auto env = DeviceEnvFor(launch, {}, Inventory(), 4);
-  if (row.error_field) {
-    ASSERT_FALSE(env.ok());
-    EXPECT_EQ(env.status().field(), row.error_field);
-    return;
-  }
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
-  for (const auto& [k, v] : row.want) {
-    ASSERT_TRUE(env->count(k)) << k;
-    EXPECT_EQ(env->at(k), v) << k;
-  }
+  ExpectEnv(DeviceEnvFor(launch, {}, Inventory(), 4), row.want, row.error_field);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -139,26 +144,26 @@ struct NodeRow {
   std::vector<api::WorkerLaunch> desired;  // the node's desired set
   api::WorkerLaunch launch;                // the rank being started
   int64_t cores;
-  EnvMap want;                      // subset that must match
-  std::vector<std::string> absent;  // variables that must not be set
+  EnvMap want;                           // subset that must match
+  std::vector<std::string> absent = {};  // variables that must not be set
   const char* error_field = nullptr;
 };
+
+// The GPUs a rank is shown (CUDA_VISIBLE_DEVICES) and the one it uses (TESSERA_DEVICE).
+EnvMap Sees(const std::string& visible, const std::string& device) {
+  return {{"CUDA_VISIBLE_DEVICES", visible}, {"TESSERA_DEVICE", device}};
+}
+
+// The threads a rank is given (OMP_NUM_THREADS).
+EnvMap Threads(const std::string& n) { return {{"OMP_NUM_THREADS", n}}; }
 
 class NodeEnv : public ::testing::TestWithParam<NodeRow> {};
 
 TEST_P(NodeEnv, Table) {
   const NodeRow& row = GetParam();
   auto env = DeviceEnvFor(row.launch, row.desired, GpuNode(row.gpus), row.cores);
-  if (row.error_field) {
-    ASSERT_FALSE(env.ok());
-    EXPECT_EQ(env.status().field(), row.error_field);
-    return;
-  }
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
-  for (const auto& [k, v] : row.want) {
-    ASSERT_TRUE(env->count(k)) << k;
-    EXPECT_EQ(env->at(k), v) << k;
-  }
+  ExpectEnv(env, row.want, row.error_field);
+  if (row.error_field != nullptr || !env.ok()) return;
   for (const auto& k : row.absent) EXPECT_FALSE(env->count(k)) << k;
 }
 
@@ -185,48 +190,22 @@ const std::vector<api::WorkerLaunch> kFourGpuMixedJob = {
 INSTANTIATE_TEST_SUITE_P(
     Rows, NodeEnv,
     ::testing::Values(
-        NodeRow{"two_gpus_rank0_sees_both_and_uses_cuda0",
-                2,
-                kTwoGpuJob,
-                kTwoGpuJob[0],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-0,GPU-1"}, {"TESSERA_DEVICE", "cuda:0"}},
-                {}},
-        NodeRow{"two_gpus_rank1_uses_cuda_local_rank",
-                2,
-                kTwoGpuJob,
-                kTwoGpuJob[1],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-0,GPU-1"}, {"TESSERA_DEVICE", "cuda:1"}},
-                {}},
-        NodeRow{"two_gpus_listed_in_local_rank_order",
-                2,
-                kTwoGpuSwapped,
-                kTwoGpuSwapped[0],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-1,GPU-0"}, {"TESSERA_DEVICE", "cuda:1"}},
-                {}},
+        NodeRow{"two_gpus_rank0_sees_both_and_uses_cuda0", 2, kTwoGpuJob, kTwoGpuJob[0], 16,
+                Sees("GPU-0,GPU-1", "cuda:0")},
+        NodeRow{"two_gpus_rank1_uses_cuda_local_rank", 2, kTwoGpuJob, kTwoGpuJob[1], 16,
+                Sees("GPU-0,GPU-1", "cuda:1")},
+        NodeRow{"two_gpus_listed_in_local_rank_order", 2, kTwoGpuSwapped, kTwoGpuSwapped[0], 16,
+                Sees("GPU-1,GPU-0", "cuda:1")},
         NodeRow{"launch_missing_from_desired_sees_its_siblings",
                 2,
                 {kTwoGpuJob[1]},
                 kTwoGpuJob[0],
                 16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-0,GPU-1"}, {"TESSERA_DEVICE", "cuda:0"}},
-                {}},
-        NodeRow{"four_gpus_other_job_and_attempt_hidden",
-                4,
-                kFourGpuShared,
-                kFourGpuShared[1],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-3,GPU-1"}, {"TESSERA_DEVICE", "cuda:1"}},
-                {}},
-        NodeRow{"four_gpus_other_job_sees_only_its_own",
-                4,
-                kFourGpuShared,
-                kFourGpuShared[2],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-0,GPU-2"}, {"TESSERA_DEVICE", "cuda:0"}},
-                {}},
+                Sees("GPU-0,GPU-1", "cuda:0")},
+        NodeRow{"four_gpus_other_job_and_attempt_hidden", 4, kFourGpuShared, kFourGpuShared[1], 16,
+                Sees("GPU-3,GPU-1", "cuda:1")},
+        NodeRow{"four_gpus_other_job_sees_only_its_own", 4, kFourGpuShared, kFourGpuShared[2], 16,
+                Sees("GPU-0,GPU-2", "cuda:0")},
         NodeRow{"four_gpus_one_job_in_local_rank_order",
                 4,
                 kFourGpuJob,
@@ -236,27 +215,16 @@ INSTANTIATE_TEST_SUITE_P(
                  {"TESSERA_DEVICE", "cuda:2"},
                  {"OMP_NUM_THREADS", "4"}},
                 {}},
-        NodeRow{"four_gpus_emulated_rank_sees_no_gpu",
-                4,
-                kFourGpuMixedJob,
-                kFourGpuMixedJob[1],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", ""}, {"TESSERA_DEVICE", "cpu"}},
-                {}},
-        NodeRow{"four_gpus_emulated_sibling_adds_no_gpu",
-                4,
-                kFourGpuMixedJob,
-                kFourGpuMixedJob[2],
-                16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-0,GPU-1"}, {"TESSERA_DEVICE", "cuda:1"}},
-                {}},
+        NodeRow{"four_gpus_emulated_rank_sees_no_gpu", 4, kFourGpuMixedJob, kFourGpuMixedJob[1], 16,
+                Sees("", "cpu")},
+        NodeRow{"four_gpus_emulated_sibling_adds_no_gpu", 4, kFourGpuMixedJob, kFourGpuMixedJob[2],
+                16, Sees("GPU-0,GPU-1", "cuda:1")},
         NodeRow{"four_gpus_sibling_with_unknown_device_is_skipped",
                 4,
                 {Rank(9, 1, 0, 0, 2, {0}), Rank(9, 1, 1, 1, 2, {42})},
                 Rank(9, 1, 0, 0, 2, {0}),
                 16,
-                {{"CUDA_VISIBLE_DEVICES", "GPU-0"}, {"TESSERA_DEVICE", "cuda:0"}},
-                {}},
+                Sees("GPU-0", "cuda:0")},
         NodeRow{"four_gpus_mixed_real_and_emulated_rank_refused",
                 4,
                 {Rank(9, 1, 0, 0, 1, {2, 4})},
@@ -265,27 +233,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {},
                 {},
                 "device_indices"},
-        NodeRow{"threads_are_the_cores_shared_by_local_ranks",
-                2,
-                kTwoGpuJob,
-                kTwoGpuJob[0],
-                9,
-                {{"OMP_NUM_THREADS", "4"}},
-                {}},
-        NodeRow{"threads_at_least_one",
-                4,
-                kFourGpuJob,
-                kFourGpuJob[0],
-                3,
-                {{"OMP_NUM_THREADS", "1"}},
-                {}},
-        NodeRow{"threads_unknown_cores_is_one",
-                2,
-                kTwoGpuJob,
-                kTwoGpuJob[0],
-                0,
-                {{"OMP_NUM_THREADS", "1"}},
-                {}},
+        NodeRow{"threads_are_the_cores_shared_by_local_ranks", 2, kTwoGpuJob, kTwoGpuJob[0], 9,
+                Threads("4")},
+        NodeRow{"threads_at_least_one", 4, kFourGpuJob, kFourGpuJob[0], 3, Threads("1")},
+        NodeRow{"threads_unknown_cores_is_one", 2, kTwoGpuJob, kTwoGpuJob[0], 0, Threads("1")},
         NodeRow{"threads_set_by_the_job_are_kept",
                 2,
                 kTwoGpuJob,

@@ -155,6 +155,17 @@ TEST(InferenceItemsTest, ListsFoldersAndListFiles) {
   fs::remove_all(dir);
 }
 
+// `plan` parsed, a tiled plan with these rank weights and this tiling.
+void ExpectTiledPlan(const Result<InferPlan>& plan, const std::vector<int64_t>& rank_weights,
+                     int64_t tile_px, int64_t overlap_px) {
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->layout, scheduler::Layout::kTiled);
+  EXPECT_EQ(plan->rank_weights, rank_weights);
+  ASSERT_TRUE(plan->tiling.has_value());
+  EXPECT_EQ(plan->tiling->tile_px, tile_px);
+  EXPECT_EQ(plan->tiling->overlap_px, overlap_px);
+}
+
 TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
   auto plan = ParseInferPlan(
       R"({"layout":"tiled","global_batch":6,"replicas":[
@@ -163,12 +174,7 @@ TEST(InferPlanTest, ParsesLayoutWeightsAndTiling) {
            {"batch":1,"stages":[{"rank":1,"device":"c:0","layers":[0,9]}]}],
           "tiling":{"tile_px":512,"overlap_px":184,"tiles_per_image":6}})",
       3);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->layout, scheduler::Layout::kTiled);
-  EXPECT_EQ(plan->rank_weights, (std::vector<int64_t>{3, 1, 2}));
-  ASSERT_TRUE(plan->tiling.has_value());
-  EXPECT_EQ(plan->tiling->tile_px, 512);
-  EXPECT_EQ(plan->tiling->overlap_px, 184);
+  ExpectTiledPlan(plan, {3, 1, 2}, 512, 184);
   struct Bad {
     std::string json, field;
   };
@@ -211,13 +217,7 @@ TEST(InferPlanTest, ReadsTheTiledPlanTheControllerWrites) {
   auto launch = daemon::BuildAttemptLaunch(job, 1, plan, api::Json::object(), {"builtin:m", ""},
                                            {{"boxa", "10.0.0.1"}, {"boxb", "10.0.0.2"}}, {});
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();
-  auto parsed = ParseInferPlan(launch->rank_plan.dump(), 3);
-  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EQ(parsed->layout, scheduler::Layout::kTiled);
-  EXPECT_EQ(parsed->rank_weights, (std::vector<int64_t>{3, 2, 1}));
-  ASSERT_TRUE(parsed->tiling.has_value());
-  EXPECT_EQ(parsed->tiling->tile_px, 512);
-  EXPECT_EQ(parsed->tiling->overlap_px, 64);
+  ExpectTiledPlan(ParseInferPlan(launch->rank_plan.dump(), 3), {3, 2, 1}, 512, 64);
 }
 
 // ---- the loop against the in-memory controller ----
@@ -261,6 +261,20 @@ class InferLoopTest : public testing::TempDirTest {
   Result<InferOutcome> RunAlone(const InferOptions& o, MemoryChunkQueue& queue) {
     auto source = queue.ForRank(0);
     return RunInference(o, env_, stop_, source.get());
+  }
+
+  // Rank 0 running `o` over the seven scans and `bad`, in chunks of 4 (the
+  // queue into *queue_out when given): `bad` is the one failed item, the seven
+  // scans are written.
+  void RunWithOneBadItem(const InferOptions& o, const std::string& bad,
+                         std::shared_ptr<MemoryChunkQueue>* queue_out = nullptr) {
+    items_.push_back(bad);
+    auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
+    if (queue_out != nullptr) *queue_out = queue;
+    auto outcome = RunAlone(o, *queue);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+    EXPECT_EQ(outcome->failed, 1);
+    EXPECT_EQ(outcome->written, 7);
   }
 
   // `ranks` ranks (threads) running `o` over the queue at once; their outcomes by rank.
@@ -515,13 +529,8 @@ TEST_F(InferLoopTest, StopReportsFinishedChunksOfTheLease) {
 
 TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
   std::ofstream(data_ / "broken.png") << "not a png";
-  items_.push_back("broken.png");
-  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
-  InferOptions o = Options("classifier-resnet", "out");
-  auto outcome = RunAlone(o, *queue);
-  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
-  EXPECT_EQ(outcome->failed, 1);
-  EXPECT_EQ(outcome->written, 7);
+  const InferOptions o = Options("classifier-resnet", "out");
+  ASSERT_NO_FATAL_FAILURE(RunWithOneBadItem(o, "broken.png"));
   auto files = FilesUnder(o.output);
   ASSERT_TRUE(files.count("broken.png.json.error.txt"));
   EXPECT_NE(files["broken.png.json.error.txt"].find("broken.png"), std::string::npos);
@@ -536,13 +545,9 @@ TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
 // An item whose output would leave the output folder is failed, not
 // written anywhere, and its chunk is still done.
 TEST_F(InferLoopTest, ItemLeavingTheOutputFolderCountsAsFailed) {
-  items_.push_back("../outside.png");
-  auto queue = MemoryChunkQueue::Create(items_, {.chunk_size = 4});
-  InferOptions o = Options("denoiser-dncnn", "out");
-  auto outcome = RunAlone(o, *queue);
-  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
-  EXPECT_EQ(outcome->failed, 1);
-  EXPECT_EQ(outcome->written, 7);
+  const InferOptions o = Options("denoiser-dncnn", "out");
+  std::shared_ptr<MemoryChunkQueue> queue;
+  ASSERT_NO_FATAL_FAILURE(RunWithOneBadItem(o, "../outside.png", &queue));
   EXPECT_EQ(FilesUnder(o.output).size(), 7u);
   EXPECT_FALSE(fs::exists(dir_ / "outside.png"));
   for (const auto& r : queue->Records()) EXPECT_TRUE(r.done);
