@@ -51,6 +51,40 @@ class JobControllerShareTest : public JobControllerTest {
     EXPECT_EQ(store_->GetJob(lab.alice)->plan["replicas"].size(), 2u);
     EXPECT_EQ(StateOf(lab.bob), JobState::kPending);
   }
+  // Builtin models get SmallProfile, the denoiser with layers too large for a
+  // 1 GiB device (set before RestartController).
+  void UseADenoiserThatFitsOnlyBigDevices() {
+    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
+      scheduler::ModelProfile p = SmallProfile(target.model);
+      if (target.model == "denoiser-dncnn") {
+        for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
+      }
+      return p;
+    };
+  }
+
+  // Alice's job (up to two devices, `max_attempts`) runs on a:0 (fast, 16
+  // GiB) alone while c's two devices (slow, 1 GiB) are busy; then they come
+  // free and bob submits a denoiser job, whose model fits only a:0.
+  struct MoveLab {
+    api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    api::JobId alice = 0, bob = 0;
+  };
+  void StartMoveLab(MoveLab* lab, int64_t max_attempts) {
+    for (api::Device& d : lab->c.devices) d.busy = true;
+    for (auto* n : {&lab->a, &lab->c}) Beat(*n);
+    api::JobSpec alices = Training();
+    alices.max_devices = 2;
+    alices.max_attempts = max_attempts;
+    lab->alice = SubmitRunning(alices, {&lab->a}, &lab->desired);
+    ASSERT_NE(store_->GetJob(lab->alice)->plan.dump().find("\"a:0\""), std::string::npos);
+    for (api::Device& d : lab->c.devices) d.busy = false;
+    api::JobSpec bobs = Training();
+    bobs.entrypoint = "builtin:denoiser-dncnn";
+    lab->bob = Submit(bobs, "bob");
+  }
+
   void RunLab(Lab* lab, const api::JobSpec& alices) {
     std::map<std::string, api::HeartbeatResponse> desired;
     for (auto* n : {&lab->a, &lab->b}) Beat(*n);
@@ -170,13 +204,7 @@ TEST_F(JobControllerShareTest, ARunningJobGrowsOntoADeviceTheWaitingJobCannotUse
 // keeps its state, a new one joins on c:1, the one on a:0 stops; bob's job
 // then starts on a:0, once that rank has been let go.
 TEST_F(JobControllerShareTest, ARunningJobMovesAroundTheRankItKeeps) {
-  options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-    scheduler::ModelProfile p = SmallProfile(target.model);
-    if (target.model == "denoiser-dncnn") {
-      for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
-    }
-    return p;
-  };
+  UseADenoiserThatFitsOnlyBigDevices();
   RestartController();
   api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
   c.devices[1].busy = true;
@@ -236,28 +264,12 @@ TEST_F(JobControllerShareTest, AMoveOntoNoneOfAJobsDevicesRestartsItFromItsCheck
     SCOPED_TRACE(restarts ? "restart moves" : "no restart moves");
     TearDown();
     SetUp();
-    options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-      scheduler::ModelProfile p = SmallProfile(target.model);
-      if (target.model == "denoiser-dncnn") {
-        for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
-      }
-      return p;
-    };
+    UseADenoiserThatFitsOnlyBigDevices();
     options_.share_restart_moves = restarts;
     RestartController();
-    api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
-    for (api::Device& d : c.devices) d.busy = true;
-    for (auto* n : {&a, &c}) Beat(*n);
-    std::map<std::string, api::HeartbeatResponse> desired;
-    api::JobSpec alices = Training();
-    alices.max_devices = 2;
-    alices.max_attempts = 1;
-    const api::JobId alice = SubmitRunning(alices, {&a}, &desired);
-    ASSERT_NE(store_->GetJob(alice)->plan.dump().find("\"a:0\""), std::string::npos);
-    for (api::Device& d : c.devices) d.busy = false;
-    api::JobSpec bobs = Training();
-    bobs.entrypoint = "builtin:denoiser-dncnn";
-    const api::JobId bob = Submit(bobs, "bob");
+    MoveLab lab;
+    ASSERT_NO_FATAL_FAILURE(StartMoveLab(&lab, /*max_attempts=*/1));
+    auto& [a, c, desired, alice, bob] = lab;
     // Her rank on a:0 takes two beats to stop once told (it saves a checkpoint).
     const api::HeartbeatResponse alices_ranks = desired["a"];
     int stopping_beats = 0;
@@ -304,25 +316,11 @@ TEST_F(JobControllerShareTest, AMoveOntoNoneOfAJobsDevicesRestartsItFromItsCheck
 // a move, not as a success: its ranks exit 0 once their checkpoint is saved,
 // as finished ones do.
 TEST_F(JobControllerShareTest, AMoveStoppingWhenTheControllerRestartsEndsAsAMove) {
-  options_.profiles = [](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
-    scheduler::ModelProfile p = SmallProfile(target.model);
-    if (target.model == "denoiser-dncnn") {
-      for (scheduler::Layer& l : p.layers) l.parameter_bytes = int64_t{1} << 28;
-    }
-    return p;
-  };
+  UseADenoiserThatFitsOnlyBigDevices();
   RestartController();
-  api::Node a = MakeNode("a", 1, 20, 16), c = MakeNode("c", 2, 5, 1);
-  for (api::Device& d : c.devices) d.busy = true;
-  for (auto* n : {&a, &c}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  api::JobSpec alices = Training();
-  alices.max_devices = 2;
-  const api::JobId alice = SubmitRunning(alices, {&a}, &desired);
-  for (api::Device& d : c.devices) d.busy = false;
-  api::JobSpec bobs = Training();
-  bobs.entrypoint = "builtin:denoiser-dncnn";
-  Submit(bobs, "bob");
+  MoveLab lab;
+  ASSERT_NO_FATAL_FAILURE(StartMoveLab(&lab, /*max_attempts=*/3));
+  auto& [a, c, desired, alice, bob] = lab;
   const api::HeartbeatResponse alices_ranks = desired["a"];
   for (int i = 0; i < 120 && !desired["a"].desired.empty(); ++i) {
     clock_.Advance(milliseconds(250));
