@@ -41,14 +41,20 @@ int64_t NewestStep(Cluster& cluster, api::JobId id) {
   return newest;
 }
 
-TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
-  Cluster cluster("real-share");
-  const fs::path shared = cluster.dir() / "data" / "shared";
-  const fs::path images = shared / "images";
+// Generated images under `images`, readable by users (its parent is a data
+// root), and nodea and nodeb with the inventories given.
+void StartLab(Cluster& cluster, const fs::path& images, const std::string& nodea,
+              const std::string& nodeb) {
   ASSERT_EQ(GenImages(images, 32, 32), "");
   ASSERT_TRUE(cluster.StartWorkerLab(
-      {{"nodea", kOneDevice}, {"nodeb", kOneDevice}},
-      "data_roots:\n  - {path: \"" + shared.string() + "\", access: read}\n", 30s));
+      {{"nodea", nodea}, {"nodeb", nodeb}},
+      "data_roots:\n  - {path: \"" + images.parent_path().string() + "\", access: read}\n", 30s));
+}
+
+TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
+  Cluster cluster("real-share");
+  const fs::path images = cluster.dir() / "data" / "shared" / "images";
+  ASSERT_NO_FATAL_FAILURE(StartLab(cluster, images, kOneDevice, kOneDevice));
   const std::string alice = cluster.UserToken("alice");
   const std::string bob = cluster.UserToken("bob");
 
@@ -99,13 +105,10 @@ TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
 // steps the first attempt made) while bob's job runs on nodea.
 TEST(ShareE2ETest, AJobMovedOntoAnotherNodeResumesFromItsCheckpoint) {
   Cluster cluster("real-move");
-  const fs::path shared = cluster.dir() / "data" / "shared";
-  const fs::path images = shared / "images";
-  ASSERT_EQ(GenImages(images, 32, 32), "");
-  ASSERT_TRUE(cluster.StartWorkerLab(
-      {{"nodea", InventoryYaml({{1, "Fast (emulated)", "8GiB", 0.5}})},
-       {"nodeb", InventoryYaml({{1, "Small (emulated)", "24MiB", 0.3}})}},
-      "data_roots:\n  - {path: \"" + shared.string() + "\", access: read}\n", 30s));
+  const fs::path images = cluster.dir() / "data" / "shared" / "images";
+  ASSERT_NO_FATAL_FAILURE(StartLab(cluster, images,
+                                   InventoryYaml({{1, "Fast (emulated)", "8GiB", 0.5}}),
+                                   InventoryYaml({{1, "Small (emulated)", "24MiB", 0.3}})));
   const std::string alice = cluster.UserToken("alice");
   const std::string bob = cluster.UserToken("bob");
 
