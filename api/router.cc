@@ -1,7 +1,6 @@
 #include "api/router.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <exception>
 #include <future>
@@ -19,6 +18,7 @@
 #include "api/static_files.h"
 #include "api/url.h"
 #include "common/json_fields.h"
+#include "common/quantities.h"
 
 namespace tessera::api {
 namespace {
@@ -70,12 +70,9 @@ Response TextResponse(int status, std::string body, std::string_view type = kTex
 
 // Parses a decimal integer in [lo, hi]; errors name `field`.
 Result<int64_t> ParseInt(std::string_view text, int64_t lo, int64_t hi, const std::string& field) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end) {
-    return InvalidArgument("must be an integer", field);
-  }
+  const std::optional<int64_t> parsed = ParseWholeNumber(text);
+  if (!parsed) return InvalidArgument("must be an integer", field);
+  const int64_t v = *parsed;
   if (v < lo || v > hi) {
     return InvalidArgument("must be between " + std::to_string(lo) + " and " + std::to_string(hi),
                            field);

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
-#include <charconv>
+#include <optional>
+
+#include "common/quantities.h"
 
 namespace tessera::api {
 namespace {
@@ -74,13 +76,9 @@ Result<ServerUrl> ParseServerUrl(std::string_view url, const std::string& field,
     if (IsBadHostChar(c)) return InvalidArgument("has a bad character in its host", field);
   }
   if (has_port) {
-    unsigned value = 0;
-    auto [ptr, err] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (port_text.empty() || err != std::errc() || ptr != port_text.data() + port_text.size() ||
-        value == 0 || value > 65535) {
-      return InvalidArgument("port must be 1..65535", field);
-    }
-    out.port = static_cast<uint16_t>(value);
+    const std::optional<int64_t> port = ParseWholeNumber(port_text);
+    if (!port || *port < 1 || *port > 65535) return InvalidArgument("port must be 1..65535", field);
+    out.port = static_cast<uint16_t>(*port);
   }
   return out;
 }

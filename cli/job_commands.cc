@@ -1,6 +1,5 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -23,6 +22,7 @@
 #include "cli/text_table.h"
 #include "cli/training_view.h"
 #include "cli/training_watch.h"
+#include "common/quantities.h"
 
 namespace tessera::cli {
 namespace {
@@ -65,12 +65,9 @@ void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
 }
 
 Result<int64_t> ParseJobId(const std::string& text) {
-  int64_t id = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id <= 0) {
-    return InvalidArgument("must be a positive job id", "id");
-  }
-  return id;
+  const std::optional<int64_t> id = ParseWholeNumber(text);
+  if (!id || *id <= 0) return InvalidArgument("must be a positive job id", "id");
+  return *id;
 }
 
 // Appends `name=value` (the value percent-encoded) to `target`'s query.

@@ -1,6 +1,7 @@
 #include "common/quantities.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -72,6 +73,14 @@ std::optional<double> PrefixFactor(std::string_view prefix, bool bare_is_binary)
 }
 
 }  // namespace
+
+std::optional<int64_t> ParseWholeNumber(std::string_view text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
 
 std::optional<double> ParseBandwidth(std::string_view text) {
   auto n = SplitNumber(text);

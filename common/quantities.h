@@ -1,5 +1,6 @@
-// Quantities with units, as people write them in config files: byte sizes
-// ("16GiB"), bandwidths ("100Mbit", "12.5MB/s") and durations ("2ms").
+// Quantities as people write them in config files, flags and URLs: whole
+// numbers ("1024"), byte sizes ("16GiB"), bandwidths ("100Mbit", "12.5MB/s")
+// and durations ("2ms").
 // The agent's inventory file and tesserad's Slurm config read them.
 // Thread safety: pure functions.
 #ifndef TESSERA_COMMON_QUANTITIES_H_
@@ -10,6 +11,10 @@
 #include <string_view>
 
 namespace tessera {
+
+// "1024", "-3" -> that integer: decimal digits (an optional '-') making up
+// the whole text; nullopt for anything else, or outside int64_t.
+std::optional<int64_t> ParseWholeNumber(std::string_view text);
 
 // "80GiB", "16G", "512MiB", "1024" -> bytes. Decimal (KB, MB, GB, TB) and
 // binary (K, M, G, T, KiB, MiB, GiB, TiB) units; K/M/G/T alone are binary.

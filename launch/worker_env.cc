@@ -1,10 +1,11 @@
 #include "launch/worker_env.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
+
+#include "common/quantities.h"
 
 namespace tessera::launch {
 namespace {
@@ -25,11 +26,7 @@ std::string VisibleId(const api::Device& d) {
 std::optional<int64_t> EnvInt(const api::WorkerLaunch& launch, const std::string& name) {
   auto it = launch.env.find(name);
   if (it == launch.env.end()) return std::nullopt;
-  const std::string& text = it->second;
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
+  return ParseWholeNumber(it->second);
 }
 
 // The ranks of `launch`'s job and attempt on this node (itself included), in

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -14,17 +13,11 @@
 
 #include "common/atomic_file.h"
 #include "common/process_launcher.h"
+#include "common/quantities.h"
 #include "launch/worker_env.h"
 
 namespace tessera::slurm {
 namespace {
-
-std::optional<int64_t> ToInt(const std::string& s) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
 
 volatile sig_atomic_t g_child_group = 0;
 
@@ -53,10 +46,10 @@ Result<TaskLaunch> PrepareTask(const SlurmAttempt& attempt,
   };
   const std::string node = get("SLURMD_NODENAME");
   if (node.empty()) return InvalidArgument("not set: not a Slurm task", "SLURMD_NODENAME");
-  auto local = ToInt(get("SLURM_LOCALID"));
+  auto local = ParseWholeNumber(get("SLURM_LOCALID"));
   if (!local) return InvalidArgument("not set or not a number", "SLURM_LOCALID");
   if (auto het = get("SLURM_HET_SIZE"); !het.empty()) {
-    auto size = ToInt(het);
+    auto size = ParseWholeNumber(het);
     if (!size || *size != static_cast<int64_t>(attempt.mapping.components.size())) {
       return InvalidArgument("is " + het + " but the attempt has " +
                                  std::to_string(attempt.mapping.components.size()) + " components",

@@ -1,8 +1,9 @@
 #include "slurm/slurm_attempt.h"
 
 #include <algorithm>
-#include <charconv>
 #include <sstream>
+
+#include "common/quantities.h"
 
 namespace tessera::slurm {
 namespace {
@@ -21,9 +22,8 @@ std::string Quote(const std::string& s) {
 }
 
 std::optional<int64_t> ParseInt(std::string_view s) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  std::optional<int64_t> v = ParseWholeNumber(s);
+  if (!v || *v <= 0) return std::nullopt;
   return v;
 }
 

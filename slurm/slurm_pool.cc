@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <filesystem>
 
 #include "common/atomic_file.h"
+#include "common/quantities.h"
 #include "launch/rank_files.h"
 
 namespace tessera::slurm {
@@ -27,10 +27,7 @@ std::optional<int64_t> ReadExit(FileSystem& files, const fs::path& path) {
 std::optional<int64_t> EnvInt(const api::WorkerLaunch& l, const std::string& name) {
   auto it = l.env.find(name);
   if (it == l.env.end()) return std::nullopt;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (ec != std::errc() || end != it->second.data() + it->second.size()) return std::nullopt;
-  return v;
+  return ParseWholeNumber(it->second);
 }
 
 constexpr int64_t kKilledExitCode = 137;  // 128 + SIGKILL: the node or Slurm ended it

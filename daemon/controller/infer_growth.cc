@@ -1,8 +1,9 @@
 #include "daemon/controller/infer_growth.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
+
+#include "common/quantities.h"
 
 namespace tessera::daemon {
 namespace {
@@ -14,11 +15,7 @@ std::string DeviceOf(const RankLaunch& r) { return r.node + ":" + std::to_string
 int64_t LocalRankOf(const RankLaunch& r) {
   auto it = r.launch.env.find("LOCAL_RANK");
   if (it == r.launch.env.end()) return r.launch.key.rank;
-  int64_t value = 0;
-  const std::string& text = it->second;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return r.launch.key.rank;
-  return value;
+  return ParseWholeNumber(it->second).value_or(r.launch.key.rank);
 }
 
 // The LOCAL_RANK L that puts a new rank (numbered after all of `siblings`, its

@@ -1,13 +1,14 @@
 #include "daemon/controller/planning.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 
 #include "api/entrypoint_kind.h"
 #include "api/job_spec_validation.h"
+#include "common/quantities.h"
 #include "daemon/controller/profile_cache.h"
 #include "scheduler/planner.h"
 
@@ -162,13 +163,12 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque) {
   // default crop, a model file's at the job's).
   if (const auto crop = api::BuiltinOptionValue(spec.args, "--image-size");
       crop && r.kind == scheduler::JobKind::kTrain) {
-    int side = 0;
-    const auto [end, ec] = std::from_chars(crop->data(), crop->data() + crop->size(), side);
-    if (ec != std::errc() || end != crop->data() + crop->size() || side < 1) {
+    const std::optional<int64_t> side = ParseWholeNumber(*crop);
+    if (!side || *side < 1 || *side > std::numeric_limits<int>::max()) {
       return InvalidArgument("--image-size must be a positive whole number, got '" + *crop + "'",
                              "args");
     }
-    r.image = scheduler::ImageSize{side, side};
+    r.image = scheduler::ImageSize{static_cast<int>(*side), static_cast<int>(*side)};
   }
   // An opaque command or exported model can only run as data parallel: it
   // owns all its layers.

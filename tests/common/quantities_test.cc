@@ -77,6 +77,24 @@ TEST(ParseDuration, Table) {
   }
 }
 
+TEST(ParseWholeNumber, Table) {
+  const SizeRow rows[] = {
+      {"1024", 1024},
+      {"0", 0},
+      {"-3", -3},
+      {"9223372036854775807", INT64_MAX},
+      {"", std::nullopt},
+      {"12a", std::nullopt},
+      {" 1", std::nullopt},
+      {"+1", std::nullopt},
+      {"1.0", std::nullopt},
+      {"9223372036854775808", std::nullopt},
+  };
+  for (const auto& row : rows) {
+    EXPECT_EQ(ParseWholeNumber(row.text), row.bytes) << "'" << row.text << "'";
+  }
+}
+
 TEST(ParseByteSize, Table) {
   const SizeRow rows[] = {
       {"1024", 1024},          {"1K", 1024},
