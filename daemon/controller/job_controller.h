@@ -211,9 +211,8 @@ class JobController {
     // desired any more (agents stop them; a train rank saves a checkpoint as
     // it stops), but their devices stay busy until none of them runs; then
     // the job is pending again (JobEvent::kMoved) and restarts from its
-    // checkpoint on the devices `to` (move_targets_).
+    // checkpoint on the devices reserved for it (move_targets_).
     struct Move {
-      std::set<std::string> to;
       std::string reason;  // the event's
     };
     std::optional<Move> move;
@@ -360,7 +359,7 @@ class JobController {
                              const std::map<std::string, NodeHealth>& health) REQUIRES(mu_);
   // The devices a moved job is to restart on: no other job is planned on them
   // until it is placed there, leaves the queue, or `until` passes (set when
-  // its moved attempt ended: kMoveReservationMs later).
+  // its moved attempt ended: kMoveReservation, 60 s, later).
   struct MoveTarget {
     std::set<std::string> devices;
     std::optional<std::chrono::steady_clock::time_point> until;
@@ -374,8 +373,8 @@ class JobController {
   void RecoverMoveLocked(const api::Json& stored, Active* active) REQUIRES(mu_);
   // Drops the reservations whose time is up.
   void ExpireMoveTargetsLocked() REQUIRES(mu_);
-  // The devices reserved for moved jobs other than `except`.
-  std::set<std::string> ReservedDevicesLocked(api::JobId except = 0) const REQUIRES(mu_);
+  // The devices reserved for moved jobs.
+  std::set<std::string> ReservedDevicesLocked() const REQUIRES(mu_);
   // Elastic training: a running train attempt that could re-form grows onto
   // free devices when no job waits and its plan with them predicts a step at
   // least options.grow_min_speedup faster (train_reform.h). Tick's thread only.

@@ -126,10 +126,6 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     MutexLock lock(mu_);
     targets = move_targets_;
   }
-  scheduler::DeviceSet every;
-  for (const api::Node& n : nodes) {
-    for (const api::Device& d : n.devices) every.insert(DeviceKey(n.name, d.index));
-  }
   scheduler::QueuePassHooks hooks;
   hooks.plan = [&](const scheduler::PassJob& p,
                    const scheduler::DeviceSet& busy) -> Result<scheduler::PlanSet> {
@@ -138,9 +134,12 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
       if (id != p.id) others.insert(target.devices.begin(), target.devices.end());
     }
     if (auto mine = targets.find(p.id); mine != targets.end()) {
-      scheduler::DeviceSet outside = others;
-      for (const std::string& d : every) {
-        if (!mine->second.devices.contains(d)) outside.insert(d);
+      scheduler::DeviceSet outside = others;  // every device but its reserved ones
+      for (const api::Node& n : nodes) {
+        for (const api::Device& d : n.devices) {
+          std::string key = DeviceKey(n.name, d.index);
+          if (!mine->second.devices.contains(key)) outside.insert(std::move(key));
+        }
       }
       Result<scheduler::PlanSet> there = PlanCached(job_of(p), nodes, outside);
       if (there.ok() && !there->plans.empty()) return there;

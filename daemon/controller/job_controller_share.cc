@@ -104,7 +104,7 @@ Result<bool> JobController::EndMoveLocked(const api::Job& job, const Active& act
 
 void JobController::OrderMoveLocked(Active* active, const std::set<std::string>& to,
                                     const std::string& reason) {
-  active->move = Active::Move{to, reason};
+  active->move = Active::Move{reason};
   move_targets_[active->launch.job_id] = MoveTarget{to, std::nullopt};
   ++generation_;  // its ranks leave every desired set: their agents stop them
   // Stored with the attempt, so a restarted controller ends it as a move
@@ -131,7 +131,7 @@ void JobController::RecoverMoveLocked(const api::Json& stored, Active* active) {
   }
   const std::string reason =
       move.is_object() ? move.value("reason", std::string("moved")) : std::string("moved");
-  active->move = Active::Move{to, reason};
+  active->move = Active::Move{reason};
   move_targets_[active->launch.job_id] = MoveTarget{std::move(to), std::nullopt};
 }
 
@@ -144,10 +144,10 @@ void JobController::ExpireMoveTargetsLocked() {
   });
 }
 
-std::set<std::string> JobController::ReservedDevicesLocked(api::JobId except) const {
+std::set<std::string> JobController::ReservedDevicesLocked() const {
   std::set<std::string> reserved;
   for (const auto& [id, target] : move_targets_) {
-    if (id != except) reserved.insert(target.devices.begin(), target.devices.end());
+    reserved.insert(target.devices.begin(), target.devices.end());
   }
   return reserved;
 }
