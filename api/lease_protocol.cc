@@ -4,6 +4,14 @@
 #include "common/json_fields.h"
 
 namespace tessera::api {
+
+Status CheckCompletedChunk(const CompletedChunk& c) {
+  if (c.chunk < 0) return InvalidArgument("must be a chunk number >= 0", "chunk");
+  if (c.images < 0) return InvalidArgument("must be >= 0", "images");
+  if (!(c.seconds >= 0)) return InvalidArgument("must be >= 0", "seconds");
+  return Status::Ok();
+}
+
 namespace {
 
 // The optional array member `key` (an empty one when absent or null).
@@ -67,9 +75,7 @@ Result<CompletedChunk> CompletedChunkFromJson(const Json& c) {
   done.chunk = -1;
   JsonFields entry(c);
   TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kCompletedChunkMembers, entry, &done));
-  if (done.chunk < 0) return InvalidArgument("must be a chunk number >= 0", "chunk");
-  if (done.images < 0) return InvalidArgument("must be >= 0", "images");
-  if (!(done.seconds >= 0)) return InvalidArgument("must be >= 0", "seconds");
+  TESSERA_RETURN_IF_ERROR(CheckCompletedChunk(done));
   return done;
 }
 

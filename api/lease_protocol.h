@@ -46,6 +46,10 @@ struct CompletedChunk {
   double seconds = 0;  // wall seconds the rank spent on the chunk
 };
 
+// Ok when `c` is a report the controller takes: chunk and images >= 0,
+// seconds a number >= 0; otherwise kInvalidArgument naming the field.
+Status CheckCompletedChunk(const CompletedChunk& c);
+
 struct LeaseRequest {
   int64_t attempt = 0;
   int64_t rank = 0;

@@ -170,7 +170,8 @@ Result<api::LeaseResponse> MemoryChunkQueue::Lease(
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t n = static_cast<int64_t>(chunks_.size());
   for (const api::CompletedChunk& c : completed) {
-    if (c.chunk < 0 || c.chunk >= n) {
+    TESSERA_RETURN_IF_ERROR(api::CheckCompletedChunk(c));  // as the controller refuses it
+    if (c.chunk >= n) {
       return InvalidArgument("unknown chunk " + std::to_string(c.chunk), "completed");
     }
   }

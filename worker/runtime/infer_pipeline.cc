@@ -401,8 +401,11 @@ void InferPipeline::Commit(Chunk& chunk) {
   }
   std::error_code ec;
   for (const std::string& path : chunk.staged_paths) fs::remove(path + ".error.txt", ec);
-  const auto now = SteadyClock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  // Read under the lock: encode threads commit concurrently, and a time read
+  // before another thread's later last_done_ would make this chunk's share
+  // negative (which the controller refuses).
+  const auto now = SteadyClock::now();
   InferChunkDone done;
   done.chunk = chunk.id;
   done.written = committed->written;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,27 @@ TEST(MemoryChunkQueueTest, SplitsLeasesAndFinishes) {
     EXPECT_EQ(r.times_completed, 1);
   }
   EXPECT_EQ(q->Lease(0, {{9, 1, 0}}, 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The in-memory queue refuses the reports the controller refuses (the worker's
+// tests run against it), naming the field, and records none of the call's chunks.
+TEST(MemoryChunkQueueTest, RefusesTheReportsTheControllerRefuses) {
+  struct Row {
+    api::CompletedChunk report;
+    std::string field;
+  };
+  const Row rows[] = {
+      {{-1, 1, 0.5}, "chunk"},           {{0, -1, 0.5}, "images"},   {{0, 1, -0.001}, "seconds"},
+      {{0, 1, std::nan("")}, "seconds"}, {{7, 1, 0.5}, "completed"},  // no such chunk
+  };
+  for (const Row& row : rows) {
+    auto q = MemoryChunkQueue::Create(Items(7), {.chunk_size = 3});
+    ASSERT_TRUE(q->Lease(0, {}, 3).ok());
+    auto answer = q->Lease(0, {{1, 3, 0.5}, row.report}, 1);
+    EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument) << row.field;
+    EXPECT_EQ(answer.status().field(), row.field);
+    EXPECT_EQ(q->Records()[1].times_completed, 0) << row.field;
+  }
 }
 
 TEST(MemoryChunkQueueTest, LeasesExpireUnlessRenewedAndCrashesRelease) {

@@ -527,6 +527,27 @@ TEST_F(InferLoopTest, StopReportsFinishedChunksOfTheLease) {
   EXPECT_EQ(FilesUnder(o.output).size(), 3u);
 }
 
+// Encode threads commit chunks at once: every chunk's time share is >= 0 (the
+// controller refuses a negative one, which once failed a rank), over many
+// one-item chunks with more encode threads than the default.
+TEST_F(InferLoopTest, ChunksCommittedAtOnceReportTimesTheControllerTakes) {
+  const std::vector<std::string> items = SameSizeItems(48, 12, 12);
+  auto queue = MemoryChunkQueue::Create(items, {.chunk_size = 1});
+  InferOptions o = SameSizeOptions("denoiser-dncnn", "out", 1);
+  o.encode_threads = 6;
+  o.max_chunks = 16;
+  auto outcome = RunAlone(o, *queue);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();  // a refused report fails the run
+  EXPECT_EQ(outcome->written, 48);
+  for (const auto& r : queue->Records()) EXPECT_EQ(r.times_completed, 1);
+  std::ifstream progress(env_.progress_file);
+  int lines = 0;
+  for (std::string line; std::getline(progress, line); ++lines) {
+    EXPECT_GE(nlohmann::json::parse(line).at("chunk_s").get<double>(), 0.0) << line;
+  }
+  EXPECT_EQ(lines, 48);
+}
+
 TEST_F(InferLoopTest, UnreadableImageGetsAnErrorNoteAndTheRestIsDone) {
   std::ofstream(data_ / "broken.png") << "not a png";
   const InferOptions o = Options("classifier-resnet", "out");
