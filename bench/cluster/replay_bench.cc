@@ -22,10 +22,11 @@
 //      measured in the run, else its move_cost_s).
 //   5. Print per job the real and predicted JCT, and per run the average JCT
 //      and the makespan, with the prediction's error.
-// Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv] [--config "YAML lines"]
+// Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv] [--config "YAML lines"] [--jobs]
 //   FILE.csv: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority,
 //   or trace_sim's CSV (steps instead of alone_s; what --write-trace writes)
-//   (without --trace: 8 jobs of 3 users over 105 s, below).
+//   (without --trace: 8 jobs of 3 users over 105 s, below); --jobs: per job, its
+//   events on the real cluster and its devices in each simulation.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -163,7 +164,7 @@ std::optional<std::map<std::string, scheduler::ModelProfile>> WaitForProfiles(
 
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
-int Run(const std::vector<ReplayJob>& replay, const std::string& write_path,
+int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, bool per_job,
         const std::string& extra_config) {
   testing::Cluster cluster("replay-bench", /*fast=*/false);
   const fs::path shared = cluster.dir() / "data" / "shared";
@@ -268,6 +269,7 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path,
     double submit_s = 0, end_s = 0;
     std::string state;
     int moves = 0;
+    std::string story;  // --jobs: its events past the submission, a line each
   };
   std::vector<Real> real;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -280,8 +282,15 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path,
     for (const api::Event& e : cluster.Events(ids[i])) {
       r.end_s = std::max(r.end_s, Seconds(e.ts_ms - first_created_ms));
       if (e.reason.find("shrinks to") != std::string::npos ||
-          e.reason.find("the job grows") != std::string::npos) {
+          e.reason.find("the job grows") != std::string::npos ||
+          e.reason.find("moves to") != std::string::npos) {
         ++r.moves;
+      }
+      if (!e.from_state.empty()) {
+        char at[32];
+        std::snprintf(at, sizeof at, "%7.1f s  ", Seconds(e.ts_ms - first_created_ms));
+        r.story += "        real " + std::string(at) + e.from_state + " -> " + e.to_state + ": " +
+                   e.reason.substr(0, 160) + "\n";
       }
     }
     real.push_back(r);
@@ -340,6 +349,10 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path,
     std::printf("  %3zu %-6s %-17s %6lld %6.1f s %8.1f s %8.1f s %8.1f s  %5d  %s\n", i + 1,
                 t.user.c_str(), t.model.c_str(), static_cast<long long>(t.steps), t.submit_s, rj,
                 sj, fj, real[i].moves, real[i].state.c_str());
+    if (per_job) {
+      std::printf("%s        sim share: %s\n        sim fair:  %s\n", real[i].story.c_str(),
+                  share.jobs[i].plan.c_str(), fair.jobs[i].plan.c_str());
+    }
   }
   const double n = static_cast<double>(trace.jobs.size());
   auto line = [&](const char* what, double avg, double makespan) {
@@ -361,11 +374,14 @@ int main(int argc, char** argv) {
   CLI::App app{
       "replay a short lab trace on the real demo lab, the simulator's prediction beside it"};
   std::string trace_path, write_path, config;
+  bool per_job = false;
   app.add_option("--trace", trace_path,
                  "CSV: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority");
   app.add_option("--write-trace", write_path, "the replayed trace in trace_sim's CSV format");
   app.add_option("--config", config,
                  "YAML lines added to tesserad's config, e.g. \"share_running_jobs: false\"");
+  app.add_flag("--jobs", per_job,
+               "per job, its events on the real cluster and its devices in each simulation");
   CLI11_PARSE(app, argc, argv);
   if (!config.empty() && config.back() != '\n') config += '\n';
   std::vector<tessera::bench::ReplayJob> trace = tessera::bench::DefaultTrace();
@@ -377,5 +393,5 @@ int main(int argc, char** argv) {
     }
     trace = *std::move(read);
   }
-  return tessera::bench::Run(trace, write_path, config);
+  return tessera::bench::Run(trace, write_path, per_job, config);
 }

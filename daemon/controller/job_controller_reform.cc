@@ -218,10 +218,13 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       }
     }
   }
+  // The devices taken so far: held ones, and what each candidate grew onto
+  // (a free device goes to one job only).
+  std::set<std::string> taken = held;
   for (const Candidate& c : candidates) {
     // (3) Its own devices count as free to both plans.
     std::vector<api::Node> mine = nodes;
-    std::set<std::string> busy_now = held, others;
+    std::set<std::string> busy_now = taken, others;
     for (const std::string& d : c.devices) busy_now.erase(d);
     for (api::Node& n : mine) {
       for (api::Device& d : n.devices) {
@@ -263,6 +266,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     TESSERA_ASSIGN_OR_RETURN(bool grew, ApplyReformLocked(c.job, &it->second, best, mine, running,
                                                           {}, head.str(), &why));
     if (grew) {
+      taken.insert(gained.begin(), gained.end());
       polls_.Notify();
     } else {
       spdlog::warn("job {}: could not grow: {}", c.job.id, why);

@@ -342,6 +342,39 @@ TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWai
   }
 }
 
+// One free device, two running jobs that would both grow onto it: one of them
+// gets it (once tesserad gave the same device to both in one check, and their
+// ranks shared it until one crashed).
+TEST_F(JobControllerReformTest, AFreeDeviceGoesToOneGrowingJobOnly) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  api::JobSpec spec = Builtin("data", 3);
+  spec.min_devices = 1;
+  spec.global_batch = 240;  // compute-bound: a second device pays for either job
+  std::map<std::string, api::HeartbeatResponse> desired;
+  Beat(a);
+  const api::JobId first = SubmitRunning(spec, {&a}, &desired);
+  Beat(b);
+  const api::JobId second = SubmitRunning(spec, {&b}, &desired);
+  ASSERT_EQ(store_->GetJob(first)->plan["replicas"].size(), 1u);
+  ASSERT_EQ(store_->GetJob(second)->plan["replicas"].size(), 1u);
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
+  auto grew = [&](api::JobId id) {
+    return Reasons(id).find("devices c:0 are free: the job grows") != std::string::npos;
+  };
+  for (int i = 0; i < 80 && !grew(first) && !grew(second); ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+    Beat(c);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_TRUE(grew(first) || grew(second)) << Reasons(first) << Reasons(second);
+  EXPECT_FALSE(grew(first) && grew(second)) << Reasons(first) << Reasons(second);
+  const api::HeartbeatResponse on_c = Beat(c);
+  ASSERT_EQ(on_c.desired.size(), 1u);
+  EXPECT_EQ(on_c.desired[0].key.job_id, grew(first) ? first : second);
+}
+
 // Free devices go to waiting jobs first: no growth while one waits.
 TEST_F(JobControllerReformTest, NoGrowthWhileAJobWaits) {
   api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
