@@ -406,6 +406,12 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     int running = 0, done = 0;
     std::vector<int64_t> missing;
     std::string vanished;
+    // A train rank that exited having made every step in a world older than
+    // the newest re-form order (the order came while its last steps ran): the
+    // job is done, and the ranks that were to join wait for a world that
+    // never forms.
+    const int64_t newest_generation = launch.infer ? 0 : NextReformGeneration(launch) - 1;
+    std::optional<int64_t> done_before_reform;  // that world's generation
     for (const RankLaunch& r : launch.ranks) {
       if (it->second.dropped.contains(r.launch.key.rank)) continue;
       auto h = health.find(r.node);
@@ -434,6 +440,10 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       } else if (w->state == api::WorkerState::kExited) {
         if (w->exit_code == 0) {
           ++done;
+          if (const std::optional<int64_t> g = AllStepsDoneIn(*job, *w);
+              g && *g < newest_generation) {
+            done_before_reform = *g;
+          }
         } else {
           // The rank that says why wins over one that only exited, and both
           // over a survivor that lost its peer (exit 75).
@@ -498,6 +508,22 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       event = JobEvent::kNodeLost;
       reason = LostNodesText(lost);
       if (!no_reform.empty()) reason += " (the survivors cannot go on: " + no_reform + ")";
+    } else if (done_before_reform && done < world) {
+      event = JobEvent::kSucceed;
+      std::vector<int64_t> left;
+      for (const RankLaunch& r : launch.ranks) {
+        const int64_t rank = r.launch.key.rank;
+        const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+        if (!it->second.dropped.contains(rank) &&
+            (w == nullptr || w->state != api::WorkerState::kExited || w->exit_code != 0)) {
+          left.push_back(rank);
+        }
+      }
+      reason = "all " + std::to_string(job->spec.steps) + " steps done in generation " +
+               std::to_string(*done_before_reform) + ", before the re-form to generation " +
+               std::to_string(newest_generation) + " took effect; " +
+               (left.size() == 1 ? "rank " : "ranks ") + RankList(left) + " of generation " +
+               std::to_string(newest_generation) + " stopped";
     } else if (!failed.empty() || !vanished.empty()) {
       event = JobEvent::kRankFailed;
       reason = failed.empty() ? vanished : failed;

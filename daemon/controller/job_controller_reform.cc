@@ -184,8 +184,11 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   // attempts that could re-form, unchanged for grow_settle_ms, every rank
   // running; (3) plan each on its own devices and on its own plus the free
   // ones (outside the lock); (4) when the second uses devices the attempt lacks
-  // and predicts a step at least grow_min_speedup faster, re-form onto it: the
-  // running ranks keep their state, the new ones join and take theirs from them.
+  // and predicts a step at least grow_min_speedup faster, and the time it saves
+  // over the job's remaining steps pays for the re-form (its move cost,
+  // daemon/controller/move_costs.h, and one step: a job about to end does not
+  // grow), re-form onto it: the running ranks keep their state, the new ones
+  // join and take theirs from them.
   const auto now = clock_->SteadyNow();
   if (options_.grow_min_speedup <= 0 ||
       now - grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
@@ -199,6 +202,8 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     int64_t attempt = 0;
     int64_t generation = 0;
     std::set<std::string> devices;
+    int64_t step = 0;        // the newest step a rank completed
+    double move_cost_s = 0;  // what a re-form costs it
   };
   std::vector<Candidate> candidates;
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
@@ -213,8 +218,16 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       if (ReformBlocker(j.spec, active.launch)) continue;
       LiveDevices live = LiveDevicesLocked(active);
       if (live.every_rank_runs) {
+        int64_t step = 0;  // from the ranks' latest progress lines
+        for (const RankLaunch& r : active.launch.ranks) {
+          const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+          if (w != nullptr && w->progress.is_object() && w->progress.contains("step") &&
+              w->progress["step"].is_number_integer()) {
+            step = std::max(step, w->progress["step"].get<int64_t>());
+          }
+        }
         candidates.push_back({j, active.launch.attempt, NextReformGeneration(active.launch),
-                              std::move(live.devices)});
+                              std::move(live.devices), step, move_costs_.For(id).seconds});
       }
     }
   }
@@ -246,6 +259,9 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     const double before = current->plans.front().predicted.step_s;
     const double after = best.predicted.step_s;
     if (gained.empty() || !(after > 0) || before < after * options_.grow_min_speedup) continue;
+    const double saved_s =
+        static_cast<double>(std::max<int64_t>(c.job.spec.steps - c.step, 0)) * (before - after);
+    if (c.job.spec.steps > 0 && saved_s <= c.move_cost_s + after) continue;
     // (4) Unless the attempt changed meanwhile.
     MutexLock lock(mu_);
     auto it = active_.find(c.job.id);

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "api/agent_protocol.h"
 #include "api/types.h"
 #include "common/status.h"
 #include "daemon/controller/attempt_launch.h"
@@ -49,6 +50,12 @@ std::optional<std::string> OrphanLayers(const AttemptLaunch& launch, const std::
 
 // The generation a new re-forming of `launch` gets: one more than any rank's.
 int64_t NextReformGeneration(const AttemptLaunch& launch);
+
+// The generation of the world in which rank status `w` (an exited rank's last
+// progress line) made `job`'s last step; nullopt when it did not (no step
+// count in the spec, or its last line short of it). A rank's line names the
+// world that made its step ("generation", 0 before any re-form).
+std::optional<int64_t> AllStepsDoneIn(const api::Job& job, const api::WorkerStatus& w);
 
 struct ReformedRanks {
   AttemptLaunch launch;         // the old ranks (same keys), survivors with their reform

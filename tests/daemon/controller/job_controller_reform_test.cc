@@ -302,6 +302,7 @@ TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWai
   api::JobSpec spec = Builtin("data", 3);
   spec.min_devices = 1;
   spec.global_batch = 240;  // compute-bound: a third device pays
+  spec.steps = 100'000;     // long enough for the re-form to pay
   const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
   ASSERT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
   std::map<std::string, std::vector<api::WorkerStatus>> runs;
@@ -350,6 +351,7 @@ TEST_F(JobControllerReformTest, AFreeDeviceGoesToOneGrowingJobOnly) {
   api::JobSpec spec = Builtin("data", 3);
   spec.min_devices = 1;
   spec.global_batch = 240;  // compute-bound: a second device pays for either job
+  spec.steps = 100'000;
   std::map<std::string, api::HeartbeatResponse> desired;
   Beat(a);
   const api::JobId first = SubmitRunning(spec, {&a}, &desired);
@@ -373,6 +375,101 @@ TEST_F(JobControllerReformTest, AFreeDeviceGoesToOneGrowingJobOnly) {
   const api::HeartbeatResponse on_c = Beat(c);
   ASSERT_EQ(on_c.desired.size(), 1u);
   EXPECT_EQ(on_c.desired[0].key.job_id, grew(first) ? first : second);
+}
+
+// The ranks of a job that grew made their last step before the re-form took
+// effect (the order came as that step ran) and exited: the job is done, and
+// the rank that was to join (it waits for a world that never forms, or has
+// given up on it) is stopped, not counted as a failure. A rank that exits
+// short of the last step is no such end.
+TEST_F(JobControllerReformTest, AJobWhoseRanksFinishBeforeItsGrowthTookEffectSucceeds) {
+  struct Row {
+    const char* name;
+    int64_t last_step;   // of the old world's ranks, which exit 0
+    bool joiner_failed;  // the joining rank exited 1 (its rendezvous timed out)
+    bool succeeds;
+  };
+  const Row rows[] = {
+      {"finished, joiner still waiting", 100'000, false, true},
+      {"finished, joiner gave up", 100'000, true, true},
+      {"short of the last step", 99'000, false, false},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    if (&row != rows) {  // a fresh store and controller for each row
+      TearDown();
+      SetUp();
+    }
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+    for (auto* n : {&a, &b}) Beat(*n);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    api::JobSpec spec = Builtin("data", 3);
+    spec.min_devices = 1;
+    spec.global_batch = 240;
+    spec.steps = 100'000;
+    const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
+    std::map<std::string, std::vector<api::WorkerStatus>> runs;
+    for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
+    for (int i = 0; i < 80 && Reasons(id).find("the job grows") == std::string::npos; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+      Beat(c);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    ASSERT_NE(Reasons(id).find("devices c:0 are free: the job grows"), std::string::npos);
+    const api::HeartbeatResponse on_c = Beat(c);
+    ASSERT_EQ(on_c.desired.size(), 1u);
+    std::vector<api::WorkerStatus> joiner = row.joiner_failed ? Exited(on_c, 1) : Running(on_c);
+    for (auto* n : {&a, &b}) {
+      runs[n->name] = Exited(desired[n->name], 0);
+      for (auto& w : runs[n->name]) {
+        w.progress = {{"step", row.last_step}, {"generation", 0}, {"rank", w.key.rank}};
+      }
+    }
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+    Beat(c, joiner);
+    ASSERT_TRUE(controller_->Tick().ok());
+    const std::string reasons = Reasons(id);
+    if (row.succeeds) {
+      EXPECT_EQ(StateOf(id), JobState::kSucceeded) << reasons;
+      EXPECT_NE(reasons.find("all 100000 steps done in generation 0, before the re-form to "
+                             "generation 1 took effect; rank 2 of generation 1 stopped"),
+                std::string::npos)
+          << reasons;
+      EXPECT_EQ(reasons.find("recovering"), std::string::npos) << reasons;
+      EXPECT_TRUE(Beat(c, joiner).desired.empty());
+    } else {
+      EXPECT_EQ(StateOf(id), JobState::kRunning) << reasons;
+    }
+  }
+}
+
+// A job about to end does not grow: the time a third device saves over its
+// remaining steps does not pay for the re-form (move_cost_s before any is
+// measured); the same job with more steps left grows (the test above).
+TEST_F(JobControllerReformTest, AJobAboutToEndDoesNotGrow) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  for (auto* n : {&a, &b}) Beat(*n);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec spec = Builtin("data", 3);
+  spec.min_devices = 1;
+  spec.global_batch = 240;
+  spec.steps = 100'000;
+  const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
+  std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  for (auto* n : {&a, &b}) {
+    runs[n->name] = Running(desired[n->name]);
+    for (auto& w : runs[n->name]) w.progress = {{"step", 99'990}, {"rank", w.key.rank}};
+  }
+  for (int i = 0; i < 80; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
+    Beat(c);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(Reasons(id).find("the job grows"), std::string::npos) << Reasons(id);
+  EXPECT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
 }
 
 // Free devices go to waiting jobs first: no growth while one waits.
