@@ -327,7 +327,8 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
                                  : (std::to_string(move_costs.size()) +
                                     " re-forms measured by tesserad, their mean")
                                        .c_str());
-  shared_options.min_dwell_s = 10;  // its grow_settle_ms
+  shared_options.min_dwell_s = 10;        // its grow_settle_ms
+  shared_options.grow_min_speedup = 1.2;  // its grow_min_speedup: growth while none waits
   const scheduler::sim::Run fair = scheduler::sim::SimulateRigid(
       trace, sim_cluster, scheduler::QueueOrdering::kFairShare, &planner);
   const scheduler::sim::Run share =

@@ -62,6 +62,14 @@ struct SharedOptions {
   // false: every move keeps one of the job's devices
   // (AllocJob::move_keeps_a_device), as tesserad with restarts off.
   bool restart_moves = true;
+  // Free devices while no job waits. 0: the share policy decides then too
+  // (any running job may be grown, shrunk or moved). > 0: as tesserad, the
+  // policy runs only while a job waits; otherwise each running job, in
+  // submission order, grows onto free devices (JobController::GrowTraining)
+  // when its plan on its own and the free ones predicts this many times its
+  // throughput and the time saved over its remaining work exceeds
+  // move_cost_s; nothing else moves.
+  double grow_min_speedup = 0;
   ShareOptions share;  // horizon, minimum gain
 };
 

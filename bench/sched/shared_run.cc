@@ -10,6 +10,9 @@
 //      (scheduler/share_policy.h, Allocate) decides every job's devices: a
 //      running job may move once min_dwell_s has passed since its start or
 //      last move, and the policy charges move_cost_s for it.
+//      With grow_min_speedup > 0 (tesserad's rules) the allocation runs only
+//      while a job waits; otherwise each running job that may move grows onto
+//      free devices when that pays (GrowOntoFreeDevices).
 //   3. Decisions take effect at once: a started job runs from now; a job
 //      shrunk, grown or moved makes no progress for move_cost_s (checkpoint or
 //      state transfer, restart) and then runs at its new throughput.
@@ -46,12 +49,57 @@ std::string DevicesText(const DeviceSet& devices) {
   return out;
 }
 
+// Marks `l` moved onto `devices` at `rate` now (the move's cost paused).
+void ApplyMove(double now, const SharedOptions& options, const char* action,
+               const DeviceSet& devices, double rate, Live& l, JobOutcome& outcome, Run& run) {
+  l.devices = devices;
+  l.rate = rate;
+  l.paused_until = std::max(now, l.paused_until) + options.move_cost_s;
+  l.moved_at = now;
+  outcome.plan += std::string(" -> ") + action + " " + DevicesText(devices);
+  ++run.moves;
+}
+
+// tesserad's growth while no job waits (JobController::GrowTraining): each
+// running job that may move, in submission order, planned on its own devices
+// and the free ones; it takes that plan's devices when they add one, its
+// throughput rises grow_min_speedup times, and the time saved over its
+// remaining work exceeds the move's cost.
+void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<ShareDevice>& devices,
+                         const SharedOptions& options, SimPlanner* planner,
+                         std::map<size_t, Live>& live, Run& run) {
+  DeviceSet free;
+  for (const ShareDevice& d : devices) free.insert(d.id);
+  for (const auto& [i, l] : live) {
+    for (const std::string& d : l.devices) free.erase(d);
+  }
+  for (auto& [i, l] : live) {
+    if (free.empty()) return;
+    if (!l.running || now - l.moved_at < options.min_dwell_s - 1e-9 || !(l.rate > 0)) continue;
+    DeviceSet wider = l.devices;
+    wider.insert(free.begin(), free.end());
+    const TraceJob& t = trace.jobs[i];
+    Result<RateOnDevices> grown = planner->Rate(t, t.max_devices, wider);
+    if (!grown.ok() || !(grown->rate >= l.rate * options.grow_min_speedup)) continue;
+    bool gains = false;
+    for (const std::string& d : grown->used) gains = gains || !l.devices.contains(d);
+    const double saved_s = l.work_left / l.rate - l.work_left / grown->rate;
+    if (!gains || saved_s <= options.move_cost_s) continue;
+    for (const std::string& d : grown->used) free.erase(d);
+    for (const std::string& d : l.devices) {
+      if (!grown->used.contains(d)) free.insert(d);
+    }
+    ApplyMove(now, options, "grow", grown->used, grown->rate, l, run.jobs[i], run);
+  }
+}
+
 }  // namespace
 
 Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptions& options,
                    SimPlanner* planner) {
   Run run;
-  run.policy = options.restart_moves ? "share" : "share-nr";
+  run.policy = std::string(options.grow_min_speedup > 0 ? "share" : "share-all") +
+               (options.restart_moves ? "" : "-nr");
   run.devices = cluster.snapshot.DeviceCount();
   run.jobs = AloneTimes(trace, cluster, planner);
   std::vector<ShareDevice> devices;
@@ -97,7 +145,9 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
       held += l.devices.size();
       waiting = waiting || !l.running;
     }
-    if (!live.empty() && (waiting || held < devices.size())) {
+    if (!live.empty() && !waiting && held < devices.size() && options.grow_min_speedup > 0) {
+      GrowOntoFreeDevices(now, trace, devices, options, planner, live, run);
+    } else if (!live.empty() && (waiting || held < devices.size())) {
       std::vector<AllocJob> jobs;
       for (const auto& [i, l] : live) {
         const TraceJob& t = trace.jobs[i];
@@ -145,13 +195,8 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           case AllocAction::kGrow:
           case AllocAction::kShrink:
           case AllocAction::kMove:
-            l.devices = d.devices;
-            l.rate = d.rate;
-            l.paused_until = std::max(now, l.paused_until) + options.move_cost_s;
-            l.moved_at = now;
-            run.jobs[i].plan += std::string(" -> ") + std::string(AllocActionName(d.action)) + " " +
-                                DevicesText(d.devices);
-            ++run.moves;
+            ApplyMove(now, options, std::string(AllocActionName(d.action)).c_str(), d.devices,
+                      d.rate, l, run.jobs[i], run);
             break;
         }
       }

@@ -84,7 +84,7 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
   for (const TraceJob& j : trace.jobs) users.insert(j.user);
   std::printf("\n%s on %s (%d devices: %s)\n", trace.name.c_str(), cluster.name.c_str(),
               cluster.snapshot.DeviceCount(), cluster.about.c_str());
-  std::printf("  %-8s %5s %9s %9s %9s %9s %9s %5s  %s\n", "policy", "ran", "avg JCT", "p99 JCT",
+  std::printf("  %-9s %5s %9s %9s %9s %9s %9s %5s  %s\n", "policy", "ran", "avg JCT", "p99 JCT",
               "makespan", "waiting", "util/wait", "moves",
               "worst slowdown per user: vs fair share / vs own queue on it");
   for (const Run& run : runs) {
@@ -130,7 +130,7 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
     std::snprintf(ran, sizeof ran, "%zu/%zu", jct.size(), trace.jobs.size());
     char util_text[16] = "-";
     if (run.time_waiting > 0) std::snprintf(util_text, sizeof util_text, "%.1f%%", 100 * util);
-    std::printf("  %-8s %5s %9s %9s %9s %9s %9s %5lld  %s\n", run.policy.c_str(), ran,
+    std::printf("  %-9s %5s %9s %9s %9s %9s %9s %5lld  %s\n", run.policy.c_str(), ran,
                 Hours(avg).c_str(), Hours(p99).c_str(), Hours(run.makespan_s).c_str(),
                 Hours(run.time_waiting).c_str(), util_text, static_cast<long long>(run.moves),
                 slow.c_str());
@@ -266,6 +266,7 @@ int Main(int argc, char** argv) {
   std::optional<std::string> write_path;
   bool per_job = false;
   SharedOptions shared;
+  shared.grow_min_speedup = 1.2;  // tesserad's grow_min_speedup
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -348,12 +349,14 @@ int Main(int argc, char** argv) {
       "fifo, fair: the queue pass (scheduler/queue_pass.h); jobs are RIGID, each keeps the "
       "devices\n"
       "of the plan it started with (fifo: priority, then submission; fair: priority, then users'\n"
-      "device shares). share: the share policy (scheduler/share_policy.h) decides every job's\n"
-      "devices each round; running jobs are shrunk, grown or moved when the predicted gain pays\n"
-      "for the move (move cost %.0f s, dwell %.0f s, horizon %.0f s): a move that keeps one of\n"
-      "the job's devices re-forms around it, one onto none of them restarts the job from its\n"
-      "checkpoint, as tesserad's share round does; share-nr: no restarts, every move keeps one\n"
-      "of the job's devices (tesserad with share_restart_moves: false).\n"
+      "device shares). share: as tesserad, while a job waits the share policy\n"
+      "(scheduler/share_policy.h) decides every job's devices; running jobs are shrunk, grown or\n"
+      "moved when the predicted gain pays for the move (move cost %.0f s, dwell %.0f s, horizon\n"
+      "%.0f s): a move that keeps one of the job's devices re-forms around it, one onto none of\n"
+      "them restarts the job from its checkpoint; while none waits, running jobs grow onto free\n"
+      "devices when that predicts 1.2x their throughput and pays for the move (GrowTraining);\n"
+      "share-nr: no restarts, every move keeps one of the job's devices (tesserad with\n"
+      "share_restart_moves: false); share-all: the policy decides free devices too.\n"
       "JCT: submission to end; p99 by nearest rank; waiting: time with a job waiting; util/wait:\n"
       "the devices busy in that time; slowdown vs fair share: JCT / the job's run time alone on\n"
       "its user's fair share (devices / users, a slice with every device type in proportion);\n"
@@ -373,6 +376,9 @@ int Main(int argc, char** argv) {
       SharedOptions no_restarts = shared;
       no_restarts.restart_moves = false;
       runs.push_back(SimulateShared(trace, cluster, no_restarts, &planner));
+      SharedOptions policy_always = shared;
+      policy_always.grow_min_speedup = 0;
+      runs.push_back(SimulateShared(trace, cluster, policy_always, &planner));
       PrintRuns(trace, cluster, runs, per_job);
       plans += planner.plans_made();
     }

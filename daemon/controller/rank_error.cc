@@ -158,6 +158,14 @@ bool CallsItselfAnError(const std::string& line) {
   return false;
 }
 
+// A line of a LibTorch (c10) error's backtrace, which follows its message:
+// "Exception raised from <function> at <file> (most recent call first):",
+// then "frame #<n>: <symbol> ...".
+bool IsBacktraceLine(const std::string& line) {
+  static const std::regex kFrame(R"re(^\s*frame #[0-9]+: )re");
+  return line.starts_with("Exception raised from ") || std::regex_search(line, kFrame);
+}
+
 }  // namespace
 
 std::optional<std::string> NameRankError(const std::vector<std::string>& log_tail) {
@@ -167,7 +175,7 @@ std::optional<std::string> NameRankError(const std::vector<std::string>& log_tai
   if (auto t = FromTraceback(lines)) return Cap(*t);
   if (auto t = FromTerminate(lines)) return Cap(*t);
   for (size_t i = lines.size(); i-- > 0;) {
-    if (CallsItselfAnError(lines[i])) return Cap(Trim(lines[i]));
+    if (!IsBacktraceLine(lines[i]) && CallsItselfAnError(lines[i])) return Cap(Trim(lines[i]));
   }
   return std::nullopt;
 }

@@ -15,7 +15,8 @@
 //      throwing an instance of 'T'" and its "what():" line);
 //   3. the last line that says it is an error ("error", "Error", "ERROR",
 //      "fatal", "Fatal", "FATAL", "Exception", "panic" as a word, or a
-//      "...Error:" prefix).
+//      "...Error:" prefix), past a LibTorch error's backtrace ("Exception
+//      raised from ...", "frame #N: ..."), whose message is the line above it.
 // Lines are trimmed of trailing spaces and of ANSI colour codes; the answer
 // is at most kMaxRankErrorChars characters (cut with "...").
 //

@@ -403,8 +403,10 @@ Result<std::unique_ptr<World>> ConnectWorld(const DistEnv& env, ConnectOptions o
     so.timeout = options.store_timeout;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
   } catch (const std::exception& e) {
+    const std::string what = e.what();  // c10's: the message, then its backtrace
     return Unavailable("rendezvous with " + env.master_addr + ":" +
-                       std::to_string(env.master_port) + " failed: " + e.what());
+                       std::to_string(env.master_port) +
+                       " failed: " + what.substr(0, what.find('\n')));
   }
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("world", store);
   TESSERA_ASSIGN_OR_RETURN(auto pg,

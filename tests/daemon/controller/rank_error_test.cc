@@ -64,6 +64,16 @@ TEST(NameRankErrorTest, Table) {
       {"tessera's own status text",
        {"rank 1: gloo on 127.0.0.1", "tessera-worker: not_found: checkpoint: no tensor conv1.w"},
        "tessera-worker: not_found: checkpoint: no tensor conv1.w"},
+      {"a LibTorch error's backtrace is not the error: the line above it is",
+       {"[E1127 18:25:10 socket.cpp:1028] [c10d] The client socket has timed out",
+        "tessera-worker: unavailable: rendezvous with 10.0.0.4:29537 failed: The client socket "
+        "has timed out after 60000ms while trying to connect to (10.0.0.4, 29537).",
+        "Exception raised from throwTimeoutError at /pytorch/c10d/socket.cpp:1030 (most recent "
+        "call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9d (0x7f in libc10.so)",
+        "frame #1: <unknown function> + 0x16daa1c (0x7f in libtorch_cpu.so)", ""},
+       "tessera-worker: unavailable: rendezvous with 10.0.0.4:29537 failed: The client socket has "
+       "timed out after 60000ms while trying to connect to (10.0.0.4, 29537)."},
       {"the last line that says error",
        {"loading", "error: cannot open /data/x.png", "retrying", "giving up"},
        "error: cannot open /data/x.png"},
