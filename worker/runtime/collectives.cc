@@ -46,15 +46,19 @@ class DoneWork : public CommWork {
   Status s_;
 };
 
+// A world of one rank. Its collectives have no peer to wait for, but a rank
+// alone is told to re-form (to grow) as any other is: once the watcher
+// abandoned the collectives, each fails as an abandoned one does, so the
+// trainer leaves its world at the step's end and takes the order.
 class LocalCollectives : public Collectives {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::unique_ptr<CommWork> AllReduceSumAsync(std::vector<torch::Tensor>) override {
-    return std::make_unique<DoneWork>();
+    return std::make_unique<DoneWork>(IfAbandoned("allreduce"));
   }
-  Status Broadcast(std::vector<torch::Tensor>, int) override { return Status::Ok(); }
-  Status Barrier() override { return Status::Ok(); }
+  Status Broadcast(std::vector<torch::Tensor>, int) override { return IfAbandoned("broadcast"); }
+  Status Barrier() override { return IfAbandoned("barrier"); }
   std::unique_ptr<CommWork> SendAsync(std::vector<torch::Tensor>, int, int) override {
     return std::make_unique<DoneWork>(FailedPrecondition("send in a group of one"));
   }
@@ -72,6 +76,12 @@ class LocalCollectives : public Collectives {
   }
 
  private:
+  static Status IfAbandoned(const std::string& what) {
+    if (!CollectivesAbandoned()) return Status::Ok();
+    MarkPeerLost("");
+    return Unavailable(what + " abandoned: the rank re-forms into a new world");
+  }
+
   std::map<std::string, std::string> kv_;
 };
 

@@ -552,10 +552,11 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
   }
   LayeredModel& model = *setup.model;
   setup.num_layers = static_cast<int64_t>(model.num_layers());
-  // Only a rank of a planned world re-forms: its agent writes the orders. A
-  // rank that finds an order at its start joins a running world (reform.h):
-  // its state comes from its peers, not from the checkpoint.
-  const bool planned = env.world_size > 1 && !env.plan_path.empty();
+  // Only a rank of a planned world re-forms: its agent writes the orders (a
+  // rank alone too: it grows). A rank that finds an order at its start joins
+  // a running world (reform.h): its state comes from its peers, not from the
+  // checkpoint.
+  const bool planned = !env.plan_path.empty() && !env.reform_path.empty();
   const std::optional<ReformOrder> joining =
       planned ? ReadReformOrder(env.reform_path) : std::nullopt;
   DistEnv now = env;

@@ -71,23 +71,28 @@ class WorkerProcessTest : public TempDirTest {
     }
     for (int r = 0; r < job.world; ++r) {
       std::map<std::string, std::string> env;
-      if (!job.plan.empty() || job.world > 1) {
-        env = TorchrunEnv(r, job.world, port);
-        if (!plan_path.empty()) env["TESSERA_PLAN"] = plan_path;
-      }
-      env["TESSERA_PROGRESS_FILE"] = Progress(tag, r).string();
-      env["TESSERA_JOB_ID"] = tag;
-      env["TESSERA_WORKER_TEST_HOOKS"] = "1";  // --dump-params
-      if (!job.checkpoint_dir.empty()) env["TESSERA_CHECKPOINT_DIR"] = job.checkpoint_dir;
-      if (!job.speed.empty()) env["TESSERA_DEVICE_SPEED"] = job.speed;
-      if (!job.memory.empty()) env["TESSERA_DEVICE_MEMORY"] = job.memory;
-      if (job.reform_files) env["TESSERA_REFORM_FILE"] = ReformFile(tag, r).string();
-      for (const auto& [k, v] : job.env) env[k] = v;
-      std::vector<std::string> args{TESSERA_WORKER_BINARY, "train"};
-      args.insert(args.end(), job.args.begin(), job.args.end());
-      pids.push_back(Spawn(args, env, Log(tag, r).string()));
+      if (!job.plan.empty() || job.world > 1) env = TorchrunEnv(r, job.world, port);
+      pids.push_back(StartRank(job, tag, r, plan_path, std::move(env)));
     }
     return pids;
+  }
+
+  // Starts rank `r` of `job` with `env` (its world's variables) and the
+  // job's: the plan at plan_path (when not empty), its files by `tag` and `r`.
+  pid_t StartRank(const Job& job, const std::string& tag, int r, const std::string& plan_path,
+                  std::map<std::string, std::string> env) {
+    if (!plan_path.empty()) env["TESSERA_PLAN"] = plan_path;
+    env["TESSERA_PROGRESS_FILE"] = Progress(tag, r).string();
+    env["TESSERA_JOB_ID"] = tag;
+    env["TESSERA_WORKER_TEST_HOOKS"] = "1";  // --dump-params
+    if (!job.checkpoint_dir.empty()) env["TESSERA_CHECKPOINT_DIR"] = job.checkpoint_dir;
+    if (!job.speed.empty()) env["TESSERA_DEVICE_SPEED"] = job.speed;
+    if (!job.memory.empty()) env["TESSERA_DEVICE_MEMORY"] = job.memory;
+    if (job.reform_files) env["TESSERA_REFORM_FILE"] = ReformFile(tag, r).string();
+    for (const auto& [k, v] : job.env) env[k] = v;
+    std::vector<std::string> args{TESSERA_WORKER_BINARY, "train"};
+    args.insert(args.end(), job.args.begin(), job.args.end());
+    return Spawn(args, env, Log(tag, r).string());
   }
 
   std::vector<int> Run(const Job& job, const std::string& tag) {

@@ -148,6 +148,49 @@ TEST_F(WorkerProcessTest, SurvivorsOfAKillReformAndEqualAnUninterruptedRun) {
   }
 }
 
+// Growth from one rank (daemon/controller GrowTraining): a rank launched
+// alone, with its plan and reform file as its agent gives them, is told to
+// re-form into a world of two; a new rank joins with the order as its start.
+// The alone rank leaves its world of one at the step's end, the two agree on
+// its step, the joiner takes the parameters and momentum from it, and the
+// result equals an uninterrupted run. (A rank alone once ignored the order and
+// the joiner timed out waiting for it.)
+TEST_F(WorkerProcessTest, ARankAloneGrowsIntoAWorldOfTwoAndEqualsAnUninterruptedRun) {
+  const int kSteps = 14;
+  const std::string ref = Reference("tiny-skip", kSteps);
+  const std::string tag = "alone";
+  Job job;
+  job.plan = R"({"layout":"data","global_batch":16,"micro_batches":1,
+   "replicas":[{"batch":16,"stages":[{"rank":0,"layers":[0,6]}]}]})";
+  job.world = 1;
+  job.speed = "0.02";  // slow enough to grow mid-run
+  job.reform_files = true;
+  job.env = {{"TESSERA_COLLECTIVE_TIMEOUT_S", "60"}};
+  job.args = TrainArgs("tiny-skip", kSteps, Dump(tag));
+  const pid_t alone = Start(job, tag).front();
+  AwaitStep(tag, 0, 4);
+  ASSERT_LT(LastProgressStep(Progress(tag, 0)), kSteps) << "finished before the order";
+
+  const int port = FreeLoopbackPort();
+  const std::string new_plan = DataPlan(9, 7, 1);
+  for (int r = 0; r < 2; ++r) {
+    const nlohmann::json order = {{"generation", 1},
+                                  {"env", TorchrunEnv(r, 2, port)},
+                                  {"plan", nlohmann::json::parse(new_plan)}};
+    const fs::path tmp = ReformFile(tag, r).string() + ".tmp";
+    std::ofstream(tmp) << order.dump();
+    fs::rename(tmp, ReformFile(tag, r));
+  }
+  const std::string plan_path = (dir_ / (tag + "-plan-2.json")).string();
+  std::ofstream(plan_path) << new_plan;
+  const pid_t joiner = StartRank(job, tag, 1, plan_path, TorchrunEnv(1, 2, port));
+  EXPECT_EQ(WaitExit(alone), 0) << LogText(tag, 0);
+  EXPECT_EQ(WaitExit(joiner), 0) << LogText(tag, 1);
+  EXPECT_NE(LogText(tag, 0).find("re-formed world 1"), std::string::npos) << LogText(tag, 0);
+  EXPECT_NE(LogText(tag, 1).find("joins the running world"), std::string::npos) << LogText(tag, 1);
+  EXPECT_LE(MaxDiff(ref, Dump(tag)), kTolerance);
+}
+
 TEST_F(WorkerProcessTest, SigtermSavesCheckpointAndExitsZero) {
   const std::string ckpt = (dir_ / "ckpt").string();
   Job job;
