@@ -187,8 +187,8 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   // and predicts a step at least grow_min_speedup faster, and the time it saves
   // over the job's remaining steps pays for the re-form (its move cost,
   // daemon/controller/move_costs.h, and one step: a job about to end does not
-  // grow), re-form onto it: the running ranks keep their state, the new ones
-  // join and take theirs from them.
+  // grow), and it keeps one of the attempt's devices, re-form onto it: the
+  // running ranks keep their state, the new ones join and take theirs from them.
   const auto now = clock_->SteadyNow();
   if (options_.grow_min_speedup <= 0 ||
       now - grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
@@ -256,6 +256,9 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       const std::string key = DeviceKey(d.node, d.index);
       if (!c.devices.contains(key)) gained.push_back(key);
     }
+    // A re-form keeps at least one running rank: a plan on free devices only
+    // would have its ranks read the last checkpoint and redo the steps since.
+    if (gained.size() == best.Devices().size()) continue;
     const double before = current->plans.front().predicted.step_s;
     const double after = best.predicted.step_s;
     if (gained.empty() || !(after > 0) || before < after * options_.grow_min_speedup) continue;

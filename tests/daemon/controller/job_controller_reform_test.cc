@@ -472,6 +472,30 @@ TEST_F(JobControllerReformTest, AJobAboutToEndDoesNotGrow) {
   EXPECT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
 }
 
+// Growth keeps a running rank: a job alone on a slow device, whose best plan
+// on its device and a free one ten times faster uses only the fast one, does
+// not "grow" onto it (its new rank would read the last checkpoint and redo the
+// steps since); the same job on a device worth keeping grows (the tests above).
+TEST_F(JobControllerReformTest, GrowthThatKeepsNoRunningRankIsNotMade) {
+  api::Node slow = MakeNode("a", 1, 2), fast = MakeNode("c", 1, 200);
+  Beat(slow);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  api::JobSpec spec = Builtin("data", 2);
+  spec.min_devices = 1;
+  spec.global_batch = 240;
+  spec.steps = 100'000;
+  const api::JobId id = SubmitRunning(spec, {&slow}, &desired);
+  const std::vector<api::WorkerStatus> runs = Running(desired["a"]);
+  for (int i = 0; i < 80; ++i) {
+    clock_.Advance(milliseconds(250));
+    Beat(slow, runs);
+    Beat(fast);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(Reasons(id).find("the job grows"), std::string::npos) << Reasons(id);
+  EXPECT_TRUE(Beat(fast).desired.empty());
+}
+
 // Free devices go to waiting jobs first: no growth while one waits.
 TEST_F(JobControllerReformTest, NoGrowthWhileAJobWaits) {
   api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
