@@ -77,6 +77,40 @@ class JobControllerReformTest : public JobControllerTest {
     for (auto* n : lab->nodes()) lab->runs[n->name] = Running(lab->desired[n->name]);
   }
 
+  // Growth: one-device nodes a and b running a data-parallel job that may
+  // grow (min 1 device, compute-bound, 100000 steps: a third device pays),
+  // its ranks reporting `at_step` (none when 0); c, a third node, is free.
+  struct GrowLab {
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+    api::JobId id = 0;
+    std::map<std::string, api::HeartbeatResponse> desired;
+    std::map<std::string, std::vector<api::WorkerStatus>> runs;
+  };
+  void StartGrowLab(GrowLab* lab, int64_t at_step = 0) {
+    for (auto* n : {&lab->a, &lab->b}) Beat(*n);
+    api::JobSpec spec = Builtin("data", 3);
+    spec.min_devices = 1;
+    spec.global_batch = 240;
+    spec.steps = 100'000;
+    lab->id = SubmitRunning(spec, {&lab->a, &lab->b}, &lab->desired);
+    for (auto* n : {&lab->a, &lab->b}) {
+      lab->runs[n->name] = Running(lab->desired[n->name]);
+      if (at_step == 0) continue;
+      for (auto& w : lab->runs[n->name]) w.progress = {{"step", at_step}, {"rank", w.key.rank}};
+    }
+  }
+  // Up to 80 ticks, 250 ms apart, every node of the lab beating, until the
+  // job's events say it grew (or, with until_grown false, all 80).
+  void TickGrowLab(GrowLab& lab, bool until_grown = true) {
+    for (int i = 0; i < 80; ++i) {
+      if (until_grown && Reasons(lab.id).find("the job grows") != std::string::npos) return;
+      clock_.Advance(milliseconds(250));
+      for (auto* n : {&lab.a, &lab.b}) Beat(*n, lab.runs[n->name]);
+      Beat(lab.c);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+  }
+
   // A data-parallel job of 3 ranks on ThreeNodes losing rank 2's node, and
   // the two survivors, each reporting its rank waiting to re-form (peer_lost).
   struct LostRankTwo : ThreeNodes {
@@ -296,23 +330,11 @@ TEST_F(JobControllerReformTest, AScriptJobIsRestartedAndTheEventSaysWhy) {
 // running ranks keep their keys and get their places in a world of three, the
 // new device gets a new rank of the same attempt that joins with its place.
 TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWaits) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  api::JobSpec spec = Builtin("data", 3);
-  spec.min_devices = 1;
-  spec.global_batch = 240;  // compute-bound: a third device pays
-  spec.steps = 100'000;     // long enough for the re-form to pay
-  const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
+  GrowLab lab;
+  StartGrowLab(&lab);
+  auto& [a, b, c, id, desired, runs] = lab;
   ASSERT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
-  for (int i = 0; i < 80 && Reasons(id).find("the job grows") == std::string::npos; ++i) {
-    clock_.Advance(milliseconds(250));
-    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
-    Beat(c);
-    ASSERT_TRUE(controller_->Tick().ok());
-  }
+  TickGrowLab(lab);
   const std::string reasons = Reasons(id);
   ASSERT_NE(reasons.find("devices c:0 are free: the job grows"), std::string::npos) << reasons;
   EXPECT_NE(reasons.find("joined by 1 new rank (rank 2)"), std::string::npos) << reasons;
@@ -400,22 +422,10 @@ TEST_F(JobControllerReformTest, AJobWhoseRanksFinishBeforeItsGrowthTookEffectSuc
       TearDown();
       SetUp();
     }
-    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-    for (auto* n : {&a, &b}) Beat(*n);
-    std::map<std::string, api::HeartbeatResponse> desired;
-    api::JobSpec spec = Builtin("data", 3);
-    spec.min_devices = 1;
-    spec.global_batch = 240;
-    spec.steps = 100'000;
-    const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
-    std::map<std::string, std::vector<api::WorkerStatus>> runs;
-    for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
-    for (int i = 0; i < 80 && Reasons(id).find("the job grows") == std::string::npos; ++i) {
-      clock_.Advance(milliseconds(250));
-      for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
-      Beat(c);
-      ASSERT_TRUE(controller_->Tick().ok());
-    }
+    GrowLab lab;
+    StartGrowLab(&lab);
+    auto& [a, b, c, id, desired, runs] = lab;
+    TickGrowLab(lab);
     ASSERT_NE(Reasons(id).find("devices c:0 are free: the job grows"), std::string::npos);
     const api::HeartbeatResponse on_c = Beat(c);
     ASSERT_EQ(on_c.desired.size(), 1u);
@@ -449,25 +459,10 @@ TEST_F(JobControllerReformTest, AJobWhoseRanksFinishBeforeItsGrowthTookEffectSuc
 // remaining steps does not pay for the re-form (move_cost_s before any is
 // measured); the same job with more steps left grows (the test above).
 TEST_F(JobControllerReformTest, AJobAboutToEndDoesNotGrow) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  api::JobSpec spec = Builtin("data", 3);
-  spec.min_devices = 1;
-  spec.global_batch = 240;
-  spec.steps = 100'000;
-  const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b}) {
-    runs[n->name] = Running(desired[n->name]);
-    for (auto& w : runs[n->name]) w.progress = {{"step", 99'990}, {"rank", w.key.rank}};
-  }
-  for (int i = 0; i < 80; ++i) {
-    clock_.Advance(milliseconds(250));
-    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
-    Beat(c);
-    ASSERT_TRUE(controller_->Tick().ok());
-  }
+  GrowLab lab;
+  StartGrowLab(&lab, /*at_step=*/99'990);
+  TickGrowLab(lab, /*until_grown=*/false);
+  const api::JobId id = lab.id;
   EXPECT_EQ(Reasons(id).find("the job grows"), std::string::npos) << Reasons(id);
   EXPECT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
 }
@@ -496,24 +491,18 @@ TEST_F(JobControllerReformTest, GrowthThatKeepsNoRunningRankIsNotMade) {
   EXPECT_TRUE(Beat(fast).desired.empty());
 }
 
-// Free devices go to waiting jobs first: no growth while one waits.
+// Free devices go to waiting jobs first: GrowTraining grows nothing while one
+// waits. (The share policy, off here, may grow a running job onto a device the
+// waiting job cannot use: JobControllerShareTest.
+// ARunningJobGrowsOntoADeviceTheWaitingJobCannotUse.)
 TEST_F(JobControllerReformTest, NoGrowthWhileAJobWaits) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
-  for (auto* n : {&a, &b}) Beat(*n);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  api::JobSpec spec = Builtin("data", 3);
-  spec.min_devices = 1;
-  spec.global_batch = 240;
-  const api::JobId id = SubmitRunning(spec, {&a, &b}, &desired);
+  options_.share_running_jobs = false;
+  RestartController();
+  GrowLab lab;
+  StartGrowLab(&lab);
+  const api::JobId id = lab.id;
   const api::JobId waiting = Submit(CmdSpec(4));  // needs more than the cluster has free
-  std::map<std::string, std::vector<api::WorkerStatus>> runs;
-  for (auto* n : {&a, &b}) runs[n->name] = Running(desired[n->name]);
-  for (int i = 0; i < 80; ++i) {
-    clock_.Advance(milliseconds(250));
-    for (auto* n : {&a, &b}) Beat(*n, runs[n->name]);
-    Beat(c);
-    ASSERT_TRUE(controller_->Tick().ok());
-  }
+  TickGrowLab(lab, /*until_grown=*/false);
   EXPECT_EQ(StateOf(waiting), JobState::kPending);
   EXPECT_EQ(Reasons(id).find("the job grows"), std::string::npos) << Reasons(id);
   EXPECT_EQ(store_->GetJob(id)->plan["replicas"].size(), 2u);
