@@ -23,12 +23,6 @@ std::string VisibleId(const api::Device& d) {
   return d.uuid.empty() ? std::to_string(d.index) : d.uuid;
 }
 
-std::optional<int64_t> EnvInt(const api::WorkerLaunch& launch, const std::string& name) {
-  auto it = launch.env.find(name);
-  if (it == launch.env.end()) return std::nullopt;
-  return ParseWholeNumber(it->second);
-}
-
 // The ranks of `launch`'s job and attempt on this node (itself included), in
 // LOCAL_RANK order (RANK breaks ties and stands in where LOCAL_RANK is absent).
 std::vector<const api::WorkerLaunch*> Siblings(const api::WorkerLaunch& launch,
@@ -50,6 +44,12 @@ std::vector<const api::WorkerLaunch*> Siblings(const api::WorkerLaunch& launch,
 }
 
 }  // namespace
+
+std::optional<int64_t> EnvInt(const api::WorkerLaunch& launch, const std::string& name) {
+  auto it = launch.env.find(name);
+  if (it == launch.env.end()) return std::nullopt;
+  return ParseWholeNumber(it->second);
+}
 
 const api::Device* FindDevice(const std::vector<api::Device>& devices, int64_t index) {
   for (const api::Device& d : devices) {

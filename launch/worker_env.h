@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ Result<EnvMap> DeviceEnvFor(const api::WorkerLaunch& launch,
 // The device with this index in `devices`, or nullptr. The pointer is into
 // `devices` and valid while it is unchanged.
 const api::Device* FindDevice(const std::vector<api::Device>& devices, int64_t index);
+
+// The whole number `launch.env[name]` holds ("LOCAL_RANK", "WORLD_SIZE"), or
+// nullopt when it is unset or not a whole number.
+std::optional<int64_t> EnvInt(const api::WorkerLaunch& launch, const std::string& name);
 
 // The clean base every worker's environment starts from: PATH (a fixed system
 // path), LANG=C.UTF-8, and HOME, USER, LOGNAME, TMPDIR, TZ, LD_LIBRARY_PATH

@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "common/atomic_file.h"
-#include "common/quantities.h"
 #include "launch/rank_files.h"
+#include "launch/worker_env.h"
 
 namespace tessera::slurm {
 namespace {
@@ -22,12 +22,6 @@ std::optional<int64_t> ReadExit(FileSystem& files, const fs::path& path) {
     return std::nullopt;  // being written
   }
   return j["exit_code"].get<int64_t>();
-}
-
-std::optional<int64_t> EnvInt(const api::WorkerLaunch& l, const std::string& name) {
-  auto it = l.env.find(name);
-  if (it == l.env.end()) return std::nullopt;
-  return ParseWholeNumber(it->second);
 }
 
 constexpr int64_t kKilledExitCode = 137;  // 128 + SIGKILL: the node or Slurm ended it
@@ -227,7 +221,7 @@ Status SlurmPool::PollOnce() {
   // New attempts: submit each once, when every rank is desired somewhere.
   for (const auto& [key, ranks] : desired) {
     if (attempts_.contains(key) || AttemptFor(key) != nullptr) continue;
-    const int64_t world = EnvInt(ranks.front().second, "WORLD_SIZE").value_or(0);
+    const int64_t world = launch::EnvInt(ranks.front().second, "WORLD_SIZE").value_or(0);
     if (static_cast<int64_t>(ranks.size()) < world) continue;  // a node of it is not up
     Status st = Submit(key, ranks, node_info);
     if (!st.ok()) {

@@ -767,15 +767,10 @@ void JobController::ObserveStepsLocked(const api::HeartbeatRequest& request,
       continue;
     }
     for (const api::Json* line : ProgressLinesOf(w)) {
-      if (!line->is_object() || !line->contains("step") || !(*line)["step"].is_number_integer()) {
-        continue;
-      }
-      std::optional<int64_t> generation;
-      if (line->contains("generation") && (*line)["generation"].is_number_integer()) {
-        generation = (*line)["generation"].get<int64_t>();
-      }
-      if (std::optional<double> cost = move_costs_.Stepped(
-              w.key.job_id, (*line)["step"].get<int64_t>(), generation, arrived)) {
+      const std::optional<int64_t> step = ProgressInt(*line, "step");
+      if (!step) continue;
+      if (std::optional<double> cost =
+              move_costs_.Stepped(w.key.job_id, *step, ProgressInt(*line, "generation"), arrived)) {
         spdlog::info("job {}: the re-formed ranks stepped on; the re-form cost {:.1f} s", it->first,
                      *cost);
       }

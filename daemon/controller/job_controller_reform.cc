@@ -221,10 +221,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
         int64_t step = 0;  // from the ranks' latest progress lines
         for (const RankLaunch& r : active.launch.ranks) {
           const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
-          if (w != nullptr && w->progress.is_object() && w->progress.contains("step") &&
-              w->progress["step"].is_number_integer()) {
-            step = std::max(step, w->progress["step"].get<int64_t>());
-          }
+          if (w != nullptr) step = std::max(step, ProgressInt(w->progress, "step").value_or(0));
         }
         candidates.push_back({j, active.launch.attempt, NextReformGeneration(active.launch),
                               std::move(live.devices), step, move_costs_.For(id).seconds});

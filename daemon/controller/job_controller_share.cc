@@ -257,11 +257,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     if (r.movable) {
       // Remaining: the steps left at the throughput it has now.
       TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
-      int64_t step = 0;
-      if (r.job.progress.is_object() && r.job.progress.contains("step") &&
-          r.job.progress["step"].is_number_integer()) {
-        step = r.job.progress["step"].get<int64_t>();
-      }
+      const int64_t step = ProgressInt(r.job.progress, "step").value_or(0);
       const double samples = static_cast<double>(std::max<int64_t>(r.job.spec.steps - step, 0)) *
                              static_cast<double>(r.job.spec.global_batch);
       a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;

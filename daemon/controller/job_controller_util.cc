@@ -38,6 +38,13 @@ Result<int64_t> MovedAttempts(Store* store, api::JobId job) {
   return moved;
 }
 
+std::optional<int64_t> ProgressInt(const api::Json& line, const char* key) {
+  if (!line.is_object() || !line.contains(key) || !line[key].is_number_integer()) {
+    return std::nullopt;
+  }
+  return line[key].get<int64_t>();
+}
+
 std::string RankList(const std::vector<int64_t>& ranks) {
   std::ostringstream s;
   for (size_t i = 0; i < ranks.size(); ++i) s << (i ? "," : "") << ranks[i];

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,10 @@ inline constexpr std::string_view kMovedAttemptResult = "moved: ";
 // kMovedAttemptResult).
 // REQUIRES: store != nullptr.
 Result<int64_t> MovedAttempts(Store* store, api::JobId job);
+
+// The integer member `key` ("step", "generation") of a progress line (a
+// rank's report or a job's latest), or nullopt when it has none.
+std::optional<int64_t> ProgressInt(const api::Json& line, const char* key);
 
 // "0,2,3".
 std::string RankList(const std::vector<int64_t>& ranks);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "api/entrypoint_kind.h"
+#include "daemon/controller/job_controller_util.h"
 
 namespace tessera::daemon {
 
@@ -62,11 +63,9 @@ int64_t NextReformGeneration(const AttemptLaunch& launch) {
 }
 
 std::optional<int64_t> AllStepsDoneIn(const api::Job& job, const api::WorkerStatus& w) {
-  if (job.spec.steps <= 0 || !w.progress.is_object()) return std::nullopt;
-  const api::Json& step = w.progress.contains("step") ? w.progress["step"] : api::Json();
-  if (!step.is_number_integer() || step.get<int64_t>() < job.spec.steps) return std::nullopt;
-  const api::Json& g = w.progress.contains("generation") ? w.progress["generation"] : api::Json();
-  return g.is_number_integer() ? g.get<int64_t>() : 0;
+  const std::optional<int64_t> step = ProgressInt(w.progress, "step");
+  if (job.spec.steps <= 0 || !step || *step < job.spec.steps) return std::nullopt;
+  return ProgressInt(w.progress, "generation").value_or(0);
 }
 
 Result<ReformedRanks> ReformRanks(const AttemptLaunch& old, const std::set<int64_t>& survivors,

@@ -1,13 +1,12 @@
 #include "worker/runtime/await_work.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <vector>
 
 namespace tessera::worker {
@@ -50,8 +49,7 @@ void Bury(c10d::Work& work) {
 
 Status Abandoned(c10d::Work& work, const std::string& what) {
   Bury(work);
-  MarkPeerLost("");
-  return Unavailable(what + " abandoned: the attempt re-forms without a lost peer");
+  return AbandonedStatus(what);
 }
 
 }  // namespace
@@ -70,6 +68,11 @@ void AbandonCollectives() {
 void ResumeCollectives() { g_abandoned.store(false); }
 
 bool CollectivesAbandoned() { return g_abandoned.load(); }
+
+Status AbandonedStatus(const std::string& what) {
+  MarkPeerLost("");
+  return Unavailable(what + " abandoned: the attempt re-forms without a lost peer");
+}
 
 Status AwaitWork(c10d::Work& work, std::chrono::milliseconds timeout, const std::string& what) {
   using Clock = std::chrono::steady_clock;

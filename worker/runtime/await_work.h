@@ -34,6 +34,10 @@ void AbandonCollectives();
 void ResumeCollectives();
 bool CollectivesAbandoned();
 
+// What an abandoned operation `what` returns ("allreduce abandoned: ..."),
+// marking the peer loss the trainer re-forms on.
+Status AbandonedStatus(const std::string& what);
+
 }  // namespace tessera::worker
 
 #endif  // TESSERA_WORKER_RUNTIME_AWAIT_WORK_H_

@@ -77,9 +77,7 @@ class LocalCollectives : public Collectives {
 
  private:
   static Status IfAbandoned(const std::string& what) {
-    if (!CollectivesAbandoned()) return Status::Ok();
-    MarkPeerLost("");
-    return Unavailable(what + " abandoned: the rank re-forms into a new world");
+    return CollectivesAbandoned() ? AbandonedStatus(what) : Status::Ok();
   }
 
   std::map<std::string, std::string> kv_;
