@@ -1,6 +1,7 @@
 #include "worker/data/color.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace tessera::worker {
@@ -13,8 +14,36 @@ constexpr double kZn = 1.08883;
 constexpr double kEpsilon = 216.0 / 24389.0;  // (6/29)^3
 constexpr double kKappa = 24389.0 / 27.0;     // (29/3)^3
 
-double SrgbToLinear(double c) {
+double SrgbToLinearExact(double c) {
   return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+}
+
+// Decoded 8-bit images give only 256 values per channel: level / 255 as a float,
+// rounded either as a division or as a multiplication by 1/255 (vectorised
+// code). A value equal to one of those keys takes its precomputed linear value,
+// the same double SrgbToLinearExact returns for it; any other value (a resized
+// or scaled image) is computed.
+struct LevelTable {
+  std::array<float, 256> divided, multiplied;
+  std::array<double, 256> linear_divided, linear_multiplied;
+  LevelTable() {
+    for (int k = 0; k < 256; ++k) {
+      divided[k] = static_cast<float>(k) / 255.0f;
+      multiplied[k] = static_cast<float>(k) * (1.0f / 255.0f);
+      linear_divided[k] = SrgbToLinearExact(divided[k]);
+      linear_multiplied[k] = SrgbToLinearExact(multiplied[k]);
+    }
+  }
+};
+
+double SrgbToLinear(float c) {
+  static const LevelTable table;
+  if (c >= 0.0f && c <= 1.0f) {
+    const auto k = static_cast<size_t>(std::lround(c * 255.0f));
+    if (c == table.divided[k]) return table.linear_divided[k];
+    if (c == table.multiplied[k]) return table.linear_multiplied[k];
+  }
+  return SrgbToLinearExact(c);
 }
 double LinearToSrgb(double c) {
   return c <= 0.0031308 ? 12.92 * c : 1.055 * std::pow(c, 1.0 / 2.4) - 0.055;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <exception>
 #include <filesystem>
+#include <future>
 #include <sstream>
 #include <system_error>
 
@@ -221,13 +222,32 @@ Result<Example> ImageFolderDataset::Get(int64_t id, int64_t epoch) const {
   }
 }
 
-Result<Batch> ImageFolderDataset::GetBatch(const std::vector<int64_t>& ids, int64_t epoch) const {
+Result<Batch> ImageFolderDataset::GetBatch(const std::vector<int64_t>& ids, int64_t epoch,
+                                           int threads) const {
   if (ids.empty()) return InvalidArgument("a batch needs at least one sample id", "ids");
+  const size_t n = ids.size();
+  std::vector<Result<Example>> examples(n, Result<Example>(Internal("not prepared")));
+  // Contiguous runs of ids, one per thread; the calling thread prepares the first.
+  const size_t parts = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, n);
+  auto prepare = [&](size_t part) {
+    for (size_t i = part * n / parts; i < (part + 1) * n / parts; ++i) {
+      examples[i] = Get(ids[i], epoch);
+    }
+  };
+  std::vector<std::future<void>> others;
+  others.reserve(parts - 1);
+  for (size_t part = 1; part < parts; ++part) {
+    others.push_back(std::async(std::launch::async, prepare, part));
+  }
+  prepare(0);
+  for (auto& f : others) f.get();  // Get catches what it throws
   std::vector<torch::Tensor> inputs, targets;
-  for (int64_t id : ids) {
-    TESSERA_ASSIGN_OR_RETURN(Example ex, Get(id, epoch));
-    inputs.push_back(std::move(ex.input));
-    targets.push_back(std::move(ex.target));
+  inputs.reserve(n);
+  targets.reserve(n);
+  for (Result<Example>& ex : examples) {
+    if (!ex.ok()) return ex.status();  // the first failing id in batch order
+    inputs.push_back(std::move(ex->input));
+    targets.push_back(std::move(ex->target));
   }
   try {
     return Batch{torch::stack(inputs), torch::stack(targets), ids};

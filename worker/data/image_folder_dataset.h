@@ -83,8 +83,11 @@ class ImageFolderDataset {
 
   // kInvalidArgument for an id out of range or an undecodable image (naming its path).
   Result<Example> Get(int64_t id, int64_t epoch) const;
-  // Stacked examples in the order of `ids`. REQUIRES: ids non-empty.
-  Result<Batch> GetBatch(const std::vector<int64_t>& ids, int64_t epoch) const;
+  // Stacked examples in the order of `ids`, prepared by `threads` threads (the
+  // caller's and threads - 1 started for the call, each a contiguous run of
+  // ids); the result does not depend on `threads`. The first failing id's
+  // error, in batch order. REQUIRES: ids non-empty.
+  Result<Batch> GetBatch(const std::vector<int64_t>& ids, int64_t epoch, int threads = 1) const;
 
  private:
   ImageFolderDataset(std::vector<std::string> paths, std::vector<int64_t> labels,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -149,8 +150,30 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// CPU milliseconds on `clock` since `cpu0` (seconds).
-double CpuMsSince(CpuClock clock, double cpu0) { return (CpuSeconds(clock) - cpu0) * 1e3; }
+class CpuProfileMeter final : public ProfileMeter {
+ public:
+  // The clock an emulated device with this many intra-op threads measures its
+  // compute on (worker/runtime/emulated_device.h).
+  explicit CpuProfileMeter(bool count_memory) : clock_(CpuClockFor(torch::get_num_threads())) {
+    if (count_memory) counting_.emplace();
+  }
+  torch::Device device() const override { return torch::Device(torch::kCPU); }
+  std::string clock_name() const override { return CpuClockName(clock_); }
+  double Start() override {
+    EvictCpuCaches();
+    return CpuSeconds(clock_);
+  }
+  double ElapsedMs(double start) override { return (CpuSeconds(clock_) - start) * 1e3; }
+  int64_t LiveBytes() override { return counting_ ? Counter().live() : 0; }
+  int64_t PeakBytes() override { return counting_ ? Counter().peak() : 0; }
+  void ResetPeak() override {
+    if (counting_) Counter().ResetPeak();
+  }
+
+ private:
+  CpuClock clock_;
+  std::optional<CountingScope> counting_;
+};
 
 void Backward(const Activation& out) {
   std::vector<torch::Tensor> roots, grads;
@@ -173,7 +196,17 @@ void EvictCpuCaches() {
   std::fill(buffer.begin(), buffer.end(), ++value);
 }
 
+std::unique_ptr<ProfileMeter> MakeCpuProfileMeter(bool count_memory) {
+  return std::make_unique<CpuProfileMeter>(count_memory);
+}
+
 Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
+                                    const std::vector<int64_t>& in_shape, int repeats) {
+  CpuProfileMeter meter(/*count_memory=*/true);
+  return ProfileModel(meter, model, batch, in_shape, repeats);
+}
+
+Result<nlohmann::json> ProfileModel(ProfileMeter& meter, LayeredModel& model, int64_t batch,
                                     const std::vector<int64_t>& in_shape, int repeats) {
   if (batch < 1) return InvalidArgument("batch must be at least 1", "batch");
   if (repeats < 1) return InvalidArgument("repeats must be at least 1", "repeats");
@@ -189,21 +222,17 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
   std::vector<bool> was_training;
   for (size_t i = 0; i < n; ++i) was_training.push_back(model.layer(i).layer->is_training());
 
-  // The clock an emulated device with this many intra-op threads measures its
-  // compute on (worker/runtime/emulated_device.h).
-  const CpuClock clock = CpuClockFor(torch::get_num_threads());
   nlohmann::json layers = nlohmann::json::array();
   // The whole model's time in each repeat: how far repeats disagree.
   std::vector<double> totals;
   Status status;
   try {
-    CountingScope counting;
     model.SetTraining(true);
     std::vector<int64_t> shape = {batch};
     shape.insert(shape.end(), in_shape.begin(), in_shape.end());
     totals.assign(static_cast<size_t>(repeats), 0.0);
     Activation current;
-    current.main = torch::randn(shape);
+    current.main = torch::randn(shape, torch::TensorOptions().device(meter.device()));
     for (size_t i = 0; i < n; ++i) {
       Layer& layer = *model.layer(i).layer;
       std::vector<double> fwd, bwd;
@@ -212,17 +241,15 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
       for (int r = 0; r <= repeats; ++r) {  // r == 0 is the warm-up
         out = Activation();                 // free the previous run's output before measuring
         Activation in = Leaf(current);
-        const int64_t live_before = Counter().live();
-        EvictCpuCaches();
-        const double t0 = CpuSeconds(clock);
+        const int64_t live_before = meter.LiveBytes();
+        const double t0 = meter.Start();
         out = layer.Forward(std::move(in));
-        const double f_ms = CpuMsSince(clock, t0);
-        const int64_t live_after = Counter().live();
-        Counter().ResetPeak();
-        EvictCpuCaches();
-        const double t1 = CpuSeconds(clock);
+        const double f_ms = meter.ElapsedMs(t0);
+        const int64_t live_after = meter.LiveBytes();
+        meter.ResetPeak();
+        const double t1 = meter.Start();
         Backward(out);
-        const double b_ms = CpuMsSince(clock, t1);
+        const double b_ms = meter.ElapsedMs(t1);
         if (r == 0) continue;
         fwd.push_back(f_ms);
         bwd.push_back(b_ms);
@@ -230,7 +257,7 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
         kept = std::max(kept, live_after - live_before);
         // Working memory of the backward above what the forward kept: gradients of
         // the output (made by Backward) and the input, temporaries.
-        transient = std::max(transient, Counter().peak() - live_after);
+        transient = std::max(transient, meter.PeakBytes() - live_after);
       }
       int64_t param_bytes = 0;
       for (const auto& p : layer.parameters()) param_bytes += Bytes(p);
@@ -283,12 +310,12 @@ Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
     spread = median > 0 ? (*hi - *lo) / median : 0;
   }
   return nlohmann::json{{"model", model.name()},
-                        {"device", "cpu"},
+                        {"device", meter.device().str()},
                         {"batch", batch},
                         {"in_shape", in_shape},
                         {"repeats", repeats},
                         {"repeat_spread", spread},
-                        {"clock", CpuClockName(clock)},
+                        {"clock", meter.clock_name()},
                         {"layers", std::move(layers)}};
 }
 

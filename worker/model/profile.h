@@ -1,7 +1,9 @@
 // ProfileModel: per-layer cost measurements that the planner consumes
 // (the `tessera-worker profile` command prints them).
 //
-// For each layer, in order, on CPU and in training mode:
+// For each layer, in order, in training mode, on the CPU or on the device a
+// ProfileMeter measures (worker/runtime/device_profile.h: a CUDA GPU's wall
+// milliseconds between synchronisations and its caching allocator's bytes):
 //   fwd_ms / bwd_ms     median time of the layer's forward / backward for the
 //                       whole batch over `repeats` runs (after one warm-up), in
 //                       CPU milliseconds of the computing threads
@@ -37,8 +39,12 @@
 #ifndef TESSERA_WORKER_MODEL_PROFILE_H_
 #define TESSERA_WORKER_MODEL_PROFILE_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -53,8 +59,42 @@ namespace tessera::worker {
 // counted). Thread safety: one thread at a time.
 void EvictCpuCaches();
 
+// How a profile times work and counts the memory it takes on one device.
+// Thread safety: one thread, no concurrent torch work.
+class ProfileMeter {
+ public:
+  virtual ~ProfileMeter() = default;
+  // Where the profiled model's parameters and its inputs live.
+  virtual torch::Device device() const = 0;
+  // The clock's name in the profile's "clock" ("thread_cpu", "cuda_wall", ...).
+  virtual std::string clock_name() const = 0;
+  // Readies a timed call (the CPU: caches evicted; a GPU: queued work finished)
+  // and returns its start, for ElapsedMs.
+  virtual double Start() = 0;
+  // Milliseconds from `start` to the end of the work issued since (a GPU: waits
+  // for it).
+  virtual double ElapsedMs(double start) = 0;
+  // Bytes of the device's tensors alive now, and the most since ResetPeak().
+  virtual int64_t LiveBytes() = 0;
+  virtual int64_t PeakBytes() = 0;
+  virtual void ResetPeak() = 0;
+};
+
+// The CPU's meter: CPU milliseconds of the computing threads on the clock an
+// emulated device with torch's current intra-op thread count measures
+// (common/cpu_time.h), each call with the caches evicted; memory from the
+// counting CPU allocator, installed while the meter lives (without
+// count_memory: not installed, and the bytes read 0).
+std::unique_ptr<ProfileMeter> MakeCpuProfileMeter(bool count_memory = true);
+
 // in_shape: per-sample input shape, e.g. {1, 64, 64} for colorize-unet.
+// Measured on the CPU (MakeCpuProfileMeter).
 Result<nlohmann::json> ProfileModel(LayeredModel& model, int64_t batch,
+                                    const std::vector<int64_t>& in_shape, int repeats);
+// The same measured by `meter`: times and memory of meter.device(), whose
+// name is the profile's "device" ("cpu", "cuda:0") and whose clock its "clock".
+// REQUIRES: the model's parameters are on meter.device().
+Result<nlohmann::json> ProfileModel(ProfileMeter& meter, LayeredModel& model, int64_t batch,
                                     const std::vector<int64_t>& in_shape, int repeats);
 
 // Counts the bytes of CPU tensors allocated while it lives, with the counting

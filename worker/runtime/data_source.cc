@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <mutex>
@@ -102,6 +103,17 @@ class PrefetchingSource : public BatchSource {
 };
 
 }  // namespace
+
+int LoaderThreads(int requested, const torch::Device& device, int local_world_size,
+                  unsigned hardware_threads) {
+  if (requested > 0) return requested;
+  if (!device.is_cuda()) return 1;
+  constexpr int kMaxLoaderThreads = 16;
+  const int per_rank =
+      static_cast<int>(std::max(hardware_threads, 1U)) / std::max(local_world_size, 1);
+  // One of the rank's threads launches its GPU work.
+  return std::clamp(per_rank - 1, 1, kMaxLoaderThreads);
+}
 
 std::unique_ptr<BatchSource> MakePrefetchingSource(std::unique_ptr<BatchSource> inner,
                                                    int64_t stride) {

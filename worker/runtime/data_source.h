@@ -40,6 +40,16 @@ class BatchSource {
 std::unique_ptr<BatchSource> MakePrefetchingSource(std::unique_ptr<BatchSource> inner,
                                                    int64_t stride);
 
+// Threads that prepare each batch's images (MakeImageSource's loader_threads):
+// `requested` when positive; otherwise, on a CUDA device, the rank's share of
+// the host's hardware threads (divided among the node's `local_world_size`
+// ranks) less the one that launches its GPU work, from 1 to 16 (a GPU step
+// outruns one thread decoding and converting its images), and 1 on the CPU (an
+// emulated device's compute is its rank's CPU, which the loader would take).
+// hardware_threads 0 (unknown) counts as 1.
+int LoaderThreads(int requested, const torch::Device& device, int local_world_size,
+                  unsigned hardware_threads);
+
 // Regression data for the tiny models: x ~ N(0, 1)^features drawn from a
 // generator seeded by (seed, id); target = sin(x W) for a fixed W.
 std::unique_ptr<BatchSource> MakeSyntheticSource(int64_t features, int64_t outputs, uint64_t seed);

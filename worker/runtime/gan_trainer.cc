@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "worker/model/gan.h"
 #include "worker/runtime/batch_norm_sync.h"
@@ -106,7 +107,10 @@ Result<TrainOutcome> RunGanTraining(const TrainOptions& o, const DistEnv& env,
   const int64_t num_layers = static_cast<int64_t>(gen.num_layers() + disc.num_layers());
   TESSERA_ASSIGN_OR_RETURN(Plan plan, MakeGanPlan(o, env, num_layers));
   TESSERA_ASSIGN_OR_RETURN(RankRole role, RoleForRank(plan, env.rank));
-  TESSERA_ASSIGN_OR_RETURN(auto images, MakeImageSource(o.data_dir, o.model, o.image_size, o.seed));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto images, MakeImageSource(o.data_dir, o.model, o.image_size, o.seed,
+                                   LoaderThreads(o.loader_threads, device, env.local_world_size,
+                                                 std::thread::hardware_concurrency())));
   // Each step's slice of the next step is loaded while this one computes.
   std::unique_ptr<BatchSource> source = MakePrefetchingSource(std::move(images), plan.global_batch);
   if (device.type() != torch::kCPU) {

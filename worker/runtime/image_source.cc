@@ -19,8 +19,8 @@ Result<DataTask> TaskFor(const std::string& model_name) {
 
 class ImageSource : public BatchSource {
  public:
-  ImageSource(std::shared_ptr<const ImageFolderDataset> ds, uint64_t seed)
-      : ds_(std::move(ds)), seed_(seed) {}
+  ImageSource(std::shared_ptr<const ImageFolderDataset> ds, uint64_t seed, int threads)
+      : ds_(std::move(ds)), seed_(seed), threads_(threads) {}
   Result<SampleBatch> Load(int64_t first_id, int64_t count) override {
     const int64_t n = ds_->size();
     std::vector<torch::Tensor> inputs, targets;
@@ -30,7 +30,7 @@ class ImageSource : public BatchSource {
       const std::vector<int64_t>& perm = Permutation(epoch);
       std::vector<int64_t> ids;
       while (id < first_id + count && id / n == epoch) ids.push_back(perm[id++ % n]);
-      auto batch = ds_->GetBatch(ids, epoch);
+      auto batch = ds_->GetBatch(ids, epoch, threads_);
       if (!batch.ok()) return batch.status();
       inputs.push_back(batch->input);
       targets.push_back(batch->target);
@@ -52,6 +52,7 @@ class ImageSource : public BatchSource {
   }
   std::shared_ptr<const ImageFolderDataset> ds_;
   uint64_t seed_;
+  int threads_;
   std::map<int64_t, std::vector<int64_t>> perms_;
 };
 
@@ -78,21 +79,22 @@ class RangeMappedSource : public BatchSource {
 };
 
 Result<std::unique_ptr<BatchSource>> OpenSource(const std::string& dir, const DatasetOptions& o,
-                                                uint64_t seed) {
+                                                uint64_t seed, int threads) {
   if (dir.empty()) return InvalidArgument("--data is required for image models", "data");
   auto ds = ImageFolderDataset::Open(dir, o);
   if (!ds.ok()) {
     const Status& s = ds.status();
     return Status(StatusCode::kInvalidArgument, s.message(), "data");
   }
-  return std::unique_ptr<BatchSource>(std::make_unique<ImageSource>(*ds, seed));
+  return std::unique_ptr<BatchSource>(std::make_unique<ImageSource>(*ds, seed, threads));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<BatchSource>> MakeConventionSource(const std::string& dir,
                                                           const api::ImageConvention& c,
-                                                          int64_t image_size, uint64_t seed) {
+                                                          int64_t image_size, uint64_t seed,
+                                                          int loader_threads) {
   DatasetOptions o;
   o.image_size = image_size;
   o.seed = seed;
@@ -116,7 +118,8 @@ Result<std::unique_ptr<BatchSource>> MakeConventionSource(const std::string& dir
                                "rgb|gray -> scores)",
                            "image.output");
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, OpenSource(dir, o, seed));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source,
+                           OpenSource(dir, o, seed, loader_threads));
   if (o.task == DataTask::kColorize) return source;  // L and ab have their own scales
   return std::unique_ptr<BatchSource>(std::make_unique<RangeMappedSource>(
       std::move(source), from, c.range.value_or(std::make_pair(0.0, 1.0)), map_target));
@@ -128,14 +131,15 @@ std::vector<int64_t> ConventionInputShape(const api::ImageConvention& c, int64_t
 
 Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
                                                      const std::string& model_name,
-                                                     int64_t image_size, uint64_t seed) {
+                                                     int64_t image_size, uint64_t seed,
+                                                     int loader_threads) {
   if (dir.empty()) return InvalidArgument("--data is required for image models", "data");
   TESSERA_ASSIGN_OR_RETURN(DataTask task, TaskFor(model_name));
   DatasetOptions o;
   o.task = task;
   o.image_size = image_size;
   o.seed = seed;
-  return OpenSource(dir, o, seed);
+  return OpenSource(dir, o, seed, loader_threads);
 }
 
 Result<std::vector<int64_t>> ModelInputShape(const std::string& model_name, int64_t image_size) {

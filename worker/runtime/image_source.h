@@ -20,10 +20,13 @@
 
 namespace tessera::worker {
 
+// Each batch's images are decoded and prepared by `loader_threads` threads
+// (ImageFolderDataset::GetBatch); batches do not depend on that number.
 // kInvalidArgument for a model without an image task or a bad folder.
 Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
                                                      const std::string& model_name,
-                                                     int64_t image_size, uint64_t seed);
+                                                     int64_t image_size, uint64_t seed,
+                                                     int loader_threads = 1);
 
 // Training pairs for an exported module of image convention `c` (input,
 // output and range set: api/image_convention.h), by what it maps:
@@ -35,7 +38,8 @@ Result<std::unique_ptr<BatchSource>> MakeImageSource(const std::string& dir,
 // from [0, 1]). kInvalidArgument naming "image.output" for another pairing.
 Result<std::unique_ptr<BatchSource>> MakeConventionSource(const std::string& dir,
                                                           const api::ImageConvention& c,
-                                                          int64_t image_size, uint64_t seed);
+                                                          int64_t image_size, uint64_t seed,
+                                                          int loader_threads = 1);
 // Per-sample input shape of such a module: {channels, S, S}.
 std::vector<int64_t> ConventionInputShape(const api::ImageConvention& c, int64_t image_size);
 // Per-sample input shape of a reference model, e.g. {1, S, S} for colorize-unet.

@@ -1,7 +1,7 @@
 // tessera-worker: the reference LibTorch worker.
 //
 //   tessera-worker train --model NAME --data DIR [--steps N] [--lr F] ...
-//   tessera-worker profile --model NAME [--batch B]
+//   tessera-worker profile --model NAME [--batch B] [--device cpu|cuda:N]
 //   tessera-worker gen-images --out DIR --count N --size S
 //   tessera-worker infer --model NAME --data DIR|LIST --output DIR --checkpoint DIR
 //                        [--local] [--max-tile-px N] [--width W] [--threads T]
@@ -32,6 +32,7 @@
 #include "worker/runtime/collectives_check.h"
 #include "worker/runtime/dist_env.h"
 #include "worker/runtime/emulated_memory.h"
+#include "worker/runtime/rank_device.h"
 #include "worker/runtime/tiny_models.h"
 #include "worker/runtime/trainer.h"
 
@@ -39,6 +40,7 @@
 #include "worker/model/profile.h"
 #endif
 #ifdef TESSERA_HAVE_WORKER_DATA
+#include "worker/runtime/device_profile.h"
 #include "worker/runtime/gan_profile.h"
 #include "worker/runtime/gan_trainer.h"
 #include "worker/runtime/image_source.h"
@@ -149,6 +151,12 @@ int main(int argc, char** argv) {
   train->add_option("--bucket-mb", opt.bucket_mb, "gradient all-reduce bucket size")
       ->check(CLI::PositiveNumber);
   train->add_option("--threads", opt.threads, "intra-op threads")->check(CLI::PositiveNumber);
+  train
+      ->add_option(
+          "--loader-threads", opt.loader_threads,
+          "threads decoding and preparing each batch's images (default: on a CUDA device the "
+          "rank's share of the host's threads less one, at most 16; else 1)")
+      ->check(CLI::PositiveNumber);
   train->add_flag("!--no-amp", opt.amp, "CUDA: no autocast / loss scaling");
   train->add_flag("--loss-scaling", opt.loss_scaling,
                   "dynamic loss scaling on any device (always on with CUDA autocast)");
@@ -176,6 +184,10 @@ int main(int argc, char** argv) {
   profile->add_option("--image-size", profile_size)->check(CLI::PositiveNumber);
   profile->add_option("--width", profile_width)->check(CLI::PositiveNumber);
   profile->add_option("--repeats", profile_repeats)->check(CLI::PositiveNumber);
+  std::string profile_device = "cpu";
+  profile->add_option("--device", profile_device,
+                      "where to measure: cpu, cuda or cuda:N (a GPU: wall milliseconds and the "
+                      "CUDA allocator's bytes)");
   profile
       ->add_option("--fixed-batch", profile_fixed_batch,
                    "also profile at this smaller batch (and one between it and --batch) and "
@@ -328,8 +340,28 @@ int main(int argc, char** argv) {
 #endif
     std::function<Result<nlohmann::json>(int64_t)> profile_at;
     std::shared_ptr<LayeredModel> profiled;  // the model profile_at measures, when layered
+    auto device = tessera::worker::SelectRankDevice(profile_device, /*local_rank=*/0);
+    if (!device.ok()) {
+      return Fail(Status(device.status().code(), device.status().message(), "device"));
+    }
+    // A GPU's meter; the CPU's (and its counting allocator) lives for each call.
+    std::unique_ptr<tessera::worker::ProfileMeter> gpu_meter;
+    if (!device->is_cpu()) gpu_meter = tessera::worker::MakeDeviceProfileMeter(*device);
+    // The layered model's parameters on the measured device, then profile_at.
+    auto measure_on_device = [&](const std::shared_ptr<LayeredModel>& net,
+                                 std::vector<int64_t> in_shape) {
+      for (size_t i = 0; i < net->num_layers(); ++i) net->layer(i).layer->to(*device);
+      profiled = net;
+      profile_at = [&, net, in = std::move(in_shape)](int64_t batch) {
+        return gpu_meter ? ProfileModel(*gpu_meter, *net, batch, in, profile_repeats)
+                         : ProfileModel(*net, batch, in, profile_repeats);
+      };
+    };
 #ifdef TESSERA_HAVE_WORKER_DATA
     if (profile_model == tessera::worker::kGanModelName) {
+      if (!device->is_cpu()) {
+        return Fail(InvalidArgument("gan-pix2pix is profiled on the CPU only", "device"));
+      }
       // Generator and discriminator train together (data parallel only): whole steps.
       profile_at = [&](int64_t batch) {
         tessera::worker::GanProfileOptions go;
@@ -353,10 +385,7 @@ int main(int argc, char** argv) {
       std::vector<int64_t> shape;
       auto model = BuildScriptedModel(so, &convention, &shape);
       if (!model.ok()) return Fail(model.status());
-      profiled = *model;
-      profile_at = [&, net = *model, in = shape](int64_t batch) {
-        return ProfileModel(*net, batch, in, profile_repeats);
-      };
+      measure_on_device(*model, shape);
     } else if (profile_model.empty() && profile_file.empty()) {
       return Fail(
           InvalidArgument("name a model (--model) or a TorchScript file (--model-file)", "model"));
@@ -368,10 +397,7 @@ int main(int argc, char** argv) {
                        ? Result<std::vector<int64_t>>(std::vector<int64_t>{kTinyInputFeatures})
                        : ModelInputShape(profile_model, profile_size);
       if (!shape.ok()) return Fail(shape.status());
-      profiled = *model;
-      profile_at = [&, net = *model, in = *shape](int64_t batch) {
-        return ProfileModel(*net, batch, in, profile_repeats);
-      };
+      measure_on_device(*model, *shape);
     }
     auto json = profile_at(profile_batch);
     if (!json.ok()) return Fail(json.status());
@@ -391,8 +417,11 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_HAVE_WORKER_DATA
     // The GAN's whole-step times include its optimizer steps already.
     if (profiled) {
-      Status opt =
-          tessera::worker::AddOptimizerCosts(*profiled, profile_optimizer, profile_repeats, &*json);
+      Status opt = gpu_meter
+                       ? tessera::worker::AddOptimizerCosts(
+                             *gpu_meter, *profiled, profile_optimizer, profile_repeats, &*json)
+                       : tessera::worker::AddOptimizerCosts(*profiled, profile_optimizer,
+                                                            profile_repeats, &*json);
       if (!opt.ok()) return Fail(opt);
     }
 #endif

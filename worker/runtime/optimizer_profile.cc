@@ -2,27 +2,26 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "common/cpu_time.h"
 #include "worker/model/profile.h"
 
 namespace tessera::worker {
 namespace {
 
-// Median CPU milliseconds on `clock` of `repeats` calls of `fn`, each starting with
-// the caches evicted, after one untimed warm-up call.
+// Median milliseconds on `meter` of `repeats` calls of `fn`, each readied by the
+// meter (the CPU: caches evicted), after one untimed warm-up call.
 template <typename F>
-double MedianColdMs(CpuClock clock, int repeats, F&& fn) {
+double MedianColdMs(ProfileMeter& meter, int repeats, F&& fn) {
   fn();
   std::vector<double> ms;
   for (int r = 0; r < repeats; ++r) {
-    EvictCpuCaches();
-    const double t0 = CpuSeconds(clock);
+    const double t0 = meter.Start();
     fn();
-    ms.push_back((CpuSeconds(clock) - t0) * 1e3);
+    ms.push_back(meter.ElapsedMs(t0));
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -32,6 +31,12 @@ double MedianColdMs(CpuClock clock, int repeats, F&& fn) {
 
 Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int repeats,
                          nlohmann::json* profile) {
+  std::unique_ptr<ProfileMeter> meter = MakeCpuProfileMeter(/*count_memory=*/false);
+  return AddOptimizerCosts(*meter, model, config, repeats, profile);
+}
+
+Status AddOptimizerCosts(ProfileMeter& meter, LayeredModel& model, const OptimizerConfig& config,
+                         int repeats, nlohmann::json* profile) {
   if (repeats < 1) return InvalidArgument("repeats must be at least 1", "repeats");
   const size_t n = model.num_layers();
   nlohmann::json* layers = nullptr;
@@ -39,7 +44,6 @@ Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int
   if (layers == nullptr || !layers->is_array() || layers->size() != n) {
     return InvalidArgument("the profile's layers are not the model's", "layers");
   }
-  const CpuClock clock = CpuClockFor(torch::get_num_threads());
   try {
     for (size_t i = 0; i < n; ++i) {
       if ((*layers)[i].value("name", "") != model.layer(i).name) {
@@ -51,12 +55,12 @@ Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int
         for (auto& [name, p] : params) p.mutable_grad() = torch::randn_like(p);
         TESSERA_ASSIGN_OR_RETURN(NamedOptimizer opt, NamedOptimizer::Make(config, params));
         // The warm-up step creates the optimizer's state.
-        median_ms = MedianColdMs(clock, repeats, [&] { opt.Step(0.0); });
+        median_ms = MedianColdMs(meter, repeats, [&] { opt.Step(0.0); });
         // Data parallel: the gradients into one flat bucket and the sums back.
         int64_t numel = 0;
         for (const auto& [name, p] : params) numel += p.numel();
         torch::Tensor flat = torch::empty({numel}, params.front().second.options());
-        copy_ms = MedianColdMs(clock, repeats, [&] {
+        copy_ms = MedianColdMs(meter, repeats, [&] {
           torch::NoGradGuard no_grad;
           int64_t offset = 0;
           for (const auto& [name, p] : params) {

@@ -6,10 +6,11 @@
 // stage's step end from measurements rather than from memory bandwidth
 // (scheduler/cost_model.h OptimizerSeconds, GradientCopySeconds).
 //
-// Timed like the layers: CPU milliseconds of the computing threads (the clock
-// an emulated device's busy time is measured on), each step starting with the
-// caches evicted; the median over `repeats` after one warm-up step, which also
-// creates the optimizer's state. Steps run with learning rate 0 on random
+// Timed like the layers (ProfileMeter: on the CPU, CPU milliseconds of the
+// computing threads, the clock an emulated device's busy time is measured on,
+// each step starting with the caches evicted; on a GPU, wall milliseconds); the
+// median over `repeats` after one warm-up step, which also creates the
+// optimizer's state. Steps run with learning rate 0 on random
 // gradients, so the parameters are left as they were; gradients are cleared
 // afterwards.
 //
@@ -21,6 +22,7 @@
 
 #include "common/status.h"
 #include "worker/model/layered_model.h"
+#include "worker/model/profile.h"
 #include "worker/runtime/optimizer.h"
 
 namespace tessera::worker {
@@ -30,8 +32,13 @@ namespace tessera::worker {
 // REQUIRES: `profile` is ProfileModel's output for `model` (same layers in order).
 // Errors: kInvalidArgument when the layers differ or repeats < 1; the optimizer's
 // error for an unknown kind.
+// Timed on the CPU (MakeCpuProfileMeter).
 Status AddOptimizerCosts(LayeredModel& model, const OptimizerConfig& config, int repeats,
                          nlohmann::json* profile);
+// Timed by `meter` (worker/model/profile.h). REQUIRES: the model's parameters
+// are on meter.device().
+Status AddOptimizerCosts(ProfileMeter& meter, LayeredModel& model, const OptimizerConfig& config,
+                         int repeats, nlohmann::json* profile);
 
 }  // namespace tessera::worker
 

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "worker/runtime/await_work.h"
 #include "worker/runtime/batch_norm_sync.h"
@@ -203,17 +204,18 @@ Result<std::shared_ptr<LayeredModel>> BuildScriptedModel(const TrainOptions& o,
 namespace {
 
 Result<std::unique_ptr<BatchSource>> BuildSource(const TrainOptions& o, const LayeredModel& model,
-                                                 const api::ImageConvention& convention) {
+                                                 const api::ImageConvention& convention,
+                                                 int loader_threads) {
 #ifdef TESSERA_HAVE_WORKER_DATA
   if (!o.model_file.empty()) {
-    return MakeConventionSource(o.data_dir, convention, o.image_size, o.seed);
+    return MakeConventionSource(o.data_dir, convention, o.image_size, o.seed, loader_threads);
   }
 #endif
   if (IsTinyModelName(o.model)) {
     return MakeSyntheticSource(kTinyInputFeatures, kTinyOutputs, o.seed);
   }
 #ifdef TESSERA_HAVE_WORKER_DATA
-  return MakeImageSource(o.data_dir, model.name(), o.image_size, o.seed);
+  return MakeImageSource(o.data_dir, model.name(), o.image_size, o.seed, loader_threads);
 #else
   return InvalidArgument("this build has no image data library; use a tiny-* model", "data");
 #endif
@@ -293,7 +295,10 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
   const int64_t num_layers = setup.num_layers;
   TESSERA_ASSIGN_OR_RETURN(rt->role, RoleForRank(rt->plan, env.rank));
   const RankRole& role = rt->role;
-  TESSERA_ASSIGN_OR_RETURN(auto built, BuildSource(o, model, setup.convention));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto built, BuildSource(o, model, setup.convention,
+                              LoaderThreads(o.loader_threads, setup.device, env.local_world_size,
+                                            std::thread::hardware_concurrency())));
   // Each step's slice of the next step is loaded while this one computes.
   std::unique_ptr<BatchSource> source =
       MakePrefetchingSource(std::move(built), rt->plan.global_batch);

@@ -49,6 +49,7 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   double bucket_mb = 25.0;
   int threads = 1;
+  int loader_threads = 0;       // threads preparing a batch's images; 0: LoaderThreads' choice
   std::string dump_params_dir;  // test hook: replica 0 writes final params here
   // Mixed precision: autocast + dynamic loss scaling, only on CUDA devices of
   // a CUDA build ("auto" = on there). loss_scaling forces dynamic loss

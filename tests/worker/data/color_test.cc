@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 namespace tessera::worker {
 namespace {
 
@@ -26,6 +29,42 @@ TEST(ColorTest, RgbToLabMatchesKnownValues) {
     EXPECT_NEAR(lab.l, k.lab.l, 0.02) << k.rgb.r << "," << k.rgb.g << "," << k.rgb.b;
     EXPECT_NEAR(lab.a, k.lab.a, 0.02) << k.rgb.r << "," << k.rgb.g << "," << k.rgb.b;
     EXPECT_NEAR(lab.b, k.lab.b, 0.02) << k.rgb.r << "," << k.rgb.g << "," << k.rgb.b;
+  }
+}
+
+// The test's own sRGB -> Lab in double precision (IEC 61966-2-1, D65, CIE 1976).
+Lab ReferenceLab(float rf, float gf, float bf) {
+  auto linear = [](double c) {
+    return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+  };
+  auto f = [](double t) {
+    return t > 216.0 / 24389.0 ? std::cbrt(t) : (24389.0 / 27.0 * t + 16.0) / 116.0;
+  };
+  const double r = linear(rf), g = linear(gf), b = linear(bf);
+  const double x = 0.4124564 * r + 0.3575761 * g + 0.1804375 * b;
+  const double y = 0.2126729 * r + 0.7151522 * g + 0.0721750 * b;
+  const double z = 0.0193339 * r + 0.1191920 * g + 0.9503041 * b;
+  const double fx = f(x / 0.95047), fy = f(y), fz = f(z / 1.08883);
+  return Lab{static_cast<float>(116.0 * fy - 16.0), static_cast<float>(500.0 * (fx - fy)),
+             static_cast<float>(200.0 * (fy - fz))};
+}
+
+// Decoded images' values (level / 255, divided or multiplied by 1/255) and values
+// between levels (a resized image's) convert exactly as the formula does.
+TEST(ColorTest, EveryEightBitLevelAndTheValuesBetweenConvertExactly) {
+  for (int k = 0; k < 256; ++k) {
+    const std::vector<float> values = {static_cast<float>(k) / 255.0f,
+                                       static_cast<float>(k) * (1.0f / 255.0f),
+                                       std::nextafter(static_cast<float>(k) / 255.0f, 2.0f),
+                                       (static_cast<float>(k) + 0.5f) / 255.0f};
+    for (float v : values) {
+      const float other = static_cast<float>(255 - k) / 255.0f;
+      const Lab got = RgbToLab(Rgb{v, other, v});
+      const Lab want = ReferenceLab(v, other, v);
+      EXPECT_EQ(got.l, want.l) << "level " << k << " value " << v;
+      EXPECT_EQ(got.a, want.a) << "level " << k << " value " << v;
+      EXPECT_EQ(got.b, want.b) << "level " << k << " value " << v;
+    }
   }
 }
 

@@ -176,6 +176,40 @@ TEST_F(DatasetTest, SmallImagesAreScaledUpAndCorruptOnesReportThePath) {
   EXPECT_FALSE((*ds)->Get(3, 0).ok()) << "id out of range";
 }
 
+// A batch prepared by several threads is the batch one thread prepares, whatever
+// the number of threads (more than the batch's images included), and a failing
+// batch reports its first bad image in batch order.
+TEST_F(DatasetTest, ABatchDoesNotDependOnItsLoaderThreads) {
+  for (DataTask task : {DataTask::kColorize, DataTask::kDenoise, DataTask::kGan}) {
+    auto ds = Open(Opts(task));
+    const std::vector<int64_t> ids = {7, 0, 9, 3, 3, 5, 1};
+    auto one = ds->GetBatch(ids, 2, 1);
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    for (int threads : {2, 3, 7, 64}) {
+      auto many = ds->GetBatch(ids, 2, threads);
+      ASSERT_TRUE(many.ok()) << many.status().ToString();
+      EXPECT_TRUE(torch::equal(many->input, one->input)) << threads << " threads";
+      EXPECT_TRUE(torch::equal(many->target, one->target)) << threads << " threads";
+      EXPECT_EQ(many->ids, ids);
+    }
+  }
+
+  const std::string bad_dir = dir_ + "-bad";
+  fs::remove_all(bad_dir);
+  ASSERT_TRUE(GenerateSampleImages(bad_dir, 4, 40, 3).ok());
+  auto bad = ImageFolderDataset::Open(bad_dir, Opts(DataTask::kColorize));
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  ASSERT_EQ((*bad)->size(), 4);
+  for (int64_t id : {1, 3}) std::ofstream((*bad)->path(id), std::ios::trunc) << "not a png";
+  for (int threads : {1, 2, 4}) {
+    auto batch = (*bad)->GetBatch({0, 3, 2, 1}, 0, threads);
+    ASSERT_FALSE(batch.ok()) << threads << " threads";
+    EXPECT_NE(batch.status().message().find((*bad)->path(3)), std::string::npos)
+        << threads << " threads: " << batch.status().ToString();
+  }
+  fs::remove_all(bad_dir);
+}
+
 TEST_F(DatasetTest, LoaderDeliversThisRanksShardsInOrder) {
   auto ds = Open(Opts(DataTask::kColorize));
   const std::vector<int64_t> shares = {3, 1};

@@ -74,6 +74,53 @@ TEST(ProfileModelTest, ReportsEveryLayerWithSizesFromTheModel) {
   }
 }
 
+// A meter whose every timed call takes a set time and whose memory readings are
+// scripted, as a GPU's meter reports them.
+class ScriptedMeter : public ProfileMeter {
+ public:
+  torch::Device device() const override { return torch::Device(torch::kCPU); }
+  std::string clock_name() const override { return "scripted"; }
+  double Start() override {
+    ++starts;
+    return 100.0;
+  }
+  double ElapsedMs(double start) override {
+    EXPECT_EQ(start, 100.0);
+    // Forwards take 3 ms, backwards 5 ms (calls alternate).
+    return (starts % 2 == 1) ? 3.0 : 5.0;
+  }
+  int64_t LiveBytes() override {
+    // Before each forward: 1000; after it: 1000 + 64 per sample of the batch of 4.
+    live = (live == 1000) ? 1000 + 4 * 64 : 1000;
+    return live;
+  }
+  int64_t PeakBytes() override { return 1000 + 4 * 64 + 4 * 16; }
+  void ResetPeak() override { ++resets; }
+  int starts = 0, resets = 0;
+  int64_t live = 0;
+};
+
+TEST(ProfileModelTest, AMeterTimesTheLayersAndCountsTheirMemory) {
+  auto model = SmallUnet();
+  ScriptedMeter meter;
+  auto profile = ProfileModel(meter, *model, 4, {1, 32, 32}, 3);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const nlohmann::json& j = *profile;
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["clock"], "scripted");
+  const auto n = static_cast<int>(model->num_layers());
+  EXPECT_EQ(meter.starts, n * 4 * 2);  // a warm-up and 3 repeats, forward and backward
+  EXPECT_EQ(meter.resets, n * 4);
+  for (const auto& l : j["layers"]) {
+    SCOPED_TRACE(l.dump());
+    EXPECT_EQ(l["fwd_ms"].get<double>(), 3.0);
+    EXPECT_EQ(l["bwd_ms"].get<double>(), 5.0);
+    EXPECT_EQ(l["activation_bytes_per_sample"].get<int64_t>(), 64);
+    EXPECT_EQ(l["backward_transient_bytes_per_sample"].get<int64_t>(), 16);
+  }
+  EXPECT_EQ(j["repeat_spread"].get<double>(), 0.0);
+}
+
 TEST(ProfileModelTest, RejectsBadArguments) {
   auto model = SmallUnet();
   struct Case {
@@ -156,8 +203,8 @@ TEST(ProfileModelTest, FixedCostBatchesAddOneBetweenWhenThereIsRoom) {
     int64_t smallest, batch;
     std::vector<int64_t> want;
   };
-  for (const Case& c : {Case{1, 16, {1, 4}}, Case{2, 8, {2, 4}}, Case{1, 2, {1}},
-                        Case{3, 4, {3}}, Case{1, 4, {1, 2}}}) {
+  for (const Case& c : {Case{1, 16, {1, 4}}, Case{2, 8, {2, 4}}, Case{1, 2, {1}}, Case{3, 4, {3}},
+                        Case{1, 4, {1, 2}}}) {
     EXPECT_EQ(FixedCostBatches(c.smallest, c.batch), c.want) << c.smallest << " " << c.batch;
   }
 }

@@ -69,5 +69,35 @@ TEST(PrefetchingSourceTest, AnUnexpectedRequestIsLoadedAtOnce) {
   EXPECT_TRUE(torch::equal(b->input, torch::arange(100, 103, torch::kLong)));
 }
 
+TEST(LoaderThreadsTest, ACudaRankSharesTheHostsThreadsAndACpuRankKeepsOne) {
+  const torch::Device cpu(torch::kCPU);
+  const torch::Device cuda(torch::kCUDA, 0);
+  struct Row {
+    int requested;
+    torch::Device device;
+    int local_world_size;
+    unsigned hardware_threads;
+    int want;
+  };
+  const Row rows[] = {
+      {0, cpu, 1, 16, 1},    // the CPU (or an emulated device): its cores are the compute
+      {0, cpu, 4, 64, 1},    //
+      {3, cpu, 1, 16, 3},    // asked for
+      {0, cuda, 1, 16, 15},  // all but the thread that launches the GPU work
+      {0, cuda, 1, 64, 16},  // at most 16
+      {0, cuda, 4, 16, 3},   // 16 threads among 4 local ranks
+      {0, cuda, 8, 16, 1},   //
+      {0, cuda, 8, 4, 1},    // fewer threads than ranks: still one
+      {0, cuda, 1, 0, 1},    // unknown hardware
+      {0, cuda, 0, 6, 5},    // local world size 0 counts as 1
+      {12, cuda, 1, 16, 12},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(LoaderThreads(r.requested, r.device, r.local_world_size, r.hardware_threads), r.want)
+        << "requested " << r.requested << " on " << r.device << ", " << r.local_world_size
+        << " local ranks, " << r.hardware_threads << " hardware threads";
+  }
+}
+
 }  // namespace
 }  // namespace tessera::worker

@@ -241,6 +241,51 @@ TEST_F(WorkerProcessTest, EmulatedMemoryIsReportedAndEnforced) {
   EXPECT_NE(log.find("TESSERA_DEVICE_MEMORY"), std::string::npos) << log;
 }
 
+// `profile --device`: the CPU as before ("device": "cpu"); a GPU this machine lacks
+// is a clear error naming the device, not a crash; on a machine with one, the
+// profile is measured there ("device": "cuda:0", clock "cuda_wall").
+TEST_F(WorkerProcessTest, ProfileMeasuresOnTheDeviceItNames) {
+  const std::vector<std::string> args = {TESSERA_WORKER_BINARY,
+                                         "profile",
+                                         "--model",
+                                         "colorize-unet",
+                                         "--batch",
+                                         "2",
+                                         "--image-size",
+                                         "32",
+                                         "--width",
+                                         "4",
+                                         "--repeats",
+                                         "1",
+                                         "--optimizer",
+                                         "sgd"};
+  for (const std::string device : {"cpu", "cuda:0"}) {
+    std::vector<std::string> with = args;
+    with.insert(with.end(), {"--device", device});
+    const std::string tag = "profile-" + device.substr(0, 3);
+    const int code = WaitExit(Spawn(with, {}, Log(tag, 0).string()));
+    const std::string log = LogText(tag, 0);
+    if (device == "cpu" || torch::cuda::is_available()) {
+      ASSERT_EQ(code, 0) << log;
+      const nlohmann::json j = nlohmann::json::parse(log.substr(log.find('{')));
+      EXPECT_EQ(j.at("device"), device);
+      if (device != "cpu") {
+        EXPECT_EQ(j.at("clock"), "cuda_wall");
+      }
+      EXPECT_TRUE(j.at("layers").at(0).contains("opt_ms")) << log;
+    } else {
+      EXPECT_EQ(code, 1) << log;
+      EXPECT_NE(log.find("CUDA sees no GPU"), std::string::npos) << log;
+      EXPECT_EQ(log.find("\"layers\""), std::string::npos) << log;
+    }
+  }
+  // The GAN's whole-step profile has no GPU meter: refused on a GPU (exit 2).
+  const int gan = WaitExit(
+      Spawn({TESSERA_WORKER_BINARY, "profile", "--model", "gan-pix2pix", "--device", "cuda:0"}, {},
+            Log("profile-gan", 0).string()));
+  EXPECT_NE(gan, 0) << LogText("profile-gan", 0);
+}
+
 TEST_F(WorkerProcessTest, BadPlanExitsTwoWithMessage) {
   Job job;
   job.plan = R"({"layout":"data","global_batch":16,"replicas":[
