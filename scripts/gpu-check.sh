@@ -6,7 +6,8 @@
 #
 #   scripts/gpu-check.sh --prepare [--build build] [--dest gpu-check]
 #       Here, after a build: stripped copies of tesserad, tessera-agent,
-#       tessera-device-bench, tessera-worker and tessera into DEST/bin, and into
+#       tessera-device-bench, tessera-worker, tessera and data_loader_bench into
+#       DEST/bin, and into
 #       DEST/lib every shared library ldd lists for them except glibc, libgcc_s,
 #       libstdc++ and torch's / NVIDIA's (those come with torch there), under
 #       their SONAMEs. Fails if DEST is over 48 MiB.
@@ -26,7 +27,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 py=${TESSERA_PYTHON:-python3}
 # Program -> its path in a build tree.
 programs=(daemon/tesserad agent/tessera-agent agent/tessera-device-bench
-          worker/runtime/tessera-worker cli/tessera)
+          worker/runtime/tessera-worker cli/tessera bench/worker/data_loader_bench)
 max_bytes=$((48 << 20))
 
 die() { echo "gpu-check: $*" >&2; exit 1; }

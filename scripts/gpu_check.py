@@ -18,6 +18,8 @@ Sections (each ok / FAILED (reason, stderr tail) / skipped (why)):
   6. Tiled archive inference: `tessera-worker infer --local --max-tile-px`
      against plain PyTorch with bench/worker/pytorch_infer.py's port of the model.
   7. A cmd: job: a small DDP script through tesserad and a tessera-agent.
+  8. Model profile: `tessera-worker profile --device` (the layers measured on the
+     GPU) against section 3's whole steps.
 
 Writes OUT/gpu-check-report.md and OUT/gpu-check-report.json and prints the
 report. Exit status 0 when no section FAILED (a missed performance target is
@@ -60,6 +62,7 @@ BUILD_PATHS = {
     "tessera-device-bench": "agent/tessera-device-bench",
     "tessera-worker": "worker/runtime/tessera-worker",
     "tessera": "cli/tessera",
+    "data_loader_bench": "bench/worker/data_loader_bench",
 }
 
 # Variables of a surrounding launcher that would change what the binaries do.
@@ -559,6 +562,7 @@ class Section:
 class Check:
     def __init__(self, args):
         self.args = args
+        self.training_raw = {}  # section 3's runs, for section 8
         self.device = args.device
         self.gpu = args.device.startswith("cuda")
         self.cfg = sizes_for(self.gpu, args.quick)
@@ -867,6 +871,7 @@ class Check:
         if not self.gpu:
             rows.append(["AMP (fp16 autocast)", "skipped: no GPU", "", "", "", "", "", ""])
         sec.raw.update(raw)
+        self.training_raw = raw
         sec.table(["precision", "worker samples/s", "PyTorch samples/s", "worker/PyTorch",
                    "target", "met", "worker loss", "PyTorch loss"], rows,
                   f"colorize-unet (width {t['width']}, depth 3), batch {t['batch']}, "
@@ -881,10 +886,91 @@ class Check:
             "`torch.autocast('cuda', torch.float16)` + `GradScaler` in PyTorch, the worker's "
             "CUDA autocast + dynamic loss scaling."
             + (f" CPU: {self.threads} intra-op threads on both sides." if self.threads else ""))
+        self.loader_table(sec)
         stubbed = next(iter(raw.values()))["torch"].get("numpy_pil_stubbed")
         if stubbed:
             sec.notes.append(f"({', '.join(stubbed)} not installed: pytorch_infer.py was "
                              "imported with stand-ins; its model port needs torch only.)")
+
+    def loader_table(self, sec):
+        """data_loader_bench on the training images: what the worker's loading allows."""
+        t = self.cfg["train"]
+        try:
+            bench = self.need_binary("data_loader_bench")
+        except Failed as e:
+            sec.notes.append(f"(no loader figures: {e.reason})")
+            return
+        cpus = os.cpu_count() or 1
+        threads = sorted({1, 2, 4, max(1, min(16, cpus - 1))})
+        r = self.run([bench, "--dir", self.train_images(), "--size", t["size"], "--batch",
+                      t["batch"], "--batches", 4, "--threads", ",".join(map(str, threads))],
+                     self.bin_env(), 120, "data_loader_bench", check=False)
+        sec.raw["data_loader_bench"] = r.out + tail(r.err, 8)
+        rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+                for line in r.out.splitlines() if line.startswith("| ") and line[2:3].isdigit()]
+        if r.rc != 0 or not rows:
+            sec.notes.append(f"(data_loader_bench exited with status {r.rc}: {tail(r.err, 3)})")
+            return
+        sec.table(["loader threads", "ms per batch", "images/s", "vs 1 thread"], rows,
+                  f"the worker's loading of one batch ({t['batch']} images, {t['size']} px: "
+                  f"PNG decode, crop, Lab), `data_loader_bench`; a CUDA rank uses "
+                  f"{max(1, min(16, cpus - 1))} loader threads on this {cpus}-thread host "
+                  f"(`--loader-threads`)")
+
+    def sec_profile(self, sec):
+        """`tessera-worker profile --device` against the step the worker measured."""
+        t = self.cfg["train"]
+        worker = self.need_binary("tessera-worker")
+        batch, small = t["batch"], max(1, t["batch"] // 8)
+        cmd = [worker, "profile", "--model", "colorize-unet", "--batch", batch, "--image-size",
+               t["size"], "--width", t["width"], "--repeats", 3, "--fixed-batch", small,
+               "--optimizer", "sgd", "--device", self.device]
+        r = self.run(cmd, self.bin_env(), 150, f"tessera-worker profile --device {self.device}")
+        try:
+            prof = json.loads(r.out[r.out.index("{"):])
+        except ValueError as e:
+            raise Failed(f"the profile is not JSON: {e}", tail(r.out))
+        with open(os.path.join(self.args.out, "profile-colorize-unet.json"), "w") as f:
+            json.dump(prof, f, indent=1)
+        layers = prof["layers"]
+        fwd = sum(x["fwd_ms"] for x in layers)
+        bwd = sum(x["bwd_ms"] for x in layers)
+        opt = sum(x.get("opt_ms", 0) for x in layers)
+        step = fwd + bwd + opt
+        sec.raw["profile"] = {k: v for k, v in prof.items() if k != "layers"}
+        sec.raw["profile_wall_s"] = r.seconds
+        rows = [[x["name"], fmt(x["fwd_ms"], 3), fmt(x.get("fwd_fixed_ms"), 3), fmt(x["bwd_ms"], 3),
+                 fmt(x.get("bwd_fixed_ms"), 3), fmt(x.get("opt_ms"), 3),
+                 mib(x["activation_bytes_per_sample"] * batch),
+                 mib(x.get("backward_transient_bytes_per_sample", 0) * batch)] for x in layers]
+        sec.table(["layer", "fwd ms", "fwd per-call ms", "bwd ms", "bwd per-call ms",
+                   "opt ms", "kept for backward", "backward working"], rows,
+                  f"`tessera-worker profile --model colorize-unet --device {self.device}`, batch "
+                  f"{batch} at {t['size']} px (per-call part from batch {small} and between), "
+                  f"clock `{prof.get('clock')}`, {r.seconds:.0f} s")
+        measured = []
+        fp32 = (getattr(self, "training_raw", {}) or {}).get("fp32", {})
+        for who in ("worker", "torch"):
+            sps = (fp32.get(who) or {}).get("samples_per_s")
+            if sps:
+                measured.append((who, batch / sps * 1e3))
+        cmp_rows = [["profile: forward + backward + optimizer", fmt(step, 1), "", ""]]
+        for who, ms in measured:
+            ratio = step / ms if ms else None
+            name = "tessera-worker" if who == "worker" else "PyTorch"
+            cmp_rows.append([f"{name} fp32 step (section 3)", fmt(ms, 1), fmt(ratio),
+                             "within 25 %" if who == "torch" else ""])
+            if who == "torch":
+                sec.target("profiled step / PyTorch fp32 step", ratio, "0.75 .. 1.25",
+                           ratio is not None and 0.75 <= ratio <= 1.25)
+        sec.table(["what", "ms per step", "profile / measured", "target"], cmp_rows,
+                  "the profile's sum against whole measured steps of the same model and batch")
+        sec.headline = f"profiled step {fmt(step, 1)} ms on {prof.get('device')}"
+        sec.notes.append(
+            "Each layer is timed alone between two device synchronisations (launch costs "
+            "included, so the sum is above a whole step, whose kernels queue back to back); "
+            "memory from the CUDA caching allocator on a GPU, the counting allocator on the "
+            "CPU. The profile is written to `profile-colorize-unet.json` beside this report.")
 
     def sec_memory(self, sec):
         self.need_gpu()
@@ -1584,7 +1670,9 @@ def main():
             (4, "Peak memory: allocator vs nvidia-smi", check.sec_memory, 0),
             (5, "Collectives (tessera-worker collectives-check)", check.sec_collectives, 15),
             (6, "Tiled archive inference vs PyTorch", check.sec_inference, 30),
-            (7, "A cmd: DDP job through tesserad and an agent", check.sec_cmd_job, 30)]
+            (7, "A cmd: DDP job through tesserad and an agent", check.sec_cmd_job, 30),
+            (8, "Model profile on the device (tessera-worker profile --device)",
+             check.sec_profile, 20)]
     sections = []
     t_all = time.monotonic()
     # An outer timeout (gpu-check.sh) or Ctrl-C: stop the children, still write the report.
