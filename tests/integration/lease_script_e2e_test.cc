@@ -112,9 +112,11 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
 
 // Inference grows back: a train job holds two of three nodes, so the script
 // starts on the third alone; when the train job ends, the running infer job
-// takes the two devices as new ranks of the same attempt (while chunks are
+// takes the devices it leaves as new ranks of the same attempt (while chunks are
 // left to lease), and still writes every output exactly once, byte-equal to
-// one process.
+// one process. The two devices come free at their agents' next reports, so a
+// growth check may find one of them free; the job may finish before the next
+// check takes the other: at least one is taken.
 TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
   // 0.05 s a scan: alone, the script needs 40 s, well past the train job's end.
   constexpr int kScans = 800;
@@ -148,7 +150,8 @@ TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
   const api::JobId id = job["id"].get<api::JobId>();
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
   ASSERT_TRUE(cluster.RunningPast(id, 10, 120s));
-  ASSERT_EQ(cluster.PlannedNodes(id).size(), 1u) << "the train job holds the other two";
+  const std::set<std::string> alone = cluster.PlannedNodes(id);
+  ASSERT_EQ(alone.size(), 1u) << "the train job holds the other two";
 
   ASSERT_TRUE(cluster.EndsIn(train_id, "succeeded", 120s)) << cluster.JobState(train_id);
   ASSERT_TRUE(cluster.EndsIn(id, "succeeded", 240s));
@@ -158,7 +161,9 @@ TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
     if (e.reason.find("the inference grows") != std::string::npos) grew = e.reason;
   }
   EXPECT_FALSE(grew.empty()) << trail;
-  EXPECT_EQ(cluster.PlannedNodes(id), (std::set<std::string>{"boxa", "boxb", "boxc"})) << trail;
+  const std::set<std::string> grown = cluster.PlannedNodes(id);
+  EXPECT_GE(grown.size(), 2u) << trail;
+  EXPECT_TRUE(grown.contains(*alone.begin())) << "the first rank stays: " << trail;
   const api::Json final_job = cluster.GetJson(target);
   EXPECT_EQ(final_job.value("attempt", int64_t{0}), 1) << "no attempt was spent: " << trail;
   EXPECT_EQ(final_job["inference"]["images_done"], kScans);
