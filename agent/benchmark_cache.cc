@@ -9,11 +9,18 @@ BenchmarkCache::BenchmarkCache(std::filesystem::path file, FileSystem* fs)
 
 void BenchmarkCache::Load() {
   entries_.clear();
+  profiles_.clear();
   if (file_.empty()) return;
   Result<std::string> text = fs_->ReadFile(file_);
   if (!text.ok()) return;
   api::Json j = api::Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("devices") || !j["devices"].is_object()) return;
+  if (!j.is_object()) return;
+  if (j.contains("profiles") && j["profiles"].is_object()) {
+    for (const auto& [key, value] : j["profiles"].items()) {
+      if (value.is_object()) profiles_[key] = value;
+    }
+  }
+  if (!j.contains("devices") || !j["devices"].is_object()) return;
   for (const auto& [key, value] : j["devices"].items()) {
     if (!value.is_object()) continue;
     // Entries written before 16-bit throughput was measured lack "tflops_half":
@@ -47,6 +54,11 @@ Status BenchmarkCache::Save() const {
                     {"mem_bandwidth_gbps", f.mem_bandwidth_gbps}};
   }
   api::Json j = {{"version", 2}, {"devices", devices}};
+  if (!profiles_.empty()) {
+    api::Json profiles = api::Json::object();
+    for (const auto& [key, profile] : profiles_) profiles[key] = profile;
+    j["profiles"] = std::move(profiles);
+  }
   return WriteFileAtomically(*fs_, file_, j.dump(2) + "\n");
 }
 
@@ -63,6 +75,16 @@ void BenchmarkCache::Put(const std::string& key, const BenchmarkFigures& figures
 std::string BenchmarkCache::KeyFor(const api::Device& device) {
   if (!device.uuid.empty() && device.type != "cpu") return device.type + ":" + device.uuid;
   return device.type + ":" + device.name;
+}
+
+std::optional<api::Json> BenchmarkCache::GetProfile(const std::string& key) const {
+  auto it = profiles_.find(key);
+  if (it == profiles_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BenchmarkCache::PutProfile(const std::string& key, api::Json profile) {
+  profiles_[key] = std::move(profile);
 }
 
 }  // namespace tessera::agent

@@ -36,6 +36,9 @@ class BenchmarkCache {
 
   std::optional<BenchmarkFigures> Get(const std::string& key) const;
   void Put(const std::string& key, const BenchmarkFigures& figures);
+  // A layer profile measured on a device (kept in the file's "profiles").
+  std::optional<api::Json> GetProfile(const std::string& key) const;
+  void PutProfile(const std::string& key, api::Json profile);
 
   // Cache key of a (non-emulated) device.
   static std::string KeyFor(const api::Device& device);
@@ -44,6 +47,7 @@ class BenchmarkCache {
   std::filesystem::path file_;
   FileSystem* fs_;
   std::map<std::string, BenchmarkFigures> entries_;
+  std::map<std::string, api::Json> profiles_;
 };
 
 }  // namespace tessera::agent

@@ -39,12 +39,14 @@ std::string Tail(const std::string& text, size_t max = 400) {
 
 void UsePciBusIdDeviceOrder() { ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/1); }
 
-std::string DefaultBenchmarkBinary() {
+std::string BesideThisProgram(const std::string& name) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "tessera-device-bench";
-  return (self.parent_path() / "tessera-device-bench").string();
+  if (ec) return name;
+  return (self.parent_path() / name).string();
 }
+
+std::string DefaultBenchmarkBinary() { return BesideThisProgram("tessera-device-bench"); }
 
 std::string FiguresToJsonLine(const BenchmarkFigures& f) {
   return nlohmann::json{{"tflops", f.tflops},
@@ -85,17 +87,16 @@ Result<BenchmarkFigures> ParseBenchmarkOutput(const std::string& output) {
   return f;
 }
 
-Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
-                                           const std::string& device) {
+Result<ChildRun> RunChild(ProcessLauncher* launcher, const std::vector<std::string>& argv,
+                          std::chrono::milliseconds timeout, const std::string& what) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Internal("pipe failed");
   ProcessSpec spec;
-  spec.argv = {options.binary, "--device", device};
-  spec.argv.insert(spec.argv.end(), options.args.begin(), options.args.end());
+  spec.argv = argv;
   spec.stdin_from = ChildStdio::Null();
   spec.stdout_to = ChildStdio::Fd(fds[1]);
   spec.stderr_to = ChildStdio::Fd(fds[1]);
-  Result<pid_t> started = options.launcher->Launch(spec);
+  Result<pid_t> started = launcher->Launch(spec);
   ::close(fds[1]);
   if (!started.ok()) {
     ::close(fds[0]);
@@ -103,8 +104,8 @@ Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
   }
   const pid_t pid = *started;
 
-  std::string output;
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  ChildRun run;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool timed_out = false;
   char buf[4096];
   for (;;) {
@@ -121,23 +122,63 @@ Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
     const ssize_t n = ::read(fds[0], buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // EOF: the child closed its output (it exited)
-    output.append(buf, static_cast<size_t>(n));
-    if (output.size() > (1u << 20)) output.erase(0, output.size() - (1u << 19));
+    run.output.append(buf, static_cast<size_t>(n));
+    if (run.output.size() > (1u << 20)) run.output.erase(0, run.output.size() - (1u << 19));
   }
   ::close(fds[0]);
   if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid, &run.wait_status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    return DeadlineExceeded("tessera-device-bench on " + device + " did not finish within " +
-                            std::to_string(options.timeout.count() / 1000) + " s (killed)");
+    return DeadlineExceeded(what + " did not finish within " +
+                            std::to_string(timeout.count() / 1000) + " s (killed)");
   }
-  if (WIFSIGNALED(status)) {
+  return run;
+}
+
+Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
+                                           const std::string& device) {
+  std::vector<std::string> argv = {options.binary, "--device", device};
+  argv.insert(argv.end(), options.args.begin(), options.args.end());
+  TESSERA_ASSIGN_OR_RETURN(ChildRun run, RunChild(options.launcher, argv, options.timeout,
+                                                  "tessera-device-bench on " + device));
+  if (WIFSIGNALED(run.wait_status)) {
     return Internal("tessera-device-bench on " + device + " died of signal " +
-                    std::to_string(WTERMSIG(status)) + ": " + Tail(output));
+                    std::to_string(WTERMSIG(run.wait_status)) + ": " + Tail(run.output));
   }
-  return ParseBenchmarkOutput(output);
+  return ParseBenchmarkOutput(run.output);
+}
+
+Result<std::string> RunProfileChild(const ProfileChildOptions& options, const std::string& device,
+                                    const std::string& model) {
+  const std::string what = "tessera-worker profile --model " + model + " on " + device;
+  TESSERA_ASSIGN_OR_RETURN(
+      ChildRun run, RunChild(options.launcher,
+                             {options.worker_binary, "profile", "--model", model, "--batch", "8",
+                              "--fixed-batch", "2", "--device", device},
+                             options.timeout, what));
+  if (!WIFEXITED(run.wait_status) || WEXITSTATUS(run.wait_status) != 0) {
+    const std::string how =
+        WIFSIGNALED(run.wait_status)
+            ? "died of signal " + std::to_string(WTERMSIG(run.wait_status))
+            : "exited with status " + std::to_string(WEXITSTATUS(run.wait_status));
+    return Internal(what + " " + how + ": " + Tail(run.output));
+  }
+  // The profile is the JSON object that ends the output (log lines come before it).
+  size_t from = run.output.rfind("\n{");
+  if (from != std::string::npos) {
+    ++from;
+  } else if (run.output.rfind('{', 0) == 0) {
+    from = 0;
+  } else {
+    return Internal(what + " printed no profile: " + Tail(run.output));
+  }
+  nlohmann::json j =
+      nlohmann::json::parse(run.output.substr(from), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("layers")) {
+    return Internal(what + " printed no profile: " + Tail(run.output));
+  }
+  return j.dump();
 }
 
 }  // namespace tessera::agent

@@ -32,6 +32,33 @@ struct BenchmarkChildOptions {
 
 // The tessera-device-bench installed beside this process's executable.
 std::string DefaultBenchmarkBinary();
+// `name` beside this process's executable (`name` alone when that is unknown).
+std::string BesideThisProgram(const std::string& name);
+
+// What a child printed (stdout and stderr together, at most its last 1 MiB) and
+// how it ended. Errors: kNotFound when it cannot be started (the launcher's
+// message), kDeadlineExceeded when it outlives `timeout` (it is killed; `what`
+// names it in the message).
+struct ChildRun {
+  std::string output;
+  int wait_status = 0;  // as waitpid reports it
+};
+Result<ChildRun> RunChild(ProcessLauncher* launcher, const std::vector<std::string>& argv,
+                          std::chrono::milliseconds timeout, const std::string& what);
+
+// Measures builtin models' layer profiles on this node's GPUs with
+// `tessera-worker profile --model M --batch 8 --fixed-batch 2 --device cuda:K`
+// (the arguments tesserad profiles the CPU with, so the layers and image size
+// match), in a child process as the benchmark is.
+struct ProfileChildOptions {
+  std::string worker_binary;  // tessera-worker
+  std::chrono::milliseconds timeout{std::chrono::minutes(3)};
+  ProcessLauncher* launcher = ProcessLauncher::Default();  // not owned
+};
+// The profile's JSON text. Errors: RunChild's; kInternal when the worker fails
+// (its exit status and the end of its output) or prints no JSON object.
+Result<std::string> RunProfileChild(const ProfileChildOptions& options, const std::string& device,
+                                    const std::string& model);
 
 // Runs the child and parses its figures. Errors: the child's own error
 // (its code and message), kDeadlineExceeded when it outlives `timeout` (it is

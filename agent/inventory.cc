@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <thread>
 
 #include "agent/benchmark_cache.h"
@@ -69,6 +70,35 @@ BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
   return *figures;
 }
 
+// A builtin model's layer profile measured on a real GPU, from the cache or the
+// options' profile; nullopt (logged) when it cannot be measured.
+std::optional<api::Json> MeasureProfile(const api::Device& device, const std::string& model,
+                                        BenchmarkCache& cache, const InventoryOptions& options,
+                                        bool* cache_changed) {
+  const std::string key =
+      BenchmarkCache::KeyFor(device) + "|" + model + "|" + options.profile_version;
+  if (!options.rebenchmark) {
+    if (auto cached = cache.GetProfile(key)) return cached;
+  }
+  const std::string torch_device = "cuda:" + std::to_string(device.index);
+  Result<std::string> text = options.profile(torch_device, model);
+  api::Json j;
+  if (text.ok()) j = api::Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!text.ok() || !j.is_object() || j.dump().size() > api::kMaxDeviceProfileBytes) {
+    spdlog::warn(
+        "profile of {} on {} ({}) left out, its times are estimated from the "
+        "benchmark: {}",
+        model, torch_device, device.name,
+        text.ok() ? "not a profile of at most 256 KiB" : text.status().ToString());
+    return std::nullopt;
+  }
+  spdlog::info("profile of {} on {} ({}): {} layers", model, torch_device, device.name,
+               j.contains("layers") ? j["layers"].size() : 0);
+  cache.PutProfile(key, j);
+  *cache_changed = true;
+  return j;
+}
+
 }  // namespace
 
 Result<NodeInventory> SystemInventoryProvider::Load() {
@@ -107,6 +137,18 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
       d.measured_tflops = f.tflops;
       d.measured_tflops_half = f.tflops_half;
       d.mem_bandwidth_gbps = f.mem_bandwidth_gbps;
+    }
+  }
+  if (options_.profile) {
+    // Each model once per GPU type, for every device of that type.
+    std::map<std::pair<std::string, std::string>, std::optional<api::Json>> by_type;
+    for (auto& d : inv.devices) {
+      if (d.type != "cuda" || d.emulated || !d.measure_error.empty()) continue;
+      for (const std::string& model : options_.profile_models) {
+        auto [it, fresh] = by_type.try_emplace({d.name, model});
+        if (fresh) it->second = MeasureProfile(d, model, cache, options_, &cache_changed);
+        if (it->second) d.profiles[model] = *it->second;
+      }
     }
   }
 

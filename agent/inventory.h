@@ -14,6 +14,10 @@
 //     also declare the node's network link.
 //   - Device benchmarks (agent/device_benchmark.h), cached in the state dir
 //     (agent/benchmark_cache.h) so restarts reuse them.
+//   - Builtin models' layer profiles measured on each real GPU type
+//     (api::Device::profiles; InventoryOptions::profile), cached likewise; a
+//     profile that fails is logged and left out (the planner then estimates
+//     that type's times from its throughput).
 //
 // Thread safety: plain values; InventoryProvider implementations document
 // their own.
@@ -22,6 +26,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,6 +97,15 @@ struct InventoryOptions {
   // measurement, figures stay 0 (--no-benchmark). main() passes
   // RunDeviceBenchmark.
   DeviceBenchmarkFn benchmark;
+  // Measures a builtin model's layer profile on a real GPU ("cuda:K"): the JSON
+  // text `tessera-worker profile` prints (main() passes RunProfileChild). Unset:
+  // devices carry no profiles (--no-profile), and the planner estimates GPU
+  // times from their throughput. Each model of `profile_models` is measured once
+  // per GPU type of the node, and cached with the benchmark under
+  // `profile_version` (the worker's identity: another worker measures again).
+  std::function<Result<std::string>(const std::string& device, const std::string& model)> profile;
+  std::vector<std::string> profile_models;
+  std::string profile_version;
   bool rebenchmark = false;    // ignore the cache and measure again
   bool force_combine = false;  // add file devices to discovered ones even without `combine: true`
   // Cores emulated devices may use (CheckEmulationCapacity); 0: this machine's.

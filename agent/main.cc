@@ -22,6 +22,7 @@
 #include "agent/inventory.h"
 #include "agent/service_notifier.h"
 #include "agent/supervisor.h"
+#include "api/entrypoint_kind.h"
 #include "api/join_bundle.h"
 #include "api/tls_context.h"
 #include "common/file_system.h"
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
   bool no_benchmark = false;
   bool print_inventory = false;
   std::string benchmark_binary;
+  std::string worker_binary;
+  bool no_profile = false;
   bool stop_workers_on_exit = false;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string log_level = "info";
@@ -136,6 +139,12 @@ int main(int argc, char** argv) {
                "controller) and exit");
   app.add_option("--benchmark-binary", benchmark_binary,
                  "tessera-device-bench to measure devices with (default: beside this program)");
+  app.add_option("--worker-binary", worker_binary,
+                 "tessera-worker that profiles the builtin models on this node's GPUs (default: "
+                 "beside this program)");
+  app.add_flag("--no-profile", no_profile,
+               "do not profile the builtin models on this node's GPUs (the planner estimates "
+               "their times from the benchmark)");
   app.add_flag("--stop-workers-on-exit", stop_workers_on_exit,
                "stop all workers when the agent exits (default: leave them for re-adoption)");
   app.add_option("--nvml-library", nvml_library, "NVML library to load")->capture_default_str();
@@ -154,6 +163,28 @@ int main(int argc, char** argv) {
     inventory_options.benchmark = [child](const std::string& device) {
       return RunBenchmarkChild(child, device);
     };
+  }
+  if (!no_benchmark && !no_profile) {
+    ProfileChildOptions profile_child;
+    profile_child.worker_binary =
+        worker_binary.empty() ? BesideThisProgram("tessera-worker") : worker_binary;
+    inventory_options.profile = [profile_child](const std::string& device,
+                                                const std::string& model) {
+      return RunProfileChild(profile_child, device, model);
+    };
+    // The GAN's whole-step profile is measured on the CPU only (tessera-worker
+    // profile refuses it on a GPU); the other builtin models are measured here.
+    for (std::string_view entrypoint : api::kBuiltinEntrypoints) {
+      const std::string model(api::EntrypointId(entrypoint));
+      if (model != "gan-pix2pix") inventory_options.profile_models.push_back(model);
+    }
+    // Another worker (an upgrade) measures again: its size and modification time.
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(profile_child.worker_binary, ec);
+    const auto mtime = std::filesystem::last_write_time(profile_child.worker_binary, ec);
+    inventory_options.profile_version =
+        ec ? "unknown"
+           : std::to_string(size) + "@" + std::to_string(mtime.time_since_epoch().count());
   }
   inventory_options.rebenchmark = rebenchmark;
   inventory_options.force_combine = inventory_combine;

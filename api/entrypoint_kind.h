@@ -19,6 +19,15 @@
 
 namespace tessera::api {
 
+// The reference models' entrypoints: every new store starts with them, tesserad
+// profiles each on its CPU, and agents profile them on their GPUs.
+inline constexpr std::string_view kBuiltinEntrypoints[] = {
+    "builtin:colorize-unet",
+    "builtin:denoiser-dncnn",
+    "builtin:classifier-resnet",
+    "builtin:gan-pix2pix",
+};
+
 enum class EntrypointKind {
   kUnknown,  // no known prefix
   kBuiltin,  // "builtin:"

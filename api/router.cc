@@ -232,7 +232,21 @@ Response LeaseChunks(Call& c) {
 
 Response ListNodes(Call& c) {
   TESSERA_ROUTE_ASSIGN(std::vector<Node> nodes, c.cp.ListNodes(c.who));
-  return JsonResponse(200, Json{{"nodes", ToJsonArray(nodes)}});
+  Json list = Json::array();
+  for (const Node& n : nodes) {
+    Json j = ToJson(n);
+    // The measured profiles are the planner's (kilobytes each): listed by model name.
+    for (Json& d : j["devices"]) {
+      auto it = d.find("profiles");
+      if (it == d.end()) continue;
+      Json models = Json::array();
+      for (const auto& [model, profile] : it->items()) models.push_back(model);
+      d.erase(it);
+      d["profiled_models"] = std::move(models);
+    }
+    list.push_back(std::move(j));
+  }
+  return JsonResponse(200, Json{{"nodes", std::move(list)}});
 }
 
 Response Queue(Call& c) {

@@ -200,9 +200,42 @@ constexpr JsonMember<Node> kNodeNetworkMembers[] = {
 
 }  // namespace
 
-Json ToJson(const Device& d) { return MembersToJson(kDeviceMembers, d); }
+Json ToJson(const Device& d) {
+  Json j = MembersToJson(kDeviceMembers, d);
+  if (!d.profiles.empty()) {
+    Json profiles = Json::object();
+    for (const auto& [model, profile] : d.profiles) profiles[model] = profile;
+    j["profiles"] = std::move(profiles);
+  }
+  return j;
+}
 
-Result<Device> DeviceFromJson(const Json& j) { return ObjectFromJson(kDeviceMembers, j); }
+Result<Device> DeviceFromJson(const Json& j) {
+  Device d;
+  JsonFields r(j);
+  TESSERA_RETURN_IF_ERROR(ReadJsonObject(kDeviceMembers, r, &d));
+  Json profiles;
+  TESSERA_RETURN_IF_ERROR(r.Raw("profiles", &profiles));
+  if (profiles.is_null()) return d;
+  if (!profiles.is_object()) return InvalidArgument("must be an object", "profiles");
+  if (profiles.size() > kMaxDeviceProfiles) {
+    return InvalidArgument("at most " + std::to_string(kMaxDeviceProfiles) + " profiles",
+                           "profiles");
+  }
+  for (const auto& [model, profile] : profiles.items()) {
+    const std::string field = "profiles." + model;
+    if (model.empty() || model.size() > 64) {
+      return InvalidArgument("a model name of 1 to 64 characters", "profiles");
+    }
+    if (!profile.is_object()) return InvalidArgument("must be an object", field);
+    if (profile.dump().size() > kMaxDeviceProfileBytes) {
+      return InvalidArgument("over " + std::to_string(kMaxDeviceProfileBytes / 1024) + " KiB",
+                             field);
+    }
+    d.profiles[model] = profile;
+  }
+  return d;
+}
 
 Json ToJson(const DeviceLink& l) { return MembersToJson(kDeviceLinkMembers, l); }
 

@@ -140,7 +140,15 @@ struct Device {
   // Why the agent could not measure this device ("" when measured or not asked):
   // its figures are then 0 and the planner excludes it with this reason.
   std::string measure_error;
+  // Builtin models' layer profiles measured on this device by its agent
+  // (`tessera-worker profile --model M ... --device cuda:K`, the JSON it prints),
+  // keyed by model name; the planner uses their times for this device's type.
+  // JSON "profiles" (absent when empty): at most kMaxDeviceProfiles objects of at
+  // most kMaxDeviceProfileBytes each.
+  std::map<std::string, Json> profiles;
 };
+inline constexpr size_t kMaxDeviceProfiles = 16;
+inline constexpr size_t kMaxDeviceProfileBytes = 256 * 1024;
 
 // How two devices of one node reach each other, as the agent discovered it
 // (NVML): "nvlink" (nvlink_count active links), "pcie" (one CPU socket),

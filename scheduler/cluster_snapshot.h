@@ -13,6 +13,8 @@
 
 #include <compare>
 #include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,11 @@ struct ClusterSnapshot {
   std::vector<Node> nodes;
   std::vector<DeviceLink> device_links;
   std::vector<NodeLink> node_links;
+  // Layer profiles measured on real devices (the JSON `tessera-worker profile
+  // --device cuda:K` prints), by Device::type then model name, one per type: a
+  // caller merges the job's model's times into its profile under that type
+  // (scheduler/model_profile.h AddMeasuredTimes) before planning.
+  std::map<std::string, std::map<std::string, nlohmann::json>> device_profiles;
 
   // OK, or InvalidArgument naming the offending field (duplicate node names or
   // device indices, negative memory or throughput, links naming unknown devices).

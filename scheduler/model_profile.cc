@@ -47,4 +47,32 @@ Status ModelProfile::Validate() const {
   return Status::Ok();
 }
 
+Status AddMeasuredTimes(const ModelProfile& from, const std::string& from_key,
+                        const std::string& as_type, ModelProfile* into) {
+  if (from.layers.size() != into->layers.size()) {
+    return InvalidArgument("the profiles have " + std::to_string(from.layers.size()) + " and " +
+                               std::to_string(into->layers.size()) + " layers",
+                           "layers");
+  }
+  for (size_t i = 0; i < from.layers.size(); ++i) {
+    if (from.layers[i].name != into->layers[i].name) {
+      return InvalidArgument("layer " + std::to_string(i) + " is " + from.layers[i].name +
+                                 " in one profile and " + into->layers[i].name + " in the other",
+                             "layers");
+    }
+  }
+  using Times = std::map<std::string, double> Layer::*;
+  for (size_t i = 0; i < from.layers.size(); ++i) {
+    for (Times times : {&Layer::measured_forward_ms, &Layer::measured_backward_ms,
+                        &Layer::measured_forward_fixed_ms, &Layer::measured_backward_fixed_ms,
+                        &Layer::measured_optimizer_ms, &Layer::measured_gradient_copy_ms}) {
+      const auto& source = from.layers[i].*times;
+      if (auto it = source.find(from_key); it != source.end()) {
+        (into->layers[i].*times)[as_type] = it->second;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace tessera::scheduler

@@ -83,6 +83,16 @@ struct ModelProfile {
   friend bool operator==(const ModelProfile&, const ModelProfile&) = default;
 };
 
+// Copies the times `from` measured under key `from_key` (its profile's "device",
+// e.g. "cuda:0") into `into` under `as_type` (a Device::type, e.g. "NVIDIA H100
+// 80GB HBM3"): per layer the forward and backward per-sample times, their per-call
+// parts, the optimizer step and the gradient copy, whichever `from` has. The rest of
+// `into` (FLOPs, bytes, other types' times) stays. So a model profiled on the CPU
+// plans a GPU type by that GPU's own measurements. kInvalidArgument naming "layers"
+// when the layers differ (count or names; `into` unchanged then).
+Status AddMeasuredTimes(const ModelProfile& from, const std::string& from_key,
+                        const std::string& as_type, ModelProfile* into);
+
 }  // namespace tessera::scheduler
 
 #endif  // TESSERA_SCHEDULER_MODEL_PROFILE_H_

@@ -1259,7 +1259,7 @@ class Check:
             # while the script started; this section checks the GPU path, not that.
             f.write(f"state_dir: {ctl_state}\nport: 0\nlog_level: info\n"
                     f"stop_grace_ms: 2000\ndead_after_ms: 10000\ndata_roots:\n"
-                    f"  - {{path: \"{base}\", access: read}}\n")
+                    f"  - {{path: \"{self.tmp}\", access: read}}\n")
         procs = {}
         logs = {"tesserad": os.path.join(base, "tesserad.log"),
                 "agent": os.path.join(base, "agent.log")}
@@ -1299,10 +1299,14 @@ class Check:
             node = self.wait_for(node_ready, 120, "the agent's node to be healthy",
                                  procs["agent"], logs["agent"])
             sec.raw["node"] = node
-            sec.table(["node", "device", "type", "emulated", "memory", "TFLOPS fp32"],
+            sec.table(["node", "device", "type", "emulated", "memory", "TFLOPS fp32",
+                       "profiled on it"],
                       [[node.get("name"), d.get("name"), d.get("type"), d.get("emulated", False),
-                        gib(d.get("memory_bytes")), fmt(d.get("measured_tflops"))]
-                       for d in node.get("devices", [])], "the node as tesserad sees it")
+                        gib(d.get("memory_bytes")), fmt(d.get("measured_tflops")),
+                        ", ".join(d.get("profiled_models", [])) or "-"]
+                       for d in node.get("devices", [])],
+                      "the node as tesserad sees it (the agent profiles the builtin models on "
+                      "each real GPU type at its start)")
             if self.gpu and not any(d.get("type") == "cuda" and not d.get("emulated")
                                     for d in node.get("devices", [])):
                 raise Failed("the agent offers no real GPU (NVML discovery?)",
@@ -1366,6 +1370,7 @@ class Check:
                 raise Failed(f"the script trained on {res.get('device')}, expected {want}")
             if self.gpu and res.get("backend") != "nccl":
                 raise Failed(f"the script used {res.get('backend')}, expected nccl")
+            self.planned_builtin_job(sec, api, agent_state)
         except Failed as e:
             worker_logs = self.worker_logs(agent_state)
             e.stderr_tail = "\n\n".join(
@@ -1379,6 +1384,48 @@ class Check:
                 if name in procs:
                     kill_group(procs[name], 15)
             self.stop_leftover_workers(agent_state)
+
+    def planned_builtin_job(self, sec, api, agent_state):
+        """builtin:colorize-unet through tesserad: the plan's prediction against its steps."""
+        t = self.cfg["train"]
+        steps = t["steps"]
+        job = api.post("/api/v1/jobs", {
+            "name": "gpu-check-colorize", "kind": "train", "entrypoint": "builtin:colorize-unet",
+            "dataset": self.train_images(), "global_batch": t["batch"], "steps": steps,
+            "min_devices": 1, "max_devices": 1, "max_attempts": 1,
+            "args": ["--image-size", str(t["size"]), "--width", str(t["width"]), "--lr", "0.01",
+                     "--momentum", "0.9", "--optimizer", "sgd", "--no-amp"]})
+        job_id = job["id"]
+        state = {}
+
+        def done():
+            state["job"] = api.get(f"/api/v1/jobs/{job_id}")
+            return state["job"].get("state") in ("succeeded", "failed", "cancelled")
+
+        # Pending first while tesserad profiles the builtin models on its CPU.
+        self.wait_for(done, 240, f"builtin job {job_id} to finish")
+        j = state["job"]
+        if j.get("state") != "succeeded":
+            raise Failed(f"builtin job {job_id} ended {j.get('state')}: {j.get('reason', '')}",
+                         self.worker_logs(agent_state))
+        predicted = ((j.get("plan") or {}).get("predicted") or {}).get("samples_per_s")
+        points = api.get(f"/api/v1/jobs/{job_id}/metrics?limit=5000").get("points", [])
+        timed = [p["samples_per_s"] for p in points
+                 if p.get("samples_per_s") and p.get("step", 0) > t["warmup"]]
+        measured = statistics.median(timed) if timed else None
+        ratio = predicted / measured if predicted and measured else None
+        sec.raw["builtin_job"] = {"id": job_id, "predicted_samples_per_s": predicted,
+                                  "measured_samples_per_s": measured, "points": len(points)}
+        sec.table(["what", "samples/s"],
+                  [["the plan's prediction", fmt(predicted, 1)],
+                   [f"measured (median of the steps after {t['warmup']})", fmt(measured, 1)],
+                   ["predicted / measured", fmt(ratio)]],
+                  f"builtin:colorize-unet through tesserad (job {job_id}): batch {t['batch']} at "
+                  f"{t['size']} px, width {t['width']}, fp32, {steps} steps, planned with the "
+                  "times the agent measured on this device type" if self.gpu else
+                  f"builtin:colorize-unet through tesserad (job {job_id}) on the emulated device")
+        sec.target("builtin job: predicted / measured samples/s", ratio, "0.67 .. 1.5",
+                   ratio is not None and 0.67 <= ratio <= 1.5)
 
     def wait_for(self, cond, timeout, what, proc=None, log=None):
         end = time.monotonic() + self.cap(timeout)

@@ -11,6 +11,7 @@
 #include "common/quantities.h"
 #include "daemon/controller/profile_cache.h"
 #include "scheduler/planner.h"
+#include "scheduler/profile_json.h"
 
 namespace tessera::daemon {
 namespace {
@@ -122,6 +123,11 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
         if (d.emulated && d.relative_speed > 0)
           dev.relative_speed = std::min(1.0, d.relative_speed);
       }
+      // Profiles its agent measured on a real GPU: one set per type serves them all.
+      if (!d.emulated && d.type == "cuda" && !d.profiles.empty()) {
+        auto& by_model = snapshot.device_profiles[d.name];
+        for (const auto& [model, profile] : d.profiles) by_model.try_emplace(model, profile);
+      }
       node.devices.push_back(dev);
     }
     // Links the agent discovered override the node's default (PCIe) link.
@@ -213,10 +219,26 @@ Result<JobProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& look
                 "layout");
 }
 
+void AddDeviceMeasuredTimes(const scheduler::ClusterSnapshot& snapshot, const api::JobSpec& spec,
+                            const std::string& model_file, scheduler::ModelProfile* profile) {
+  const std::optional<ProfileTarget> target = LayeredProfileTarget(spec, model_file);
+  if (!target || target->is_file()) return;
+  for (const auto& [type, by_model] : snapshot.device_profiles) {
+    auto it = by_model.find(target->model);
+    if (it == by_model.end()) continue;
+    Result<scheduler::ModelProfile> measured = scheduler::ModelProfileFromWorkerJson(it->second);
+    if (!measured.ok()) continue;  // the type keeps the estimate from its throughput
+    const std::string key = it->second.value("device", std::string());
+    // Layers that differ (another worker version measured it): the estimate stays.
+    (void)scheduler::AddMeasuredTimes(*measured, key, type, profile);
+  }
+}
+
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
                                    const api::JobSpec& spec, const ProfileLookup& lookup,
                                    const std::string& model_file) {
   TESSERA_ASSIGN_OR_RETURN(JobProfile profile, ProfileOf(spec, lookup, model_file));
+  if (!profile.opaque) AddDeviceMeasuredTimes(snapshot, spec, model_file, &profile.model);
   TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec, profile.opaque));
   return scheduler::MakePlans(snapshot, profile.model, request);
 }

@@ -87,9 +87,19 @@ struct JobProfile {
 Result<JobProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& lookup,
                              const std::string& model_file = {});
 
-// Ranked plans for the spec on the snapshot. kFailedPrecondition, with every
-// layout's reason, when nothing fits; the lookup's error when the model has
-// no profile (yet).
+// A builtin model's times as agents measured them on their GPUs
+// (snapshot.device_profiles, one profile per device type) joined to `profile`
+// under each type (scheduler::AddMeasuredTimes): those devices are planned by
+// their own measurements instead of the estimate from their throughput. A
+// profile that does not parse or whose layers differ from `profile`'s is left
+// out (that type keeps the estimate); model files' profiles are measured on the
+// CPU only and get none.
+void AddDeviceMeasuredTimes(const scheduler::ClusterSnapshot& snapshot, const api::JobSpec& spec,
+                            const std::string& model_file, scheduler::ModelProfile* profile);
+
+// Ranked plans for the spec on the snapshot (with AddDeviceMeasuredTimes). kFailedPrecondition,
+// with every layout's reason, when nothing fits; the lookup's error when the model has no profile
+// (yet).
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
                                    const api::JobSpec& spec, const ProfileLookup& lookup,
                                    const std::string& model_file = {});

@@ -42,6 +42,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/entrypoint_kind.h"
 #include "api/node_identity.h"
 #include "api/types.h"
 #include "common/status.h"
@@ -211,13 +212,8 @@ struct StoreStats {
   uint64_t writes = 0;               // write operations acknowledged (OK or not)
 };
 
-// The built-in entrypoints every new store starts with.
-inline constexpr std::string_view kBuiltinEntrypoints[] = {
-    "builtin:colorize-unet",
-    "builtin:denoiser-dncnn",
-    "builtin:classifier-resnet",
-    "builtin:gan-pix2pix",
-};
+// The built-in entrypoints every new store starts with (api/entrypoint_kind.h).
+using api::kBuiltinEntrypoints;
 
 // How many jobs are in each state.
 using JobStateCounts = std::map<api::JobState, int64_t>;

@@ -122,6 +122,57 @@ TEST(BenchmarkChild, MissingBinaryHangAndGarbageAreErrorsWithReasons) {
       << bad.status().ToString();
 }
 
+// The agent's GPU profile child: the real worker's profile (on the CPU here; a GPU
+// this machine lacks is the worker's reason), a profile after log lines, a worker
+// that fails or prints no profile.
+TEST(ProfileChild, RunsTheWorkersProfileAndReadsItsJson) {
+  ProfileChildOptions o;
+  o.worker_binary = TESSERA_WORKER_BINARY;
+  auto text = RunProfileChild(o, "cpu", "denoiser-dncnn");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const api::Json j = api::Json::parse(*text);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_TRUE(j["layers"][0].contains("fwd_fixed_ms")) << "--fixed-batch 2";
+
+  // On a GPU machine the profile is the GPU's; here the worker's reason comes back.
+  auto gpu = RunProfileChild(o, "cuda:0", "colorize-unet");
+  if (gpu.ok()) {
+    EXPECT_EQ(api::Json::parse(*gpu)["device"], "cuda:0");
+  } else {
+    EXPECT_EQ(gpu.status().code(), StatusCode::kInternal);
+    EXPECT_NE(gpu.status().message().find("CUDA sees no GPU"), std::string::npos)
+        << gpu.status().ToString();
+  }
+
+  testing::TempDir dir;
+  testing::WriteFile(dir.path() / "logs.sh", R"(#!/bin/sh
+echo 'loading {model}' >&2
+echo '{'
+echo " \"device\": \"$9\","
+echo ' "layers": []'
+echo '}'
+)");
+  testing::WriteFile(dir.path() / "fails.sh", "#!/bin/sh\necho 'bad model' >&2\nexit 2\n");
+  testing::WriteFile(dir.path() / "silent.sh", "#!/bin/sh\necho done\n");
+  for (const char* name : {"logs.sh", "fails.sh", "silent.sh"}) {
+    std::filesystem::permissions(dir.path() / name, std::filesystem::perms::owner_all);
+  }
+  o.worker_binary = (dir.path() / "logs.sh").string();
+  auto after_logs = RunProfileChild(o, "cuda:1", "colorize-unet");
+  ASSERT_TRUE(after_logs.ok()) << after_logs.status().ToString();
+  EXPECT_EQ(api::Json::parse(*after_logs)["device"], "cuda:1");
+  o.worker_binary = (dir.path() / "fails.sh").string();
+  auto failed = RunProfileChild(o, "cuda:0", "colorize-unet");
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  EXPECT_NE(failed.status().message().find("exited with status 2: bad model"), std::string::npos)
+      << failed.status().ToString();
+  o.worker_binary = (dir.path() / "silent.sh").string();
+  auto silent = RunProfileChild(o, "cuda:0", "colorize-unet");
+  EXPECT_NE(silent.status().message().find("printed no profile"), std::string::npos)
+      << silent.status().ToString();
+}
+
 TEST(BenchmarkChild, OutputRoundTrips) {
   BenchmarkFigures f{1.5, 3.0, 2.0, 3.0, 800.0};
   auto back = ParseBenchmarkOutput("noise from a library\n" + FiguresToJsonLine(f) + "\n");

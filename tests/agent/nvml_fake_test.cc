@@ -54,5 +54,64 @@ TEST(NvmlFake, SystemInventoryUsesGpusInsteadOfCpuAndRefreshesUtilization) {
   EXPECT_EQ(env->at("TESSERA_DEVICE"), "cuda:0");
 }
 
+// Builtin models are profiled once per GPU type (two A100s share one profile, the T4
+// has its own), cached with the benchmark, measured again for another worker; a
+// profile that fails leaves that type without one, nothing else; a device whose
+// benchmark failed is not profiled.
+TEST(NvmlFake, BuiltinModelsAreProfiledOncePerGpuTypeAndCached) {
+  testing::TempDir state;
+  std::vector<std::string> calls;
+  InventoryOptions o;
+  o.state_dir = state.path();
+  o.nvml_library = TESSERA_FAKE_NVML_PATH;
+  o.benchmark = [](const std::string&) -> Result<BenchmarkFigures> {
+    return BenchmarkFigures{.tflops = 10, .tflops_half = 20, .mem_bandwidth_gbps = 500};
+  };
+  o.profile_models = {"colorize-unet", "denoiser-dncnn"};
+  o.profile_version = "worker-1";
+  o.profile = [&calls](const std::string& device, const std::string& model) -> Result<std::string> {
+    calls.push_back(model + "@" + device);
+    if (model == "denoiser-dncnn" && device == "cuda:2") return Internal("out of memory");
+    return api::Json{{"model", model}, {"device", device}, {"layers", api::Json::array()}}.dump();
+  };
+  auto inv = SystemInventoryProvider(o).Load();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 3u);
+  EXPECT_EQ(calls, (std::vector<std::string>{"colorize-unet@cuda:0", "denoiser-dncnn@cuda:0",
+                                             "colorize-unet@cuda:2", "denoiser-dncnn@cuda:2"}));
+  for (int i : {0, 1}) {
+    ASSERT_EQ(inv->devices[static_cast<size_t>(i)].profiles.size(), 2u) << i;
+    EXPECT_EQ(inv->devices[static_cast<size_t>(i)].profiles.at("colorize-unet")["device"], "cuda:0")
+        << "the A100s share device 0's profile";
+  }
+  ASSERT_EQ(inv->devices[2].profiles.size(), 1u) << "the T4's dncnn profile failed";
+  EXPECT_EQ(inv->devices[2].profiles.at("colorize-unet")["device"], "cuda:2");
+  EXPECT_TRUE(inv->devices[2].measure_error.empty());
+
+  // A restart reuses the cache (the failed one is measured again).
+  calls.clear();
+  auto again = SystemInventoryProvider(o).Load();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(calls, (std::vector<std::string>{"denoiser-dncnn@cuda:2"}));
+  EXPECT_EQ(again->devices[0].profiles, inv->devices[0].profiles);
+  // Another worker measures again.
+  calls.clear();
+  o.profile_version = "worker-2";
+  ASSERT_TRUE(SystemInventoryProvider(o).Load().ok());
+  EXPECT_EQ(calls.size(), 4u);
+
+  // A device that could not be benchmarked is not profiled either.
+  calls.clear();
+  o.benchmark = [](const std::string& device) -> Result<BenchmarkFigures> {
+    if (device == "cuda:2") return Internal("no luck");
+    return BenchmarkFigures{.tflops = 10, .tflops_half = 20, .mem_bandwidth_gbps = 500};
+  };
+  o.rebenchmark = true;
+  auto failed = SystemInventoryProvider(o).Load();
+  ASSERT_TRUE(failed.ok());
+  EXPECT_TRUE(failed->devices[2].profiles.empty());
+  EXPECT_EQ(calls.size(), 2u) << "the A100 type only";
+}
+
 }  // namespace
 }  // namespace tessera::agent

@@ -70,6 +70,40 @@ TEST(AgentProtocolTest, AMeasureErrorTravelsWithTheDevice) {
   EXPECT_EQ(older->measure_error, "");
 }
 
+// A GPU's measured layer profiles travel with it; malformed ones name the field.
+TEST(AgentProtocolTest, MeasuredProfilesTravelWithTheDeviceAndAreBounded) {
+  Device d;
+  d.name = "H100";
+  d.profiles["colorize-unet"] = Json{{"device", "cuda:0"}, {"layers", Json::array()}};
+  auto back = DeviceFromJson(ToJson(d));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->profiles, d.profiles);
+  EXPECT_FALSE(ToJson(Device{}).contains("profiles")) << "absent when empty";
+
+  struct Case {
+    const char* name;
+    Json profiles;
+    std::string field;
+  };
+  Json many = Json::object();
+  for (size_t i = 0; i <= kMaxDeviceProfiles; ++i) many["m" + std::to_string(i)] = Json::object();
+  const Case cases[] = {
+      {"not an object", Json::array(), "profiles"},
+      {"a profile not an object", Json{{"colorize-unet", 3}}, "profiles.colorize-unet"},
+      {"too many", many, "profiles"},
+      {"too large", Json{{"big", Json{{"pad", std::string(kMaxDeviceProfileBytes, 'x')}}}},
+       "profiles.big"},
+      {"empty model name", Json{{"", Json::object()}}, "profiles"},
+  };
+  for (const Case& c : cases) {
+    Json j = ToJson(d);
+    j["profiles"] = c.profiles;
+    auto bad = DeviceFromJson(j);
+    ASSERT_FALSE(bad.ok()) << c.name;
+    EXPECT_EQ(bad.status().field(), c.field) << c.name << ": " << bad.status().ToString();
+  }
+}
+
 TEST(AgentProtocolTest, HeartbeatWithoutLinksIsAccepted) {
   Json j = ToJson(Sample());
   j.erase("links");

@@ -366,10 +366,17 @@ TEST_F(RouterTest, NodesAndEntrypoints) {
   Node n;
   n.name = "boxA";
   n.devices.push_back(Device{.node = "boxA", .name = "cpu", .type = "cpu"});
+  Device gpu{.node = "boxA", .index = 1, .name = "H100", .type = "cuda"};
+  gpu.profiles["colorize-unet"] = Json{{"device", "cuda:1"}, {"layers", Json::array()}};
+  n.devices.push_back(gpu);
   cp_.nodes.push_back(n);
   Response nodes = Call(MakeRequest("GET", "/api/v1/nodes"));
   ASSERT_EQ(nodes.status, 200);
   EXPECT_EQ(BodyJson(nodes)["nodes"][0]["devices"][0]["type"], "cpu");
+  // The planner's profiles are listed by model name, not sent whole.
+  const Json listed_gpu = BodyJson(nodes)["nodes"][0]["devices"][1];
+  EXPECT_FALSE(listed_gpu.contains("profiles")) << listed_gpu.dump();
+  EXPECT_EQ(listed_gpu["profiled_models"], Json::array({"colorize-unet"}));
 
   Response added = Call(MakeRequest("POST", "/api/v1/entrypoints", "admin-token",
                                     R"({"name":"cmd:train","command":"/opt/train"})"));

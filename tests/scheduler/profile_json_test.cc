@@ -103,6 +103,48 @@ TEST(ProfileJsonTest, MeasuredMillisecondsBecomePerSampleTimesOfTheProfiledDevic
   EXPECT_TRUE(WorkerProfileHasNoTimes()) << "the base fixture carries no fwd_ms";
 }
 
+// A profile measured on a GPU ("device": "cuda:0") lends its times to the CPU's profile
+// under the GPU's type; the CPU's times and the rest stay; different layers are refused.
+TEST(ProfileJsonTest, AGpusMeasuredTimesJoinTheProfileUnderItsType) {
+  nlohmann::json cpu_json = WorkerProfile();
+  SetMs(cpu_json["layers"][0], 8.0, 20.0);
+  SetMs(cpu_json["layers"][1], 0.4, 1.2);
+  nlohmann::json gpu_json = WorkerProfile();
+  gpu_json["device"] = "cuda:0";
+  SetMs(gpu_json["layers"][0], 0.8, 1.6);  // batch of 4: 0.1 + 0.05 per sample after fixed
+  SetFixedMs(gpu_json["layers"][0], 0.4, 0.8);
+  SetMs(gpu_json["layers"][1], 0.04, 0.08);
+  gpu_json["layers"][1]["opt_ms"] = 0.02;
+  auto cpu = ModelProfileFromWorkerJson(cpu_json);
+  auto gpu = ModelProfileFromWorkerJson(gpu_json);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  ModelProfile merged = *cpu;
+  ASSERT_TRUE(AddMeasuredTimes(*gpu, "cuda:0", "NVIDIA H100 80GB HBM3", &merged).ok());
+  const std::string h100 = "NVIDIA H100 80GB HBM3";
+  EXPECT_DOUBLE_EQ(merged.layers[0].measured_forward_ms.at(h100), 0.1);
+  EXPECT_DOUBLE_EQ(merged.layers[0].measured_backward_ms.at(h100), 0.2);
+  EXPECT_DOUBLE_EQ(merged.layers[0].measured_forward_fixed_ms.at(h100), 0.4);
+  EXPECT_DOUBLE_EQ(merged.layers[1].measured_backward_ms.at(h100), 0.02);
+  EXPECT_DOUBLE_EQ(merged.layers[1].measured_optimizer_ms.at(h100), 0.02);
+  EXPECT_FALSE(merged.layers[1].measured_forward_fixed_ms.contains(h100));
+  EXPECT_DOUBLE_EQ(merged.layers[0].measured_forward_ms.at("cpu"), 2.0);  // kept
+  EXPECT_FALSE(merged.layers[0].measured_forward_ms.contains("cuda:0"));
+  EXPECT_EQ(merged.layers[0].forward_flops, cpu->layers[0].forward_flops);
+
+  nlohmann::json other = gpu_json;
+  other["layers"][1]["name"] = "tail";
+  auto renamed = ModelProfileFromWorkerJson(other);
+  ASSERT_TRUE(renamed.ok());
+  ModelProfile untouched = *cpu;
+  Status s = AddMeasuredTimes(*renamed, "cuda:0", h100, &untouched);
+  EXPECT_EQ(s.field(), "layers") << s.ToString();
+  EXPECT_EQ(untouched, *cpu);
+  other["layers"].erase(1);
+  auto shorter = ModelProfileFromWorkerJson(other);
+  ASSERT_TRUE(shorter.ok());
+  EXPECT_EQ(AddMeasuredTimes(*shorter, "cuda:0", h100, &untouched).field(), "layers");
+}
+
 TEST(ProfileJsonTest, FixedMillisecondsArePerMicroBatchAndLeaveThePerSampleRest) {
   nlohmann::json j = WorkerProfile();
   SetMs(j["layers"][0], 8.0, 20.0);  // whole batch of 4: 2 ms per call + 1.5 ms per sample

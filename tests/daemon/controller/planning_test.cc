@@ -8,10 +8,12 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "daemon/controller/profile_cache.h"
 #include "daemon/store/store.h"
+#include "scheduler/profile_json.h"
 
 namespace tessera::daemon {
 namespace {
@@ -293,6 +295,90 @@ TEST(PlanJobTest, GanPix2PixIsPlannedDataParallelWithItsMeasuredProfile) {
 // A train job's --image-size is the request's image: its pixels scale the
 // profile's activations and FLOPs. An infer job's image is its
 // image_width x image_height; a crop that is no whole number is refused.
+// colorize-unet's two layers as `tessera-worker profile` prints them, measured on
+// `device` with batch 4: each layer's forward `fwd_ms`, backward twice that.
+nlohmann::json TwoLayerProfile(const std::string& device, double fwd_ms,
+                               const std::string& second = "head") {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const std::string& name : {std::string("enc0"), second}) {
+    layers.push_back({{"name", name},
+                      {"fwd_flops", 4.0e8},
+                      {"fwd_flops_per_sample", 1.0e8},
+                      {"param_bytes", 4096},
+                      {"activation_bytes_per_sample", 262144},
+                      {"output_bytes_per_sample", 131072},
+                      {"fwd_ms", fwd_ms},
+                      {"bwd_ms", 2 * fwd_ms}});
+  }
+  return {{"model", "colorize-unet"},
+          {"device", device},
+          {"batch", 4},
+          {"in_shape", {1, 64, 64}},
+          {"layers", layers}};
+}
+
+api::Node GpuNode(const std::string& name, const std::string& type, bool emulated,
+                  std::optional<nlohmann::json> profile) {
+  api::Node n = NodeWith(name, 1, {});
+  n.devices[0].name = type;
+  n.devices[0].emulated = emulated;
+  if (profile) n.devices[0].profiles["colorize-unet"] = *profile;
+  return n;
+}
+
+// A GPU type whose agent measured the job's builtin model is planned by those
+// times; other types keep the estimate from their throughput; emulated devices,
+// model files and a profile of other layers lend nothing.
+TEST(PlanJobTest, AGpuTypeIsPlannedByTheProfileItsAgentMeasured) {
+  auto cpu = scheduler::ModelProfileFromWorkerJson(TwoLayerProfile("cpu", 40.0));
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ProfileLookup lookup = [&](const ProfileTarget&) {
+    return Result<scheduler::ModelProfile>(*cpu);
+  };
+  api::JobSpec spec;
+  spec.entrypoint = "builtin:colorize-unet";
+  spec.global_batch = 8;
+  spec.steps = 10;
+
+  const auto snapshot =
+      SnapshotOf({GpuNode("fast", "H100", false, TwoLayerProfile("cuda:0", 0.4)),
+                  GpuNode("slow", "H100-slow", false, TwoLayerProfile("cuda:0", 400.0)),
+                  GpuNode("plain", "L4", false, std::nullopt),
+                  GpuNode("emu", "emulated-A100", true, TwoLayerProfile("cpu", 0.1)),
+                  GpuNode("other", "A10", false, TwoLayerProfile("cuda:0", 0.1, "tail"))},
+                 {});
+  ASSERT_EQ(snapshot.device_profiles.size(), 3u) << "H100, H100-slow and A10; not the emulated one";
+  scheduler::ModelProfile merged = *cpu;
+  AddDeviceMeasuredTimes(snapshot, spec, "", &merged);
+  EXPECT_DOUBLE_EQ(merged.layers[0].measured_forward_ms.at("H100"), 0.1);  // per sample
+  EXPECT_DOUBLE_EQ(merged.layers[1].measured_backward_ms.at("H100-slow"), 200.0);
+  EXPECT_FALSE(merged.layers[0].measured_forward_ms.contains("A10")) << "other layers";
+  EXPECT_FALSE(merged.layers[0].measured_forward_ms.contains("L4"));
+  EXPECT_DOUBLE_EQ(merged.layers[0].measured_forward_ms.at("cpu"), 10.0);
+  scheduler::ModelProfile file_profile = *cpu;
+  api::JobSpec file_spec = spec;
+  file_spec.entrypoint = "model:seq";
+  AddDeviceMeasuredTimes(snapshot, file_spec, "/srv/models/seq.pt", &file_profile);
+  EXPECT_EQ(file_profile, *cpu) << "a model file's profile is measured on the CPU only";
+
+  // One device alone: the H100's plan predicts its measured 0.1 + 0.2 ms per sample
+  // (plus the optimizer's estimate); the slow one's 1000 times that.
+  auto step_on = [&](const std::string& node, const std::string& type) {
+    auto plans = PlanJob(SnapshotOf({GpuNode(node, type, false,
+                                             type == "H100" ? TwoLayerProfile("cuda:0", 0.4)
+                                                            : TwoLayerProfile("cuda:0", 400.0))},
+                                    {}),
+                         spec, lookup);
+    EXPECT_TRUE(plans.ok()) << plans.status().ToString();
+    return plans.ok() && !plans->plans.empty() ? plans->plans[0].predicted.step_s : 0.0;
+  };
+  const double fast = step_on("fast", "H100");
+  const double slow = step_on("slow", "H100-slow");
+  EXPECT_GT(fast, 0.0);
+  EXPECT_GE(slow, 8 * 2 * (200.0 + 100.0) * 1e-3 * 0.99) << "8 samples x 300 ms x 2 layers";
+  EXPECT_LT(fast, slow / 100);
+}
+
 TEST(RequestOfTest, ATrainJobsCropSizeIsItsImage) {
   struct Row {
     const char* name;
