@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/lib/int_list.h"
 #include "daemon/store/sqlite_store.h"
 
 namespace {
@@ -32,14 +33,6 @@ using tessera::daemon::ProgressReport;
 using tessera::daemon::SqliteStore;
 
 constexpr int kRanksPerBeat = 8;
-
-std::vector<int> ParseList(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
 
 int Run(int threads, double seconds, const std::filesystem::path& dir, const std::string& op) {
   const std::filesystem::path path = dir / ("tessera-store-bench-" + std::to_string(::getpid()) +
@@ -133,7 +126,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--threads") {
-      threads = ParseList(argv[i + 1]);
+      threads = tessera::bench::ParseIntList(argv[i + 1]);
     } else if (flag == "--seconds") {
       seconds = std::atof(argv[i + 1]);
     } else if (flag == "--dir") {

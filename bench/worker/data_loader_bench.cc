@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/lib/int_list.h"
 #include "worker/data/image.h"
 #include "worker/data/image_folder_dataset.h"
 #include "worker/data/sample_images.h"
@@ -35,14 +36,6 @@ using tessera::worker::DatasetOptions;
 using tessera::worker::DataTask;
 using tessera::worker::ImageFolderDataset;
 using Clock = std::chrono::steady_clock;
-
-std::vector<int> ParseList(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -83,7 +76,7 @@ int main(int argc, char** argv) {
     } else if (a == "--batches") {
       batches = std::stoll(v);
     } else if (a == "--threads") {
-      threads = ParseList(v);
+      threads = tessera::bench::ParseIntList(v);
     } else if (a == "--intra-op-threads") {
       intra_op_threads = std::stoi(v);
     } else if (a == "--task") {
