@@ -74,7 +74,7 @@ BenchmarkFigures Measure(const api::Device& device, BenchmarkCache& cache,
 // options' profile; nullopt (logged) when it cannot be measured.
 std::optional<api::Json> MeasureProfile(const api::Device& device, const std::string& model,
                                         BenchmarkCache& cache, const InventoryOptions& options,
-                                        bool* cache_changed) {
+                                        bool* cache_changed, std::string* error) {
   const std::string key =
       BenchmarkCache::KeyFor(device) + "|" + model + "|" + options.profile_version;
   if (!options.rebenchmark) {
@@ -85,11 +85,13 @@ std::optional<api::Json> MeasureProfile(const api::Device& device, const std::st
   api::Json j;
   if (text.ok()) j = api::Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!text.ok() || !j.is_object() || j.dump().size() > api::kMaxDeviceProfileBytes) {
+    const std::string why =
+        text.ok() ? "not a profile of at most 256 KiB" : text.status().ToString();
     spdlog::warn(
         "profile of {} on {} ({}) left out, its times are estimated from the "
         "benchmark: {}",
-        model, torch_device, device.name,
-        text.ok() ? "not a profile of at most 256 KiB" : text.status().ToString());
+        model, torch_device, device.name, why);
+    *error = "profile of " + model + " on " + torch_device + " failed: " + why;
     return std::nullopt;
   }
   spdlog::info("profile of {} on {} ({}): {} layers", model, torch_device, device.name,
@@ -142,13 +144,17 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
   if (options_.profile) {
     // Each model once per GPU type, for every device of that type.
     std::map<std::pair<std::string, std::string>, std::optional<api::Json>> by_type;
+    std::map<std::string, std::string> errors;  // by type: the first failure's reason
     for (auto& d : inv.devices) {
       if (d.type != "cuda" || d.emulated || !d.measure_error.empty()) continue;
       for (const std::string& model : options_.profile_models) {
         auto [it, fresh] = by_type.try_emplace({d.name, model});
-        if (fresh) it->second = MeasureProfile(d, model, cache, options_, &cache_changed);
+        std::string error;
+        if (fresh) it->second = MeasureProfile(d, model, cache, options_, &cache_changed, &error);
+        if (!error.empty()) errors.try_emplace(d.name, error);
         if (it->second) d.profiles[model] = *it->second;
       }
+      if (auto e = errors.find(d.name); e != errors.end()) d.profile_error = e->second;
     }
   }
 

@@ -175,6 +175,7 @@ constexpr JsonMember<Device> kDeviceMembers[] = {
     {"emulated", &Device::emulated},
     {"busy", &Device::busy},
     {"measure_error", &Device::measure_error},
+    {"profile_error", &Device::profile_error},
 };
 
 constexpr JsonMember<DeviceLink> kDeviceLinkMembers[] = {

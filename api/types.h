@@ -146,6 +146,9 @@ struct Device {
   // JSON "profiles" (absent when empty): at most kMaxDeviceProfiles objects of at
   // most kMaxDeviceProfileBytes each.
   std::map<std::string, Json> profiles;
+  // Why a builtin model could not be profiled on this device ("" when all were or
+  // none was asked): the planner estimates its times from the benchmark instead.
+  std::string profile_error;
 };
 inline constexpr size_t kMaxDeviceProfiles = 16;
 inline constexpr size_t kMaxDeviceProfileBytes = 256 * 1024;

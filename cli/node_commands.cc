@@ -114,6 +114,11 @@ void AddNodes(CLI::App& app, CliContext& ctx) {
             notes.push_back(Str(node, "name") + " " + Str(d, "type") + ":" + Str(d, "index") +
                             " not measured, the planner leaves it out: " + Str(d, "measure_error"));
           }
+          if (!Str(d, "profile_error").empty()) {
+            notes.push_back(
+                Str(node, "name") + " " + Str(d, "type") + ":" + Str(d, "index") +
+                " planned from its benchmark, not its own profile: " + Str(d, "profile_error"));
+          }
         }
       }
       PrintTable(ctx.out, rows);

@@ -87,6 +87,9 @@ TEST(NvmlFake, BuiltinModelsAreProfiledOncePerGpuTypeAndCached) {
   ASSERT_EQ(inv->devices[2].profiles.size(), 1u) << "the T4's dncnn profile failed";
   EXPECT_EQ(inv->devices[2].profiles.at("colorize-unet")["device"], "cuda:2");
   EXPECT_TRUE(inv->devices[2].measure_error.empty());
+  EXPECT_EQ(inv->devices[2].profile_error,
+            "profile of denoiser-dncnn on cuda:2 failed: internal: out of memory");
+  EXPECT_EQ(inv->devices[0].profile_error, "");
 
   // A restart reuses the cache (the failed one is measured again).
   calls.clear();

@@ -461,7 +461,18 @@ INSTANTIATE_TEST_SUITE_P(
                            {.name = "A100", .type = "cuda", .measured_tflops = 19.5}}),
                  {"gpubox cuda:0 not measured, the planner leaves it out: benchmark of cuda:0 "
                   "failed: unavailable: CUDA is not available to LibTorch"},
-                 {"cuda:1 not measured"}}),
+                 {"cuda:1 not measured"}},
+        NodesRow{
+            "why_a_gpu_was_not_profiled",
+            NodeWith("gpubox", {{.name = "T4",
+                                 .type = "cuda",
+                                 .measured_tflops = 8.1,
+                                 .profile_error = "profile of denoiser-dncnn on cuda:0 failed: "
+                                                  "internal: out of memory"},
+                                {.name = "T4", .type = "cuda", .measured_tflops = 8.1}}),
+            {"gpubox cuda:0 planned from its benchmark, not its own profile: profile of "
+             "denoiser-dncnn on cuda:0 failed: internal: out of memory"},
+            {"cuda:1 planned from its benchmark"}}),
     [](const ::testing::TestParamInfo<NodesRow>& info) { return std::string(info.param.name); });
 
 TEST_F(CliTest, PlanWaitsWhileTheModelProfileIsMeasured) {

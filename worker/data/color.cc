@@ -36,7 +36,7 @@ struct LevelTable {
   }
 };
 
-double SrgbToLinear(float c) {
+double SrgbToLinearOf(float c) {
   static const LevelTable table;
   if (c >= 0.0f && c <= 1.0f) {
     const auto k = static_cast<size_t>(std::lround(c * 255.0f));
@@ -56,8 +56,13 @@ double FInverse(double f) {
 
 }  // namespace
 
+double SrgbToLinear(float c) { return SrgbToLinearOf(c); }
+
 Lab RgbToLab(const Rgb& rgb) {
-  const double r = SrgbToLinear(rgb.r), g = SrgbToLinear(rgb.g), b = SrgbToLinear(rgb.b);
+  return LinearRgbToLab(SrgbToLinearOf(rgb.r), SrgbToLinearOf(rgb.g), SrgbToLinearOf(rgb.b));
+}
+
+Lab LinearRgbToLab(double r, double g, double b) {
   const double x = 0.4124564 * r + 0.3575761 * g + 0.1804375 * b;
   const double y = 0.2126729 * r + 0.7151522 * g + 0.0721750 * b;
   const double z = 0.0193339 * r + 0.1191920 * g + 0.9503041 * b;

@@ -24,6 +24,11 @@ struct Lab {
 };
 
 Lab RgbToLab(const Rgb& rgb);
+// The two halves of RgbToLab (RgbToLab(c) == LinearRgbToLab of SrgbToLinear of
+// each channel, bit for bit), for callers that convert many pixels of 8-bit
+// levels through a table of SrgbToLinear.
+double SrgbToLinear(float c);
+Lab LinearRgbToLab(double r, double g, double b);
 Rgb LabToRgb(const Lab& lab);
 
 // Rec. 601 luma of gamma-encoded sRGB, in [0, 1].

@@ -1,12 +1,14 @@
 #include "worker/data/image_folder_dataset.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <exception>
 #include <filesystem>
 #include <future>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
 #include "common/file_system.h"
 #include "worker/data/color.h"
@@ -92,6 +94,58 @@ std::pair<torch::Tensor, torch::Tensor> ToLabNorm(const torch::Tensor& rgb) {
   return {l, ab};
 }
 
+// ImageToTensor's value of each 8-bit level, made by ImageToTensor itself so the
+// direct path below gives the tensor path's values exactly.
+const std::array<float, 256>& LevelValues() {
+  static const std::array<float, 256> values = [] {
+    Image levels;
+    levels.width = 256;
+    levels.height = 1;
+    levels.channels = 1;
+    levels.pixels.resize(256);
+    for (int k = 0; k < 256; ++k) levels.pixels[static_cast<size_t>(k)] = static_cast<uint8_t>(k);
+    const torch::Tensor t = ImageToTensor(levels);
+    std::array<float, 256> out{};
+    std::copy_n(t.data_ptr<float>(), 256, out.begin());
+    return out;
+  }();
+  return values;
+}
+
+// The colorize pair of an s x s crop at (y0, x0) of an image at least that large,
+// flipped horizontally when `flip`, straight from its 8-bit pixels: the values the
+// tensor path gives (ImageToTensor, WithChannels, crop, flip, ToLabNorm) without
+// its intermediate float images.
+std::pair<torch::Tensor, torch::Tensor> ColorizeCrop(const Image& image, int64_t s, int64_t y0,
+                                                     int64_t x0, bool flip) {
+  // SrgbToLinear of each level's value, so each pixel is LinearRgbToLab of three
+  // look-ups (RgbToLab of the level values, bit for bit).
+  static const std::array<double, 256> linear = [] {
+    std::array<double, 256> out{};
+    for (size_t k = 0; k < out.size(); ++k) out[k] = SrgbToLinear(LevelValues()[k]);
+    return out;
+  }();
+  torch::Tensor l = torch::empty({1, s, s});
+  torch::Tensor ab = torch::empty({2, s, s});
+  float* lp = l.data_ptr<float>();
+  float* ap = ab.data_ptr<float>();
+  const int64_t n = s * s, c = image.channels;
+  const bool color = c == 3;
+  for (int64_t y = 0; y < s; ++y) {
+    const uint8_t* row = image.pixels.data() + (y0 + y) * image.width * c;
+    for (int64_t x = 0; x < s; ++x) {
+      const uint8_t* p = row + (x0 + (flip ? s - 1 - x : x)) * c;
+      const Lab lab = color ? LinearRgbToLab(linear[p[0]], linear[p[1]], linear[p[2]])
+                            : LinearRgbToLab(linear[p[0]], linear[p[0]], linear[p[0]]);
+      const int64_t i = y * s + x;
+      lp[i] = NormalizeL(lab.l);
+      ap[i] = NormalizeAb(lab.a);
+      ap[n + i] = NormalizeAb(lab.b);
+    }
+  }
+  return {l, ab};
+}
+
 }  // namespace
 
 torch::Tensor ImageToTensor(const Image& image) {
@@ -163,6 +217,21 @@ Result<Example> ImageFolderDataset::Get(int64_t id, int64_t epoch) const {
   try {
     const int64_t s = options_.image_size;
     Rng rng(MixSeeds({options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(id)}));
+    if (options_.task == DataTask::kColorize && options_.direct_colorize && image.height >= s &&
+        image.width >= s && (image.channels == 1 || image.channels == 3)) {
+      // The same draws as the tensor path below, in the same order.
+      int64_t y0 = (image.height - s) / 2, x0 = (image.width - s) / 2;
+      bool flip = false;
+      if (options_.augment) {
+        y0 = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(image.height - s + 1)));
+        x0 = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(image.width - s + 1)));
+        flip = rng.Uniform() < 0.5;
+      }
+      Example ex;
+      ex.id = id;
+      std::tie(ex.input, ex.target) = ColorizeCrop(image, s, y0, x0, flip);
+      return ex;
+    }
     const bool need_rgb = options_.task == DataTask::kColorize || options_.task == DataTask::kGan;
     torch::Tensor t = WithChannels(ImageToTensor(image), need_rgb ? 3 : options_.channels);
     int64_t h = t.size(1), w = t.size(2);

@@ -45,6 +45,10 @@ struct DatasetOptions {
   bool augment = true;       // random crop + flip; false: centre crop, no flip
   double noise_sigma = 0.1;  // kDenoise, on [0,1] pixel values
   int64_t channels = 3;      // kDenoise / kClassify: 3 (RGB) or 1 (gray)
+  // kColorize, an image at least image_size on both sides: Lab straight from its
+  // 8-bit pixels (the same values; no intermediate float images). false: always
+  // through float tensors, the reference the tests compare with.
+  bool direct_colorize = true;
 };
 
 struct Example {

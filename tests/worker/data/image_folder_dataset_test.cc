@@ -210,6 +210,43 @@ TEST_F(DatasetTest, ABatchDoesNotDependOnItsLoaderThreads) {
   fs::remove_all(bad_dir);
 }
 
+// Colorize pairs made straight from the 8-bit pixels are bit-equal to the tensor
+// path's (ImageToTensor, crop, flip, Lab), for RGB, JPEG and gray images, random and
+// centred crops, over several epochs; an image smaller than the crop goes the tensor
+// path (scaled up) either way.
+TEST_F(DatasetTest, DirectColorizePairsEqualTheTensorPath) {
+  const std::string gray_dir = dir_ + "-gray";
+  fs::remove_all(gray_dir);
+  fs::create_directories(gray_dir);
+  Image gray = MakeImage(37, 45, 1);
+  for (size_t i = 0; i < gray.pixels.size(); ++i) gray.pixels[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(WritePng(gray_dir + "/gray.png", gray).ok());
+  Image small = MakeImage(20, 24, 3);
+  for (size_t i = 0; i < small.pixels.size(); ++i) small.pixels[i] = static_cast<uint8_t>(i * 13);
+  ASSERT_TRUE(WritePng(gray_dir + "/small.png", small).ok());
+  for (const std::string& dir : {dir_, gray_dir}) {
+    for (bool augment : {true, false}) {
+      DatasetOptions direct = Opts(DataTask::kColorize);
+      direct.augment = augment;
+      DatasetOptions tensor = direct;
+      tensor.direct_colorize = false;
+      auto a = ImageFolderDataset::Open(dir, direct);
+      auto b = ImageFolderDataset::Open(dir, tensor);
+      ASSERT_TRUE(a.ok() && b.ok());
+      for (int64_t epoch : {0, 1, 5}) {
+        for (int64_t id = 0; id < (*a)->size(); ++id) {
+          auto x = (*a)->Get(id, epoch);
+          auto y = (*b)->Get(id, epoch);
+          ASSERT_TRUE(x.ok() && y.ok()) << (*a)->path(id);
+          EXPECT_TRUE(torch::equal(x->input, y->input)) << (*a)->path(id) << " epoch " << epoch;
+          EXPECT_TRUE(torch::equal(x->target, y->target)) << (*a)->path(id) << " epoch " << epoch;
+        }
+      }
+    }
+  }
+  fs::remove_all(gray_dir);
+}
+
 TEST_F(DatasetTest, LoaderDeliversThisRanksShardsInOrder) {
   auto ds = Open(Opts(DataTask::kColorize));
   const std::vector<int64_t> shares = {3, 1};
