@@ -5,8 +5,8 @@
 // ProfileMeter measures (worker/runtime/device_profile.h: a CUDA GPU's wall
 // milliseconds between synchronisations and its caching allocator's bytes):
 //   fwd_ms / bwd_ms     median time of the layer's forward / backward for the
-//                       whole batch over `repeats` runs (after one warm-up), in
-//                       CPU milliseconds of the computing threads
+//                       whole batch over `repeats` runs (after one warm-up); on
+//                       the CPU in CPU milliseconds of the computing threads
 //                       (common/cpu_time.h: the calling thread's with one
 //                       intra-op thread, else the process's), the clock an
 //                       emulated device's busy time is measured on
@@ -19,14 +19,16 @@
 //   activation_bytes_per_sample
 //                       bytes the layer's forward leaves allocated until its
 //                       backward (saved tensors and outputs), measured with a
-//                       counting CPU allocator, divided by batch
+//                       counting CPU allocator (a GPU: its allocator's
+//                       statistics), divided by batch
 //   output_bytes_per_sample
 //                       bytes of the Activation crossing a cut after this
 //                       layer (main + every carry tensor), divided by batch
 //   in_shape / out_shape  per-sample shape of the main tensor
-// Returns {"model", "device":"cpu", "batch", "in_shape", "repeats",
-// "repeat_spread", "clock", "layers":[...]}; clock names the CPU clock
-// ("thread_cpu" or "process_cpu"); repeat_spread is (slowest - fastest) /
+// Returns {"model", "device" ("cpu", or the meter's, e.g. "cuda:0"), "batch",
+// "in_shape", "repeats", "repeat_spread", "clock", "layers":[...]}; clock names
+// the CPU clock ("thread_cpu" or "process_cpu") or the meter's ("cuda_wall");
+// repeat_spread is (slowest - fastest) /
 // median of the repeats' whole-model times (0 with one repeat).
 //
 // Batch-norm running statistics are restored and parameter gradients
