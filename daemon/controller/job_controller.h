@@ -381,6 +381,11 @@ class JobController {
   Status GrowTraining(const std::vector<api::Node>& nodes, const std::set<std::string>& held)
       EXCLUDES(mu_);
   std::chrono::steady_clock::time_point grow_checked_at_{};  // Tick's thread only
+  // Why each running elastic train job did not grow at the last check, logged
+  // when it changes (so that "why does my job not use the free node" has an
+  // answer in the log without a line every check). Tick's thread only.
+  void NoteGrowVerdict(api::JobId job, std::string verdict);
+  std::map<api::JobId, std::string> grow_verdicts_;  // Tick's thread only
   // Inference fills the gaps: a waiting train job that the free devices
   // cannot hold, but that fits once running infer jobs of no higher priority
   // give back some of their independent ranks (each keeps its min_devices,

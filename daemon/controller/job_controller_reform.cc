@@ -206,6 +206,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     double move_cost_s = 0;  // what a re-form costs it
   };
   std::vector<Candidate> candidates;
+  std::map<api::JobId, std::string> verdicts;  // this check's, by job
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
@@ -217,6 +218,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       if (j.state != JobState::kRunning || !j.spec.elastic || active.move) continue;
       if (ReformBlocker(j.spec, active.launch)) continue;
       LiveDevices live = LiveDevicesLocked(active);
+      if (!live.every_rank_runs) verdicts[id] = "not every rank of it reports running";
       if (live.every_rank_runs) {
         int64_t step = 0;  // from the ranks' latest progress lines
         for (const RankLaunch& r : active.launch.ranks) {
@@ -246,7 +248,13 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     for (const std::string& d : c.devices) others.erase(d);
     Result<scheduler::PlanSet> current = Plan(SnapshotOf(mine, others), c.job.spec);
     Result<scheduler::PlanSet> wider = Plan(SnapshotOf(mine, busy_now), c.job.spec);
-    if (!current.ok() || !wider.ok() || current->plans.empty() || wider->plans.empty()) continue;
+    std::string& verdict = verdicts[c.job.id];
+    if (!current.ok() || !wider.ok() || current->plans.empty() || wider->plans.empty()) {
+      verdict = "no plan: " + (!current.ok() ? current.status().ToString()
+                               : !wider.ok() ? wider.status().ToString()
+                                             : std::string("the planner found none"));
+      continue;
+    }
     const scheduler::Plan& best = wider->plans.front();
     std::vector<std::string> gained;
     for (const scheduler::DeviceId& d : best.Devices()) {
@@ -255,13 +263,33 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     }
     // A re-form keeps at least one running rank: a plan on free devices only
     // would have its ranks read the last checkpoint and redo the steps since.
-    if (gained.size() == best.Devices().size()) continue;
+    if (gained.size() == best.Devices().size()) {
+      verdict = "its best plan with the free devices keeps none of its running ranks";
+      continue;
+    }
     const double before = current->plans.front().predicted.step_s;
     const double after = best.predicted.step_s;
-    if (gained.empty() || !(after > 0) || before < after * options_.grow_min_speedup) continue;
+    if (gained.empty()) {
+      verdict = "its best plan uses no free device";
+      continue;
+    }
+    std::ostringstream steps;
+    steps << std::fixed << std::setprecision(3) << "predicted step " << before << " s -> " << after
+          << " s";
+    if (!(after > 0) || before < after * options_.grow_min_speedup) {
+      steps << " with the free devices, under grow_min_speedup " << options_.grow_min_speedup;
+      verdict = steps.str();
+      continue;
+    }
     const double saved_s =
         static_cast<double>(std::max<int64_t>(c.job.spec.steps - c.step, 0)) * (before - after);
-    if (c.job.spec.steps > 0 && saved_s <= c.move_cost_s + after) continue;
+    if (c.job.spec.steps > 0 && saved_s <= c.move_cost_s + after) {
+      steps << ": its remaining steps would save " << saved_s
+            << " s, not more than the re-form's cost " << c.move_cost_s << " s and a step";
+      verdict = steps.str();
+      continue;
+    }
+    verdict.clear();
     // (4) Unless the attempt changed meanwhile.
     MutexLock lock(mu_);
     auto it = active_.find(c.job.id);
@@ -288,7 +316,18 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       spdlog::warn("job {}: could not grow: {}", c.job.id, why);
     }
   }
+  for (auto it = grow_verdicts_.begin(); it != grow_verdicts_.end();) {
+    it = verdicts.contains(it->first) ? std::next(it) : grow_verdicts_.erase(it);
+  }
+  for (auto& [id, verdict] : verdicts) NoteGrowVerdict(id, std::move(verdict));
   return Status::Ok();
+}
+
+void JobController::NoteGrowVerdict(api::JobId job, std::string verdict) {
+  std::string& last = grow_verdicts_[job];
+  if (verdict == last) return;
+  if (!verdict.empty()) spdlog::info("job {}: does not grow: {}", job, verdict);
+  last = std::move(verdict);
 }
 
 }  // namespace tessera::daemon

@@ -187,7 +187,9 @@ TEST(RecoveryE2ETest, ANodeThatComesBackIsJoinedByTheRunningJob) {
   cluster.StartAgent(victim, kOneDevice);
   EXPECT_TRUE(WaitFor([&] { return cluster.PlannedNodes(id).contains(victim); }, 90s))
       << cluster.GetJson(path).dump() << "\n"
-      << cluster.controller()->Log();
+      << cluster.controller()->Log() << "\n"
+      << victim << "'s agent:\n"
+      << cluster.agent(victim)->Log();
   const int64_t grown_at = NewestStep(AttemptOnePoints(cluster, path));
   EXPECT_TRUE(
       WaitFor([&] { return NewestStep(AttemptOnePoints(cluster, path)) > grown_at + 3; }, 60s));
