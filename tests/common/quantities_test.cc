@@ -3,112 +3,80 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace tessera {
 namespace {
 
-struct SizeRow {
-  const char* text;
-  std::optional<int64_t> bytes;
-};
-
-struct RateRow {
-  const char* text;
-  std::optional<double> value;  // nullopt: refused
-};
-
-void ExpectParses(std::optional<double> (*parse)(std::string_view), const RateRow& row) {
-  std::optional<double> got = parse(row.text);
-  ASSERT_EQ(got.has_value(), row.value.has_value()) << "'" << row.text << "'";
-  if (got) {
-    EXPECT_DOUBLE_EQ(*got, *row.value) << "'" << row.text << "'";
+// Checks `parse` on a table: each of `parsed` gives its value, each of
+// `refused` gives nothing.
+template <typename T>
+void ExpectTable(std::optional<T> (*parse)(std::string_view),
+                 std::initializer_list<std::pair<const char*, T>> parsed,
+                 std::initializer_list<const char*> refused) {
+  for (const auto& [text, value] : parsed) {
+    std::optional<T> got = parse(text);
+    EXPECT_TRUE(got.has_value()) << "'" << text << "'";
+    if (!got) continue;
+    if constexpr (std::is_floating_point_v<T>) {
+      EXPECT_DOUBLE_EQ(*got, value) << "'" << text << "'";
+    } else {
+      EXPECT_EQ(*got, value) << "'" << text << "'";
+    }
+  }
+  for (const char* text : refused) {
+    EXPECT_EQ(parse(text), std::nullopt) << "'" << text << "'";
   }
 }
 
 TEST(ParseBandwidth, Table) {
-  const RateRow rows[] = {
-      {"100Mbit", 12.5e6},
-      {"100mbit/s", 12.5e6},
-      {"1Gbit", 125e6},
-      {"8bit", 1},
-      {"1Kibit", 128},
-      {"1Tbit", 125e9},
-      {"1MB", 1e6},
-      {"1MiB", 1048576},
-      {"1M", 1048576},
-      {"1KB/s", 1000},
-      {"1.5GB", 1.5e9},
-      {"1250", 1250},
-      {"1e3", 1000},
-      {"2B", 2},
-      {"", std::nullopt},
-      {"Mbit", std::nullopt},
-      {"0", std::nullopt},
-      {"-1MB", std::nullopt},
-      {"1Mb it", std::nullopt},
-      {"1Xbit", std::nullopt},
-      {"1bps", std::nullopt},
-      {"1e", std::nullopt},
-      {"0x10", std::nullopt},
-      {"inf", std::nullopt},
-  };
-  for (const auto& row : rows) {
-    ExpectParses(&ParseBandwidth, row);
-  }
+  ExpectTable<double>(&ParseBandwidth,
+                      {{"100Mbit", 12.5e6},
+                       {"100mbit/s", 12.5e6},
+                       {"1Gbit", 125e6},
+                       {"8bit", 1},
+                       {"1Kibit", 128},
+                       {"1Tbit", 125e9},
+                       {"1MB", 1e6},
+                       {"1MiB", 1048576},
+                       {"1M", 1048576},
+                       {"1KB/s", 1000},
+                       {"1.5GB", 1.5e9},
+                       {"1250", 1250},
+                       {"1e3", 1000},
+                       {"2B", 2}},
+                      {"", "Mbit", "0", "-1MB", "1Mb it", "1Xbit", "1bps", "1e", "0x10", "inf"});
 }
 
 TEST(ParseDuration, Table) {
-  const RateRow rows[] = {
-      {"2ms", 2e-3},
-      {"250us", 250e-6},
-      {"1s", 1},
-      {"0.5", 0.5},
-      {"0", 0},
-      {"7 ns", 7e-9},
-      {"", std::nullopt},
-      {"-1ms", std::nullopt},
-      {"1h", std::nullopt},
-      {"ms", std::nullopt},
-  };
-  for (const auto& row : rows) {
-    ExpectParses(&ParseDuration, row);
-  }
+  ExpectTable<double>(
+      &ParseDuration,
+      {{"2ms", 2e-3}, {"250us", 250e-6}, {"1s", 1}, {"0.5", 0.5}, {"0", 0}, {"7 ns", 7e-9}},
+      {"", "-1ms", "1h", "ms"});
 }
 
 TEST(ParseWholeNumber, Table) {
-  const SizeRow rows[] = {
-      {"1024", 1024},
-      {"0", 0},
-      {"-3", -3},
-      {"9223372036854775807", INT64_MAX},
-      {"", std::nullopt},
-      {"12a", std::nullopt},
-      {" 1", std::nullopt},
-      {"+1", std::nullopt},
-      {"1.0", std::nullopt},
-      {"9223372036854775808", std::nullopt},
-  };
-  for (const auto& row : rows) {
-    EXPECT_EQ(ParseWholeNumber(row.text), row.bytes) << "'" << row.text << "'";
-  }
+  ExpectTable<int64_t>(&ParseWholeNumber,
+                       {{"1024", 1024}, {"0", 0}, {"-3", -3}, {"9223372036854775807", INT64_MAX}},
+                       {"", "12a", " 1", "+1", "1.0", "9223372036854775808"});
 }
 
 TEST(ParseByteSize, Table) {
-  const SizeRow rows[] = {
-      {"1024", 1024},          {"1K", 1024},
-      {"1KiB", 1024},          {"1KB", 1000},
-      {"16G", 16LL << 30},     {"16 GiB", 16LL << 30},
-      {"1.5GiB", 3LL << 29},   {"2TB", 2'000'000'000'000LL},
-      {"512mib", 512LL << 20}, {"", std::nullopt},
-      {"G", std::nullopt},     {"1X", std::nullopt},
-      {"1.5", std::nullopt},   {"1 G B", std::nullopt},
-      {"-1G", std::nullopt},
-  };
-  for (const auto& row : rows) {
-    EXPECT_EQ(ParseByteSize(row.text), row.bytes) << "'" << row.text << "'";
-  }
+  ExpectTable<int64_t>(&ParseByteSize,
+                       {{"1024", 1024},
+                        {"1K", 1024},
+                        {"1KiB", 1024},
+                        {"1KB", 1000},
+                        {"16G", 16LL << 30},
+                        {"16 GiB", 16LL << 30},
+                        {"1.5GiB", 3LL << 29},
+                        {"2TB", 2'000'000'000'000LL},
+                        {"512mib", 512LL << 20}},
+                       {"", "G", "1X", "1.5", "1 G B", "-1G"});
 }
 
 }  // namespace
