@@ -77,6 +77,16 @@ struct Row {
   Base base = infer ? Base::kInfer : Base::kTrain;
 };
 
+// A row's change that only sets the job's args.
+std::function<void(JobSpec&)> Args(std::vector<std::string> args) {
+  return [args = std::move(args)](JobSpec& s) { s.args = args; };
+}
+
+// A row's change that only sets one variable of the job's env.
+std::function<void(JobSpec&)> Env(std::string name, std::string value) {
+  return [name = std::move(name), value = std::move(value)](JobSpec& s) { s.env[name] = value; };
+}
+
 class ValidateJobSpecTest : public ::testing::TestWithParam<Row> {};
 
 TEST_P(ValidateJobSpecTest, OneRule) {
@@ -202,105 +212,79 @@ const Row kRows[] = {
      },
      nullptr},
     {"arg_nul", [](JobSpec& s) { s.args[1] = std::string("a\0", 2); }, "args[1]"},
-    {"env_lower_case", [](JobSpec& s) { s.env["path"] = "/x"; }, "env.path"},
-    {"env_leading_digit", [](JobSpec& s) { s.env["1X"] = "1"; }, "env.1X"},
-    {"env_rank", [](JobSpec& s) { s.env["RANK"] = "0"; }, "env.RANK"},
-    {"env_world_size", [](JobSpec& s) { s.env["WORLD_SIZE"] = "2"; }, "env.WORLD_SIZE"},
-    {"env_master_addr", [](JobSpec& s) { s.env["MASTER_ADDR"] = "x"; }, "env.MASTER_ADDR"},
-    {"env_local_rank", [](JobSpec& s) { s.env["LOCAL_RANK"] = "0"; }, "env.LOCAL_RANK"},
-    {"env_tessera", [](JobSpec& s) { s.env["TESSERA_PLAN"] = "x"; }, "env.TESSERA_PLAN"},
-    {"env_group_world_size", [](JobSpec& s) { s.env["GROUP_WORLD_SIZE"] = "2"; },
-     "env.GROUP_WORLD_SIZE"},
-    {"env_role", [](JobSpec& s) { s.env["ROLE_NAME"] = "trainer"; }, "env.ROLE_NAME"},
-    {"env_torchelastic", [](JobSpec& s) { s.env["TORCHELASTIC_RUN_ID"] = "x"; },
-     "env.TORCHELASTIC_RUN_ID"},
-    {"env_nccl_ok", [](JobSpec& s) { s.env["NCCL_DEBUG"] = "INFO"; }, nullptr},
-    {"env_value_nul", [](JobSpec& s) { s.env["FOO"] = std::string("a\0b", 3); }, "env.FOO"},
-    {"env_ranked_prefix_ok", [](JobSpec& s) { s.env["RANKER"] = "x"; }, nullptr},
+    {"env_lower_case", Env("path", "/x"), "env.path"},
+    {"env_leading_digit", Env("1X", "1"), "env.1X"},
+    {"env_rank", Env("RANK", "0"), "env.RANK"},
+    {"env_world_size", Env("WORLD_SIZE", "2"), "env.WORLD_SIZE"},
+    {"env_master_addr", Env("MASTER_ADDR", "x"), "env.MASTER_ADDR"},
+    {"env_local_rank", Env("LOCAL_RANK", "0"), "env.LOCAL_RANK"},
+    {"env_tessera", Env("TESSERA_PLAN", "x"), "env.TESSERA_PLAN"},
+    {"env_group_world_size", Env("GROUP_WORLD_SIZE", "2"), "env.GROUP_WORLD_SIZE"},
+    {"env_role", Env("ROLE_NAME", "trainer"), "env.ROLE_NAME"},
+    {"env_torchelastic", Env("TORCHELASTIC_RUN_ID", "x"), "env.TORCHELASTIC_RUN_ID"},
+    {"env_nccl_ok", Env("NCCL_DEBUG", "INFO"), nullptr},
+    {"env_value_nul", Env("FOO", std::string("a\0b", 3)), "env.FOO"},
+    {"env_ranked_prefix_ok", Env("RANKER", "x"), nullptr},
     // The global deny list: no entrypoint and no role lifts it.
-    {"env_ld_preload", [](JobSpec& s) { s.env["LD_PRELOAD"] = "/home/me/x.so"; }, "env.LD_PRELOAD"},
-    {"env_ld_library_path", [](JobSpec& s) { s.env["LD_LIBRARY_PATH"] = "/x"; },
-     "env.LD_LIBRARY_PATH"},
-    {"env_path", [](JobSpec& s) { s.env["PATH"] = "/home/me/bin"; }, "env.PATH"},
-    {"env_pythonpath", [](JobSpec& s) { s.env["PYTHONPATH"] = "/x"; }, "env.PYTHONPATH"},
-    {"env_pythonstartup", [](JobSpec& s) { s.env["PYTHONSTARTUP"] = "/x"; }, "env.PYTHONSTARTUP"},
-    {"env_bash_env", [](JobSpec& s) { s.env["BASH_ENV"] = "/x"; }, "env.BASH_ENV"},
-    {"env_env", [](JobSpec& s) { s.env["ENV"] = "/x"; }, "env.ENV"},
-    {"env_bash_func", [](JobSpec& s) { s.env["BASH_FUNC_X"] = "() { id; }"; }, "env.BASH_FUNC_X"},
-    {"env_gconv", [](JobSpec& s) { s.env["GCONV_PATH"] = "/x"; }, "env.GCONV_PATH"},
-    {"env_malloc", [](JobSpec& s) { s.env["MALLOC_CHECK_"] = "3"; }, "env.MALLOC_CHECK_"},
-    {"env_glibc_tunables", [](JobSpec& s) { s.env["GLIBC_TUNABLES"] = "x"; }, "env.GLIBC_TUNABLES"},
-    {"env_nccl_net_plugin", [](JobSpec& s) { s.env["NCCL_NET_PLUGIN"] = "/x.so"; },
-     "env.NCCL_NET_PLUGIN"},
-    {"env_nccl_tuner_plugin", [](JobSpec& s) { s.env["NCCL_TUNER_PLUGIN"] = "/x.so"; },
-     "env.NCCL_TUNER_PLUGIN"},
-    {"env_home", [](JobSpec& s) { s.env["HOME"] = "/home/me"; }, "env.HOME"},
-    {"env_shellopts", [](JobSpec& s) { s.env["SHELLOPTS"] = "xtrace"; }, "env.SHELLOPTS"},
-    {"env_cuda_injection", [](JobSpec& s) { s.env["CUDA_INJECTION64_PATH"] = "/x.so"; },
-     "env.CUDA_INJECTION64_PATH"},
-    {"env_node_options", [](JobSpec& s) { s.env["NODE_OPTIONS"] = "--require /x"; },
-     "env.NODE_OPTIONS"},
+    {"env_ld_preload", Env("LD_PRELOAD", "/home/me/x.so"), "env.LD_PRELOAD"},
+    {"env_ld_library_path", Env("LD_LIBRARY_PATH", "/x"), "env.LD_LIBRARY_PATH"},
+    {"env_path", Env("PATH", "/home/me/bin"), "env.PATH"},
+    {"env_pythonpath", Env("PYTHONPATH", "/x"), "env.PYTHONPATH"},
+    {"env_pythonstartup", Env("PYTHONSTARTUP", "/x"), "env.PYTHONSTARTUP"},
+    {"env_bash_env", Env("BASH_ENV", "/x"), "env.BASH_ENV"},
+    {"env_env", Env("ENV", "/x"), "env.ENV"},
+    {"env_bash_func", Env("BASH_FUNC_X", "() { id; }"), "env.BASH_FUNC_X"},
+    {"env_gconv", Env("GCONV_PATH", "/x"), "env.GCONV_PATH"},
+    {"env_malloc", Env("MALLOC_CHECK_", "3"), "env.MALLOC_CHECK_"},
+    {"env_glibc_tunables", Env("GLIBC_TUNABLES", "x"), "env.GLIBC_TUNABLES"},
+    {"env_nccl_net_plugin", Env("NCCL_NET_PLUGIN", "/x.so"), "env.NCCL_NET_PLUGIN"},
+    {"env_nccl_tuner_plugin", Env("NCCL_TUNER_PLUGIN", "/x.so"), "env.NCCL_TUNER_PLUGIN"},
+    {"env_home", Env("HOME", "/home/me"), "env.HOME"},
+    {"env_shellopts", Env("SHELLOPTS", "xtrace"), "env.SHELLOPTS"},
+    {"env_cuda_injection", Env("CUDA_INJECTION64_PATH", "/x.so"), "env.CUDA_INJECTION64_PATH"},
+    {"env_node_options", Env("NODE_OPTIONS", "--require /x"), "env.NODE_OPTIONS"},
     {"env_deny_binds_cmd_too",
      [](JobSpec& s) {
        s.entrypoint = "cmd:train-ddp";
        s.env["LD_AUDIT"] = "/x.so";
      },
      "env.LD_AUDIT"},
-    {"env_omp_ok", [](JobSpec& s) { s.env["OMP_NUM_THREADS"] = "2"; }, nullptr},
-    {"env_cuda_launch_blocking_ok", [](JobSpec& s) { s.env["CUDA_LAUNCH_BLOCKING"] = "1"; },
+    {"env_omp_ok", Env("OMP_NUM_THREADS", "2"), nullptr},
+    {"env_cuda_launch_blocking_ok", Env("CUDA_LAUNCH_BLOCKING", "1"),
      nullptr},
     // Builtin entrypoints: documented options only.
     {"builtin_test_hook",
-     [](JobSpec& s) {
-       s.args = {"--dump-params", "/etc"};
-     },
+     Args({"--dump-params", "/etc"}),
      "args[0]"},
-    {"builtin_test_hook_inline", [](JobSpec& s) { s.args = {"--dump-params=/etc"}; }, "args[0]"},
+    {"builtin_test_hook_inline", Args({"--dump-params=/etc"}), "args[0]"},
     {"builtin_hook_as_value",
-     [](JobSpec& s) {
-       s.args = {"--lr", "--dump-params", "/x"};
-     },
+     Args({"--lr", "--dump-params", "/x"}),
      "args[1]"},
     {"builtin_data_override",
-     [](JobSpec& s) {
-       s.args = {"--data", "/etc"};
-     },
+     Args({"--data", "/etc"}),
      "args[0]"},
-    {"builtin_steps_override", [](JobSpec& s) { s.args = {"--steps=1"}; }, "args[0]"},
-    {"builtin_positional", [](JobSpec& s) { s.args = {"extra"}; }, "args[0]"},
-    {"builtin_missing_value", [](JobSpec& s) { s.args = {"--lr"}; }, "args[0]"},
-    {"builtin_flag_with_value", [](JobSpec& s) { s.args = {"--no-amp=1"}; }, "args[0]"},
+    {"builtin_steps_override", Args({"--steps=1"}), "args[0]"},
+    {"builtin_positional", Args({"extra"}), "args[0]"},
+    {"builtin_missing_value", Args({"--lr"}), "args[0]"},
+    {"builtin_flag_with_value", Args({"--no-amp=1"}), "args[0]"},
     {"builtin_options_ok",
-     [](JobSpec& s) {
-       s.args = {"--lr=0.1", "--width", "8", "--no-amp", "--threads", "1", "--momentum", "0.9"};
-     },
+     Args({"--lr=0.1", "--width", "8", "--no-amp", "--threads", "1", "--momentum", "0.9"}),
      nullptr},
     {"builtin_negative_value_ok",
-     [](JobSpec& s) {
-       s.args = {"--seed", "-3"};
-     },
+     Args({"--seed", "-3"}),
      nullptr},
-    {"builtin_infer_local", [](JobSpec& s) { s.args = {"--local"}; }, "args[0]", true},
+    {"builtin_infer_local", Args({"--local"}), "args[0]", true},
     {"builtin_infer_output",
-     [](JobSpec& s) {
-       s.args = {"--output", "/x"};
-     },
+     Args({"--output", "/x"}),
      "args[0]", true},
     {"builtin_infer_train_option",
-     [](JobSpec& s) {
-       s.args = {"--lr", "1"};
-     },
+     Args({"--lr", "1"}),
      "args[0]", true},
     {"builtin_infer_ok",
-     [](JobSpec& s) {
-       s.args = {"--max-tile-px", "512", "--threads=2"};
-     },
+     Args({"--max-tile-px", "512", "--threads=2"}),
      nullptr, true},
     {"builtin_infer_pipeline_ok",
-     [](JobSpec& s) {
-       s.args = {"--batch",          "16", "--batch-pixels=1048576",
-                 "--decode-threads", "4",  "--encode-threads=3"};
-     },
+     Args({"--batch", "16", "--batch-pixels=1048576", "--decode-threads", "4", "--encode-threads=3"}),
      nullptr, true},
     // model: entrypoints, an exported model file the admin registered.
     {"entrypoint_model_ok", [](JobSpec&) {}, nullptr, true, Base::kModel},
@@ -319,15 +303,13 @@ const Row kRows[] = {
     {"model_train_needs_steps", [](JobSpec& s) { s.steps = 0; }, "steps", false,
      Base::kModelTrain},
     {"model_train_with_steps",
-     [](JobSpec& s) {
-       s.args = {"--loss", "l1", "--lr=0.01", "--optimizer", "adam"};
-     },
+     Args({"--loss", "l1", "--lr=0.01", "--optimizer", "adam"}),
      nullptr, false, Base::kModelTrain},
     {"model_train_needs_dataset", [](JobSpec& s) { s.dataset = ""; }, "dataset", false,
      Base::kModelTrain},
-    {"model_train_infer_option", [](JobSpec& s) { s.args = {"--batch", "8"}; }, "args[0]", false,
+    {"model_train_infer_option", Args({"--batch", "8"}), "args[0]", false,
      Base::kModelTrain},
-    {"model_train_width", [](JobSpec& s) { s.args = {"--width", "8"}; }, "args[0]", false,
+    {"model_train_width", Args({"--width", "8"}), "args[0]", false,
      Base::kModelTrain},
     // Training cuts the file's layers: every training layout.
     {"model_train_pipeline_ok", [](JobSpec& s) { s.layout = "pipeline"; }, nullptr, false,
@@ -340,7 +322,7 @@ const Row kRows[] = {
      nullptr, false, Base::kModelTrain},
     {"model_train_tiled", [](JobSpec& s) { s.layout = "tiled"; }, "layout", false,
      Base::kModelTrain},
-    {"model_infer_loss", [](JobSpec& s) { s.args = {"--loss", "l1"}; }, "args[0]", true,
+    {"model_infer_loss", Args({"--loss", "l1"}), "args[0]", true,
      Base::kModel},
     {"model_checkpoint", [](JobSpec& s) { s.checkpoint = "/srv/ckpt/step-100"; }, "checkpoint",
      true, Base::kModel},
@@ -352,29 +334,24 @@ const Row kRows[] = {
     {"model_needs_dataset", [](JobSpec& s) { s.dataset = ""; }, "dataset", true, Base::kModel},
     {"model_needs_output", [](JobSpec& s) { s.output = ""; }, "output", true, Base::kModel},
     {"model_infer_options_ok",
-     [](JobSpec& s) {
-       s.args = {"--threads", "2", "--batch-pixels=1048576", "--decode-threads", "4",
-                 "--encode-threads=2", "--max-chunks", "3"};
-     },
+     Args({"--threads", "2", "--batch-pixels=1048576", "--decode-threads", "4", "--encode-threads=2", "--max-chunks", "3"}),
      nullptr, true, Base::kModel},
-    {"model_width", [](JobSpec& s) { s.args = {"--batch", "8", "--width", "32"}; }, "args[2]", true,
+    {"model_width", Args({"--batch", "8", "--width", "32"}), "args[2]", true,
      Base::kModel},
-    {"model_width_inline", [](JobSpec& s) { s.args = {"--width=32"}; }, "args[0]", true,
+    {"model_width_inline", Args({"--width=32"}), "args[0]", true,
      Base::kModel},
     {"model_width_as_value_of_an_option",
-     [](JobSpec& s) {
-       s.args = {"--threads", "--width"};
-     },
+     Args({"--threads", "--width"}),
      "args[1]", true, Base::kModel},
-    {"model_train_option", [](JobSpec& s) { s.args = {"--lr", "1"}; }, "args[0]", true,
+    {"model_train_option", Args({"--lr", "1"}), "args[0]", true,
      Base::kModel},
-    {"model_sets_its_file", [](JobSpec& s) { s.args = {"--model-file", "/tmp/evil.pt"}; },
+    {"model_sets_its_file", Args({"--model-file", "/tmp/evil.pt"}),
      "args[0]", true, Base::kModel},
-    {"model_sets_a_builtin_model", [](JobSpec& s) { s.args = {"--model", "colorize-unet"}; },
+    {"model_sets_a_builtin_model", Args({"--model", "colorize-unet"}),
      "args[0]", true, Base::kModel},
-    {"model_image_flag_in_args", [](JobSpec& s) { s.args = {"--image-input", "rgb"}; }, "args[0]",
+    {"model_image_flag_in_args", Args({"--image-input", "rgb"}), "args[0]",
      true, Base::kModel},
-    {"model_positional", [](JobSpec& s) { s.args = {"/etc/passwd"}; }, "args[0]", true,
+    {"model_positional", Args({"/etc/passwd"}), "args[0]", true,
      Base::kModel},
     {"model_image_input", [](JobSpec& s) { s.image.input = "cmyk"; }, "image.input", true,
      Base::kModel},
