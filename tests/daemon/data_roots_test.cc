@@ -40,44 +40,48 @@ class DataRootsTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
+// How a job uses a path: an input it reads (which must exist), or an output
+// it writes (which need not exist yet).
+struct Use {
+  DataAccess access;
+  bool must_exist;
+};
+constexpr Use kInput{DataAccess::kRead, true}, kOutput{DataAccess::kWrite, false};
+
 struct Row {
   const char* name;
   const char* path;  // relative to the temp folder, or absolute when starting with '/'
   DataUser who;
-  DataAccess access;
-  bool must_exist;
+  Use use;
   bool allowed;
 };
 
 TEST_F(DataRootsTest, EachPathAgainstTheRoots) {
   const DataUser alice{"alice", false}, bob{"bob", false}, admin{"root-admin", true};
   const Row rows[] = {
-      {"own_input", "users/alice/in", alice, DataAccess::kRead, true, true},
-      {"own_output_not_yet_made", "users/alice/out/run-1", alice, DataAccess::kWrite, false, true},
-      {"shared_read", "shared/scans", alice, DataAccess::kRead, true, true},
-      {"shared_is_read_only", "shared/out", alice, DataAccess::kWrite, false, false},
-      {"another_users_input", "users/bob/in", alice, DataAccess::kRead, true, false},
-      {"output_into_another_users_root", "users/bob/out", alice, DataAccess::kWrite, false, false},
-      {"secret_outside", "etc/join-token", alice, DataAccess::kRead, true, false},
-      {"symlink_escape", "users/alice/escape/join-token", alice, DataAccess::kRead, true, false},
-      {"symlink_into_another_root", "users/alice/bobs/c.png", alice, DataAccess::kRead, true,
-       false},
-      {"symlink_within_own_root", "users/alice/mine/b.png", alice, DataAccess::kRead, true, true},
-      {"output_below_escaping_link", "users/alice/escape/new", alice, DataAccess::kWrite, false,
-       false},
-      {"dot_dot", "users/alice/../bob/in", alice, DataAccess::kRead, true, false},
-      {"missing_input", "users/alice/nothing", alice, DataAccess::kRead, true, false},
-      {"prefix_is_not_a_root", "users/alicex", alice, DataAccess::kWrite, false, false},
-      {"bob_own", "users/bob/in/c.png", bob, DataAccess::kRead, true, true},
-      {"admin_any_users_root", "users/bob/in", admin, DataAccess::kRead, true, true},
-      {"admin_writes_any_users_root", "users/alice/out", admin, DataAccess::kWrite, false, true},
-      {"admin_not_outside_roots", "etc/join-token", admin, DataAccess::kRead, true, false},
-      {"admin_symlink_escape", "users/alice/escape/join-token", admin, DataAccess::kRead, true,
-       false},
+      {"own_input", "users/alice/in", alice, kInput, true},
+      {"own_output_not_yet_made", "users/alice/out/run-1", alice, kOutput, true},
+      {"shared_read", "shared/scans", alice, kInput, true},
+      {"shared_is_read_only", "shared/out", alice, kOutput, false},
+      {"another_users_input", "users/bob/in", alice, kInput, false},
+      {"output_into_another_users_root", "users/bob/out", alice, kOutput, false},
+      {"secret_outside", "etc/join-token", alice, kInput, false},
+      {"symlink_escape", "users/alice/escape/join-token", alice, kInput, false},
+      {"symlink_into_another_root", "users/alice/bobs/c.png", alice, kInput, false},
+      {"symlink_within_own_root", "users/alice/mine/b.png", alice, kInput, true},
+      {"output_below_escaping_link", "users/alice/escape/new", alice, kOutput, false},
+      {"dot_dot", "users/alice/../bob/in", alice, kInput, false},
+      {"missing_input", "users/alice/nothing", alice, kInput, false},
+      {"prefix_is_not_a_root", "users/alicex", alice, kOutput, false},
+      {"bob_own", "users/bob/in/c.png", bob, kInput, true},
+      {"admin_any_users_root", "users/bob/in", admin, kInput, true},
+      {"admin_writes_any_users_root", "users/alice/out", admin, kOutput, true},
+      {"admin_not_outside_roots", "etc/join-token", admin, kInput, false},
+      {"admin_symlink_escape", "users/alice/escape/join-token", admin, kInput, false},
   };
   const DataRoots roots = Roots();
   for (const Row& row : rows) {
-    auto got = roots.Check(Path(row.path), row.who, row.access, row.must_exist, "dataset");
+    auto got = roots.Check(Path(row.path), row.who, row.use.access, row.use.must_exist, "dataset");
     EXPECT_EQ(got.ok(), row.allowed) << row.name << ": " << got.status().ToString();
     if (!got.ok()) {
       EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << row.name;
