@@ -8,6 +8,7 @@
 
 #include "api/http_status.h"
 #include "tests/api/fake_control_plane.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::api {
 namespace {
@@ -546,9 +547,6 @@ TEST_F(RouterTest, LeaseRouteHandsTheTokenAndRequestToTheControlPlane) {
 class StaticRouterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("tessera-static-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(root_ / "web" / "js");
     Write(root_ / "web" / "index.html", "<h1>Tessera</h1>");
     Write(root_ / "web" / "js" / "app.js", "console.log(1)");
@@ -558,7 +556,6 @@ class StaticRouterTest : public ::testing::Test {
     options.static_dir = (root_ / "web").string();
     router_.emplace(cp_, options);
   }
-  void TearDown() override { std::filesystem::remove_all(root_); }
   static void Write(const std::filesystem::path& p, const std::string& text) {
     std::ofstream(p) << text;
   }
@@ -566,7 +563,8 @@ class StaticRouterTest : public ::testing::Test {
     return router_->Handle(MakeRequest(method, target, ""));
   }
 
-  std::filesystem::path root_;
+  ::tessera::testing::TempDir temp_;
+  const std::filesystem::path root_ = temp_.path();
   FakeControlPlane cp_;
   std::optional<Router> router_;
 };

@@ -20,18 +20,13 @@
 namespace tessera::daemon::job_controller_test {
 namespace {
 
-using api::JobState;
-using std::chrono::milliseconds;
-
 // Infer jobs: the input becomes chunks, ranks get a lease token, and the job
 // succeeds only once every chunk is done.
 class InferControllerTest : public JobControllerTest {
  protected:
-  void SetUp() override {
-    JobControllerTest::SetUp();
+  void Configure() override {
     options_.lease_tokens = &tokens_;
     options_.infer_chunk_images = 4;
-    RestartController();
   }
 
   api::JobSpec InferSpec(const std::string& dataset) {

@@ -10,8 +10,6 @@
 namespace tessera::daemon::job_controller_test {
 namespace {
 
-using api::JobState;
-
 class JobControllerQueueTest : public JobControllerTest {
  protected:
   // Restarts the controller with `users` as its policies.

@@ -16,9 +16,6 @@
 namespace tessera::daemon::job_controller_test {
 namespace {
 
-using api::JobState;
-using std::chrono::milliseconds;
-
 TEST_F(JobControllerTest, DeadNodeTriggersReplanOnSurvivors) {
   api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
   for (auto* n : {&a, &b, &c}) Beat(*n);

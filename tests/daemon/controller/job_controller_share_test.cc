@@ -15,16 +15,11 @@
 namespace tessera::daemon::job_controller_test {
 namespace {
 
-using api::JobState;
-using std::chrono::milliseconds;
-
 class JobControllerShareTest : public JobControllerTest {
  protected:
-  void SetUp() override {
-    JobControllerTest::SetUp();
+  void Configure() override {
     UseSmallProfiles();
     options_.grow_min_speedup = 0;  // growth would hand the devices back
-    RestartController();
   }
 
   // A data-parallel colorize job on up to two devices, compute-bound.

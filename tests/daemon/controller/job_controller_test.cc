@@ -21,9 +21,6 @@
 namespace tessera::daemon::job_controller_test {
 namespace {
 
-using api::JobState;
-using std::chrono::milliseconds;
-
 TEST_F(JobControllerTest, PlacesGangAndHandsEachNodeItsRanks) {
   api::Node a = MakeNode("a", 2, 20), b = MakeNode("b", 1, 20);
   Beat(a);
@@ -344,8 +341,7 @@ TEST_F(JobControllerTest, AModelEntrypointsTrainJobIsPlannedByItsFilesLayers) {
 // a (20 TFLOPS) and b (10 TFLOPS), whose profile skews b's type 1.7x slow.
 class ObservedComputeTest : public JobControllerTest {
  protected:
-  void SetUp() override {
-    JobControllerTest::SetUp();
+  void Configure() override {
     options_.profiles = [this](const ProfileTarget& target) -> Result<scheduler::ModelProfile> {
       scheduler::ModelProfile p = SmallProfile(target.model);
       if (measured_again_) p.name += " (measured again)";

@@ -6,11 +6,12 @@
 #define TESSERA_TESTS_DAEMON_CONTROLLER_JOB_CONTROLLER_TEST_FIXTURE_H_
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,8 +19,13 @@
 #include "common/fake_clock.h"
 #include "daemon/controller/job_controller.h"
 #include "daemon/store/sqlite_store.h"
+#include "tests/common/temp_dir.h"
 
 namespace tessera::daemon::job_controller_test {
+
+// Every JobController test file speaks of these.
+using api::JobState;
+using std::chrono::milliseconds;
 
 // Builds a node with `count` emulated devices of one kind.
 inline api::Node MakeNode(const std::string& name, int count, double tflops,
@@ -76,25 +82,26 @@ inline api::JobSpec CmdSpec(int devices, int64_t max_attempts = 3, int64_t prior
 class JobControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-jc-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    temp_.emplace();  // a fresh folder, also when a test runs SetUp again
+    dir_ = temp_->path();
     auto store = SqliteStore::Open((dir_ / "t.db").string());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = *std::move(store);
     ASSERT_TRUE(store_->PutEntrypoint({"cmd:sleeper", "/bin/sleep", "test"}).ok());
     options_.launch.worker_binary = "/usr/bin/tessera-worker";
     options_.launch.checkpoint_root = "/ckpt";
+    Configure();
     controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
     ASSERT_TRUE(controller_->Recover().ok());
   }
   void TearDown() override {
     controller_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
+    temp_.reset();
   }
+
+  // A derived fixture's changes to options_ before its first controller starts.
+  virtual void Configure() {}
 
   api::JobId Submit(const api::JobSpec& spec, const std::string& user = "alice") {
     NewJob j{user, spec, clock_.NowUnixMillis()};
@@ -178,7 +185,8 @@ class JobControllerTest : public ::testing::Test {
     return out;
   }
 
-  std::filesystem::path dir_;
+  std::optional<::tessera::testing::TempDir> temp_;
+  std::filesystem::path dir_;  // temp_'s
   FakeClock clock_;
   JobControllerOptions options_;
   std::unique_ptr<SqliteStore> store_;
