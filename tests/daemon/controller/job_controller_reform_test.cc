@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <optional>
@@ -18,16 +19,9 @@
 namespace tessera::daemon::job_controller_test {
 namespace {
 
-using api::JobState;
-using std::chrono::milliseconds;
-
 class JobControllerReformTest : public JobControllerTest {
  protected:
-  void SetUp() override {
-    JobControllerTest::SetUp();
-    UseSmallProfiles();
-    RestartController();
-  }
+  void Configure() override { UseSmallProfiles(); }
 
   api::JobSpec Builtin(const std::string& layout, int devices) {
     api::JobSpec spec = CmdSpec(devices);
@@ -125,6 +119,23 @@ class JobControllerReformTest : public JobControllerTest {
     }
   }
 
+  // Whether the job's events say its survivors went on without the lost rank.
+  bool Reformed(api::JobId id) {
+    return Reasons(id).find("without it and train") != std::string::npos;
+  }
+
+  // Up to 40 rounds `step` apart, each the survivors' agents' `beat(round)`
+  // then a tick, until the survivors of `lab` re-formed; asserts they did.
+  void TickUntilReformed(const LostRankTwo& lab, milliseconds step,
+                         const std::function<void(int round)>& beat) {
+    for (int i = 0; i < 40 && !Reformed(lab.id); ++i) {
+      clock_.Advance(step);
+      beat(i);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    ASSERT_TRUE(Reformed(lab.id)) << Reasons(lab.id);
+  }
+
   // Lets `victim` fall silent while the others beat (reporting `runs`, which
   // the caller may edit) until `done` or 40 rounds of 250 ms.
   void SilenceUntil(const std::vector<api::Node*>& nodes, const std::string& victim,
@@ -164,7 +175,7 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
   const api::Job job = *store_->GetJob(id);
   EXPECT_EQ(job.state, JobState::kRunning) << Reasons(id);
   EXPECT_EQ(job.attempt, 1);
-  EXPECT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
+  EXPECT_TRUE(Reformed(id)) << Reasons(id);
   EXPECT_EQ(Reasons(id).find("recovering"), std::string::npos) << Reasons(id);
 
   std::set<std::string> ranks;
@@ -212,23 +223,18 @@ TEST_F(JobControllerReformTest, ALostNodesSurvivorsReformInTheSameAttempt) {
 TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace) {
   LostRankTwo lab;
   StartLosingRankTwo(&lab);
-  const api::JobId id = lab.id;
-  auto& runs = lab.runs;
   api::Node& parked = *lab.survivors[0];
   api::Node& beating = *lab.survivors[1];
   std::promise<api::HeartbeatResponse> answered;
   std::future<api::HeartbeatResponse> answer = answered.get_future();
-  for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
-    clock_.Advance(milliseconds(250));
-    if (i == 0) {
+  ASSERT_NO_FATAL_FAILURE(TickUntilReformed(lab, milliseconds(250), [&](int round) {
+    if (round == 0) {
       // Its agent's beat is held: it runs exactly what it was told to.
-      controller_->OnHeartbeat(Poll(parked, runs[parked.name]),
+      controller_->OnHeartbeat(Poll(parked, lab.runs[parked.name]),
                                [&](api::HeartbeatResponse r) { answered.set_value(r); });
     }
-    Beat(beating, runs[beating.name]);
-    ASSERT_TRUE(controller_->Tick().ok());
-  }
-  ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
+    Beat(beating, lab.runs[beating.name]);
+  }));
   ASSERT_EQ(answer.wait_for(std::chrono::seconds(5)), std::future_status::ready)
       << "the poll waited out its hold";
   const api::HeartbeatResponse got = answer.get();
@@ -242,18 +248,14 @@ TEST_F(JobControllerReformTest, AParkedPollOfASurvivorIsAnsweredWithItsNewPlace)
 TEST_F(JobControllerReformTest, ABeatAfterTheReformIsAnsweredAtOnceWithItsNewPlace) {
   LostRankTwo lab;
   StartLosingRankTwo(&lab);
-  const api::JobId id = lab.id;
-  auto& runs = lab.runs;
   api::Node& quiet = *lab.survivors[0];
   api::Node& beating = *lab.survivors[1];
-  for (int i = 0; i < 40 && Reasons(id).find("without it and train") == std::string::npos; ++i) {
-    clock_.Advance(milliseconds(100));
-    Beat(quiet, runs[quiet.name]);  // answered at once: wait_ms 0
-    Beat(beating, runs[beating.name]);
-    ASSERT_TRUE(controller_->Tick().ok());  // the re-forming happens here, after both beats
-  }
-  ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
-  const api::HeartbeatRequest poll = Poll(quiet, runs[quiet.name]);
+  // The re-forming happens in a round's tick, after both beats.
+  ASSERT_NO_FATAL_FAILURE(TickUntilReformed(lab, milliseconds(100), [&](int) {
+    Beat(quiet, lab.runs[quiet.name]);  // answered at once: wait_ms 0
+    Beat(beating, lab.runs[beating.name]);
+  }));
+  const api::HeartbeatRequest poll = Poll(quiet, lab.runs[quiet.name]);
   std::optional<api::HeartbeatResponse> got;
   controller_->OnHeartbeat(poll, [&](api::HeartbeatResponse r) { got = std::move(r); });
   ASSERT_TRUE(got.has_value()) << "the beat was parked with an order its agent never saw";
@@ -271,9 +273,8 @@ TEST_F(JobControllerReformTest, AReformedRankThatFailsRestartsTheJobAndSaysSo) {
   ThreeNodes lab;
   StartOnThree(Builtin("data", 3), 2, &lab);
   const api::JobId id = lab.id;
-  SilenceUntil(lab.nodes(), lab.victim, &lab.runs,
-               [&] { return Reasons(id).find("without it and train") != std::string::npos; });
-  ASSERT_NE(Reasons(id).find("without it and train"), std::string::npos) << Reasons(id);
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs, [&] { return Reformed(id); });
+  ASSERT_TRUE(Reformed(id)) << Reasons(id);
   for (auto* n : lab.nodes()) {
     if (n->name == lab.victim) continue;
     lab.runs[n->name] = Exited(lab.desired[n->name], 1);
@@ -299,8 +300,7 @@ TEST_F(JobControllerReformTest, APipelineStageOnlyOnTheLostNodeComesFromTheCheck
     if (n->name != lab.victim && n->name != kept) spare = n;
   }
   ASSERT_NE(spare, nullptr);
-  SilenceUntil(lab.nodes(), lab.victim, &lab.runs,
-               [&] { return Reasons(id).find("without it and train") != std::string::npos; });
+  SilenceUntil(lab.nodes(), lab.victim, &lab.runs, [&] { return Reformed(id); });
   const std::string reasons = Reasons(id);
   EXPECT_NE(reasons.find("were held only by the lost ranks: the ranks that take them load them "
                          "from the newest checkpoint"),
