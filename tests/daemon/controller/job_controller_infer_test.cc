@@ -148,8 +148,7 @@ class InferControllerTest : public JobControllerTest {
 };
 
 TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   api::JobId id = Submit(InferSpec(InputFolder(10)));
   // The first pass starts the listing; the job waits for it, then starts.
   ASSERT_TRUE(controller_->Tick().ok());
@@ -215,8 +214,7 @@ TEST_F(InferControllerTest, SucceedsWhenEveryChunkIsDone) {
 // node's ranks: the attempt goes on (no new attempt), the dead rank's leased
 // chunk is leasable at once, and the job succeeds when the survivor is done.
 TEST_F(InferControllerTest, ALostNodeCostsOnlyItsChunksAndTheAttemptGoesOn) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20), b = MakeNode("b", 1, 20);
   Beat(b);
   api::JobId id = Submit(InferSpec(InputFolder(12)));  // 3 chunks of 4
   TickWhilePending(id);

@@ -93,8 +93,7 @@ TEST_F(JobControllerQueueTest, TheQueueViewShowsPlacesSharesAndReasonsAndFollows
   scheduler::UserPolicies users;
   users.users["carol"].max_running_jobs = 1;
   UsePolicies(users);
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   const api::JobId running = Submit(CmdSpec(1), "carol");
   ASSERT_TRUE(controller_->Tick().ok());
   ASSERT_EQ(StateOf(running), JobState::kStarting);

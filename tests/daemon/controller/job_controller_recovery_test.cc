@@ -91,8 +91,7 @@ TEST_F(JobControllerTest, ANodeThatBeatsAgainIsRecordedHealthyWithoutARowWrite) 
 }
 
 TEST_F(JobControllerTest, FailedRankRetriesThenGivesUpAfterMaxAttempts) {
-  api::Node a = MakeNode("a", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20);
   api::JobId id = Submit(CmdSpec(1, /*max_attempts=*/2));
   for (int attempt = 1; attempt <= 2; ++attempt) {
     ASSERT_TRUE(controller_->Tick().ok());
@@ -115,8 +114,7 @@ TEST_F(JobControllerTest, FailedRankRetriesThenGivesUpAfterMaxAttempts) {
 }
 
 TEST_F(JobControllerTest, AFailedRanksReasonNamesTheErrorOfItsLastLogLines) {
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   api::JobId id = Submit(CmdSpec(2, /*max_attempts=*/3));
   ASSERT_TRUE(controller_->Tick().ok());
   auto d = Beat(a);
@@ -177,8 +175,7 @@ TEST_F(JobControllerTest, CrashLoopsStopTheJobWithTheError) {
   for (const Case& c : cases) {
     TearDown();  // a fresh store and controller for each case
     SetUp();
-    api::Node a = MakeNode("a", 1, 20);
-    Beat(a);
+    api::Node a = Joined("a", 1, 20);
     api::JobId id = Submit(CmdSpec(1, /*max_attempts=*/5));
     int attempt = 0;
     for (const AttemptEnd& end : {c.first, c.second}) {
@@ -219,8 +216,7 @@ TEST_F(JobControllerTest, CrashLoopsStopTheJobWithTheError) {
 }
 
 TEST_F(JobControllerTest, RestartedControllerKeepsRunningJob) {
-  api::Node a = MakeNode("a", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20);
   api::JobId id = Submit(CmdSpec(1));
   ASSERT_TRUE(controller_->Tick().ok());
   auto d = Beat(a);

@@ -472,8 +472,7 @@ TEST_F(JobControllerReformTest, AJobAboutToEndDoesNotGrow) {
 // not "grow" onto it (its new rank would read the last checkpoint and redo the
 // steps since); the same job on a device worth keeping grows (the tests above).
 TEST_F(JobControllerReformTest, GrowthThatKeepsNoRunningRankIsNotMade) {
-  api::Node slow = MakeNode("a", 1, 2), fast = MakeNode("c", 1, 200);
-  Beat(slow);
+  api::Node slow = Joined("a", 1, 2), fast = MakeNode("c", 1, 200);
   std::map<std::string, api::HeartbeatResponse> desired;
   api::JobSpec spec = Builtin("data", 2);
   spec.min_devices = 1;

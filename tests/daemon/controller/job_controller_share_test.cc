@@ -170,8 +170,7 @@ TEST_F(JobControllerShareTest, AMoveThatCostsMoreThanItGainsIsNotMade) {
 // alice's job onto it (its new rank joins; GrowTraining would not, a job
 // waits); bob's job still waits.
 TEST_F(JobControllerShareTest, ARunningJobGrowsOntoADeviceTheWaitingJobCannotUse) {
-  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 10);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20), b = MakeNode("b", 1, 10);
   std::map<std::string, api::HeartbeatResponse> desired;
   const api::JobId alice = SubmitRunning(Training(), {&a}, &desired);
   ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 1u);

@@ -22,8 +22,7 @@ namespace tessera::daemon::job_controller_test {
 namespace {
 
 TEST_F(JobControllerTest, PlacesGangAndHandsEachNodeItsRanks) {
-  api::Node a = MakeNode("a", 2, 20), b = MakeNode("b", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20), b = MakeNode("b", 1, 20);
   Beat(b);
   api::JobId id = Submit(CmdSpec(3));
   ASSERT_TRUE(controller_->Tick().ok());
@@ -63,8 +62,7 @@ TEST_F(JobControllerTest, PlacesGangAndHandsEachNodeItsRanks) {
 }
 
 TEST_F(JobControllerTest, PriorityThenFifoAndBackfillNeverDelaysHead) {
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   api::JobId running = Submit(CmdSpec(1));
   ASSERT_TRUE(controller_->Tick().ok());
   ASSERT_EQ(StateOf(running), JobState::kStarting);
@@ -81,16 +79,14 @@ TEST_F(JobControllerTest, PriorityThenFifoAndBackfillNeverDelaysHead) {
 }
 
 TEST_F(JobControllerTest, BackfillAllowedWhenHeadStillFits) {
-  api::Node a = MakeNode("a", 3, 20);
-  Beat(a);
+  api::Node a = Joined("a", 3, 20);
   api::JobId running = Submit(CmdSpec(2));
   ASSERT_TRUE(controller_->Tick().ok());
   ASSERT_EQ(StateOf(running), JobState::kStarting);
   // Head needs 3 devices (only 1 free). A one-device job would hold a
   // device the head needs once `running` ends: refused. Shrink the cluster
   // question: a 4th device on another node makes the backfill harmless.
-  api::Node b = MakeNode("b", 1, 20);
-  Beat(b);
+  api::Node b = Joined("b", 1, 20);
   api::JobId head = Submit(CmdSpec(3, 3, 5));
   api::JobId small = Submit(CmdSpec(1));
   ASSERT_TRUE(controller_->Tick().ok());
@@ -100,8 +96,7 @@ TEST_F(JobControllerTest, BackfillAllowedWhenHeadStillFits) {
 }
 
 TEST_F(JobControllerTest, CancelledJobLeavesDesiredSet) {
-  api::Node a = MakeNode("a", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20);
   api::JobId id = Submit(CmdSpec(1));
   ASSERT_TRUE(controller_->Tick().ok());
   ASSERT_EQ(Beat(a).desired.size(), 1u);
@@ -119,8 +114,7 @@ TEST_F(JobControllerTest, APortIsNotGivenAgainWhileTheRankHoldingItStops) {
   options_.launch.master_port_span = 7;  // every job's first attempt prefers one port
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
   ASSERT_TRUE(controller_->Recover().ok());
-  api::Node a = MakeNode("a", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20);
   auto port_of = [](const api::HeartbeatResponse& d) {
     return d.desired.at(0).env.at("MASTER_PORT");
   };
@@ -163,8 +157,7 @@ TEST_F(JobControllerTest, APortIsNotGivenAgainWhileTheRankHoldingItStops) {
 }
 
 TEST_F(JobControllerTest, PreviewShowsPlansWithoutPlacing) {
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   auto preview = controller_->Preview(CmdSpec(2));
   ASSERT_TRUE(preview.ok()) << preview.status().ToString();
   ASSERT_FALSE((*preview)["plans"].empty());
@@ -187,8 +180,7 @@ TEST_F(JobControllerTest, HeartbeatsAreAnsweredWhileAPlanIsBeingMade) {
     return SmallProfile(target.model);
   };
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   api::JobSpec spec = CmdSpec(1);
   spec.entrypoint = "builtin:colorize-unet";
   api::JobId id = Submit(spec);
@@ -206,8 +198,7 @@ TEST_F(JobControllerTest, HeartbeatsAreAnsweredWhileAPlanIsBeingMade) {
 }
 
 TEST_F(JobControllerTest, AJobIsPlannedAgainOnlyWhenTheClusterChanged) {
-  api::Node a = MakeNode("a", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20);
   api::JobId running = Submit(CmdSpec(1));
   ASSERT_TRUE(controller_->Tick().ok());
   ASSERT_EQ(StateOf(running), JobState::kStarting);
@@ -241,8 +232,7 @@ TEST_F(JobControllerTest, BuiltinJobWaitsForItsProfileThenFailsIfUnknown) {
     return SmallProfile(model);
   };
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-  api::Node a = MakeNode("a", 3, 20);  // one device stays free for the GAN job
-  Beat(a);
+  api::Node a = Joined("a", 3, 20);  // one device stays free for the GAN job
   api::JobSpec spec = CmdSpec(2);
   spec.entrypoint = "builtin:colorize-unet";
   api::JobId id = Submit(spec);
@@ -296,8 +286,7 @@ TEST_F(JobControllerTest, AModelEntrypointsTrainJobIsPlannedByItsFilesLayers) {
     return SmallProfile(target.is_file() ? "seq" : target.model);
   };
   controller_ = std::make_unique<JobController>(store_.get(), &clock_, options_);
-  api::Node a = MakeNode("a", 2, 20);
-  Beat(a);
+  api::Node a = Joined("a", 2, 20);
   api::JobSpec spec = CmdSpec(2);
   spec.entrypoint = "model:lab-seq";
   spec.kind = api::JobKind::kTrain;
@@ -467,8 +456,7 @@ TEST_F(ObservedComputeTest, AContradictedProfileIsMeasuredAgainOnce) {
 }
 
 TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {
-  api::Node a = MakeNode("a", 1, 20);
-  Beat(a);
+  api::Node a = Joined("a", 1, 20);
   api::HeartbeatRequest idle;
   idle.node = "a";
   idle.wait_ms = 100;

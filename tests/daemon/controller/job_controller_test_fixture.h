@@ -121,6 +121,13 @@ class JobControllerTest : public ::testing::Test {
     return controller_->OnHeartbeat(r);
   }
 
+  // A node (MakeNode's) that has joined: its first heartbeat is in.
+  api::Node Joined(const std::string& name, int count, double tflops, int64_t memory_gb = 16) {
+    api::Node node = MakeNode(name, count, tflops, memory_gb);
+    Beat(node);
+    return node;
+  }
+
   // The agent's side: report every desired worker as running (or exited).
   std::vector<api::WorkerStatus> Running(const api::HeartbeatResponse& desired) {
     std::vector<api::WorkerStatus> out;
