@@ -39,19 +39,17 @@ class ClusterE2ETest : public ::testing::Test {
   }
 
   api::JobId Submit(int min_devices, int max_devices, int steps, double sleep_s) {
-    int status = 0;
-    api::Json job = cluster_->PostJson("/api/v1/jobs",
-                                       {{"name", "e2e"},
-                                        {"entrypoint", "cmd:checkpointing-worker"},
-                                        {"args", {std::to_string(steps), std::to_string(sleep_s)}},
-                                        {"global_batch", 12},
-                                        {"steps", steps},
-                                        {"min_devices", min_devices},
-                                        {"max_devices", max_devices},
-                                        {"max_attempts", 4}},
-                                       &status);
-    EXPECT_EQ(status, 201) << job.dump();
-    return job.value("id", api::JobId{0});
+    api::JobId id = 0;
+    EXPECT_TRUE(cluster_->SubmitJob({{"name", "e2e"},
+                                     {"entrypoint", "cmd:checkpointing-worker"},
+                                     {"args", {std::to_string(steps), std::to_string(sleep_s)}},
+                                     {"global_batch", 12},
+                                     {"steps", steps},
+                                     {"min_devices", min_devices},
+                                     {"max_devices", max_devices},
+                                     {"max_attempts", 4}},
+                                    &id));
+    return id;
   }
 
   std::set<std::string> PlannedNodes(api::JobId id) { return cluster_->PlannedNodes(id); }
@@ -227,9 +225,8 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
   }
 
   constexpr int kSteps = 6;
-  int status = 0;
-  api::Json job = cluster.PostJson(
-      "/api/v1/jobs",
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(
       {{"name", "dataplane"},
        {"kind", "train"},
        {"entrypoint", "builtin:colorize-unet"},
@@ -241,9 +238,7 @@ TEST(DataPlaneE2ETest, TrainingRanksOnTwoNodesAllReduceAcrossTheirNetworks) {
        {"max_devices", 2},
        {"max_attempts", 1},
        {"args", {"--image-size", "16", "--width", "4", "--lr", "0.01", "--threads", "1"}}},
-      &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job.value("id", api::JobId{0});
+      &id));
   // Pending until tesserad has profiled the model (a background warm-up).
   ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "succeeded"; }, 180s))
       << cluster.JobState(id) << "\n"

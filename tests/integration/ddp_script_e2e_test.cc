@@ -47,23 +47,20 @@ TEST(DdpScriptE2ETest, NodeKilledMidRunResumesFromTheScriptsCheckpointAtNewShare
   ASSERT_TRUE(cluster.NodesJoin(3));
   ASSERT_TRUE(cluster.AllowEntrypoint("cmd:ddp-script", launcher.string(),
                                       "a DDP script with uneven shares"));
-  int status = 0;
 
   constexpr int kSteps = 50;
   // No "steps": Tessera cannot know a script's steps.
-  api::Json job = cluster.PostJson("/api/v1/jobs",
-                                   {{"name", "ddp-script"},
-                                    {"entrypoint", "cmd:ddp-script"},
-                                    {"args", {std::to_string(kSteps), "0.15"}},
-                                    {"global_batch", 12},
-                                    // Three devices: no node holds as many, so the plan
-                                    // spans nodes whatever the agents measured.
-                                    {"min_devices", 3},
-                                    {"max_devices", 3},
-                                    {"max_attempts", 4}},
-                                   &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job.value("id", api::JobId{0});
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob({{"name", "ddp-script"},
+                                 {"entrypoint", "cmd:ddp-script"},
+                                 {"args", {std::to_string(kSteps), "0.15"}},
+                                 {"global_batch", 12},
+                                 // Three devices: no node holds as many, so the plan
+                                 // spans nodes whatever the agents measured.
+                                 {"min_devices", 3},
+                                 {"max_devices", 3},
+                                 {"max_attempts", 4}},
+                                &id));
   const fs::path ckdir =
       cluster.dir() / "controller" / "checkpoints" / ("job-" + std::to_string(id));
 
@@ -166,17 +163,14 @@ TEST(DdpScriptE2ETest, ACutCheckpointFailsAsANamedCrashLoop) {
   cluster.StartAgent("nodea", kOneMid);
   ASSERT_TRUE(cluster.NodesJoin(1));
   ASSERT_TRUE(cluster.AllowEntrypoint("cmd:resume", launcher.string()));
-  int status = 0;
-  api::Json job = cluster.PostJson("/api/v1/jobs",
-                                   {{"name", "resume"},
-                                    {"entrypoint", "cmd:resume"},
-                                    {"global_batch", 4},
-                                    {"min_devices", 1},
-                                    {"max_devices", 1},
-                                    {"max_attempts", 5}},
-                                   &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob({{"name", "resume"},
+                                 {"entrypoint", "cmd:resume"},
+                                 {"global_batch", 4},
+                                 {"min_devices", 1},
+                                 {"max_devices", 1},
+                                 {"max_attempts", 5}},
+                                &id));
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "failed"; }, 120s))
       << cluster.GetJson(path).dump(2);

@@ -28,9 +28,9 @@ constexpr int kImages = 3'000;
 
 api::Json ModelSpec(const std::string& name, const std::string& entrypoint, const fs::path& in,
                     const fs::path& out) {
-  return {{"name", name},           {"kind", "infer"},        {"entrypoint", entrypoint},
-          {"dataset", in.string()}, {"output", out.string()}, {"args", {"--threads", "1"}},
-          {"global_batch", 2}};
+  api::Json spec = InferJobSpec(name, entrypoint, in, out, {"--threads", "1"});
+  spec["global_batch"] = 2;
+  return spec;
 }
 
 // Exports the lab's models into `models` (examples/own-model/export.py with
@@ -64,7 +64,6 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
   ASSERT_TRUE(
       cluster.AllowEntrypoint("model:colorizer", colorizer.string(), "the lab's colorizer"));
 
-  int status = 0;
   api::Json spec = ModelSpec("colorize-own", "model:colorizer", in, out);
   // The module states its convention; the spec may state it too.
   spec.update({{"global_batch", 3},
@@ -72,9 +71,8 @@ TEST(ExportedModelE2ETest, ALabsTorchScriptColorizerExactlyOnceThroughAWorkerKil
                {"max_devices", 3},
                {"max_attempts", 5},
                {"image", {{"input", "gray"}, {"range", {-1, 1}}}}});
-  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(spec, &id));
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
 
   ASSERT_TRUE(cluster.RunningPast(id, 600, 240s));
@@ -131,9 +129,8 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
       << status;
   api::Json spec = ModelSpec("colorize-archive", "model:colorizer", in, out);
   spec.update({{"global_batch", 3}, {"min_devices", 1}});
-  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId infer = job["id"].get<api::JobId>();
+  api::JobId infer = 0;
+  ASSERT_TRUE(cluster.SubmitJob(spec, &infer));
   ASSERT_TRUE(cluster.RunningPast(infer, 60, 240s));
   // On two or three nodes: either way the train job needs a device of it. A
   // node that was suspect when the job was placed (a late beat on a loaded
@@ -143,9 +140,8 @@ TEST(ExportedModelE2ETest, InferenceGivesDevicesBackToTrainingWithoutLosingAnIma
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(infer)).dump() << "\n"
       << cluster.controller()->Log();
 
-  api::Json train = cluster.PostJson("/api/v1/jobs", train_spec, &status);
-  ASSERT_EQ(status, 201) << train.dump();
-  const api::JobId train_id = train["id"].get<api::JobId>();
+  api::JobId train_id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(train_spec, &train_id));
   ASSERT_TRUE(cluster.EndsIn(train_id, "succeeded", 240s)) << "infer " << cluster.JobState(infer);
   std::string gave;
   for (const auto& e : cluster.Events(infer)) {
@@ -169,11 +165,8 @@ TEST(ExportedModelE2ETest, AFileThatIsNotAModelFailsTheJobWithTheReason) {
       cluster.StartWorkerLab({{"boxa", InventoryYaml({{1, "T4 (emulated)", "1GiB", 0.6}})}}));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:colorizer", junk.string()));
 
-  int status = 0;
-  api::Json job = cluster.PostJson("/api/v1/jobs",
-                                   ModelSpec("not-a-model", "model:colorizer", in, out), &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(ModelSpec("not-a-model", "model:colorizer", in, out), &id));
   ASSERT_TRUE(WaitFor([&] { return cluster.JobState(id) == "failed"; }, 120s))
       << cluster.JobState(id) << "\n"
       << cluster.controller()->Log();
@@ -238,25 +231,22 @@ TEST(ExportedModelE2ETest, ALabsSequenceOfLayersTrainsAsAPipelineAndRecovers) {
                               {"boxc", InventoryYaml({{1, "C (emulated)", "4GiB", 0.3}})}}));
   ASSERT_TRUE(cluster.AllowEntrypoint("model:sequence", (models / "sequence.pt").string()));
 
-  int status = 0;
-  api::Json job =
-      cluster.PostJson("/api/v1/jobs",
-                       {{"name", "train-own"},
-                        {"min_devices", 2},
-                        {"max_devices", 2},
-                        {"kind", "train"},
-                        {"entrypoint", "model:sequence"},
-                        {"dataset", in.string()},
-                        {"global_batch", 8},
-                        {"steps", 600},
-                        {"layout", "pipeline"},
-                        {"max_attempts", 3},
-                        {"args",
-                         {"--loss", "l1", "--image-size", "16", "--optimizer", "adam", "--lr",
-                          "0.003", "--threads", "1", "--checkpoint-every-steps", "5"}}},
-                       &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(
+      cluster.SubmitJob({{"name", "train-own"},
+                         {"min_devices", 2},
+                         {"max_devices", 2},
+                         {"kind", "train"},
+                         {"entrypoint", "model:sequence"},
+                         {"dataset", in.string()},
+                         {"global_batch", 8},
+                         {"steps", 600},
+                         {"layout", "pipeline"},
+                         {"max_attempts", 3},
+                         {"args",
+                          {"--loss", "l1", "--image-size", "16", "--optimizer", "adam", "--lr",
+                           "0.003", "--threads", "1", "--checkpoint-every-steps", "5"}}},
+                        &id));
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   auto steps_of = [&](int attempt) {
     int64_t last = 0, first = INT64_MAX;

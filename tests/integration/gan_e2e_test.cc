@@ -75,9 +75,8 @@ TEST(GanE2ETest, TrainsDataParallelOnTwoNodesAndResumesOnTheSurvivor) {
   ASSERT_TRUE(cluster.StartWorkerLab({{"nodea", one}, {"nodeb", one}}));
 
   constexpr int kSteps = 200;
-  int status = 0;
-  api::Json job = cluster.PostJson(
-      "/api/v1/jobs",
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(
       {{"name", "gan"},
        {"kind", "train"},
        {"entrypoint", "builtin:gan-pix2pix"},
@@ -89,9 +88,7 @@ TEST(GanE2ETest, TrainsDataParallelOnTwoNodesAndResumesOnTheSurvivor) {
        {"max_devices", 2},
        {"max_attempts", 3},
        {"args", {"--image-size", "48", "--width", "4", "--lr", "0.01", "--threads", "1"}}},
-      &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job.value("id", api::JobId{0});
+      &id));
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
 
   // Pending while tesserad profiles the builtin models (the GAN last), then planned

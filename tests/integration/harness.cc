@@ -198,6 +198,12 @@ std::string GenImages(const fs::path& out, int count, int size, std::chrono::sec
                  {}, fs::path(out.string() + ".gen-images.log"), timeout);
 }
 
+api::Json InferJobSpec(const std::string& name, const std::string& entrypoint, const fs::path& in,
+                       const fs::path& out, const std::vector<std::string>& args) {
+  return {{"name", name},           {"kind", "infer"},        {"entrypoint", entrypoint},
+          {"dataset", in.string()}, {"output", out.string()}, {"args", args}};
+}
+
 std::string RunTool(const std::vector<std::string>& argv,
                     const std::map<std::string, std::string>& env, const fs::path& log,
                     std::chrono::seconds timeout) {
@@ -463,6 +469,16 @@ api::Json Cluster::PostJson(const std::string& target, const api::Json& body, in
   }
   if (status) *status = r->status;
   return api::Json::parse(r->body, nullptr, false);
+}
+
+::testing::AssertionResult Cluster::SubmitJob(const api::Json& spec, api::JobId* id,
+                                              const std::string& token) {
+  int status = 0;
+  const api::Json answer = PostJson("/api/v1/jobs", spec, &status, token);
+  *id = answer.is_object() ? answer.value("id", api::JobId{0}) : 0;
+  if (status == 201) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "submitting " << spec.value("name", "") << ": HTTP " << status << " " << answer.dump();
 }
 
 ::testing::AssertionResult Cluster::NodesJoin(int nodes, std::chrono::seconds timeout) {

@@ -121,6 +121,12 @@ std::filesystem::path ScriptLauncher(const std::filesystem::path& path, const st
 std::string GenImages(const std::filesystem::path& out, int count, int size,
                       std::chrono::seconds timeout = std::chrono::seconds(120));
 
+// An infer job's spec: `entrypoint` over the scans in `in` into `out`, with
+// the job's `args`; a test adds what else its job needs.
+api::Json InferJobSpec(const std::string& name, const std::string& entrypoint,
+                       const std::filesystem::path& in, const std::filesystem::path& out,
+                       const std::vector<std::string>& args);
+
 // Polls `pred` every 20 ms until it is true or `timeout` passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
@@ -197,6 +203,11 @@ class Cluster {
   // POST as the admin, or as the user whose `token` is given.
   api::Json PostJson(const std::string& target, const api::Json& body, int* status = nullptr,
                      const std::string& token = "");
+  // Submits the job `spec` as the admin, or as the user whose `token` is
+  // given; succeeds when tesserad answered 201. *id gets the id it answered
+  // (0 when none); the failure says what tesserad answered.
+  ::testing::AssertionResult SubmitJob(const api::Json& spec, api::JobId* id,
+                                       const std::string& token = "");
   // A new API token for `user` (`tesserad token create`, on tesserad's state
   // folder); throws std::runtime_error with the tool's output when it fails.
   std::string UserToken(const std::string& user);

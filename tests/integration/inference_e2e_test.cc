@@ -28,13 +28,9 @@ constexpr int kImages = 10'000;
 // single-process reference runs), for the tests to complete.
 api::Json ColorizeSpec(const std::string& name, const fs::path& in, const fs::path& out,
                        const fs::path& ckpt) {
-  return {{"name", name},
-          {"kind", "infer"},
-          {"entrypoint", "builtin:colorize-unet"},
-          {"dataset", in.string()},
-          {"output", out.string()},
-          {"checkpoint", ckpt.string()},
-          {"args", {"--threads", "1"}}};
+  api::Json spec = InferJobSpec(name, "builtin:colorize-unet", in, out, {"--threads", "1"});
+  spec["checkpoint"] = ckpt.string();
+  return spec;
 }
 
 TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
@@ -61,16 +57,14 @@ TEST(InferenceE2ETest, TenThousandImagesExactlyOnceThroughWorkerAndNodeKills) {
   ASSERT_TRUE(cluster.StartWorkerLab({{"boxa", one}, {"boxb", one}, {"boxc", one}},
                                      "infer_chunk_images: 50\nlease_ms: 3000\n"));
 
-  int status = 0;
   api::Json spec = ColorizeSpec("colorize-archive", in, out, ckpt);
   spec.update({{"global_batch", 3},
                {"min_devices", 2},
                {"max_devices", 3},
                {"layout", "data"},
                {"max_attempts", 5}});
-  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(spec, &id));
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
 
   // 1. One worker dies mid-run.
@@ -135,7 +129,6 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
   cluster.StartAgent("boxc", slow);
   ASSERT_TRUE(WaitFor([&] { return cluster.HealthyNodes() == 3; }, 60s));
 
-  int status = 0;
   api::Json spec = ColorizeSpec("tiled-scans", in, out, ckpt);
   spec.update({{"global_batch", 1},
                {"min_devices", 3},
@@ -143,9 +136,8 @@ TEST(InferenceE2ETest, TiledLayoutSharesEachScanAcrossThreeNodes) {
                {"image_width", 640},
                {"image_height", 640},
                {"layout", "tiled"}});
-  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(spec, &id));
   ASSERT_TRUE(cluster.EndsIn(id, "succeeded", 60s))
       << cluster.PostJson("/api/v1/plans", spec).dump(2);
   api::Json done = cluster.GetJson("/api/v1/jobs/" + std::to_string(id));

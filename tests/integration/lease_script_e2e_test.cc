@@ -57,16 +57,10 @@ void StartScriptLab(Cluster& cluster, const std::string& config) {
 // TESSERA_INFER_DATASET / _OUTPUT.
 api::Json ScriptJob(const std::string& name, const fs::path& in, const fs::path& out,
                     const std::string& delay, int min_devices) {
-  return {{"name", name},
-          {"kind", "infer"},
-          {"entrypoint", "cmd:infer-script"},
-          {"dataset", in.string()},
-          {"output", out.string()},
-          {"args", {"--delay", delay}},
-          {"global_batch", 3},
-          {"min_devices", min_devices},
-          {"max_devices", 3},
-          {"layout", "data"}};
+  api::Json spec = InferJobSpec(name, "cmd:infer-script", in, out, {"--delay", delay});
+  spec.update(
+      {{"global_batch", 3}, {"min_devices", min_devices}, {"max_devices", 3}, {"layout", "data"}});
+  return spec;
 }
 
 TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKills) {
@@ -81,12 +75,10 @@ TEST(LeaseScriptE2ETest, PyTorchScriptWritesEveryOutputOnceThroughRankAndNodeKil
       StartScriptLab(cluster, "tls: on\ninfer_chunk_images: 10\nlease_ms: 3000\n"));
   ASSERT_TRUE(cluster.tls());
 
-  int status = 0;
   api::Json spec = ScriptJob("lease-script", in, out, "0.04", /*min_devices=*/2);
   spec["max_attempts"] = 5;
-  api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(spec, &id));
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
 
   // 1. One rank dies mid-run (kill -9 of the script's process).
@@ -127,27 +119,22 @@ TEST(LeaseScriptE2ETest, AnInferJobGrowsOntoTheDevicesATrainJobLeaves) {
   ASSERT_NO_FATAL_FAILURE(StartScriptLab(cluster, "infer_chunk_images: 10\nlease_ms: 3000\n"));
   ASSERT_TRUE(cluster.AllowEntrypoint("cmd:hold", "/bin/sleep"));
 
-  int status = 0;
   // Two devices for 20 s.
-  api::Json train = cluster.PostJson("/api/v1/jobs",
-                                     {{"name", "hold-two"},
-                                      {"kind", "train"},
-                                      {"entrypoint", "cmd:hold"},
-                                      {"args", {"20"}},
-                                      {"global_batch", 2},
-                                      {"steps", 1},
-                                      {"min_devices", 2},
-                                      {"max_devices", 2}},
-                                     &status);
-  ASSERT_EQ(status, 201) << train.dump();
-  const api::JobId train_id = train["id"].get<api::JobId>();
+  api::JobId train_id = 0;
+  ASSERT_TRUE(cluster.SubmitJob({{"name", "hold-two"},
+                                 {"kind", "train"},
+                                 {"entrypoint", "cmd:hold"},
+                                 {"args", {"20"}},
+                                 {"global_batch", 2},
+                                 {"steps", 1},
+                                 {"min_devices", 2},
+                                 {"max_devices", 2}},
+                                &train_id));
   ASSERT_TRUE(WaitFor([&] { return cluster.JobState(train_id) == "running"; }, 120s))
       << cluster.JobState(train_id);
 
-  api::Json job = cluster.PostJson(
-      "/api/v1/jobs", ScriptJob("grow-script", in, out, "0.05", /*min_devices=*/1), &status);
-  ASSERT_EQ(status, 201) << job.dump();
-  const api::JobId id = job["id"].get<api::JobId>();
+  api::JobId id = 0;
+  ASSERT_TRUE(cluster.SubmitJob(ScriptJob("grow-script", in, out, "0.05", /*min_devices=*/1), &id));
   const std::string target = "/api/v1/jobs/" + std::to_string(id);
   ASSERT_TRUE(cluster.RunningPast(id, 10, 120s));
   const std::set<std::string> alone = cluster.PlannedNodes(id);

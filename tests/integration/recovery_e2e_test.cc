@@ -57,22 +57,19 @@ api::JobId TrainUntilCheckpoint(Cluster& cluster,
   EXPECT_EQ(GenImages(images, 32, 32), "");
   EXPECT_TRUE(cluster.StartWorkerLab(agents, extra_config, 30s));
 
-  int status = 0;
-  api::Json job = cluster.PostJson("/api/v1/jobs",
-                                   {{"name", "colorize"},
-                                    {"entrypoint", "builtin:colorize-unet"},
-                                    {"dataset", images.string()},
-                                    {"global_batch", global_batch},
-                                    {"steps", 100000},
-                                    {"checkpoint_every_s", 1},
-                                    {"min_devices", min_devices},
-                                    {"max_devices", max_devices},
-                                    {"layout", "data"},
-                                    {"max_attempts", 3},
-                                    {"args", {"--image-size", "32", "--width", "8"}}},
-                                   &status);
-  EXPECT_EQ(status, 201) << job.dump();
-  const api::JobId id = job.value("id", api::JobId{0});
+  api::JobId id = 0;
+  EXPECT_TRUE(cluster.SubmitJob({{"name", "colorize"},
+                                 {"entrypoint", "builtin:colorize-unet"},
+                                 {"dataset", images.string()},
+                                 {"global_batch", global_batch},
+                                 {"steps", 100000},
+                                 {"checkpoint_every_s", 1},
+                                 {"min_devices", min_devices},
+                                 {"max_devices", max_devices},
+                                 {"layout", "data"},
+                                 {"max_attempts", 3},
+                                 {"args", {"--image-size", "32", "--width", "8"}}},
+                                &id));
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   // Pending while tesserad profiles the builtin models, then running.
   EXPECT_TRUE(WaitFor([&] { return cluster.JobState(id) == "running"; }, 300s))

@@ -58,21 +58,16 @@ TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
   const std::string alice = cluster.UserToken("alice");
   const std::string bob = cluster.UserToken("bob");
 
-  int status = 0;
-  const api::Json first =
-      cluster.PostJson("/api/v1/jobs", Training("alice-colorize", images), &status, alice);
-  ASSERT_EQ(status, 201) << first.dump();
-  const api::JobId a = first.value("id", api::JobId{0});
+  api::JobId a = 0;
+  ASSERT_TRUE(cluster.SubmitJob(Training("alice-colorize", images), &a, alice));
   // Pending while tesserad profiles the model, then running on both nodes.
   ASSERT_TRUE(WaitFor([&] { return cluster.PlannedNodes(a).size() == 2; }, 300s))
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).dump() << "\n"
       << cluster.controller()->Log();
   ASSERT_TRUE(WaitFor([&] { return NewestStep(cluster, a) >= 3; }, 120s));
 
-  const api::Json second =
-      cluster.PostJson("/api/v1/jobs", Training("bob-colorize", images), &status, bob);
-  ASSERT_EQ(status, 201) << second.dump();
-  const api::JobId b = second.value("id", api::JobId{0});
+  api::JobId b = 0;
+  ASSERT_TRUE(cluster.SubmitJob(Training("bob-colorize", images), &b, bob));
   EXPECT_TRUE(WaitFor([&] { return cluster.JobState(b) == "running"; }, 120s))
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump() << "\n"
       << cluster.controller()->Log();
@@ -116,10 +111,8 @@ TEST(ShareE2ETest, AJobMovedOntoAnotherNodeResumesFromItsCheckpoint) {
   alices["max_devices"] = 1;
   alices["checkpoint_every_s"] = 2;
   alices["max_attempts"] = 1;  // a moved attempt does not count
-  int status = 0;
-  const api::Json first = cluster.PostJson("/api/v1/jobs", alices, &status, alice);
-  ASSERT_EQ(status, 201) << first.dump();
-  const api::JobId a = first.value("id", api::JobId{0});
+  api::JobId a = 0;
+  ASSERT_TRUE(cluster.SubmitJob(alices, &a, alice));
   ASSERT_TRUE(
       WaitFor([&] { return cluster.PlannedNodes(a) == std::set<std::string>{"nodea"}; }, 300s))
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).dump() << "\n"
@@ -131,9 +124,8 @@ TEST(ShareE2ETest, AJobMovedOntoAnotherNodeResumesFromItsCheckpoint) {
   // 17 MB) fit there.
   api::Json bobs = Training("bob-colorize", images);
   bobs["args"] = {"--image-size", "128", "--width", "32"};
-  const api::Json second = cluster.PostJson("/api/v1/jobs", bobs, &status, bob);
-  ASSERT_EQ(status, 201) << second.dump();
-  const api::JobId b = second.value("id", api::JobId{0});
+  api::JobId b = 0;
+  ASSERT_TRUE(cluster.SubmitJob(bobs, &b, bob));
   EXPECT_TRUE(WaitFor([&] { return cluster.JobState(b) == "running"; }, 120s))
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump() << "\n"
       << cluster.controller()->Log();
