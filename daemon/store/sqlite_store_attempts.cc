@@ -29,10 +29,7 @@ Result<JobAttempt> AttemptFromRow(const Stmt& q) {
 Status SqliteStore::InsertAttempt(const JobAttempt& a) {
   const std::optional<std::string> plan = JsonColumn(a.plan);
   return Write([&](sqlite3* db) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(Stmt q, Stmt::Prepare(db, "SELECT 1 FROM jobs WHERE id = ?"));
-    q.Bind(1, a.job_id);
-    TESSERA_ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) return NotFound("job " + std::to_string(a.job_id) + " not found");
+    TESSERA_RETURN_IF_ERROR(CheckJobExists(db, a.job_id));
     TESSERA_ASSIGN_OR_RETURN(
         Stmt ins, Stmt::Prepare(db,
                                 "INSERT INTO job_attempts (job_id, attempt, plan, started_ms, "
@@ -90,9 +87,7 @@ Status SqliteStore::FinishAttempt(api::JobId job, int64_t attempt, int64_t ended
                                            "UPDATE job_attempts SET ended_ms = ?, result = ? "
                                            "WHERE job_id = ? AND attempt = ?"));
     up.Bind(1, ended_ms).Bind(2, result).Bind(3, job).Bind(4, attempt);
-    TESSERA_RETURN_IF_ERROR(up.Run());
-    if (sqlite3_changes(db) == 0) return NotFound("attempt not found");
-    return Status::Ok();
+    return RunOnExistingRow(db, up, "attempt not found");
   });
 }
 
@@ -101,9 +96,7 @@ Status SqliteStore::DeleteAttempt(api::JobId job, int64_t attempt) {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt del, Stmt::Prepare(db, "DELETE FROM job_attempts WHERE job_id = ? AND attempt = ?"));
     del.Bind(1, job).Bind(2, attempt);
-    TESSERA_RETURN_IF_ERROR(del.Run());
-    if (sqlite3_changes(db) == 0) return NotFound("attempt not found");
-    return Status::Ok();
+    return RunOnExistingRow(db, del, "attempt not found");
   });
 }
 
@@ -114,9 +107,7 @@ Status SqliteStore::SetAttemptPlan(api::JobId job, int64_t attempt, const api::J
         Stmt up,
         Stmt::Prepare(db, "UPDATE job_attempts SET plan = ? WHERE job_id = ? AND attempt = ?"));
     up.Bind(1, text).Bind(2, job).Bind(3, attempt);
-    TESSERA_RETURN_IF_ERROR(up.Run());
-    if (sqlite3_changes(db) == 0) return NotFound("attempt not found");
-    return Status::Ok();
+    return RunOnExistingRow(db, up, "attempt not found");
   });
 }
 

@@ -101,11 +101,8 @@ Result<std::vector<TokenInfo>> SqliteStore::ListTokens() {
 Status SqliteStore::PutAgentJoinToken(const SecretDigest& digest) {
   return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt up, Stmt::Prepare(db,
-                               "INSERT INTO agent_join_token (id, salt, hash) VALUES (1, ?, ?) "
-                               "ON CONFLICT (id) DO UPDATE SET salt = excluded.salt, "
-                               "hash = excluded.hash"));
-    up.BindBlob(1, digest.salt).BindBlob(2, digest.hash);
+        Stmt up, Stmt::Prepare(db, UpsertSql("agent_join_token", {"id", "salt", "hash"})));
+    up.Bind(1, int64_t{1}).BindBlob(2, digest.salt).BindBlob(3, digest.hash);
     return up.Run();
   });
 }
@@ -201,13 +198,9 @@ Status SqliteStore::PutNodeCredential(const NodeCredentialRecord& record,
                              CurrentEnrolment(db, e.node));
     if (current != expected) return EnrolmentChanged(e.node);
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt up,
-        Stmt::Prepare(db,
-                      "INSERT INTO node_credentials (node, id, salt, hash, enrolled_ms, "
-                      "first_used_ms, revoked_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                      "ON CONFLICT (node) DO UPDATE SET id = excluded.id, salt = excluded.salt, "
-                      "hash = excluded.hash, enrolled_ms = excluded.enrolled_ms, "
-                      "first_used_ms = excluded.first_used_ms, revoked_ms = excluded.revoked_ms"));
+        Stmt up, Stmt::Prepare(
+                     db, UpsertSql("node_credentials", {"node", "id", "salt", "hash", "enrolled_ms",
+                                                        "first_used_ms", "revoked_ms"})));
     up.Bind(1, std::string_view(e.node))
         .Bind(2, std::string_view(e.credential_id))
         .BindBlob(3, record.secret.salt)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "daemon/store/sqlite_store.h"
+#include "daemon/store/sqlite_store_rows.h"
 #include "daemon/store/sqlite_util.h"
 
 namespace tessera::daemon {
@@ -46,10 +47,7 @@ Status SqliteStore::PutEntrypoint(const api::Entrypoint& e) {
   TESSERA_RETURN_IF_ERROR(ValidateEntrypoint(e));
   return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
-        Stmt up, Stmt::Prepare(db,
-                               "INSERT INTO entrypoints (name, command, description) "
-                               "VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                               "command = excluded.command, description = excluded.description"));
+        Stmt up, Stmt::Prepare(db, UpsertSql("entrypoints", {"name", "command", "description"})));
     up.Bind(1, std::string_view(e.name))
         .Bind(2, std::string_view(e.command))
         .Bind(3, std::string_view(e.description));
@@ -61,11 +59,7 @@ Status SqliteStore::DeleteEntrypoint(std::string_view name) {
   return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM entrypoints WHERE name = ?"));
     del.Bind(1, name);
-    TESSERA_RETURN_IF_ERROR(del.Run());
-    if (sqlite3_changes(db) == 0) {
-      return NotFound("entrypoint " + std::string(name) + " not found");
-    }
-    return Status::Ok();
+    return RunOnExistingRow(db, del, "entrypoint " + std::string(name) + " not found");
   });
 }
 

@@ -181,9 +181,7 @@ Status SqliteStore::SetJobProgress(api::JobId job, const api::Json& progress) {
     TESSERA_ASSIGN_OR_RETURN(Stmt up,
                              Stmt::Prepare(db, "UPDATE jobs SET progress = ? WHERE id = ?"));
     up.Bind(1, text).Bind(2, job);
-    TESSERA_RETURN_IF_ERROR(up.Run());
-    if (sqlite3_changes(db) == 0) return NotFound("job " + std::to_string(job) + " not found");
-    return Status::Ok();
+    return RunOnExistingRow(db, up, "job " + std::to_string(job) + " not found");
   });
 }
 

@@ -72,15 +72,9 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
   return Write([&](sqlite3* db) -> Status {
     TESSERA_ASSIGN_OR_RETURN(
         Stmt up,
-        Stmt::Prepare(db,
-                      "INSERT INTO nodes (name, address, health, last_heartbeat_ms, links, "
-                      "cpu_cores, network_bandwidth_bytes_per_s, network_latency_s) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                      "address = excluded.address, health = excluded.health, "
-                      "last_heartbeat_ms = excluded.last_heartbeat_ms, "
-                      "links = excluded.links, cpu_cores = excluded.cpu_cores, "
-                      "network_bandwidth_bytes_per_s = excluded.network_bandwidth_bytes_per_s, "
-                      "network_latency_s = excluded.network_latency_s"));
+        Stmt::Prepare(db, UpsertSql("nodes", {"name", "address", "health", "last_heartbeat_ms",
+                                              "links", "cpu_cores", "network_bandwidth_bytes_per_s",
+                                              "network_latency_s"})));
     up.Bind(1, std::string_view(node.name))
         .Bind(2, std::string_view(node.address))
         .Bind(3, std::string_view(node.health))
@@ -190,8 +184,7 @@ Status SqliteStore::SetNodeHealth(std::string_view name, std::string_view health
     TESSERA_ASSIGN_OR_RETURN(Stmt up,
                              Stmt::Prepare(db, "UPDATE nodes SET health = ? WHERE name = ?"));
     up.Bind(1, health).Bind(2, name);
-    TESSERA_RETURN_IF_ERROR(up.Run());
-    if (sqlite3_changes(db) == 0) return NotFound("node " + std::string(name) + " not found");
+    TESSERA_RETURN_IF_ERROR(RunOnExistingRow(db, up, "node " + std::string(name) + " not found"));
     AfterCommit([this, node = std::string(name), health = std::string(health)] {
       MutexLock lock(nodes_mu_);
       ++nodes_version_;
