@@ -9,15 +9,13 @@
 #include <boost/beast/ssl.hpp>
 #include <optional>
 
+#include "api/beast_aliases.h"
+#include "api/http_fields.h"
+#include "api/http_stream.h"
 #include "api/tls_asio_client.h"
 
 namespace tessera::api {
 namespace {
-
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace net = boost::asio;
-using tcp = net::ip::tcp;
 
 constexpr size_t kMaxResponseBody = 256u * 1024 * 1024;
 
@@ -66,18 +64,14 @@ struct HttpClient::Impl {
   std::string token;
   std::map<std::string, std::string> headers;  // SetHeader
   net::io_context ioc{1};
-  std::optional<beast::tcp_stream> stream;
-  // HTTPS: the connection is tls_stream (wrapping the TCP stream) instead.
+  // HTTPS: the connection is conn.tls (wrapping the TCP stream), else conn.plain.
+  HttpStream conn;
   bool use_tls = false;
   TlsClientOptions tls;
   std::shared_ptr<net::ssl::context> tls_context;
   Status setup_error;  // a bad TLS setting, returned by every Request
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream;
   std::string path_prefix;
   beast::flat_buffer buffer;
-
-  bool connected() const { return stream.has_value() || tls_stream.has_value(); }
-  beast::tcp_stream& tcp() { return tls_stream ? beast::get_lowest_layer(*tls_stream) : *stream; }
 
   std::string Where() const { return host + ":" + std::to_string(port); }
 
@@ -88,13 +82,9 @@ struct HttpClient::Impl {
   }
 
   void Close() {
-    if (connected()) {
-      beast::error_code ignored;
-      tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
-      tcp().close();
-    }
-    tls_stream.reset();
-    stream.reset();
+    if (conn.open()) conn.CloseSocket();
+    conn.tls.reset();
+    conn.plain.reset();
     buffer.clear();
   }
 
@@ -124,30 +114,30 @@ struct HttpClient::Impl {
       return DeadlineExceeded("resolve " + Where() + ": timed out");
     }
     if (ec) return TransportError("resolve", ec);
-    stream.emplace(ioc);
-    stream->expires_at(deadline);
-    stream->async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    conn.plain.emplace(ioc);
+    conn.plain->expires_at(deadline);
+    conn.plain->async_connect(endpoints,
+                              [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     RunAll();
     if (ec) {
       Close();
       return TransportError("connect to", ec);
     }
     beast::error_code ignored;
-    stream->socket().set_option(tcp::no_delay(true), ignored);
+    conn.plain->socket().set_option(tcp::no_delay(true), ignored);
     if (!use_tls) return Status::Ok();
-    tls_stream.emplace(std::move(*stream), *tls_context);
-    stream.reset();
-    Status prepared = PrepareClientSsl(tls_stream->native_handle(), host, tls);
+    conn.tls.emplace(std::move(*conn.plain), *tls_context);
+    conn.plain.reset();
+    Status prepared = PrepareClientSsl(conn.tls->native_handle(), host, tls);
     if (!prepared.ok()) {
       Close();
       return prepared;
     }
-    tcp().expires_at(deadline);
-    tls_stream->async_handshake(net::ssl::stream_base::client,
-                                [&](beast::error_code e) { ec = e; });
+    conn.tcp().expires_at(deadline);
+    conn.tls->async_handshake(net::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
     RunAll();
     if (ec) {
-      std::string why = HandshakeFailure(tls_stream->native_handle(), ec);
+      std::string why = HandshakeFailure(conn.tls->native_handle(), ec);
       Close();
       if (ec == beast::error::timeout) return DeadlineExceeded("TLS handshake with " + Where());
       return Unavailable("TLS handshake with " + Where() + ": " + why);
@@ -155,23 +145,13 @@ struct HttpClient::Impl {
     return Status::Ok();
   }
 
-  // Runs op(stream) on whichever stream the connection uses.
-  template <typename Op>
-  void OnStream(Op&& op) {
-    if (tls_stream) {
-      op(*tls_stream);
-    } else {
-      op(*stream);
-    }
-  }
-
   // One request/response on the current connection. *stale is set when the
   // failure shows the server had already closed the connection.
   Result<HttpResponse> RoundTrip(const http::request<http::string_body>& req,
                                  std::chrono::steady_clock::time_point deadline, bool* stale) {
     beast::error_code ec;
-    tcp().expires_at(deadline);
-    OnStream(
+    conn.tcp().expires_at(deadline);
+    conn.Visit(
         [&](auto& s) { http::async_write(s, req, [&](beast::error_code e, size_t) { ec = e; }); });
     RunAll();
     beast::error_code write_ec = ec;
@@ -181,9 +161,9 @@ struct HttpClient::Impl {
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBody);
     if (req.method() == http::verb::head) parser.skip(true);
-    tcp().expires_at(deadline);
+    conn.tcp().expires_at(deadline);
     size_t got = 0;
-    OnStream([&](auto& s) {
+    conn.Visit([&](auto& s) {
       http::async_read(s, buffer, parser, [&](beast::error_code e, size_t n) {
         ec = e;
         got = n;
@@ -202,13 +182,7 @@ struct HttpClient::Impl {
     HttpResponse out;
     out.status = static_cast<int>(res.result_int());
     out.body = std::move(res.body());
-    for (const auto& field : res) {
-      std::string name(field.name_string());
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      auto [it, inserted] = out.headers.emplace(name, std::string(field.value()));
-      if (!inserted) it->second += ", " + std::string(field.value());
-    }
+    out.headers = HeaderMap(res);
     if (!res.keep_alive() || write_ec) Close();
     return out;
   }
@@ -284,7 +258,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
 
     auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
     for (int attempt = 0;; ++attempt) {
-      bool reused = impl_->connected();
+      bool reused = impl_->conn.open();
       if (!reused) TESSERA_RETURN_IF_ERROR(impl_->Connect(deadline));
       bool stale = false;
       Result<HttpResponse> res = impl_->RoundTrip(req, deadline, &stale);

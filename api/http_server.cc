@@ -21,17 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include "api/beast_aliases.h"
+#include "api/http_fields.h"
 #include "api/http_status.h"
+#include "api/http_stream.h"
 #include "api/responder.h"
 #include "api/tls_asio_server.h"
 
 namespace tessera::api {
 namespace {
-
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace net = boost::asio;
-using tcp = net::ip::tcp;
 
 // After an answer that closes the connection early (413, 400), the rest of
 // the client's upload is read and dropped for at most this long / this
@@ -80,16 +78,7 @@ Request FromBeast(const http::request<http::string_body>& req, const std::string
   Request r;
   r.method = std::string(req.method_string());
   r.target = std::string(req.target());
-  for (const auto& field : req) {
-    std::string name(field.name_string());
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    auto [it, inserted] = r.headers.emplace(name, std::string(field.value()));
-    if (!inserted) {
-      it->second += ", ";
-      it->second += std::string(field.value());
-    }
-  }
+  r.headers = HeaderMap(req);
   r.body = req.body();
   r.remote_address = remote;
   return r;
@@ -99,9 +88,9 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {
     if (shared_->tls) {
-      tls_stream_.emplace(std::move(socket), *shared_->tls);
+      stream_.tls.emplace(std::move(socket), *shared_->tls);
     } else {
-      plain_stream_.emplace(std::move(socket));
+      stream_.plain.emplace(std::move(socket));
     }
     beast::error_code ec;
     auto ep = transport().socket().remote_endpoint(ec);
@@ -115,7 +104,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Run() {
-    if (tls_stream_) {
+    if (stream_.tls) {
       net::dispatch(transport().get_executor(),
                     beast::bind_front_handler(&Session::DoHandshake, shared_from_this()));
       return;
@@ -156,26 +145,14 @@ class Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions& options() const { return shared_->options; }
 
   // The TCP layer, under TLS or not.
-  beast::tcp_stream& transport() {
-    return tls_stream_ ? beast::get_lowest_layer(*tls_stream_) : *plain_stream_;
-  }
-
-  // Runs op(stream) on the stream requests travel on.
-  template <typename Op>
-  void OnStream(Op&& op) {
-    if (tls_stream_) {
-      op(*tls_stream_);
-    } else {
-      op(*plain_stream_);
-    }
-  }
+  beast::tcp_stream& transport() { return stream_.tcp(); }
 
   // TLS first: a client that does not complete the handshake in time (or
   // speaks plain HTTP) is closed without an answer.
   void DoHandshake() {
     transport().expires_after(options().idle_timeout);
     reading_ = true;
-    tls_stream_->async_handshake(net::ssl::stream_base::server,
+    stream_.tls->async_handshake(net::ssl::stream_base::server,
                                  [self = shared_from_this()](beast::error_code ec) {
                                    self->reading_ = false;
                                    if (ec || self->closed_) {
@@ -195,7 +172,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(options().header_limit));
     transport().expires_after(options().idle_timeout);
     reading_ = true;
-    OnStream([&](auto& s) {
+    stream_.Visit([&](auto& s) {
       http::async_read(s, buffer_, *parser_,
                        beast::bind_front_handler(&Session::OnRead, shared_from_this()));
     });
@@ -319,7 +296,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoWrite() {
     writing_ = true;
     transport().expires_after(options().idle_timeout);
-    OnStream([&](auto& s) {
+    stream_.Visit([&](auto& s) {
       http::async_write(s, queue_.front(),
                         beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
     });
@@ -357,14 +334,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void StartLinger() {
     beast::error_code ignored;
     transport().socket().shutdown(tcp::socket::shutdown_send, ignored);
-    transport().expires_after(std::min<std::chrono::milliseconds>(kLingerTime, options().idle_timeout));
+    transport().expires_after(
+        std::min<std::chrono::milliseconds>(kLingerTime, options().idle_timeout));
     DoLinger();
   }
 
   void DoLinger() {
     if (reading_) return;  // the aborted read finishes first
     reading_ = true;
-    OnStream([&](auto& s) {
+    stream_.Visit([&](auto& s) {
       s.async_read_some(net::buffer(scratch_),
                         [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                           self->reading_ = false;
@@ -381,14 +359,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoClose() {
     if (closed_) return;
     closed_ = true;
-    beast::error_code ignored;
-    transport().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    transport().close();
+    stream_.CloseSocket();
   }
 
   // Exactly one is set: TLS (Shared::tls) or plain.
-  std::optional<beast::tcp_stream> plain_stream_;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;
+  HttpStream stream_;
   std::shared_ptr<Shared> shared_;
   std::string remote_;
   beast::flat_buffer buffer_;

@@ -22,16 +22,12 @@
 #include <utility>
 #include <vector>
 
+#include "api/beast_aliases.h"
 #include "api/http_client.h"
 #include "tests/api/fake_control_plane.h"
 
 namespace tessera::api {
 namespace {
-
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 
 // A handler: the real router, plus /test/echo (answers the remote address
 // and the "n" query) and /test/slow (blocks until released).
