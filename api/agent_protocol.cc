@@ -17,11 +17,7 @@ constexpr JsonMember<WorkerKey> kWorkerKeyMembers[] = {
 };
 
 Result<WorkerKey> KeyFromJson(const Json& j) {
-  if (!j.is_object()) return InvalidArgument("must be an object");
-  WorkerKey key{0, 0, 0};
-  JsonFields fields(j);
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kWorkerKeyMembers, fields, &key));
-  return key;
+  return MembersFromJson(kWorkerKeyMembers, j, "must be an object");
 }
 
 Json KeyJson(const WorkerKey& k) { return MembersToJson(kWorkerKeyMembers, k); }

@@ -29,6 +29,9 @@
 // table (a value written only when set, a list of structs, a rule the value
 // must meet) stays code beside it.
 //
+// ObjectFromJson reads a whole object; MembersFromJson an element or nested
+// object whose caller words the error for a value that is no object.
+//
 // Also the arrays of wire structs: ToJsonArray writes one, ReadJsonList reads
 // one with the element's FromJson and names an element's error "key[i].field".
 //
@@ -212,6 +215,18 @@ Result<T> ObjectFromJson(const JsonMember<T> (&members)[N], const nlohmann::json
   JsonFields fields(j);
   TESSERA_RETURN_IF_ERROR(ReadJsonObject(members, fields, &value));
   return value;
+}
+
+// `start` with the members of the JSON object `j` (ReadJsonMembers): for an
+// element of a list or a nested object, whose caller names its own error when
+// `j` is no object (kInvalidArgument `not_object`, naming `field`).
+template <typename T, size_t N>
+Result<T> MembersFromJson(const JsonMember<T> (&members)[N], const nlohmann::json& j,
+                          std::string_view not_object, std::string_view field = {}, T start = T{}) {
+  if (!j.is_object()) return InvalidArgument(std::string(not_object), std::string(field));
+  JsonFields fields(j);
+  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(members, fields, &start));
+  return start;
 }
 
 // [to_json(item) for every item].

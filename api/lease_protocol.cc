@@ -70,11 +70,9 @@ Json DeviceThroughputJson(const DeviceThroughput& d) {
 // "key[i]." (ReadJsonList adds it); a non-object names the first field.
 
 Result<CompletedChunk> CompletedChunkFromJson(const Json& c) {
-  if (!c.is_object()) return InvalidArgument("must be an object", "chunk");
-  CompletedChunk done;
-  done.chunk = -1;
-  JsonFields entry(c);
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kCompletedChunkMembers, entry, &done));
+  TESSERA_ASSIGN_OR_RETURN(CompletedChunk done,
+                           MembersFromJson(kCompletedChunkMembers, c, "must be an object", "chunk",
+                                           CompletedChunk{-1, 0, 0}));
   TESSERA_RETURN_IF_ERROR(CheckCompletedChunk(done));
   return done;
 }
@@ -94,11 +92,7 @@ Result<LeasedChunk> LeasedChunkFromJson(const Json& c) {
 }
 
 Result<DeviceThroughput> DeviceThroughputFromJson(const Json& d) {
-  if (!d.is_object()) return InvalidArgument("must be an object", "rank");
-  DeviceThroughput t;
-  JsonFields entry(d);
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kDeviceThroughputMembers, entry, &t));
-  return t;
+  return MembersFromJson(kDeviceThroughputMembers, d, "must be an object", "rank");
 }
 
 }  // namespace

@@ -52,11 +52,7 @@ Json ToJson(const NodeEnrolment& e) {
 }
 
 Result<NodeEnrolment> NodeEnrolmentFromJson(const Json& j) {
-  if (!j.is_object()) return InvalidArgument("must be a JSON object", "enrolment");
-  NodeEnrolment e;
-  JsonFields fields(j);
-  TESSERA_RETURN_IF_ERROR(ReadJsonMembers(kNodeEnrolmentMembers, fields, &e));
-  return e;
+  return MembersFromJson(kNodeEnrolmentMembers, j, "must be a JSON object", "enrolment");
 }
 
 Json ToJson(const IssuedNodeCredential& issued) {
