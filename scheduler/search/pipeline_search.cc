@@ -106,14 +106,72 @@ std::vector<std::vector<int>> Search::SubsetOrders(const std::vector<int>& subse
   return out;
 }
 
+// A layer partition reads a device only through its speed class (its compute and
+// fixed-time prefixes, CostModel::ComputePrefix), its usable memory and its links to
+// the stages beside it (pipeline_partition.cc): orders equal in these get equal
+// partitions, stage for stage.
+std::vector<double> Search::ShapeOf(const std::vector<int>& order) const {
+  std::vector<double> shape;
+  shape.reserve(order.size() * 6);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const DeviceInfo& d = cm_.device(order[i]);
+    shape.push_back(d.speed_class);
+    shape.push_back(static_cast<double>(d.usable_bytes));
+    if (i + 1 == order.size()) break;
+    for (const Link& l :
+         {cm_.LinkBetween(order[i], order[i + 1]), cm_.LinkBetween(order[i + 1], order[i])}) {
+      shape.push_back(l.bandwidth_bytes_per_s);
+      shape.push_back(l.latency_s);
+    }
+  }
+  return shape;
+}
+
 const std::optional<Partition>& Search::Partitioned(const std::vector<int>& order,
                                                     const PartitionParams& params) {
   auto key = std::make_tuple(order, params.batch, params.micro_batches, params.replicated);
   auto it = partitions_.find(key);
-  if (it == partitions_.end()) {
-    it = partitions_.emplace(std::move(key), PartitionLayers(cm_, order, params)).first;
+  if (it != partitions_.end()) return it->second;
+  auto shape_key =
+      std::make_tuple(ShapeOf(order), params.batch, params.micro_batches, params.replicated);
+  auto same = partitions_by_shape_.find(shape_key);
+  if (same == partitions_by_shape_.end()) {
+    same = partitions_by_shape_.emplace(std::move(shape_key), PartitionLayers(cm_, order, params))
+               .first;
+    return partitions_.emplace(std::move(key), same->second).first->second;
   }
-  return it->second;
+  // An order of interchangeable devices: the same partition on this order's devices
+  // (stage j on order[j], as PartitionLayers places them).
+  std::optional<Partition> renamed = same->second;
+  if (renamed) {
+    for (size_t j = 0; j < renamed->stages.size() && j < order.size(); ++j) {
+      renamed->stages[j].device = order[j];
+    }
+  }
+  return partitions_.emplace(std::move(key), std::move(renamed)).first->second;
+}
+
+std::vector<std::optional<Partition>> Search::PartitionedAllDepths(const std::vector<int>& rev,
+                                                                   const PartitionParams& params,
+                                                                   int max_stages) {
+  auto key = std::make_tuple(ShapeOf(rev), params.batch, params.micro_batches, params.replicated,
+                             max_stages);
+  auto it = all_depths_by_shape_.find(key);
+  if (it == all_depths_by_shape_.end()) {
+    it = all_depths_by_shape_
+             .emplace(std::move(key), PartitionAllDepths(cm_, rev, params, max_stages))
+             .first;
+  }
+  // Depth S's stage j is on rev[S - 1 - j] (PartitionAllDepths).
+  std::vector<std::optional<Partition>> all = it->second;
+  for (size_t depth = 1; depth <= all.size(); ++depth) {
+    if (!all[depth - 1]) continue;
+    std::vector<CandidateStage>& stages = all[depth - 1]->stages;
+    for (size_t j = 0; j < stages.size() && j < depth && depth <= rev.size(); ++j) {
+      stages[j].device = rev[depth - 1 - j];
+    }
+  }
+  return all;
 }
 
 void Search::SearchPipeline() {
@@ -124,7 +182,7 @@ void Search::SearchPipeline() {
   std::vector<std::vector<int>> orders = PipelineOrders();
   auto scan = [&](const std::vector<int>& rev, int m) {
     PartitionParams params{B, m, schedule_};
-    auto all = PartitionAllDepths(cm_, rev, params, K);
+    auto all = PartitionedAllDepths(rev, params, K);
     double best = kInf;
     for (int S = 1; S <= static_cast<int>(all.size()); ++S) {
       if (all[S - 1]) {

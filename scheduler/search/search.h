@@ -146,6 +146,21 @@ class Search {
   // replicated), for the search: the same devices in the same order recur
   // across the orders, depths and micro-batch scans of every layout.
   std::map<std::tuple<std::vector<int>, int64_t, int, bool>, std::optional<Partition>> partitions_;
+  // The same by the order's shape (ShapeOf): orders of interchangeable devices (a
+  // box's identical GPUs in another order) share one partition, renamed.
+  std::map<std::tuple<std::vector<double>, int64_t, int, bool>, std::optional<Partition>>
+      partitions_by_shape_;
+  // PartitionAllDepths(cm_, rev, params, max_stages) by rev's shape, renamed to rev's
+  // devices (the pipeline scans' rankings of interchangeable devices share one).
+  std::vector<std::optional<Partition>> PartitionedAllDepths(const std::vector<int>& rev,
+                                                             const PartitionParams& params,
+                                                             int max_stages);
+  std::map<std::tuple<std::vector<double>, int64_t, int, bool, int>,
+           std::vector<std::optional<Partition>>>
+      all_depths_by_shape_;
+  // What a layer partition sees of an order's devices: per position its speed
+  // class and usable memory, and the links to the next position both ways.
+  std::vector<double> ShapeOf(const std::vector<int>& order) const;
 
   // hybrid_search.cc: replica partitions by (signature, batch, micro-batches).
   std::map<std::tuple<std::vector<double>, int64_t, int>,
