@@ -3,9 +3,9 @@
 // rank sees a non-finite gradient, double after 2000 good steps.
 //
 // The finiteness check costs one device-to-host sync per step, not one per
-// parameter: every gradient's isfinite().all() stays on the device, they are
-// stacked and reduced there, and only the single flag is read back (after the
-// all-reduce that every rank needs anyway).
+// parameter: the unscale and the check are one multi-tensor kernel over every
+// gradient (torch.amp.GradScaler's), the flag stays on the device, and only it
+// is read back (after the all-reduce that every rank needs anyway).
 //
 // Thread safety: not thread-safe; one per rank.
 #ifndef TESSERA_WORKER_RUNTIME_LOSS_SCALER_H_
