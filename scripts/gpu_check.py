@@ -343,6 +343,51 @@ def child_train(p):
             "numpy_pil_stubbed": stubbed, "threads": torch.get_num_threads()}
 
 
+def child_train_trace(p):
+    """child_train's loop under torch.profiler: a Chrome trace of `trace_steps` steps
+    after the warm-up, each step a "pytorch::step" scope (as the worker's tessera::step)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile, record_function
+    pt, _ = import_pytorch_infer()
+    device = torch.device(p["device"])
+    if p.get("threads"):
+        torch.set_num_threads(p["threads"])
+    torch.manual_seed(0)
+    b, s, width = p["batch"], p["size"], p["width"]
+    model = pt.ColorizeUnet(width).to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])
+    amp = bool(p["amp"]) and device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda") if amp else None
+    xs = [torch.rand(b, 1, s, s, device=device) * 2 - 1 for _ in range(2)]
+    ts = [(torch.rand(b, 2, s, s, device=device) - 0.5) * 0.6 for _ in range(2)]
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=amp):
+            loss = F.l1_loss(model(xs[i % 2]), ts[i % 2])
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        loss.item()
+        sync(torch, device)
+
+    for i in range(p["warmup"]):
+        step(i)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
+                                           else [])
+    with profile(activities=activities) as prof:
+        for i in range(p["trace_steps"]):
+            with record_function("pytorch::step"):
+                step(i)
+    prof.export_chrome_trace(p["out"])
+    return {"trace": p["out"], "amp": amp}
+
+
 def child_gen_png(p):
     """Gray 8-bit scans (smooth shapes and grain), written as filter-0 PNGs."""
     import torch
@@ -433,7 +478,7 @@ def child_infer(p):
 
 
 CHILDREN = {"env": child_env, "bench": child_bench, "train": child_train,
-            "gen_png": child_gen_png, "infer": child_infer}
+            "train_trace": child_train_trace, "gen_png": child_gen_png, "infer": child_infer}
 
 
 def child_main(name, params):
@@ -517,6 +562,47 @@ def kill_group(p, grace=5.0):
         except ProcessLookupError:
             pass
         p.wait()
+
+
+def summarize_step_trace(path, step_scope):
+    """Per traced step of a Chrome trace (Kineto's, from tessera-worker --trace-out or
+    torch.profiler): the step scope's wall ms, the GPU kernels and copies that ran
+    within it, their summed ms, the GPU's busy fraction (the union of kernel intervals
+    over the step), and each other user scope's host ms; medians over the steps."""
+    with open(path) as f:
+        events = json.load(f).get("traceEvents", [])
+    spans = [e for e in events if e.get("ph") == "X" and "dur" in e and "ts" in e]
+    steps = sorted((e for e in spans if e.get("cat") == "user_annotation"
+                    and e.get("name") == step_scope), key=lambda e: e["ts"])
+    if not steps:
+        raise Failed(f"{os.path.basename(path)}: no '{step_scope}' scope in the trace")
+    kernels = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e.get("cat") == "kernel"]
+    copies = [(e["ts"], e["ts"] + e["dur"]) for e in spans
+              if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
+    phases = [e for e in spans if e.get("cat") == "user_annotation"
+              and e.get("name") != step_scope]
+    per = {"wall_ms": [], "kernels": [], "kernel_ms": [], "gpu_busy": [], "copies": []}
+    phase_ms = {}
+    for st in steps:
+        a, b = st["ts"], st["ts"] + st["dur"]
+        inside = sorted((max(x, a), min(y, b)) for x, y in kernels if x < b and y > a)
+        busy, end = 0.0, a
+        for x, y in inside:
+            if y > end:
+                busy += y - max(x, end)
+                end = y
+        per["wall_ms"].append((b - a) / 1e3)
+        per["kernels"].append(len(inside))
+        per["kernel_ms"].append(sum(y - x for x, y in inside) / 1e3)
+        per["gpu_busy"].append(busy / (b - a) if b > a else 0.0)
+        per["copies"].append(sum(1 for x, y in copies if x < b and y > a))
+        for e in phases:
+            if a <= e["ts"] < b:
+                phase_ms.setdefault(e["name"], []).append(e["dur"] / 1e3)
+    out = {k: statistics.median(v) for k, v in per.items()}
+    out["steps"] = len(steps)
+    out["phases_ms"] = {k: sum(v) / len(steps) for k, v in phase_ms.items()}
+    return out
 
 
 def fmt(v, digits=2):
@@ -798,7 +884,8 @@ class Check:
         if agent_err:
             raise agent_err
 
-    def worker_train(self, amp, sample_smi=False, checkpoint_dir=None, extra=None, tag=""):
+    def worker_train(self, amp, sample_smi=False, checkpoint_dir=None, extra=None, tag="",
+                     steps=None):
         t = self.cfg["train"]
         worker = self.need_binary("tessera-worker")
         images = self.train_images()
@@ -809,7 +896,7 @@ class Check:
         if checkpoint_dir:
             env["TESSERA_CHECKPOINT_DIR"] = checkpoint_dir
         cmd = [worker, "train", "--model", "colorize-unet", "--data", images,
-               "--steps", t["steps"], "--batch", t["batch"], "--image-size", t["size"],
+               "--steps", steps or t["steps"], "--batch", t["batch"], "--image-size", t["size"],
                "--width", t["width"], "--lr", "0.01", "--momentum", "0.9", "--optimizer", "sgd"]
         if not amp:
             cmd.append("--no-amp")
@@ -971,6 +1058,55 @@ class Check:
             "included, so the sum is above a whole step, whose kernels queue back to back); "
             "memory from the CUDA caching allocator on a GPU, the counting allocator on the "
             "CPU. The profile is written to `profile-colorize-unet.json` beside this report.")
+
+    def sec_step_trace(self, sec):
+        """Where a training step's time goes: profiler traces of the worker and of PyTorch."""
+        t = self.cfg["train"]
+        amp = bool(self.gpu)
+        label = "AMP (fp16 autocast)" if amp else "fp32"
+        traced = 5
+        worker_trace = os.path.join(self.args.out, "trace-worker-step.json")
+        torch_trace = os.path.join(self.args.out, "trace-pytorch-step.json")
+        for path in (worker_trace, torch_trace):
+            if os.path.exists(path):
+                os.remove(path)
+        steps = t["warmup"] + traced
+        self.worker_train(amp, tag="trace", steps=steps, extra=[
+            "--trace-out", worker_trace, "--trace-from", t["warmup"] + 1,
+            "--trace-steps", traced])
+        self.child("train_trace", {"device": self.device, "batch": t["batch"], "size": t["size"],
+                                   "width": t["width"], "warmup": t["warmup"],
+                                   "trace_steps": traced, "amp": amp, "lr": 0.01,
+                                   "momentum": 0.9, "threads": self.threads,
+                                   "out": torch_trace}, 180, f"PyTorch traced training ({label})")
+        w = summarize_step_trace(worker_trace, "tessera::step")
+        p = summarize_step_trace(torch_trace, "pytorch::step")
+        sec.raw["worker"], sec.raw["torch"] = w, p
+        rows = []
+        for name, r in (("tessera-worker", w), ("PyTorch", p)):
+            rows.append([name, fmt(r["wall_ms"], 1), fmt(r["kernels"], 0), fmt(r["copies"], 0),
+                         fmt(r["kernel_ms"], 1),
+                         f"{r['gpu_busy'] * 100:.0f} %" if self.gpu else "-"])
+        sec.table(["who", "step ms", "GPU kernels a step", "copies a step", "kernel ms a step",
+                   "GPU busy"], rows,
+                  f"colorize-unet {label}, batch {t['batch']}, {t['size']} px, {traced} traced "
+                  f"steps after {t['warmup']} (medians); traces `trace-worker-step.json` and "
+                  f"`trace-pytorch-step.json` beside this report")
+        phase_rows = [[name, fmt(ms, 2)] for name, ms in sorted(w["phases_ms"].items())]
+        sec.table(["worker phase (host, between its start and end)", "ms a step"], phase_rows,
+                  "the worker's user scopes within tessera::step (worker/runtime/step_trace.h)")
+        if self.gpu:
+            sec.headline = (f"worker {fmt(w['kernels'], 0)} kernels, GPU busy "
+                            f"{w['gpu_busy'] * 100:.0f} %; PyTorch {fmt(p['kernels'], 0)}, "
+                            f"{p['gpu_busy'] * 100:.0f} %")
+        else:
+            sec.headline = f"worker step {fmt(w['wall_ms'], 1)} ms, PyTorch {fmt(p['wall_ms'], 1)}"
+        sec.notes.append(
+            "Both traced by PyTorch's profiler (Kineto): the worker with `tessera-worker train "
+            "--trace-out`, PyTorch with `torch.profiler.profile`. GPU busy: the union of the "
+            "kernels' intervals over the step's wall time; what is left is the GPU waiting for "
+            "the host (launches, synchronisations, data). The profiler adds its own host cost "
+            "to both sides; compare the two, not with section 3's untraced rates.")
 
     def sec_memory(self, sec):
         self.need_gpu()
@@ -1719,7 +1855,9 @@ def main():
             (6, "Tiled archive inference vs PyTorch", check.sec_inference, 30),
             (7, "A cmd: DDP job through tesserad and an agent", check.sec_cmd_job, 30),
             (8, "Model profile on the device (tessera-worker profile --device)",
-             check.sec_profile, 20)]
+             check.sec_profile, 20),
+            (9, "Where a training step goes: profiler traces, worker vs PyTorch",
+             check.sec_step_trace, 30)]
     sections = []
     t_all = time.monotonic()
     # An outer timeout (gpu-check.sh) or Ctrl-C: stop the children, still write the report.

@@ -157,6 +157,13 @@ int main(int argc, char** argv) {
           "threads decoding and preparing each batch's images (default: on a CUDA device the "
           "rank's share of the host's threads less one, at most 16; else 1)")
       ->check(CLI::PositiveNumber);
+  train->add_option("--trace-out", opt.trace.path,
+                    "write a PyTorch profiler trace (Chrome trace JSON) of a few steps to this "
+                    "file: their host operators and, on a GPU, kernels and copies");
+  train->add_option("--trace-from", opt.trace.first_step, "the first step traced")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--trace-steps", opt.trace.steps, "how many steps are traced")
+      ->check(CLI::PositiveNumber);
   train->add_flag("!--no-amp", opt.amp, "CUDA: no autocast / loss scaling");
   train->add_flag("--loss-scaling", opt.loss_scaling,
                   "dynamic loss scaling on any device (always on with CUDA autocast)");

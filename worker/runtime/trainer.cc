@@ -466,23 +466,31 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
 
   TrainOutcome& outcome = c.outcome;
   int64_t& step = c.step;
+  TESSERA_ASSIGN_OR_RETURN(StepTrace trace, StepTrace::Make(o.trace, device));
   while (step < o.steps) {
+    trace.BeforeStep(step + 1);
+    TraceScope step_scope(kStepScope);
     const auto step_start = Clock::now();
     const double lr = ScheduledLearningRate(o, rt->plan.global_batch, step);
     const int64_t first_id = c.base_samples + (step - c.base_step) * rt->plan.global_batch;
     StepStats stats;
     try {
       if (scaler) runner.set_loss_scale(scaler->scale());
+      TraceScope forward_backward(kForwardBackwardScope);
       TESSERA_ASSIGN_OR_RETURN(stats, runner.RunStep(first_id));
+      forward_backward.End();
       // The optimizer step is device work too: one compute segment.
       const EmulatedDevice::Segment t0 = sc.emulated.Begin();
       bool apply = true;
       if (scaler) {
+        TraceScope unscale(kUnscaleScope);
         TESSERA_ASSIGN_OR_RETURN(
             apply, scaler->UnscaleAndCheck(OwnedParams(model, role), world, sc.comm_device));
       }
+      TraceScope optimizer_scope(kOptimizerScope);
       if (apply) optimizer.Step(lr);
       optimizer.ZeroGrad();
+      optimizer_scope.End();
       const EmulatedDevice::SegmentTimes opt = sc.emulated.End(t0);
       stats.compute_s += opt.busy_s;
       stats.compute_cpu_s += opt.cpu_s;
@@ -493,11 +501,14 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
     // here, whatever happens to the agreement below.
     ++step;
     c.held.step = step;
+    TraceScope step_end_scope(kStepEndScope);
     TESSERA_ASSIGN_OR_RETURN(
         StepEnd end,
         AgreeOnStepEnd(world, o, step, {role.last_stage() ? stats.loss_contribution : 0.0},
                        SecondsSince(c.last_save), stop_requested.load(), sc.comm_device,
                        &stats.comm_s));
+    step_end_scope.End();
+    step_scope.End();
     const double wall = SecondsSince(step_start);
     nlohmann::json line =
         StepProgressLine(step, end.sums[0], wall > 0 ? rt->plan.global_batch / wall : 0.0,
@@ -508,6 +519,7 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
     progress.Write(line);
     TESSERA_RETURN_IF_ERROR(
         FinishStep(end, step, env.checkpoint_dir, save, &c.last_save, &outcome));
+    TESSERA_RETURN_IF_ERROR(trace.AfterStep(step));
     if (outcome.stopped) break;
   }
   outcome.final_step = step;
@@ -531,7 +543,10 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
     return InvalidArgument("must not be negative", "base-batch");
   }
 #ifdef TESSERA_HAVE_WORKER_DATA
-  if (o.model == kGanModelName) return RunGanTraining(o, env, stop_requested);
+  if (o.model == kGanModelName) {
+    if (!o.trace.path.empty()) return InvalidArgument("is not for gan-pix2pix", "trace-out");
+    return RunGanTraining(o, env, stop_requested);
+  }
 #endif
   Setup setup;
   TESSERA_ASSIGN_OR_RETURN(setup.backend, BackendForDevice(env.device));

@@ -26,6 +26,7 @@
 #include "worker/model/layered_model.h"
 #include "worker/runtime/dist_env.h"
 #include "worker/runtime/optimizer.h"
+#include "worker/runtime/step_trace.h"
 
 namespace tessera::worker {
 
@@ -51,6 +52,7 @@ struct TrainOptions {
   int threads = 1;
   int loader_threads = 0;       // threads preparing a batch's images; 0: LoaderThreads' choice
   std::string dump_params_dir;  // test hook: replica 0 writes final params here
+  StepTraceOptions trace;       // a profiler trace of a few steps (step_trace.h)
   // Mixed precision: autocast + dynamic loss scaling, only on CUDA devices of
   // a CUDA build ("auto" = on there). loss_scaling forces dynamic loss
   // scaling on any device (power-of-two scales: exact on float32).
