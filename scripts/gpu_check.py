@@ -1095,6 +1095,10 @@ class Check:
         phase_rows = [[name, fmt(ms, 2)] for name, ms in sorted(w["phases_ms"].items())]
         sec.table(["worker phase (host, between its start and end)", "ms a step"], phase_rows,
                   "the worker's user scopes within tessera::step (worker/runtime/step_trace.h)")
+        if self.gpu and not w["kernels"]:
+            sec.notes.append("The worker's trace holds no GPU kernels: its profiler did not "
+                             "record CUDA activity (CUPTI, libcupti, not found on the binaries' "
+                             "library path?); only its host side is shown.")
         if self.gpu:
             sec.headline = (f"worker {fmt(w['kernels'], 0)} kernels, GPU busy "
                             f"{w['gpu_busy'] * 100:.0f} %; PyTorch {fmt(p['kernels'], 0)}, "
