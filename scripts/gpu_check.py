@@ -297,8 +297,10 @@ def child_bench(p):
     return out
 
 
-def child_train(p):
-    """colorize-unet training steps in plain PyTorch on synthetic tensors on the device."""
+def train_loop(p):
+    """The PyTorch side of the training comparison: colorize-unet on synthetic tensors on
+    the device, as the worker trains it. Returns (torch, device, amp, pt stand-ins, step),
+    step(i) running one optimizer step and returning its loss tensor (not synchronised)."""
     import torch
     import torch.nn.functional as F
     pt, stubbed = import_pytorch_infer()
@@ -314,11 +316,8 @@ def child_train(p):
     # Inputs as the worker feeds them: L/50 - 1 in [-1, 1]; targets ab/110.
     xs = [torch.rand(b, 1, s, s, device=device) * 2 - 1 for _ in range(2)]
     ts = [(torch.rand(b, 2, s, s, device=device) - 0.5) * 0.6 for _ in range(2)]
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    times, losses = [], []
-    for i in range(p["steps"]):
-        t0 = time.perf_counter()
+
+    def step(i):
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=amp):
             out = model(xs[i % 2])
@@ -330,7 +329,21 @@ def child_train(p):
         else:
             loss.backward()
             opt.step()
-        losses.append(loss.item())  # one host sync per step, as the worker's step-end vote
+        return loss
+
+    return torch, device, amp, stubbed, step
+
+
+def child_train(p):
+    """colorize-unet training steps in plain PyTorch on synthetic tensors on the device."""
+    torch, device, amp, stubbed, step = train_loop(p)
+    b = p["batch"]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times, losses = [], []
+    for i in range(p["steps"]):
+        t0 = time.perf_counter()
+        losses.append(step(i).item())  # one host sync per step, as the worker's step-end vote
         sync(torch, device)
         times.append(time.perf_counter() - t0)
     timed = times[p["warmup"]:] or times
@@ -346,44 +359,21 @@ def child_train(p):
 def child_train_trace(p):
     """child_train's loop under torch.profiler: a Chrome trace of `trace_steps` steps
     after the warm-up, each step a "pytorch::step" scope (as the worker's tessera::step)."""
-    import torch
-    import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile, record_function
-    pt, _ = import_pytorch_infer()
-    device = torch.device(p["device"])
-    if p.get("threads"):
-        torch.set_num_threads(p["threads"])
-    torch.manual_seed(0)
-    b, s, width = p["batch"], p["size"], p["width"]
-    model = pt.ColorizeUnet(width).to(device).train()
-    opt = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])
-    amp = bool(p["amp"]) and device.type == "cuda"
-    scaler = torch.amp.GradScaler("cuda") if amp else None
-    xs = [torch.rand(b, 1, s, s, device=device) * 2 - 1 for _ in range(2)]
-    ts = [(torch.rand(b, 2, s, s, device=device) - 0.5) * 0.6 for _ in range(2)]
+    torch, device, amp, _, step = train_loop(p)
 
-    def step(i):
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=amp):
-            loss = F.l1_loss(model(xs[i % 2]), ts[i % 2])
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        loss.item()
+    def synced(i):
+        step(i).item()
         sync(torch, device)
 
     for i in range(p["warmup"]):
-        step(i)
+        synced(i)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
                                            else [])
     with profile(activities=activities) as prof:
         for i in range(p["trace_steps"]):
             with record_function("pytorch::step"):
-                step(i)
+                synced(i)
     prof.export_chrome_trace(p["out"])
     return {"trace": p["out"], "amp": amp}
 
