@@ -182,13 +182,12 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   // Steps: (1) at most once every grow_check_ms, and only while no job waits
   // (free devices go to waiting jobs first); (2) take the running train
   // attempts that could re-form, unchanged for grow_settle_ms, every rank
-  // running; (3) plan each on its own devices and on its own plus the free
-  // ones (outside the lock); (4) when the second uses devices the attempt lacks
-  // and predicts a step at least grow_min_speedup faster, and the time it saves
-  // over the job's remaining steps pays for the re-form (its move cost,
-  // daemon/controller/move_costs.h, and one step: a job about to end does not
-  // grow), and it keeps one of the attempt's devices, re-form onto it: the
-  // running ranks keep their state, the new ones join and take theirs from them.
+  // running; (3) where a device is free, plan each on its own devices and on
+  // its own plus the free ones (outside the lock); (4) when the second uses devices the attempt
+  // lacks and predicts a step at least grow_min_speedup faster, and the time it saves over the
+  // job's remaining steps pays for the re-form (its move cost, daemon/controller/move_costs.h, and
+  // one step: a job about to end does not grow), and it keeps one of the attempt's devices, re-form
+  // onto it: the running ranks keep their state, the new ones join and take theirs from them.
   const auto now = clock_->SteadyNow();
   if (options_.grow_min_speedup <= 0 ||
       now - grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
@@ -238,14 +237,20 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     std::vector<api::Node> mine = nodes;
     std::set<std::string> busy_now = taken, others;
     for (const std::string& d : c.devices) busy_now.erase(d);
+    bool any_free = false;  // a device neither the job's nor busy: else nothing to plan
     for (api::Node& n : mine) {
       for (api::Device& d : n.devices) {
         const std::string key = DeviceKey(n.name, d.index);
         if (c.devices.contains(key)) d.busy = false;
+        any_free = any_free || (!d.busy && !busy_now.contains(key) && !c.devices.contains(key));
         others.insert(key);
       }
     }
     for (const std::string& d : c.devices) others.erase(d);
+    if (!any_free) {
+      verdicts[c.job.id].clear();
+      continue;
+    }
     Result<scheduler::PlanSet> current = Plan(SnapshotOf(mine, others), c.job.spec);
     Result<scheduler::PlanSet> wider = Plan(SnapshotOf(mine, busy_now), c.job.spec);
     std::string& verdict = verdicts[c.job.id];
