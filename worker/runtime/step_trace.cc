@@ -54,6 +54,11 @@ void StepTrace::BeforeStep(int64_t step) {
 
 Status StepTrace::AfterStep(int64_t step) {
   if (!recording_ || step < options_.first_step + options_.steps - 1) return Status::Ok();
+  return Finish();
+}
+
+Status StepTrace::Finish() {
+  if (!recording_) return Status::Ok();
   recording_ = false;
   try {
     if (cuda_) torch::cuda::synchronize();

@@ -9,7 +9,8 @@
 // records only while it runs.
 //
 // Steps are numbered as the progress lines number them (1 = the job's first
-// step); a rank that resumed past the first traced step traces nothing.
+// step); a rank that resumed past the first traced step traces nothing, and a
+// recording that a re-form interrupts (a new world, a new StepTrace) is dropped.
 //
 // Ownership: owns the profiler session while it records. Thread safety: one
 // trainer thread; the profiler records the threads the operators run on.
@@ -65,6 +66,9 @@ class StepTrace {
   // After step `step`: after the last traced one, stops and writes the file
   // (an error when it cannot be written).
   Status AfterStep(int64_t step);
+  // After the last step this world makes: a recording still running (the job
+  // ended before the last traced step) stops and is written.
+  Status Finish();
 
  private:
   StepTrace(StepTraceOptions options, bool cuda) : options_(std::move(options)), cuda_(cuda) {}

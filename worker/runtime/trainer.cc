@@ -522,6 +522,7 @@ Result<TrainOutcome> RunGeneration(const TrainOptions& o, const DistEnv& env, Pl
     TESSERA_RETURN_IF_ERROR(trace.AfterStep(step));
     if (outcome.stopped) break;
   }
+  TESSERA_RETURN_IF_ERROR(trace.Finish());
   outcome.final_step = step;
   if (!o.dump_params_dir.empty() && role.replica == 0) {
     NamedTensors t = OwnedParams(model, role);

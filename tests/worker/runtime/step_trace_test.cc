@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +43,22 @@ TEST(StepTraceTest, RecordsTheStepsAskedForWithTheirScopes) {
   }
   EXPECT_EQ(steps, 2) << "steps 2 and 3 only";
   EXPECT_EQ(phases, 2);
+}
+
+TEST(StepTraceTest, ARunThatEndsBeforeTheLastTracedStepIsWrittenByFinish) {
+  ::tessera::testing::TempDir dir;
+  const std::string path = (dir.path() / "trace.json").string();
+  auto trace = StepTrace::Make({path, /*first_step=*/1, /*steps=*/10}, torch::Device(torch::kCPU));
+  ASSERT_TRUE(trace.ok());
+  trace->BeforeStep(1);
+  {
+    TraceScope scope(kStepScope);
+    (void)torch::mm(torch::rand({8, 8}), torch::rand({8, 8}));
+  }
+  ASSERT_TRUE(trace->AfterStep(1).ok());
+  EXPECT_FALSE(std::filesystem::exists(path)) << "still recording";
+  ASSERT_TRUE(trace->Finish().ok());
+  EXPECT_TRUE(std::filesystem::exists(path));
 }
 
 TEST(StepTraceTest, NoPathRecordsNothingAndBadBoundsNameTheirFlag) {
