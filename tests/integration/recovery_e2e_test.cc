@@ -52,9 +52,10 @@ std::string NodeOf(const api::Json& device) {
 api::JobId TrainUntilCheckpoint(Cluster& cluster,
                                 const std::vector<std::pair<std::string, std::string>>& agents,
                                 int global_batch, int min_devices, int max_devices,
-                                size_t nodes_used, const std::string& extra_config = "") {
+                                size_t nodes_used, const std::string& extra_config = "",
+                                int px = 32) {
   const fs::path images = cluster.dir() / "images";
-  EXPECT_EQ(GenImages(images, 32, 32), "");
+  EXPECT_EQ(GenImages(images, 32, px), "");
   EXPECT_TRUE(cluster.StartWorkerLab(agents, extra_config, 30s));
 
   api::JobId id = 0;
@@ -68,7 +69,7 @@ api::JobId TrainUntilCheckpoint(Cluster& cluster,
                                  {"max_devices", max_devices},
                                  {"layout", "data"},
                                  {"max_attempts", 3},
-                                 {"args", {"--image-size", "32", "--width", "8"}}},
+                                 {"args", {"--image-size", std::to_string(px), "--width", "8"}}},
                                 &id));
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   // Pending while tesserad profiles the builtin models, then running.
@@ -141,10 +142,11 @@ const std::string kOneDevice = InventoryYaml({{1, "A (emulated)", "8GiB", 0.5}})
 // re-form (KillAndAwaitReform). Returns the job id (0 after a failed
 // assertion); *victim gets the node.
 api::JobId ReformAfterKillingReplica(Cluster& cluster, int replica, std::string* victim,
-                                     std::string* trail, const std::string& extra_config = "") {
+                                     std::string* trail, const std::string& extra_config = "",
+                                     int global_batch = 6, int px = 32) {
   const api::JobId id = TrainUntilCheckpoint(
-      cluster, {{"nodea", kOneDevice}, {"nodeb", kOneDevice}, {"nodec", kOneDevice}},
-      /*global_batch=*/6, /*min_devices=*/2, /*max_devices=*/3, /*nodes_used=*/3, extra_config);
+      cluster, {{"nodea", kOneDevice}, {"nodeb", kOneDevice}, {"nodec", kOneDevice}}, global_batch,
+      /*min_devices=*/2, /*max_devices=*/3, /*nodes_used=*/3, extra_config, px);
   if (id == 0) return 0;
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   *victim = NodeOf(cluster.GetJson(path)["plan"]["replicas"][replica]["stages"][0]["devices"][0]);
@@ -174,9 +176,10 @@ TEST(RecoveryE2ETest, ANodeThatComesBackIsJoinedByTheRunningJob) {
   // small job sits near the default threshold (1.2x), and a profile measured
   // on a loaded host (CI) can carry a large per-call cost that leaves it near
   // 1.0x (one fresh-clone run predicted 4.03 s on two devices, about 1.02x
-  // less on three).
+  // less on three; one CI run never grew back). So also 12 samples of 64 px a
+  // step: work per sample enough that three devices plainly beat two.
   const api::JobId id =
-      ReformAfterKillingReplica(cluster, 2, &victim, &trail, "grow_min_speedup: 1.0\n");
+      ReformAfterKillingReplica(cluster, 2, &victim, &trail, "grow_min_speedup: 1.0\n", 12, 64);
   ASSERT_NE(id, 0) << trail;
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   ASSERT_EQ(cluster.PlannedNodes(id).size(), 2u) << trail;
