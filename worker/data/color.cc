@@ -36,15 +36,6 @@ struct LevelTable {
   }
 };
 
-double SrgbToLinearOf(float c) {
-  static const LevelTable table;
-  if (c >= 0.0f && c <= 1.0f) {
-    const auto k = static_cast<size_t>(std::lround(c * 255.0f));
-    if (c == table.divided[k]) return table.linear_divided[k];
-    if (c == table.multiplied[k]) return table.linear_multiplied[k];
-  }
-  return SrgbToLinearExact(c);
-}
 double LinearToSrgb(double c) {
   return c <= 0.0031308 ? 12.92 * c : 1.055 * std::pow(c, 1.0 / 2.4) - 0.055;
 }
@@ -56,10 +47,18 @@ double FInverse(double f) {
 
 }  // namespace
 
-double SrgbToLinear(float c) { return SrgbToLinearOf(c); }
+double SrgbToLinear(float c) {
+  static const LevelTable table;
+  if (c >= 0.0f && c <= 1.0f) {
+    const auto k = static_cast<size_t>(std::lround(c * 255.0f));
+    if (c == table.divided[k]) return table.linear_divided[k];
+    if (c == table.multiplied[k]) return table.linear_multiplied[k];
+  }
+  return SrgbToLinearExact(c);
+}
 
 Lab RgbToLab(const Rgb& rgb) {
-  return LinearRgbToLab(SrgbToLinearOf(rgb.r), SrgbToLinearOf(rgb.g), SrgbToLinearOf(rgb.b));
+  return LinearRgbToLab(SrgbToLinear(rgb.r), SrgbToLinear(rgb.g), SrgbToLinear(rgb.b));
 }
 
 Lab LinearRgbToLab(double r, double g, double b) {
