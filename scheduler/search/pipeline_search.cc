@@ -127,6 +127,19 @@ std::vector<double> Search::ShapeOf(const std::vector<int>& order) const {
   return shape;
 }
 
+namespace {
+
+// Puts a partition of depth S made on a shape-equal order onto `rev`'s devices:
+// stage j on rev[S - 1 - j], as PartitionAllDepths and PartitionLayers (which
+// reverses its order) place them. REQUIRES: S <= rev.size().
+void PlaceStages(const std::vector<int>& rev, std::optional<Partition>* p) {
+  if (!*p) return;
+  std::vector<CandidateStage>& stages = (*p)->stages;
+  for (size_t j = 0; j < stages.size(); ++j) stages[j].device = rev[stages.size() - 1 - j];
+}
+
+}  // namespace
+
 const std::optional<Partition>& Search::Partitioned(const std::vector<int>& order,
                                                     const PartitionParams& params) {
   auto key = std::make_tuple(order, params.batch, params.micro_batches, params.replicated);
@@ -140,14 +153,9 @@ const std::optional<Partition>& Search::Partitioned(const std::vector<int>& orde
                .first;
     return partitions_.emplace(std::move(key), same->second).first->second;
   }
-  // An order of interchangeable devices: the same partition on this order's devices
-  // (stage j on order[j], as PartitionLayers places them).
+  // An order of interchangeable devices: the same partition on this order's devices.
   std::optional<Partition> renamed = same->second;
-  if (renamed) {
-    for (size_t j = 0; j < renamed->stages.size() && j < order.size(); ++j) {
-      renamed->stages[j].device = order[j];
-    }
-  }
+  PlaceStages(std::vector<int>(order.rbegin(), order.rend()), &renamed);
   return partitions_.emplace(std::move(key), std::move(renamed)).first->second;
 }
 
@@ -162,15 +170,8 @@ std::vector<std::optional<Partition>> Search::PartitionedAllDepths(const std::ve
              .emplace(std::move(key), PartitionAllDepths(cm_, rev, params, max_stages))
              .first;
   }
-  // Depth S's stage j is on rev[S - 1 - j] (PartitionAllDepths).
   std::vector<std::optional<Partition>> all = it->second;
-  for (size_t depth = 1; depth <= all.size(); ++depth) {
-    if (!all[depth - 1]) continue;
-    std::vector<CandidateStage>& stages = all[depth - 1]->stages;
-    for (size_t j = 0; j < stages.size() && j < depth && depth <= rev.size(); ++j) {
-      stages[j].device = rev[depth - 1 - j];
-    }
-  }
+  for (std::optional<Partition>& p : all) PlaceStages(rev, &p);
   return all;
 }
 
