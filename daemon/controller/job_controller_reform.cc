@@ -183,11 +183,13 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   // (free devices go to waiting jobs first); (2) take the running train
   // attempts that could re-form, unchanged for grow_settle_ms, every rank
   // running; (3) where a device is free, plan each on its own devices and on
-  // its own plus the free ones (outside the lock); (4) when the second uses devices the attempt
-  // lacks and predicts a step at least grow_min_speedup faster, and the time it saves over the
-  // job's remaining steps pays for the re-form (its move cost, daemon/controller/move_costs.h, and
-  // one step: a job about to end does not grow), and it keeps one of the attempt's devices, re-form
-  // onto it: the running ranks keep their state, the new ones join and take theirs from them.
+  // its own plus the free ones (outside the lock); (4) when the second uses
+  // devices the attempt lacks and predicts a step at least grow_min_speedup
+  // faster, and the time it saves over the job's remaining steps pays for the
+  // re-form (its move cost, daemon/controller/move_costs.h, and one step: a job
+  // about to end does not grow), and it keeps one of the attempt's devices,
+  // re-form onto it: the running ranks keep their state, the new ones join and
+  // take theirs from them; (5) log why a job did not grow, when that changed.
   const auto now = clock_->SteadyNow();
   if (options_.grow_min_speedup <= 0 ||
       now - grow_checked_at_ < std::chrono::milliseconds(options_.grow_check_ms)) {
@@ -217,8 +219,9 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
       if (j.state != JobState::kRunning || !j.spec.elastic || active.move) continue;
       if (ReformBlocker(j.spec, active.launch)) continue;
       LiveDevices live = LiveDevicesLocked(active);
-      if (!live.every_rank_runs) verdicts[id] = "not every rank of it reports running";
-      if (live.every_rank_runs) {
+      if (!live.every_rank_runs) {
+        verdicts[id] = "not every rank of it reports running";
+      } else {
         int64_t step = 0;  // from the ranks' latest progress lines
         for (const RankLaunch& r : active.launch.ranks) {
           const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
