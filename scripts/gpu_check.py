@@ -921,6 +921,14 @@ class Check:
             res["smi"] = sampler.result(r.pid)
         return res
 
+    def torch_train_params(self, amp, **more):
+        """The PyTorch children's training problem: the worker's (sizes, SGD lr 0.01
+        momentum 0.9, threads), and `more`."""
+        t = self.cfg["train"]
+        return {"device": self.device, "batch": t["batch"], "size": t["size"],
+                "width": t["width"], "warmup": t["warmup"], "amp": amp, "lr": 0.01,
+                "momentum": 0.9, "threads": self.threads, **more}
+
     def sec_training(self, sec):
         t = self.cfg["train"]
         runs = [("AMP (fp16 autocast)", True), ("fp32", False)] if self.gpu else [("fp32", False)]
@@ -930,11 +938,8 @@ class Check:
             sec.raw[label] = {"worker": w}
             if amp:
                 self.amp_run = w
-            p = self.child("train", {"device": self.device, "batch": t["batch"],
-                                     "size": t["size"], "width": t["width"],
-                                     "steps": t["steps"], "warmup": t["warmup"], "amp": amp,
-                                     "lr": 0.01, "momentum": 0.9, "threads": self.threads},
-                           180, f"PyTorch training ({label})")
+            p = self.child("train", self.torch_train_params(amp, steps=t["steps"]), 180,
+                           f"PyTorch training ({label})")
             if amp:
                 self.amp_run["torch_peak_memory_bytes"] = p.get("peak_memory_bytes")
             raw[label] = {"worker": w, "torch": p}
@@ -1064,11 +1069,8 @@ class Check:
         self.worker_train(amp, tag="trace", steps=steps, extra=[
             "--trace-out", worker_trace, "--trace-from", t["warmup"] + 1,
             "--trace-steps", traced])
-        self.child("train_trace", {"device": self.device, "batch": t["batch"], "size": t["size"],
-                                   "width": t["width"], "warmup": t["warmup"],
-                                   "trace_steps": traced, "amp": amp, "lr": 0.01,
-                                   "momentum": 0.9, "threads": self.threads,
-                                   "out": torch_trace}, 180, f"PyTorch traced training ({label})")
+        self.child("train_trace", self.torch_train_params(amp, trace_steps=traced, out=torch_trace),
+                   180, f"PyTorch traced training ({label})")
         w = summarize_step_trace(worker_trace, "tessera::step")
         p = summarize_step_trace(torch_trace, "pytorch::step")
         sec.raw["worker"], sec.raw["torch"] = w, p
