@@ -7,13 +7,16 @@
 //   3. minimums: running movable jobs from their own devices, then waiting
 //      jobs in the queue's weighted-fair order from the free ones; a waiting
 //      job with no plan on them may have a running job take its minimum
-//      elsewhere (MakeRoom);
+//      elsewhere (MakeRoom); the first one short of devices by count holds
+//      those that free up (Reserve), and a job behind it starts only if it
+//      leaves that reservation intact (Backfills);
 //   4. fill: one device at a time to the job it raises most, normalized,
-//      users below their weighted share first; then each job planned on its
-//      devices and the ones left free, taking that plan's when it gains
-//      (Regroup); then trades: two jobs swap
-//      devices of two groups when that raises their normalized sum and
-//      leaves each with a plan;
+//      users below their weighted share first (behind a reservation, only
+//      its spare devices, or to jobs that end before it starts); then each
+//      job planned on its devices and the ones left free, taking that plan's
+//      when it gains (Regroup); then trades: two jobs swap devices of two
+//      groups when that raises their normalized sum and leaves each with a
+//      plan;
 //   5. moves: a running job moves only when the gain over its horizon pays
 //      for the move, or when the move starts a waiting job that could start
 //      nowhere else and leaves the mover its fair share's throughput, unless
@@ -27,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <set>
 #include <utility>
@@ -55,6 +59,17 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+// The reservation of the first waiting job that lacks devices only by count
+// (EASY backfill, as Slurm's): the devices that free up are held for it. By
+// `shadow_s` seconds from now, when the placed jobs' predicted ends have freed
+// enough, it can start; `spare` devices more than it needs are free by then.
+// A job behind it starts only if it ends by then or fits in the spare ones.
+struct Reservation {
+  int64_t id = 0;
+  double shadow_s = 0;  // 0: not predictable (an end unknown): nothing ends by then
+  int64_t spare = 0;
+};
+
 // One allocation of the free devices (steps 3-4) with the jobs in `fixed`
 // kept where they are.
 struct Assignment {
@@ -82,6 +97,17 @@ class Allocator {
   // hold no plan. nullopt when no count does.
   Result<std::optional<DeviceSet>> Minimum(const AllocJob& job, const DeviceSet& from);
   Result<Assignment> Assign(const std::set<int64_t>& fixed);
+  // Predicted seconds until placed `job` ends on `devices`: a running job's
+  // remaining_s, a starting job's work over its throughput there; infinity
+  // when unknown.
+  Result<double> EndsIn(const AllocJob& job, const DeviceSet& devices);
+  // The reservation for `head`, which needs `need` devices and finds fewer
+  // free, against the jobs placed so far in `a`.
+  Result<Reservation> Reserve(const AllocJob& head, int64_t need, const Assignment& a,
+                              const DeviceSet& free);
+  // Whether `job`, holding `devices` until it ends, leaves `r` intact: it ends
+  // by the shadow time, or the devices come out of the spare ones (taken).
+  Result<bool> Backfills(const AllocJob& job, const DeviceSet& devices, Reservation* r);
   // Room for waiting `job`, which has no plan on *free: the minimum of a
   // running movable job (not in `fixed`, of no higher priority) taken again
   // from its own and the free devices less what `job` takes from them, its
@@ -91,9 +117,9 @@ class Allocator {
                                             Assignment* a, DeviceSet* free,
                                             std::map<std::string, UserUsage>* usage);
   Status Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
-              std::map<std::string, UserUsage>* usage);
+              std::map<std::string, UserUsage>* usage, std::optional<Reservation>* reserved);
   Status Regroup(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
-                 std::map<std::string, UserUsage>* usage);
+                 std::map<std::string, UserUsage>* usage, std::optional<Reservation>* reserved);
   Status Trade(const std::set<int64_t>& fixed, Assignment* a);
   Result<std::vector<AllocDecision>> Decide(const Assignment& a, const std::set<int64_t>& fixed,
                                             const std::map<int64_t, std::string>& moved_why);
@@ -200,6 +226,7 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
     queued.push_back(QueuedJob{j.id, j.user, j.priority, j.min_devices,
                                j.work > 0 && fair > 0 ? j.work / fair : 0.0, j.waited_s});
   }
+  std::optional<Reservation> reserved;
   for (const QueueEntry& e : OrderQueue(queued, usage, policies_)) {
     const AllocJob& j = *by_id_.at(e.id);
     const std::string limit =
@@ -213,6 +240,13 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
       a.waits[j.id] = "needs " + std::to_string(need) + " device" + (need == 1 ? "" : "s") + "; " +
                       std::to_string(free.size()) +
                       " are left after the jobs before it in the queue";
+      if (!reserved && need <= static_cast<int64_t>(devices_.size())) {
+        TESSERA_ASSIGN_OR_RETURN(reserved, Reserve(j, need, a, free));
+        a.waits[j.id] += reserved->shadow_s > 0
+                             ? "; the devices that free up are held for it (enough in about " +
+                                   Fixed(reserved->shadow_s / 60, 0) + " min, as predicted)"
+                             : "; the devices that free up are held for it";
+      }
       continue;
     }
     AllocJob capped = j;
@@ -220,19 +254,29 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
       capped.max_devices = capped.max_devices > 0 ? std::min(capped.max_devices, cap) : cap;
     }
     TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> mine, Minimum(capped, free));
-    if (!mine) {
+    if (!mine && !reserved) {
       TESSERA_ASSIGN_OR_RETURN(mine, MakeRoom(capped, fixed, &a, &free, &usage));
     }
     if (!mine) {
       a.waits[j.id] = "no plan on the " + std::to_string(free.size()) + " devices left";
       continue;
     }
+    if (reserved) {
+      TESSERA_ASSIGN_OR_RETURN(bool fits, Backfills(j, *mine, &*reserved));
+      if (!fits) {
+        const AllocJob& head = *by_id_.at(reserved->id);
+        a.waits[j.id] = "waiting behind job " + std::to_string(head.id) + " of " + head.user +
+                        " (the devices that free up are held for it; this job would hold " +
+                        std::to_string(mine->size()) + " past its predicted start)";
+        continue;
+      }
+    }
     usage[j.user].running_jobs += 1;
     take(j, *mine);
   }
   // (4) Fill.
-  TESSERA_RETURN_IF_ERROR(Fill(fixed, &a, &free, &usage));
-  TESSERA_RETURN_IF_ERROR(Regroup(fixed, &a, &free, &usage));
+  TESSERA_RETURN_IF_ERROR(Fill(fixed, &a, &free, &usage, &reserved));
+  TESSERA_RETURN_IF_ERROR(Regroup(fixed, &a, &free, &usage, &reserved));
   TESSERA_RETURN_IF_ERROR(Trade(fixed, &a));
   // Each job on the devices its plan uses.
   for (auto& [id, given] : a.given) {
@@ -247,6 +291,47 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
     a.objective += r.rate / fair_rate_.at(id);
   }
   return a;
+}
+
+Result<double> Allocator::EndsIn(const AllocJob& job, const DeviceSet& devices) {
+  constexpr double kUnknown = std::numeric_limits<double>::infinity();
+  if (!job.held.empty()) return job.remaining_s > 0 ? job.remaining_s : kUnknown;
+  if (!(job.work > 0)) return kUnknown;
+  TESSERA_ASSIGN_OR_RETURN(double rate, RateOf(job, devices));
+  return rate > 0 ? job.work / rate : kUnknown;
+}
+
+Result<Reservation> Allocator::Reserve(const AllocJob& head, int64_t need, const Assignment& a,
+                                       const DeviceSet& free) {
+  // The placed jobs by predicted end; the head can start once the free
+  // devices and those of the jobs ended by then make `need`.
+  std::vector<std::pair<double, int64_t>> ends;
+  for (const auto& [id, given] : a.given) {
+    TESSERA_ASSIGN_OR_RETURN(double t, EndsIn(*by_id_.at(id), given));
+    ends.emplace_back(t, static_cast<int64_t>(given.size()));
+  }
+  std::sort(ends.begin(), ends.end());
+  Reservation r{head.id, 0, 0};
+  auto available = static_cast<int64_t>(free.size());
+  for (const auto& [t, n] : ends) {
+    if (!std::isfinite(t)) break;
+    available += n;
+    if (available >= need) {
+      r.shadow_s = t;
+      r.spare = available - need;
+      break;
+    }
+  }
+  return r;
+}
+
+Result<bool> Allocator::Backfills(const AllocJob& job, const DeviceSet& devices, Reservation* r) {
+  TESSERA_ASSIGN_OR_RETURN(double t, EndsIn(job, devices));
+  if (t <= r->shadow_s) return true;
+  const auto n = static_cast<int64_t>(devices.size());
+  if (n > r->spare) return false;
+  r->spare -= n;
+  return true;
 }
 
 Result<std::optional<DeviceSet>> Allocator::MakeRoom(const AllocJob& job,
@@ -285,7 +370,8 @@ Result<std::optional<DeviceSet>> Allocator::MakeRoom(const AllocJob& job,
 }
 
 Status Allocator::Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
-                       std::map<std::string, UserUsage>* usage) {
+                       std::map<std::string, UserUsage>* usage,
+                       std::optional<Reservation>* reserved) {
   double total_weight = 0;
   std::set<std::string> users;
   for (const AllocJob& j : jobs_) users.insert(j.user);
@@ -308,6 +394,12 @@ Status Allocator::Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet*
       const UserPolicy& policy = policies_.For(j.user);
       const UserUsage& used = (*usage)[j.user];
       if (policy.max_devices > 0 && used.devices >= policy.max_devices) continue;
+      // Behind a reservation only a spare device, or one to a job that ends
+      // before the reserved start anyway.
+      if (*reserved && (*reserved)->spare <= 0) {
+        TESSERA_ASSIGN_OR_RETURN(double ends, EndsIn(j, given));
+        if (!(ends <= (*reserved)->shadow_s)) continue;
+      }
       TESSERA_ASSIGN_OR_RETURN(double now, RateOf(j, given));
       const bool under = static_cast<double>(used.devices) / policy.weight < even;
       for (const auto& [group, device] : first_free) {
@@ -335,12 +427,14 @@ Status Allocator::Fill(const std::set<int64_t>& fixed, Assignment* a, DeviceSet*
     a->given[chosen->job].insert(chosen->device);
     free->erase(chosen->device);
     (*usage)[by_id_.at(chosen->job)->user].devices += 1;
+    if (*reserved && (*reserved)->spare > 0) --(*reserved)->spare;
   }
   return Status::Ok();
 }
 
 Status Allocator::Regroup(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
-                          std::map<std::string, UserUsage>* usage) {
+                          std::map<std::string, UserUsage>* usage,
+                          std::optional<Reservation>* reserved) {
   // The fill adds one device at a time, so it can stop on a set no single
   // device improves while a different set would: four fast devices where
   // eight of another type run the job faster. Each job is planned once on
@@ -368,6 +462,16 @@ Status Allocator::Regroup(const std::set<int64_t>& fixed, Assignment* a, DeviceS
     const int64_t after =
         used.devices - static_cast<int64_t>(given.size()) + static_cast<int64_t>(wider.used.size());
     if (policy.max_devices > 0 && after > policy.max_devices) continue;
+    // Behind a reservation: at most the spare devices more.
+    const int64_t more =
+        static_cast<int64_t>(wider.used.size()) - static_cast<int64_t>(given.size());
+    if (*reserved && more > 0) {
+      TESSERA_ASSIGN_OR_RETURN(double ends, EndsIn(j, given));
+      if (!(ends <= (*reserved)->shadow_s)) {
+        if (more > (*reserved)->spare) continue;
+        (*reserved)->spare -= more;
+      }
+    }
     used.devices = after;
     free->insert(given.begin(), given.end());
     for (const std::string& d : wider.used) free->erase(d);

@@ -33,7 +33,15 @@
 //      priority take its minimum again, from its own and the free devices
 //      less the waiting job's, its own first (the move is judged in step 5
 //      like any other). A job that cannot get its minimum waits, with the
-//      reason.
+//      reason. The first waiting job that lacks devices only by count (a
+//      gang of 4 where 2 are free) holds a reservation (EASY backfill, as
+//      Slurm's): by the placed jobs' predicted ends (AllocJob::remaining_s;
+//      a starting job's work over its throughput) it can start in S seconds;
+//      a job behind it starts only if it ends within S or fits in the
+//      devices more than it needs that are free by then, and the fill below
+//      gives devices only within those or to jobs that end within S (an end
+//      unknown: S is 0, nothing passes). So no stream of small jobs starves
+//      a large one.
 //   4. Fill: while free devices are left, give one to the job whose
 //      normalized throughput it raises most (gain / reference). Jobs of users
 //      below their weighted share of devices go first; a job's own devices

@@ -254,15 +254,15 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.movable = r.movable;
     // (5): without restarts, moves re-form around the ranks they keep.
     a.move_keeps_a_device = !options_.share_restart_moves;
-    if (r.movable) {
-      // Remaining: the steps left at the throughput it has now.
-      TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
-      const int64_t step = ProgressInt(r.job.progress, "step").value_or(0);
-      const double samples = static_cast<double>(std::max<int64_t>(r.job.spec.steps - step, 0)) *
-                             static_cast<double>(r.job.spec.global_batch);
-      a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
-      a.move_cost_s = r.move.seconds;
-    }
+    // Remaining: the steps left at the throughput it has now (a reservation
+    // for a waiting job reads it of every running job; a move's gain of a
+    // movable one).
+    TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
+    const int64_t step = ProgressInt(r.job.progress, "step").value_or(0);
+    const double samples = static_cast<double>(std::max<int64_t>(r.job.spec.steps - step, 0)) *
+                           static_cast<double>(r.job.spec.global_batch);
+    a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
+    if (r.movable) a.move_cost_s = r.move.seconds;
     jobs.push_back(std::move(a));
   }
   // The waiting jobs the queue offers devices first: at most one per device

@@ -53,6 +53,14 @@ class Fixture {
     jobs_.back().move_cost_s = move_cost_s;
     return *this;
   }
+  // A waiting job's work, in the rate's units (its expected run time is work
+  // over its rate).
+  Fixture& Work(int64_t id, double work) {
+    for (AllocJob& j : jobs_) {
+      if (j.id == id) j.work = work;
+    }
+    return *this;
+  }
   Fixture& Weight(const std::string& user, double weight) {
     policies_.users[user].weight = weight;
     return *this;
@@ -190,8 +198,56 @@ TEST(SharePolicyTest, ARunningJobShrinksForAWaitingOneOnlyWhenTheMovePaysForItse
           << Of(a, 1).reason;
       EXPECT_NE(Of(a, 1).reason.find("normalized throughput"), std::string::npos);
     } else {
-      EXPECT_EQ(Of(a, 2).reason,
-                "needs 1 device; 0 are left after the jobs before it in the queue");
+      EXPECT_EQ(Of(a, 2).reason.rfind(
+                    "needs 1 device; 0 are left after the jobs before it in the queue; the "
+                    "devices that free up are held for it",
+                    0),
+                0u)
+          << Of(a, 2).reason;
+    }
+  }
+}
+
+// Bob's job needs 4 devices and finds fewer free: alice's running job holds 3
+// until it ends. The devices that free up are held for bob's job (EASY
+// backfill): dave's later 1-device job starts only when it ends before alice's
+// job does, or on a device bob's job will not need; it grows only as far.
+TEST(SharePolicyTest, AJobShortOfDevicesHoldsThoseThatFreeUpAgainstLaterJobs) {
+  struct Row {
+    const char* name;
+    int devices;
+    double alices_remaining_s;  // 0: unknown
+    double daves_work;          // seconds on one device; 0: unknown
+    AllocAction daves;
+    size_t daves_devices;
+    const char* bobs_reason_part;
+  };
+  const Row rows[] = {
+      {"ends before bob's job can start: starts", 4, 600, 300, AllocAction::kStart, 1,
+       "held for it (enough in about 10 min, as predicted)"},
+      {"would hold its device past then: waits behind bob's", 4, 600, 3600, AllocAction::kWait, 0,
+       "held for it (enough in about 10 min, as predicted)"},
+      {"its length unknown: waits", 4, 600, 0, AllocAction::kWait, 0, "held for it"},
+      {"alice's end unknown: nothing passes", 4, 0, 300, AllocAction::kWait, 0,
+       "the devices that free up are held for it"},
+      {"a device bob's job will not need: starts there, and grows no further", 5, 600, 3600,
+       AllocAction::kStart, 1, "held for it (enough in about 10 min, as predicted)"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("a", row.devices);
+    f.Running(1, "alice", {}, {"a:0", "a:1", "a:2"}, false, row.alices_remaining_s, 0);
+    f.Waiting(2, "bob", {}, 0, 4);
+    f.Waiting(3, "dave", {}).Work(3, row.daves_work);
+    const Allocation a = f.Run();
+    EXPECT_EQ(Of(a, 2).action, AllocAction::kWait);
+    EXPECT_NE(Of(a, 2).reason.find(row.bobs_reason_part), std::string::npos) << Of(a, 2).reason;
+    EXPECT_EQ(Of(a, 3).action, row.daves) << Of(a, 3).reason;
+    EXPECT_EQ(Of(a, 3).devices.size(), row.daves_devices);
+    if (row.daves == AllocAction::kWait) {
+      EXPECT_NE(Of(a, 3).reason.find("waiting behind job 2 of bob"), std::string::npos)
+          << Of(a, 3).reason;
     }
   }
 }
