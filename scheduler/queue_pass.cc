@@ -4,10 +4,14 @@
 //   1. order the jobs (OrderQueue);
 //   2. per job: a. limits on this pass's usage; b. the user's device bound;
 //      c. ready; d. plan on the free devices (never / wait / head);
-//      e. backfill behind the head only if the head still fits;
+//      e. backfill behind the head only if it does not delay the head: it ends
+//         before the head's predicted start, or the head still fits then
+//         (Shadow); without predicted ends, if the head still fits once
+//         every other job ended;
 //      f. place, and grow busy and the user's usage by what it holds.
 #include "scheduler/queue_pass.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/enum_names.h"
@@ -34,6 +38,31 @@ DeviceSet DevicesOf(const Plan& plan) {
   return out;
 }
 
+// When the head can start (step 2e): in `s` seconds, with `busy` the devices
+// held then.
+struct Shadow {
+  double s = 0;
+  DeviceSet busy;
+};
+
+// The head's start: the first predicted end (of the running jobs, and of the
+// jobs placed in this pass, `placed`) by which it has a plan on the devices
+// free then. nullopt when it fits at none (an end unknown).
+Result<std::optional<Shadow>> HeadStart(const PassJob& head, const DeviceSet& busy,
+                                        std::vector<RunningHold> ends,
+                                        const QueuePassHooks& hooks) {
+  std::erase_if(ends, [](const RunningHold& r) { return !(r.ends_in_s > 0); });
+  std::sort(ends.begin(), ends.end(),
+            [](const RunningHold& a, const RunningHold& b) { return a.ends_in_s < b.ends_in_s; });
+  Shadow at{0, busy};
+  for (const RunningHold& r : ends) {
+    for (const std::string& d : r.devices) at.busy.erase(d);
+    at.s = r.ends_in_s;
+    if (hooks.plan(head, at.busy).ok()) return std::optional<Shadow>(std::move(at));
+  }
+  return std::optional<Shadow>();
+}
+
 }  // namespace
 
 Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
@@ -54,8 +83,10 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
 
   std::map<std::string, UserUsage> holds_now = usage;  // grows with this pass's placements
   DeviceSet busy = busy_before;                        // likewise
-  std::optional<PassJob> head;  // the first job that must wait for busy devices
-  DeviceSet backfilled;         // devices taken by jobs placed behind the head
+  std::optional<PassJob> head;           // the first job that must wait for busy devices
+  DeviceSet backfilled;                  // devices taken by jobs placed behind the head
+  std::optional<Shadow> shadow;          // when the head can start, if predicted
+  std::vector<RunningHold> placed_ends;  // jobs placed in this pass, with their ends
   std::vector<PassDecision> decisions;
   decisions.reserve(order.size());
 
@@ -116,15 +147,23 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
       if (!head && hooks.plan(d.job, {}).ok()) {
         head = d.job;
         d.head = true;
+        if (hooks.running) {
+          TESSERA_ASSIGN_OR_RETURN(std::vector<RunningHold> ends, hooks.running());
+          ends.insert(ends.end(), placed_ends.begin(), placed_ends.end());
+          TESSERA_ASSIGN_OR_RETURN(shadow, HeadStart(*head, busy, std::move(ends), hooks));
+        }
       }
       TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
       continue;
     }
     const Plan& best = plans->plans.front();
-    // Step 2e: backfill only if the head still fits once every job ended
-    // except those placed behind it (this one included).
-    if (head) {
+    const double run_s = hooks.run_s ? hooks.run_s(d.job, best) : 0;
+    // Step 2e: backfill only if the head still fits at its predicted start
+    // (or, without one, once every job ended except those placed behind it,
+    // this one included), unless this job ends before that start.
+    if (head && !(shadow && run_s > 0 && run_s <= shadow->s)) {
       DeviceSet would_hold = backfilled;
+      if (shadow) would_hold.insert(shadow->busy.begin(), shadow->busy.end());
       for (const DeviceId& dev : best.Devices()) would_hold.insert(dev.ToString());
       if (!hooks.plan(*head, would_hold).ok()) {
         d.reason = "waiting behind job " + std::to_string(head->id) +
@@ -138,7 +177,10 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
     d.plan = best;
     TESSERA_ASSIGN_OR_RETURN(DeviceSet placed, decide(std::move(d)));
     busy.insert(placed.begin(), placed.end());
-    if (head) backfilled.insert(placed.begin(), placed.end());
+    if (head && !(shadow && run_s > 0 && run_s <= shadow->s)) {
+      backfilled.insert(placed.begin(), placed.end());
+    }
+    if (!head) placed_ends.push_back(RunningHold{placed, run_s});
     if (!placed.empty()) {
       holds.running_jobs += 1;
       holds.devices += static_cast<int64_t>(placed.size());

@@ -23,11 +23,21 @@
 //         or no plan: it waits with the error's message ("no plan"). The first
 //         such job that has a plan on the idle cluster (nothing busy) is the
 //         head; a job that would not fit even then blocks nobody.
-//      e. Behind a head, a job backfills only if the head would still fit
-//         once every other running job ended: planned on the devices the
-//         jobs backfilled in this pass hold plus this job's plan's devices,
-//         the head must still have a plan. Otherwise it waits, "waiting behind
-//         job <head> (placing it now would delay that job)".
+//      e. Behind a head, a job backfills only if it does not delay the head
+//         (EASY backfill, as Slurm's). With predicted ends (hooks.running for
+//         the running jobs, hooks.run_s for those placed in this pass), the
+//         head can start in S seconds: at the first end by which it has a
+//         plan on the devices free then (jobs whose end is unknown never
+//         end). A job then backfills if it ends within S (hooks.run_s), or if
+//         the head still has a plan at S with this job's devices and those of
+//         the jobs backfilled past S taken too. A job backfilled in an
+//         earlier pass runs, with its end, in the next, so the devices the
+//         head needs stay held for it: no stream of small jobs starves it.
+//         Without S (no hook, or the head fits at no predicted end), the head
+//         must still have a plan once every other running job ended, on the
+//         devices the jobs backfilled in this pass hold plus this job's.
+//         Otherwise it waits, "waiting behind job <head> (placing it now
+//         would delay that job)".
 //      f. Place it with its best plan (the PlanSet's first): hooks.commit
 //         says which devices it now holds; they become busy (and, behind a
 //         head, backfilled), and its user is charged a running job and those
@@ -94,6 +104,12 @@ struct PassDecision {
 // Devices are named "node:index" (DeviceId::ToString).
 using DeviceSet = std::set<std::string>;
 
+// A running job as the backfill rule sees it (step 2e).
+struct RunningHold {
+  DeviceSet devices;     // what it holds
+  double ends_in_s = 0;  // predicted seconds until it ends; 0: unknown
+};
+
 struct QueuePassHooks {
   // Required. Ranked plans for `job` on the devices not in `busy`. kNotFound
   // or kInvalidArgument: the job can never be planned; any other error: it
@@ -111,6 +127,11 @@ struct QueuePassHooks {
   // other actions. An error ends the pass. Absent: a placed job holds its
   // plan's devices.
   std::function<Result<DeviceSet>(const PassDecision& decision)> commit;
+  // Optional (step 2e). The running jobs with their predicted ends; asked once,
+  // when a head is found. An error ends the pass.
+  std::function<Result<std::vector<RunningHold>>()> running;
+  // Optional (step 2e). Predicted seconds `job` runs on `plan`; 0: unknown.
+  std::function<double(const PassJob& job, const Plan& plan)> run_s;
 };
 
 // REQUIRES: every policy valid (UserPolicy::Validate); job ids distinct;

@@ -93,6 +93,19 @@ Run SimulateRigid(const Trace& trace, const Cluster& cluster, QueueOrdering orde
   hooks.plan = [&](const PassJob& job, const DeviceSet& b) {
     return planner->Plan(trace.jobs[static_cast<size_t>(job.id - 1)], job.max_devices, b);
   };
+  if (ordering == QueueOrdering::kFairShare) {
+    hooks.running = [&]() -> Result<std::vector<RunningHold>> {
+      std::vector<RunningHold> out;
+      for (const Running& r : running) {
+        out.push_back(RunningHold{DeviceSet(r.devices.begin(), r.devices.end()), r.end_s - now});
+      }
+      return out;
+    };
+    hooks.run_s = [&](const PassJob& job, const Plan& plan) {
+      return static_cast<double>(trace.jobs[static_cast<size_t>(job.id - 1)].steps) *
+             plan.predicted.step_s;
+    };
+  }
 
   while (true) {
     // Jobs that ended free their devices; new jobs join the queue.

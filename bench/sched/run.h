@@ -47,7 +47,10 @@ struct Run {
 // "data x2 on boxa:0,boxa:1".
 std::string PlanText(const Plan& p);
 
-// Rigid jobs through the queue pass, `ordering` (fifo or fair).
+// Rigid jobs through the queue pass, `ordering` (fifo or fair). fair backfills
+// as tesserad does, by the running jobs' predicted ends (the pass's
+// hooks.running and hooks.run_s); fifo, today's queue for comparison, as the
+// pass did before: behind the head only this pass's backfills count.
 Run SimulateRigid(const Trace& trace, const Cluster& cluster, QueueOrdering ordering,
                   SimPlanner* planner);
 

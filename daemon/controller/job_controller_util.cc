@@ -45,6 +45,11 @@ std::optional<int64_t> ProgressInt(const api::Json& line, const char* key) {
   return line[key].get<int64_t>();
 }
 
+std::optional<double> ProgressDouble(const api::Json& line, const char* key) {
+  if (!line.is_object() || !line.contains(key) || !line[key].is_number()) return std::nullopt;
+  return line[key].get<double>();
+}
+
 std::string RankList(const std::vector<int64_t>& ranks) {
   std::ostringstream s;
   for (size_t i = 0; i < ranks.size(); ++i) s << (i ? "," : "") << ranks[i];

@@ -44,6 +44,8 @@ Result<int64_t> MovedAttempts(Store* store, api::JobId job);
 // The integer member `key` ("step", "generation") of a progress line (a
 // rank's report or a job's latest), or nullopt when it has none.
 std::optional<int64_t> ProgressInt(const api::Json& line, const char* key);
+// `line`'s number at `key` (integer or not), or nullopt.
+std::optional<double> ProgressDouble(const api::Json& line, const char* key);
 
 // "0,2,3".
 std::string RankList(const std::vector<int64_t>& ranks);

@@ -247,6 +247,52 @@ TEST(QueuePassTest, DecidesEveryJobInQueueOrder) {
   }
 }
 
+// Alice's job needs 3 of 4 devices; n:0 frees in 600 s, n:1 is held by a job
+// backfilled in an earlier pass for 2 h; n:2 and n:3 are free. With predicted
+// ends, bob's 1-device job backfills only if it ends before alice's can start
+// (600 s), else it would hold n:2 or n:3 past then (EASY backfill); without
+// them, only this pass's backfills count, and bob's job takes a device the
+// head will need, pass after pass.
+TEST(QueuePassTest, BehindTheHeadOnlyJobsThatEndBeforeItCanStartTakeItsDevices) {
+  const std::string behind_1 = "waiting behind job 1 (placing it now would delay that job)";
+  struct Row {
+    const char* name;
+    bool predicted_ends;  // hooks.running and hooks.run_s set
+    double n0_ends_in_s;  // 0: unknown
+    double bobs_run_s;    // 0: unknown
+    PassAction bobs;
+  };
+  const Row rows[] = {
+      {"ends before the head can start: backfills", true, 600, 300, PassAction::kPlace},
+      {"would hold a device past the head's start: waits", true, 600, 3600, PassAction::kWait},
+      {"its length unknown: waits", true, 600, 0, PassAction::kWait},
+      {"the device's end unknown: the head starts when n:1 frees, in 2 h; bob's ends first", true,
+       0, 3600, PassAction::kPlace},
+      {"no predicted ends: the head fits once every other job ended, so bob's backfills", false,
+       600, 3600, PassAction::kPlace},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    const std::vector<TestJob> jobs = {Job(1, "alice").Devices(3), Job(2, "bob")};
+    QueuePassHooks hooks = PlanOn(Node(4), jobs);
+    if (row.predicted_ends) {
+      hooks.running = [&]() -> Result<std::vector<RunningHold>> {
+        return std::vector<RunningHold>{{{"n:0"}, row.n0_ends_in_s}, {{"n:1"}, 7200}};
+      };
+      hooks.run_s = [&](const PassJob& j, const Plan&) { return j.id == 2 ? row.bobs_run_s : 0; };
+    }
+    auto decisions = RunQueuePass(PassJobs(jobs), {}, {}, {"n:0", "n:1"}, hooks);
+    ASSERT_TRUE(decisions.ok()) << decisions.status().ToString();
+    ASSERT_EQ(decisions->size(), 2u);
+    EXPECT_TRUE((*decisions)[0].head);
+    EXPECT_EQ(PassActionName((*decisions)[1].action), PassActionName(row.bobs))
+        << (*decisions)[1].reason;
+    if (row.bobs == PassAction::kWait) {
+      EXPECT_EQ((*decisions)[1].reason, behind_1);
+    }
+  }
+}
+
 TEST(QueuePassTest, PlacedJobsTakeDistinctFreeDevices) {
   const std::vector<TestJob> jobs = {Job(1, "a").Devices(2), Job(2, "b"), Job(3, "c").Devices(2)};
   auto decisions = RunQueuePass(PassJobs(jobs), {}, {}, {"n:1"}, PlanOn(Node(6), jobs));

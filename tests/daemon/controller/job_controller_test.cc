@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -93,6 +94,60 @@ TEST_F(JobControllerTest, BackfillAllowedWhenHeadStillFits) {
   // Head (3) fits on the 4 devices minus small's 1 once `running` ends.
   EXPECT_EQ(StateOf(small), JobState::kStarting);
   EXPECT_EQ(StateOf(head), JobState::kPending);
+}
+
+// Bob's job needs 2 of a's 3 devices: alice's two running train jobs hold a:0
+// (10 s left at its observed rate) and a:1 (hours left), a:2 is free. Carol's
+// 1-device job behind it takes a:2 only if it ends within those 10 s: else,
+// by the time a:0 frees, it would still hold the device bob's job needs (and
+// the next small job would do the same, pass after pass).
+TEST_F(JobControllerTest, BehindAGangJobOnlyJobsThatEndBeforeItCanStartBackfill) {
+  struct Row {
+    const char* name;
+    int64_t carols_steps;
+    JobState carols;
+  };
+  const Row rows[] = {
+      {"carol's job would run past bob's start: it waits", 100000, JobState::kPending},
+      {"carol's job ends first: it starts", 1, JobState::kStarting},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    SetUp();
+    UseSmallProfiles();
+    RestartController();
+    api::Node a = Joined("a", 3, 20);
+    auto train = [](int devices, int64_t steps) {
+      api::JobSpec s = CmdSpec(devices);
+      s.entrypoint = "builtin:colorize-unet";
+      s.steps = steps;
+      return s;
+    };
+    std::map<std::string, api::HeartbeatResponse> desired;
+    const api::JobId ending = SubmitRunning(train(1, 1000), {&a}, &desired);
+    const api::JobId long_one = SubmitRunning(train(1, 100000), {&a}, &desired);
+    std::vector<api::WorkerStatus> workers = Running(Beat(a));
+    for (api::WorkerStatus& w : workers) {
+      // 10 steps of 12 samples left at 12 samples/s; hours for the other.
+      w.progress = w.key.job_id == ending ? api::Json{{"step", 990}, {"samples_per_s", 12}}
+                                          : api::Json{{"step", 1}, {"samples_per_s", 12}};
+    }
+    Beat(a, workers);
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_EQ(StateOf(long_one), JobState::kRunning);
+    const api::JobId gang = Submit(train(2, 100), "bob");
+    const api::JobId small = Submit(train(1, row.carols_steps), "carol");
+    ASSERT_TRUE(controller_->Tick().ok());
+    EXPECT_EQ(StateOf(gang), JobState::kPending);
+    EXPECT_EQ(StateOf(small), row.carols) << controller_->WaitingReason(small);
+    if (row.carols == JobState::kPending) {
+      EXPECT_NE(
+          controller_->WaitingReason(small).find("waiting behind job " + std::to_string(gang)),
+          std::string::npos)
+          << controller_->WaitingReason(small);
+    }
+    TearDown();
+  }
 }
 
 TEST_F(JobControllerTest, CancelledJobLeavesDesiredSet) {
