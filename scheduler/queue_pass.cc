@@ -12,6 +12,8 @@
 #include "scheduler/queue_pass.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <utility>
 
 #include "common/enum_names.h"
@@ -45,9 +47,9 @@ struct Shadow {
   DeviceSet busy;
 };
 
-// The head's start: the first predicted end (of the running jobs, and of the
-// jobs placed in this pass, `placed`) by which it has a plan on the devices
-// free then. nullopt when it fits at none (an end unknown).
+// The head's start: the first of the predicted `ends` (the running jobs', and
+// those of the jobs placed in this pass) by which it has a plan on the devices
+// free then. nullopt when it fits at none (an end unknown: it never comes).
 Result<std::optional<Shadow>> HeadStart(const PassJob& head, const DeviceSet& busy,
                                         std::vector<RunningHold> ends,
                                         const QueuePassHooks& hooks) {
@@ -61,6 +63,13 @@ Result<std::optional<Shadow>> HeadStart(const PassJob& head, const DeviceSet& bu
     if (hooks.plan(head, at.busy).ok()) return std::optional<Shadow>(std::move(at));
   }
   return std::optional<Shadow>();
+}
+
+// "can start in about 12 min, as the running jobs' predicted ends free its devices".
+std::string StartsIn(const Shadow& shadow) {
+  const auto minutes = std::max<int64_t>(1, std::llround(shadow.s / 60));
+  return "can start in about " + std::to_string(minutes) +
+         " min, as the running jobs' predicted ends free its devices";
 }
 
 }  // namespace
@@ -151,6 +160,7 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
           TESSERA_ASSIGN_OR_RETURN(std::vector<RunningHold> ends, hooks.running());
           ends.insert(ends.end(), placed_ends.begin(), placed_ends.end());
           TESSERA_ASSIGN_OR_RETURN(shadow, HeadStart(*head, busy, std::move(ends), hooks));
+          if (shadow) d.reason += "; " + StartsIn(*shadow);
         }
       }
       TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
@@ -167,7 +177,8 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
       for (const DeviceId& dev : best.Devices()) would_hold.insert(dev.ToString());
       if (!hooks.plan(*head, would_hold).ok()) {
         d.reason = "waiting behind job " + std::to_string(head->id) +
-                   " (placing it now would delay that job)";
+                   " (placing it now would delay that job" +
+                   (shadow ? ", which " + StartsIn(*shadow) : std::string()) + ")";
         TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
         continue;
       }

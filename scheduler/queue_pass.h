@@ -37,7 +37,9 @@
 //         must still have a plan once every other running job ended, on the
 //         devices the jobs backfilled in this pass hold plus this job's.
 //         Otherwise it waits, "waiting behind job <head> (placing it now
-//         would delay that job)".
+//         would delay that job)", with ", which can start in about N min, as
+//         the running jobs' predicted ends free its devices" where S is known
+//         (the head's own reason ends the same way).
 //      f. Place it with its best plan (the PlanSet's first): hooks.commit
 //         says which devices it now holds; they become busy (and, behind a
 //         head, backfilled), and its user is charged a running job and those
@@ -114,8 +116,9 @@ struct QueuePassHooks {
   // Required. Ranked plans for `job` on the devices not in `busy`. kNotFound
   // or kInvalidArgument: the job can never be planned; any other error: it
   // waits with the message. Called once per job not held or skipped, once
-  // more for a job that becomes the head (busy empty), and once for the head
-  // per job considered behind it.
+  // more for a job that becomes the head (busy empty), for the head once per
+  // predicted end until it fits (step 2e), and once for the head per job
+  // considered behind it that does not end before the head's start.
   std::function<Result<PlanSet>(const PassJob& job, const DeviceSet& busy)> plan;
   // Optional (absent: every job is ready). Asked before a job no limit holds is
   // planned: false skips it this pass (kNotReady); an error ends the pass.

@@ -49,7 +49,9 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
                        plans.status().code() == StatusCode::kNotFound ||
                        plans.status().code() == StatusCode::kInvalidArgument;
   if (lasting) {
-    constexpr size_t kPerJob = 4;  // the queue pass asks a job about a few cluster states
+    // The queue pass asks a job about a few cluster states; the head about a
+    // few more (its start at the running jobs' predicted ends, each backfill).
+    constexpr size_t kPerJob = 12;
     if (cached.size() >= kPerJob) cached.erase(cached.begin());
     cached.push_back(CachedPlan{key, plans});
   }

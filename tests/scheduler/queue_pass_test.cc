@@ -287,8 +287,19 @@ TEST(QueuePassTest, BehindTheHeadOnlyJobsThatEndBeforeItCanStartTakeItsDevices) 
     EXPECT_TRUE((*decisions)[0].head);
     EXPECT_EQ(PassActionName((*decisions)[1].action), PassActionName(row.bobs))
         << (*decisions)[1].reason;
+    // With predicted ends both say when the head can start.
+    const std::string starts = row.n0_ends_in_s > 0 ? "about 10 min" : "about 120 min";
+    if (row.predicted_ends) {
+      EXPECT_NE((*decisions)[0].reason.find("; can start in " + starts), std::string::npos)
+          << (*decisions)[0].reason;
+    }
     if (row.bobs == PassAction::kWait) {
-      EXPECT_EQ((*decisions)[1].reason, behind_1);
+      EXPECT_EQ((*decisions)[1].reason,
+                row.predicted_ends
+                    ? "waiting behind job 1 (placing it now would delay that job, "
+                      "which can start in " +
+                          starts + ", as the running jobs' predicted ends free its devices)"
+                    : behind_1);
     }
   }
 }
