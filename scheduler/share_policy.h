@@ -108,7 +108,8 @@ struct AllocJob {
   // job is always placed where the policy decides.
   bool movable = false;
   // Running: predicted seconds it has left at its current throughput (the
-  // gain of a move is counted over at most this).
+  // gain of a move is counted over at most this; a reservation, step 3, reads
+  // when it ends). 0: unknown.
   double remaining_s = 0;
   // Running: seconds of progress a move loses (checkpoint or state transfer,
   // restart, steps redone).
