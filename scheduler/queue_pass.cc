@@ -168,10 +168,11 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
     }
     const Plan& best = plans->plans.front();
     const double run_s = hooks.run_s ? hooks.run_s(d.job, best) : 0;
+    const bool ends_before_head = shadow && run_s > 0 && run_s <= shadow->s;
     // Step 2e: backfill only if the head still fits at its predicted start
     // (or, without one, once every job ended except those placed behind it,
     // this one included), unless this job ends before that start.
-    if (head && !(shadow && run_s > 0 && run_s <= shadow->s)) {
+    if (head && !ends_before_head) {
       DeviceSet would_hold = backfilled;
       if (shadow) would_hold.insert(shadow->busy.begin(), shadow->busy.end());
       for (const DeviceId& dev : best.Devices()) would_hold.insert(dev.ToString());
@@ -188,9 +189,7 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
     d.plan = best;
     TESSERA_ASSIGN_OR_RETURN(DeviceSet placed, decide(std::move(d)));
     busy.insert(placed.begin(), placed.end());
-    if (head && !(shadow && run_s > 0 && run_s <= shadow->s)) {
-      backfilled.insert(placed.begin(), placed.end());
-    }
+    if (head && !ends_before_head) backfilled.insert(placed.begin(), placed.end());
     if (!head) placed_ends.push_back(RunningHold{placed, run_s});
     if (!placed.empty()) {
       holds.running_jobs += 1;

@@ -179,19 +179,12 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     return placed;
   };
   // The head's predicted start (the pass's step 2e): a train job of Tessera's
-  // worker (builtin: or model:) runs the steps it has left at its plan's step
+  // worker runs the steps it has left (WorkerStepsLeft) at its plan's step
   // time; a running one at its observed rate (its newest step's), else its
   // plan's. Other ends (a script's, an infer job's) are unknown.
-  auto steps_left = [](const api::Job& j) -> int64_t {
-    const api::EntrypointKind kind = api::EntrypointKindOf(j.spec.entrypoint);
-    if (j.spec.kind != api::JobKind::kTrain || j.spec.steps <= 0 ||
-        (kind != api::EntrypointKind::kBuiltin && kind != api::EntrypointKind::kModel)) {
-      return 0;
-    }
-    return std::max<int64_t>(j.spec.steps - ProgressInt(j.progress, "step").value_or(0), 0);
-  };
   hooks.run_s = [&](const scheduler::PassJob& p, const scheduler::Plan& plan) {
-    return static_cast<double>(steps_left(*by_id.at(p.id))) * std::max(plan.predicted.step_s, 0.0);
+    return static_cast<double>(WorkerStepsLeft(*by_id.at(p.id))) *
+           std::max(plan.predicted.step_s, 0.0);
   };
   hooks.running = [&]() -> Result<std::vector<scheduler::RunningHold>> {
     TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> running, AllJobsIn(store_, JobState::kRunning));
@@ -201,7 +194,7 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     MutexLock lock(mu_);
     for (const auto& [id, active] : active_) {
       scheduler::RunningHold hold{LiveDevicesLocked(active).devices, 0};
-      if (auto r = records.find(id); r != records.end() && steps_left(*r->second) > 0) {
+      if (auto r = records.find(id); r != records.end() && WorkerStepsLeft(*r->second) > 0) {
         double rate = ProgressDouble(r->second->progress, "samples_per_s").value_or(0);
         if (!(rate > 0)) {
           rate = ProgressDouble(active.launch.plan.value("predicted", api::Json::object()),
@@ -209,7 +202,7 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
                      .value_or(0);
         }
         if (rate > 0) {
-          hold.ends_in_s = static_cast<double>(steps_left(*r->second)) *
+          hold.ends_in_s = static_cast<double>(WorkerStepsLeft(*r->second)) *
                            static_cast<double>(r->second->spec.global_batch) / rate;
         }
       }

@@ -256,12 +256,14 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.move_keeps_a_device = !options_.share_restart_moves;
     // Remaining: the steps left at the throughput it has now (a reservation
     // for a waiting job reads it of every running job; a move's gain of a
-    // movable one).
-    TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
-    const int64_t step = ProgressInt(r.job.progress, "step").value_or(0);
-    const double samples = static_cast<double>(std::max<int64_t>(r.job.spec.steps - step, 0)) *
-                           static_cast<double>(r.job.spec.global_batch);
-    a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
+    // movable one). A script's end is its own: unknown, as the queue pass
+    // takes it (job_controller_placement.cc).
+    if (const int64_t left = WorkerStepsLeft(r.job); left > 0) {
+      TESSERA_ASSIGN_OR_RETURN(scheduler::RateOnDevices now_rate, hooks.rate(a, r.devices));
+      const double samples =
+          static_cast<double>(left) * static_cast<double>(r.job.spec.global_batch);
+      a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
+    }
     if (r.movable) a.move_cost_s = r.move.seconds;
     jobs.push_back(std::move(a));
   }

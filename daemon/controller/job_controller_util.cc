@@ -1,6 +1,9 @@
 #include "daemon/controller/job_controller_util.h"
 
+#include <algorithm>
 #include <sstream>
+
+#include "api/entrypoint_kind.h"
 
 namespace tessera::daemon {
 
@@ -48,6 +51,15 @@ std::optional<int64_t> ProgressInt(const api::Json& line, const char* key) {
 std::optional<double> ProgressDouble(const api::Json& line, const char* key) {
   if (!line.is_object() || !line.contains(key) || !line[key].is_number()) return std::nullopt;
   return line[key].get<double>();
+}
+
+int64_t WorkerStepsLeft(const api::Job& job) {
+  const api::EntrypointKind kind = api::EntrypointKindOf(job.spec.entrypoint);
+  if (job.spec.kind != api::JobKind::kTrain || job.spec.steps <= 0 ||
+      (kind != api::EntrypointKind::kBuiltin && kind != api::EntrypointKind::kModel)) {
+    return 0;
+  }
+  return std::max<int64_t>(job.spec.steps - ProgressInt(job.progress, "step").value_or(0), 0);
 }
 
 std::string RankList(const std::vector<int64_t>& ranks) {

@@ -47,6 +47,11 @@ std::optional<int64_t> ProgressInt(const api::Json& line, const char* key);
 // `line`'s number at `key` (integer or not), or nullopt.
 std::optional<double> ProgressDouble(const api::Json& line, const char* key);
 
+// The steps a train job of Tessera's own worker (a builtin: or model:
+// entrypoint: it runs exactly spec.steps) has left by its latest progress; 0
+// for any other job (a script's or an infer job's end is its own).
+int64_t WorkerStepsLeft(const api::Job& job);
+
 // "0,2,3".
 std::string RankList(const std::vector<int64_t>& ranks);
 
