@@ -98,8 +98,13 @@ bool JobController::UnderSlurm(const std::string& node) const {
 JobController::LiveDevices JobController::LiveDevicesLocked(const Active& active) const {
   LiveDevices out;
   for (const RankLaunch& r : active.launch.ranks) {
-    if (active.dropped.contains(r.launch.key.rank)) continue;
     const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
+    if (active.dropped.contains(r.launch.key.rank)) {
+      if (w != nullptr && w->state != api::WorkerState::kExited) {
+        out.releasing.insert(DeviceKey(r.node, r.device_index));
+      }
+      continue;
+    }
     out.every_rank_runs = out.every_rank_runs && w != nullptr &&
                           w->state == api::WorkerState::kRunning && !UnderSlurm(r.node);
     out.devices.insert(DeviceKey(r.node, r.device_index));

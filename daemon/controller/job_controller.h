@@ -296,9 +296,13 @@ class JobController {
   // The devices ("node:index") of `active`'s live ranks (dropped ones left
   // out), and whether each of them is reported running on a node not
   // UnderSlurm: what a re-form or growth of a running attempt starts from.
+  // `releasing`: the devices of its dropped ranks still running on a healthy
+  // node (left out by a re-form, or yielded by an infer attempt): busy until
+  // their agent reports them gone, but already given up.
   struct LiveDevices {
     std::set<std::string> devices;
     bool every_rank_runs = true;
+    std::set<std::string> releasing;
   };
   LiveDevices LiveDevicesLocked(const Active& active) const REQUIRES(mu_);
   // Rewrites `active`'s stored attempt (its launch and dropped ranks,

@@ -15,7 +15,10 @@
 //      first in the queue's order (scheduler/queue_order.h), one per device
 //      at most.
 //   3. The devices: the healthy nodes' devices that are free or held by an
-//      active attempt (devices busy with something else are left out), one
+//      active attempt, or that an attempt's dropped ranks still occupy while
+//      they leave (a device an earlier round took from a job is the waiting
+//      job's, not busy: seen as busy, the round would take another one for
+//      the same job); devices busy with something else are left out; one
 //      group per node and device type.
 //   4. Allocate (outside the lock): a job's throughput on a set of devices is
 //      its global batch over the predicted step of its best plan there; a
@@ -172,14 +175,19 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     bool movable = false;
     MoveCosts::Charge move;  // what a move of it costs
   };
-  std::vector<Running> running;  // (2)
+  std::vector<Running> running;    // (2)
+  scheduler::DeviceSet releasing;  // (3) dropped ranks' devices, not reserved for a move
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
+    const std::set<std::string> reserved = ReservedDevicesLocked();
     for (const auto& [id, active] : active_) {
       auto job = records.find(id);
       if (job == records.end()) continue;  // it became active since: the next round
       LiveDevices live = LiveDevicesLocked(active);
+      for (const std::string& d : live.releasing) {
+        if (!reserved.contains(d)) releasing.insert(d);
+      }
       Running r{job->second, active.launch.attempt, NextReformGeneration(active.launch),
                 std::move(live.devices), false};
       const api::Job& j = job->second;
@@ -205,7 +213,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     if (n.health != "healthy") continue;
     for (api::Device& d : n.devices) {
       const std::string key = DeviceKey(n.name, d.index);
-      if ((d.busy || held.contains(key)) && !attempts.contains(key)) continue;
+      if ((d.busy || held.contains(key)) && !attempts.contains(key) && !releasing.contains(key)) {
+        continue;
+      }
       d.busy = false;
       devices.push_back({key, n.name + "/" + d.name});
       all.insert(key);
@@ -319,10 +329,11 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
                      d.id, SetKey(d.devices));
         continue;
       }
-      // A device another attempt holds is still in use until its agent stops
-      // that rank: growth and moves wait for a later round.
+      // A device another attempt holds, or a leaving rank still occupies, is
+      // in use until its agent stops that rank: growth and moves wait for a
+      // later round.
       if (std::any_of(d.devices.begin(), d.devices.end(), [&](const std::string& dev) {
-            return !r->devices.contains(dev) && attempts.contains(dev);
+            return !r->devices.contains(dev) && (attempts.contains(dev) || releasing.contains(dev));
           })) {
         continue;
       }

@@ -98,8 +98,13 @@ Result<ReformedRanks> ReformRanks(const AttemptLaunch& old, const std::set<int64
     it->launch.plan = fresh.rank_plan;
     it->launch.reform = reform;
   }
-  for (int64_t r : survivors) {
-    if (!given.contains(r)) out.unused.push_back(r);
+  for (RankLaunch& r : out.launch.ranks) {
+    const int64_t rank = r.launch.key.rank;
+    if (!survivors.contains(rank) || given.contains(rank)) continue;
+    out.unused.push_back(rank);
+    // Told it has no place, it leaves at once rather than waiting for a stop
+    // in a collective of the world the kept ranks leave.
+    r.launch.reform = {{"generation", generation}, {"left_out", true}};
   }
   return out;
 }

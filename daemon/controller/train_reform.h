@@ -16,7 +16,10 @@
 //   3. ReformRanks: each rank of that launch is given to the survivor on its
 //      device: the survivor keeps its key (its agent does not restart it) and
 //      gets WorkerLaunch::reform {generation, env, plan}; survivors the new
-//      plan leaves out are dropped (their agent stops them).
+//      plan leaves out are dropped, with WorkerLaunch::reform {generation,
+//      left_out: true}: a left-out rank still desired (a planned re-form
+//      keeps it so a moment) is handed that and exits at once; otherwise
+//      its agent stops it.
 // The same steps grow a running attempt onto devices that became free (a node
 // back, a job ended; JobController::GrowTraining decides when): the plan then
 // also has ranks on devices no running rank holds, which join as new ranks of
@@ -58,7 +61,8 @@ int64_t NextReformGeneration(const AttemptLaunch& launch);
 std::optional<int64_t> AllStepsDoneIn(const api::Job& job, const api::WorkerStatus& w);
 
 struct ReformedRanks {
-  AttemptLaunch launch;         // the old ranks (same keys), survivors with their reform
+  AttemptLaunch launch;         // the old ranks (same keys), survivors with their reform,
+                                // the unused ones with their left-out order
   std::vector<int64_t> unused;  // survivors the new plan leaves out (old rank numbers)
   std::vector<int64_t> joined;  // new ranks (numbered after the old ones)
 };

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "tests/common/temp_dir.h"
 #include "tests/integration/harness.h"
 
 namespace tessera::testing {
@@ -95,6 +96,17 @@ TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
       << events;
   EXPECT_EQ(cluster.PlannedNodes(a).size(), 1u);
   EXPECT_EQ(cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).value("attempt", 0), 1);
+  // The rank the shrink left out was told so and left by itself (exit code
+  // 0), not stopped by its agent's signal.
+  std::string left_out;
+  for (const std::string node : {"nodea", "nodeb"}) {
+    for (const fs::path& log : RankFiles(cluster, node, a, "worker.log")) {
+      const std::string text = Slurp(log);
+      if (text.find("left out of the re-formed attempt") == std::string::npos) continue;
+      left_out = Slurp(log.parent_path() / "exit.json");
+    }
+  }
+  EXPECT_NE(left_out.find("\"exit_code\":0"), std::string::npos) << "exit.json: " << left_out;
   // Both train on: alice's in its first attempt, bob's from its start.
   const int64_t shrunk_at = NewestStep(cluster, a);
   EXPECT_TRUE(WaitFor([&] { return NewestStep(cluster, a) > shrunk_at + 3; }, 60s)) << events;

@@ -12,7 +12,8 @@
 // TESSERA_LEASE_TOKEN, TESSERA_JOB_ID, TESSERA_ATTEMPT) or, with --local,
 // from --data itself (no controller; see worker/runtime/inference.h).
 //
-// Exit codes: 0 success (also after SIGTERM when a checkpoint was saved),
+// Exit codes: 0 success (also after SIGTERM when a checkpoint was saved, and
+// for a rank a planned re-form left out),
 // 2 bad arguments or plan (message on stderr), 1 runtime failure, 75
 // (api::kPeerLostExitCode) a collective failed because a peer vanished.
 #include <malloc.h>
@@ -313,6 +314,14 @@ int main(int argc, char** argv) {
     Result<TrainOutcome> out =
         CatchComputeFailure("training", [&] { return RunTraining(opt, *env, g_stop); });
     if (!out.ok()) return Fail(out.status());
+    if (out->left_out_of) {
+      std::fprintf(stderr,
+                   "tessera-worker: left out of the re-formed attempt (generation %lld) at step "
+                   "%lld\n",
+                   static_cast<long long>(*out->left_out_of),
+                   static_cast<long long>(out->final_step));
+      return 0;
+    }
     if (out->stopped) {
       if (out->checkpoint_saved) {
         std::fprintf(stderr, "tessera-worker: stopped at step %lld after saving a checkpoint\n",

@@ -24,6 +24,11 @@ Result<ReformOrder> ParseReformOrder(const std::string& text) {
     return InvalidArgument("must be an integer of at least 1", "reform.generation");
   }
   order.generation = g->get<int64_t>();
+  if (auto left_out = j.find("left_out"); left_out != j.end()) {
+    if (!left_out->is_boolean()) return InvalidArgument("must be true or false", "reform.left_out");
+    order.left_out = left_out->get<bool>();
+    if (order.left_out) return order;
+  }
   auto env = j.find("env");
   if (env == j.end() || !env->is_object()) {
     return InvalidArgument("must be an object of strings", "reform.env");

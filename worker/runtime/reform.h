@@ -11,7 +11,10 @@
 //      rank's TESSERA_REFORM_FILE (api/agent_protocol.h WorkerLaunch::reform).
 //      A ReformWatcher sees a newer generation within ~20 ms and abandons the
 //      collectives still blocked (await_work.h), so a survivor that did not
-//      notice the loss itself stops waiting too.
+//      notice the loss itself stops waiting too. A running rank the new plan
+//      leaves out is handed a left-out order of the same generation: it
+//      abandons its collectives the same way and exits 0 at once (its state
+//      lives on in the kept ranks), freeing its device for another job.
 //   3. The rank leaves its old groups (they are abandoned, not destroyed:
 //      destroying a Gloo group waits for operations blocked on the dead peer)
 //      and connects the new world: a fresh TCPStore at the order's
@@ -55,14 +58,20 @@
 
 namespace tessera::worker {
 
-// A rank's place in its re-formed attempt (reform.json).
+// A rank's place in its re-formed attempt (reform.json), or that it has none:
+// {"generation": G, "left_out": true} tells a rank the planned re-form to G
+// left it out (its state lives on in the kept ranks), so it leaves at once
+// instead of waiting, blocked in a collective of the world the others left,
+// for its agent's stop to run out of grace.
 struct ReformOrder {
   int64_t generation = 0;
+  bool left_out = false;                   // no place in generation G: env and plan empty
   std::map<std::string, std::string> env;  // RANK, WORLD_SIZE, MASTER_ADDR, ...
   std::string plan_text;                   // the new rank plan (plan.h ParsePlan)
 };
 
-// kInvalidArgument naming the field for a malformed order.
+// kInvalidArgument naming the field for a malformed order (a left-out order
+// needs no env or plan).
 Result<ReformOrder> ParseReformOrder(const std::string& text);
 
 // The order in the file at `path`; nullopt when there is none (no file, or one

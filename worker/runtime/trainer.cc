@@ -643,6 +643,16 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                                          ? "stopped while waiting for the re-formed attempt"
                                          : "no re-formed attempt came");
     }
+    if (order->left_out) {
+      std::fprintf(stderr,
+                   "rank %d: left out of generation %lld after %.2f s; its state lives on in the "
+                   "kept ranks\n",
+                   now.rank, static_cast<long long>(order->generation), SecondsSince(lost_at));
+      TrainOutcome out;
+      out.final_step = carried.step;
+      out.left_out_of = order->generation;
+      return out;
+    }
     TESSERA_ASSIGN_OR_RETURN(DistEnv next, ReformedEnv(now, *order));
     Result<Plan> parsed = PlanFromText(o, order->plan_text, next.world_size, setup.num_layers);
     if (!parsed.ok()) return parsed.status().WithPrefix("re-formed plan");

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/image_convention.h"
@@ -64,6 +65,9 @@ struct TrainOutcome {
   int64_t final_step = 0;
   bool stopped = false;           // a stop (SIGTERM) was requested
   bool checkpoint_saved = false;  // the last action was a successful checkpoint
+  // A planned re-form left this rank out (reform.h): it stops, its state kept
+  // by the ranks that go on.
+  std::optional<int64_t> left_out_of;  // the generation that has no place for it
 };
 
 // Errors: kInvalidArgument for bad options or plan (exit code 2), others are

@@ -4,6 +4,7 @@
 // job_controller_test_fixture.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -139,6 +140,81 @@ TEST_F(JobControllerShareTest, ALeftOutRankIsStoppedOnlyAfterTheKeptRankGotItsOr
   clock_.Advance(milliseconds(2500));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(alices_ranks(Beat(*left, Running(desired[left->name]))), 0) << "stopped since";
+}
+
+// The ranks a shrink leaves out are told so (a left-out order of the new
+// generation, worker/runtime/reform.h), and until their processes are gone
+// the devices they free are the waiting job's, not busy: alice's job runs on
+// four devices, bob's waits; one shrink gives bob's job what it needs, and
+// while the left-out ranks take their time to leave (still reported running,
+// their devices busy), later rounds do not take more of alice's devices for
+// the same job. Bob's job starts once they are gone.
+TEST_F(JobControllerShareTest, DevicesLeftOutRanksStillHoldAreTheWaitingJobsNotBusy) {
+  api::Node a = MakeNode("a", 2, 20), b = MakeNode("b", 2, 20);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  for (auto* n : {&a, &b}) Beat(*n);
+  const api::JobId alice = SubmitRunning(Training(), {&a, &b}, &desired);
+  ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 4u);
+  const api::JobId bob = Submit(Training(), "bob");
+
+  // Agents: every desired worker runs; a worker no longer desired lingers
+  // while `linger` holds; a device with a running worker is busy (as
+  // tessera-agent reports it).
+  std::map<std::string, std::map<api::WorkerKey, api::WorkerLaunch>> seen;
+  bool linger = true;
+  int left_out_orders = 0;
+  auto beat = [&](api::Node* n) {
+    std::vector<api::WorkerStatus> workers = Running(desired[n->name]);
+    for (api::Device& d : n->devices) d.busy = false;
+    for (const auto& l : desired[n->name].desired) {
+      if (l.reform.is_object() && l.reform.value("left_out", false)) ++left_out_orders;
+      seen[n->name][l.key] = l;
+      for (int64_t i : l.device_indices) n->devices[static_cast<size_t>(i)].busy = true;
+    }
+    for (const auto& [key, l] : seen[n->name]) {
+      const bool wanted =
+          std::any_of(desired[n->name].desired.begin(), desired[n->name].desired.end(),
+                      [&](const api::WorkerLaunch& w) { return w.key == key; });
+      if (wanted) continue;
+      workers.push_back({key,
+                         1000 + key.rank,
+                         linger ? api::WorkerState::kRunning : api::WorkerState::kExited,
+                         0,
+                         nullptr,
+                         {}});
+      if (linger) {
+        for (int64_t i : l.device_indices) n->devices[static_cast<size_t>(i)].busy = true;
+      }
+    }
+    desired[n->name] = Beat(*n, std::move(workers));
+  };
+  auto step = [&] {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&a, &b}) beat(n);
+    ASSERT_TRUE(controller_->Tick().ok());
+  };
+  for (int i = 0; i < 120 && store_->GetJob(alice)->plan["replicas"].size() == 4; ++i) step();
+  const size_t kept = store_->GetJob(alice)->plan["replicas"].size();
+  ASSERT_LT(kept, 4u) << Reasons(alice);
+  for (int i = 0; i < 60; ++i) step();  // 15 s of rounds while the left-out ranks linger
+  auto shrinks = [&] {
+    const std::string r = Reasons(alice);
+    int n = 0;
+    for (size_t at = r.find("shrinks to"); at != std::string::npos;
+         at = r.find("shrinks to", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(shrinks(), 1) << Reasons(alice);
+  EXPECT_EQ(store_->GetJob(alice)->plan["replicas"].size(), kept);
+  EXPECT_GE(left_out_orders, static_cast<int>(4 - kept)) << "each left-out rank told so";
+  EXPECT_EQ(StateOf(bob), JobState::kPending) << "its devices are not free yet";
+
+  linger = false;
+  for (int i = 0; i < 40 && StateOf(bob) != JobState::kRunning; ++i) step();
+  EXPECT_EQ(StateOf(bob), JobState::kRunning) << Reasons(bob);
+  EXPECT_EQ(shrinks(), 1) << Reasons(alice);
 }
 
 TEST_F(JobControllerShareTest, AJobThatOptsOutKeepsItsDevices) {

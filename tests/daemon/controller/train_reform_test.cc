@@ -110,7 +110,9 @@ TEST(ReformRanksTest, EachNewRankGoesToTheSurvivorOnItsDevice) {
   EXPECT_EQ(ranks[0].launch.reform["env"]["RANK"], "1");
   EXPECT_EQ(ranks[0].launch.reform["generation"], 3);
   EXPECT_EQ(ranks[0].launch.env.at("MASTER_PORT"), "29600");
-  EXPECT_TRUE(ranks[1].launch.reform.is_null());
+  // The left-out survivor is told it has no place in generation 3, so it
+  // leaves at once (worker/runtime/reform.h).
+  EXPECT_EQ(ranks[1].launch.reform, api::Json({{"generation", 3}, {"left_out", true}}));
   EXPECT_EQ(NextReformGeneration(got->launch), 4);
   EXPECT_EQ(NextReformGeneration(old), 1);
 
@@ -128,6 +130,8 @@ TEST(ReformRanksTest, EachNewRankGoesToTheSurvivorOnItsDevice) {
   EXPECT_EQ(joined.launch.reform["env"]["RANK"], "1");
   EXPECT_EQ(joined.launch.reform["generation"], 2);
   EXPECT_EQ(grown->unused, std::vector<int64_t>{0}) << "n0 is not in the new plan";
+  EXPECT_EQ(grown->launch.ranks[0].launch.reform.value("left_out", false), true);
+  EXPECT_TRUE(grown->launch.ranks[1].launch.reform.is_null()) << "lost, not left out: no order";
 }
 
 }  // namespace

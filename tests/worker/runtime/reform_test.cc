@@ -42,6 +42,8 @@ TEST(ParseReformOrderTest, NamesTheFieldOfABadOrder) {
       {"env_not_object", Order("1", "[]"), "reform.env"},
       {"env_value_not_string", Order("1", R"({"RANK":1})"), "reform.env.RANK"},
       {"no_plan", R"({"generation":1,"env":{}})", "reform.plan"},
+      {"left_out_not_bool", R"({"generation":2,"left_out":"yes"})", "reform.left_out"},
+      {"left_out_false_needs_a_place", R"({"generation":2,"left_out":false})", "reform.env"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -56,6 +58,19 @@ TEST(ParseReformOrderTest, NamesTheFieldOfABadOrder) {
       EXPECT_EQ(got.status().field(), c.field) << got.status().ToString();
     }
   }
+}
+
+// A rank a planned re-form leaves out is told so without a place: no env, no
+// plan.
+TEST(ParseReformOrderTest, ALeftOutOrderNeedsNoPlace) {
+  auto got = ParseReformOrder(R"({"generation":4,"left_out":true})");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->generation, 4);
+  EXPECT_TRUE(got->left_out);
+  EXPECT_TRUE(got->env.empty());
+  EXPECT_TRUE(got->plan_text.empty());
+  EXPECT_FALSE(ParseReformOrder(Order("4", "{}"))->left_out) << "a place by default";
+  EXPECT_EQ(ParseReformOrder(R"({"left_out":true})").status().field(), "reform.generation");
 }
 
 // A joining rank's watcher starts at the generation it joined: the order file

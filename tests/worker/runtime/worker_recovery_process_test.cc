@@ -148,6 +148,53 @@ TEST_F(WorkerProcessTest, SurvivorsOfAKillReformAndEqualAnUninterruptedRun) {
   }
 }
 
+// A planned shrink (the share policy gives a device to another job): no rank
+// dies; two ranks re-form into a world of two and the third is handed a
+// left-out order of the same generation. It leaves at once with exit code 0,
+// instead of waiting in a collective of the world the others left until its
+// agent's stop runs out of grace (it had to be killed); the kept ranks finish
+// equal to an uninterrupted run.
+TEST_F(WorkerProcessTest, ARankAPlannedShrinkLeavesOutExitsAtOnceAndTheKeptOnesFinish) {
+  const int kSteps = 14;
+  const std::string ref = Reference("tiny-skip", kSteps);
+  const std::string tag = "shrink";
+  Job job;
+  job.plan = R"({"layout":"data","global_batch":16,"micro_batches":1,
+   "replicas":[{"batch":6,"stages":[{"rank":0,"layers":[0,6]}]},
+   {"batch":5,"stages":[{"rank":1,"layers":[0,6]}]},
+   {"batch":5,"stages":[{"rank":2,"layers":[0,6]}]}]})";
+  job.world = 3;
+  job.speed = "0.02";  // slow enough to shrink mid-run
+  job.reform_files = true;
+  job.env = {{"TESSERA_COLLECTIVE_TIMEOUT_S", "60"}};
+  job.args = TrainArgs("tiny-skip", kSteps, Dump(tag));
+  const std::vector<pid_t> pids = Start(job, tag);
+  AwaitStep(tag, 0, 4);
+  ASSERT_LT(LastProgressStep(Progress(tag, 0)), kSteps) << "finished before the order";
+
+  const int port = FreeLoopbackPort();
+  auto write = [&](int r, const nlohmann::json& order) {
+    const fs::path tmp = ReformFile(tag, r).string() + ".tmp";
+    std::ofstream(tmp) << order.dump();
+    fs::rename(tmp, ReformFile(tag, r));
+  };
+  write(2, {{"generation", 1}, {"left_out", true}});
+  for (int r = 0; r < 2; ++r) {
+    write(r, {{"generation", 1},
+              {"env", TorchrunEnv(r, 2, port)},
+              {"plan", nlohmann::json::parse(DataPlan(9, 7, 1))}});
+  }
+  EXPECT_EQ(WaitExit(pids[2]), 0) << LogText(tag, 2);
+  EXPECT_NE(LogText(tag, 2).find("left out of the re-formed attempt (generation 1)"),
+            std::string::npos)
+      << LogText(tag, 2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(WaitExit(pids[static_cast<size_t>(r)]), 0) << LogText(tag, r);
+    EXPECT_NE(LogText(tag, r).find("re-formed world 1"), std::string::npos) << LogText(tag, r);
+  }
+  EXPECT_LE(MaxDiff(ref, Dump(tag)), kTolerance);
+}
+
 // Growth from one rank (daemon/controller GrowTraining): a rank launched
 // alone, with its plan and reform file as its agent gives them, is told to
 // re-form into a world of two; a new rank joins with the order as its start.
