@@ -82,7 +82,13 @@ Result<api::Job> ControlPlaneService::SubmitJob(const api::Principal& who,
     }
     return entrypoint.status();
   }
-  if (options_.admission != nullptr) TESSERA_RETURN_IF_ERROR(options_.admission->Check(who, spec));
+  if (options_.admission != nullptr) {
+    TESSERA_RETURN_IF_ERROR(
+        options_.admission->Check(who, spec, [this](api::JobId id) -> Result<std::string> {
+          TESSERA_ASSIGN_OR_RETURN(api::Job job, store_->GetJob(id));
+          return job.owner;
+        }));
+  }
   TESSERA_RETURN_IF_ERROR(CheckPendingLimit(who.user));
   return store_->InsertJob(NewJob{who.user, spec, clock_->NowUnixMillis(), "submitted"});
 }

@@ -235,7 +235,8 @@ int main(int argc, char** argv) {
   }
 
   // Entrypoint policies and data roots: what users' jobs may set and touch.
-  const daemon::JobAdmission admission(daemon::DataRoots(config.data_roots), config.entrypoints);
+  const daemon::JobAdmission admission(daemon::DataRoots(config.data_roots), config.entrypoints,
+                                       fs::absolute(config.CheckpointRoot()).string());
   if (config.data_roots.empty()) {
     spdlog::warn(
         "no data_roots configured: only admins may submit jobs that name a dataset, output or "

@@ -1,6 +1,8 @@
 #include "daemon/controller/job_admission.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string_view>
 #include <system_error>
 
 #include "daemon/auth/api_tokens.h"
@@ -8,8 +10,36 @@
 namespace tessera::daemon {
 
 JobAdmission::JobAdmission(DataRoots roots,
-                           std::map<std::string, api::EntrypointPolicy> entrypoints)
-    : roots_(std::move(roots)), entrypoints_(std::move(entrypoints)) {}
+                           std::map<std::string, api::EntrypointPolicy> entrypoints,
+                           std::string checkpoint_root)
+    : roots_(std::move(roots)),
+      entrypoints_(std::move(entrypoints)),
+      checkpoint_root_(std::move(checkpoint_root)) {}
+
+bool JobAdmission::InOwnJobsCheckpoints(const api::Principal& who, const std::string& path,
+                                        const JobOwnerFn& owner_of) const {
+  if (checkpoint_root_.empty() || !owner_of) return false;
+  // Resolved (every symlink followed), so a link inside a job's folder that
+  // points out of it grants nothing.
+  std::error_code ec;
+  const std::filesystem::path resolved = std::filesystem::canonical(path, ec);
+  if (ec) return false;
+  const std::filesystem::path root = std::filesystem::weakly_canonical(checkpoint_root_, ec);
+  if (ec) return false;
+  const std::filesystem::path rel = resolved.lexically_relative(root);
+  if (rel.empty()) return false;
+  const std::string folder = rel.begin()->string();  // "job-<id>"
+  constexpr std::string_view kPrefix = "job-";
+  if (folder.size() <= kPrefix.size() || folder.size() > kPrefix.size() + 18 ||
+      !folder.starts_with(kPrefix) ||
+      !std::all_of(folder.begin() + kPrefix.size(), folder.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const api::JobId id = std::stoll(folder.substr(kPrefix.size()));
+  Result<std::string> owner = owner_of(id);
+  return owner.ok() && (who.is_admin() || *owner == who.user);
+}
 
 api::EntrypointPolicy JobAdmission::PolicyFor(const std::string& entrypoint) const {
   if (auto it = entrypoints_.find(entrypoint); it != entrypoints_.end()) return it->second;
@@ -17,7 +47,8 @@ api::EntrypointPolicy JobAdmission::PolicyFor(const std::string& entrypoint) con
   return {};
 }
 
-Status JobAdmission::Check(const api::Principal& who, const api::JobSpec& spec) const {
+Status JobAdmission::Check(const api::Principal& who, const api::JobSpec& spec,
+                           const JobOwnerFn& owner_of) const {
   if (!who.is_admin()) {
     TESSERA_RETURN_IF_ERROR(api::CheckEntrypointPolicy(spec, PolicyFor(spec.entrypoint)));
   }
@@ -40,7 +71,7 @@ Status JobAdmission::Check(const api::Principal& who, const api::JobSpec& spec) 
       TESSERA_RETURN_IF_ERROR(CheckInferInputHead(spec.dataset, may_read, kListItemsChecked));
     }
   }
-  if (!spec.checkpoint.empty()) {
+  if (!spec.checkpoint.empty() && !InOwnJobsCheckpoints(who, spec.checkpoint, owner_of)) {
     TESSERA_RETURN_IF_ERROR(
         roots_.Check(spec.checkpoint, user, DataAccess::kRead, /*must_exist=*/true, "checkpoint")
             .status());

@@ -7,6 +7,11 @@
 //   policy of entrypoints without their own. Admins are not bound by these
 //   lists (they may change the entrypoints themselves); the global env deny
 //   list and builtin options (ValidateJobSpec) bind everyone.
+// - A job's own checkpoints: a `checkpoint` in the folder of a job's
+//   checkpoints, <checkpoint_root>/job-N (or below it, resolved as data
+//   roots resolve paths), is readable by job N's owner (and admins) without
+//   a data root, so a user runs an infer job from what their own train job
+//   saved, and no one else's. Other checkpoints follow the data roots.
 // - Data roots (daemon/data_roots.h): `dataset` and `checkpoint` (must exist)
 //   under a root the owner may read, `output` under one it may write; an
 //   infer job's list file has its first kListItemsChecked items checked too
@@ -21,6 +26,7 @@
 #define TESSERA_DAEMON_CONTROLLER_JOB_ADMISSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -39,10 +45,18 @@ class JobAdmission {
   // roots in bench/cluster/listing_bench).
   static constexpr int64_t kListItemsChecked = 10'000;
 
-  JobAdmission(DataRoots roots, std::map<std::string, api::EntrypointPolicy> entrypoints);
+  // checkpoint_root: where jobs checkpoint (job-<id>/ each); "" grants no
+  // job's checkpoints beyond the data roots.
+  JobAdmission(DataRoots roots, std::map<std::string, api::EntrypointPolicy> entrypoints,
+               std::string checkpoint_root = "");
 
-  // REQUIRES: spec passed ValidateJobSpec.
-  Status Check(const api::Principal& who, const api::JobSpec& spec) const;
+  // A job's owner, or an error when there is no such job.
+  using JobOwnerFn = std::function<Result<std::string>(api::JobId)>;
+
+  // REQUIRES: spec passed ValidateJobSpec. owner_of: looks up the job whose
+  // checkpoints `spec.checkpoint` names (without it, data roots only).
+  Status Check(const api::Principal& who, const api::JobSpec& spec,
+               const JobOwnerFn& owner_of = {}) const;
 
   // The policy for `entrypoint`: its own entry, else "*", else empty.
   api::EntrypointPolicy PolicyFor(const std::string& entrypoint) const;
@@ -57,8 +71,14 @@ class JobAdmission {
   Result<InputPathCheck> InputCheckFor(Store* store, const std::string& owner) const;
 
  private:
+  // Whether `path` lies in the checkpoints of a job `who` owns (any job for
+  // admins).
+  bool InOwnJobsCheckpoints(const api::Principal& who, const std::string& path,
+                            const JobOwnerFn& owner_of) const;
+
   const DataRoots roots_;
   const std::map<std::string, api::EntrypointPolicy> entrypoints_;
+  const std::string checkpoint_root_;
 };
 
 }  // namespace tessera::daemon

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "common/fake_clock.h"
+#include "daemon/controller/job_admission.h"
 #include "daemon/store/faulty_store.h"
 #include "daemon/store/sqlite_store.h"
 #include "tests/daemon/control_plane_service_fixture.h"
@@ -176,6 +178,42 @@ TEST_F(ControlPlaneServiceTest, SubmitIsDurableWithSubmittedEvent) {
   ASSERT_EQ(events->size(), 1u);
   EXPECT_EQ((*events)[0].to_state, "pending");
   EXPECT_EQ((*events)[0].reason, "submitted");
+}
+
+// The submission asks the store whose job a checkpoint folder belongs to:
+// alice runs an infer job from her train job's checkpoints; bob may not.
+TEST_F(ControlPlaneServiceTest, AnInferJobMayReadItsOwnersTrainJobsCheckpoints) {
+  std::filesystem::create_directories(dir_.File("data/alice/out"));
+  std::filesystem::create_directories(dir_.File("data/bob/out"));
+  std::filesystem::create_directories(dir_.File("data/scans"));
+  const JobAdmission admission(
+      DataRoots({{dir_.File("data/scans"), false}, {dir_.File("data/{user}"), true}}), {},
+      dir_.File("ckpt"));
+  ControlPlaneOptions options;
+  options.admission = &admission;
+  Open(std::move(options));
+  api::JobSpec train = Spec();
+  train.dataset = dir_.File("data/scans");
+  auto trained = service_->SubmitJob(kAlice, train);
+  ASSERT_TRUE(trained.ok()) << trained.status().ToString();
+  const std::string folder = dir_.File("ckpt/job-" + std::to_string(trained->id));
+  std::filesystem::create_directories(folder + "/step-100");
+
+  for (const auto& [who, admitted] : {std::pair{kAlice, true}, std::pair{kBob, false}}) {
+    SCOPED_TRACE(who.user);
+    api::JobSpec infer = Spec();
+    infer.kind = api::JobKind::kInfer;
+    infer.steps = 0;
+    infer.dataset = dir_.File("data/scans");
+    infer.output = dir_.File("data/" + who.user + "/out");
+    infer.checkpoint = folder;
+    auto job = service_->SubmitJob(who, infer);
+    if (admitted) {
+      EXPECT_TRUE(job.ok()) << job.status().ToString();
+    } else {
+      EXPECT_EQ(job.status().field(), "checkpoint") << job.status().ToString();
+    }
+  }
 }
 
 TEST_F(ControlPlaneServiceTest, SubmitBeyondAUsersPendingLimitIsRefusedUntilOneStarts) {

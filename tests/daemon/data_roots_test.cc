@@ -175,6 +175,62 @@ TEST_F(DataRootsTest, AdmissionNamesTheField) {
       << "an entrypoint without a policy takes no args from users";
 }
 
+// A user's infer job may read the checkpoints their own train job saved
+// (<checkpoint_root>/job-N) without a data root over the checkpoint root; no
+// one else's (admins: anyone's), and a link in a job's folder that points out
+// of it grants nothing.
+TEST_F(DataRootsTest, AdmissionReadsTheCheckpointsOfTheUsersOwnJobs) {
+  Touch(Path("ckpt/job-7/step-3/layers-0-6.bin"));
+  Touch(Path("ckpt/job-8/step-5/layers-0-6.bin"));
+  Touch(Path("ckpt/job-9/step-1/layers-0-6.bin"));  // a folder no job owns
+  Touch(Path("ckpt/jobs-7/step-3/layers-0-6.bin"));
+  fs::create_symlink(Path("users/bob/in"), Path("ckpt/job-7/bobs"));
+  JobAdmission admission(Roots(), {}, Path("ckpt"));
+  const JobAdmission::JobOwnerFn owner_of = [](api::JobId id) -> Result<std::string> {
+    if (id == 7) return std::string("alice");
+    if (id == 8) return std::string("bob");
+    return NotFound("no job " + std::to_string(id));
+  };
+  const api::Principal alice{"alice", api::Role::kUser}, admin{"boss", api::Role::kAdmin};
+  struct Case {
+    const char* name;
+    api::Principal who;
+    const char* checkpoint;  // relative to the temp folder
+    bool owners_known;       // owner_of given
+    bool admitted;
+  } cases[] = {
+      {"own_jobs_folder", alice, "ckpt/job-7", true, true},
+      {"own_jobs_step", alice, "ckpt/job-7/step-3", true, true},
+      {"dotdot_into_own", alice, "ckpt/job-8/../job-7", true, true},
+      {"another_users_job", alice, "ckpt/job-8", true, false},
+      {"admin_any_job", admin, "ckpt/job-8", true, true},
+      {"no_such_job", alice, "ckpt/job-9", true, false},
+      {"not_a_job_folder", alice, "ckpt/jobs-7", true, false},
+      {"the_root_itself", alice, "ckpt", true, false},
+      {"link_out_of_own_job", alice, "ckpt/job-7/bobs", true, false},
+      {"owners_unknown", alice, "ckpt/job-7", false, false},
+      {"missing_step", alice, "ckpt/job-7/step-4", true, false},
+      {"data_root_as_before", alice, "users/alice/in", true, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    api::JobSpec s;
+    s.name = "colorize";
+    s.kind = api::JobKind::kInfer;
+    s.entrypoint = "builtin:colorize-unet";
+    s.dataset = Path("users/alice/in");
+    s.output = Path("users/alice/out");
+    s.checkpoint = Path(c.checkpoint);
+    s.global_batch = 1;
+    const Status st = admission.Check(c.who, s, c.owners_known ? owner_of : nullptr);
+    if (c.admitted) {
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    } else {
+      EXPECT_EQ(st.field(), "checkpoint") << st.ToString();
+    }
+  }
+}
+
 // A list file's first kListItemsChecked items are checked at submission;
 // the rest only when the listing reads them (a big list is admitted at once).
 TEST_F(DataRootsTest, AdmissionChecksTheHeadOfAListFile) {
