@@ -228,6 +228,15 @@ Status JobController::ViewQueueWithoutFreeDevices() {
   if (now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
   queue_viewed_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
+  // An infer job's input is listed meanwhile (a large one takes minutes, so
+  // it is ready when a device frees up), and its reason follows the listing:
+  // once listed, it waits for a device like any job; an unreadable input
+  // fails it now, not once a device is free.
+  for (const api::Job& j : pending) {
+    if (j.spec.kind != api::JobKind::kInfer) continue;
+    TESSERA_ASSIGN_OR_RETURN(bool ready, InferInputReady(j));
+    if (ready && WaitingReason(j.id).starts_with("listing input")) SetWaiting(j.id, "");
+  }
   std::vector<api::QueueRow> rows =
       QueueRowsFromOrder(pending, UsageByUser(), options_.users, options_.ordering,
                          [this](api::JobId id) { return WaitingReason(id); });

@@ -177,6 +177,33 @@ TEST_F(InferControllerTest, InputBecomesChunksAndRanksGetTheirLeaseToken) {
   EXPECT_EQ(attempt->plan.dump().find("TESSERA_LEASE_TOKEN"), std::string::npos);
 }
 
+// While every device is busy no placement pass runs, yet an infer job's input
+// is listed meanwhile (so it can start as soon as a device frees up), and its
+// reason follows: once listed, it waits for a device, not "listing input".
+TEST_F(InferControllerTest, TheInputIsListedWhileEveryDeviceIsBusy) {
+  api::Node a = Joined("a", 2, 20);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId train = SubmitRunning(CmdSpec(2), {&a}, &desired);
+  ASSERT_EQ(StateOf(train), JobState::kRunning);
+  const api::JobId id = Submit(InferSpec(InputFolder(10)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    clock_.Advance(std::chrono::seconds(1));
+    ASSERT_TRUE(controller_->Tick().ok());
+    if (*store_->CountChunks(id) == (ChunkCounts{3, 0, 0, 10, 0}) &&
+        controller_->WaitingReason(id).empty()) {
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(2));
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(*store_->CountChunks(id), (ChunkCounts{3, 0, 0, 10, 0}));
+  EXPECT_EQ(controller_->WaitingReason(id), "") << "listed: it waits for a device";
+  EXPECT_EQ(StateOf(id), JobState::kPending);
+  const std::vector<api::QueueRow> queue = controller_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue[0].reason, "every device is busy");
+}
+
 TEST_F(InferControllerTest, UnreadableInputFailsTheJobWithTheReason) {
   Beat(MakeNode("a", 2, 20));
   api::JobId id = Submit(InferSpec((dir_ / "no-such-folder").string()));
