@@ -447,7 +447,9 @@ class JobController {
   std::map<api::JobId, std::chrono::steady_clock::time_point> retry_at_ GUARDED_BY(mu_);
   // Rank 0 of an attempt that left active_ keeps its rendezvous port until it
   // has stopped (SIGTERM, the grace, SIGKILL): a new master at that address
-  // must not be given the port meanwhile.
+  // must not be given the port meanwhile. So does rank 0 of a world a re-form
+  // left: its process (the same key, running on) still hosts that world's
+  // store. Forgotten once its node has been silent a while.
   struct StoppingMaster {
     std::string node;
     api::WorkerKey key;

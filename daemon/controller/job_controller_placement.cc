@@ -282,8 +282,13 @@ Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::No
   std::erase_if(stopping_masters_, [&](const StoppingMaster& m) REQUIRES(mu_) {
     const api::WorkerStatus* w = FindReportLocked(m.node, m.key);
     const bool stopped = w == nullptr || w->state == api::WorkerState::kExited;
-    // A node that no longer reports keeps it for as long as a stop may take.
-    const bool forgotten = SteadyMs(m.ended) > 6 * options_.stop_wait_ms;
+    // A node that no longer reports keeps it for as long as a stop may take;
+    // one that reports the process running keeps it while it runs (a
+    // re-formed world's rank 0 hosts the store of the world it left).
+    auto report = reports_.find(m.node);
+    const bool silent =
+        report == reports_.end() || SteadyMs(report->second.seen) > 2 * options_.stop_wait_ms;
+    const bool forgotten = silent && SteadyMs(m.ended) > 6 * options_.stop_wait_ms;
     return stopped || forgotten;
   });
   for (const StoppingMaster& m : stopping_masters_) AddMasterPort(m.launch, &ports);

@@ -365,6 +365,61 @@ TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWai
   }
 }
 
+// Rank 0 of a re-formed world still hosts the rendezvous store of the world
+// it left (abandoned, not destroyed), so that port stays taken for as long as
+// its process runs: a job grows onto b (a new port), runs on for minutes while
+// another job is placed, and grows onto c; the third world's port is neither
+// of the two before. (It was
+// given the first world's port once the old master had been remembered for a
+// minute, and its rank 0 failed to listen: a failed attempt.)
+TEST_F(JobControllerReformTest, AReformNeverReusesAPortTheRunningRankZeroStillHolds) {
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20);
+  api::JobSpec spec = Builtin("data", 3);
+  spec.min_devices = 1;
+  spec.global_batch = 240;
+  spec.steps = 100'000;
+  std::map<std::string, api::HeartbeatResponse> desired;
+  Beat(a);
+  const api::JobId id = SubmitRunning(spec, {&a}, &desired);
+  const std::string first = desired["a"].desired.at(0).env.at("MASTER_PORT");
+  std::vector<api::Node*> nodes = {&a};
+  // Every node runs what it is asked to, rank 0's place read from a's answer.
+  auto tick = [&](milliseconds step) {
+    clock_.Advance(step);
+    for (api::Node* n : nodes) desired[n->name] = Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  };
+  auto port_now = [&] {
+    const api::WorkerLaunch& rank0 = desired["a"].desired.at(0);
+    return rank0.reform.is_object() ? rank0.reform["env"]["MASTER_PORT"].get<std::string>()
+                                    : rank0.env.at("MASTER_PORT");
+  };
+  auto grow_onto = [&](api::Node* n, size_t replicas) {
+    nodes.push_back(n);
+    for (int i = 0; i < 80 && store_->GetJob(id)->plan["replicas"].size() < replicas; ++i) {
+      tick(milliseconds(250));
+    }
+    ASSERT_EQ(store_->GetJob(id)->plan["replicas"].size(), replicas) << Reasons(id);
+    tick(milliseconds(250));  // a's answer with its new place
+  };
+  grow_onto(&b, 2);
+  const std::string second = port_now();
+  EXPECT_NE(second, first);
+  for (int i = 0; i < 90; ++i) tick(std::chrono::seconds(1));  // minutes of training on two
+  // Another job is placed meanwhile (a pass that prunes the ended masters).
+  api::Node d = MakeNode("d", 1, 20);
+  nodes.push_back(&d);
+  tick(milliseconds(250));
+  const api::JobId other = Submit(CmdSpec(1), "bob");
+  for (int i = 0; i < 8 && StateOf(other) != JobState::kRunning; ++i) tick(milliseconds(250));
+  ASSERT_EQ(StateOf(other), JobState::kRunning) << Reasons(other);
+  grow_onto(&c, 3);
+  const std::string third = port_now();
+  EXPECT_NE(third, first) << "the first world's store still listens in rank 0";
+  EXPECT_NE(third, second);
+  EXPECT_EQ(store_->GetJob(id)->attempt, 1);
+}
+
 // One free device, two running jobs that would both grow onto it: one of them
 // gets it (once tesserad gave the same device to both in one check, and their
 // ranks shared it until one crashed).
