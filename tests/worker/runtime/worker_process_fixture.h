@@ -140,6 +140,26 @@ class WorkerProcessTest : public TempDirTest {
   std::filesystem::path ReformFile(const std::string& tag, int r) const {
     return dir_ / (tag + "-reform-" + std::to_string(r));
   }
+  // Hands rank r its re-form order as its agent does: a whole file, renamed
+  // into place.
+  void WriteReformOrder(const std::string& tag, int r, const nlohmann::json& order) const {
+    const std::filesystem::path tmp = ReformFile(tag, r).string() + ".tmp";
+    std::ofstream(tmp) << order.dump();
+    std::filesystem::rename(tmp, ReformFile(tag, r));
+  }
+  // A tiny-skip training job of `world` ranks on `plan` that re-forms mid-run:
+  // slow enough (emulated speed 0.02) to be told so while it runs, each rank
+  // with its own reform file, as its agent gives it.
+  Job ReformingJob(const std::string& plan, int world, int steps, const std::string& tag) const {
+    Job job;
+    job.plan = plan;
+    job.world = world;
+    job.speed = "0.02";
+    job.reform_files = true;
+    job.env = {{"TESSERA_COLLECTIVE_TIMEOUT_S", "60"}};
+    job.args = TrainArgs("tiny-skip", steps, Dump(tag));
+    return job;
+  }
   std::string Dump(const std::string& tag) const { return (dir_ / (tag + "-params")).string(); }
 
   static std::map<std::string, torch::Tensor> ReadParams(const std::string& dir) {

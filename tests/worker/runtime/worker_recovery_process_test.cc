@@ -25,6 +25,12 @@ using testing::FreeLoopbackPort;
 using testing::TorchrunEnv;
 using testing::WorkerProcessTest;
 
+// A data-parallel tiny-skip world of three replicas.
+constexpr char kThreeReplicas[] = R"({"layout":"data","global_batch":16,"micro_batches":1,
+   "replicas":[{"batch":6,"stages":[{"rank":0,"layers":[0,6]}]},
+   {"batch":5,"stages":[{"rank":1,"layers":[0,6]}]},
+   {"batch":5,"stages":[{"rank":2,"layers":[0,6]}]}]})";
+
 TEST_F(WorkerProcessTest, KillNineThenResumeEqualsUninterruptedRun) {
   const int kSteps = 40;
   const std::string ref = Reference("tiny-skip", kSteps);
@@ -81,10 +87,6 @@ TEST_F(WorkerProcessTest, SurvivorOfAKilledPeerExitsWithThePeerLostCode) {
 TEST_F(WorkerProcessTest, SurvivorsOfAKillReformAndEqualAnUninterruptedRun) {
   const int kSteps = 14;
   const std::string ref = Reference("tiny-skip", kSteps);
-  constexpr char kThreeReplicas[] = R"({"layout":"data","global_batch":16,"micro_batches":1,
-   "replicas":[{"batch":6,"stages":[{"rank":0,"layers":[0,6]}]},
-   {"batch":5,"stages":[{"rank":1,"layers":[0,6]}]},
-   {"batch":5,"stages":[{"rank":2,"layers":[0,6]}]}]})";
   struct Case {
     const char* name;
     std::string plan;
@@ -103,14 +105,7 @@ TEST_F(WorkerProcessTest, SurvivorsOfAKillReformAndEqualAnUninterruptedRun) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const std::string tag = c.name;
-    Job job;
-    job.plan = c.plan;
-    job.world = c.world;
-    job.speed = "0.02";       // slow enough to kill mid-run
-    job.reform_files = true;  // each rank's own file, as its agent gives it
-    job.env = {{"TESSERA_COLLECTIVE_TIMEOUT_S", "60"}};
-    job.args = TrainArgs("tiny-skip", kSteps, Dump(tag));
-    const std::vector<pid_t> pids = Start(job, tag);
+    const std::vector<pid_t> pids = Start(ReformingJob(c.plan, c.world, kSteps, tag), tag);
     const int watch = c.killed == 0 ? 1 : 0;
     AwaitStep(tag, watch, 4);
     ASSERT_GE(LastProgressStep(Progress(tag, watch)), 4);
@@ -124,12 +119,10 @@ TEST_F(WorkerProcessTest, SurvivorsOfAKillReformAndEqualAnUninterruptedRun) {
     for (int r = 0; r < c.world; ++r) {
       const int nr = c.new_ranks[static_cast<size_t>(r)];
       if (nr < 0) continue;
-      const nlohmann::json order = {{"generation", 1},
-                                    {"env", TorchrunEnv(nr, new_world, port)},
-                                    {"plan", nlohmann::json::parse(c.new_plan)}};
-      const fs::path tmp = ReformFile(tag, r).string() + ".tmp";
-      std::ofstream(tmp) << order.dump();
-      fs::rename(tmp, ReformFile(tag, r));
+      WriteReformOrder(tag, r,
+                       {{"generation", 1},
+                        {"env", TorchrunEnv(nr, new_world, port)},
+                        {"plan", nlohmann::json::parse(c.new_plan)}});
     }
     for (int r = 0; r < c.world; ++r) {
       if (r == c.killed) continue;
@@ -158,31 +151,17 @@ TEST_F(WorkerProcessTest, ARankAPlannedShrinkLeavesOutExitsAtOnceAndTheKeptOnesF
   const int kSteps = 14;
   const std::string ref = Reference("tiny-skip", kSteps);
   const std::string tag = "shrink";
-  Job job;
-  job.plan = R"({"layout":"data","global_batch":16,"micro_batches":1,
-   "replicas":[{"batch":6,"stages":[{"rank":0,"layers":[0,6]}]},
-   {"batch":5,"stages":[{"rank":1,"layers":[0,6]}]},
-   {"batch":5,"stages":[{"rank":2,"layers":[0,6]}]}]})";
-  job.world = 3;
-  job.speed = "0.02";  // slow enough to shrink mid-run
-  job.reform_files = true;
-  job.env = {{"TESSERA_COLLECTIVE_TIMEOUT_S", "60"}};
-  job.args = TrainArgs("tiny-skip", kSteps, Dump(tag));
-  const std::vector<pid_t> pids = Start(job, tag);
+  const std::vector<pid_t> pids = Start(ReformingJob(kThreeReplicas, 3, kSteps, tag), tag);
   AwaitStep(tag, 0, 4);
   ASSERT_LT(LastProgressStep(Progress(tag, 0)), kSteps) << "finished before the order";
 
   const int port = FreeLoopbackPort();
-  auto write = [&](int r, const nlohmann::json& order) {
-    const fs::path tmp = ReformFile(tag, r).string() + ".tmp";
-    std::ofstream(tmp) << order.dump();
-    fs::rename(tmp, ReformFile(tag, r));
-  };
-  write(2, {{"generation", 1}, {"left_out", true}});
+  WriteReformOrder(tag, 2, {{"generation", 1}, {"left_out", true}});
   for (int r = 0; r < 2; ++r) {
-    write(r, {{"generation", 1},
-              {"env", TorchrunEnv(r, 2, port)},
-              {"plan", nlohmann::json::parse(DataPlan(9, 7, 1))}});
+    WriteReformOrder(tag, r,
+                     {{"generation", 1},
+                      {"env", TorchrunEnv(r, 2, port)},
+                      {"plan", nlohmann::json::parse(DataPlan(9, 7, 1))}});
   }
   EXPECT_EQ(WaitExit(pids[2]), 0) << LogText(tag, 2);
   EXPECT_NE(LogText(tag, 2).find("left out of the re-formed attempt (generation 1)"),
@@ -206,14 +185,9 @@ TEST_F(WorkerProcessTest, ARankAloneGrowsIntoAWorldOfTwoAndEqualsAnUninterrupted
   const int kSteps = 14;
   const std::string ref = Reference("tiny-skip", kSteps);
   const std::string tag = "alone";
-  Job job;
-  job.plan = R"({"layout":"data","global_batch":16,"micro_batches":1,
-   "replicas":[{"batch":16,"stages":[{"rank":0,"layers":[0,6]}]}]})";
-  job.world = 1;
-  job.speed = "0.02";  // slow enough to grow mid-run
-  job.reform_files = true;
-  job.env = {{"TESSERA_COLLECTIVE_TIMEOUT_S", "60"}};
-  job.args = TrainArgs("tiny-skip", kSteps, Dump(tag));
+  const Job job = ReformingJob(R"({"layout":"data","global_batch":16,"micro_batches":1,
+   "replicas":[{"batch":16,"stages":[{"rank":0,"layers":[0,6]}]}]})",
+                               1, kSteps, tag);
   const pid_t alone = Start(job, tag).front();
   AwaitStep(tag, 0, 4);
   ASSERT_LT(LastProgressStep(Progress(tag, 0)), kSteps) << "finished before the order";
@@ -221,12 +195,10 @@ TEST_F(WorkerProcessTest, ARankAloneGrowsIntoAWorldOfTwoAndEqualsAnUninterrupted
   const int port = FreeLoopbackPort();
   const std::string new_plan = DataPlan(9, 7, 1);
   for (int r = 0; r < 2; ++r) {
-    const nlohmann::json order = {{"generation", 1},
-                                  {"env", TorchrunEnv(r, 2, port)},
-                                  {"plan", nlohmann::json::parse(new_plan)}};
-    const fs::path tmp = ReformFile(tag, r).string() + ".tmp";
-    std::ofstream(tmp) << order.dump();
-    fs::rename(tmp, ReformFile(tag, r));
+    WriteReformOrder(tag, r,
+                     {{"generation", 1},
+                      {"env", TorchrunEnv(r, 2, port)},
+                      {"plan", nlohmann::json::parse(new_plan)}});
   }
   const std::string plan_path = (dir_ / (tag + "-plan-2.json")).string();
   std::ofstream(plan_path) << new_plan;
