@@ -513,11 +513,8 @@ class JobController {
   Mutex waiting_mu_;
   std::map<api::JobId, std::string> waiting_ GUARDED_BY(waiting_mu_);
   std::vector<api::QueueRow> queue_ GUARDED_BY(waiting_mu_);
-  // When Tick last read the queue (Tick's thread only).
+  // When Tick last ran a placement pass (Tick's thread only).
   std::chrono::steady_clock::time_point queue_viewed_at_{};
-  // Refreshes queue_ from the store's pending jobs when no pass runs, and
-  // polls their input listings (an infer job's input is listed meanwhile).
-  Status ViewQueueWithoutFreeDevices() EXCLUDES(mu_, waiting_mu_);
   // Lists infer jobs' inputs in the background (daemon/controller/input_lister.h).
   InputLister lister_;
   // Parked heartbeats; told of every change of active_. Last member: its

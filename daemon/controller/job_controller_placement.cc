@@ -81,7 +81,11 @@ std::string JobController::ModelFileOf(const api::JobSpec& spec) {
 
 Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
                                   const std::set<std::string>& held) {
-  // Nothing can be placed without a free device: skip reading the queue.
+  // Without a free device nothing can be placed, yet the queue's order, each
+  // job's reason (the head's predicted start among them) and the infer
+  // inputs being listed change as jobs come, go and progress: the pass then
+  // runs at most once a second (a tick is 100 ms), its plans on the busy
+  // cluster cached.
   bool any_free = false;
   for (const api::Node& n : nodes) {
     if (n.health != "healthy") continue;
@@ -89,9 +93,10 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
       any_free = any_free || !held.contains(DeviceKey(n.name, d.index));
     }
   }
-  if (!any_free) return ViewQueueWithoutFreeDevices();
+  const auto now = clock_->SteadyNow();
+  if (!any_free && now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
+  queue_viewed_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  queue_viewed_at_ = clock_->SteadyNow();
   // Forget the plans and listings of jobs that left the queue.
   std::set<api::JobId> queued;
   for (const api::Job& j : pending) queued.insert(j.id);
@@ -216,30 +221,6 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   // The queue as users see it: the jobs still waiting, in the pass's order.
   std::vector<api::QueueRow> rows =
       QueueRowsFromPass(decisions, [this](api::JobId id) { return WaitingReason(id); });
-  MutexLock lock(waiting_mu_);
-  queue_ = std::move(rows);
-  return Status::Ok();
-}
-
-Status JobController::ViewQueueWithoutFreeDevices() {
-  // Every device is busy, so no pass runs; the queue's order still changes as
-  // jobs arrive and leave. Read it at most once a second (a tick is 100 ms).
-  const auto now = clock_->SteadyNow();
-  if (now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
-  queue_viewed_at_ = now;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  // An infer job's input is listed meanwhile (a large one takes minutes, so
-  // it is ready when a device frees up), and its reason follows the listing:
-  // once listed, it waits for a device like any job; an unreadable input
-  // fails it now, not once a device is free.
-  for (const api::Job& j : pending) {
-    if (j.spec.kind != api::JobKind::kInfer) continue;
-    TESSERA_ASSIGN_OR_RETURN(bool ready, InferInputReady(j));
-    if (ready && WaitingReason(j.id).starts_with("listing input")) SetWaiting(j.id, "");
-  }
-  std::vector<api::QueueRow> rows =
-      QueueRowsFromOrder(pending, UsageByUser(), options_.users, options_.ordering,
-                         [this](api::JobId id) { return WaitingReason(id); });
   MutexLock lock(waiting_mu_);
   queue_ = std::move(rows);
   return Status::Ok();

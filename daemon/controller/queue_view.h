@@ -29,14 +29,6 @@ using WaitingReasonFn = std::function<std::string(api::JobId)>;
 std::vector<api::QueueRow> QueueRowsFromPass(const std::vector<scheduler::PassDecision>& decisions,
                                              const WaitingReasonFn& waiting_reason);
 
-// The pending jobs in the queue's order when no pass runs: a held job's
-// reason is its user's limit, another's what the controller last said, or
-// "every device is busy".
-std::vector<api::QueueRow> QueueRowsFromOrder(
-    const std::vector<api::Job>& pending, const std::map<std::string, scheduler::UserUsage>& usage,
-    const scheduler::UserPolicies& policies, scheduler::QueueOrdering ordering,
-    const WaitingReasonFn& waiting_reason);
-
 }  // namespace tessera::daemon
 
 #endif  // TESSERA_DAEMON_CONTROLLER_QUEUE_VIEW_H_

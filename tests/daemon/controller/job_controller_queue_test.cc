@@ -112,7 +112,8 @@ TEST_F(JobControllerQueueTest, TheQueueViewShowsPlacesSharesAndReasonsAndFollows
   EXPECT_DOUBLE_EQ(q[1].user_share, 1.0) << "carol holds one device at weight 1";
   EXPECT_EQ(q[1].reason, "held by a user limit: carol runs 1 of 1 job allowed");
 
-  // Every device busy: no pass runs, yet a new submission shows within a second.
+  // Every device busy: a pass runs once a second, so a new submission shows
+  // within a second, with why it waits.
   auto cancel = [&](api::JobId id) {
     JobTransition t{id, JobState::kPending, JobState::kCancelled,  "cancelled",
                     0,  std::nullopt,       clock_.NowUnixMillis()};
@@ -130,7 +131,7 @@ TEST_F(JobControllerQueueTest, TheQueueViewShowsPlacesSharesAndReasonsAndFollows
   ASSERT_EQ(q.size(), 2u);
   EXPECT_EQ(q[0].id, late) << "dave holds nothing: first";
   EXPECT_EQ(q[0].position, 1);
-  EXPECT_EQ(q[0].reason, "every device is busy");
+  EXPECT_EQ(q[0].reason, "no free device (2 in the cluster); busy, excluded: a:0, a:1");
   EXPECT_EQ(q[1].id, carols);
   EXPECT_EQ(q[1].position, 0);
 

@@ -150,6 +150,44 @@ TEST_F(JobControllerTest, BehindAGangJobOnlyJobsThatEndBeforeItCanStartBackfill)
   }
 }
 
+// Every device busy: a job that arrives now is still given its place's
+// reason with its predicted start, and the estimate follows the running job's
+// progress (nothing can be placed, but a pass runs once a second; the reason
+// once stayed empty, "every device is busy", until a device freed up).
+TEST_F(JobControllerTest, WhileEveryDeviceIsBusyTheHeadsPredictedStartKeepsUp) {
+  UseSmallProfiles();
+  RestartController();
+  api::Node a = Joined("a", 2, 20);
+  api::JobSpec spec = CmdSpec(2);
+  spec.entrypoint = "builtin:colorize-unet";
+  spec.steps = 1000;
+  std::map<std::string, api::HeartbeatResponse> desired;
+  const api::JobId running = SubmitRunning(spec, {&a}, &desired);
+  // The job's progress as the control plane records it from the beats: 12
+  // samples a step at 12 samples/s, a step a second.
+  auto report = [&](int64_t step) {
+    ProgressReport progress;
+    progress.latest[running] = {{"step", step}, {"samples_per_s", 12}};
+    ASSERT_TRUE(store_->RecordProgress(progress).ok());
+    Beat(a, Running(desired["a"]));
+  };
+  report(100);
+  const api::JobId waiting = Submit(spec, "bob");
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(running), JobState::kRunning);
+  const std::string first = controller_->WaitingReason(waiting);
+  EXPECT_NE(first.find("can start in about 15 min"), std::string::npos) << first;
+  report(700);  // 300 steps left: 5 min
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(controller_->Tick().ok());
+  const std::string later = controller_->WaitingReason(waiting);
+  EXPECT_NE(later.find("can start in about 5 min"), std::string::npos) << later;
+  const std::vector<api::QueueRow> queue = controller_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue[0].reason, later);
+}
+
 TEST_F(JobControllerTest, CancelledJobLeavesDesiredSet) {
   api::Node a = Joined("a", 1, 20);
   api::JobId id = Submit(CmdSpec(1));

@@ -47,29 +47,5 @@ TEST(QueueViewTest, APassLeavesTheWaitingJobsInItsOrderHeldOnesLast) {
   EXPECT_EQ(rows, want);
 }
 
-TEST(QueueViewTest, WithoutAPassTheOrderAloneGivesPlacesAndReasons) {
-  auto job = [](api::JobId id, const std::string& owner, int64_t priority) {
-    api::Job j;
-    j.id = id;
-    j.owner = owner;
-    j.spec.priority = priority;
-    j.spec.min_devices = 1;
-    return j;
-  };
-  const std::vector<api::Job> pending = {job(1, "alice", 0), job(2, "bob", 0), job(3, "carol", 5)};
-  scheduler::UserPolicies policies;
-  policies.users["bob"].max_running_jobs = 1;
-  const std::map<std::string, scheduler::UserUsage> usage = {{"bob", {1, 2}}};
-  auto said = [](api::JobId id) { return id == 1 ? std::string("no free device") : ""; };
-  const std::vector<api::QueueRow> rows =
-      QueueRowsFromOrder(pending, usage, policies, scheduler::QueueOrdering::kFairShare, said);
-  const std::vector<api::QueueRow> want = {
-      {1, 3, "carol", 5, 0, "every device is busy"},
-      {2, 1, "alice", 0, 0, "no free device"},
-      {0, 2, "bob", 0, 2, "held by a user limit: bob runs 1 of 1 job allowed"},
-  };
-  EXPECT_EQ(rows, want);
-}
-
 }  // namespace
 }  // namespace tessera::daemon
