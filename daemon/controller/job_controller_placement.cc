@@ -107,8 +107,18 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     queue_.clear();
     return Status::Ok();
   }
+  // The pass plans on the controller's view of who holds what: a device an
+  // attempt holds is busy through `held` (which the pass empties of a running
+  // job's devices at its predicted end, for the head's start), not through its
+  // agent's report, which says busy while any process runs there.
+  std::vector<api::Node> planned = nodes;
+  for (api::Node& n : planned) {
+    for (api::Device& d : n.devices) {
+      if (held.contains(DeviceKey(n.name, d.index))) d.busy = false;
+    }
+  }
   // Computed only while jobs wait (it costs a JSON text per node).
-  inventory_key_ = InventoryKey(nodes);
+  inventory_key_ = InventoryKey(planned);
   // The pass itself (order, user limits, plans on the free devices, the head
   // and backfill) is the scheduler's (scheduler/queue_pass.h); the store,
   // the input listings, the placements and the waiting reasons are here,
@@ -142,16 +152,16 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     }
     if (auto mine = targets.find(p.id); mine != targets.end()) {
       scheduler::DeviceSet outside = others;  // every device but its reserved ones
-      for (const api::Node& n : nodes) {
+      for (const api::Node& n : planned) {
         for (const api::Device& d : n.devices) {
           std::string key = DeviceKey(n.name, d.index);
           if (!mine->second.devices.contains(key)) outside.insert(std::move(key));
         }
       }
-      Result<scheduler::PlanSet> there = PlanCached(job_of(p), nodes, outside);
+      Result<scheduler::PlanSet> there = PlanCached(job_of(p), planned, outside);
       if (there.ok() && !there->plans.empty()) return there;
     }
-    return PlanCached(job_of(p), nodes, others);
+    return PlanCached(job_of(p), planned, others);
   };
   // An infer job is planned once its input is listed.
   hooks.ready = [&](const scheduler::PassJob& p) { return InferInputReady(job_of(p)); };

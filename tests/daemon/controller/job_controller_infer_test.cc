@@ -189,6 +189,7 @@ TEST_F(InferControllerTest, TheInputIsListedWhileEveryDeviceIsBusy) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   do {
     clock_.Advance(std::chrono::seconds(1));
+    Beat(a, Running(desired["a"]));  // the node stays healthy, the train job's ranks run
     ASSERT_TRUE(controller_->Tick().ok());
     if (*store_->CountChunks(id) == (ChunkCounts{3, 0, 0, 10, 0}) &&
         controller_->WaitingReason(id).starts_with("no free device")) {
@@ -200,6 +201,7 @@ TEST_F(InferControllerTest, TheInputIsListedWhileEveryDeviceIsBusy) {
   const std::string why = controller_->WaitingReason(id);
   EXPECT_TRUE(why.starts_with("no free device")) << "listed: it waits for a device: " << why;
   EXPECT_EQ(StateOf(id), JobState::kPending);
+  EXPECT_EQ(StateOf(train), JobState::kRunning);
   const std::vector<api::QueueRow> queue = controller_->Queue();
   ASSERT_EQ(queue.size(), 1u);
   EXPECT_EQ(queue[0].reason, why);

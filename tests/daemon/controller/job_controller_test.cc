@@ -153,7 +153,9 @@ TEST_F(JobControllerTest, BehindAGangJobOnlyJobsThatEndBeforeItCanStartBackfill)
 // Every device busy: a job that arrives now is still given its place's
 // reason with its predicted start, and the estimate follows the running job's
 // progress (nothing can be placed, but a pass runs once a second; the reason
-// once stayed empty, "every device is busy", until a device freed up).
+// once stayed empty, "every device is busy", until a device freed up). The
+// running job's devices free up at its predicted end though its agent reports
+// them busy (they once stayed busy there, and no start was ever predicted).
 TEST_F(JobControllerTest, WhileEveryDeviceIsBusyTheHeadsPredictedStartKeepsUp) {
   UseSmallProfiles();
   RestartController();
@@ -163,6 +165,7 @@ TEST_F(JobControllerTest, WhileEveryDeviceIsBusyTheHeadsPredictedStartKeepsUp) {
   spec.steps = 1000;
   std::map<std::string, api::HeartbeatResponse> desired;
   const api::JobId running = SubmitRunning(spec, {&a}, &desired);
+  for (api::Device& d : a.devices) d.busy = true;  // as its agent says: its ranks run there
   // The job's progress as the control plane records it from the beats: 12
   // samples a step at 12 samples/s, a step a second.
   auto report = [&](int64_t step) {
