@@ -636,10 +636,12 @@ Result<Allocation> Allocator::Run() {
     const double horizon = mover->remaining_s > 0 ? std::min(options_.horizon_s, mover->remaining_s)
                                                   : options_.horizon_s;
     const double gain = (a.objective - b.objective) * horizon;
-    const double cost = mover->move_cost_s * now / fair_rate_.at(mover->id);
     const DeviceSet& to = a.given.at(mover->id);
     const bool keeps_one = std::any_of(
         to.begin(), to.end(), [&](const std::string& d) { return mover->held.contains(d); });
+    const double move_s =
+        keeps_one || !(mover->restart_cost_s > 0) ? mover->move_cost_s : mover->restart_cost_s;
+    const double cost = move_s * now / fair_rate_.at(mover->id);
     // Fairness: a move that lets a waiting job start, which would otherwise
     // wait, and leaves the mover at least its fair share's throughput is made
     // even when the lab's sum does not pay for it: no job holds another off
@@ -652,15 +654,14 @@ Result<Allocation> Allocator::Run() {
     TESSERA_ASSIGN_OR_RETURN(double then, RateOf(*mover, to));
     const double then_share = then / fair_rate_.at(mover->id);
     // (Not for a job about to end anyway: the waiting one starts then.)
-    const bool ends_soon = mover->remaining_s > 0 && mover->remaining_s <= mover->move_cost_s;
+    const bool ends_soon = mover->remaining_s > 0 && mover->remaining_s <= move_s;
     const bool fair_move = starts_a_waiter && then_share >= 1.0 - 1e-9 && !ends_soon;
     if ((gain > cost || fair_move) && (keeps_one || !mover->move_keeps_a_device)) {
       moved_why[mover->id] =
           gain > cost ? "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
                             Fixed(a.objective, 2) + " (" +
                             Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) + "x) over " +
-                            Fixed(horizon, 0) + " s outweighs the move's " +
-                            Fixed(mover->move_cost_s, 0) + " s"
+                            Fixed(horizon, 0) + " s outweighs the move's " + Fixed(move_s, 0) + " s"
                       : "it keeps " + Fixed(then_share, 2) +
                             "x its fair share's throughput, and the job it makes room for "
                             "could start nowhere else";

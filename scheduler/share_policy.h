@@ -114,6 +114,10 @@ struct AllocJob {
   // Running: seconds of progress a move loses (checkpoint or state transfer,
   // restart, steps redone).
   double move_cost_s = 0;
+  // Running: seconds of progress a move onto none of `held` loses (the job
+  // restarts from a checkpoint there, which costs more than re-forming around
+  // a device it keeps); 0: move_cost_s.
+  double restart_cost_s = 0;
   // Running: a move must keep at least one of `held` (the job re-forms around
   // the ranks it keeps, as tesserad's re-form does; a move onto none of them
   // would need a restart from a checkpoint). Shrinks and growth always keep

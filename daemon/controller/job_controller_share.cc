@@ -24,7 +24,8 @@
 //      its global batch over the predicted step of its best plan there; a
 //      move costs what the job's last re-form took (daemon/controller/
 //      move_costs.h; before any, the mean of the re-forms measured, else
-//      move_cost_s), gained back over share_horizon_s or the job's
+//      move_cost_s), a restart onto none of its devices at least
+//      move_cost_s, gained back over share_horizon_s or the job's
 //      predicted remaining time.
 //   5. Each running job the policy shrinks re-forms onto its plan on the
 //      devices left to it, the policy's reason as the event ("shrinks to
@@ -274,7 +275,14 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
           static_cast<double>(left) * static_cast<double>(r.job.spec.global_batch);
       a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
     }
-    if (r.movable) a.move_cost_s = r.move.seconds;
+    if (r.movable) {
+      a.move_cost_s = r.move.seconds;
+      // A restart (a move onto none of its devices) stops every rank, saving a
+      // checkpoint, and starts them again: it is not measured, and is charged
+      // at least the configured cost (a re-form can measure near 0 s; a
+      // restart never costs that little).
+      a.restart_cost_s = std::max(r.move.seconds, options_.move_cost_s);
+    }
     jobs.push_back(std::move(a));
   }
   // The waiting jobs the queue offers devices first: at most one per device
@@ -347,7 +355,11 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       }
       if (restart) {
         OrderMoveLocked(&it->second, d.devices,
-                        d.reason + " (restarts from its checkpoint; " + r->move.basis + ")");
+                        d.reason + " (restarts from its checkpoint; " +
+                            (r->move.seconds >= options_.move_cost_s
+                                 ? r->move.basis
+                                 : std::string("a restart is charged move_cost_s, configured")) +
+                            ")");
         changed = true;
         continue;
       }

@@ -53,6 +53,13 @@ class Fixture {
     jobs_.back().move_cost_s = move_cost_s;
     return *this;
   }
+  // A running job's cost of a move onto none of its devices.
+  Fixture& RestartCost(int64_t id, double seconds) {
+    for (AllocJob& j : jobs_) {
+      if (j.id == id) j.restart_cost_s = seconds;
+    }
+    return *this;
+  }
   // A waiting job's work, in the rate's units (its expected run time is work
   // over its rate).
   Fixture& Work(int64_t id, double work) {
@@ -343,6 +350,29 @@ TEST(SharePolicyTest, NoTradeLeavesAJobOnDevicesItHasNoPlanOn) {
       EXPECT_EQ(Of(a, 2).action, AllocAction::kWait) << Of(a, 2).reason;
     }
     EXPECT_GT(Of(a, 2).action == AllocAction::kWait ? 1.0 : Of(a, 2).rate, 0) << Of(a, 2).reason;
+  }
+}
+
+// The same move is onto none of alice's devices: a restart from her
+// checkpoint, charged its own cost. Free moves and a free restart make it; a
+// restart that costs more than it gains does not, though a re-form would be
+// free.
+TEST(SharePolicyTest, AMoveOntoNoneOfAJobsDevicesIsChargedItsRestartCost) {
+  for (const double restart_cost_s : {0.0, 1e6}) {
+    SCOPED_TRACE(restart_cost_s == 0 ? "a restart costs what a move does" : "a costly restart");
+    Fixture f;
+    f.Group("big", 1).Group("small", 1);
+    f.Running(1, "alice", {{{"big", 10}, {"small", 1}}}, {"big:0"}, true, 3600, 0);
+    f.RestartCost(1, restart_cost_s);
+    f.Waiting(2, "bob", {{{"big", 4}, {"small", 0}}}, 1);
+    const Allocation a = f.Run();
+    if (restart_cost_s == 0) {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kMove) << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kStart) << Of(a, 2).reason;
+    } else {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kKeep) << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kWait) << Of(a, 2).reason;
+    }
   }
 }
 
