@@ -1,10 +1,11 @@
 #include "daemon/controller/job_admission.h"
 
-#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
+#include "common/quantities.h"
 #include "daemon/auth/api_tokens.h"
 
 namespace tessera::daemon {
@@ -30,14 +31,11 @@ bool JobAdmission::InOwnJobsCheckpoints(const api::Principal& who, const std::st
   if (rel.empty()) return false;
   const std::string folder = rel.begin()->string();  // "job-<id>"
   constexpr std::string_view kPrefix = "job-";
-  if (folder.size() <= kPrefix.size() || folder.size() > kPrefix.size() + 18 ||
-      !folder.starts_with(kPrefix) ||
-      !std::all_of(folder.begin() + kPrefix.size(), folder.end(),
-                   [](char c) { return c >= '0' && c <= '9'; })) {
-    return false;
-  }
-  const api::JobId id = std::stoll(folder.substr(kPrefix.size()));
-  Result<std::string> owner = owner_of(id);
+  if (!folder.starts_with(kPrefix)) return false;
+  const std::optional<int64_t> id =
+      ParseWholeNumber(std::string_view(folder).substr(kPrefix.size()));
+  if (!id || *id <= 0) return false;
+  Result<std::string> owner = owner_of(*id);
   return owner.ok() && (who.is_admin() || *owner == who.user);
 }
 

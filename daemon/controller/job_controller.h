@@ -514,7 +514,7 @@ class JobController {
   std::map<api::JobId, std::string> waiting_ GUARDED_BY(waiting_mu_);
   std::vector<api::QueueRow> queue_ GUARDED_BY(waiting_mu_);
   // When Tick last ran a placement pass (Tick's thread only).
-  std::chrono::steady_clock::time_point queue_viewed_at_{};
+  std::chrono::steady_clock::time_point passed_at_{};
   // Lists infer jobs' inputs in the background (daemon/controller/input_lister.h).
   InputLister lister_;
   // Parked heartbeats; told of every change of active_. Last member: its

@@ -94,8 +94,8 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     }
   }
   const auto now = clock_->SteadyNow();
-  if (!any_free && now - queue_viewed_at_ < std::chrono::seconds(1)) return Status::Ok();
-  queue_viewed_at_ = now;
+  if (!any_free && now - passed_at_ < std::chrono::seconds(1)) return Status::Ok();
+  passed_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
   // Forget the plans and listings of jobs that left the queue.
   std::set<api::JobId> queued;
@@ -209,7 +209,9 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
     MutexLock lock(mu_);
     for (const auto& [id, active] : active_) {
       scheduler::RunningHold hold{LiveDevicesLocked(active).devices, 0};
-      if (auto r = records.find(id); r != records.end() && WorkerStepsLeft(*r->second) > 0) {
+      auto r = records.find(id);
+      const int64_t left = r != records.end() ? WorkerStepsLeft(*r->second) : 0;
+      if (left > 0) {
         double rate = ProgressDouble(r->second->progress, "samples_per_s").value_or(0);
         if (!(rate > 0)) {
           rate = ProgressDouble(active.launch.plan.value("predicted", api::Json::object()),
@@ -217,8 +219,8 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
                      .value_or(0);
         }
         if (rate > 0) {
-          hold.ends_in_s = static_cast<double>(WorkerStepsLeft(*r->second)) *
-                           static_cast<double>(r->second->spec.global_batch) / rate;
+          hold.ends_in_s =
+              static_cast<double>(left) * static_cast<double>(r->second->spec.global_batch) / rate;
         }
       }
       out.push_back(std::move(hold));

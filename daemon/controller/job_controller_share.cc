@@ -174,7 +174,8 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     int64_t generation = 0;
     scheduler::DeviceSet devices;
     bool movable = false;
-    MoveCosts::Charge move;  // what a move of it costs
+    MoveCosts::Charge move;     // what a move of it costs
+    MoveCosts::Charge restart;  // what a move onto none of its devices costs
   };
   std::vector<Running> running;    // (2)
   scheduler::DeviceSet releasing;  // (3) dropped ranks' devices, not reserved for a move
@@ -197,6 +198,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
                   !ReformBlocker(j.spec, active.launch) &&
                   SteadyMs(active.launched_at) >= options_.grow_settle_ms && live.every_rank_runs;
       r.move = move_costs_.For(id);
+      r.restart = move_costs_.ForRestart(id);
       running.push_back(std::move(r));
     }
   }
@@ -277,11 +279,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     }
     if (r.movable) {
       a.move_cost_s = r.move.seconds;
-      // A restart (a move onto none of its devices) stops every rank, saving a
-      // checkpoint, and starts them again: it is not measured, and is charged
-      // at least the configured cost (a re-form can measure near 0 s; a
-      // restart never costs that little).
-      a.restart_cost_s = std::max(r.move.seconds, options_.move_cost_s);
+      a.restart_cost_s = r.restart.seconds;
     }
     jobs.push_back(std::move(a));
   }
@@ -355,11 +353,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       }
       if (restart) {
         OrderMoveLocked(&it->second, d.devices,
-                        d.reason + " (restarts from its checkpoint; " +
-                            (r->move.seconds >= options_.move_cost_s
-                                 ? r->move.basis
-                                 : std::string("a restart is charged move_cost_s, configured")) +
-                            ")");
+                        d.reason + " (restarts from its checkpoint; " + r->restart.basis + ")");
         changed = true;
         continue;
       }

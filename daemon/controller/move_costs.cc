@@ -47,4 +47,10 @@ MoveCosts::Charge MoveCosts::For(api::JobId job) const {
   return {configured_s_, "configured"};
 }
 
+MoveCosts::Charge MoveCosts::ForRestart(api::JobId job) const {
+  Charge charge = For(job);
+  if (charge.seconds >= configured_s_) return charge;
+  return {configured_s_, "configured: a restart is not measured"};
+}
+
 }  // namespace tessera::daemon

@@ -58,6 +58,11 @@ class MoveCosts {
     std::string basis;  // "measured at its last re-form", "...", "configured"
   };
   Charge For(api::JobId job) const;
+  // What a restart of `job` costs (a move onto none of its devices: every
+  // rank stops, saving a checkpoint, and starts again): not measured, so
+  // For(job), but never less than the configured cost (a re-form can measure
+  // near 0 s; a restart never costs that little).
+  Charge ForRestart(api::JobId job) const;
 
  private:
   struct Open {

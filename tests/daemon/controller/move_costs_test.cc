@@ -99,5 +99,24 @@ TEST(MoveCostsTest, AJobNeverMovedIsChargedTheMeanOfTheMeasuredOnes) {
   EXPECT_TRUE(costs.Stepped(2, 1, std::nullopt, t0 + milliseconds(500)).has_value());
 }
 
+// A restart is not measured: it costs what a move of the job does, but never
+// less than the configured cost.
+TEST(MoveCostsTest, ARestartCostsAtLeastTheConfiguredCost) {
+  const MoveCosts::TimePoint t0{};
+  MoveCosts costs(10);
+  EXPECT_DOUBLE_EQ(costs.ForRestart(1).seconds, 10);
+  EXPECT_EQ(costs.ForRestart(1).basis, "configured");
+  for (auto [job, pause_ms] : {std::pair<api::JobId, int64_t>{1, 500}, {2, 30'000}}) {
+    costs.Stepped(job, 3, 0, t0);
+    costs.Begin(job, 1, 0, t0);
+    ASSERT_TRUE(costs.Stepped(job, 4, 1, t0 + milliseconds(pause_ms)).has_value());
+  }
+  EXPECT_DOUBLE_EQ(costs.For(1).seconds, 0.5);
+  EXPECT_DOUBLE_EQ(costs.ForRestart(1).seconds, 10);
+  EXPECT_EQ(costs.ForRestart(1).basis, "configured: a restart is not measured");
+  EXPECT_DOUBLE_EQ(costs.ForRestart(2).seconds, 30);
+  EXPECT_EQ(costs.ForRestart(2).basis, "measured at its last re-form");
+}
+
 }  // namespace
 }  // namespace tessera::daemon
