@@ -41,8 +41,10 @@ namespace tessera::daemon {
 // checks its own inventory at start (agent/inventory_file.h); this sees them all.
 std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>& nodes);
 
-// The cluster as the planner sees it, minus heartbeat times, as a hash: a
-// change here (a node's devices, links or health) re-plans every job.
+// The cluster as the planner sees it, minus what each heartbeat samples (its
+// time, a device's utilization and memory in use, none of which SnapshotOf
+// reads), as a hash: a change here (a node's devices, links or health)
+// re-plans every job.
 uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 
 // Devices that may be planned on: nodes whose health is "healthy", minus the

@@ -306,7 +306,11 @@ TEST_F(JobControllerTest, AJobIsPlannedAgainOnlyWhenTheClusterChanged) {
   const uint64_t after_change = controller_->plans_made();
   EXPECT_GT(after_change, 0u);
   for (int i = 0; i < 5; ++i) {
-    Beat(a);  // heartbeats alone change nothing the planner sees
+    // Heartbeats alone change nothing the planner sees, nor do the samples
+    // each one carries (a device's utilization and memory in use).
+    a.devices[0].utilization = 0.2 * i;
+    a.devices[0].memory_used_bytes = (i + 1) << 20;
+    Beat(a);
     ASSERT_TRUE(controller_->Tick().ok());
   }
   EXPECT_EQ(controller_->plans_made(), after_change);
