@@ -390,18 +390,15 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
   const int64_t now_ms = clock_->NowUnixMillis();
   TESSERA_RETURN_IF_ERROR(RecordNodeRow(&req, send_inventory, now_ms));
 
-  // One progress summary per job (the lowest rank that reported one), and
-  // every rank's lines for the metrics history (the lines written since the
-  // agent's last delivered beat, or the newest line from agents that do not
-  // send them): one store write per beat (unknown jobs are skipped). A line
-  // sent again is the same point again and is kept once.
+  // One progress summary per job (the newest line, daemon/progress_summary.h,
+  // unless an earlier beat recorded a newer one), and every rank's lines for
+  // the metrics history (the lines written since the agent's last delivered
+  // beat, or the newest line from agents that do not send them): one store
+  // write per beat (unknown jobs are skipped). A line sent again is the same
+  // point again and is kept once.
   ProgressReport report;
-  std::map<api::JobId, const api::WorkerStatus*> progress;
   for (const api::WorkerStatus& w : req.workers) {
-    if (w.progress.is_null()) continue;
-    auto [it, inserted] = progress.try_emplace(w.key.job_id, &w);
-    if (!inserted && w.key.rank < it->second->key.rank) it->second = &w;
-    if (w.key.rank < 0) continue;
+    if (w.progress.is_null() || w.key.rank < 0) continue;
     auto record = [&](const api::Json& line) {
       if (auto point = api::MetricPointFromProgressLine(line, w.key.attempt, w.key.rank, now_ms)) {
         report.points.push_back(JobMetricPoint{w.key.job_id, *std::move(point)});
@@ -410,8 +407,19 @@ Result<api::HeartbeatRequest> ControlPlaneService::RecordHeartbeat(const api::Js
     for (const api::Json& line : w.progress_lines) record(line);
     record(w.progress);
   }
-  for (const auto& [job, w] : progress) report.latest[job] = w->progress;
-  if (!report.latest.empty()) TESSERA_RETURN_IF_ERROR(store_->RecordProgress(report));
+  {
+    MutexLock lock(logs_mu_);
+    for (const auto& [job, w] : NewestProgressPerJob(req.workers)) {
+      const ProgressAge age = AgeOf(*w);
+      auto [recorded, first] = summary_age_.try_emplace(job, age);
+      if (!first && age < recorded->second) continue;
+      recorded->second = age;
+      report.latest[job] = w->progress;
+    }
+  }
+  if (!report.latest.empty() || !report.points.empty()) {
+    TESSERA_RETURN_IF_ERROR(store_->RecordProgress(report));
+  }
   {
     MutexLock lock(logs_mu_);
     for (const api::WorkerStatus& w : req.workers) {
@@ -450,6 +458,9 @@ void ControlPlaneService::DropEndedJobsLogs() {
     for (const auto& [key, tail] : logs_) {
       if (!logs_ended_at_.contains(key.first)) jobs.insert(key.first);
     }
+    for (const auto& [job, age] : summary_age_) {
+      if (!logs_ended_at_.contains(job)) jobs.insert(job);
+    }
   }
   std::set<api::JobId> gone;
   std::set<api::JobId> ended;
@@ -474,6 +485,7 @@ void ControlPlaneService::DropEndedJobsLogs() {
     }
   }
   std::erase_if(logs_, [&](const auto& entry) { return drop.contains(entry.first.first); });
+  std::erase_if(summary_age_, [&](const auto& entry) { return drop.contains(entry.first); });
 }
 
 Result<api::Json> ControlPlaneService::Heartbeat(const api::Json& heartbeat) {

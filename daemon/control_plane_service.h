@@ -48,6 +48,7 @@
 #include "daemon/controller/job_admission.h"
 #include "daemon/controller/job_state_machine.h"
 #include "daemon/inference_tracker.h"
+#include "daemon/progress_summary.h"
 #include "daemon/store/store.h"
 
 namespace tessera::daemon {
@@ -234,6 +235,11 @@ class ControlPlaneService : public api::ControlPlane {
   std::chrono::steady_clock::time_point logs_swept_at_ GUARDED_BY(logs_mu_){};
   // Jobs with log tails that a sweep saw ended, and when it first did.
   std::map<api::JobId, std::chrono::steady_clock::time_point> logs_ended_at_ GUARDED_BY(logs_mu_);
+  // The age of the progress summary last recorded per job, so that another
+  // node's later beat with an older line (a left-out rank's, an ended
+  // attempt's) does not replace it (daemon/progress_summary.h). Swept with
+  // the log tails; after a restart the first beat's line is taken.
+  std::map<api::JobId, ProgressAge> summary_age_ GUARDED_BY(logs_mu_);
 };
 
 }  // namespace tessera::daemon

@@ -89,7 +89,47 @@ TEST_F(ControlPlaneServiceTest, HeartbeatsBuildEachJobsMetricsHistoryAcrossAttem
   EXPECT_EQ(r0.predicted_peak_memory_bytes, 2 << 20);
   EXPECT_EQ(page->points[2].rank, 1);
   EXPECT_FALSE(page->points[2].loss.has_value());
-  EXPECT_EQ(service_->GetJob(kAlice, job.id)->progress, full) << "the lowest rank's line";
+  EXPECT_EQ(service_->GetJob(kAlice, job.id)->progress, resumed.progress)
+      << "the newest attempt's line, not the lowest rank's";
+}
+
+// After a planned shrink the left-out rank is still reported with the line of
+// the world it left (generation 0), by its own node's beat too; a restarted
+// attempt starts over at a lower step. The job's progress is the newest line
+// whichever node beats last.
+TEST_F(ControlPlaneServiceTest, AJobsProgressIsItsNewestLineAcrossNodesWorldsAndAttempts) {
+  const api::Job job = Submit(kAlice);
+  auto line = [](int64_t step, int64_t generation, double rate) {
+    return api::Json{{"step", step}, {"generation", generation}, {"samples_per_s", rate}};
+  };
+  auto beat = [&](const char* node, std::vector<api::WorkerStatus> workers) {
+    ASSERT_TRUE(service_->Heartbeat(HeartbeatJson(node, std::move(workers))).ok());
+    clock_.Advance(std::chrono::milliseconds(500));
+  };
+  auto progress = [&] { return service_->GetJob(kAlice, job.id)->progress; };
+  // Rank 0 (boxA) is left out; ranks 1 (boxA) and 2 (boxB) re-formed as generation 1.
+  api::WorkerStatus left_out = Worker(job.id, 0, line(40, 0, 46.1));
+  left_out.state = api::WorkerState::kExited;
+  beat("boxA", {left_out, Worker(job.id, 1, line(41, 1, 22.1))});
+  EXPECT_EQ(progress(), line(41, 1, 22.1)) << "the kept rank's, not the lowest rank's";
+  beat("boxB", {Worker(job.id, 2, line(42, 1, 22.0))});
+  EXPECT_EQ(progress(), line(42, 1, 22.0));
+  beat("boxA", {left_out});
+  EXPECT_EQ(progress(), line(42, 1, 22.0)) << "a later beat's older line replaced the newest";
+  // A restart: attempt 2 resumes from its checkpoint at step 30.
+  api::WorkerStatus resumed = Worker(job.id, 0, line(30, 0, 45.0));
+  resumed.key.attempt = 2;
+  beat("boxB", {resumed});
+  EXPECT_EQ(progress(), line(30, 0, 45.0)) << "a new attempt's line is newer at a lower step";
+  beat("boxA", {left_out, Worker(job.id, 1, line(43, 1, 22.1))});
+  EXPECT_EQ(progress(), line(30, 0, 45.0)) << "the ended attempt's lines replaced it";
+  // Every line still reaches the history.
+  api::MetricsQuery q;
+  q.job_id = job.id;
+  auto page = service_->JobMetrics(kAlice, q);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_TRUE(std::any_of(page->points.begin(), page->points.end(),
+                          [](const api::MetricPoint& p) { return p.step == 43; }));
 }
 
 TEST_F(ControlPlaneServiceTest, EveryProgressLineABeatBringsIsAPoint) {
