@@ -382,9 +382,15 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
     }
   }
 
+  // Inference whose replicas are one stage each: every rank leases chunks and
+  // runs them at its own pace (worker/runtime/infer_plan.h), with no step to
+  // agree on; the job's rate is the sum of its replicas'.
+  const bool independent =
+      !training_ && std::all_of(c.replicas.begin(), c.replicas.end(),
+                                [](const CandidateReplica& r) { return r.stages.size() == 1; });
   // Step-end vote: one tiny all-reduce over every rank, ring in plan order.
   double vote = 0;
-  {
+  if (!independent) {
     std::vector<int> ranks;
     for (const CandidateReplica& rep : c.replicas) {
       for (const CandidateStage& s : rep.stages) ranks.push_back(s.device);
@@ -441,6 +447,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
   ev.stage_time_s.assign(R, {});
   ev.stage_compute_s.assign(R, {});
   double worst = -1;
+  double replicas_rate = 0;  // independent: samples/s summed over the replicas
   for (int r = 0; r < R; ++r) {
     const CandidateReplica& rep = c.replicas[r];
     const int S = static_cast<int>(rep.stages.size());
@@ -475,6 +482,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
       }
     }
     const double replica_time = ReplicaSeconds(ev.stage_time_s[r], cycles, M);
+    if (replica_time > 0) replicas_rate += static_cast<double>(rep.batch) / replica_time;
     p2p[r] = send_sum + (M - 1) * send_at_max;
     if (replica_time > worst) {
       worst = replica_time;
@@ -503,6 +511,10 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
   ev.allreduce_s = visible;
   ev.step_end_s = optimizer + vote;
   ev.step_s = worst + visible + ev.step_end_s;
+  if (independent && replicas_rate > 0) {
+    // The time the ranks take for a global batch between them.
+    ev.step_s = static_cast<double>(global_batch_) / replicas_rate;
+  }
   ev.samples_per_s = static_cast<double>(global_batch_) / ev.step_s;
   const CandidateReplica& crit = c.replicas[ev.critical_replica];
   const int S = static_cast<int>(crit.stages.size());

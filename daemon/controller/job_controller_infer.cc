@@ -83,11 +83,15 @@ Result<bool> JobController::DropLostInferRanksLocked(
 Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
                                            const std::set<std::string>& held) {
   // Steps: (1) once a second, list the devices running infer attempts could
-  // give back (every independent rank but the lowest of each); (2) take the
-  // waiting train jobs by priority, then age, skipping those their user's
-  // limits hold; (3) plan the first on the free devices plus those; if its
-  // best plan uses some, and no infer job it takes from has a higher
-  // priority, (4) drop those ranks, and let the next pass place it.
+  // give back (every independent rank but the lowest of each), and those
+  // they are giving back (dropped ranks not yet gone); (2) take the waiting
+  // train jobs by priority, then age, skipping those their user's limits
+  // hold; (3) plan the first on the free devices plus both; if its best plan
+  // uses some it could give back, and no infer job it takes from has a
+  // higher priority, (4) drop those ranks, and let the next pass place it.
+  // A job whose plan needs only free devices and those being given back
+  // waits for them: a device whose rank is still stopping is not a reason to
+  // take another.
   const auto now = clock_->SteadyNow();
   if (now - yield_checked_at_ < std::chrono::seconds(1)) return Status::Ok();
   yield_checked_at_ = now;
@@ -96,10 +100,12 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
     int64_t rank;
   };
   std::map<std::string, Yieldable> yieldable;  // (1) by device key
+  std::set<std::string> giving_back;
   {
     MutexLock lock(mu_);
     for (const auto& [id, active] : active_) {
       if (!IndependentRanks(active.launch)) continue;
+      giving_back.merge(LiveDevicesLocked(active).releasing);
       int64_t kept = 0;  // the lowest live ranks stay: min_devices, at least one
       for (const RankLaunch& r : active.launch.ranks) {
         if (active.dropped.contains(r.launch.key.rank)) continue;
@@ -120,11 +126,13 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
   const std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
   std::set<std::string> busy = held;
   for (const auto& [device, y] : yieldable) busy.erase(device);
+  for (const std::string& device : giving_back) busy.erase(device);
   // The agents report the devices the yielding ranks run on as busy.
   std::vector<api::Node> freed = nodes;
   for (api::Node& n : freed) {
     for (api::Device& d : n.devices) {
-      if (yieldable.contains(DeviceKey(n.name, d.index))) d.busy = false;
+      const std::string key = DeviceKey(n.name, d.index);
+      if (yieldable.contains(key) || giving_back.contains(key)) d.busy = false;
     }
   }
   for (const api::Job& job : pending) {  // (2)

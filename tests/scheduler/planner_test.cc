@@ -292,6 +292,30 @@ TEST(PlannerTest, InferenceUsesForwardOnlySchedule) {
   EXPECT_EQ(got->plans[0].schedule, Schedule::kGPipe);
 }
 
+// Inference ranks lease chunks and run them at their own pace: a slow device
+// adds its rate to the job's, where a training step waits for it.
+TEST(PlannerTest, InferenceRanksRunAtTheirOwnPaceSoSlowDevicesAddTheirRate) {
+  const ClusterSnapshot lab =
+      ClusterBuilder().Node("a").Gpus(2, "fast", 24, 40).Node("b").Gpus(2, "slow", 24, 5).Build();
+  auto all = MakePlans(lab, MediumModel(), Infer(8, Layout::kData));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->plans[0].Devices().size(), 4u) << "every device that holds the model";
+  JobRequest two = Infer(8, Layout::kData);
+  two.max_devices = 2;
+  auto fast = MakePlans(lab, MediumModel(), two);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  ASSERT_EQ(fast->plans[0].Devices().size(), 2u);
+  EXPECT_EQ(fast->plans[0].Devices()[0].node, "a");
+  // The slow pair adds about its 1/8 of the fast pair's rate.
+  const double gain = all->plans[0].predicted.samples_per_s / fast->plans[0].predicted.samples_per_s;
+  EXPECT_GT(gain, 1.05);
+  EXPECT_LT(gain, 1.2);
+  // Training on the same devices: each step waits for the slowest replica.
+  auto train = MakePlans(lab, MediumModel(), Train(8, Layout::kData));
+  ASSERT_TRUE(train.ok()) << train.status().ToString();
+  EXPECT_EQ(train->plans[0].Devices().size(), 2u);
+}
+
 TEST(PlannerTest, HugeImageInferenceIsTiled) {
   // 8192 x 8192 image: 1024x the nominal pixels; whole-image activations do not fit.
   JobRequest r = Infer(2);

@@ -383,6 +383,69 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
   }
 }
 
+// A rank that gives its device back takes a moment to stop, its agent
+// reporting it running and the device busy meanwhile. The yields that follow
+// count that device as the train job's: a one-device train job takes one
+// device from the infer job, not one more each second until it starts.
+TEST_F(InferControllerTest, ADeviceStillBeingGivenBackIsTheTrainJobsNotAReasonToTakeAnother) {
+  std::vector<api::Node> nodes = {MakeNode("a", 1, 20), MakeNode("b", 1, 20),
+                                  MakeNode("c", 1, 20)};
+  for (const api::Node& n : nodes) Beat(n);
+  api::JobSpec spec = InferSpec(InputFolder(24));
+  spec.min_devices = 1;
+  spec.max_devices = 0;
+  api::JobId infer = Submit(spec);
+  TickWhilePending(infer);
+  std::map<std::string, api::HeartbeatResponse> desired;
+  for (const api::Node& n : nodes) desired[n.name] = Beat(n);
+  // As an agent reports: a device busy while a process it started runs there.
+  auto beat_running = [&](const api::Node& n, const api::HeartbeatResponse& running) {
+    api::Node reported = n;
+    for (api::Device& d : reported.devices) d.busy = !running.desired.empty();
+    return Beat(reported, Running(running));
+  };
+  for (const api::Node& n : nodes) beat_running(n, desired[n.name]);
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(StateOf(infer), JobState::kRunning);
+
+  api::JobId train = Submit(CmdSpec(1));
+  for (int second = 0; second < 4; ++second) {
+    clock_.Advance(milliseconds(1100));
+    // Every rank the agents started still runs, the given one too.
+    for (const api::Node& n : nodes) beat_running(n, desired[n.name]);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  const std::string reasons = Reasons(infer);
+  size_t gives = 0;
+  for (size_t at = reasons.find(" to job "); at != std::string::npos;
+       at = reasons.find(" to job ", at + 1)) {
+    ++gives;
+  }
+  EXPECT_EQ(gives, 1u) << reasons;
+  EXPECT_EQ(StateOf(train), JobState::kPending) << "its device is not free yet";
+  // The given rank exits: the train job starts on its device.
+  std::string given;
+  for (const api::Node& n : nodes) {
+    if (Beat(n, Running(desired[n.name])).desired.empty()) given = n.name;
+  }
+  ASSERT_FALSE(given.empty()) << reasons;
+  for (const api::Node& n : nodes) {
+    if (n.name == given) {
+      Beat(n, Exited(desired[n.name], 0));
+      Beat(n);
+    }
+  }
+  clock_.Advance(milliseconds(1100));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(StateOf(train), JobState::kStarting);
+  const api::HeartbeatResponse on_given =
+      Beat(*std::find_if(nodes.begin(), nodes.end(), [&](const api::Node& n) {
+        return n.name == given;
+      }));
+  ASSERT_EQ(on_given.desired.size(), 1u);
+  EXPECT_EQ(on_given.desired[0].key.job_id, train);
+}
+
 // The other half: an infer job placed on one device grows onto a device a
 // train job leaves when it ends. The new rank joins the same attempt after
 // the running one (its agent starts it at its next beat), leases chunks with
