@@ -29,6 +29,15 @@ namespace {
 
 using api::Json;
 
+// "2 to 4", "1 or more", and whether tesserad may resize the running job.
+std::string DevicesText(const Json& spec) {
+  const int64_t max = Int(spec, "max_devices");
+  std::string text = Str(spec, "min_devices") + (max > 0 ? " to " + Str(spec, "max_devices")
+                                                         : std::string(" or more"));
+  if (spec.value("elastic", true)) return text + ", elastic";
+  return text + ", not elastic (keeps the devices it starts on)";
+}
+
 void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
   const Json& spec = job.contains("spec") ? job["spec"] : Json::object();
   PrintTable(out, {{"id:", Str(job, "id")},
@@ -41,6 +50,7 @@ void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
                    {"global batch:", Str(spec, "global_batch")},
                    {"steps:", Str(spec, "steps")},
                    {"layout:", Str(spec, "layout")},
+                   {"devices:", DevicesText(spec)},
                    {"attempt:", Str(job, "attempt") + " of " + Str(spec, "max_attempts")},
                    {"created:", FormatUtc(Int(job, "created_ms"))},
                    {"updated:", FormatUtc(Int(job, "updated_ms"))}});

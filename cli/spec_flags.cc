@@ -70,6 +70,7 @@ Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f) {
   if (given("--max-attempts")) spec.max_attempts = f.max_attempts;
   if (given("--min-devices")) spec.min_devices = f.min_devices;
   if (given("--max-devices")) spec.max_devices = f.max_devices;
+  if (given("--elastic")) spec.elastic = f.elastic;
   if (given("--image-width")) spec.image_width = f.image_width;
   if (given("--image-height")) spec.image_height = f.image_height;
   if (given("--arg")) spec.args = f.args;
@@ -100,6 +101,9 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags* f) {
   cmd->add_option("--max-attempts", f->max_attempts, "attempts before the job fails");
   cmd->add_option("--min-devices", f->min_devices, "fewest devices to run on");
   cmd->add_option("--max-devices", f->max_devices, "most devices (0: no limit)");
+  cmd->add_flag("--elastic,!--no-elastic", f->elastic,
+                "whether tesserad may shrink, grow or move the running job to share the lab "
+                "(default: it may)");
   cmd->add_option("--image-width", f->image_width, "infer: width of the largest scans (px)");
   cmd->add_option("--image-height", f->image_height, "infer: height of the largest scans (px)");
   cmd->add_option("--arg", f->args, "argument for the entrypoint (repeatable)");

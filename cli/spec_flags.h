@@ -27,6 +27,7 @@ struct SubmitFlags {
   // spec.image (model: entrypoints, api/image_convention.h).
   std::string image_input, image_output, value_range;  // value_range: "lo,hi"
   int64_t align_px = 0, halo_px = -1;
+  bool elastic = true;  // --elastic / --no-elastic
   bool dry_run = false;
 };
 

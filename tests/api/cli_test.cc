@@ -161,6 +161,20 @@ TEST_F(CliTest, SubmitWithFlagsThenListAndShow) {
 
   ASSERT_EQ(Run({"job", "1"}), kExitOk) << err_.str();
   EXPECT_NE(out_.str().find("builtin:colorize-unet"), std::string::npos);
+  EXPECT_NE(out_.str().find("devices:       1 or more, elastic\n"), std::string::npos)
+      << out_.str();
+
+  ASSERT_EQ(Run({"submit", "--name", "fixed", "--entrypoint", "builtin:colorize-unet",
+                 "--global-batch", "64", "--steps", "10", "--min-devices", "2", "--max-devices",
+                 "4", "--no-elastic"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_FALSE(cp_.last_spec->elastic);
+  ASSERT_EQ(Run({"job", "2"}), kExitOk) << err_.str();
+  EXPECT_NE(
+      out_.str().find("devices:       2 to 4, not elastic (keeps the devices it starts on)\n"),
+      std::string::npos)
+      << out_.str();
 
   ASSERT_EQ(Run({"--json", "cancel", "1"}), kExitOk) << err_.str();
   EXPECT_EQ(api::Json::parse(out_.str())["state"], "cancelled");

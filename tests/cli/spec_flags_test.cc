@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,43 @@ TEST(ImageFlagsOverFileTest, EachFlagReplacesItsMember) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(api::ToJson(spec->image),
             Json::parse(R"({"input":"gray","range":[-1,1],"halo_px":8})"));
+}
+
+}  // namespace
+}  // namespace tessera::cli
+
+namespace tessera::cli {
+namespace {
+
+// `--no-elastic` keeps the job on the devices it starts on; `--elastic` over
+// a spec file's false makes it elastic again; neither: the file's, else true.
+TEST(SpecFlagsTest, ElasticIsAFlagBothWays) {
+  struct Row {
+    const char* name;
+    std::vector<std::string> flags;
+    bool file_elastic;  // the spec file's value (written only when false)
+    bool want;
+  };
+  const Row rows[] = {
+      {"default", {}, true, true},
+      {"no-elastic", {"--no-elastic"}, true, false},
+      {"elastic", {"--elastic"}, true, true},
+      {"the file's false", {}, false, false},
+      {"--elastic over the file's false", {"--elastic"}, false, true},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    ::tessera::testing::TempDir dir;
+    const std::string file = (dir.path() / "job.json").string();
+    std::ofstream(file) << (row.file_elastic ? R"({})" : R"({"elastic": false})");
+    std::vector<std::string> args = {file};
+    const std::vector<std::string> job = ModelJob();
+    args.insert(args.end(), job.begin(), job.end());
+    args.insert(args.end(), row.flags.begin(), row.flags.end());
+    auto spec = SpecFrom(args);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    EXPECT_EQ(spec->elastic, row.want);
+  }
 }
 
 }  // namespace
