@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace tessera::scheduler {
@@ -49,8 +52,27 @@ void ComputeCorrection::Reset(const std::string& key) {
 }
 
 void ComputeCorrection::Apply(const std::string& key, ClusterSnapshot* snapshot) const {
+  // (1) The known factors of the types whose times come from one shared
+  // measurement (Device::measured_as), by that measurement.
+  std::map<std::string, std::vector<double>> shared;
+  std::set<std::string> seen;
+  for (const Node& node : snapshot->nodes) {
+    for (const Device& d : node.devices) {
+      if (d.measured_as.empty() || !seen.insert(d.type).second) continue;
+      if (Samples(key, d.type) >= kMinSamples) shared[d.measured_as].push_back(Factor(key, d.type));
+    }
+  }
+  // (2) Each device: its type's factor, else its measurement's median.
   for (Node& node : snapshot->nodes) {
-    for (Device& d : node.devices) d.compute_scale = Factor(key, d.type);
+    for (Device& d : node.devices) {
+      d.compute_scale = Factor(key, d.type);
+      auto known = shared.find(d.measured_as);
+      if (Samples(key, d.type) >= kMinSamples || known == shared.end()) continue;
+      std::vector<double>& f = known->second;
+      std::sort(f.begin(), f.end());
+      const size_t n = f.size();
+      d.compute_scale = n % 2 == 1 ? f[n / 2] : (f[n / 2 - 1] + f[n / 2]) / 2;
+    }
   }
 }
 

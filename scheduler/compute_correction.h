@@ -56,7 +56,11 @@ class ComputeCorrection {
   int Samples(const std::string& key, const std::string& device_type) const;
 
   // Sets compute_scale of every device of `snapshot` to its type's factor for
-  // `key` (1 for types without one).
+  // `key`. A type without one whose times come from another device's
+  // measurement (Device::measured_as: emulated GPUs and CPUs all use the
+  // worker's CPU profile, divided by their speed) takes the median factor of
+  // the types of that measurement that have one: a profile measured on a
+  // busy host is as far off for every one of them. Otherwise 1.
   void Apply(const std::string& key, ClusterSnapshot* snapshot) const;
 
   // Forgets every observation of `key` (its profile was measured again: the

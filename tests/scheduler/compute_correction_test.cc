@@ -100,6 +100,49 @@ TEST(ComputeCorrectionTest, ResetForgetsOneKeysObservations) {
   EXPECT_EQ(corr.generation(), after) << "nothing changed";
 }
 
+// Emulated GPUs of every type plan on the worker's one CPU profile
+// (measured_as "cpu"): a factor observed on one of them is the others' until
+// they have their own. A type with its own measurement keeps 1.
+TEST(ComputeCorrectionTest, TypesOfOneMeasurementShareItsFactorUntilTheyHaveTheirOwn) {
+  ClusterSnapshot lab = ClusterBuilder()
+                            .Node("a")
+                            .Gpu("A100 (emulated)", 80, 20)
+                            .Gpu("GTX1080 (emulated)", 8, 20)
+                            .Gpu("RTX4090 (emulated)", 24, 20)
+                            .Node("g")
+                            .Gpu("H100", 80, 60)
+                            .Build();
+  for (int i = 0; i < 3; ++i) lab.nodes[0].devices[i].measured_as = "cpu";
+  ComputeCorrection corr;
+  auto scales = [&] {
+    ClusterSnapshot s = lab;
+    corr.Apply("job", &s);
+    std::vector<double> out;
+    for (const Node& n : s.nodes) {
+      for (const Device& d : n.devices) out.push_back(std::round(d.compute_scale * 1e6) / 1e6);
+    }
+    return out;
+  };
+  EXPECT_EQ(scales(), (std::vector<double>{1, 1, 1, 1})) << "nothing observed";
+  for (int i = 0; i < ComputeCorrection::kMinSamples; ++i) {
+    corr.Observe("job", "A100 (emulated)", 0.1, 1, 0.3);
+  }
+  EXPECT_EQ(scales(), (std::vector<double>{3, 3, 3, 1}));
+  for (int i = 0; i < ComputeCorrection::kMinSamples; ++i) {
+    corr.Observe("job", "GTX1080 (emulated)", 0.1, 1, 0.2);
+  }
+  EXPECT_EQ(scales(), (std::vector<double>{3, 2, 2.5, 1}))
+      << "the RTX4090 takes the median of the two known";
+  for (int i = 0; i < ComputeCorrection::kMinSamples; ++i) corr.Observe("job", "H100", 0.1, 1, 0.05);
+  EXPECT_EQ(scales(), (std::vector<double>{3, 2, 2.5, 0.5}));
+  for (int i = 0; i < ComputeCorrection::kMinSamples - 1; ++i) {
+    corr.Observe("job", "RTX4090 (emulated)", 0.1, 1, 0.1);
+  }
+  EXPECT_EQ(scales(), (std::vector<double>{3, 2, 2.5, 0.5})) << "too few of its own yet";
+  corr.Observe("job", "RTX4090 (emulated)", 0.1, 1, 0.1);
+  EXPECT_EQ(scales(), (std::vector<double>{3, 2, 1, 0.5}));
+}
+
 // A profile skewed on purpose: the devices of type B really compute 1.7x
 // faster than their measured figure says (measured while the host was busy).
 // Plans are made, "run" (each stage's observed compute is the truth, with a
