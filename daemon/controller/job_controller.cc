@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <future>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "api/entrypoint_kind.h"
@@ -259,7 +261,15 @@ Status JobController::Tick() {
       if (!listed.ok()) return listed.status();
       nodes = *std::move(listed);
       for (const api::Node& n : nodes) {
-        for (const api::Device& d : n.devices) device_types_[DeviceKey(n.name, d.index)] = d.name;
+        for (const api::Device& d : n.devices) {
+          const std::string key = DeviceKey(n.name, d.index);
+          device_types_[key] = d.name;
+          if (d.emulated && d.relative_speed > 0 && d.relative_speed < 1) {
+            device_holds_[key] = d.relative_speed;
+          } else {
+            device_holds_.erase(key);
+          }
+        }
       }
       std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);
       WarnAboutEmulationLocked(nodes);
@@ -688,7 +698,8 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
   // stage in the attempt's plan (ranks are numbered replica by replica, stage
   // by stage; only single-stage replicas count) and its device's type; (2) take each progress line
   // newer than the last observed one, past the first two steps (warm-up); (3) set its compute_s
-  // against the stage's prediction.
+  // against the stage's prediction (the corrections plans use), and its own work (work_s) too;
+  // (4) a full window of work_s beyond kContradictedFactor asks for the profile again.
   for (const api::WorkerStatus& w : request.workers) {
     auto it = active_.find(w.key.job_id);
     if (it == active_.end() || it->second.correction_key.empty() ||
@@ -723,6 +734,7 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
     const RankLaunch& r = active.launch.ranks[static_cast<size_t>(w.key.rank)];
     auto type = device_types_.find(DeviceKey(r.node, r.device_index));
     if (!(predicted > 0) || type == device_types_.end()) continue;
+    const auto hold = device_holds_.find(DeviceKey(r.node, r.device_index));
     int64_t& seen = active.observed_step[w.key.rank];
     for (const api::Json* line : ProgressLinesOf(w)) {  // (2)
       if (!line->is_object() || !line->contains("compute_s") || !line->contains("step") ||
@@ -732,13 +744,25 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
       const int64_t step = (*line)["step"].get<int64_t>();
       if (step <= seen || step <= 2) continue;
       seen = step;
+      const double compute_s = (*line)["compute_s"].get<double>();
+      // The rank's own work: what an emulated device that holds would have
+      // taken for its CPU seconds, without the time it waited for a core.
+      double work_s = compute_s;
+      if (hold != device_holds_.end()) {
+        if (const std::optional<double> cpu = ProgressDouble(*line, "compute_cpu_s");
+            cpu && *cpu > 0) {
+          work_s = *cpu / hold->second;
+        }
+      }
       MutexLock lock(corrections_mu_);  // (3)
       const uint64_t before = corrections_.generation();
-      corrections_.Observe(active.correction_key, type->second, predicted, scale,
-                           (*line)["compute_s"].get<double>());
-      const double factor = corrections_.Factor(active.correction_key, type->second);
+      corrections_.Observe(active.correction_key, type->second, predicted, scale, compute_s);
+      work_corrections_.Observe(active.correction_key, type->second, predicted, scale, work_s);
+      // (4) The profile is contradicted by the work, not by a busy host:
+      // measured again on that host, it would measure the contention.
+      const double factor = work_corrections_.Factor(active.correction_key, type->second);
       if (options_.remeasure_profile &&
-          corrections_.Samples(active.correction_key, type->second) >=
+          work_corrections_.Samples(active.correction_key, type->second) >=
               scheduler::ComputeCorrection::kWindow &&
           (factor > kContradictedFactor || factor * kContradictedFactor < 1) &&
           recheck_asked_.insert(active.correction_key).second) {
@@ -753,11 +777,17 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
         // Said once when a factor is first known; its later moves at debug level.
         const bool first = corrections_.Samples(active.correction_key, type->second) ==
                            scheduler::ComputeCorrection::kMinSamples;
+        const double observed = corrections_.Factor(active.correction_key, type->second);
+        const double work = work_corrections_.Factor(active.correction_key, type->second);
         spdlog::log(first ? spdlog::level::info : spdlog::level::debug,
-                    "profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps)",
-                    active.correction_key, type->second,
-                    corrections_.Factor(active.correction_key, type->second),
-                    corrections_.Samples(active.correction_key, type->second));
+                    "profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps){}",
+                    active.correction_key, type->second, observed,
+                    corrections_.Samples(active.correction_key, type->second),
+                    std::abs(observed / work - 1) > scheduler::ComputeCorrection::kNotable
+                        ? fmt::format(", the ranks' own work at {:.2f}x: they waited for host "
+                                      "cores the emulated devices declare",
+                                      work)
+                        : std::string());
       }
     }
   }

@@ -498,7 +498,14 @@ class JobController {
   std::map<std::string, Remeasuring> remeasuring_ GUARDED_BY(mu_);
   Mutex corrections_mu_;  // taken after mu_ when both are held
   scheduler::ComputeCorrection corrections_ GUARDED_BY(corrections_mu_);
+  // The same steps by the ranks' own work, which is what says whether a profile
+  // is wrong: on an emulated device that holds (relative speed < 1) a step's
+  // compute_cpu_s / its speed, since its compute_s also holds the time the
+  // rank waited for a host core; elsewhere its compute_s.
+  scheduler::ComputeCorrection work_corrections_ GUARDED_BY(corrections_mu_);
   std::map<std::string, std::string> device_types_ GUARDED_BY(mu_);  // "node:index" -> type
+  // "node:index" -> relative speed, of the emulated devices that hold (< 1).
+  std::map<std::string, double> device_holds_ GUARDED_BY(mu_);
   uint64_t inventory_key_ = 0;                                       // of the nodes Tick saw last
   uint64_t plans_made_ = 0;  // PlanJob calls by PlanCached (tests)
 

@@ -51,6 +51,7 @@ void JobController::RecheckProfiles() {
     {
       MutexLock lock(corrections_mu_);
       corrections_.Reset(it->first);
+      work_corrections_.Reset(it->first);
     }
     spdlog::info("profile of {} measured again: the corrections of {} start afresh",
                  it->second.target.Describe(), it->first);

@@ -467,10 +467,10 @@ class ObservedComputeTest : public JobControllerTest {
           for (const auto& r : plan_["replicas"]) {
             const api::Json& st = r["stages"][0];
             if (!st["devices"][0].get<std::string>().starts_with(node->name + ":")) continue;
-            const double truth = node->name == "b" ? 1 / 1.7 : 1.0;
-            w.progress = {{"step", step},
-                          {"compute_s", st["compute_s"].get<double>() * truth},
-                          {"samples_per_s", 100}};
+            const double truth = node->name == "b" ? b_truth_ : 1.0;
+            const double work = st["compute_s"].get<double>() * truth;
+            w.progress = {{"step", step}, {"compute_s", work * host_wait_}, {"samples_per_s", 100}};
+            if (cpu_per_work_ > 0) w.progress["compute_cpu_s"] = work * cpu_per_work_;
           }
         }
         Beat(*node, workers);
@@ -507,6 +507,9 @@ class ObservedComputeTest : public JobControllerTest {
   }
 
   api::Node a_ = MakeNode("a", 1, 20), b_ = MakeNode("b", 1, 10);
+  double b_truth_ = 1 / 1.7;  // b's compute over its profile's
+  double host_wait_ = 1.0;    // each step's compute_s over the rank's own work
+  double cpu_per_work_ = 0;   // its compute_cpu_s per second of work (0: not reported)
   api::JobSpec spec_;
   api::Json plan_;
   bool measured_again_ = false;
@@ -553,6 +556,34 @@ TEST_F(ObservedComputeTest, AContradictedProfileIsMeasuredAgainOnce) {
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(asked.size(), 1u) << "asked once per profile";
   EXPECT_NEAR(ScaleOf(Previewed(), "d:"), 1 / 1.7, 0.02) << "learned again";
+}
+
+// On emulated devices that hold (speed 0.5), a busy host stretches every
+// step 2.5x (the ranks wait for cores) while their own work (CPU seconds over
+// the speed) is what the profile says: plans take the slower steps, and the
+// profile is not measured again (on that host it would measure the
+// contention). Work that does contradict it is measured again.
+TEST_F(ObservedComputeTest, StepsSlowedByABusyHostDoNotMeasureTheProfileAgain) {
+  std::vector<std::string> asked;
+  options_.remeasure_profile = [&](const ProfileTarget& target, const std::string& why) {
+    asked.push_back(target.model + ": " + why);
+    return true;
+  };
+  a_.devices[0].relative_speed = 0.5;
+  b_.devices[0].relative_speed = 0.5;
+  b_truth_ = 1.0;
+  host_wait_ = 2.5;
+  cpu_per_work_ = 0.5;  // CPU seconds / speed = the work
+  Start();
+  ReportSteps(1, 40);
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_TRUE(asked.empty()) << asked[0];
+  EXPECT_NEAR(ScaleOf(Previewed(), "c:"), 2.5, 0.05) << "plans take the steps as they run";
+  cpu_per_work_ = 1.0;  // now the work itself takes 2x the profile
+  ReportSteps(41, 80);
+  ASSERT_TRUE(controller_->Tick().ok());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_NE(asked[0].find("at 2.00x its prediction over 24 steps"), std::string::npos) << asked[0];
 }
 
 TEST_F(JobControllerTest, HeldHeartbeatAnswersAsSoonAsTheNodeHasWork) {
