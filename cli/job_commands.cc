@@ -32,8 +32,8 @@ using api::Json;
 // "2 to 4", "1 or more", and whether tesserad may resize the running job.
 std::string DevicesText(const Json& spec) {
   const int64_t max = Int(spec, "max_devices");
-  std::string text = Str(spec, "min_devices") + (max > 0 ? " to " + Str(spec, "max_devices")
-                                                         : std::string(" or more"));
+  std::string text = Str(spec, "min_devices") +
+                     (max > 0 ? " to " + Str(spec, "max_devices") : std::string(" or more"));
   if (spec.value("elastic", true)) return text + ", elastic";
   return text + ", not elastic (keeps the devices it starts on)";
 }

@@ -506,8 +506,8 @@ class JobController {
   std::map<std::string, std::string> device_types_ GUARDED_BY(mu_);  // "node:index" -> type
   // "node:index" -> relative speed, of the emulated devices that hold (< 1).
   std::map<std::string, double> device_holds_ GUARDED_BY(mu_);
-  uint64_t inventory_key_ = 0;                                       // of the nodes Tick saw last
-  uint64_t plans_made_ = 0;  // PlanJob calls by PlanCached (tests)
+  uint64_t inventory_key_ = 0;  // of the nodes Tick saw last
+  uint64_t plans_made_ = 0;     // PlanJob calls by PlanCached (tests)
 
  public:
   // How many plans Tick actually computed (cache misses); for tests.

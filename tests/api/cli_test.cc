@@ -164,10 +164,10 @@ TEST_F(CliTest, SubmitWithFlagsThenListAndShow) {
   EXPECT_NE(out_.str().find("devices:       1 or more, elastic\n"), std::string::npos)
       << out_.str();
 
-  ASSERT_EQ(Run({"submit", "--name", "fixed", "--entrypoint", "builtin:colorize-unet",
-                 "--global-batch", "64", "--steps", "10", "--min-devices", "2", "--max-devices",
-                 "4", "--no-elastic"}),
-            kExitOk)
+  ASSERT_EQ(
+      Run({"submit", "--name", "fixed", "--entrypoint", "builtin:colorize-unet", "--global-batch",
+           "64", "--steps", "10", "--min-devices", "2", "--max-devices", "4", "--no-elastic"}),
+      kExitOk)
       << err_.str();
   EXPECT_FALSE(cp_.last_spec->elastic);
   ASSERT_EQ(Run({"job", "2"}), kExitOk) << err_.str();

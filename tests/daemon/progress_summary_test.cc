@@ -38,16 +38,11 @@ TEST(ProgressSummaryTest, TheNewestLineStandsForItsJob) {
     int64_t want_rank;
   };
   const std::vector<Row> rows = {
-      {"a later step",
-       {W(1, 1, 0, {{"step", 4}}), W(1, 1, 1, {{"step", 5}})},
-       1,
-       1},
-      {"equal: the lowest rank",
-       {W(1, 1, 2, {{"step", 5}}), W(1, 1, 1, {{"step", 5}})},
-       1,
-       1},
+      {"a later step", {W(1, 1, 0, {{"step", 4}}), W(1, 1, 1, {{"step", 5}})}, 1, 1},
+      {"equal: the lowest rank", {W(1, 1, 2, {{"step", 5}}), W(1, 1, 1, {{"step", 5}})}, 1, 1},
       {"a re-formed world over the left-out rank's later step",
-       {W(1, 1, 0, {{"step", 40}, {"generation", 0}}), W(1, 1, 3, {{"step", 12}, {"generation", 1}})},
+       {W(1, 1, 0, {{"step", 40}, {"generation", 0}}),
+        W(1, 1, 3, {{"step", 12}, {"generation", 1}})},
        1,
        3},
       {"a new attempt over an old one's later step",

@@ -133,7 +133,8 @@ TEST(ComputeCorrectionTest, TypesOfOneMeasurementShareItsFactorUntilTheyHaveThei
   }
   EXPECT_EQ(scales(), (std::vector<double>{3, 2, 2.5, 1}))
       << "the RTX4090 takes the median of the two known";
-  for (int i = 0; i < ComputeCorrection::kMinSamples; ++i) corr.Observe("job", "H100", 0.1, 1, 0.05);
+  for (int i = 0; i < ComputeCorrection::kMinSamples; ++i)
+    corr.Observe("job", "H100", 0.1, 1, 0.05);
   EXPECT_EQ(scales(), (std::vector<double>{3, 2, 2.5, 0.5}));
   for (int i = 0; i < ComputeCorrection::kMinSamples - 1; ++i) {
     corr.Observe("job", "RTX4090 (emulated)", 0.1, 1, 0.1);

@@ -307,7 +307,8 @@ TEST(PlannerTest, InferenceRanksRunAtTheirOwnPaceSoSlowDevicesAddTheirRate) {
   ASSERT_EQ(fast->plans[0].Devices().size(), 2u);
   EXPECT_EQ(fast->plans[0].Devices()[0].node, "a");
   // The slow pair adds about its 1/8 of the fast pair's rate.
-  const double gain = all->plans[0].predicted.samples_per_s / fast->plans[0].predicted.samples_per_s;
+  const double gain =
+      all->plans[0].predicted.samples_per_s / fast->plans[0].predicted.samples_per_s;
   EXPECT_GT(gain, 1.05);
   EXPECT_LT(gain, 1.2);
   // Training on the same devices: each step waits for the slowest replica.

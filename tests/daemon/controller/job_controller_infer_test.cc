@@ -143,6 +143,41 @@ class InferControllerTest : public JobControllerTest {
 
   bool Grew(api::JobId id) { return Reasons(id).find("the inference grows") != std::string::npos; }
 
+  // The agent's beat with `running`'s ranks running, each device busy while
+  // they run there when `busy` (as a real agent reports it).
+  api::HeartbeatResponse BeatRunning(const api::Node& n, const api::HeartbeatResponse& running,
+                                     bool busy) {
+    api::Node reported = n;
+    for (api::Device& d : reported.devices) d.busy = busy && !running.desired.empty();
+    return Beat(reported, Running(running));
+  }
+
+  // Three one-device nodes a, b, c and an infer job of 24 images (min 1
+  // device, `priority`) placed on all three, every rank reported running.
+  struct ThreeNodeInfer {
+    std::vector<api::Node> nodes;
+    api::JobId infer = 0;
+    std::map<std::string, api::HeartbeatResponse> desired;  // each node's answer
+  };
+  ThreeNodeInfer StartInferOnThreeNodes(int64_t priority, bool busy) {
+    ThreeNodeInfer lab;
+    lab.nodes = {MakeNode("a", 1, 20), MakeNode("b", 1, 20), MakeNode("c", 1, 20)};
+    for (const api::Node& n : lab.nodes) Beat(n);
+    api::JobSpec spec = InferSpec(InputFolder(24));
+    spec.min_devices = 1;
+    spec.max_devices = 0;
+    spec.priority = priority;
+    lab.infer = Submit(spec);
+    TickWhilePending(lab.infer);
+    for (const api::Node& n : lab.nodes) lab.desired[n.name] = Beat(n);
+    for (const api::Node& n : lab.nodes) {
+      EXPECT_EQ(lab.desired[n.name].desired.size(), 1u) << n.name;
+      BeatRunning(n, lab.desired[n.name], busy);
+    }
+    EXPECT_TRUE(controller_->Tick().ok());
+    return lab;
+  }
+
   const api::Node node_ = MakeNode("a", 2, 20);
   LeaseTokens tokens_{"controller-test-key"};
 };
@@ -312,22 +347,7 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
     SCOPED_TRACE("infer priority " + std::to_string(infer_priority));
     TearDown();
     SetUp();
-    std::vector<api::Node> nodes = {MakeNode("a", 1, 20), MakeNode("b", 1, 20),
-                                    MakeNode("c", 1, 20)};
-    for (const api::Node& n : nodes) Beat(n);
-    api::JobSpec spec = InferSpec(InputFolder(24));
-    spec.min_devices = 1;
-    spec.max_devices = 0;
-    spec.priority = infer_priority;
-    api::JobId infer = Submit(spec);
-    TickWhilePending(infer);
-    std::map<std::string, api::HeartbeatResponse> desired;
-    for (const api::Node& n : nodes) desired[n.name] = Beat(n);
-    for (const api::Node& n : nodes) {
-      ASSERT_EQ(desired[n.name].desired.size(), 1u) << n.name;
-      Beat(n, Running(desired[n.name]));
-    }
-    ASSERT_TRUE(controller_->Tick().ok());
+    auto [nodes, infer, desired] = StartInferOnThreeNodes(infer_priority, /*busy=*/false);
     ASSERT_EQ(StateOf(infer), JobState::kRunning);
     // Every rank holds a chunk for 30 s.
     const int64_t now = clock_.NowUnixMillis();
@@ -388,31 +408,14 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
 // count that device as the train job's: a one-device train job takes one
 // device from the infer job, not one more each second until it starts.
 TEST_F(InferControllerTest, ADeviceStillBeingGivenBackIsTheTrainJobsNotAReasonToTakeAnother) {
-  std::vector<api::Node> nodes = {MakeNode("a", 1, 20), MakeNode("b", 1, 20),
-                                  MakeNode("c", 1, 20)};
-  for (const api::Node& n : nodes) Beat(n);
-  api::JobSpec spec = InferSpec(InputFolder(24));
-  spec.min_devices = 1;
-  spec.max_devices = 0;
-  api::JobId infer = Submit(spec);
-  TickWhilePending(infer);
-  std::map<std::string, api::HeartbeatResponse> desired;
-  for (const api::Node& n : nodes) desired[n.name] = Beat(n);
-  // As an agent reports: a device busy while a process it started runs there.
-  auto beat_running = [&](const api::Node& n, const api::HeartbeatResponse& running) {
-    api::Node reported = n;
-    for (api::Device& d : reported.devices) d.busy = !running.desired.empty();
-    return Beat(reported, Running(running));
-  };
-  for (const api::Node& n : nodes) beat_running(n, desired[n.name]);
-  ASSERT_TRUE(controller_->Tick().ok());
+  auto [nodes, infer, desired] = StartInferOnThreeNodes(0, /*busy=*/true);
   ASSERT_EQ(StateOf(infer), JobState::kRunning);
 
   api::JobId train = Submit(CmdSpec(1));
   for (int second = 0; second < 4; ++second) {
     clock_.Advance(milliseconds(1100));
     // Every rank the agents started still runs, the given one too.
-    for (const api::Node& n : nodes) beat_running(n, desired[n.name]);
+    for (const api::Node& n : nodes) BeatRunning(n, desired[n.name], /*busy=*/true);
     ASSERT_TRUE(controller_->Tick().ok());
   }
   const std::string reasons = Reasons(infer);
@@ -438,10 +441,8 @@ TEST_F(InferControllerTest, ADeviceStillBeingGivenBackIsTheTrainJobsNotAReasonTo
   clock_.Advance(milliseconds(1100));
   ASSERT_TRUE(controller_->Tick().ok());
   EXPECT_EQ(StateOf(train), JobState::kStarting);
-  const api::HeartbeatResponse on_given =
-      Beat(*std::find_if(nodes.begin(), nodes.end(), [&](const api::Node& n) {
-        return n.name == given;
-      }));
+  const api::HeartbeatResponse on_given = Beat(*std::find_if(
+      nodes.begin(), nodes.end(), [&](const api::Node& n) { return n.name == given; }));
   ASSERT_EQ(on_given.desired.size(), 1u);
   EXPECT_EQ(on_given.desired[0].key.job_id, train);
 }
