@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <future>
 #include <iomanip>
@@ -151,14 +150,6 @@ std::optional<std::map<int64_t, std::string>> JobController::LiveRanks(api::JobI
 }
 
 namespace {
-
-// Every progress line a beat brought of `w`: its queued lines, then its latest.
-std::vector<const api::Json*> ProgressLinesOf(const api::WorkerStatus& w) {
-  std::vector<const api::Json*> lines;
-  for (const api::Json& line : w.progress_lines) lines.push_back(&line);
-  lines.push_back(&w.progress);
-  return lines;
-}
 
 // What a node is handed: each desired key with its re-formed generation (a
 // running worker's new place changes no key, and must not wait out a hold).
@@ -691,106 +682,6 @@ void JobController::WarnAboutEmulationLocked(const std::vector<api::Node>& nodes
   if (warnings == emulation_warnings_) return;  // said once per change
   for (const std::string& w : warnings) spdlog::warn("{}", w);
   emulation_warnings_ = std::move(warnings);
-}
-
-void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
-  // Steps: for each reporting rank of an active train attempt, (1) find its
-  // stage in the attempt's plan (ranks are numbered replica by replica, stage
-  // by stage; only single-stage replicas count) and its device's type; (2) take each progress line
-  // newer than the last observed one, past the first two steps (warm-up); (3) set its compute_s
-  // against the stage's prediction (the corrections plans use), and its own work (work_s) too;
-  // (4) a full window of work_s beyond kContradictedFactor asks for the profile again.
-  for (const api::WorkerStatus& w : request.workers) {
-    auto it = active_.find(w.key.job_id);
-    if (it == active_.end() || it->second.correction_key.empty() ||
-        w.key.attempt != it->second.launch.attempt || w.key.rank < 0 ||
-        w.key.rank >= static_cast<int64_t>(it->second.launch.ranks.size())) {
-      continue;
-    }
-    Active& active = it->second;
-    double predicted = 0, scale = 1;  // (1)
-    int64_t rank = 0;
-    const api::Json& plan = active.launch.plan;
-    if (plan.is_object() && plan.contains("replicas") && plan["replicas"].is_array()) {
-      for (const api::Json& replica : plan["replicas"]) {
-        if (!replica.is_object() || !replica.contains("stages") || !replica["stages"].is_array()) {
-          continue;
-        }
-        const bool whole = replica["stages"].size() == 1;
-        for (const api::Json& st : replica["stages"]) {
-          // Only a replica that holds the whole model measures the device type
-          // against the whole profile: a pipeline stage's few layers (a lone
-          // activation) are dominated by per-call costs the ratio would blow up.
-          if (rank++ != w.key.rank || !st.is_object() || !whole) continue;
-          if (st.contains("compute_s") && st["compute_s"].is_number()) {
-            predicted = st["compute_s"].get<double>();
-          }
-          if (st.contains("compute_scale") && st["compute_scale"].is_number()) {
-            scale = st["compute_scale"].get<double>();
-          }
-        }
-      }
-    }
-    const RankLaunch& r = active.launch.ranks[static_cast<size_t>(w.key.rank)];
-    auto type = device_types_.find(DeviceKey(r.node, r.device_index));
-    if (!(predicted > 0) || type == device_types_.end()) continue;
-    const auto hold = device_holds_.find(DeviceKey(r.node, r.device_index));
-    int64_t& seen = active.observed_step[w.key.rank];
-    for (const api::Json* line : ProgressLinesOf(w)) {  // (2)
-      if (!line->is_object() || !line->contains("compute_s") || !line->contains("step") ||
-          !(*line)["compute_s"].is_number() || !(*line)["step"].is_number_integer()) {
-        continue;
-      }
-      const int64_t step = (*line)["step"].get<int64_t>();
-      if (step <= seen || step <= 2) continue;
-      seen = step;
-      const double compute_s = (*line)["compute_s"].get<double>();
-      // The rank's own work: what an emulated device that holds would have
-      // taken for its CPU seconds, without the time it waited for a core.
-      double work_s = compute_s;
-      if (hold != device_holds_.end()) {
-        if (const std::optional<double> cpu = ProgressDouble(*line, "compute_cpu_s");
-            cpu && *cpu > 0) {
-          work_s = *cpu / hold->second;
-        }
-      }
-      MutexLock lock(corrections_mu_);  // (3)
-      const uint64_t before = corrections_.generation();
-      corrections_.Observe(active.correction_key, type->second, predicted, scale, compute_s);
-      work_corrections_.Observe(active.correction_key, type->second, predicted, scale, work_s);
-      // (4) The profile is contradicted by the work, not by a busy host:
-      // measured again on that host, it would measure the contention.
-      const double factor = work_corrections_.Factor(active.correction_key, type->second);
-      if (options_.remeasure_profile &&
-          work_corrections_.Samples(active.correction_key, type->second) >=
-              scheduler::ComputeCorrection::kWindow &&
-          (factor > kContradictedFactor || factor * kContradictedFactor < 1) &&
-          recheck_asked_.insert(active.correction_key).second) {
-        char why[160];
-        std::snprintf(why, sizeof(why),
-                      "job %lld's steps on %s compute at %.2fx its prediction over %d steps",
-                      static_cast<long long>(it->first), type->second.c_str(), factor,
-                      scheduler::ComputeCorrection::kWindow);
-        recheck_due_[active.correction_key] = {it->first, why};
-      }
-      if (corrections_.generation() != before) {
-        // Said once when a factor is first known; its later moves at debug level.
-        const bool first = corrections_.Samples(active.correction_key, type->second) ==
-                           scheduler::ComputeCorrection::kMinSamples;
-        const double observed = corrections_.Factor(active.correction_key, type->second);
-        const double work = work_corrections_.Factor(active.correction_key, type->second);
-        spdlog::log(first ? spdlog::level::info : spdlog::level::debug,
-                    "profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps){}",
-                    active.correction_key, type->second, observed,
-                    corrections_.Samples(active.correction_key, type->second),
-                    std::abs(observed / work - 1) > scheduler::ComputeCorrection::kNotable
-                        ? fmt::format(", the ranks' own work at {:.2f}x: they waited for host "
-                                      "cores the emulated devices declare",
-                                      work)
-                        : std::string());
-      }
-    }
-  }
 }
 
 void JobController::ObserveStepsLocked(const api::HeartbeatRequest& request,

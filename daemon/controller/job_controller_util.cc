@@ -53,6 +53,13 @@ std::optional<double> ProgressDouble(const api::Json& line, const char* key) {
   return line[key].get<double>();
 }
 
+std::vector<const api::Json*> ProgressLinesOf(const api::WorkerStatus& w) {
+  std::vector<const api::Json*> lines;
+  for (const api::Json& line : w.progress_lines) lines.push_back(&line);
+  lines.push_back(&w.progress);
+  return lines;
+}
+
 int64_t WorkerStepsLeft(const api::Job& job) {
   const api::EntrypointKind kind = api::EntrypointKindOf(job.spec.entrypoint);
   if (job.spec.kind != api::JobKind::kTrain || job.spec.steps <= 0 ||

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/agent_protocol.h"
 #include "api/types.h"
 #include "common/status.h"
 #include "daemon/store/store.h"
@@ -46,6 +47,10 @@ Result<int64_t> MovedAttempts(Store* store, api::JobId job);
 std::optional<int64_t> ProgressInt(const api::Json& line, const char* key);
 // `line`'s number at `key` (integer or not), or nullopt.
 std::optional<double> ProgressDouble(const api::Json& line, const char* key);
+
+// Every progress line a beat brought of `w`: its queued lines, then its
+// latest. The pointers point into `w`.
+std::vector<const api::Json*> ProgressLinesOf(const api::WorkerStatus& w);
 
 // The steps a train job of Tessera's own worker (a builtin: or model:
 // entrypoint: it runs exactly spec.steps) has left by its latest progress; 0
