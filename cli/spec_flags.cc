@@ -80,7 +80,32 @@ Result<api::JobSpec> BuildSpec(CLI::App& cmd, const SubmitFlags& f) {
     spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   TESSERA_RETURN_IF_ERROR(ApplyImageFlags(cmd, f, &spec.image));
-  TESSERA_RETURN_IF_ERROR(api::ValidateJobSpec(spec));
+  if (Status st = api::ValidateJobSpec(spec); !st.ok()) {
+    // Without a spec file every member came from a flag (or its default):
+    // the error names the flag to give.
+    static const std::map<std::string, std::string> kFlagOf = {
+        {"name", "--name"},
+        {"kind", "--kind"},
+        {"entrypoint", "--entrypoint"},
+        {"dataset", "--dataset"},
+        {"output", "--output"},
+        {"checkpoint", "--checkpoint"},
+        {"layout", "--layout"},
+        {"global_batch", "--global-batch"},
+        {"steps", "--steps"},
+        {"checkpoint_every_s", "--checkpoint-every-s"},
+        {"priority", "--priority"},
+        {"max_attempts", "--max-attempts"},
+        {"min_devices", "--min-devices"},
+        {"max_devices", "--max-devices"},
+        {"image_width", "--image-width"},
+        {"image_height", "--image-height"},
+        {"args", "--arg"},
+        {"env", "--env"}};
+    auto flag = kFlagOf.find(st.field());
+    if (!f.file.empty() || flag == kFlagOf.end()) return st;
+    return InvalidArgument(st.message(), flag->second);
+  }
   return spec;
 }
 

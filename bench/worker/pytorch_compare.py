@@ -79,8 +79,9 @@ def wait_all(procs, what):
 def profile(args):
     out = subprocess.run([args.worker, "profile", "--model", MODEL, "--batch", "1",
                           "--image-size", str(args.image_size), "--width", str(args.width),
-                          "--repeats", "1"], env=worker_env(args.threads), check=True,
-                         capture_output=True, text=True).stdout
+                          "--repeats", "1", "--threads", str(args.threads)],
+                         env=worker_env(args.threads), check=True, capture_output=True,
+                         text=True).stdout
     return json.loads(out)
 
 

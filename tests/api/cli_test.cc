@@ -263,10 +263,21 @@ TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
   EXPECT_EQ(job["spec"]["steps"], 7);
 }
 
-TEST_F(CliTest, LocalValidationErrorNamesField) {
+// A spec made of flags names the flag to give; one read from a file names the
+// file's field.
+TEST_F(CliTest, LocalValidationErrorNamesTheFlagOrTheField) {
   EXPECT_EQ(Run({"submit", "--name", "x", "--entrypoint", "builtin:a", "--global-batch", "0",
                  "--steps", "1"}),
             kExitUsage);
+  EXPECT_EQ(err_.str().rfind("error: --global-batch: must be between 1 and ", 0), 0u) << err_.str();
+  EXPECT_EQ(Run({"submit", "--name", "x", "--kind", "infer", "--entrypoint", "builtin:a",
+                 "--dataset", "/srv/scans", "--output", "/srv/out", "--checkpoint", "/srv/ckpt"}),
+            kExitUsage);
+  EXPECT_EQ(err_.str().rfind("error: --global-batch: ", 0), 0u) << "no default: " << err_.str();
+  TempDir dir;
+  const std::string file = WriteFile(dir, "job.yaml",
+                                     "name: x\nentrypoint: builtin:a\nglobal_batch: 0\nsteps: 1\n");
+  EXPECT_EQ(Run({"submit", file}), kExitUsage);
   EXPECT_EQ(err_.str().rfind("error: global_batch: ", 0), 0u) << err_.str();
 }
 

@@ -1,7 +1,7 @@
 // tessera-worker: the reference LibTorch worker.
 //
 //   tessera-worker train --model NAME --data DIR [--steps N] [--lr F] ...
-//   tessera-worker profile --model NAME [--batch B] [--device cpu|cuda:N]
+//   tessera-worker profile --model NAME [--batch B] [--threads T] [--device cpu|cuda:N]
 //   tessera-worker gen-images --out DIR --count N --size S
 //   tessera-worker infer --model NAME --data DIR|LIST --output DIR --checkpoint DIR
 //                        [--local] [--max-tile-px N] [--width W] [--threads T]
@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
   int64_t profile_size = 64;
   int64_t profile_width = 16;
   int profile_repeats = 3;
+  int profile_threads = 1;
   int64_t profile_fixed_batch = 0;
   tessera::worker::OptimizerConfig profile_optimizer;
   auto* profile = app.add_subcommand("profile", "print the model's per-layer profile as JSON");
@@ -192,6 +193,12 @@ int main(int argc, char** argv) {
   profile->add_option("--image-size", profile_size)->check(CLI::PositiveNumber);
   profile->add_option("--width", profile_width)->check(CLI::PositiveNumber);
   profile->add_option("--repeats", profile_repeats)->check(CLI::PositiveNumber);
+  profile
+      ->add_option("--threads", profile_threads,
+                   "intra-op threads (default 1, as a rank of `train` and `infer` computes by "
+                   "default: its CPU times are then one thread's, which a busy host does not "
+                   "stretch)")
+      ->check(CLI::PositiveNumber);
   std::string profile_device = "cpu";
   profile->add_option("--device", profile_device,
                       "where to measure: cpu, cuda or cuda:N (a GPU: wall milliseconds and the "
@@ -348,6 +355,7 @@ int main(int argc, char** argv) {
   }
   if (*profile) {
 #ifdef TESSERA_HAVE_WORKER_MODEL
+    torch::set_num_threads(profile_threads);
     ModelConfig mc;
     mc.image_size = profile_size;
     mc.width = profile_width;
