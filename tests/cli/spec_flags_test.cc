@@ -83,8 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
         Row{"align_negative", {"--align-px=-4"}, nullptr, "--align-px"},
         Row{"halo_below_probed", {"--halo-px=-2"}, nullptr, "--halo-px"},
         Row{"halo_too_large", {"--halo-px", "5000"}, nullptr, "--halo-px"},
-        // The spec's own rules still apply.
-        Row{"model_with_checkpoint", {"--checkpoint", "/srv/ckpt"}, nullptr, "checkpoint"}),
+        // The spec's own rules still apply, named by the flag that set the member.
+        Row{"model_with_checkpoint", {"--checkpoint", "/srv/ckpt"}, nullptr, "--checkpoint"}),
     [](const ::testing::TestParamInfo<Row>& info) { return std::string(info.param.name); });
 
 // The image convention is an exported model's: a builtin job is refused it.
