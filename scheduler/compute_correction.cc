@@ -53,7 +53,7 @@ void ComputeCorrection::Reset(const std::string& key) {
 
 void ComputeCorrection::Apply(const std::string& key, ClusterSnapshot* snapshot) const {
   // (1) The known factors of the types whose times come from one shared
-  // measurement (Device::measured_as), by that measurement.
+  // measurement (Device::measured_as), by that measurement, and their median.
   std::map<std::string, std::vector<double>> shared;
   std::set<std::string> seen;
   for (const Node& node : snapshot->nodes) {
@@ -62,16 +62,20 @@ void ComputeCorrection::Apply(const std::string& key, ClusterSnapshot* snapshot)
       if (Samples(key, d.type) >= kMinSamples) shared[d.measured_as].push_back(Factor(key, d.type));
     }
   }
+  std::map<std::string, double> median;
+  for (auto& [measured_as, f] : shared) {
+    std::sort(f.begin(), f.end());
+    const size_t n = f.size();
+    median[measured_as] = n % 2 == 1 ? f[n / 2] : (f[n / 2 - 1] + f[n / 2]) / 2;
+  }
   // (2) Each device: its type's factor, else its measurement's median.
   for (Node& node : snapshot->nodes) {
     for (Device& d : node.devices) {
       d.compute_scale = Factor(key, d.type);
-      auto known = shared.find(d.measured_as);
-      if (Samples(key, d.type) >= kMinSamples || known == shared.end()) continue;
-      std::vector<double>& f = known->second;
-      std::sort(f.begin(), f.end());
-      const size_t n = f.size();
-      d.compute_scale = n % 2 == 1 ? f[n / 2] : (f[n / 2 - 1] + f[n / 2]) / 2;
+      auto known = median.find(d.measured_as);
+      if (Samples(key, d.type) < kMinSamples && known != median.end()) {
+        d.compute_scale = known->second;
+      }
     }
   }
 }

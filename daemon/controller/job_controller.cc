@@ -253,13 +253,8 @@ Status JobController::Tick() {
       nodes = *std::move(listed);
       for (const api::Node& n : nodes) {
         for (const api::Device& d : n.devices) {
-          const std::string key = DeviceKey(n.name, d.index);
-          device_types_[key] = d.name;
-          if (d.emulated && d.relative_speed > 0 && d.relative_speed < 1) {
-            device_holds_[key] = d.relative_speed;
-          } else {
-            device_holds_.erase(key);
-          }
+          const bool holds = d.emulated && d.relative_speed > 0 && d.relative_speed < 1;
+          device_kinds_[DeviceKey(n.name, d.index)] = {d.name, holds ? d.relative_speed : 0.0};
         }
       }
       std::map<std::string, NodeHealth> health = UpdateNodeHealthLocked(&nodes, &health_changes);

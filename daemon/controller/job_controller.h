@@ -503,9 +503,13 @@ class JobController {
   // compute_cpu_s / its speed, since its compute_s also holds the time the
   // rank waited for a host core; elsewhere its compute_s.
   scheduler::ComputeCorrection work_corrections_ GUARDED_BY(corrections_mu_);
-  std::map<std::string, std::string> device_types_ GUARDED_BY(mu_);  // "node:index" -> type
-  // "node:index" -> relative speed, of the emulated devices that hold (< 1).
-  std::map<std::string, double> device_holds_ GUARDED_BY(mu_);
+  // What a rank's steps are observed against, by "node:index": the device's
+  // type, and the relative speed of an emulated device that holds (< 1; else 0).
+  struct DeviceKind {
+    std::string type;
+    double hold_speed = 0;
+  };
+  std::map<std::string, DeviceKind> device_kinds_ GUARDED_BY(mu_);
   uint64_t inventory_key_ = 0;  // of the nodes Tick saw last
   uint64_t plans_made_ = 0;     // PlanJob calls by PlanCached (tests)
 

@@ -106,9 +106,10 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
       }
     }
     const RankLaunch& r = active.launch.ranks[static_cast<size_t>(w.key.rank)];
-    auto type = device_types_.find(DeviceKey(r.node, r.device_index));
-    if (!(predicted > 0) || type == device_types_.end()) continue;
-    const auto hold = device_holds_.find(DeviceKey(r.node, r.device_index));
+    auto kind = device_kinds_.find(DeviceKey(r.node, r.device_index));
+    if (!(predicted > 0) || kind == device_kinds_.end()) continue;
+    const std::string& type = kind->second.type;
+    const double hold_speed = kind->second.hold_speed;
     int64_t& seen = active.observed_step[w.key.rank];
     for (const api::Json* line : ProgressLinesOf(w)) {  // (2)
       if (!line->is_object() || !line->contains("compute_s") || !line->contains("step") ||
@@ -122,41 +123,41 @@ void JobController::ObserveComputeLocked(const api::HeartbeatRequest& request) {
       // The rank's own work: what an emulated device that holds would have
       // taken for its CPU seconds, without the time it waited for a core.
       double work_s = compute_s;
-      if (hold != device_holds_.end()) {
+      if (hold_speed > 0) {
         if (const std::optional<double> cpu = ProgressDouble(*line, "compute_cpu_s");
             cpu && *cpu > 0) {
-          work_s = *cpu / hold->second;
+          work_s = *cpu / hold_speed;
         }
       }
       MutexLock lock(corrections_mu_);  // (3)
       const uint64_t before = corrections_.generation();
-      corrections_.Observe(active.correction_key, type->second, predicted, scale, compute_s);
-      work_corrections_.Observe(active.correction_key, type->second, predicted, scale, work_s);
+      corrections_.Observe(active.correction_key, type, predicted, scale, compute_s);
+      work_corrections_.Observe(active.correction_key, type, predicted, scale, work_s);
       // (4) The profile is contradicted by the work, not by a busy host:
       // measured again on that host, it would measure the contention.
-      const double factor = work_corrections_.Factor(active.correction_key, type->second);
+      const double factor = work_corrections_.Factor(active.correction_key, type);
       if (options_.remeasure_profile &&
-          work_corrections_.Samples(active.correction_key, type->second) >=
+          work_corrections_.Samples(active.correction_key, type) >=
               scheduler::ComputeCorrection::kWindow &&
           (factor > kContradictedFactor || factor * kContradictedFactor < 1) &&
           recheck_asked_.insert(active.correction_key).second) {
         char why[160];
         std::snprintf(why, sizeof(why),
                       "job %lld's steps on %s compute at %.2fx its prediction over %d steps",
-                      static_cast<long long>(it->first), type->second.c_str(), factor,
+                      static_cast<long long>(it->first), type.c_str(), factor,
                       scheduler::ComputeCorrection::kWindow);
         recheck_due_[active.correction_key] = {it->first, why};
       }
       if (corrections_.generation() != before) {
         // Said once when a factor is first known; its later moves at debug level.
-        const bool first = corrections_.Samples(active.correction_key, type->second) ==
+        const bool first = corrections_.Samples(active.correction_key, type) ==
                            scheduler::ComputeCorrection::kMinSamples;
-        const double observed = corrections_.Factor(active.correction_key, type->second);
-        const double work = work_corrections_.Factor(active.correction_key, type->second);
+        const double observed = corrections_.Factor(active.correction_key, type);
+        const double work = work_corrections_.Factor(active.correction_key, type);
         spdlog::log(first ? spdlog::level::info : spdlog::level::debug,
                     "profile of {} on {}: compute observed at {:.2f}x the profile's ({} steps){}",
-                    active.correction_key, type->second, observed,
-                    corrections_.Samples(active.correction_key, type->second),
+                    active.correction_key, type, observed,
+                    corrections_.Samples(active.correction_key, type),
                     std::abs(observed / work - 1) > scheduler::ComputeCorrection::kNotable
                         ? fmt::format(", the ranks' own work at {:.2f}x: they waited for host "
                                       "cores the emulated devices declare",
