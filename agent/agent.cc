@@ -20,11 +20,11 @@ std::string InventoryText(const api::HeartbeatRequest& r) {
   for (const api::Device& d : r.devices) devices.push_back(api::ToJson(d));
   api::Json links = api::Json::array();
   for (const api::DeviceLink& l : r.links) links.push_back(api::ToJson(l));
-  return api::Json{{"devices", std::move(devices)},
-                   {"links", std::move(links)},
-                   {"cpu_cores", r.cpu_cores},
-                   {"bandwidth", r.network_bandwidth_bytes_per_s},
-                   {"latency", r.network_latency_s}}
+  return api::Json{
+      {"devices", std::move(devices)},    {"links", std::move(links)},
+      {"cpu_cores", r.cpu_cores},         {"bandwidth", r.network_bandwidth_bytes_per_s},
+      {"latency", r.network_latency_s},   {"gloo_bandwidth", r.gloo_bandwidth_bytes_per_s},
+      {"gloo_latency", r.gloo_latency_s}, {"gloo_cpu", r.gloo_cpu_per_hop_s}}
       .dump();
 }
 
@@ -110,6 +110,12 @@ Status Agent::Init() {
                  inventory_.network->bandwidth_bytes_per_s * 8 / 1e6,
                  inventory_.network->latency_s * 1e3);
   }
+  if (inventory_.gloo_link) {
+    spdlog::info(
+        "loopback Gloo link: {:.3f} ms latency, {:.2f} GB/s, {:.3f} ms of CPU a hop (measured)",
+        inventory_.gloo_link->latency_s * 1e3, inventory_.gloo_link->bandwidth_bytes_per_s / 1e9,
+        inventory_.gloo_link->cpu_per_hop_s * 1e3);
+  }
   return Status::Ok();
 }
 
@@ -145,6 +151,11 @@ Status Agent::Beat() {
     request.network_bandwidth_bytes_per_s = inventory_.network->bandwidth_bytes_per_s;
     request.network_latency_s = inventory_.network->latency_s;
   }
+  if (inventory_.gloo_link) {
+    request.gloo_bandwidth_bytes_per_s = inventory_.gloo_link->bandwidth_bytes_per_s;
+    request.gloo_latency_s = inventory_.gloo_link->latency_s;
+    request.gloo_cpu_per_hop_s = inventory_.gloo_link->cpu_per_hop_s;
+  }
   for (auto& d : request.devices) {
     d.node = options_.node;
     d.busy = busy.count(d.index) > 0;
@@ -159,6 +170,9 @@ Status Agent::Beat() {
     request.cpu_cores = 0;
     request.network_bandwidth_bytes_per_s = 0;
     request.network_latency_s = 0;
+    request.gloo_bandwidth_bytes_per_s = 0;
+    request.gloo_latency_s = 0;
+    request.gloo_cpu_per_hop_s = 0;
   }
   request.workers = actual;
   TrimProgressLines(delivered_step_, &request.workers);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -64,7 +65,10 @@ std::string ErrorToJsonLine(const Status& error) {
       .dump();
 }
 
-Result<BenchmarkFigures> ParseBenchmarkOutput(const std::string& output) {
+namespace {
+
+// The child's last line as a JSON object; its error line as the error.
+Result<nlohmann::json> ResultLine(const std::string& output) {
   const std::string line = LastLine(output);
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
@@ -74,6 +78,38 @@ Result<BenchmarkFigures> ParseBenchmarkOutput(const std::string& output) {
     const auto& e = j["error"];
     return Status(CodeFromName(e.value("code", "internal")), e.value("message", "unknown error"));
   }
+  return j;
+}
+
+}  // namespace
+
+std::string LinkToJsonLine(const LinkFigures& link) {
+  return nlohmann::json{{"bandwidth_bytes_per_s", link.bandwidth_bytes_per_s},
+                        {"latency_s", link.latency_s},
+                        {"cpu_per_hop_s", link.cpu_per_hop_s}}
+      .dump();
+}
+
+Result<LinkFigures> ParseLinkOutput(const std::string& output) {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json j, ResultLine(output));
+  LinkFigures f;
+  try {
+    f.bandwidth_bytes_per_s = j.at("bandwidth_bytes_per_s").get<double>();
+    f.latency_s = j.at("latency_s").get<double>();
+    f.cpu_per_hop_s = j.value("cpu_per_hop_s", 0.0);
+  } catch (const std::exception& e) {
+    return Internal(std::string("tessera-device-bench link result unreadable: ") + e.what());
+  }
+  if (!(f.bandwidth_bytes_per_s > 0) || !(f.latency_s >= 0) || !std::isfinite(f.latency_s) ||
+      !std::isfinite(f.bandwidth_bytes_per_s) || !(f.cpu_per_hop_s >= 0) ||
+      !std::isfinite(f.cpu_per_hop_s)) {
+    return Internal("tessera-device-bench link result out of range: " + LastLine(output));
+  }
+  return f;
+}
+
+Result<BenchmarkFigures> ParseBenchmarkOutput(const std::string& output) {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json j, ResultLine(output));
   BenchmarkFigures f;
   try {
     f.tflops = j.at("tflops").get<double>();
@@ -147,6 +183,17 @@ Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
                     std::to_string(WTERMSIG(run.wait_status)) + ": " + Tail(run.output));
   }
   return ParseBenchmarkOutput(run.output);
+}
+
+Result<LinkFigures> RunGlooLinkChild(const BenchmarkChildOptions& options) {
+  const std::string what = "tessera-device-bench --gloo-link";
+  TESSERA_ASSIGN_OR_RETURN(ChildRun run, RunChild(options.launcher, {options.binary, "--gloo-link"},
+                                                  options.timeout, what));
+  if (WIFSIGNALED(run.wait_status)) {
+    return Internal(what + " died of signal " + std::to_string(WTERMSIG(run.wait_status)) + ": " +
+                    Tail(run.output));
+  }
+  return ParseLinkOutput(run.output);
 }
 
 Result<std::string> RunProfileChild(const ProfileChildOptions& options, const std::string& device,

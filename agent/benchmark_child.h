@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/device_benchmark.h"
+#include "agent/gloo_link_benchmark.h"
 #include "common/process_launcher.h"
 #include "common/status.h"
 
@@ -69,10 +70,17 @@ Result<std::string> RunProfileChild(const ProfileChildOptions& options, const st
 Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
                                            const std::string& device);
 
+// Runs `<binary> --gloo-link` (agent/gloo_link_benchmark.h) and parses its
+// figures; errors as RunBenchmarkChild's.
+Result<LinkFigures> RunGlooLinkChild(const BenchmarkChildOptions& options);
+
 // The figures and errors as the child prints them (shared by both sides).
 std::string FiguresToJsonLine(const BenchmarkFigures& figures);
 std::string ErrorToJsonLine(const Status& error);
 Result<BenchmarkFigures> ParseBenchmarkOutput(const std::string& output);
+// {"bandwidth_bytes_per_s":..,"latency_s":..}; parsing also accepts the error line.
+std::string LinkToJsonLine(const LinkFigures& link);
+Result<LinkFigures> ParseLinkOutput(const std::string& output);
 
 }  // namespace tessera::agent
 

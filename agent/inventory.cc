@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -184,6 +185,17 @@ Result<NodeInventory> SystemInventoryProvider::Load() {
       d.mem_bandwidth_gbps = cpu_figures.mem_bandwidth_gbps * spec.relative_speed;
       if (d.measured_tflops <= 0 && !cpu_error.empty()) d.measure_error = cpu_error;
       inv.devices.push_back(std::move(d));
+    }
+  }
+  if (options_.gloo_link &&
+      std::any_of(inv.devices.begin(), inv.devices.end(),
+                  [](const api::Device& d) { return d.emulated || d.type == "cpu"; })) {
+    Result<LinkFigures> link = options_.gloo_link();
+    if (link.ok()) {
+      inv.gloo_link = *link;
+    } else {
+      spdlog::warn("loopback Gloo link not measured (the planner assumes its default link): {}",
+                   link.status().ToString());
     }
   }
   if (cache_changed) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "agent/device_benchmark.h"
+#include "agent/gloo_link_benchmark.h"
 #include "agent/inventory_file.h"
 #include "api/types.h"
 #include "common/status.h"
@@ -67,6 +68,10 @@ struct NodeInventory {
   // The node's link to the others as the inventory file declares it; absent:
   // unknown (the planner assumes its default).
   std::optional<NetworkSpec> network;
+  // This machine's loopback Gloo link (agent/gloo_link_benchmark.h), measured
+  // when a device's ranks talk Gloo (an emulated or a CPU device) and the
+  // measurement is on; absent otherwise or when it failed.
+  std::optional<LinkFigures> gloo_link;
 
   // The device with this index, or nullptr.
   const api::Device* Find(int64_t index) const;
@@ -106,6 +111,10 @@ struct InventoryOptions {
   std::function<Result<std::string>(const std::string& device, const std::string& model)> profile;
   std::vector<std::string> profile_models;
   std::string profile_version;
+  // Measures the loopback Gloo link (main() passes RunGlooLinkChild); unset: not
+  // measured (--no-benchmark). Run at every Load of a node with a Gloo device,
+  // never cached: it is the host's state, not a device's.
+  std::function<Result<LinkFigures>()> gloo_link;
   bool rebenchmark = false;    // ignore the cache and measure again
   bool force_combine = false;  // add file devices to discovered ones even without `combine: true`
   // Cores emulated devices may use (CheckEmulationCapacity); 0: this machine's.

@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
     inventory_options.benchmark = [child](const std::string& device) {
       return RunBenchmarkChild(child, device);
     };
+    inventory_options.gloo_link = [child] { return RunGlooLinkChild(child); };
   }
   if (!no_benchmark && !no_profile) {
     ProfileChildOptions profile_child;

@@ -95,6 +95,23 @@ Result<WorkerLaunch> WorkerLaunchFromJson(const Json& l, const Json& answer) {
   return w;
 }
 
+// A link the beat may carry: "<prefix>_bandwidth_bytes_per_s" (> 0; 0 or absent:
+// unknown, and the latency is ignored) and "<prefix>_latency_s" (>= 0).
+Status ReadLink(JsonFields& fields, const std::string& prefix, double* bandwidth, double* latency) {
+  const std::string bw_name = prefix + "_bandwidth_bytes_per_s";
+  const std::string lat_name = prefix + "_latency_s";
+  TESSERA_RETURN_IF_ERROR(fields.Double(bw_name, bandwidth));
+  TESSERA_RETURN_IF_ERROR(fields.Double(lat_name, latency));
+  if (!(*bandwidth >= 0) || !std::isfinite(*bandwidth)) {
+    return InvalidArgument("must be a number > 0 (0: unknown)", bw_name);
+  }
+  if (!(*latency >= 0) || !std::isfinite(*latency)) {
+    return InvalidArgument("must be a number >= 0", lat_name);
+  }
+  if (*bandwidth == 0) *latency = 0;  // no link known
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view WorkerStateName(WorkerState state) { return NameOf(kWorkerStateNames, state); }
@@ -124,6 +141,11 @@ Json ToJson(const HeartbeatRequest& r) {
   if (r.network_bandwidth_bytes_per_s > 0) {
     j["network_bandwidth_bytes_per_s"] = r.network_bandwidth_bytes_per_s;
     j["network_latency_s"] = r.network_latency_s;
+  }
+  if (r.gloo_bandwidth_bytes_per_s > 0) {
+    j["gloo_bandwidth_bytes_per_s"] = r.gloo_bandwidth_bytes_per_s;
+    j["gloo_latency_s"] = r.gloo_latency_s;
+    j["gloo_cpu_per_hop_s"] = r.gloo_cpu_per_hop_s;
   }
   return j;
 }
@@ -187,15 +209,14 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
     return InvalidArgument("must be between 0 and 65536", "cpu_cores");
   }
   TESSERA_RETURN_IF_ERROR(
-      fields.Double("network_bandwidth_bytes_per_s", &r.network_bandwidth_bytes_per_s));
-  TESSERA_RETURN_IF_ERROR(fields.Double("network_latency_s", &r.network_latency_s));
-  if (!(r.network_bandwidth_bytes_per_s >= 0) || !std::isfinite(r.network_bandwidth_bytes_per_s)) {
-    return InvalidArgument("must be a number > 0 (0: unknown)", "network_bandwidth_bytes_per_s");
+      ReadLink(fields, "network", &r.network_bandwidth_bytes_per_s, &r.network_latency_s));
+  TESSERA_RETURN_IF_ERROR(
+      ReadLink(fields, "gloo", &r.gloo_bandwidth_bytes_per_s, &r.gloo_latency_s));
+  TESSERA_RETURN_IF_ERROR(fields.Double("gloo_cpu_per_hop_s", &r.gloo_cpu_per_hop_s));
+  if (!(r.gloo_cpu_per_hop_s >= 0) || !std::isfinite(r.gloo_cpu_per_hop_s)) {
+    return InvalidArgument("must be a number >= 0", "gloo_cpu_per_hop_s");
   }
-  if (!(r.network_latency_s >= 0) || !std::isfinite(r.network_latency_s)) {
-    return InvalidArgument("must be a number >= 0", "network_latency_s");
-  }
-  if (r.network_bandwidth_bytes_per_s == 0) r.network_latency_s = 0;  // no link known
+  if (r.gloo_bandwidth_bytes_per_s == 0) r.gloo_cpu_per_hop_s = 0;  // not measured
   if (r.node.empty()) return InvalidArgument("must name the node", "node");
   TESSERA_RETURN_IF_ERROR(ReadJsonList(devices, "devices", &DeviceFromJson, &r.devices));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(links, "links", &DeviceLinkFromJson, &r.links));

@@ -73,6 +73,11 @@ struct HeartbeatRequest {
   // link is unknown and the latency is ignored.
   double network_bandwidth_bytes_per_s = 0;
   double network_latency_s = 0;
+  // The machine's loopback Gloo link as the agent measured it
+  // (agent/gloo_link_benchmark.h); bandwidth 0 (or absent): not measured.
+  double gloo_bandwidth_bytes_per_s = 0;
+  double gloo_latency_s = 0;
+  double gloo_cpu_per_hop_s = 0;  // >= 0; a rank's CPU seconds per hop of a small collective
   std::vector<WorkerStatus> workers;
   // Long poll: the controller may hold the answer up to this long while the
   // node has nothing to change, and answers at once when its desired set

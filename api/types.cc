@@ -199,6 +199,13 @@ constexpr JsonMember<Node> kNodeNetworkMembers[] = {
     {"latency_s", &Node::network_latency_s},
 };
 
+// The members of a node's "gloo_link" object.
+constexpr JsonMember<Node> kNodeGlooLinkMembers[] = {
+    {"bandwidth_bytes_per_s", &Node::gloo_bandwidth_bytes_per_s},
+    {"latency_s", &Node::gloo_latency_s},
+    {"cpu_per_hop_s", &Node::gloo_cpu_per_hop_s},
+};
+
 }  // namespace
 
 Json ToJson(const Device& d) {
@@ -256,8 +263,25 @@ Json ToJson(const Node& n) {
   j["links"] = ToJsonArray(n.links);
   j["network"] =
       n.network_bandwidth_bytes_per_s > 0 ? MembersToJson(kNodeNetworkMembers, n) : Json(nullptr);
+  j["gloo_link"] =
+      n.gloo_bandwidth_bytes_per_s > 0 ? MembersToJson(kNodeGlooLinkMembers, n) : Json(nullptr);
   return j;
 }
+
+namespace {
+
+// A node's link object `name` (null: unknown) into its members.
+template <size_t N>
+Status ReadLinkObject(JsonFields& node, const char* name, const JsonMember<Node> (&members)[N],
+                      Node* n) {
+  api::Json link;
+  TESSERA_RETURN_IF_ERROR(node.Raw(name, &link));
+  if (link.is_null()) return Status::Ok();
+  JsonFields fields(link, name);
+  return ReadJsonObject(members, fields, n);
+}
+
+}  // namespace
 
 Result<Node> NodeFromJson(const Json& j) {
   Node n;
@@ -265,12 +289,8 @@ Result<Node> NodeFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(ReadJsonObject(kNodeMembers, r, &n));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "devices", &DeviceFromJson, &n.devices));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "links", &DeviceLinkFromJson, &n.links));
-  api::Json network;
-  TESSERA_RETURN_IF_ERROR(r.Raw("network", &network));
-  if (!network.is_null()) {
-    JsonFields link(network, "network");
-    TESSERA_RETURN_IF_ERROR(ReadJsonObject(kNodeNetworkMembers, link, &n));
-  }
+  TESSERA_RETURN_IF_ERROR(ReadLinkObject(r, "network", kNodeNetworkMembers, &n));
+  TESSERA_RETURN_IF_ERROR(ReadLinkObject(r, "gloo_link", kNodeGlooLinkMembers, &n));
   return n;
 }
 

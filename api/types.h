@@ -178,6 +178,12 @@ struct Node {
   // unknown (JSON "network": null), the planner assumes its default link.
   double network_bandwidth_bytes_per_s = 0;
   double network_latency_s = 0;
+  // The loopback Gloo link its agent measured on the node's machine
+  // (agent/gloo_link_benchmark.h), which emulated and CPU devices' ranks talk
+  // over. Bandwidth 0: not measured (JSON "gloo_link": null).
+  double gloo_bandwidth_bytes_per_s = 0;
+  double gloo_latency_s = 0;
+  double gloo_cpu_per_hop_s = 0;  // a rank's CPU seconds per hop of a small collective
   // Who runs the node's ranks: "agent" (tessera-agent) or "slurm" (a Slurm
   // partition tesserad submits to; slurm/slurm_pool.h).
   std::string source = "agent";

@@ -1,6 +1,7 @@
 #include "scheduler/cluster_snapshot.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace tessera::scheduler {
@@ -44,6 +45,10 @@ Status ClusterSnapshot::Validate() const {
     }
     if (!ValidLink(n.intra_node) || !ValidLink(n.network)) {
       return InvalidArgument("link bandwidth must be positive and latency non-negative", field);
+    }
+    if (n.host_cores < 0) return InvalidArgument("must be >= 0", field + ".host_cores");
+    if (!(n.collective_cpu_per_hop_s >= 0) || !std::isfinite(n.collective_cpu_per_hop_s)) {
+      return InvalidArgument("must be a number >= 0", field + ".collective_cpu_per_hop_s");
     }
     std::set<int> indices;
     for (size_t j = 0; j < n.devices.size(); ++j) {

@@ -71,6 +71,15 @@ struct Node {
   std::vector<Device> devices;
   Link intra_node{16e9, 10e-6};  // between two devices of this node (PCIe default)
   Link network{1.25e9, 50e-6};   // this node's network interface (10 GbE default)
+  // The machine the node runs on, when several nodes share one (a demo lab's
+  // agents; empty: a machine of its own), and its logical cores (0: unknown).
+  std::string host;
+  int host_cores = 0;
+  // CPU seconds a rank's process spends on one hop of a small collective (its
+  // Gloo stack's thread wake-ups and socket calls; 0: not measured, e.g. NCCL on
+  // a GPU). The ranks of one machine spend it on the machine's cores: a hop
+  // takes at least (ranks on the machine) x this / host_cores (cost_model.h).
+  double collective_cpu_per_hop_s = 0;
 };
 
 // Overrides the link between two devices of one node (e.g. an NVLink pair).

@@ -63,7 +63,15 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
   std::map<std::tuple<std::string, double, double, double, std::string, double, double>, int>
       classes;
   std::vector<const Device*> class_rep;
+  std::map<std::string, int> host_index;
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+    const Node& node = cluster.nodes[n];
+    const std::string host = node.host.empty() ? "node:" + node.name : "host:" + node.host;
+    auto [h, new_host] = host_index.emplace(host, static_cast<int>(cm.hosts_.size()));
+    if (new_host) cm.hosts_.emplace_back();
+    Host& machine = cm.hosts_[h->second];
+    machine.cores = std::max(machine.cores, node.host_cores);
+    machine.cpu_per_hop_s = std::max(machine.cpu_per_hop_s, node.collective_cpu_per_hop_s);
     for (const Device& d : cluster.nodes[n].devices) {
       auto key = std::make_tuple(d.type, d.tflops, d.tflops_half, d.memory_bandwidth_bytes_per_s,
                                  d.measured_as, d.relative_speed, d.compute_scale);
@@ -72,6 +80,7 @@ CostModel CostModel::Create(const ClusterSnapshot& cluster, const ModelProfile& 
       DeviceInfo info;
       info.id = DeviceId{cluster.nodes[n].name, d.index};
       info.node = static_cast<int>(n);
+      info.host = h->second;
       info.speed_class = it->second;
       info.type = d.type;
       info.memory_bytes = d.memory_bytes;
@@ -298,6 +307,19 @@ double CostModel::RingAllReduceSeconds(double bytes, int participants, const Lin
          2.0 * (n - 1) * slowest.latency_s;
 }
 
+double CostModel::CollectiveCpuHopSeconds(const Candidate& c) const {
+  std::vector<int> ranks(hosts_.size(), 0);
+  for (const CandidateReplica& rep : c.replicas) {
+    for (const CandidateStage& st : rep.stages) ++ranks[devices_[st.device].host];
+  }
+  double hop = 0;
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    if (hosts_[h].cores <= 0 || hosts_[h].cpu_per_hop_s <= 0) continue;
+    hop = std::max(hop, ranks[h] * hosts_[h].cpu_per_hop_s / hosts_[h].cores);
+  }
+  return hop;
+}
+
 double CostModel::StepEndSeconds(const std::vector<std::vector<double>>& measured_prefix, int dev,
                                  int begin, int end, double bytes_moved) const {
   if (!training_) return 0;
@@ -401,6 +423,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
       for (int i = 0; i < n; ++i) {
         latency = std::max(latency, LinkBetween(ranks[i], ranks[(i + 1) % n]).latency_s);
       }
+      latency = std::max(latency, CollectiveCpuHopSeconds(c));
       vote = RingAllReduceSeconds(0, n, Link{1, latency});
     }
   }
@@ -434,6 +457,7 @@ Evaluation CostModel::Evaluate(const Candidate& c) const {
       }
     }
   }
+  slowest.latency_s = std::max(slowest.latency_s, CollectiveCpuHopSeconds(c));
   const double ar = training_ && R >= 2 ? RingAllReduceSeconds(grad_bytes, R, slowest) : 0;
   // Synchronised batch norm: every batch norm all-reduces its statistics over the
   // replicas in the forward and in the backward of each micro-batch (tiny tensors:

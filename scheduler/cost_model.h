@@ -41,6 +41,7 @@ struct CostModelOptions {
 struct DeviceInfo {
   DeviceId id;
   int node = 0;         // index into the snapshot's nodes
+  int host = 0;         // index into the cost model's machines (nodes sharing one share it)
   int speed_class = 0;  // devices with equal type and throughput share a class
   std::string type;
   int64_t memory_bytes = 0;
@@ -176,6 +177,11 @@ class CostModel {
 
   // Ring all-reduce of `bytes` over `participants`: 2(N-1)/N x bytes / bw + 2(N-1) x latency.
   static double RingAllReduceSeconds(double bytes, int participants, const Link& slowest);
+  // The shortest hop the candidate's ranks can make for the CPU their collectives
+  // cost (Node::collective_cpu_per_hop_s): the largest, over the machines its
+  // ranks run on, of ranks there x CPU per hop / the machine's cores; 0 where
+  // nothing is known.
+  double CollectiveCpuHopSeconds(const Candidate& candidate) const;
   // Seconds of the optimizer step over layers [begin, end) on a device: the profile's
   // measured step for the device's type at its relative speed when every layer has
   // one, else optimizer_weight_passes x weight bytes over its memory bandwidth (0
@@ -234,6 +240,12 @@ class CostModel {
   int num_nodes_ = 0;
   std::vector<Link> node_links_;
   std::unordered_map<int64_t, Link> device_links_;
+  // Machines (Node::host; a node without one is its own): cores and CPU per hop.
+  struct Host {
+    int cores = 0;
+    double cpu_per_hop_s = 0;
+  };
+  std::vector<Host> hosts_;
 };
 
 }  // namespace tessera::scheduler

@@ -47,7 +47,11 @@ NodeClasses::NodeClasses(const ClusterSnapshot& cluster) {
       devices_of_class_[n.name][c].push_back(d.index);
     }
     for (auto& [c, indices] : devices_of_class_[n.name]) std::sort(indices.begin(), indices.end());
-    std::string text = apart + LinkText(n.intra_node) + "|" + LinkText(n.network);
+    // Nodes of one machine share its cores (cost_model.h CollectiveCpuHopSeconds):
+    // alike only to nodes of the same machine.
+    std::string text = apart + LinkText(n.intra_node) + "|" + LinkText(n.network) + "|" +
+                       (n.host.empty() ? "" : "host:" + n.host) + "/" +
+                       std::to_string(n.host_cores) + "/" + Number(n.collective_cpu_per_hop_s);
     for (int c : classes) text += "|" + std::to_string(c);
     info.node_class = class_of(&node_classes, text);
     nodes_of_class_[info.node_class].push_back(n.name);

@@ -96,6 +96,21 @@ uint64_t InventoryKey(const std::vector<api::Node>& nodes) {
   return key;
 }
 
+void ApplyGlooLink(const api::Node& n, scheduler::Node* node) {
+  if (n.gloo_bandwidth_bytes_per_s <= 0 || node->devices.empty()) return;
+  for (const scheduler::Device& d : node->devices) {
+    if (d.backend != "gloo") return;
+  }
+  const scheduler::Link gloo{n.gloo_bandwidth_bytes_per_s, n.gloo_latency_s};
+  node->intra_node = gloo;
+  node->network.bandwidth_bytes_per_s =
+      std::min(node->network.bandwidth_bytes_per_s, gloo.bandwidth_bytes_per_s);
+  node->network.latency_s += gloo.latency_s;
+  node->host = n.address;
+  node->host_cores = static_cast<int>(n.cpu_cores);
+  node->collective_cpu_per_hop_s = n.gloo_cpu_per_hop_s;
+}
+
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& busy) {
   scheduler::ClusterSnapshot snapshot;
@@ -142,6 +157,7 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       snapshot.device_links.push_back({scheduler::DeviceId{n.name, static_cast<int>(l.a)},
                                        scheduler::DeviceId{n.name, static_cast<int>(l.b)}, *link});
     }
+    ApplyGlooLink(n, &node);
     snapshot.nodes.push_back(std::move(node));
   }
   return snapshot;

@@ -47,6 +47,17 @@ std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>&
 // re-plans every job.
 uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 
+// A node whose devices all talk Gloo (emulated GPUs, CPUs) and whose agent
+// measured its machine's loopback Gloo link (api::Node::gloo_*): its ranks'
+// collectives pay that link's hop. Inside the node the link is the measured
+// one; to other nodes the declared (or default) link with the hop's latency
+// added and its bandwidth as a cap, since every message crosses the same Gloo
+// stack before the wire. Nodes of one address share a machine: its cores
+// (cpu_cores) and the CPU each rank's hop costs (gloo_cpu_per_hop_s) bound
+// how fast their ranks' collectives go (scheduler/cluster_snapshot.h Node::host).
+// Other nodes are left as they are (NCCL on real GPUs).
+void ApplyGlooLink(const api::Node& n, scheduler::Node* node);
+
 // Devices that may be planned on: nodes whose health is "healthy", minus the
 // devices in `busy` ("node:index"), which are kept but marked busy.
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,

@@ -232,12 +232,21 @@ CREATE TRIGGER infer_chunks_counted_delete AFTER DELETE ON infer_chunks BEGIN
 END;
 )sql";
 
+// Version 9: the loopback Gloo link a node's agent measured (bytes/s, one-way
+// seconds, a rank's CPU seconds per hop; bandwidth 0: not measured),
+// agent/gloo_link_benchmark.h.
+constexpr std::string_view kMigration9 = R"sql(
+ALTER TABLE nodes ADD COLUMN gloo_bandwidth_bytes_per_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN gloo_latency_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN gloo_cpu_per_hop_s REAL NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string_view>& SqliteMigrations() {
   static const std::vector<std::string_view> kMigrations = {kMigration1, kMigration2, kMigration3,
                                                             kMigration4, kMigration5, kMigration6,
-                                                            kMigration7, kMigration8};
+                                                            kMigration7, kMigration8, kMigration9};
   return kMigrations;
 }
 

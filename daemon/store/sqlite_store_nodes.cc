@@ -31,7 +31,8 @@ Status LoadDevices(sqlite3* db, api::Node* node) {
 // The columns NodeFromRow reads, in its order.
 constexpr char kNodeColumns[] =
     "name, address, health, last_heartbeat_ms, links, cpu_cores, network_bandwidth_bytes_per_s, "
-    "network_latency_s";
+    "network_latency_s, gloo_bandwidth_bytes_per_s, gloo_latency_s, "
+    "gloo_cpu_per_hop_s";
 
 // Columns: kNodeColumns.
 Result<api::Node> NodeFromRow(const Stmt& q) {
@@ -43,6 +44,9 @@ Result<api::Node> NodeFromRow(const Stmt& q) {
   n.cpu_cores = q.Int(5);
   n.network_bandwidth_bytes_per_s = q.Double(6);
   n.network_latency_s = q.Double(7);
+  n.gloo_bandwidth_bytes_per_s = q.Double(8);
+  n.gloo_latency_s = q.Double(9);
+  n.gloo_cpu_per_hop_s = q.Double(10);
   TESSERA_ASSIGN_OR_RETURN(api::Json links, ParseJsonColumn(q, 4, "node links"));
   if (links.is_array()) {
     for (const api::Json& l : links) {
@@ -74,7 +78,8 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
         Stmt up,
         Stmt::Prepare(db, UpsertSql("nodes", {"name", "address", "health", "last_heartbeat_ms",
                                               "links", "cpu_cores", "network_bandwidth_bytes_per_s",
-                                              "network_latency_s"})));
+                                              "network_latency_s", "gloo_bandwidth_bytes_per_s",
+                                              "gloo_latency_s", "gloo_cpu_per_hop_s"})));
     up.Bind(1, std::string_view(node.name))
         .Bind(2, std::string_view(node.address))
         .Bind(3, std::string_view(node.health))
@@ -82,7 +87,10 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
         .Bind(5, std::string_view(links_text))
         .Bind(6, node.cpu_cores)
         .BindDouble(7, node.network_bandwidth_bytes_per_s)
-        .BindDouble(8, node.network_latency_s);
+        .BindDouble(8, node.network_latency_s)
+        .BindDouble(9, node.gloo_bandwidth_bytes_per_s)
+        .BindDouble(10, node.gloo_latency_s)
+        .BindDouble(11, node.gloo_cpu_per_hop_s);
     TESSERA_RETURN_IF_ERROR(up.Run());
     TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM devices WHERE node = ?"));
     del.Bind(1, std::string_view(node.name));

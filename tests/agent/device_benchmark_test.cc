@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "agent/benchmark_child.h"
+#include "agent/gloo_link_benchmark.h"
 #include "agent/inventory.h"
 #include "tests/agent/test_util.h"
 
@@ -183,6 +184,97 @@ TEST(BenchmarkChild, OutputRoundTrips) {
   auto err = ParseBenchmarkOutput(ErrorToJsonLine(NotFound("cuda:3: CUDA sees 2 GPU(s)")));
   EXPECT_EQ(err.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(err.status().message(), "cuda:3: CUDA sees 2 GPU(s)");
+}
+
+// Two real processes all-reduce over loopback Gloo, as a job's ranks do.
+TEST(GlooLinkChild, MeasuresTheLoopbackLinkBetweenTwoProcesses) {
+  auto link = RunGlooLinkChild(QuickChild());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_GT(link->bandwidth_bytes_per_s, 0.0);
+  EXPECT_GT(link->latency_s, 0.0);
+  EXPECT_LT(link->latency_s, 1.0);
+  EXPECT_GT(link->cpu_per_hop_s, 0.0);
+}
+
+TEST(GlooLinkFit, TwoRankRingFromTwoSizes) {
+  struct Row {
+    const char* name;
+    int64_t small_bytes;
+    double t_small;
+    int64_t large_bytes;
+    double t_large;
+    bool ok;
+    double bandwidth;
+    double latency;
+  } rows[] = {
+      // t = bytes / bw + 2 x latency with bw 1e9, latency 1e-4.
+      {"exact", 1000, 1e-6 + 2e-4, 1'001'000, 1e-3 + 1e-6 + 2e-4, true, 1e9, 1e-4},
+      {"no_latency", 1000, 1e-6, 1'001'000, 1.001e-3, true, 1e9, 0},
+      {"large_not_slower", 1000, 1e-3, 1'001'000, 1e-3, false, 0, 0},
+      {"sizes_reversed", 2000, 1e-4, 1000, 1e-3, false, 0, 0},
+      {"no_time", 1000, 0, 1'001'000, 1e-3, false, 0, 0},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.name);
+    auto f = FitTwoRankRing(r.small_bytes, r.t_small, r.large_bytes, r.t_large);
+    ASSERT_EQ(f.ok(), r.ok) << f.status().ToString();
+    if (!r.ok) {
+      EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+      continue;
+    }
+    EXPECT_NEAR(f->bandwidth_bytes_per_s, r.bandwidth, r.bandwidth * 1e-9);
+    EXPECT_NEAR(f->latency_s, r.latency, 1e-12);
+  }
+}
+
+TEST(GlooLinkChild, OutputRoundTripsAndOutOfRangeIsAnError) {
+  const LinkFigures f{1e9, 2e-4, 3e-4};
+  auto back = ParseLinkOutput("a library's line\n" + LinkToJsonLine(f) + "\n");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, f);
+  EXPECT_EQ(ParseLinkOutput(R"({"bandwidth_bytes_per_s":0,"latency_s":1e-4})").status().code(),
+            StatusCode::kInternal);
+  EXPECT_EQ(ParseLinkOutput(ErrorToJsonLine(Unavailable("no loopback"))).status().message(),
+            "no loopback");
+}
+
+// The inventory measures the loopback link for a node whose ranks talk Gloo, and
+// a failed measurement leaves it unknown rather than failing the node.
+TEST(GlooLinkInventory, EmulatedNodesCarryTheMeasuredLink) {
+  testing::TempDir state;
+  testing::WriteFile(state.path() / "inv.yaml",
+                     "devices: [{name: half, memory: 1G, relative_speed: 0.5}]\n");
+  struct Row {
+    const char* name;
+    bool measure;
+    Result<LinkFigures> result;
+    bool want_link;
+  } rows[] = {
+      {"measured", true, LinkFigures{1e9, 2e-4, 3e-4}, true},
+      {"failed", true, Unavailable("peer did not start"), false},
+      {"not_asked", false, LinkFigures{}, false},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.name);
+    InventoryOptions o;
+    o.inventory_file = state.path() / "inv.yaml";
+    o.nvml_library = "libnvidia-ml-absent-for-tessera-tests.so.1";
+    int calls = 0;
+    if (r.measure) {
+      o.gloo_link = [&] {
+        ++calls;
+        return r.result;
+      };
+    }
+    SystemInventoryProvider provider(o);
+    auto inv = provider.Load();
+    ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+    EXPECT_EQ(calls, r.measure ? 1 : 0);
+    ASSERT_EQ(inv->gloo_link.has_value(), r.want_link);
+    if (r.want_link) {
+      EXPECT_EQ(*inv->gloo_link, *r.result);
+    }
+  }
 }
 
 }  // namespace

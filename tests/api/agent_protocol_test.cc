@@ -199,12 +199,13 @@ TEST(AgentProtocolTest, HeartbeatCarriesTheDeclaredNetworkLink) {
   EXPECT_EQ(back->network_latency_s, 0);
 }
 
-TEST(AgentProtocolTest, NetworkLinkFields) {
+// The declared network link and the measured loopback Gloo link are read alike.
+TEST(AgentProtocolTest, NetworkAndGlooLinkFields) {
   struct Case {
     const char* name;
     Json bandwidth;  // null: absent
     Json latency;
-    std::string field;  // "": accepted
+    std::string field;  // "" : accepted; else the field's name after the prefix
     double want_bandwidth;
     double want_latency;
   } cases[] = {
@@ -212,26 +213,68 @@ TEST(AgentProtocolTest, NetworkLinkFields) {
       {"zero_latency", Json(1e9), Json(0), "", 1e9, 0},
       {"zero_bandwidth_is_unknown", Json(0), Json(0.002), "", 0, 0},
       {"latency_without_bandwidth_is_ignored", Json(), Json(0.002), "", 0, 0},
-      {"negative_bandwidth", Json(-1.0), Json(0.001), "network_bandwidth_bytes_per_s", 0, 0},
-      {"text_bandwidth", Json("100Mbit"), Json(0.001), "network_bandwidth_bytes_per_s", 0, 0},
-      {"negative_latency", Json(1e9), Json(-0.001), "network_latency_s", 0, 0},
-      {"text_latency", Json(1e9), Json("2ms"), "network_latency_s", 0, 0},
+      {"negative_bandwidth", Json(-1.0), Json(0.001), "_bandwidth_bytes_per_s", 0, 0},
+      {"text_bandwidth", Json("100Mbit"), Json(0.001), "_bandwidth_bytes_per_s", 0, 0},
+      {"negative_latency", Json(1e9), Json(-0.001), "_latency_s", 0, 0},
+      {"text_latency", Json(1e9), Json("2ms"), "_latency_s", 0, 0},
   };
-  for (const Case& c : cases) {
-    Json j = ToJson(Sample());
-    if (!c.bandwidth.is_null()) j["network_bandwidth_bytes_per_s"] = c.bandwidth;
-    if (!c.latency.is_null()) j["network_latency_s"] = c.latency;
-    auto r = HeartbeatRequestFromJson(j);
-    if (c.field.empty()) {
-      ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().ToString();
-      EXPECT_DOUBLE_EQ(r->network_bandwidth_bytes_per_s, c.want_bandwidth) << c.name;
-      EXPECT_DOUBLE_EQ(r->network_latency_s, c.want_latency) << c.name;
-    } else {
-      ASSERT_FALSE(r.ok()) << c.name;
-      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.name;
-      EXPECT_EQ(r.status().field(), c.field) << c.name;
+  struct Prefix {
+    std::string name;
+    double HeartbeatRequest::*bandwidth;
+    double HeartbeatRequest::*latency;
+  } prefixes[] = {
+      {"network", &HeartbeatRequest::network_bandwidth_bytes_per_s,
+       &HeartbeatRequest::network_latency_s},
+      {"gloo", &HeartbeatRequest::gloo_bandwidth_bytes_per_s, &HeartbeatRequest::gloo_latency_s},
+  };
+  for (const Prefix& p : prefixes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(p.name + " " + c.name);
+      Json j = ToJson(Sample());
+      if (!c.bandwidth.is_null()) j[p.name + "_bandwidth_bytes_per_s"] = c.bandwidth;
+      if (!c.latency.is_null()) j[p.name + "_latency_s"] = c.latency;
+      auto r = HeartbeatRequestFromJson(j);
+      if (c.field.empty()) {
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_DOUBLE_EQ((*r).*p.bandwidth, c.want_bandwidth);
+        EXPECT_DOUBLE_EQ((*r).*p.latency, c.want_latency);
+      } else {
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+        EXPECT_EQ(r.status().field(), p.name + c.field);
+      }
     }
   }
+}
+
+TEST(AgentProtocolTest, GlooLinkRoundTripsWithItsCpuPerHop) {
+  HeartbeatRequest r = Sample();
+  r.gloo_bandwidth_bytes_per_s = 1e9;
+  r.gloo_latency_s = 5e-4;
+  r.gloo_cpu_per_hop_s = 3e-4;
+  auto back = HeartbeatRequestFromJson(ToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->gloo_bandwidth_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(back->gloo_latency_s, 5e-4);
+  EXPECT_DOUBLE_EQ(back->gloo_cpu_per_hop_s, 3e-4);
+  Json bad = ToJson(r);
+  bad["gloo_cpu_per_hop_s"] = -1.0;
+  auto refused = HeartbeatRequestFromJson(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().field(), "gloo_cpu_per_hop_s");
+  EXPECT_FALSE(ToJson(Sample()).contains("gloo_bandwidth_bytes_per_s")) << "not measured: absent";
+
+  Node n;
+  n.name = "boxa";
+  EXPECT_TRUE(ToJson(n)["gloo_link"].is_null());
+  n.gloo_bandwidth_bytes_per_s = 1e9;
+  n.gloo_latency_s = 5e-4;
+  n.gloo_cpu_per_hop_s = 3e-4;
+  auto node = NodeFromJson(ToJson(n));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_DOUBLE_EQ(node->gloo_bandwidth_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(node->gloo_latency_s, 5e-4);
+  EXPECT_DOUBLE_EQ(node->gloo_cpu_per_hop_s, 3e-4);
 }
 
 TEST(AgentProtocolTest, NodeJsonShowsTheNetworkLinkWhenKnown) {

@@ -57,6 +57,15 @@ class ClusterBuilder {
     for (Device& d : snap_.nodes.back().devices) d.backend = backend;
     return *this;
   }
+  // The current node runs on machine `host` of `cores` cores, whose ranks spend
+  // `cpu_per_hop_s` of CPU on each hop of a small collective.
+  ClusterBuilder& Host(const std::string& host, int cores, double cpu_per_hop_s) {
+    scheduler::Node& n = snap_.nodes.back();
+    n.host = host;
+    n.host_cores = cores;
+    n.collective_cpu_per_hop_s = cpu_per_hop_s;
+    return *this;
+  }
   // NVLink between two devices of the current node.
   ClusterBuilder& NvLink(int a, int b, double gb_s = 150) {
     const std::string& node = snap_.nodes.back().name;

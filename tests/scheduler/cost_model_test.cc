@@ -134,6 +134,81 @@ TEST(CostModelTest, SynchronisedBatchNormsCostARingLatencyEachWayPerReplicaSet) 
   EXPECT_NEAR(b.Evaluate(one).step_s, a.Evaluate(one).step_s, 1e-15);
 }
 
+// Ranks of one machine spend its cores on their collectives' hops: a hop takes at
+// least ranks there x CPU per hop / cores, the link's latency when that is longer.
+TEST(CostModelTest, RanksSharingAMachineWaitForItsCoresOnEachHop) {
+  ModelProfile m = ModelBuilder().Layers(2, 1, 10, 1, 1).Build();
+  m.layers[0].batch_norms = 3;
+  struct Row {
+    const char* name;
+    ClusterSnapshot cluster;
+    int ranks;
+    double hop_s;  // the ring's latency per hop the step must pay
+  };
+  const double lat = 50e-6;  // the builder's network latency (above its intra-node 10 us)
+  const Row rows[] = {
+      {"own_machines_unknown_cpu",
+       ClusterBuilder().Node("a").Gpus(2, "g", 24, 40).Node("b").Gpus(2, "g", 24, 40).Build(), 4,
+       lat},
+      {"one_machine_of_2_cores",
+       ClusterBuilder()
+           .Node("a")
+           .Gpus(2, "g", 24, 40)
+           .Host("h", 2, 1e-3)
+           .Node("b")
+           .Gpus(2, "g", 24, 40)
+           .Host("h", 2, 1e-3)
+           .Build(),
+       4, 4 * 1e-3 / 2},
+      {"two_ranks_of_the_same_machine",
+       ClusterBuilder()
+           .Node("a")
+           .Gpus(2, "g", 24, 40)
+           .Host("h", 2, 1e-3)
+           .Node("b")
+           .Gpus(2, "g", 24, 40)
+           .Host("h", 2, 1e-3)
+           .Build(),
+       2, 2 * 1e-3 / 2},
+      {"two_machines_count_their_own_ranks",
+       ClusterBuilder()
+           .Node("a")
+           .Gpus(2, "g", 24, 40)
+           .Host("h1", 2, 1e-3)
+           .Node("b")
+           .Gpus(2, "g", 24, 40)
+           .Host("h2", 2, 1e-3)
+           .Build(),
+       4, 2 * 1e-3 / 2},
+      {"many_cores_leave_the_link",
+       ClusterBuilder()
+           .Node("a")
+           .Gpus(2, "g", 24, 40)
+           .Host("h", 64, 1e-4)
+           .Node("b")
+           .Gpus(2, "g", 24, 40)
+           .Host("h", 64, 1e-4)
+           .Build(),
+       4, lat},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    const CostModel cm = CostModel::Create(row.cluster, m, Train(8));
+    // Ranks on devices 0, 1 (node a) and then 2, 3 (node b).
+    Candidate c;
+    const int order[] = {0, 2, 1, 3};
+    for (int r = 0; r < row.ranks; ++r) c.replicas.push_back({8 / row.ranks, {{order[r], 0, 2}}});
+    const Evaluation e = cm.Evaluate(c);
+    ASSERT_TRUE(e.feasible) << e.reason;
+    // The same candidate on the same devices with no batch norm pays no synchronisation.
+    ModelProfile plain = m;
+    plain.layers[0].batch_norms = 0;
+    const Evaluation p = CostModel::Create(row.cluster, plain, Train(8)).Evaluate(c);
+    const double per_bn = 2 * CostModel::RingAllReduceSeconds(0, row.ranks, Link{1e9, row.hop_s});
+    EXPECT_NEAR(e.step_s - p.step_s, 3 * per_bn, 1e-9);
+  }
+}
+
 TEST(CostModelTest, RingAllReduceFormula) {
   const Link link{1e9, 1e-5};
   EXPECT_DOUBLE_EQ(CostModel::RingAllReduceSeconds(1e9, 1, link), 0);

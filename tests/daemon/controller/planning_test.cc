@@ -164,6 +164,66 @@ TEST(SnapshotOfTest, ReportedNetworkLinkReplacesTheDefault) {
   }
 }
 
+// A node whose ranks talk Gloo plans its links with the loopback Gloo link its
+// agent measured, and shares its machine's cores with the nodes of its address;
+// a node of real GPUs (NCCL) keeps its links whatever its agent measured.
+TEST(SnapshotOfTest, AMeasuredGlooLinkIsTheLinkOfNodesWhoseRanksTalkGloo) {
+  const scheduler::Node defaults;
+  struct Case {
+    const char* name;
+    bool emulated;
+    double gloo_bandwidth;      // 0: not measured
+    double declared_bandwidth;  // 0: no network link declared
+    double declared_latency;
+    scheduler::Link want_intra;
+    scheduler::Link want_network;
+    std::string want_host;
+  } cases[] = {
+      {"emulated_measured",
+       true,
+       1e9,
+       0,
+       0,
+       {1e9, 5e-4},
+       {1e9, defaults.network.latency_s + 5e-4},
+       "10.0.0.1"},
+      {"emulated_declared_slow_link",
+       true,
+       1e9,
+       2.5e6,
+       0.002,
+       {1e9, 5e-4},
+       {2.5e6, 0.002 + 5e-4},
+       "10.0.0.1"},
+      {"emulated_not_measured", true, 0, 0, 0, defaults.intra_node, defaults.network, ""},
+      {"real_gpus_measured", false, 1e9, 0, 0, defaults.intra_node, defaults.network, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    api::Node n = NodeWith("boxa", 2, {});
+    for (api::Device& d : n.devices) {
+      d.emulated = c.emulated;
+      d.relative_speed = 0.5;
+    }
+    n.cpu_cores = 2;
+    n.gloo_bandwidth_bytes_per_s = c.gloo_bandwidth;
+    n.gloo_latency_s = c.gloo_bandwidth > 0 ? 5e-4 : 0;
+    n.gloo_cpu_per_hop_s = c.gloo_bandwidth > 0 ? 3e-4 : 0;
+    n.network_bandwidth_bytes_per_s = c.declared_bandwidth;
+    n.network_latency_s = c.declared_latency;
+    scheduler::ClusterSnapshot s = SnapshotOf({n}, {});
+    ASSERT_TRUE(s.Validate().ok());
+    const scheduler::Node& got = s.nodes.at(0);
+    EXPECT_DOUBLE_EQ(got.intra_node.bandwidth_bytes_per_s, c.want_intra.bandwidth_bytes_per_s);
+    EXPECT_DOUBLE_EQ(got.intra_node.latency_s, c.want_intra.latency_s);
+    EXPECT_DOUBLE_EQ(got.network.bandwidth_bytes_per_s, c.want_network.bandwidth_bytes_per_s);
+    EXPECT_DOUBLE_EQ(got.network.latency_s, c.want_network.latency_s);
+    EXPECT_EQ(got.host, c.want_host);
+    EXPECT_EQ(got.host_cores, c.want_host.empty() ? 0 : 2);
+    EXPECT_DOUBLE_EQ(got.collective_cpu_per_hop_s, c.want_host.empty() ? 0 : 3e-4);
+  }
+}
+
 TEST(SnapshotOfTest, NodesThatAreNotHealthyAreLeftOutWithTheirLinks) {
   auto s =
       SnapshotOf({NodeWith("boxa", 2, {{0, 1, "nvlink", 4, ""}}, "dead"), NodeWith("boxb", 1, {})},

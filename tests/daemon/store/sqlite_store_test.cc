@@ -275,6 +275,8 @@ TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
   EXPECT_EQ(old->cpu_cores, 8);
   EXPECT_EQ(old->network_bandwidth_bytes_per_s, 0) << "unknown until its agent reports one";
   EXPECT_EQ(old->network_latency_s, 0);
+  EXPECT_EQ(old->gloo_bandwidth_bytes_per_s, 0) << "not measured until its agent reports one";
+  EXPECT_EQ(old->gloo_cpu_per_hop_s, 0);
   api::Node n = *old;
   n.network_bandwidth_bytes_per_s = 1.25e9;
   n.network_latency_s = 50e-6;

@@ -331,11 +331,17 @@ TEST_P(StoreTest, NodeNetworkLinkSurvivesUpsertAndReopen) {
   n.devices = {Dev(0, true)};
   n.network_bandwidth_bytes_per_s = 2.5e6;
   n.network_latency_s = 0.005;
+  n.gloo_bandwidth_bytes_per_s = 1e9;
+  n.gloo_latency_s = 5e-4;
+  n.gloo_cpu_per_hop_s = 3e-4;
   ASSERT_TRUE(store_->UpsertNode(n).ok());
   auto got = store_->GetNode("boxA");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_DOUBLE_EQ(got->network_bandwidth_bytes_per_s, 2.5e6);
   EXPECT_DOUBLE_EQ(got->network_latency_s, 0.005);
+  EXPECT_DOUBLE_EQ(got->gloo_bandwidth_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(got->gloo_latency_s, 5e-4);
+  EXPECT_DOUBLE_EQ(got->gloo_cpu_per_hop_s, 3e-4);
   EXPECT_DOUBLE_EQ(store_->ListNodes()->at(0).network_bandwidth_bytes_per_s, 2.5e6);
 
   // A second node that reports no link; the first one's link outlives a reopen.
