@@ -101,11 +101,7 @@ void ApplyGlooLink(const api::Node& n, scheduler::Node* node) {
   for (const scheduler::Device& d : node->devices) {
     if (d.backend != "gloo") return;
   }
-  const scheduler::Link gloo{n.gloo_bandwidth_bytes_per_s, n.gloo_latency_s};
-  node->intra_node = gloo;
-  node->network.bandwidth_bytes_per_s =
-      std::min(node->network.bandwidth_bytes_per_s, gloo.bandwidth_bytes_per_s);
-  node->network.latency_s += gloo.latency_s;
+  node->intra_node = scheduler::Link{n.gloo_bandwidth_bytes_per_s, n.gloo_latency_s};
   node->host = n.address;
   node->host_cores = static_cast<int>(n.cpu_cores);
   node->collective_cpu_per_hop_s = n.gloo_cpu_per_hop_s;
@@ -159,6 +155,26 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     }
     ApplyGlooLink(n, &node);
     snapshot.nodes.push_back(std::move(node));
+  }
+  // Nodes of one machine that declare no network link reach each other over its
+  // loopback: the slower of their measured Gloo links.
+  std::vector<const api::Node*> looped;
+  for (const api::Node& n : nodes) {
+    if (n.health == "healthy" && !n.address.empty() && n.gloo_bandwidth_bytes_per_s > 0 &&
+        n.network_bandwidth_bytes_per_s <= 0) {
+      looped.push_back(&n);
+    }
+  }
+  for (size_t i = 0; i < looped.size(); ++i) {
+    for (size_t j = i + 1; j < looped.size(); ++j) {
+      const api::Node& a = *looped[i];
+      const api::Node& b = *looped[j];
+      if (a.address != b.address) continue;
+      snapshot.node_links.push_back(
+          {a.name, b.name,
+           scheduler::Link{std::min(a.gloo_bandwidth_bytes_per_s, b.gloo_bandwidth_bytes_per_s),
+                           std::max(a.gloo_latency_s, b.gloo_latency_s)}});
+    }
   }
   return snapshot;
 }

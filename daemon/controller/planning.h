@@ -48,14 +48,14 @@ std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>&
 uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 
 // A node whose devices all talk Gloo (emulated GPUs, CPUs) and whose agent
-// measured its machine's loopback Gloo link (api::Node::gloo_*): its ranks'
-// collectives pay that link's hop. Inside the node the link is the measured
-// one; to other nodes the declared (or default) link with the hop's latency
-// added and its bandwidth as a cap, since every message crosses the same Gloo
-// stack before the wire. Nodes of one address share a machine: its cores
-// (cpu_cores) and the CPU each rank's hop costs (gloo_cpu_per_hop_s) bound
-// how fast their ranks' collectives go (scheduler/cluster_snapshot.h Node::host).
-// Other nodes are left as they are (NCCL on real GPUs).
+// measured its machine's loopback Gloo link (api::Node::gloo_*): its ranks talk
+// over that link inside the node, and the node's address names its machine,
+// whose cores (cpu_cores) and the CPU each rank's hop costs (gloo_cpu_per_hop_s)
+// bound how fast the collectives of the ranks it holds go
+// (scheduler/cluster_snapshot.h Node::host). SnapshotOf also links nodes of one
+// address that declare no network link by the slower of their loopback links.
+// Nodes on other machines keep their declared (or default) network link, and
+// nodes of real GPUs (NCCL) are left as they are.
 void ApplyGlooLink(const api::Node& n, scheduler::Node* node);
 
 // Devices that may be planned on: nodes whose health is "healthy", minus the

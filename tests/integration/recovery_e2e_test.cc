@@ -259,10 +259,13 @@ TEST(RecoveryE2ETest, RankZerosNodeSurvivesAndTheSurvivorsTrainOnUnderLoad) {
   Cluster cluster("real-recovery-rank0-survives");
   const std::string kTwo = InventoryYaml({{2, "A (emulated)", "8GiB", 0.3}});
   const std::string kOne = InventoryYaml({{1, "A (emulated)", "8GiB", 0.3}});
+  // Work enough per step that the planner spreads it over the three nodes: on one
+  // machine the ranks' collectives share its cores (scheduler/cost_model.h), and a
+  // lighter job runs faster on boxa alone.
   const api::JobId id =
       TrainUntilCheckpoint(cluster, {{"boxa", kTwo}, {"boxb", kOne}, {"boxc", kOne}},
-                           /*global_batch=*/8, /*min_devices=*/2, /*max_devices=*/4,
-                           /*nodes_used=*/3);
+                           /*global_batch=*/32, /*min_devices=*/2, /*max_devices=*/4,
+                           /*nodes_used=*/3, /*extra_config=*/"", /*px=*/64);
   ASSERT_NE(id, 0);
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   const api::Json plan = cluster.GetJson(path)["plan"];

@@ -179,21 +179,14 @@ TEST(SnapshotOfTest, AMeasuredGlooLinkIsTheLinkOfNodesWhoseRanksTalkGloo) {
     scheduler::Link want_network;
     std::string want_host;
   } cases[] = {
-      {"emulated_measured",
-       true,
-       1e9,
-       0,
-       0,
-       {1e9, 5e-4},
-       {1e9, defaults.network.latency_s + 5e-4},
-       "10.0.0.1"},
+      {"emulated_measured", true, 1e9, 0, 0, {1e9, 5e-4}, defaults.network, "10.0.0.1"},
       {"emulated_declared_slow_link",
        true,
        1e9,
        2.5e6,
        0.002,
        {1e9, 5e-4},
-       {2.5e6, 0.002 + 5e-4},
+       {2.5e6, 0.002},
        "10.0.0.1"},
       {"emulated_not_measured", true, 0, 0, 0, defaults.intra_node, defaults.network, ""},
       {"real_gpus_measured", false, 1e9, 0, 0, defaults.intra_node, defaults.network, ""},
@@ -222,6 +215,35 @@ TEST(SnapshotOfTest, AMeasuredGlooLinkIsTheLinkOfNodesWhoseRanksTalkGloo) {
     EXPECT_EQ(got.host_cores, c.want_host.empty() ? 0 : 2);
     EXPECT_DOUBLE_EQ(got.collective_cpu_per_hop_s, c.want_host.empty() ? 0 : 3e-4);
   }
+}
+
+// Nodes of one address reach each other over its loopback unless they declare a
+// network link; nodes of other addresses over the network.
+TEST(SnapshotOfTest, NodesOfOneMachineAreLinkedByTheirLoopbackGlooLink) {
+  auto emulated = [](const std::string& name, const std::string& address, double latency) {
+    api::Node n = NodeWith(name, 1, {});
+    n.address = address;
+    n.devices[0].emulated = true;
+    n.devices[0].relative_speed = 0.5;
+    n.gloo_bandwidth_bytes_per_s = 1e9;
+    n.gloo_latency_s = latency;
+    return n;
+  };
+  api::Node declared = emulated("boxd", "127.0.0.1", 1e-4);
+  declared.network_bandwidth_bytes_per_s = 2.5e6;
+  declared.network_latency_s = 0.002;
+  scheduler::ClusterSnapshot s =
+      SnapshotOf({emulated("boxa", "127.0.0.1", 3e-4), emulated("boxb", "127.0.0.1", 5e-4),
+                  emulated("boxc", "10.0.0.7", 1e-4), declared},
+                 {});
+  ASSERT_TRUE(s.Validate().ok());
+  ASSERT_EQ(s.node_links.size(), 1u) << "boxa-boxb only";
+  EXPECT_EQ(s.node_links[0].a, "boxa");
+  EXPECT_EQ(s.node_links[0].b, "boxb");
+  EXPECT_DOUBLE_EQ(s.node_links[0].link.latency_s, 5e-4) << "the slower of the two";
+  EXPECT_DOUBLE_EQ(s.LinkBetween({"boxa", 0}, {"boxc", 0}).latency_s,
+                   scheduler::Node{}.network.latency_s);
+  EXPECT_DOUBLE_EQ(s.LinkBetween({"boxa", 0}, {"boxd", 0}).latency_s, 0.002);
 }
 
 TEST(SnapshotOfTest, NodesThatAreNotHealthyAreLeftOutWithTheirLinks) {
