@@ -139,6 +139,15 @@ TEST(CostModelTest, SynchronisedBatchNormsCostARingLatencyEachWayPerReplicaSet) 
 TEST(CostModelTest, RanksSharingAMachineWaitForItsCoresOnEachHop) {
   ModelProfile m = ModelBuilder().Layers(2, 1, 10, 1, 1).Build();
   m.layers[0].batch_norms = 3;
+  // Nodes a and b of two devices each, on machines host_a and host_b ("": unknown).
+  auto two_nodes = [](const char* host_a, const char* host_b, int cores, double cpu_per_hop) {
+    ClusterBuilder b;
+    for (const auto& [node, host] : {std::pair{"a", host_a}, std::pair{"b", host_b}}) {
+      b.Node(node).Gpus(2, "g", 24, 40);
+      if (*host != '\0') b.Host(host, cores, cpu_per_hop);
+    }
+    return b.Build();
+  };
   struct Row {
     const char* name;
     ClusterSnapshot cluster;
@@ -147,49 +156,11 @@ TEST(CostModelTest, RanksSharingAMachineWaitForItsCoresOnEachHop) {
   };
   const double lat = 50e-6;  // the builder's network latency (above its intra-node 10 us)
   const Row rows[] = {
-      {"own_machines_unknown_cpu",
-       ClusterBuilder().Node("a").Gpus(2, "g", 24, 40).Node("b").Gpus(2, "g", 24, 40).Build(), 4,
-       lat},
-      {"one_machine_of_2_cores",
-       ClusterBuilder()
-           .Node("a")
-           .Gpus(2, "g", 24, 40)
-           .Host("h", 2, 1e-3)
-           .Node("b")
-           .Gpus(2, "g", 24, 40)
-           .Host("h", 2, 1e-3)
-           .Build(),
-       4, 4 * 1e-3 / 2},
-      {"two_ranks_of_the_same_machine",
-       ClusterBuilder()
-           .Node("a")
-           .Gpus(2, "g", 24, 40)
-           .Host("h", 2, 1e-3)
-           .Node("b")
-           .Gpus(2, "g", 24, 40)
-           .Host("h", 2, 1e-3)
-           .Build(),
-       2, 2 * 1e-3 / 2},
-      {"two_machines_count_their_own_ranks",
-       ClusterBuilder()
-           .Node("a")
-           .Gpus(2, "g", 24, 40)
-           .Host("h1", 2, 1e-3)
-           .Node("b")
-           .Gpus(2, "g", 24, 40)
-           .Host("h2", 2, 1e-3)
-           .Build(),
-       4, 2 * 1e-3 / 2},
-      {"many_cores_leave_the_link",
-       ClusterBuilder()
-           .Node("a")
-           .Gpus(2, "g", 24, 40)
-           .Host("h", 64, 1e-4)
-           .Node("b")
-           .Gpus(2, "g", 24, 40)
-           .Host("h", 64, 1e-4)
-           .Build(),
-       4, lat},
+      {"own_machines_unknown_cpu", two_nodes("", "", 0, 0), 4, lat},
+      {"one_machine_of_2_cores", two_nodes("h", "h", 2, 1e-3), 4, 4 * 1e-3 / 2},
+      {"two_ranks_of_the_same_machine", two_nodes("h", "h", 2, 1e-3), 2, 2 * 1e-3 / 2},
+      {"two_machines_count_their_own_ranks", two_nodes("h1", "h2", 2, 1e-3), 4, 2 * 1e-3 / 2},
+      {"many_cores_leave_the_link", two_nodes("h", "h", 64, 1e-4), 4, lat},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
