@@ -21,15 +21,15 @@ double Mean(const std::vector<double>& v) {
   return sum / static_cast<double>(v.size());
 }
 
-// One rank: joins the group, all-reduces each size `calls` times after a
-// warm-up, and keeps its seconds per call of each size.
 double ProcessCpuSeconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// *small_cpu: the process's CPU seconds per small call.
+// One rank: joins the group, all-reduces each size `calls` times after a
+// warm-up, and keeps its seconds per call of each size; *small_cpu: the
+// process's CPU seconds per small call (every thread of it: Gloo's too).
 void RunRank(int rank, const c10::intrusive_ptr<c10d::Store>& store, const GlooLinkOptions& o,
              std::vector<double>* small, std::vector<double>* large, double* small_cpu) {
   auto opts = c10d::ProcessGroupGloo::Options::create(

@@ -13,8 +13,8 @@
 // start and reports it; tesserad plans those nodes' links with it
 // (daemon/controller/planning.h SnapshotOf).
 //
-// How: two ranks, this process and a peer process it starts (as a job's ranks
-// are: two threads of one process wake each other several times faster), each
+// How: two ranks, this process and a peer process it starts (a job's ranks are
+// processes, whose wake-ups cross address spaces), each
 // with a ProcessGroupGloo over a TCP store on loopback and one intra-op thread,
 // all-reduce a small and a large float32 tensor many times; with the means t_small and
 // t_large of a two-rank ring, t = bytes / bandwidth + 2 x latency, so
