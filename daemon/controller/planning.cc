@@ -96,20 +96,22 @@ uint64_t InventoryKey(const std::vector<api::Node>& nodes) {
   return key;
 }
 
-void ApplyGlooLink(const api::Node& n, scheduler::Node* node) {
-  if (n.gloo_bandwidth_bytes_per_s <= 0 || node->devices.empty()) return;
+bool ApplyGlooLink(const api::Node& n, scheduler::Node* node) {
+  if (n.gloo_bandwidth_bytes_per_s <= 0 || node->devices.empty()) return false;
   for (const scheduler::Device& d : node->devices) {
-    if (d.backend != "gloo") return;
+    if (d.backend != "gloo") return false;
   }
   node->intra_node = scheduler::Link{n.gloo_bandwidth_bytes_per_s, n.gloo_latency_s};
   node->host = n.address;
   node->host_cores = static_cast<int>(n.cpu_cores);
   node->collective_cpu_per_hop_s = n.gloo_cpu_per_hop_s;
+  return true;
 }
 
 scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
                                       const std::set<std::string>& busy) {
   scheduler::ClusterSnapshot snapshot;
+  std::vector<const api::Node*> looped;  // Gloo nodes on a known address, no declared link
   for (const api::Node& n : nodes) {
     if (n.health != "healthy") continue;
     scheduler::Node node;
@@ -153,18 +155,13 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       snapshot.device_links.push_back({scheduler::DeviceId{n.name, static_cast<int>(l.a)},
                                        scheduler::DeviceId{n.name, static_cast<int>(l.b)}, *link});
     }
-    ApplyGlooLink(n, &node);
+    if (ApplyGlooLink(n, &node) && !n.address.empty() && n.network_bandwidth_bytes_per_s <= 0) {
+      looped.push_back(&n);
+    }
     snapshot.nodes.push_back(std::move(node));
   }
   // Nodes of one machine that declare no network link reach each other over its
   // loopback: the slower of their measured Gloo links.
-  std::vector<const api::Node*> looped;
-  for (const api::Node& n : nodes) {
-    if (n.health == "healthy" && !n.address.empty() && n.gloo_bandwidth_bytes_per_s > 0 &&
-        n.network_bandwidth_bytes_per_s <= 0) {
-      looped.push_back(&n);
-    }
-  }
   for (size_t i = 0; i < looped.size(); ++i) {
     for (size_t j = i + 1; j < looped.size(); ++j) {
       const api::Node& a = *looped[i];

@@ -56,7 +56,8 @@ uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 // address that declare no network link by the slower of their loopback links.
 // Nodes on other machines keep their declared (or default) network link, and
 // nodes of real GPUs (NCCL) are left as they are.
-void ApplyGlooLink(const api::Node& n, scheduler::Node* node);
+// Returns whether it applied (the node talks Gloo and measured its link).
+bool ApplyGlooLink(const api::Node& n, scheduler::Node* node);
 
 // Devices that may be planned on: nodes whose health is "healthy", minus the
 // devices in `busy` ("node:index"), which are kept but marked busy.

@@ -229,15 +229,19 @@ TEST(SnapshotOfTest, NodesOfOneMachineAreLinkedByTheirLoopbackGlooLink) {
     n.gloo_latency_s = latency;
     return n;
   };
+  api::Node gpus = NodeWith("boxg", 1, {});  // real GPUs (NCCL) on the same machine
+  gpus.address = "127.0.0.1";
+  gpus.gloo_bandwidth_bytes_per_s = 1e9;
+  gpus.gloo_latency_s = 1e-3;
   api::Node declared = emulated("boxd", "127.0.0.1", 1e-4);
   declared.network_bandwidth_bytes_per_s = 2.5e6;
   declared.network_latency_s = 0.002;
   scheduler::ClusterSnapshot s =
       SnapshotOf({emulated("boxa", "127.0.0.1", 3e-4), emulated("boxb", "127.0.0.1", 5e-4),
-                  emulated("boxc", "10.0.0.7", 1e-4), declared},
+                  emulated("boxc", "10.0.0.7", 1e-4), declared, gpus},
                  {});
   ASSERT_TRUE(s.Validate().ok());
-  ASSERT_EQ(s.node_links.size(), 1u) << "boxa-boxb only";
+  ASSERT_EQ(s.node_links.size(), 1u) << "boxa-boxb only: not boxc, boxd (declared), boxg (NCCL)";
   EXPECT_EQ(s.node_links[0].a, "boxa");
   EXPECT_EQ(s.node_links[0].b, "boxb");
   EXPECT_DOUBLE_EQ(s.node_links[0].link.latency_s, 5e-4) << "the slower of the two";
