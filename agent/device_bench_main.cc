@@ -5,7 +5,8 @@
 //
 // Usage: tessera-device-bench --device cuda:0 [--matmul-ms 250] [--copy-ms 150]
 //        tessera-device-bench --gloo-link   (agent/gloo_link_benchmark.h: the
-//        loopback Gloo link, printed as {"bandwidth_bytes_per_s":..,"latency_s":..})
+//        loopback Gloo link, printed as {"bandwidth_bytes_per_s":..,"latency_s":..,
+//        "cpu_per_hop_s":..})
 #include <signal.h>
 #include <sys/wait.h>
 
