@@ -47,12 +47,12 @@ std::string NodeOf(const api::Json& device) {
 
 // Starts tesserad and one agent per (node, inventory), submits builtin
 // colorize-unet data parallel over min..max devices on generated 32 px
-// images, and waits until it runs on `nodes_used` nodes and wrote a
+// images, and waits until it runs on at least `min_nodes` nodes and wrote a
 // checkpoint. Returns the job id (0 after a failed assertion).
 api::JobId TrainUntilCheckpoint(Cluster& cluster,
                                 const std::vector<std::pair<std::string, std::string>>& agents,
                                 int global_batch, int min_devices, int max_devices,
-                                size_t nodes_used, const std::string& extra_config = "",
+                                size_t min_nodes, const std::string& extra_config = "",
                                 int px = 32) {
   const fs::path images = cluster.dir() / "images";
   EXPECT_EQ(GenImages(images, 32, px), "");
@@ -76,7 +76,7 @@ api::JobId TrainUntilCheckpoint(Cluster& cluster,
   EXPECT_TRUE(WaitFor([&] { return cluster.JobState(id) == "running"; }, 300s))
       << cluster.GetJson(path).dump() << "\n"
       << cluster.controller()->Log();
-  EXPECT_EQ(cluster.PlannedNodes(id).size(), nodes_used) << cluster.GetJson(path).dump();
+  EXPECT_GE(cluster.PlannedNodes(id).size(), min_nodes) << cluster.GetJson(path).dump();
   const fs::path checkpoints =
       cluster.dir() / "controller" / "checkpoints" / ("job-" + std::to_string(id));
   EXPECT_TRUE(WaitFor([&] { return HasCheckpoint(checkpoints); }, 120s))
@@ -146,7 +146,7 @@ api::JobId ReformAfterKillingReplica(Cluster& cluster, int replica, std::string*
                                      int global_batch = 6, int px = 32) {
   const api::JobId id = TrainUntilCheckpoint(
       cluster, {{"nodea", kOneDevice}, {"nodeb", kOneDevice}, {"nodec", kOneDevice}}, global_batch,
-      /*min_devices=*/2, /*max_devices=*/3, /*nodes_used=*/3, extra_config, px);
+      /*min_devices=*/2, /*max_devices=*/3, /*min_nodes=*/3, extra_config, px);
   if (id == 0) return 0;
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   *victim = NodeOf(cluster.GetJson(path)["plan"]["replicas"][replica]["stages"][0]["devices"][0]);
@@ -257,24 +257,36 @@ TEST(RecoveryE2ETest, RankZerosNodeSurvivesAndTheSurvivorsTrainOnUnderLoad) {
     }
   } loopback;
   Cluster cluster("real-recovery-rank0-survives");
-  const std::string kTwo = InventoryYaml({{2, "A (emulated)", "8GiB", 0.3}});
-  const std::string kOne = InventoryYaml({{1, "A (emulated)", "8GiB", 0.3}});
-  // Work enough per step that the planner spreads it over the three nodes: on one
-  // machine the ranks' collectives share its cores (scheduler/cost_model.h), and a
-  // lighter job runs faster on boxa alone.
+  const std::string kTwo = InventoryYaml({{2, "A (emulated)", "8GiB", 0.1}});
+  const std::string kOne = InventoryYaml({{1, "A (emulated)", "8GiB", 0.1}});
+  // Work enough per step that the planner spreads it past boxa: on one machine
+  // the ranks' collectives share its cores (scheduler/cost_model.h), and a
+  // lighter job runs faster on boxa's two devices alone. The nodes share one
+  // host, so three devices on boxa and boxb cost what three on three nodes do:
+  // any plan of two nodes or more leaves rank 0's node and another survivor.
   const api::JobId id =
       TrainUntilCheckpoint(cluster, {{"boxa", kTwo}, {"boxb", kOne}, {"boxc", kOne}},
                            /*global_batch=*/32, /*min_devices=*/2, /*max_devices=*/4,
-                           /*nodes_used=*/3, /*extra_config=*/"", /*px=*/64);
+                           /*min_nodes=*/2, /*extra_config=*/"", /*px=*/64);
   ASSERT_NE(id, 0);
   const std::string path = "/api/v1/jobs/" + std::to_string(id);
   const api::Json plan = cluster.GetJson(path)["plan"];
   const std::string rank0 = NodeOf(plan["replicas"][0]["stages"][0]["devices"][0]);
-  std::string victim;  // the first node in rank order other than rank 0's
+  // The victim: the first node in rank order other than rank 0's whose loss
+  // leaves min_devices (2) ranks to train on.
+  std::map<std::string, int> ranks_on;
+  int ranks = 0;
   for (const auto& replica : plan["replicas"]) {
     for (const auto& stage : replica["stages"]) {
-      std::string node = NodeOf(stage["devices"][0]);
-      if (victim.empty() && node != rank0) victim = node;
+      ++ranks_on[NodeOf(stage["devices"][0])];
+      ++ranks;
+    }
+  }
+  std::string victim;
+  for (const auto& replica : plan["replicas"]) {
+    for (const auto& stage : replica["stages"]) {
+      const std::string node = NodeOf(stage["devices"][0]);
+      if (victim.empty() && node != rank0 && ranks - ranks_on[node] >= 2) victim = node;
     }
   }
   ASSERT_FALSE(victim.empty()) << plan.dump();
