@@ -172,28 +172,35 @@ Result<ChildRun> RunChild(ProcessLauncher* launcher, const std::vector<std::stri
   return run;
 }
 
-Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
-                                           const std::string& device) {
-  std::vector<std::string> argv = {options.binary, "--device", device};
-  argv.insert(argv.end(), options.args.begin(), options.args.end());
-  TESSERA_ASSIGN_OR_RETURN(ChildRun run, RunChild(options.launcher, argv, options.timeout,
-                                                  "tessera-device-bench on " + device));
-  if (WIFSIGNALED(run.wait_status)) {
-    return Internal("tessera-device-bench on " + device + " died of signal " +
-                    std::to_string(WTERMSIG(run.wait_status)) + ": " + Tail(run.output));
-  }
-  return ParseBenchmarkOutput(run.output);
-}
+namespace {
 
-Result<LinkFigures> RunGlooLinkChild(const BenchmarkChildOptions& options) {
-  const std::string what = "tessera-device-bench --gloo-link";
-  TESSERA_ASSIGN_OR_RETURN(ChildRun run, RunChild(options.launcher, {options.binary, "--gloo-link"},
-                                                  options.timeout, what));
+// What a tessera-device-bench run printed, unless a signal ended it (a run
+// that exits prints its result, or its error, for the caller to parse).
+Result<std::string> BenchOutput(const BenchmarkChildOptions& options,
+                                const std::vector<std::string>& argv, const std::string& what) {
+  TESSERA_ASSIGN_OR_RETURN(ChildRun run, RunChild(options.launcher, argv, options.timeout, what));
   if (WIFSIGNALED(run.wait_status)) {
     return Internal(what + " died of signal " + std::to_string(WTERMSIG(run.wait_status)) + ": " +
                     Tail(run.output));
   }
-  return ParseLinkOutput(run.output);
+  return run.output;
+}
+
+}  // namespace
+
+Result<BenchmarkFigures> RunBenchmarkChild(const BenchmarkChildOptions& options,
+                                           const std::string& device) {
+  std::vector<std::string> argv = {options.binary, "--device", device};
+  argv.insert(argv.end(), options.args.begin(), options.args.end());
+  TESSERA_ASSIGN_OR_RETURN(std::string output,
+                           BenchOutput(options, argv, "tessera-device-bench on " + device));
+  return ParseBenchmarkOutput(output);
+}
+
+Result<LinkFigures> RunGlooLinkChild(const BenchmarkChildOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(std::string output, BenchOutput(options, {options.binary, "--gloo-link"},
+                                                           "tessera-device-bench --gloo-link"));
+  return ParseLinkOutput(output);
 }
 
 Result<std::string> RunProfileChild(const ProfileChildOptions& options, const std::string& device,

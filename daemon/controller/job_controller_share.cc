@@ -1,19 +1,22 @@
-// The JobController's share of the lab (ShareForWaiting): while a train job
-// waits for devices, the share policy (scheduler/share_policy.h) decides over
-// every running and waiting job, and running train jobs it shrinks re-form
-// onto the devices it leaves them (the re-form path of
+// The JobController's share of the lab (ShareForWaiting): while a job waits
+// for devices, the share policy (scheduler/share_policy.h) decides over every
+// running and waiting job, and running train jobs it shrinks re-form onto the
+// devices it leaves them (the re-form path of
 // daemon/controller/train_reform.h), so the waiting job starts without
-// waiting for them to end.
+// waiting for them to end: another user's train job, or an infer job, which
+// gets its user's share as a train job does (its throughput is images/s on
+// the devices; once running it keeps them, and gives ranks back to waiting
+// train jobs itself: JobController::YieldInferToTraining).
 //
 // Steps (ShareForWaiting):
-//   1. At most once every grow_check_ms, only while a train job waits and
-//      share_running_jobs is on.
+//   1. At most once every grow_check_ms, only while a train job, or an infer
+//      job whose input is listed, waits and share_running_jobs is on.
 //   2. The jobs: a running train attempt is movable when the job allows it
 //      (JobSpec::elastic), it can re-form (ReformBlocker), it has run
 //      unchanged for grow_settle_ms and every rank runs; every other active
-//      attempt keeps its devices; waiting train jobs ask for devices, the
-//      first in the queue's order (scheduler/queue_order.h), one per device
-//      at most.
+//      attempt keeps its devices; waiting jobs ask for devices, the first in
+//      the queue's order (scheduler/queue_order.h), one per device at most
+//      (their work: a train job's samples, an infer job's images left).
 //   3. The devices: the healthy nodes' devices that are free or held by an
 //      active attempt, or that an attempt's dropped ranks still occupy while
 //      they leave (a device an earlier round took from a job is the waiting
@@ -164,8 +167,19 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     return Status::Ok();
   }
   share_checked_at_ = now;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  std::erase_if(pending, [](const api::Job& j) { return j.spec.kind != api::JobKind::kTrain; });
+  TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> all_pending,
+                           AllJobsIn(store_, JobState::kPending));
+  std::vector<api::Job> pending;             // (1) train jobs, and infer jobs whose input is listed
+  std::map<api::JobId, double> images_left;  // of the infer jobs, for their work
+  for (api::Job& j : all_pending) {
+    if (j.spec.kind == api::JobKind::kInfer) {
+      TESSERA_ASSIGN_OR_RETURN(bool ready, InferInputReady(j));
+      if (!ready) continue;
+      TESSERA_ASSIGN_OR_RETURN(ChunkCounts counts, store_->CountChunks(j.id));
+      images_left[j.id] = static_cast<double>(counts.images_total - counts.images_done);
+    }
+    pending.push_back(std::move(j));
+  }
   if (pending.empty()) return Status::Ok();
 
   struct Running {
@@ -302,9 +316,12 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.priority = j.spec.priority;
     a.min_devices = j.spec.min_devices;
     a.max_devices = j.spec.max_devices;
-    // Its samples, for the response ratio among its user's waiting jobs.
-    a.work = static_cast<double>(std::max<int64_t>(j.spec.steps, 0)) *
-             static_cast<double>(j.spec.global_batch);
+    // Its samples (an infer job's images left), for the response ratio among
+    // its user's waiting jobs.
+    auto images = images_left.find(j.id);
+    a.work = images != images_left.end() ? images->second
+                                         : static_cast<double>(std::max<int64_t>(j.spec.steps, 0)) *
+                                               static_cast<double>(j.spec.global_batch);
     a.waited_s = static_cast<double>(clock_->NowUnixMillis() - j.created_ms) / 1000;
     jobs.push_back(std::move(a));
   }

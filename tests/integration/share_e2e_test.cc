@@ -2,7 +2,8 @@
 // alice's training job takes both devices; when bob's arrives, the share
 // policy shrinks alice's job in place (scheduler/share_policy.h,
 // daemon/controller/job_controller_share.cc) and bob's starts on the device
-// it gave up, while alice's trains on in the same attempt.
+// it gave up, while alice's trains on in the same attempt; an infer job of
+// another user gets its share the same way.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -114,6 +115,69 @@ TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
   for (api::JobId id : {a, b}) {
     cluster.PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object());
   }
+}
+
+// Another user's infer job gets its share too: alice's training job holds
+// both devices when bob submits an archive inference; the share policy
+// shrinks her job in place and his runs on the device it gave up, to the last
+// image, then her job grows back onto it, all in her first attempt.
+TEST(ShareE2ETest, AnotherUsersInferJobTakesItsShareAndTrainingGrowsBackAfterIt) {
+  Cluster cluster("real-share-infer");
+  const fs::path images = cluster.dir() / "data" / "shared" / "images";
+  const fs::path bobs = cluster.dir() / "data" / "bob";
+  // A folder of each user's own beside the shared images (the config's
+  // data_roots list goes on), and growth by any predicted gain.
+  ASSERT_NO_FATAL_FAILURE(StartLab(cluster, images, kOneDevice, kOneDevice, 64,
+                                   "  - {path: \"" + (cluster.dir() / "data").string() +
+                                       "/{user}\", access: write}\n"
+                                       "grow_min_speedup: 1.0\ninfer_chunk_images: 4\n"));
+  // Bob's model: two steps of training of his own, outside the cluster.
+  ASSERT_EQ(RunTool({BinaryPath("tessera-worker"), "train", "--model", "colorize-unet", "--data",
+                     images.string(), "--steps", "2", "--width", "8", "--image-size", "64",
+                     "--batch", "4", "--checkpoint-every-steps", "1"},
+                    {{"TESSERA_CHECKPOINT_DIR", (bobs / "model").string()}},
+                    cluster.dir() / "bob-train.log", 300s),
+            "");
+  const std::string alice = cluster.UserToken("alice");
+  const std::string bob = cluster.UserToken("bob");
+
+  api::Json training = Training("alice-colorize", images);
+  training["global_batch"] = 12;
+  training["args"] = {"--image-size", "64", "--width", "8"};
+  api::JobId a = 0;
+  ASSERT_TRUE(cluster.SubmitJob(training, &a, alice));
+  ASSERT_TRUE(WaitFor([&] { return cluster.PlannedNodes(a).size() == 2; }, 300s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).dump() << "\n"
+      << cluster.controller()->Log();
+  ASSERT_TRUE(WaitFor([&] { return NewestStep(cluster, a) >= 3; }, 120s));
+
+  api::Json inference = InferJobSpec("bob-archive", "builtin:colorize-unet", images,
+                                     bobs / "colorized", {"--threads", "1"});
+  inference.update({{"checkpoint", (bobs / "model").string()}, {"global_batch", 4}});
+  api::JobId b = 0;
+  ASSERT_TRUE(cluster.SubmitJob(inference, &b, bob));
+  const std::string bob_path = "/api/v1/jobs/" + std::to_string(b);
+  EXPECT_TRUE(WaitFor([&] { return cluster.JobState(b) == "succeeded"; }, 180s))
+      << cluster.GetJson(bob_path).dump() << "\n"
+      << cluster.controller()->Log();
+  EXPECT_EQ(cluster.GetJson(bob_path)["inference"].value("images_done", 0), 32);
+  EXPECT_EQ(cluster.GetJson(bob_path).value("attempt", 0), 1);
+  EXPECT_EQ(FilesBelow(bobs / "colorized").size(), 32u);
+
+  // Her job grows back onto the device once his is done.
+  EXPECT_TRUE(WaitFor([&] { return cluster.PlannedNodes(a).size() == 2; }, 60s));
+  std::string events;
+  for (const auto& e : cluster.Events(a)) {
+    events += e.to_state + " (" + e.reason + ")\n";
+    EXPECT_NE(e.to_state, "recovering") << e.reason;
+  }
+  EXPECT_NE(events.find("shrinks to "), std::string::npos) << events;
+  EXPECT_NE(events.find("job " + std::to_string(b) + " of bob takes its devices"),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).value("attempt", 0), 1);
+  EXPECT_EQ(cluster.JobState(a), "running");
+  cluster.PostJson("/api/v1/jobs/" + std::to_string(a) + "/cancel", api::Json::object());
 }
 
 // A move onto none of a job's devices restarts it from its checkpoint:

@@ -1,13 +1,17 @@
-// JobController::ShareForWaiting: while a train job waits, the share policy
-// (scheduler/share_policy.h) shrinks running train jobs that can re-form and
-// allow it, and the waiting job starts on what they gave up. Fixture in
+// JobController::ShareForWaiting: while a job waits (train, or infer with its
+// input listed), the share policy (scheduler/share_policy.h) shrinks running
+// train jobs that can re-form and allow it, and the waiting job starts on what
+// they gave up. Fixture in
 // job_controller_test_fixture.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/controller/job_controller.h"
@@ -81,13 +85,32 @@ class JobControllerShareTest : public JobControllerTest {
     lab->bob = Submit(bobs, "bob");
   }
 
-  void RunLab(Lab* lab, const api::JobSpec& alices) {
+  // An infer job of the colorize model over a folder of `images` scans.
+  api::JobSpec Inference(int images) {
+    const std::filesystem::path in = dir_ / "scans";
+    std::filesystem::create_directories(in);
+    for (int i = 0; i < images; ++i) {
+      std::ofstream(in / ("scan-" + std::to_string(1000 + i) + ".png")) << "png";
+    }
+    api::JobSpec spec = CmdSpec(1);
+    spec.kind = api::JobKind::kInfer;
+    spec.entrypoint = "builtin:colorize-unet";
+    spec.steps = 0;
+    spec.max_devices = 0;
+    spec.dataset = in.string();
+    spec.output = (dir_ / "out").string();
+    return spec;
+  }
+
+  void RunLab(Lab* lab, const api::JobSpec& alices, const api::JobSpec& bobs = Training()) {
     std::map<std::string, api::HeartbeatResponse> desired;
     for (auto* n : {&lab->a, &lab->b}) Beat(*n);
     lab->alice = SubmitRunning(alices, {&lab->a, &lab->b}, &desired);
     ASSERT_EQ(store_->GetJob(lab->alice)->plan["replicas"].size(), 2u);
-    lab->bob = Submit(Training(), "bob");
+    lab->bob = Submit(bobs, "bob");
     for (int i = 0; i < 120 && StateOf(lab->bob) != JobState::kRunning; ++i) {
+      // An infer job's input is listed in the background, in real time.
+      if (bobs.kind == api::JobKind::kInfer) std::this_thread::sleep_for(milliseconds(2));
       clock_.Advance(milliseconds(250));
       for (auto* n : {&lab->a, &lab->b}) {
         desired[n->name] = Beat(*n, Running(desired[n->name]));
@@ -111,6 +134,25 @@ TEST_F(JobControllerShareTest, ARunningJobShrinksForAnotherUsersJobThatWaits) {
   EXPECT_EQ(alice.attempt, 1);  // re-formed in place, not restarted
   EXPECT_EQ(alice.plan["replicas"].size(), 1u);
   EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
+}
+
+// Another user's infer job gets its share as a train job does: alice's train
+// job holds both devices, bob's infer job waits, and her job shrinks to one so
+// that his starts on the other (without the round, it would wait for her job
+// to end).
+TEST_F(JobControllerShareTest, AnotherUsersInferJobTakesItsShareFromARunningTrainJob) {
+  Lab lab;
+  RunLab(&lab, Training(), Inference(40));
+  const std::string reasons = Reasons(lab.alice);
+  EXPECT_NE(reasons.find(": job " + std::to_string(lab.bob) + " of bob takes its devices"),
+            std::string::npos)
+      << reasons;
+  const api::Job alice = *store_->GetJob(lab.alice);
+  EXPECT_EQ(alice.state, JobState::kRunning);
+  EXPECT_EQ(alice.attempt, 1);  // re-formed in place, not restarted
+  EXPECT_EQ(alice.plan["replicas"].size(), 1u);
+  EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
+  EXPECT_EQ(store_->GetJob(lab.bob)->plan["replicas"].size(), 1u);
 }
 
 // The rank a shrink leaves out is stopped only a while after the kept rank
