@@ -54,7 +54,9 @@ void PrintJobDetail(std::ostream& out, const Json& job, bool terminal) {
                    {"attempt:", Str(job, "attempt") + " of " + Str(spec, "max_attempts")},
                    {"created:", FormatUtc(Int(job, "created_ms"))},
                    {"updated:", FormatUtc(Int(job, "updated_ms"))}});
-  if (job.contains("progress") && job["progress"].is_object()) {
+  // A train rank's newest step (an infer rank's counts chunks: the inference
+  // lines below say it).
+  if (job.contains("progress") && job["progress"].is_object() && job["progress"].contains("step")) {
     const Json& p = job["progress"];
     std::string line = "step " + Str(p, "step");
     if (Int(spec, "steps") > 0) line += " of " + Str(spec, "steps");

@@ -192,7 +192,13 @@ TEST_F(CliTest, SubmitInferJobAndShowItsProgress) {
   EXPECT_EQ(cp_.last_spec->image_height, 9000);
 
   cp_.SetInference(1, api::ToJson(testing::InferenceUnderWay()));
+  // An infer rank's newest report counts chunks, not steps: the inference
+  // lines below say it.
+  cp_.UpdateJob(1, [](api::Job& j) {
+    j.progress = api::Json::parse(R"({"chunk": 18, "chunks_done": 19, "images_done": 600})");
+  });
   ASSERT_EQ(Run({"job", "1"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str().find("progress:"), std::string::npos) << out_.str();
   EXPECT_NE(out_.str().find("images   6400 / 10000  64.0%\n"), std::string::npos) << out_.str();
   EXPECT_NE(out_.str().find("speed    812.5 images/s  eta 4.4 s\n"), std::string::npos);
   EXPECT_NE(out_.str().find("rank 1   b:1   3200 images   402.2 images/s\n"), std::string::npos);
@@ -275,8 +281,8 @@ TEST_F(CliTest, LocalValidationErrorNamesTheFlagOrTheField) {
             kExitUsage);
   EXPECT_EQ(err_.str().rfind("error: --global-batch: ", 0), 0u) << "no default: " << err_.str();
   TempDir dir;
-  const std::string file = WriteFile(dir, "job.yaml",
-                                     "name: x\nentrypoint: builtin:a\nglobal_batch: 0\nsteps: 1\n");
+  const std::string file =
+      WriteFile(dir, "job.yaml", "name: x\nentrypoint: builtin:a\nglobal_batch: 0\nsteps: 1\n");
   EXPECT_EQ(Run({"submit", file}), kExitUsage);
   EXPECT_EQ(err_.str().rfind("error: global_batch: ", 0), 0u) << err_.str();
 }
