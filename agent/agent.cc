@@ -20,11 +20,14 @@ std::string InventoryText(const api::HeartbeatRequest& r) {
   for (const api::Device& d : r.devices) devices.push_back(api::ToJson(d));
   api::Json links = api::Json::array();
   for (const api::DeviceLink& l : r.links) links.push_back(api::ToJson(l));
-  return api::Json{
-      {"devices", std::move(devices)},    {"links", std::move(links)},
-      {"cpu_cores", r.cpu_cores},         {"bandwidth", r.network_bandwidth_bytes_per_s},
-      {"latency", r.network_latency_s},   {"gloo_bandwidth", r.gloo_bandwidth_bytes_per_s},
-      {"gloo_latency", r.gloo_latency_s}, {"gloo_cpu", r.gloo_cpu_per_hop_s}}
+  return api::Json{{"devices", std::move(devices)},
+                   {"links", std::move(links)},
+                   {"cpu_cores", r.cpu_cores},
+                   {"bandwidth", r.network.bandwidth_bytes_per_s},
+                   {"latency", r.network.latency_s},
+                   {"gloo_bandwidth", r.gloo_link.bandwidth_bytes_per_s},
+                   {"gloo_latency", r.gloo_link.latency_s},
+                   {"gloo_cpu", r.gloo_link.cpu_per_hop_s}}
       .dump();
 }
 
@@ -147,14 +150,11 @@ Status Agent::Beat() {
   request.devices = inventory_.devices;
   for (const DeviceLink& l : inventory_.links) request.links.push_back(ToProtocol(l));
   request.cpu_cores = static_cast<int64_t>(std::thread::hardware_concurrency());
-  if (inventory_.network) {
-    request.network_bandwidth_bytes_per_s = inventory_.network->bandwidth_bytes_per_s;
-    request.network_latency_s = inventory_.network->latency_s;
+  if (const auto& n = inventory_.network) {
+    request.network = {n->bandwidth_bytes_per_s, n->latency_s, 0};
   }
-  if (inventory_.gloo_link) {
-    request.gloo_bandwidth_bytes_per_s = inventory_.gloo_link->bandwidth_bytes_per_s;
-    request.gloo_latency_s = inventory_.gloo_link->latency_s;
-    request.gloo_cpu_per_hop_s = inventory_.gloo_link->cpu_per_hop_s;
+  if (const auto& g = inventory_.gloo_link) {
+    request.gloo_link = {g->bandwidth_bytes_per_s, g->latency_s, g->cpu_per_hop_s};
   }
   for (auto& d : request.devices) {
     d.node = options_.node;
@@ -168,11 +168,8 @@ Status Agent::Beat() {
     request.devices.clear();
     request.links.clear();
     request.cpu_cores = 0;
-    request.network_bandwidth_bytes_per_s = 0;
-    request.network_latency_s = 0;
-    request.gloo_bandwidth_bytes_per_s = 0;
-    request.gloo_latency_s = 0;
-    request.gloo_cpu_per_hop_s = 0;
+    request.network = {};
+    request.gloo_link = {};
   }
   request.workers = actual;
   TrimProgressLines(delivered_step_, &request.workers);

@@ -1,6 +1,9 @@
 #include "api/agent_protocol.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "api/json_codec.h"
 #include "common/enum_names.h"
@@ -95,21 +98,32 @@ Result<WorkerLaunch> WorkerLaunchFromJson(const Json& l, const Json& answer) {
   return w;
 }
 
-// A link the beat may carry: "<prefix>_bandwidth_bytes_per_s" (> 0; 0 or absent:
-// unknown, and the latency is ignored) and "<prefix>_latency_s" (>= 0).
-Status ReadLink(JsonFields& fields, const std::string& prefix, double* bandwidth, double* latency) {
+// A link the beat may carry: "<prefix>_bandwidth_bytes_per_s" (> 0; 0 or
+// absent: unknown, and the rest is ignored), "<prefix>_latency_s" (>= 0) and,
+// `with_cpu`, "<prefix>_cpu_per_hop_s" (>= 0).
+Status ReadLink(JsonFields& fields, const std::string& prefix, bool with_cpu, NodeLink* link) {
   const std::string bw_name = prefix + "_bandwidth_bytes_per_s";
-  const std::string lat_name = prefix + "_latency_s";
-  TESSERA_RETURN_IF_ERROR(fields.Double(bw_name, bandwidth));
-  TESSERA_RETURN_IF_ERROR(fields.Double(lat_name, latency));
-  if (!(*bandwidth >= 0) || !std::isfinite(*bandwidth)) {
+  TESSERA_RETURN_IF_ERROR(fields.Double(bw_name, &link->bandwidth_bytes_per_s));
+  if (!(link->bandwidth_bytes_per_s >= 0) || !std::isfinite(link->bandwidth_bytes_per_s)) {
     return InvalidArgument("must be a number > 0 (0: unknown)", bw_name);
   }
-  if (!(*latency >= 0) || !std::isfinite(*latency)) {
-    return InvalidArgument("must be a number >= 0", lat_name);
+  std::vector<std::pair<std::string, double*>> rest = {{prefix + "_latency_s", &link->latency_s}};
+  if (with_cpu) rest.push_back({prefix + "_cpu_per_hop_s", &link->cpu_per_hop_s});
+  for (const auto& [name, value] : rest) {
+    TESSERA_RETURN_IF_ERROR(fields.Double(name, value));
+    if (!(*value >= 0) || !std::isfinite(*value))
+      return InvalidArgument("must be a number >= 0", name);
   }
-  if (*bandwidth == 0) *latency = 0;  // no link known
+  if (!link->known()) *link = NodeLink{};  // no link known
   return Status::Ok();
+}
+
+// A known link's fields into the beat (ReadLink's names).
+void WriteLink(const NodeLink& link, const std::string& prefix, bool with_cpu, Json* j) {
+  if (!link.known()) return;
+  (*j)[prefix + "_bandwidth_bytes_per_s"] = link.bandwidth_bytes_per_s;
+  (*j)[prefix + "_latency_s"] = link.latency_s;
+  if (with_cpu) (*j)[prefix + "_cpu_per_hop_s"] = link.cpu_per_hop_s;
 }
 
 }  // namespace
@@ -138,15 +152,8 @@ Json ToJson(const HeartbeatRequest& r) {
          {"cpu_cores", r.cpu_cores}};
   if (r.compact_launches) j["compact_launches"] = true;
   if (r.inventory_unchanged) j["inventory_unchanged"] = true;
-  if (r.network_bandwidth_bytes_per_s > 0) {
-    j["network_bandwidth_bytes_per_s"] = r.network_bandwidth_bytes_per_s;
-    j["network_latency_s"] = r.network_latency_s;
-  }
-  if (r.gloo_bandwidth_bytes_per_s > 0) {
-    j["gloo_bandwidth_bytes_per_s"] = r.gloo_bandwidth_bytes_per_s;
-    j["gloo_latency_s"] = r.gloo_latency_s;
-    j["gloo_cpu_per_hop_s"] = r.gloo_cpu_per_hop_s;
-  }
+  WriteLink(r.network, "network", /*with_cpu=*/false, &j);
+  WriteLink(r.gloo_link, "gloo", /*with_cpu=*/true, &j);
   return j;
 }
 
@@ -208,15 +215,8 @@ Result<HeartbeatRequest> HeartbeatRequestFromJson(const Json& j) {
   if (r.cpu_cores < 0 || r.cpu_cores > 65'536) {
     return InvalidArgument("must be between 0 and 65536", "cpu_cores");
   }
-  TESSERA_RETURN_IF_ERROR(
-      ReadLink(fields, "network", &r.network_bandwidth_bytes_per_s, &r.network_latency_s));
-  TESSERA_RETURN_IF_ERROR(
-      ReadLink(fields, "gloo", &r.gloo_bandwidth_bytes_per_s, &r.gloo_latency_s));
-  TESSERA_RETURN_IF_ERROR(fields.Double("gloo_cpu_per_hop_s", &r.gloo_cpu_per_hop_s));
-  if (!(r.gloo_cpu_per_hop_s >= 0) || !std::isfinite(r.gloo_cpu_per_hop_s)) {
-    return InvalidArgument("must be a number >= 0", "gloo_cpu_per_hop_s");
-  }
-  if (r.gloo_bandwidth_bytes_per_s == 0) r.gloo_cpu_per_hop_s = 0;  // not measured
+  TESSERA_RETURN_IF_ERROR(ReadLink(fields, "network", /*with_cpu=*/false, &r.network));
+  TESSERA_RETURN_IF_ERROR(ReadLink(fields, "gloo", /*with_cpu=*/true, &r.gloo_link));
   if (r.node.empty()) return InvalidArgument("must name the node", "node");
   TESSERA_RETURN_IF_ERROR(ReadJsonList(devices, "devices", &DeviceFromJson, &r.devices));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(links, "links", &DeviceLinkFromJson, &r.links));

@@ -68,16 +68,14 @@ struct HeartbeatRequest {
   std::vector<Device> devices;
   std::vector<DeviceLink> links;  // how the node's devices reach each other
   int64_t cpu_cores = 0;          // logical CPU cores of the machine; 0: unknown
-  // The node's link to the other nodes as its inventory declares it: bytes/s
-  // (> 0) and one-way latency in seconds (>= 0). Bandwidth 0 (or absent): the
-  // link is unknown and the latency is ignored.
-  double network_bandwidth_bytes_per_s = 0;
-  double network_latency_s = 0;
-  // The machine's loopback Gloo link as the agent measured it
-  // (agent/gloo_link_benchmark.h); bandwidth 0 (or absent): not measured.
-  double gloo_bandwidth_bytes_per_s = 0;
-  double gloo_latency_s = 0;
-  double gloo_cpu_per_hop_s = 0;  // >= 0; a rank's CPU seconds per hop of a small collective
+  // The node's link to the other nodes as its inventory declares it
+  // ("network_bandwidth_bytes_per_s", "network_latency_s"), and the
+  // machine's loopback Gloo link as the agent measured it
+  // (agent/gloo_link_benchmark.h; "gloo_bandwidth_bytes_per_s",
+  // "gloo_latency_s", "gloo_cpu_per_hop_s"). Bandwidth 0 (or absent): unknown,
+  // and the other figures are ignored.
+  NodeLink network;
+  NodeLink gloo_link;
   std::vector<WorkerStatus> workers;
   // Long poll: the controller may hold the answer up to this long while the
   // node has nothing to change, and answers at once when its desired set

@@ -194,16 +194,16 @@ constexpr JsonMember<Node> kNodeMembers[] = {
 };
 
 // The members of a node's "network" object.
-constexpr JsonMember<Node> kNodeNetworkMembers[] = {
-    {"bandwidth_bytes_per_s", &Node::network_bandwidth_bytes_per_s},
-    {"latency_s", &Node::network_latency_s},
+constexpr JsonMember<NodeLink> kNodeNetworkMembers[] = {
+    {"bandwidth_bytes_per_s", &NodeLink::bandwidth_bytes_per_s},
+    {"latency_s", &NodeLink::latency_s},
 };
 
 // The members of a node's "gloo_link" object.
-constexpr JsonMember<Node> kNodeGlooLinkMembers[] = {
-    {"bandwidth_bytes_per_s", &Node::gloo_bandwidth_bytes_per_s},
-    {"latency_s", &Node::gloo_latency_s},
-    {"cpu_per_hop_s", &Node::gloo_cpu_per_hop_s},
+constexpr JsonMember<NodeLink> kNodeGlooLinkMembers[] = {
+    {"bandwidth_bytes_per_s", &NodeLink::bandwidth_bytes_per_s},
+    {"latency_s", &NodeLink::latency_s},
+    {"cpu_per_hop_s", &NodeLink::cpu_per_hop_s},
 };
 
 }  // namespace
@@ -261,24 +261,23 @@ Json ToJson(const Node& n) {
   Json j = MembersToJson(kNodeMembers, n);
   j["devices"] = ToJsonArray(n.devices);
   j["links"] = ToJsonArray(n.links);
-  j["network"] =
-      n.network_bandwidth_bytes_per_s > 0 ? MembersToJson(kNodeNetworkMembers, n) : Json(nullptr);
+  j["network"] = n.network.known() ? MembersToJson(kNodeNetworkMembers, n.network) : Json(nullptr);
   j["gloo_link"] =
-      n.gloo_bandwidth_bytes_per_s > 0 ? MembersToJson(kNodeGlooLinkMembers, n) : Json(nullptr);
+      n.gloo_link.known() ? MembersToJson(kNodeGlooLinkMembers, n.gloo_link) : Json(nullptr);
   return j;
 }
 
 namespace {
 
-// A node's link object `name` (null: unknown) into its members.
+// A node's link object `name` (null: unknown) into *link.
 template <size_t N>
-Status ReadLinkObject(JsonFields& node, const char* name, const JsonMember<Node> (&members)[N],
-                      Node* n) {
-  api::Json link;
-  TESSERA_RETURN_IF_ERROR(node.Raw(name, &link));
-  if (link.is_null()) return Status::Ok();
-  JsonFields fields(link, name);
-  return ReadJsonObject(members, fields, n);
+Status ReadLinkObject(JsonFields& node, const char* name, const JsonMember<NodeLink> (&members)[N],
+                      NodeLink* link) {
+  api::Json object;
+  TESSERA_RETURN_IF_ERROR(node.Raw(name, &object));
+  if (object.is_null()) return Status::Ok();
+  JsonFields fields(object, name);
+  return ReadJsonObject(members, fields, link);
 }
 
 }  // namespace
@@ -289,8 +288,8 @@ Result<Node> NodeFromJson(const Json& j) {
   TESSERA_RETURN_IF_ERROR(ReadJsonObject(kNodeMembers, r, &n));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "devices", &DeviceFromJson, &n.devices));
   TESSERA_RETURN_IF_ERROR(ReadJsonList(r, "links", &DeviceLinkFromJson, &n.links));
-  TESSERA_RETURN_IF_ERROR(ReadLinkObject(r, "network", kNodeNetworkMembers, &n));
-  TESSERA_RETURN_IF_ERROR(ReadLinkObject(r, "gloo_link", kNodeGlooLinkMembers, &n));
+  TESSERA_RETURN_IF_ERROR(ReadLinkObject(r, "network", kNodeNetworkMembers, &n.network));
+  TESSERA_RETURN_IF_ERROR(ReadLinkObject(r, "gloo_link", kNodeGlooLinkMembers, &n.gloo_link));
   return n;
 }
 

@@ -165,6 +165,20 @@ struct DeviceLink {
   friend bool operator==(const DeviceLink&, const DeviceLink&) = default;
 };
 
+// A node's link as its agent reports it: to the other nodes (Node::network,
+// declared in its inventory file) or its machine's loopback Gloo link, which
+// emulated and CPU devices' ranks talk over (Node::gloo_link, measured:
+// agent/gloo_link_benchmark.h). Bandwidth 0: unknown (JSON null; the
+// planner assumes its default link), and the other figures are 0 then too.
+struct NodeLink {
+  double bandwidth_bytes_per_s = 0;  // > 0 when known
+  double latency_s = 0;              // one way, >= 0
+  double cpu_per_hop_s = 0;          // the Gloo link's: a rank's CPU seconds per hop of a small
+                                     // collective, >= 0
+  bool known() const { return bandwidth_bytes_per_s > 0; }
+  friend bool operator==(const NodeLink&, const NodeLink&) = default;
+};
+
 struct Node {
   std::string name;
   std::string address;
@@ -173,17 +187,8 @@ struct Node {
   std::vector<Device> devices;
   std::vector<DeviceLink> links;  // device pairs with a known link
   int64_t cpu_cores = 0;          // logical CPU cores of the node's machine; 0: unknown
-  // The node's link to the other nodes as its agent reports it (declared in
-  // its inventory file): bytes/s and one-way latency in seconds. Bandwidth 0:
-  // unknown (JSON "network": null), the planner assumes its default link.
-  double network_bandwidth_bytes_per_s = 0;
-  double network_latency_s = 0;
-  // The loopback Gloo link its agent measured on the node's machine
-  // (agent/gloo_link_benchmark.h), which emulated and CPU devices' ranks talk
-  // over. Bandwidth 0: not measured (JSON "gloo_link": null).
-  double gloo_bandwidth_bytes_per_s = 0;
-  double gloo_latency_s = 0;
-  double gloo_cpu_per_hop_s = 0;  // a rank's CPU seconds per hop of a small collective
+  NodeLink network;               // to the other nodes (cpu_per_hop_s 0)
+  NodeLink gloo_link;             // the machine's loopback Gloo link
   // Who runs the node's ranks: "agent" (tessera-agent) or "slurm" (a Slurm
   // partition tesserad submits to; slurm/slurm_pool.h).
   std::string source = "agent";

@@ -32,10 +32,7 @@ Status AdminOnly(const api::Principal& who, std::string_view what) {
 // last_heartbeat_ms aside).
 bool SameNodeRow(const api::Node& a, const api::Node& b) {
   if (a.address != b.address || a.cpu_cores != b.cpu_cores || a.links != b.links ||
-      a.network_bandwidth_bytes_per_s != b.network_bandwidth_bytes_per_s ||
-      a.network_latency_s != b.network_latency_s ||
-      a.gloo_bandwidth_bytes_per_s != b.gloo_bandwidth_bytes_per_s ||
-      a.gloo_latency_s != b.gloo_latency_s || a.gloo_cpu_per_hop_s != b.gloo_cpu_per_hop_s ||
+      a.network != b.network || a.gloo_link != b.gloo_link ||
       a.devices.size() != b.devices.size()) {
     return false;
   }
@@ -345,11 +342,8 @@ Status ControlPlaneService::RecordNodeRow(api::HeartbeatRequest* req, bool* send
       req->devices = stored->devices;
       req->links = stored->links;
       req->cpu_cores = stored->cpu_cores;
-      req->network_bandwidth_bytes_per_s = stored->network_bandwidth_bytes_per_s;
-      req->network_latency_s = stored->network_latency_s;
-      req->gloo_bandwidth_bytes_per_s = stored->gloo_bandwidth_bytes_per_s;
-      req->gloo_latency_s = stored->gloo_latency_s;
-      req->gloo_cpu_per_hop_s = stored->gloo_cpu_per_hop_s;
+      req->network = stored->network;
+      req->gloo_link = stored->gloo_link;
     } else {
       *send_inventory = true;  // e.g. a fresh database: ask for it
     }
@@ -362,11 +356,8 @@ Status ControlPlaneService::RecordNodeRow(api::HeartbeatRequest* req, bool* send
   node.devices = req->devices;
   node.links = req->links;
   node.cpu_cores = req->cpu_cores;
-  node.network_bandwidth_bytes_per_s = req->network_bandwidth_bytes_per_s;
-  node.network_latency_s = req->network_latency_s;
-  node.gloo_bandwidth_bytes_per_s = req->gloo_bandwidth_bytes_per_s;
-  node.gloo_latency_s = req->gloo_latency_s;
-  node.gloo_cpu_per_hop_s = req->gloo_cpu_per_hop_s;
+  node.network = req->network;
+  node.gloo_link = req->gloo_link;
   for (api::Device& d : node.devices) d.node = req->node;
   const bool write = !known || !SameNodeRow(*known, node) ||
                      now_ms - known->last_heartbeat_ms >= options_.node_row_refresh.count();

@@ -7,12 +7,15 @@
 // Steps:
 //   1. Start tesserad (the daemon's default settings: 1 s heartbeats, the
 //      share policy on) and examples/demo-lab's agents boxa, boxb, boxc on
-//      loopback; give each user of the trace a token; wait until tesserad has
-//      measured the profiles of every builtin model (its warm-up at start), so
-//      the replay runs on a quiet host: a profile measured while the first
-//      jobs run takes cores from their emulated devices (their steps ran ~3x
-//      their prediction), and the corrections and re-measurements that follow
-//      are of that contention, not of the jobs.
+//      loopback, one host as scripts/demo.sh runs them (their ranks share
+//      its cores, and tesserad plans them as one machine: scheduler/README.md
+//      8a; --netns: each node in a network namespace of its own); give each
+//      user of the trace a token; wait until tesserad has measured the
+//      profiles of every builtin model (its warm-up at start), so the replay
+//      runs on a quiet host: a profile measured while the first jobs run
+//      takes cores from their emulated devices (their steps ran ~3x their
+//      prediction), and the corrections and re-measurements that follow are
+//      of that contention, not of the jobs.
 //   2. Size the trace: each job's steps from its length alone (alone_s), by
 //      the planner's prediction of the job alone on the idle lab (or as a
 //      trace_sim CSV gives them: the same work replayed again).
@@ -27,6 +30,7 @@
 //   5. Print per job the real and predicted JCT, and per run the average JCT
 //      and the makespan, with the prediction's error.
 // Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv] [--config "YAML lines"] [--jobs]
+//                     [--netns]
 //   FILE.csv: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority,
 //   or trace_sim's CSV (steps instead of alone_s; what --write-trace writes)
 //   (without --trace: 8 jobs of 3 users over 105 s, below); --jobs: per job, its
@@ -391,7 +395,13 @@ int main(int argc, char** argv) {
                  "YAML lines added to tesserad's config, e.g. \"share_running_jobs: false\"");
   app.add_flag("--jobs", per_job,
                "per job, its events on the real cluster and its devices in each simulation");
+  bool netns = false;
+  app.add_flag("--netns", netns,
+               "run each node in its own network namespace, a machine of its own to the planner "
+               "(default: every node on loopback, one host, as scripts/demo.sh runs the lab)");
   CLI11_PARSE(app, argc, argv);
+  // The test harness's switch (tests/integration/harness.h).
+  if (!netns) ::setenv("TESSERA_TEST_NO_NETNS", "1", 1);
   if (!config.empty() && config.back() != '\n') config += '\n';
   std::vector<tessera::bench::ReplayJob> trace = tessera::bench::DefaultTrace();
   if (!trace_path.empty()) {

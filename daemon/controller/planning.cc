@@ -97,14 +97,14 @@ uint64_t InventoryKey(const std::vector<api::Node>& nodes) {
 }
 
 bool ApplyGlooLink(const api::Node& n, scheduler::Node* node) {
-  if (n.gloo_bandwidth_bytes_per_s <= 0 || node->devices.empty()) return false;
+  if (!n.gloo_link.known() || node->devices.empty()) return false;
   for (const scheduler::Device& d : node->devices) {
     if (d.backend != "gloo") return false;
   }
-  node->intra_node = scheduler::Link{n.gloo_bandwidth_bytes_per_s, n.gloo_latency_s};
+  node->intra_node = scheduler::Link{n.gloo_link.bandwidth_bytes_per_s, n.gloo_link.latency_s};
   node->host = n.address;
   node->host_cores = static_cast<int>(n.cpu_cores);
-  node->collective_cpu_per_hop_s = n.gloo_cpu_per_hop_s;
+  node->collective_cpu_per_hop_s = n.gloo_link.cpu_per_hop_s;
   return true;
 }
 
@@ -117,8 +117,8 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
     scheduler::Node node;
     node.name = n.name;
     // The link the node's inventory declares; unknown: the planner's default.
-    if (n.network_bandwidth_bytes_per_s > 0) {
-      node.network = scheduler::Link{n.network_bandwidth_bytes_per_s, n.network_latency_s};
+    if (n.network.known()) {
+      node.network = scheduler::Link{n.network.bandwidth_bytes_per_s, n.network.latency_s};
     }
     for (const api::Device& d : n.devices) {
       scheduler::Device dev;
@@ -155,7 +155,7 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       snapshot.device_links.push_back({scheduler::DeviceId{n.name, static_cast<int>(l.a)},
                                        scheduler::DeviceId{n.name, static_cast<int>(l.b)}, *link});
     }
-    if (ApplyGlooLink(n, &node) && !n.address.empty() && n.network_bandwidth_bytes_per_s <= 0) {
+    if (ApplyGlooLink(n, &node) && !n.address.empty() && !n.network.known()) {
       looped.push_back(&n);
     }
     snapshot.nodes.push_back(std::move(node));
@@ -169,8 +169,9 @@ scheduler::ClusterSnapshot SnapshotOf(const std::vector<api::Node>& nodes,
       if (a.address != b.address) continue;
       snapshot.node_links.push_back(
           {a.name, b.name,
-           scheduler::Link{std::min(a.gloo_bandwidth_bytes_per_s, b.gloo_bandwidth_bytes_per_s),
-                           std::max(a.gloo_latency_s, b.gloo_latency_s)}});
+           scheduler::Link{
+               std::min(a.gloo_link.bandwidth_bytes_per_s, b.gloo_link.bandwidth_bytes_per_s),
+               std::max(a.gloo_link.latency_s, b.gloo_link.latency_s)}});
     }
   }
   return snapshot;

@@ -48,7 +48,7 @@ std::vector<std::string> EmulationCapacityWarnings(const std::vector<api::Node>&
 uint64_t InventoryKey(const std::vector<api::Node>& nodes);
 
 // A node whose devices all talk Gloo (emulated GPUs, CPUs) and whose agent
-// measured its machine's loopback Gloo link (api::Node::gloo_*): its ranks talk
+// measured its machine's loopback Gloo link (api::Node::gloo_link): its ranks talk
 // over that link inside the node, and the node's address names its machine,
 // whose cores (cpu_cores) and the CPU each rank's hop costs (gloo_cpu_per_hop_s)
 // bound how fast the collectives of the ranks it holds go

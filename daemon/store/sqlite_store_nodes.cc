@@ -42,11 +42,11 @@ Result<api::Node> NodeFromRow(const Stmt& q) {
   n.health = q.Text(2);
   n.last_heartbeat_ms = q.Int(3);
   n.cpu_cores = q.Int(5);
-  n.network_bandwidth_bytes_per_s = q.Double(6);
-  n.network_latency_s = q.Double(7);
-  n.gloo_bandwidth_bytes_per_s = q.Double(8);
-  n.gloo_latency_s = q.Double(9);
-  n.gloo_cpu_per_hop_s = q.Double(10);
+  n.network.bandwidth_bytes_per_s = q.Double(6);
+  n.network.latency_s = q.Double(7);
+  n.gloo_link.bandwidth_bytes_per_s = q.Double(8);
+  n.gloo_link.latency_s = q.Double(9);
+  n.gloo_link.cpu_per_hop_s = q.Double(10);
   TESSERA_ASSIGN_OR_RETURN(api::Json links, ParseJsonColumn(q, 4, "node links"));
   if (links.is_array()) {
     for (const api::Json& l : links) {
@@ -86,11 +86,11 @@ Status SqliteStore::UpsertNode(const api::Node& node) {
         .Bind(4, node.last_heartbeat_ms)
         .Bind(5, std::string_view(links_text))
         .Bind(6, node.cpu_cores)
-        .BindDouble(7, node.network_bandwidth_bytes_per_s)
-        .BindDouble(8, node.network_latency_s)
-        .BindDouble(9, node.gloo_bandwidth_bytes_per_s)
-        .BindDouble(10, node.gloo_latency_s)
-        .BindDouble(11, node.gloo_cpu_per_hop_s);
+        .BindDouble(7, node.network.bandwidth_bytes_per_s)
+        .BindDouble(8, node.network.latency_s)
+        .BindDouble(9, node.gloo_link.bandwidth_bytes_per_s)
+        .BindDouble(10, node.gloo_link.latency_s)
+        .BindDouble(11, node.gloo_link.cpu_per_hop_s);
     TESSERA_RETURN_IF_ERROR(up.Run());
     TESSERA_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM devices WHERE node = ?"));
     del.Bind(1, std::string_view(node.name));

@@ -231,8 +231,8 @@ TEST_F(AgentLinksTest, EveryBeatCarriesTheDeclaredNetworkLink) {
     ASSERT_TRUE(agent->Beat().ok());
     ASSERT_FALSE(transport_.received().empty());
     const api::HeartbeatRequest sent = transport_.received().back();
-    EXPECT_DOUBLE_EQ(sent.network_bandwidth_bytes_per_s, declared ? 2.5e6 : 0) << declared;
-    EXPECT_DOUBLE_EQ(sent.network_latency_s, declared ? 0.005 : 0) << declared;
+    EXPECT_DOUBLE_EQ(sent.network.bandwidth_bytes_per_s, declared ? 2.5e6 : 0) << declared;
+    EXPECT_DOUBLE_EQ(sent.network.latency_s, declared ? 0.005 : 0) << declared;
   }
 }
 

@@ -181,22 +181,22 @@ TEST(AgentProtocolTest, CpuCoresMustBeACount) {
 
 TEST(AgentProtocolTest, HeartbeatCarriesTheDeclaredNetworkLink) {
   HeartbeatRequest r = Sample();
-  r.network_bandwidth_bytes_per_s = 2.5e6;
-  r.network_latency_s = 0.005;
+  r.network.bandwidth_bytes_per_s = 2.5e6;
+  r.network.latency_s = 0.005;
   Json j = ToJson(r);
   EXPECT_DOUBLE_EQ(j["network_bandwidth_bytes_per_s"].get<double>(), 2.5e6);
   auto back = HeartbeatRequestFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_DOUBLE_EQ(back->network_bandwidth_bytes_per_s, 2.5e6);
-  EXPECT_DOUBLE_EQ(back->network_latency_s, 0.005);
+  EXPECT_DOUBLE_EQ(back->network.bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(back->network.latency_s, 0.005);
 
   // Unknown (the default) is left out and read back as 0.
   Json unknown = ToJson(Sample());
   EXPECT_FALSE(unknown.contains("network_bandwidth_bytes_per_s"));
   back = HeartbeatRequestFromJson(unknown);
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->network_bandwidth_bytes_per_s, 0);
-  EXPECT_EQ(back->network_latency_s, 0);
+  EXPECT_EQ(back->network.bandwidth_bytes_per_s, 0);
+  EXPECT_EQ(back->network.latency_s, 0);
 }
 
 // The declared network link and the measured loopback Gloo link are read alike.
@@ -220,12 +220,10 @@ TEST(AgentProtocolTest, NetworkAndGlooLinkFields) {
   };
   struct Prefix {
     std::string name;
-    double HeartbeatRequest::*bandwidth;
-    double HeartbeatRequest::*latency;
+    NodeLink HeartbeatRequest::*link;
   } prefixes[] = {
-      {"network", &HeartbeatRequest::network_bandwidth_bytes_per_s,
-       &HeartbeatRequest::network_latency_s},
-      {"gloo", &HeartbeatRequest::gloo_bandwidth_bytes_per_s, &HeartbeatRequest::gloo_latency_s},
+      {"network", &HeartbeatRequest::network},
+      {"gloo", &HeartbeatRequest::gloo_link},
   };
   for (const Prefix& p : prefixes) {
     for (const Case& c : cases) {
@@ -236,8 +234,8 @@ TEST(AgentProtocolTest, NetworkAndGlooLinkFields) {
       auto r = HeartbeatRequestFromJson(j);
       if (c.field.empty()) {
         ASSERT_TRUE(r.ok()) << r.status().ToString();
-        EXPECT_DOUBLE_EQ((*r).*p.bandwidth, c.want_bandwidth);
-        EXPECT_DOUBLE_EQ((*r).*p.latency, c.want_latency);
+        EXPECT_DOUBLE_EQ(((*r).*p.link).bandwidth_bytes_per_s, c.want_bandwidth);
+        EXPECT_DOUBLE_EQ(((*r).*p.link).latency_s, c.want_latency);
       } else {
         ASSERT_FALSE(r.ok());
         EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -249,14 +247,11 @@ TEST(AgentProtocolTest, NetworkAndGlooLinkFields) {
 
 TEST(AgentProtocolTest, GlooLinkRoundTripsWithItsCpuPerHop) {
   HeartbeatRequest r = Sample();
-  r.gloo_bandwidth_bytes_per_s = 1e9;
-  r.gloo_latency_s = 5e-4;
-  r.gloo_cpu_per_hop_s = 3e-4;
+  const NodeLink measured{1e9, 5e-4, 3e-4};
+  r.gloo_link = measured;
   auto back = HeartbeatRequestFromJson(ToJson(r));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_DOUBLE_EQ(back->gloo_bandwidth_bytes_per_s, 1e9);
-  EXPECT_DOUBLE_EQ(back->gloo_latency_s, 5e-4);
-  EXPECT_DOUBLE_EQ(back->gloo_cpu_per_hop_s, 3e-4);
+  EXPECT_EQ(back->gloo_link, measured);
   Json bad = ToJson(r);
   bad["gloo_cpu_per_hop_s"] = -1.0;
   auto refused = HeartbeatRequestFromJson(bad);
@@ -267,29 +262,25 @@ TEST(AgentProtocolTest, GlooLinkRoundTripsWithItsCpuPerHop) {
   Node n;
   n.name = "boxa";
   EXPECT_TRUE(ToJson(n)["gloo_link"].is_null());
-  n.gloo_bandwidth_bytes_per_s = 1e9;
-  n.gloo_latency_s = 5e-4;
-  n.gloo_cpu_per_hop_s = 3e-4;
+  n.gloo_link = measured;
   auto node = NodeFromJson(ToJson(n));
   ASSERT_TRUE(node.ok()) << node.status().ToString();
-  EXPECT_DOUBLE_EQ(node->gloo_bandwidth_bytes_per_s, 1e9);
-  EXPECT_DOUBLE_EQ(node->gloo_latency_s, 5e-4);
-  EXPECT_DOUBLE_EQ(node->gloo_cpu_per_hop_s, 3e-4);
+  EXPECT_EQ(node->gloo_link, measured);
 }
 
 TEST(AgentProtocolTest, NodeJsonShowsTheNetworkLinkWhenKnown) {
   Node n;
   n.name = "boxa";
   EXPECT_TRUE(ToJson(n)["network"].is_null());
-  n.network_bandwidth_bytes_per_s = 2.5e6;
-  n.network_latency_s = 0.005;
+  n.network.bandwidth_bytes_per_s = 2.5e6;
+  n.network.latency_s = 0.005;
   Json j = ToJson(n);
   EXPECT_DOUBLE_EQ(j["network"]["bandwidth_bytes_per_s"].get<double>(), 2.5e6);
   EXPECT_DOUBLE_EQ(j["network"]["latency_s"].get<double>(), 0.005);
   auto back = NodeFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_DOUBLE_EQ(back->network_bandwidth_bytes_per_s, 2.5e6);
-  EXPECT_DOUBLE_EQ(back->network_latency_s, 0.005);
+  EXPECT_DOUBLE_EQ(back->network.bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(back->network.latency_s, 0.005);
   j["network"]["latency_s"] = "5ms";
   EXPECT_EQ(NodeFromJson(j).status().field(), "network.latency_s");
 }

@@ -186,11 +186,11 @@ TEST_F(ControlPlaneServiceTest, HeartbeatKeepsTheNodesDeclaredNetworkLink) {
   auto nodes = service_->ListNodes(kAlice);
   ASSERT_TRUE(nodes.ok());
   ASSERT_EQ(nodes->size(), 1u);
-  EXPECT_DOUBLE_EQ((*nodes)[0].network_bandwidth_bytes_per_s, 2.5e6);
-  EXPECT_DOUBLE_EQ((*nodes)[0].network_latency_s, 0.005);
+  EXPECT_DOUBLE_EQ((*nodes)[0].network.bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ((*nodes)[0].network.latency_s, 0.005);
   // A beat without it (an agent restarted without `network:`) forgets it.
   ASSERT_TRUE(service_->Heartbeat(HeartbeatJson("boxN")).ok());
-  EXPECT_EQ(service_->ListNodes(kAlice)->at(0).network_bandwidth_bytes_per_s, 0);
+  EXPECT_EQ(service_->ListNodes(kAlice)->at(0).network.bandwidth_bytes_per_s, 0);
 }
 
 TEST_F(ControlPlaneServiceTest, JobLogsServeTheNewestAttemptsReportedTail) {

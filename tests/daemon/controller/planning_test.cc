@@ -151,8 +151,8 @@ TEST(SnapshotOfTest, ReportedNetworkLinkReplacesTheDefault) {
   };
   for (const Case& c : cases) {
     api::Node n = NodeWith("boxa", 1, {});
-    n.network_bandwidth_bytes_per_s = c.bandwidth;
-    n.network_latency_s = c.latency;
+    n.network.bandwidth_bytes_per_s = c.bandwidth;
+    n.network.latency_s = c.latency;
     scheduler::ClusterSnapshot s = SnapshotOf({n, NodeWith("boxb", 1, {})}, {});
     ASSERT_TRUE(s.Validate().ok()) << c.name;
     ASSERT_EQ(s.nodes.size(), 2u);
@@ -199,11 +199,11 @@ TEST(SnapshotOfTest, AMeasuredGlooLinkIsTheLinkOfNodesWhoseRanksTalkGloo) {
       d.relative_speed = 0.5;
     }
     n.cpu_cores = 2;
-    n.gloo_bandwidth_bytes_per_s = c.gloo_bandwidth;
-    n.gloo_latency_s = c.gloo_bandwidth > 0 ? 5e-4 : 0;
-    n.gloo_cpu_per_hop_s = c.gloo_bandwidth > 0 ? 3e-4 : 0;
-    n.network_bandwidth_bytes_per_s = c.declared_bandwidth;
-    n.network_latency_s = c.declared_latency;
+    n.gloo_link.bandwidth_bytes_per_s = c.gloo_bandwidth;
+    n.gloo_link.latency_s = c.gloo_bandwidth > 0 ? 5e-4 : 0;
+    n.gloo_link.cpu_per_hop_s = c.gloo_bandwidth > 0 ? 3e-4 : 0;
+    n.network.bandwidth_bytes_per_s = c.declared_bandwidth;
+    n.network.latency_s = c.declared_latency;
     scheduler::ClusterSnapshot s = SnapshotOf({n}, {});
     ASSERT_TRUE(s.Validate().ok());
     const scheduler::Node& got = s.nodes.at(0);
@@ -225,17 +225,17 @@ TEST(SnapshotOfTest, NodesOfOneMachineAreLinkedByTheirLoopbackGlooLink) {
     n.address = address;
     n.devices[0].emulated = true;
     n.devices[0].relative_speed = 0.5;
-    n.gloo_bandwidth_bytes_per_s = 1e9;
-    n.gloo_latency_s = latency;
+    n.gloo_link.bandwidth_bytes_per_s = 1e9;
+    n.gloo_link.latency_s = latency;
     return n;
   };
   api::Node gpus = NodeWith("boxg", 1, {});  // real GPUs (NCCL) on the same machine
   gpus.address = "127.0.0.1";
-  gpus.gloo_bandwidth_bytes_per_s = 1e9;
-  gpus.gloo_latency_s = 1e-3;
+  gpus.gloo_link.bandwidth_bytes_per_s = 1e9;
+  gpus.gloo_link.latency_s = 1e-3;
   api::Node declared = emulated("boxd", "127.0.0.1", 1e-4);
-  declared.network_bandwidth_bytes_per_s = 2.5e6;
-  declared.network_latency_s = 0.002;
+  declared.network.bandwidth_bytes_per_s = 2.5e6;
+  declared.network.latency_s = 0.002;
   scheduler::ClusterSnapshot s =
       SnapshotOf({emulated("boxa", "127.0.0.1", 3e-4), emulated("boxb", "127.0.0.1", 5e-4),
                   emulated("boxc", "10.0.0.7", 1e-4), declared, gpus},

@@ -273,15 +273,15 @@ TEST_F(SqliteStoreTest, SchemaFourNodesGainAnUnknownNetworkLink) {
   auto old = store->GetNode("old");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ(old->cpu_cores, 8);
-  EXPECT_EQ(old->network_bandwidth_bytes_per_s, 0) << "unknown until its agent reports one";
-  EXPECT_EQ(old->network_latency_s, 0);
-  EXPECT_EQ(old->gloo_bandwidth_bytes_per_s, 0) << "not measured until its agent reports one";
-  EXPECT_EQ(old->gloo_cpu_per_hop_s, 0);
+  EXPECT_EQ(old->network.bandwidth_bytes_per_s, 0) << "unknown until its agent reports one";
+  EXPECT_EQ(old->network.latency_s, 0);
+  EXPECT_EQ(old->gloo_link.bandwidth_bytes_per_s, 0) << "not measured until its agent reports one";
+  EXPECT_EQ(old->gloo_link.cpu_per_hop_s, 0);
   api::Node n = *old;
-  n.network_bandwidth_bytes_per_s = 1.25e9;
-  n.network_latency_s = 50e-6;
+  n.network.bandwidth_bytes_per_s = 1.25e9;
+  n.network.latency_s = 50e-6;
   ASSERT_TRUE(store->UpsertNode(n).ok());
-  EXPECT_DOUBLE_EQ(store->GetNode("old")->network_bandwidth_bytes_per_s, 1.25e9);
+  EXPECT_DOUBLE_EQ(store->GetNode("old")->network.bandwidth_bytes_per_s, 1.25e9);
 }
 
 TEST_F(SqliteStoreTest, SchemaFiveJobsGainAnEmptyMetricsHistory) {

@@ -329,40 +329,40 @@ TEST_P(StoreTest, NodeNetworkLinkSurvivesUpsertAndReopen) {
   api::Node n;
   n.name = "boxA";
   n.devices = {Dev(0, true)};
-  n.network_bandwidth_bytes_per_s = 2.5e6;
-  n.network_latency_s = 0.005;
-  n.gloo_bandwidth_bytes_per_s = 1e9;
-  n.gloo_latency_s = 5e-4;
-  n.gloo_cpu_per_hop_s = 3e-4;
+  n.network.bandwidth_bytes_per_s = 2.5e6;
+  n.network.latency_s = 0.005;
+  n.gloo_link.bandwidth_bytes_per_s = 1e9;
+  n.gloo_link.latency_s = 5e-4;
+  n.gloo_link.cpu_per_hop_s = 3e-4;
   ASSERT_TRUE(store_->UpsertNode(n).ok());
   auto got = store_->GetNode("boxA");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_DOUBLE_EQ(got->network_bandwidth_bytes_per_s, 2.5e6);
-  EXPECT_DOUBLE_EQ(got->network_latency_s, 0.005);
-  EXPECT_DOUBLE_EQ(got->gloo_bandwidth_bytes_per_s, 1e9);
-  EXPECT_DOUBLE_EQ(got->gloo_latency_s, 5e-4);
-  EXPECT_DOUBLE_EQ(got->gloo_cpu_per_hop_s, 3e-4);
-  EXPECT_DOUBLE_EQ(store_->ListNodes()->at(0).network_bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(got->network.bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(got->network.latency_s, 0.005);
+  EXPECT_DOUBLE_EQ(got->gloo_link.bandwidth_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(got->gloo_link.latency_s, 5e-4);
+  EXPECT_DOUBLE_EQ(got->gloo_link.cpu_per_hop_s, 3e-4);
+  EXPECT_DOUBLE_EQ(store_->ListNodes()->at(0).network.bandwidth_bytes_per_s, 2.5e6);
 
   // A second node that reports no link; the first one's link outlives a reopen.
   api::Node unknown = n;
   unknown.name = "boxB";
-  unknown.network_bandwidth_bytes_per_s = 0;
-  unknown.network_latency_s = 0;
+  unknown.network.bandwidth_bytes_per_s = 0;
+  unknown.network.latency_s = 0;
   ASSERT_TRUE(store_->UpsertNode(unknown).ok());
   Reopen();
   got = store_->GetNode("boxA");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_DOUBLE_EQ(got->network_bandwidth_bytes_per_s, 2.5e6);
-  EXPECT_DOUBLE_EQ(got->network_latency_s, 0.005);
-  EXPECT_EQ(store_->GetNode("boxB")->network_bandwidth_bytes_per_s, 0);
+  EXPECT_DOUBLE_EQ(got->network.bandwidth_bytes_per_s, 2.5e6);
+  EXPECT_DOUBLE_EQ(got->network.latency_s, 0.005);
+  EXPECT_EQ(store_->GetNode("boxB")->network.bandwidth_bytes_per_s, 0);
 
   // The next heartbeat's link replaces it.
-  n.network_bandwidth_bytes_per_s = 125e6;
-  n.network_latency_s = 50e-6;
+  n.network.bandwidth_bytes_per_s = 125e6;
+  n.network.latency_s = 50e-6;
   ASSERT_TRUE(store_->UpsertNode(n).ok());
-  EXPECT_DOUBLE_EQ(store_->GetNode("boxA")->network_bandwidth_bytes_per_s, 125e6);
-  EXPECT_DOUBLE_EQ(store_->GetNode("boxA")->network_latency_s, 50e-6);
+  EXPECT_DOUBLE_EQ(store_->GetNode("boxA")->network.bandwidth_bytes_per_s, 125e6);
+  EXPECT_DOUBLE_EQ(store_->GetNode("boxA")->network.latency_s, 50e-6);
 }
 
 TEST_P(StoreTest, UpsertNodeRefusesBadInput) {
