@@ -55,6 +55,22 @@ void StartLab(Cluster& cluster, const fs::path& images, const std::string& nodea
                                      30s));
 }
 
+// Checks that job `a` shrank for bob's job `b` in place (its first attempt,
+// never recovering); returns a's events, a line each.
+std::string ExpectShrunkInPlaceFor(Cluster& cluster, api::JobId a, api::JobId b) {
+  std::string events;
+  for (const auto& e : cluster.Events(a)) {
+    events += e.to_state + " (" + e.reason + ")\n";
+    EXPECT_NE(e.to_state, "recovering") << e.reason;
+  }
+  EXPECT_NE(events.find("shrinks to "), std::string::npos) << events;
+  EXPECT_NE(events.find("job " + std::to_string(b) + " of bob takes its devices"),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).value("attempt", 0), 1) << events;
+  return events;
+}
+
 TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
   Cluster cluster("real-share");
   const fs::path images = cluster.dir() / "data" / "shared" / "images";
@@ -86,17 +102,8 @@ TEST(ShareE2ETest, ARunningJobShrinksForAnotherUsersJobAndBothTrainOn) {
   EXPECT_TRUE(WaitFor([&] { return cluster.JobState(b) == "running"; }, 120s))
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump() << "\n"
       << cluster.controller()->Log();
-  std::string events;
-  for (const auto& e : cluster.Events(a)) {
-    events += e.to_state + " (" + e.reason + ")\n";
-    EXPECT_NE(e.to_state, "recovering") << e.reason;
-  }
-  EXPECT_NE(events.find("shrinks to "), std::string::npos) << events;
-  EXPECT_NE(events.find("job " + std::to_string(b) + " of bob takes its devices"),
-            std::string::npos)
-      << events;
+  const std::string events = ExpectShrunkInPlaceFor(cluster, a, b);
   EXPECT_EQ(cluster.PlannedNodes(a).size(), 1u);
-  EXPECT_EQ(cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).value("attempt", 0), 1);
   // The rank the shrink left out was told so and left by itself (exit code
   // 0), not stopped by its agent's signal.
   std::string left_out;
@@ -166,16 +173,7 @@ TEST(ShareE2ETest, AnotherUsersInferJobTakesItsShareAndTrainingGrowsBackAfterIt)
 
   // Her job grows back onto the device once his is done.
   EXPECT_TRUE(WaitFor([&] { return cluster.PlannedNodes(a).size() == 2; }, 60s));
-  std::string events;
-  for (const auto& e : cluster.Events(a)) {
-    events += e.to_state + " (" + e.reason + ")\n";
-    EXPECT_NE(e.to_state, "recovering") << e.reason;
-  }
-  EXPECT_NE(events.find("shrinks to "), std::string::npos) << events;
-  EXPECT_NE(events.find("job " + std::to_string(b) + " of bob takes its devices"),
-            std::string::npos)
-      << events;
-  EXPECT_EQ(cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).value("attempt", 0), 1);
+  ExpectShrunkInPlaceFor(cluster, a, b);
   EXPECT_EQ(cluster.JobState(a), "running");
   cluster.PostJson("/api/v1/jobs/" + std::to_string(a) + "/cancel", api::Json::object());
 }
