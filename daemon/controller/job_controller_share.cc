@@ -5,18 +5,20 @@
 // daemon/controller/train_reform.h), so the waiting job starts without
 // waiting for them to end: another user's train job, or an infer job, which
 // gets its user's share as a train job does (its throughput is images/s on
-// the devices; once running it keeps them, and gives ranks back to waiting
-// train jobs itself: JobController::YieldInferToTraining).
+// the devices). A running infer job that fills the lab (GrowInference) gives
+// ranks back the same way, to another user's infer or train job (and to
+// waiting train jobs also by JobController::YieldInferToTraining).
 //
 // Steps (ShareForWaiting):
 //   1. At most once every grow_check_ms, only while a train job, or an infer
 //      job whose input is listed, waits and share_running_jobs is on.
 //   2. The jobs: a running train attempt is movable when the job allows it
 //      (JobSpec::elastic), it can re-form (ReformBlocker), it has run
-//      unchanged for grow_settle_ms and every rank runs; every other active
-//      attempt keeps its devices; waiting jobs ask for devices, the first in
-//      the queue's order (scheduler/queue_order.h), one per device at most
-//      (their work: a train job's samples, an infer job's images left).
+//      unchanged for grow_settle_ms and every rank runs; so is an infer
+//      attempt whose ranks lease independently (IndependentRanks), for
+//      shrinks only; every other active attempt keeps its devices; waiting jobs ask for devices,
+//      the first in the queue's order (scheduler/queue_order.h), one per device at most (their
+//      work: a train job's samples, an infer job's images left).
 //   3. The devices: the healthy nodes' devices that are free or held by an
 //      active attempt, or that an attempt's dropped ranks still occupy while
 //      they leave (a device an earlier round took from a job is the waiting
@@ -30,22 +32,21 @@
 //      move_cost_s), a restart onto none of its devices at least
 //      move_cost_s, gained back over share_horizon_s or the job's
 //      predicted remaining time.
-//   5. Each running job the policy shrinks re-forms onto its plan on the
-//      devices left to it, the policy's reason as the event ("shrinks to
+//   5. Each running train job the policy shrinks re-forms onto its plan on
+//      the devices left to it, the policy's reason as the event ("shrinks to
 //      a:0: job 2 of bob takes its devices; ..."), unless the attempt changed
-//      meanwhile; then each it grows (a waiting job cannot use what it gains)
-//      re-forms onto its plan there, its new ranks joining, when every device
-//      it gains was free at the round's start (one another attempt held is
-//      left for a later round: its rank may still run); so does each it moves
-//      to a set that keeps at least one of its devices (the kept ranks keep
-//      their state, the ones left out stop, new ones join). A move that keeps
-//      none of its ranks (a world with no survivor cannot re-form in place)
-//      restarts the job from its checkpoint (share_restart_moves): its ranks
-//      are stopped (each saves a checkpoint as it stops), the devices it
-//      moves to are reserved for it, and once none of its ranks runs the job
-//      is pending again (a `moved` event; the attempt does not count against
-//      max_attempts) and the next pass places it there (EndMoveLocked).
-//      Growth while no job waits is GrowTraining's (job_controller_reform.cc).
+//      meanwhile (an infer job it shrinks drops the ranks on the devices it
+//      gives up, DropInferRanksLocked: their chunks go back to the queue); then each it grows (a
+//      waiting job cannot use what it gains) re-forms onto its plan there, its new ranks joining,
+//      when every device it gains was free at the round's start (one another attempt held is left
+//      for a later round: its rank may still run); so does each it moves to a set that keeps at
+//      least one of its devices (the kept ranks keep their state, the ones left out stop, new ones
+//      join). A move that keeps none of its ranks (a world with no survivor cannot re-form in
+//      place) restarts the job from its checkpoint (share_restart_moves): its ranks are stopped
+//      (each saves a checkpoint as it stops), the devices it moves to are reserved for it, and once
+//      none of its ranks runs the job is pending again (a `moved` event; the attempt does not count
+//      against max_attempts) and the next pass places it there (EndMoveLocked). Growth while no job
+//      waits is GrowTraining's (job_controller_reform.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -207,9 +208,12 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       Running r{job->second, active.launch.attempt, NextReformGeneration(active.launch),
                 std::move(live.devices), false};
       const api::Job& j = job->second;
-      r.movable = j.state == JobState::kRunning && !active.move &&
-                  j.spec.kind == api::JobKind::kTrain && j.spec.elastic &&
-                  !ReformBlocker(j.spec, active.launch) &&
+      // A train attempt re-forms; an infer attempt whose ranks lease
+      // independently drops ranks (shrinks only: it grows by GrowInference).
+      const bool can_change = j.spec.kind == api::JobKind::kTrain
+                                  ? !ReformBlocker(j.spec, active.launch)
+                                  : IndependentRanks(active.launch);
+      r.movable = j.state == JobState::kRunning && !active.move && j.spec.elastic && can_change &&
                   SteadyMs(active.launched_at) >= options_.grow_settle_ms && live.every_rank_runs;
       r.move = move_costs_.For(id);
       r.restart = move_costs_.ForRestart(id);
@@ -340,6 +344,37 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       auto r = std::find_if(running.begin(), running.end(),
                             [&](const Running& x) { return x.job.id == d.id; });
       if (r == running.end() || !r->movable) continue;
+      if (r->job.spec.kind == api::JobKind::kInfer) {
+        // An infer job shrinks by dropping the ranks on the devices it gives
+        // up (their chunks go back to the queue at once); it grows by
+        // GrowInference, never here.
+        if (d.action != scheduler::AllocAction::kShrink) continue;
+        MutexLock lock(mu_);
+        auto it = active_.find(d.id);
+        if (it == active_.end() || it->second.launch.attempt != r->attempt || it->second.move) {
+          continue;
+        }
+        std::vector<int64_t> ranks;
+        std::string list;
+        for (const RankLaunch& rank : it->second.launch.ranks) {
+          const std::string device = DeviceKey(rank.node, rank.device_index);
+          if (it->second.dropped.contains(rank.launch.key.rank) || d.devices.contains(device)) {
+            continue;
+          }
+          ranks.push_back(rank.launch.key.rank);
+          list += (list.empty() ? "" : ", ") + device;
+        }
+        const size_t live = it->second.launch.ranks.size() - it->second.dropped.size();
+        if (ranks.empty() || ranks.size() >= live) continue;  // it keeps a rank
+        const std::string who = ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
+                                                  : "ranks " + RankList(ranks) + " give ";
+        TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(
+            r->job, &it->second, ranks,
+            d.reason + " (" + who + list + " back; the chunks " +
+                (ranks.size() == 1 ? "it" : "they") + " held went back to the queue)"));
+        changed = true;
+        continue;
+      }
       // A move re-forms around the ranks it keeps; one that keeps none
       // restarts the job from its checkpoint, when restarts are allowed (else
       // the policy kept one: AllocJob::move_keeps_a_device).

@@ -85,9 +85,10 @@ class JobControllerShareTest : public JobControllerTest {
     lab->bob = Submit(bobs, "bob");
   }
 
-  // An infer job of the colorize model over a folder of `images` scans.
-  api::JobSpec Inference(int images) {
-    const std::filesystem::path in = dir_ / "scans";
+  // An infer job of the colorize model over a folder of `images` scans,
+  // `name` naming its folders.
+  api::JobSpec Inference(int images, const std::string& name = "scans") {
+    const std::filesystem::path in = dir_ / name;
     std::filesystem::create_directories(in);
     for (int i = 0; i < images; ++i) {
       std::ofstream(in / ("scan-" + std::to_string(1000 + i) + ".png")) << "png";
@@ -98,14 +99,24 @@ class JobControllerShareTest : public JobControllerTest {
     spec.steps = 0;
     spec.max_devices = 0;
     spec.dataset = in.string();
-    spec.output = (dir_ / "out").string();
+    spec.output = (dir_ / (name + "-out")).string();
     return spec;
   }
 
   void RunLab(Lab* lab, const api::JobSpec& alices, const api::JobSpec& bobs = Training()) {
     std::map<std::string, api::HeartbeatResponse> desired;
     for (auto* n : {&lab->a, &lab->b}) Beat(*n);
-    lab->alice = SubmitRunning(alices, {&lab->a, &lab->b}, &desired);
+    // Placed once an infer job's input is listed (in the background, in real
+    // time), then every rank reported running.
+    lab->alice = Submit(alices);
+    for (int i = 0; i < 5000 && StateOf(lab->alice) == JobState::kPending; ++i) {
+      ASSERT_TRUE(controller_->Tick().ok());
+      if (StateOf(lab->alice) == JobState::kPending) std::this_thread::sleep_for(milliseconds(1));
+    }
+    for (auto* n : {&lab->a, &lab->b}) desired[n->name] = Beat(*n);
+    for (auto* n : {&lab->a, &lab->b}) Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_EQ(StateOf(lab->alice), JobState::kRunning) << Reasons(lab->alice);
     ASSERT_EQ(store_->GetJob(lab->alice)->plan["replicas"].size(), 2u);
     lab->bob = Submit(bobs, "bob");
     for (int i = 0; i < 120 && StateOf(lab->bob) != JobState::kRunning; ++i) {
@@ -153,6 +164,23 @@ TEST_F(JobControllerShareTest, AnotherUsersInferJobTakesItsShareFromARunningTrai
   EXPECT_EQ(alice.plan["replicas"].size(), 1u);
   EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
   EXPECT_EQ(store_->GetJob(lab.bob)->plan["replicas"].size(), 1u);
+}
+
+// A running infer job that fills the lab gives another user's infer job its
+// share: alice's inference runs on both devices, bob's waits; hers drops the
+// rank on one device (its chunks go back to the queue) and his starts there.
+TEST_F(JobControllerShareTest, ARunningInferJobGivesAnotherUsersInferJobItsShare) {
+  Lab lab;
+  RunLab(&lab, Inference(40, "alices"), Inference(40, "bobs"));
+  const std::string reasons = Reasons(lab.alice);
+  EXPECT_NE(reasons.find(": job " + std::to_string(lab.bob) + " of bob takes its devices"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("held went back to the queue)"), std::string::npos) << reasons;
+  const api::Job alice = *store_->GetJob(lab.alice);
+  EXPECT_EQ(alice.state, JobState::kRunning);
+  EXPECT_EQ(alice.attempt, 1);
+  EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
 }
 
 // The rank a shrink leaves out is stopped only a while after the kept rank
