@@ -199,7 +199,8 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   // attempts are submitted once) and no job waits (free devices go to waiting
   // jobs first); (2) take the running infer attempts with independent ranks,
   // grow_settle_ms after their launch, every live rank running, of jobs that
-  // allow it (JobSpec::elastic); (3) each with
+  // allow it (JobSpec::elastic), the user holding the fewest devices per unit
+  // of weight first (none while that one is still settling); (3) each with
   // room (fewer live ranks than its max_devices and its user's device limit)
   // and chunks no rank leased yet; (4) plan it on its own devices plus the
   // free ones (outside the lock) and take, from the best plan whose replicas
@@ -229,24 +230,45 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
     size_t ranks = 0;               // the attempt's ranks and dropped ones when seen: a change
     size_t dropped = 0;             // meanwhile cancels the growth
     std::set<std::string> devices;  // of its live ranks
+    bool settling = false;          // launched less than grow_settle_ms ago
+    double share = 0;               // its user's devices per unit of weight
   };
   std::vector<Candidate> candidates;
   {
     MutexLock lock(mu_);  // (2)
     for (const auto& [id, active] : active_) {
-      if (!IndependentRanks(active.launch) ||
-          SteadyMs(active.launched_at) < options_.grow_settle_ms) {
-        continue;
-      }
+      if (!IndependentRanks(active.launch)) continue;
+      const bool settling = SteadyMs(active.launched_at) < options_.grow_settle_ms;
       LiveDevices live = LiveDevicesLocked(active);
-      if (live.every_rank_runs && !live.devices.empty()) {
+      if (settling || (live.every_rank_runs && !live.devices.empty())) {
         candidates.push_back({id, active.launch.attempt, active.launch.ranks.size(),
-                              active.dropped.size(), std::move(live.devices)});
+                              active.dropped.size(), std::move(live.devices), settling});
       }
     }
   }
   if (candidates.empty()) return Status::Ok();
   std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  // (2) The user holding the fewest devices per unit of weight grows first,
+  // then a job still settling (just placed, often on what another job gave
+  // up in the share round), then the job with the fewest ranks: the devices
+  // a job gave up to another user's go to that user's job, not back to it.
+  // While the first is still settling nothing grows (it waits at most
+  // grow_settle_ms).
+  for (Candidate& c : candidates) {
+    auto job = store_->GetJob(c.id);
+    if (!job.ok()) continue;
+    c.share =
+        static_cast<double>(usage[job->owner].devices) / options_.users.For(job->owner).weight;
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     if (a.share != b.share) return a.share < b.share;
+                     if (a.settling != b.settling)
+                       return a.settling;  // the one just placed; the other gave
+                     return a.devices.size() < b.devices.size();
+                   });
+  if (candidates.front().settling) return Status::Ok();
+  std::erase_if(candidates, [](const Candidate& c) { return c.settling; });
   std::map<std::string, std::string> addresses;
   for (const api::Node& n : nodes) addresses[n.name] = n.address.empty() ? "127.0.0.1" : n.address;
   bool grew = false;

@@ -183,6 +183,55 @@ TEST_F(JobControllerShareTest, ARunningInferJobGivesAnotherUsersInferJobItsShare
   EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
 }
 
+// A device that comes free goes to the user holding fewest: alice's
+// inference runs on a:0 and b:0, bob's has just started on c:0, and d:0 joins.
+// Alice's job does not take it while bob's settles (grow_settle_ms after its
+// launch); then bob's grows onto it. (The share round is off: the placement
+// is the queue's.)
+TEST_F(JobControllerShareTest, ADeviceThatComesFreeGoesToTheInferJobOfTheUserHoldingFewest) {
+  options_.share_running_jobs = false;
+  RestartController();
+  api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 20), c = MakeNode("c", 1, 20),
+            d = MakeNode("d", 1, 20);
+  c.devices[0].busy = true;
+  std::map<std::string, api::HeartbeatResponse> desired;
+  auto beat_all = [&](const std::vector<api::Node*>& nodes) {
+    for (api::Node* n : nodes) desired[n->name] = Beat(*n, Running(desired[n->name]));
+  };
+  auto tick_until = [&](api::JobId id, JobState state, const std::vector<api::Node*>& nodes) {
+    for (int i = 0; i < 5000 && StateOf(id) != state; ++i) {
+      ASSERT_TRUE(controller_->Tick().ok());
+      beat_all(nodes);
+      std::this_thread::sleep_for(milliseconds(1));  // the input is listed in real time
+    }
+    ASSERT_EQ(StateOf(id), state) << Reasons(id);
+  };
+  auto run_for = [&](milliseconds span, const std::vector<api::Node*>& nodes) {
+    for (milliseconds t{0}; t < span; t += milliseconds(500)) {
+      clock_.Advance(milliseconds(500));
+      beat_all(nodes);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+  };
+  beat_all({&a, &b, &c});
+  const api::JobId alice = Submit(Inference(40, "alices"), "alice");
+  ASSERT_NO_FATAL_FAILURE(tick_until(alice, JobState::kRunning, {&a, &b, &c}));
+  ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 2u);
+  // Alice's settles; c:0 stays busy, so she has nothing to grow onto.
+  ASSERT_NO_FATAL_FAILURE(run_for(milliseconds(options_.grow_settle_ms), {&a, &b, &c}));
+  c.devices[0].busy = false;
+  const api::JobId bob = Submit(Inference(40, "bobs"), "bob");
+  ASSERT_NO_FATAL_FAILURE(tick_until(bob, JobState::kRunning, {&a, &b, &c}));
+  ASSERT_EQ(store_->GetJob(bob)->plan["replicas"].size(), 1u);
+
+  ASSERT_NO_FATAL_FAILURE(run_for(milliseconds(options_.grow_settle_ms / 2), {&a, &b, &c, &d}));
+  EXPECT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 2u) << Reasons(alice);
+  EXPECT_EQ(store_->GetJob(bob)->plan["replicas"].size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(run_for(milliseconds(options_.grow_settle_ms), {&a, &b, &c, &d}));
+  EXPECT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 2u) << Reasons(alice);
+  EXPECT_EQ(store_->GetJob(bob)->plan["replicas"].size(), 2u) << Reasons(bob);
+}
+
 // The rank a shrink leaves out is stopped only a while after the kept rank
 // got its order: its stop, which its world agrees on at a step's end, must
 // not stop the kept rank with it before that one has left the old world.
