@@ -232,6 +232,7 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
     std::set<std::string> devices;  // of its live ranks
     bool settling = false;          // launched less than grow_settle_ms ago
     double share = 0;               // its user's devices per unit of weight
+    std::optional<api::Job> job;    // its record, read once
   };
   std::vector<Candidate> candidates;
   {
@@ -259,6 +260,7 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
     if (!job.ok()) continue;
     c.share =
         static_cast<double>(usage[job->owner].devices) / options_.users.For(job->owner).weight;
+    c.job = *std::move(job);
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) {
@@ -274,8 +276,8 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   bool grew = false;
   for (const Candidate& c : candidates) {
     if (free.empty()) break;
-    auto job = store_->GetJob(c.id);
-    if (!job.ok() || job->state != JobState::kRunning || job->attempt != c.attempt ||
+    const std::optional<api::Job>& job = c.job;
+    if (!job || job->state != JobState::kRunning || job->attempt != c.attempt ||
         !job->spec.elastic) {
       continue;
     }

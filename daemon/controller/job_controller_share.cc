@@ -16,9 +16,10 @@
 //      (JobSpec::elastic), it can re-form (ReformBlocker), it has run
 //      unchanged for grow_settle_ms and every rank runs; so is an infer
 //      attempt whose ranks lease independently (IndependentRanks), for
-//      shrinks only; every other active attempt keeps its devices; waiting jobs ask for devices,
-//      the first in the queue's order (scheduler/queue_order.h), one per device at most (their
-//      work: a train job's samples, an infer job's images left).
+//      shrinks only; every other active attempt keeps its devices; waiting
+//      jobs ask for devices, the first in the queue's order
+//      (scheduler/queue_order.h), one per device at most (their work: a
+//      train job's samples, an infer job's images left).
 //   3. The devices: the healthy nodes' devices that are free or held by an
 //      active attempt, or that an attempt's dropped ranks still occupy while
 //      they leave (a device an earlier round took from a job is the waiting
@@ -36,17 +37,20 @@
 //      the devices left to it, the policy's reason as the event ("shrinks to
 //      a:0: job 2 of bob takes its devices; ..."), unless the attempt changed
 //      meanwhile (an infer job it shrinks drops the ranks on the devices it
-//      gives up, DropInferRanksLocked: their chunks go back to the queue); then each it grows (a
-//      waiting job cannot use what it gains) re-forms onto its plan there, its new ranks joining,
-//      when every device it gains was free at the round's start (one another attempt held is left
-//      for a later round: its rank may still run); so does each it moves to a set that keeps at
-//      least one of its devices (the kept ranks keep their state, the ones left out stop, new ones
-//      join). A move that keeps none of its ranks (a world with no survivor cannot re-form in
-//      place) restarts the job from its checkpoint (share_restart_moves): its ranks are stopped
-//      (each saves a checkpoint as it stops), the devices it moves to are reserved for it, and once
-//      none of its ranks runs the job is pending again (a `moved` event; the attempt does not count
-//      against max_attempts) and the next pass places it there (EndMoveLocked). Growth while no job
-//      waits is GrowTraining's (job_controller_reform.cc).
+//      gives up, DropInferRanksLocked: their chunks go back to the queue);
+//      then each it grows (a waiting job cannot use what it gains) re-forms
+//      onto its plan there, its new ranks joining, when every device it gains
+//      was free at the round's start (one another attempt held is left for a
+//      later round: its rank may still run); so does each it moves to a set
+//      that keeps at least one of its devices (the kept ranks keep their
+//      state, the ones left out stop, new ones join). A move that keeps none
+//      of its ranks (a world with no survivor cannot re-form in place)
+//      restarts the job from its checkpoint (share_restart_moves): its ranks
+//      are stopped (each saves a checkpoint as it stops), the devices it
+//      moves to are reserved for it, and once none of its ranks runs the job
+//      is pending again (a `moved` event; the attempt does not count against
+//      max_attempts) and the next pass places it there (EndMoveLocked).
+//      Growth while no job waits is GrowTraining's (job_controller_reform.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
