@@ -153,9 +153,7 @@ Status Agent::Beat() {
   if (const auto& n = inventory_.network) {
     request.network = {n->bandwidth_bytes_per_s, n->latency_s, 0};
   }
-  if (const auto& g = inventory_.gloo_link) {
-    request.gloo_link = {g->bandwidth_bytes_per_s, g->latency_s, g->cpu_per_hop_s};
-  }
+  if (inventory_.gloo_link) request.gloo_link = *inventory_.gloo_link;
   for (auto& d : request.devices) {
     d.node = options_.node;
     d.busy = busy.count(d.index) > 0;

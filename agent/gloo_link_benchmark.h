@@ -35,19 +35,17 @@
 #include <cstdint>
 #include <functional>
 
+#include "api/types.h"
 #include "common/status.h"
 
 namespace tessera::agent {
 
-struct LinkFigures {
-  double bandwidth_bytes_per_s = 0;  // > 0 when measured
-  double latency_s = 0;              // one hop, >= 0
-  // CPU seconds a rank's process spends on one hop of a small collective (its
-  // threads' wake-ups and the kernel's socket work): ranks sharing a machine
-  // with fewer cores than ranks wait for each other's (scheduler/cost_model.h).
-  double cpu_per_hop_s = 0;
-  friend bool operator==(const LinkFigures&, const LinkFigures&) = default;
-};
+// What it measures: bandwidth (> 0 when measured), one hop's latency, and
+// the CPU seconds a rank's process spends on one hop of a small collective
+// (its threads' wake-ups and the kernel's socket work: ranks sharing a
+// machine with fewer cores than ranks wait for each other's,
+// scheduler/cost_model.h); the heartbeat carries it as it is.
+using LinkFigures = api::NodeLink;
 
 struct GlooLinkOptions {
   int64_t small_bytes = 256;      // a batch norm's statistics
