@@ -101,10 +101,15 @@ Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
     while (std::getline(sniff, head) && (head.empty() || head[0] == '#')) {
     }
   }
-  if (head.rfind(scheduler::sim::kCsvHeader, 0) == 0) {
+  if (head.rfind(scheduler::sim::kCsvHeaderTrainOnly, 0) == 0) {  // with or without kind
     TESSERA_ASSIGN_OR_RETURN(scheduler::sim::Trace t, scheduler::sim::ReadTrace(path));
     std::vector<ReplayJob> out;
     for (const TraceJob& j : t.jobs) {
+      if (j.kind != scheduler::JobKind::kTrain) {
+        return InvalidArgument(path + ": job of " + j.user + " at " + std::to_string(j.submit_s) +
+                                   " s: the replay runs training jobs only",
+                               "kind");
+      }
       out.push_back({j.steps, j.submit_s, j.user, j.model, j.global_batch, 0, j.min_devices,
                      j.max_devices, j.priority});
     }

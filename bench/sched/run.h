@@ -73,10 +73,22 @@ struct SharedOptions {
   // throughput and the time saved over its remaining work exceeds
   // move_cost_s; nothing else moves.
   double grow_min_speedup = 0;
+  // Inference jobs (TraceJob::kind kInfer) run as independent ranks: one
+  // shrinks by dropping ranks (their chunks in flight are done again) and
+  // grows by new ranks joining, the others running on. A shrink or move costs
+  // it this many seconds of progress; growth costs nothing.
+  double infer_move_cost_s = 10;
+  // An inference job is not grown or shrunk within this many seconds of its
+  // start or last change (tesserad's grow_settle_ms).
+  double infer_settle_s = 10;
   ShareOptions share;  // horizon, minimum gain
 };
 
-// Elastic jobs through the share policy.
+// Elastic jobs through the share policy. Inference jobs: with
+// grow_min_speedup > 0 (tesserad's rules) the policy only starts and shrinks
+// them, and while no job waits each grows onto every free device its plan
+// uses (JobController::GrowInference: the user holding the fewest devices
+// first); with 0 the policy decides their devices as any job's.
 Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptions& options,
                    SimPlanner* planner);
 

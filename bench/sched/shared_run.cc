@@ -13,15 +13,29 @@
 //      With grow_min_speedup > 0 (tesserad's rules) the allocation runs only
 //      while a job waits; otherwise each running job that may move grows onto
 //      free devices when that pays (GrowOntoFreeDevices).
-//   3. Decisions take effect at once: a started job runs from now; a job
-//      shrunk, grown or moved makes no progress for move_cost_s (checkpoint or
-//      state transfer, restart) and then runs at its new throughput.
+//      Inference jobs (independent ranks): under tesserad's rules the
+//      allocation only starts and shrinks them (a move that keeps some of
+//      their devices shrinks them to those), and while no job waits each
+//      grows onto every free device its plan uses (GrowOntoFreeDevices, as
+//      JobController::GrowInference).
+//   3. Decisions take effect at once, shrinks first: a started job runs from
+//      now; a training job shrunk, grown or moved makes no progress for
+//      move_cost_s (checkpoint or state transfer, restart), an inference job
+//      shrunk or moved for infer_move_cost_s (its dropped ranks' chunks done
+//      again; growth costs it nothing), and then runs at its new throughput.
+//      A start, growth or move onto a device another job still holds (an
+//      inference job the allocation would have moved) waits for a later
+//      round, as in tesserad.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <map>
+#include <set>
+#include <tuple>
+#include <vector>
 
 #include "bench/sched/run.h"
 #include "scheduler/share_policy.h"
@@ -31,6 +45,7 @@ namespace tessera::scheduler::sim {
 namespace {
 
 struct Live {
+  bool infer = false;
   bool running = false;
   DeviceSet devices;
   double rate = 0;          // samples per second
@@ -49,22 +64,31 @@ std::string DevicesText(const DeviceSet& devices) {
   return out;
 }
 
-// Marks `l` moved onto `devices` at `rate` now (the move's cost paused).
-void ApplyMove(double now, const SharedOptions& options, const char* action,
-               const DeviceSet& devices, double rate, Live& l, JobOutcome& outcome, Run& run) {
+// Seconds `l` may not change after its start or last change.
+double DwellOf(const Live& l, const SharedOptions& options) {
+  return l.infer ? options.infer_settle_s : options.min_dwell_s;
+}
+
+// Marks `l` moved onto `devices` at `rate` now, its progress paused for
+// `cost_s`.
+void ApplyMove(double now, double cost_s, const char* action, const DeviceSet& devices, double rate,
+               Live& l, JobOutcome& outcome, Run& run) {
   l.devices = devices;
   l.rate = rate;
-  l.paused_until = std::max(now, l.paused_until) + options.move_cost_s;
+  l.paused_until = std::max(now, l.paused_until) + cost_s;
   l.moved_at = now;
   outcome.plan += std::string(" -> ") + action + " " + DevicesText(devices);
   ++run.moves;
 }
 
-// tesserad's growth while no job waits (JobController::GrowTraining): each
-// running job that may move, in submission order, planned on its own devices
-// and the free ones; it takes that plan's devices when they add one, its
-// throughput rises grow_min_speedup times, and the time saved over its
-// remaining work exceeds the move's cost.
+// tesserad's growth while no job waits. Training (JobController::
+// GrowTraining): each running job that may move, in submission order,
+// planned on its own devices and the free ones; it takes that plan's devices
+// when they add one, its throughput rises grow_min_speedup times, and the
+// time saved over its remaining work exceeds the move's cost. Then inference
+// (JobController::GrowInference): each running infer job settled, the user
+// holding the fewest devices first, takes the free devices its plan on its
+// own and the free ones uses (new ranks join; the others run on).
 void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<ShareDevice>& devices,
                          const SharedOptions& options, SimPlanner* planner,
                          std::map<size_t, Live>& live, Run& run) {
@@ -73,23 +97,58 @@ void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<Share
   for (const auto& [i, l] : live) {
     for (const std::string& d : l.devices) free.erase(d);
   }
-  for (auto& [i, l] : live) {
-    if (free.empty()) return;
-    if (!l.running || now - l.moved_at < options.min_dwell_s - 1e-9 || !(l.rate > 0)) continue;
+  auto grow = [&](size_t i, Live& l) -> Result<bool> {
     DeviceSet wider = l.devices;
     wider.insert(free.begin(), free.end());
     const TraceJob& t = trace.jobs[i];
-    Result<RateOnDevices> grown = planner->Rate(t, t.max_devices, wider);
-    if (!grown.ok() || !(grown->rate >= l.rate * options.grow_min_speedup)) continue;
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices grown, planner->Rate(t, t.max_devices, wider));
     bool gains = false;
-    for (const std::string& d : grown->used) gains = gains || !l.devices.contains(d);
-    const double saved_s = l.work_left / l.rate - l.work_left / grown->rate;
-    if (!gains || saved_s <= options.move_cost_s) continue;
-    for (const std::string& d : grown->used) free.erase(d);
-    for (const std::string& d : l.devices) {
-      if (!grown->used.contains(d)) free.insert(d);
+    for (const std::string& d : grown.used) gains = gains || !l.devices.contains(d);
+    if (!gains) return false;
+    if (l.infer) {
+      // New ranks join on the free devices that plan uses; the running ones
+      // stay where they are.
+      DeviceSet joined = l.devices;
+      joined.insert(grown.used.begin(), grown.used.end());
+      TESSERA_ASSIGN_OR_RETURN(grown, planner->Rate(t, t.max_devices, joined));
+      grown.used = std::move(joined);
     }
-    ApplyMove(now, options, "grow", grown->used, grown->rate, l, run.jobs[i], run);
+    if (!(grown.rate > l.rate)) return false;
+    const double saved_s = l.work_left / l.rate - l.work_left / grown.rate;
+    if (!l.infer &&
+        (grown.rate < l.rate * options.grow_min_speedup || saved_s <= options.move_cost_s)) {
+      return false;
+    }
+    for (const std::string& d : grown.used) free.erase(d);
+    for (const std::string& d : l.devices) {
+      if (!grown.used.contains(d)) free.insert(d);
+    }
+    ApplyMove(now, l.infer ? 0 : options.move_cost_s, "grow", grown.used, grown.rate, l,
+              run.jobs[i], run);
+    return true;
+  };
+  auto may_grow = [&](const Live& l) {
+    return l.running && now - l.moved_at >= DwellOf(l, options) - 1e-9 && l.rate > 0;
+  };
+  for (auto& [i, l] : live) {
+    if (free.empty()) return;
+    if (l.infer || !may_grow(l)) continue;
+    (void)grow(i, l);
+  }
+  // Inference: the user holding the fewest devices first, then the fewest
+  // ranks, then submission.
+  std::map<std::string, size_t> held_by;
+  for (const auto& [i, l] : live) held_by[trace.jobs[i].user] += l.devices.size();
+  std::vector<std::tuple<size_t, size_t, size_t>> order;
+  for (const auto& [i, l] : live) {
+    if (l.infer && l.running) order.emplace_back(held_by[trace.jobs[i].user], l.devices.size(), i);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [user_held, ranks, i] : order) {
+    if (free.empty()) return;
+    Live& l = live.at(i);
+    if (!may_grow(l)) return;  // the devices wait for it (as GrowInference's settling job)
+    (void)grow(i, l);
   }
 }
 
@@ -133,12 +192,14 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
     while (next_arrival < trace.jobs.size() && trace.jobs[next_arrival].submit_s <= now + 1e-9) {
       if (run.jobs[next_arrival].alone_s > 0) {
         const TraceJob& j = trace.jobs[next_arrival];
-        live[next_arrival].work_left =
-            static_cast<double>(j.steps) * static_cast<double>(j.global_batch);
+        Live& l = live[next_arrival];
+        l.infer = j.kind == JobKind::kInfer;
+        l.work_left = static_cast<double>(j.steps) * static_cast<double>(j.global_batch);
       }
       ++next_arrival;
     }
     // One allocation.
+    bool blocked = false;  // a decision not taken this round: another round soon
     size_t held = 0;
     bool waiting = false;
     for (const auto& [i, l] : live) {
@@ -159,9 +220,9 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
         a.max_devices = t.max_devices;
         if (l.running) {
           a.held = l.devices;
-          a.movable = now - l.moved_at >= options.min_dwell_s - 1e-9;
+          a.movable = now - l.moved_at >= DwellOf(l, options) - 1e-9;
           a.remaining_s = std::max(0.0, l.paused_until - now) + l.work_left / l.rate;
-          a.move_cost_s = options.move_cost_s;
+          a.move_cost_s = l.infer ? options.infer_move_cost_s : options.move_cost_s;
           a.move_keeps_a_device = !options.restart_moves;
         } else {
           a.work = l.work_left;
@@ -175,30 +236,85 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
         std::cerr << "allocation: " << allocation.status().ToString() << "\n";
         std::exit(1);
       }
-      // (3) Take effect.
+      // (3) Take effect: shrinks first, then starts, growth and moves onto
+      // devices no other job holds.
+      const bool tesserad_rules = options.grow_min_speedup > 0;
       for (const AllocDecision& d : allocation->jobs) {
-        const size_t i = static_cast<size_t>(d.id - 1);
-        Live& l = live.at(i);
-        switch (d.action) {
-          case AllocAction::kKeep:
-          case AllocAction::kWait:
-            break;
-          case AllocAction::kStart:
-            l.running = true;
-            l.devices = d.devices;
-            l.rate = d.rate;
-            l.paused_until = now;
-            l.moved_at = now;
-            run.jobs[i].start_s = now;
-            run.jobs[i].plan = DevicesText(d.devices);
-            break;
-          case AllocAction::kGrow:
-          case AllocAction::kShrink:
-          case AllocAction::kMove:
-            ApplyMove(now, options, std::string(AllocActionName(d.action)).c_str(), d.devices,
-                      d.rate, l, run.jobs[i], run);
-            break;
+        Live& l = live.at(static_cast<size_t>(d.id - 1));
+        if (!l.running || d.action == AllocAction::kStart || d.action == AllocAction::kWait ||
+            d.action == AllocAction::kKeep) {
+          continue;
         }
+        DeviceSet to = d.devices;
+        double rate = d.rate;
+        if (l.infer && tesserad_rules && d.action != AllocAction::kShrink) {
+          // It grows by GrowOntoFreeDevices; a move shrinks it to the devices
+          // it keeps. Where neither applies it stays, settling (the next
+          // round plans around it).
+          DeviceSet kept;
+          std::set_intersection(to.begin(), to.end(), l.devices.begin(), l.devices.end(),
+                                std::inserter(kept, kept.end()));
+          const TraceJob& t = trace.jobs[static_cast<size_t>(d.id - 1)];
+          Result<RateOnDevices> on_kept = RateOnDevices{};
+          if (d.action == AllocAction::kMove && !kept.empty()) {
+            on_kept = planner->Rate(t, t.max_devices, kept);
+          }
+          if (!on_kept.ok() || !(on_kept->rate > 0)) {
+            l.moved_at = now;
+            blocked = true;
+            continue;
+          }
+          to = std::move(kept);
+          rate = on_kept->rate;
+        } else if (d.action != AllocAction::kShrink) {
+          continue;
+        }
+        ApplyMove(now, l.infer ? options.infer_move_cost_s : options.move_cost_s, "shrink", to,
+                  rate, l, run.jobs[static_cast<size_t>(d.id - 1)], run);
+      }
+      // What each job holds after the round: its decision's devices where
+      // that applies, else what it holds now. A decision onto a device
+      // another job keeps is not taken (a later round), which may keep that
+      // job where it is in turn.
+      std::map<size_t, const AllocDecision*> applies;
+      for (const AllocDecision& d : allocation->jobs) {
+        const Live& l = live.at(static_cast<size_t>(d.id - 1));
+        if (d.action == AllocAction::kStart ||
+            ((d.action == AllocAction::kGrow || d.action == AllocAction::kMove) &&
+             !(l.infer && tesserad_rules))) {
+          applies[static_cast<size_t>(d.id - 1)] = &d;
+        }
+      }
+      for (bool clashed = true; clashed;) {
+        clashed = false;
+        DeviceSet kept;  // by jobs whose decision does not apply
+        for (const auto& [i, l] : live) {
+          if (!applies.contains(i)) kept.insert(l.devices.begin(), l.devices.end());
+        }
+        std::erase_if(applies, [&](const auto& entry) {
+          const DeviceSet& to = entry.second->devices;
+          const bool clash = std::any_of(
+              to.begin(), to.end(), [&](const std::string& dev) { return kept.contains(dev); });
+          clashed = clashed || clash;
+          blocked = blocked || clash;
+          return clash;
+        });
+      }
+      for (const auto& [i, d] : applies) {
+        Live& l = live.at(i);
+        if (d->action == AllocAction::kStart) {
+          l.running = true;
+          l.devices = d->devices;
+          l.rate = d->rate;
+          l.paused_until = now;
+          l.moved_at = now;
+          run.jobs[i].start_s = now;
+          run.jobs[i].plan = DevicesText(d->devices);
+          continue;
+        }
+        ApplyMove(now, l.infer ? options.infer_move_cost_s : options.move_cost_s,
+                  std::string(AllocActionName(d->action)).c_str(), d->devices, d->rate, l,
+                  run.jobs[i], run);
       }
     }
     // The next event: an arrival, a completion, or a dwell ending while
@@ -214,11 +330,12 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
     for (const auto& [i, l] : live) {
       if (!l.running) continue;
       next = std::min(next, std::max(now, l.paused_until) + l.work_left / l.rate);
-      const double dwell_ends = l.moved_at + options.min_dwell_s;
+      const double dwell_ends = l.moved_at + DwellOf(l, options);
       if ((waiting || held < devices.size()) && dwell_ends > now + 1e-9) {
         next = std::min(next, dwell_ends);
       }
     }
+    if (blocked) next = std::min(next, now + options.infer_settle_s);
     if (std::isinf(next)) break;
     if (waiting) {
       run.time_waiting += next - now;

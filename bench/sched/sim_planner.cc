@@ -8,6 +8,17 @@
 
 namespace tessera::scheduler::sim {
 
+namespace {
+
+// What a plan of `job` depends on, for the caches.
+std::string JobKey(const TraceJob& job, int64_t max_devices) {
+  return std::string(JobKindName(job.kind)) + "|" + job.model + "|" +
+         std::to_string(job.global_batch) + "|" + std::to_string(job.min_devices) + "|" +
+         std::to_string(max_devices);
+}
+
+}  // namespace
+
 SimPlanner::SimPlanner(const ClusterSnapshot& cluster) : cluster_(cluster), classes_(cluster) {
   for (const std::string& m : BuiltinProfileNames()) profiles_.emplace(m, *BuiltinProfile(m));
 }
@@ -16,8 +27,7 @@ SimPlanner::SimPlanner(const ClusterSnapshot& cluster, std::map<std::string, Mod
     : cluster_(cluster), classes_(cluster), profiles_(std::move(profiles)) {}
 
 Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const DeviceSet& busy) {
-  std::string key = job.model + "|" + std::to_string(job.global_batch) + "|" +
-                    std::to_string(job.min_devices) + "|" + std::to_string(max_devices);
+  std::string key = JobKey(job, max_devices);
   for (const std::string& d : busy) key += "|" + d;
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   ++plans_made_;
@@ -26,7 +36,7 @@ Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const
     for (Device& d : n.devices) d.busy = busy.contains(DeviceId{n.name, d.index}.ToString());
   }
   JobRequest request;
-  request.kind = JobKind::kTrain;
+  request.kind = job.kind;
   request.global_batch = job.global_batch;
   request.min_devices = static_cast<int>(job.min_devices);
   request.max_devices = static_cast<int>(max_devices);
@@ -52,9 +62,7 @@ Result<RateOnDevices> SimPlanner::Rate(const TraceJob& job, int64_t max_devices,
   if (size < std::max<int64_t>(job.min_devices, 1)) return RateOnDevices{};
   if (max_devices >= size) max_devices = 0;
   TESSERA_ASSIGN_OR_RETURN(NodeClasses::Shape shape, classes_.Canonicalize(on));
-  const std::string key = job.model + "|" + std::to_string(job.global_batch) + "|" +
-                          std::to_string(job.min_devices) + "|" + std::to_string(max_devices) +
-                          "|" + shape.key;
+  const std::string key = JobKey(job, max_devices) + "|" + shape.key;
   auto it = rates_.find(key);
   if (it == rates_.end()) {
     DeviceSet busy;

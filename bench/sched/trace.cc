@@ -53,7 +53,7 @@ constexpr double kReferenceTflops = 19.5;
 constexpr double kReferenceMemoryGiB = 80;
 
 // The planner's step time of `model` at `batch` alone on the reference device.
-double ReferenceStepSeconds(const std::string& model, int64_t batch) {
+double ReferenceStepSeconds(const std::string& model, int64_t batch, JobKind kind) {
   ClusterSnapshot one;
   one.nodes.emplace_back();
   one.nodes[0].name = "ref";
@@ -63,6 +63,7 @@ double ReferenceStepSeconds(const std::string& model, int64_t batch) {
   d.tflops = kReferenceTflops;
   one.nodes[0].devices.push_back(d);
   JobRequest request;
+  request.kind = kind;
   request.global_batch = batch;
   Result<PlanSet> plans = MakePlans(one, *BuiltinProfile(model), request);
   if (!plans.ok()) {
@@ -98,11 +99,16 @@ Result<int64_t> ParseInt(const std::string& s, const std::string& field) {
 }  // namespace
 
 // A lab day: 25 jobs of alice, bob, carol and dave at random times over 8
-// hours, and a burst at 1 h: bob submits a sweep of 15 denoiser jobs at once.
+// hours, and a burst at 1 h: bob submits a sweep of 15 denoiser jobs at once;
+// then 3 archive inference jobs.
 // Job lengths are drawn as hours alone on one A100-like GPU (19.5 TFLOPS) and
 // become steps of the model at its batch: 7 in 10 are short (5-45 min, on 1-2
 // devices), the rest long (2-6 h, on up to 4, 8 or any number of devices);
-// the sweep's jobs take 15-45 min on 1-2 devices.
+// the sweep's jobs take 15-45 min on 1-2 devices. The archives (colorizing or
+// denoising scans, 32 images a step, on any number of devices) take 1-3 h,
+// submitted at random times over the 8 hours by random users. The training
+// jobs are drawn first, so a seed's training jobs are the same with or without
+// the archives.
 // `load` multiplies every length (1: the day as described).
 Trace GenerateLabDay(uint64_t seed, double load) {
   Rng rng(seed);
@@ -112,7 +118,7 @@ Trace GenerateLabDay(uint64_t seed, double load) {
                                         {"gan-pix2pix", {8, 16}}};
   const std::vector<std::string> users = {"alice", "bob", "carol", "dave"};
   auto steps_for = [load](const TraceJob& j, double seconds) {
-    const double step = ReferenceStepSeconds(j.model, j.global_batch) / load;
+    const double step = ReferenceStepSeconds(j.model, j.global_batch, j.kind) / load;
     return std::max<int64_t>(100, static_cast<int64_t>(std::round(seconds / step / 100)) * 100);
   };
   Trace trace;
@@ -143,16 +149,27 @@ Trace GenerateLabDay(uint64_t seed, double load) {
     j.max_devices = 2;
     trace.jobs.push_back(j);
   }
+  for (int i = 0; i < 3; ++i) {
+    TraceJob j;
+    j.kind = JobKind::kInfer;
+    j.submit_s = std::round(rng.Uniform(0, 8 * kHour));
+    j.user = rng.Pick(users);
+    j.model = rng.Pick(std::vector<std::string>{"colorize-unet", "denoiser-dncnn"});
+    j.global_batch = 32;
+    j.steps = steps_for(j, rng.Uniform(1, 3) * kHour);
+    trace.jobs.push_back(j);
+  }
   std::stable_sort(trace.jobs.begin(), trace.jobs.end(),
                    [](const TraceJob& a, const TraceJob& b) { return a.submit_s < b.submit_s; });
   char load_text[48] = "";
   if (load != 1) std::snprintf(load_text, sizeof load_text, ", every job %gx as long", load);
   trace.about = "generated, seed " + std::to_string(seed) +
-                ": 25 jobs of 4 users over 8 h, and bob's burst of 15 at 1 h" + load_text;
+                ": 25 jobs of 4 users over 8 h, bob's burst of 15 at 1 h and 3 archives to infer" +
+                load_text;
   return trace;
 }
-// The CSV: the header line kCsvHeader, then one job a line; '#' lines and
-// blank lines are skipped.
+// The CSV: the header line kCsvHeader (or kCsvHeaderTrainOnly: every job
+// trains), then one job a line; '#' lines and blank lines are skipped.
 Result<Trace> ReadTrace(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read " + path);
@@ -161,37 +178,50 @@ Result<Trace> ReadTrace(const std::string& path) {
   std::string line;
   int line_no = 0;
   bool header = false;
+  size_t columns = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line.front() == '#') continue;
     const std::string at = path + ":" + std::to_string(line_no) + ": ";
     if (!header) {
-      if (line != kCsvHeader) return InvalidArgument(at + "the header must be " + kCsvHeader);
+      if (line != kCsvHeader && line != kCsvHeaderTrainOnly) {
+        return InvalidArgument(at + "the header must be " + kCsvHeader + " (kind may be left out)");
+      }
       header = true;
+      columns = SplitCsv(line).size();
       continue;
     }
     const std::vector<std::string> cells = SplitCsv(line);
-    if (cells.size() != 8) return InvalidArgument(at + "8 fields expected");
+    if (cells.size() != columns) {
+      return InvalidArgument(at + std::to_string(columns) + " fields expected, as in the header");
+    }
     TraceJob j;
     try {
       size_t used = 0;
       j.submit_s = std::stod(cells[0], &used);
       if (used != cells[0].size() || !(j.submit_s >= 0)) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      return InvalidArgument(at + "submit_s: not a time >= 0: '" + cells[0] + "'", "submit_s");
+      return InvalidArgument(at + "not a time >= 0: '" + cells[0] + "'", "submit_s");
     }
     j.user = cells[1];
     j.model = cells[2];
-    if (j.user.empty()) return InvalidArgument(at + "user is empty", "user");
+    if (j.user.empty()) return InvalidArgument(at + "empty", "user");
     if (!BuiltinProfile(j.model).ok()) {
-      return InvalidArgument(at + "model: not a builtin model: '" + j.model + "'", "model");
+      return InvalidArgument(at + "not a builtin model: '" + j.model + "'", "model");
+    }
+    if (columns > 8) {
+      if (cells[8] == "infer") {
+        j.kind = JobKind::kInfer;
+      } else if (cells[8] != "train") {
+        return InvalidArgument(at + "train or infer, not '" + cells[8] + "'", "kind");
+      }
     }
     const char* names[] = {"global_batch", "steps", "min_devices", "max_devices", "priority"};
     int64_t* fields[] = {&j.global_batch, &j.steps, &j.min_devices, &j.max_devices, &j.priority};
     for (int f = 0; f < 5; ++f) {
       Result<int64_t> v = ParseInt(cells[3 + f], names[f]);
-      if (!v.ok()) return InvalidArgument(at + names[f] + ": " + v.status().message(), names[f]);
+      if (!v.ok()) return InvalidArgument(at + v.status().message(), names[f]);
       *fields[f] = *v;
     }
     if (j.global_batch < 1 || j.steps < 1 || j.min_devices < 1 || j.max_devices < 0 ||
@@ -217,7 +247,8 @@ Status WriteTrace(const Trace& trace, const std::string& path) {
   out << "# " << trace.about << "\n" << kCsvHeader << "\n";
   for (const TraceJob& j : trace.jobs) {
     out << j.submit_s << "," << j.user << "," << j.model << "," << j.global_batch << "," << j.steps
-        << "," << j.min_devices << "," << j.max_devices << "," << j.priority << "\n";
+        << "," << j.min_devices << "," << j.max_devices << "," << j.priority << ","
+        << JobKindName(j.kind) << "\n";
   }
   out.close();
   return out ? Status::Ok() : Internal("cannot write " + path);

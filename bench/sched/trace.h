@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "common/status.h"
+#include "scheduler/job_request.h"
 
 namespace tessera::scheduler::sim {
 
 inline constexpr double kHour = 3600;
 inline constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-// One submitted training job (a CSV row).
+// One submitted job (a CSV row): a training job, or an inference job over an
+// archive (kind kInfer: global_batch images a step, steps x global_batch
+// images in all).
 struct TraceJob {
   double submit_s = 0;
   std::string user;
@@ -25,6 +28,7 @@ struct TraceJob {
   int64_t min_devices = 1;
   int64_t max_devices = 0;  // 0: no bound
   int64_t priority = 0;
+  JobKind kind = JobKind::kTrain;
 };
 
 struct Trace {
@@ -33,15 +37,21 @@ struct Trace {
   std::vector<TraceJob> jobs;  // by submission time
 };
 
+// The CSV's header: the kind column ("train" or "infer") may be left out
+// (every job trains).
 inline constexpr const char* kCsvHeader =
+    "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind";
+inline constexpr const char* kCsvHeaderTrainOnly =
     "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority";
 
-// A lab day: 25 jobs of alice, bob, carol and dave at random times over 8
-// hours, and a burst at 1 h: bob submits a sweep of 15 denoiser jobs at once
-// (trace.cc says how lengths are drawn). `load` multiplies every length.
+// A lab day: 25 training jobs of alice, bob, carol and dave at random times
+// over 8 hours, a burst at 1 h (bob submits a sweep of 15 denoiser jobs at
+// once), and 3 archive inference jobs (trace.cc says how lengths are drawn).
+// `load` multiplies every length.
 Trace GenerateLabDay(uint64_t seed, double load);
 
-// A lab's trace: kCsvHeader, then one job a line; `#` lines are comments.
+// A lab's trace: kCsvHeader (or kCsvHeaderTrainOnly), then one job a line;
+// `#` lines are comments.
 Result<Trace> ReadTrace(const std::string& path);
 Status WriteTrace(const Trace& trace, const std::string& path);
 

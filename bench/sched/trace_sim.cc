@@ -150,11 +150,12 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
       const TraceJob& j = trace.jobs[i];
       const JobOutcome& o = run.jobs[i];
       std::printf(
-          "    %3zu %-6s %-17s b%-4lld %6lld steps  submit %6.2f h  start %6.2f h  end "
+          "    %3zu %-6s %-5s %-17s b%-4lld %6lld steps  submit %6.2f h  start %6.2f h  end "
           "%6.2f h  alone %6.2f h  share %6.2f h  %s\n",
-          i + 1, j.user.c_str(), j.model.c_str(), static_cast<long long>(j.global_batch),
-          static_cast<long long>(j.steps), j.submit_s / kHour, o.start_s / kHour, o.end_s / kHour,
-          o.alone_s / kHour, o.share_s / kHour, o.end_s < 0 ? o.why_not.c_str() : o.plan.c_str());
+          i + 1, j.user.c_str(), std::string(JobKindName(j.kind)).c_str(), j.model.c_str(),
+          static_cast<long long>(j.global_batch), static_cast<long long>(j.steps),
+          j.submit_s / kHour, o.start_s / kHour, o.end_s / kHour, o.alone_s / kHour,
+          o.share_s / kHour, o.end_s < 0 ? o.why_not.c_str() : o.plan.c_str());
     }
   }
 }
@@ -322,7 +323,9 @@ int Main(int argc, char** argv) {
       std::cerr
           << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] "
              "[--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | --round\n  CSV: "
-          << kCsvHeader << "\n";
+          << kCsvHeader
+          << "\n  kind: train (the default, when the column is left out) or infer (global_batch "
+             "images a step)\n";
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -357,12 +360,16 @@ int Main(int argc, char** argv) {
       "devices when that predicts 1.2x their throughput and pays for the move (GrowTraining);\n"
       "share-nr: no restarts, every move keeps one of the job's devices (tesserad with\n"
       "share_restart_moves: false); share-all: the policy decides free devices too.\n"
+      "Inference jobs (kind infer) run as independent ranks: rigid under fifo and fair; under\n"
+      "share the policy starts and shrinks them (dropped ranks' chunks redone: %.0f s), and while\n"
+      "none waits they grow onto every free device (GrowInference); under share-all the policy\n"
+      "decides their devices too.\n"
       "JCT: submission to end; p99 by nearest rank; waiting: time with a job waiting; util/wait:\n"
       "the devices busy in that time; slowdown vs fair share: JCT / the job's run time alone on\n"
       "its user's fair share (devices / users, a slice with every device type in proportion);\n"
       "vs own queue: JCT / its completion time with its user's jobs alone on that share, one at\n"
       "a time in order of submission (a user's burst waits on itself there too).\n",
-      shared.move_cost_s, shared.min_dwell_s, shared.share.horizon_s);
+      shared.move_cost_s, shared.min_dwell_s, shared.share.horizon_s, shared.infer_move_cost_s);
   int64_t plans = 0;
   for (const Trace& trace : traces) {
     std::printf("\ntrace %s: %s\n", trace.name.c_str(), trace.about.c_str());

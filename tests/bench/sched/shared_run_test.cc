@@ -1,0 +1,175 @@
+// The simulator's inference jobs: the trace's kind column (bench/sched/
+// trace.cc) and how the share policy's runs treat them (shared_run.cc), on
+// the demo lab's devices.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "bench/sched/clusters.h"
+#include "bench/sched/run.h"
+#include "bench/sched/sim_planner.h"
+#include "bench/sched/trace.h"
+#include "tests/common/temp_dir.h"
+
+namespace tessera::scheduler::sim {
+namespace {
+
+std::string WriteFile(const testing::TempDir& dir, const std::string& text) {
+  const std::string path = dir.File("trace.csv");
+  std::ofstream(path) << text;
+  return path;
+}
+
+TraceJob Job(double submit_s, const std::string& user, JobKind kind, const std::string& model,
+             int64_t batch, int64_t steps, int64_t max_devices) {
+  TraceJob j;
+  j.submit_s = submit_s;
+  j.user = user;
+  j.kind = kind;
+  j.model = model;
+  j.global_batch = batch;
+  j.steps = steps;
+  j.max_devices = max_devices;
+  return j;
+}
+
+TEST(TraceTest, TheKindColumnMarksInferenceJobs) {
+  testing::TempDir dir;
+  Result<Trace> t = ReadTrace(WriteFile(dir, std::string(kCsvHeader) +
+                                                 "\n0,alice,colorize-unet,32,500,1,0,0,infer\n"
+                                                 "5,bob,denoiser-dncnn,16,100,1,2,0,train\n"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->jobs.size(), 2u);
+  EXPECT_EQ(t->jobs[0].kind, JobKind::kInfer);
+  EXPECT_EQ(t->jobs[1].kind, JobKind::kTrain);
+
+  // Written and read again, the kinds stay.
+  const std::string copy = dir.File("copy.csv");
+  ASSERT_TRUE(WriteTrace(*t, copy).ok());
+  Result<Trace> again = ReadTrace(copy);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->jobs[0].kind, JobKind::kInfer);
+  EXPECT_EQ(again->jobs[1].kind, JobKind::kTrain);
+}
+
+TEST(TraceTest, WithoutTheKindColumnEveryJobTrains) {
+  testing::TempDir dir;
+  Result<Trace> t = ReadTrace(
+      WriteFile(dir, std::string(kCsvHeaderTrainOnly) + "\n0,alice,colorize-unet,16,500,1,2,0\n"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->jobs.size(), 1u);
+  EXPECT_EQ(t->jobs[0].kind, JobKind::kTrain);
+}
+
+TEST(TraceTest, BadRowsNameTheirField) {
+  const struct {
+    std::string header;
+    std::string row;
+    std::string field;  // empty: the row's shape
+  } cases[] = {
+      {kCsvHeader, "0,alice,colorize-unet,32,500,1,0,0,predict", "kind"},
+      {kCsvHeader, "0,alice,colorize-unet,32,500,1,0,0", ""},
+      {kCsvHeaderTrainOnly, "0,alice,colorize-unet,32,500,1,0,0,infer", ""},
+      {kCsvHeader, "0,alice,nosuch-model,32,500,1,0,0,infer", "model"},
+      {kCsvHeader, "-1,alice,colorize-unet,32,500,1,0,0,infer", "submit_s"},
+      {kCsvHeader, "0,alice,colorize-unet,x,500,1,0,0,infer", "global_batch"},
+  };
+  for (const auto& c : cases) {
+    testing::TempDir dir;
+    Result<Trace> t = ReadTrace(WriteFile(dir, c.header + "\n" + c.row + "\n"));
+    ASSERT_FALSE(t.ok()) << c.row;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << c.row;
+    EXPECT_EQ(t.status().field(), c.field) << c.row << ": " << t.status().ToString();
+    EXPECT_NE(t.status().message().find(":2: "), std::string::npos) << t.status().ToString();
+  }
+}
+
+// Alice's archive alone on the lab, bob's training job 2 min later (within a
+// training job's dwell time, past an archive's settling time).
+Trace ArchiveThenTraining() {
+  Trace trace;
+  trace.name = "archive-then-training";
+  trace.jobs.push_back(
+      Job(0, "alice", JobKind::kInfer, "colorize-unet", 32, /*steps=*/60'000, /*max=*/0));
+  trace.jobs.push_back(
+      Job(120, "bob", JobKind::kTrain, "denoiser-dncnn", 16, /*steps=*/2'000, /*max=*/2));
+  return trace;
+}
+
+TEST(SharedRunTest, AnArchiveGivesTrainingItsShareAndGrowsBackAfterIt) {
+  const Trace trace = ArchiveThenTraining();
+  const Cluster lab = DemoLab();
+  SimPlanner planner(lab.snapshot);
+  SharedOptions options;
+  options.grow_min_speedup = 1.2;  // tesserad's rules
+  const sim::Run run = SimulateShared(trace, lab, options, &planner);
+  ASSERT_EQ(run.jobs.size(), 2u);
+  const JobOutcome& archive = run.jobs[0];
+  const JobOutcome& training = run.jobs[1];
+  ASSERT_GE(archive.end_s, 0) << archive.why_not;
+  ASSERT_GE(training.end_s, 0) << training.why_not;
+  // Bob's job starts as it arrives, on devices the archive gave up, and the
+  // archive takes them again once it has ended.
+  EXPECT_DOUBLE_EQ(training.start_s, 120);
+  const size_t shrink = archive.plan.find("-> shrink");
+  ASSERT_NE(shrink, std::string::npos) << archive.plan;
+  EXPECT_NE(archive.plan.find("-> grow", shrink), std::string::npos) << archive.plan;
+  EXPECT_GT(archive.end_s, training.end_s);
+
+  // Rigid, bob's job waits for the whole archive.
+  const sim::Run rigid = SimulateRigid(trace, lab, QueueOrdering::kFifo, &planner);
+  EXPECT_GE(rigid.jobs[1].start_s, rigid.jobs[0].end_s);
+}
+
+TEST(SharedRunTest, AnArchiveWhileNoneWaitsTakesEveryDeviceItsPlanUses) {
+  Trace trace;
+  trace.name = "archive-alone";
+  trace.jobs.push_back(
+      Job(0, "alice", JobKind::kInfer, "denoiser-dncnn", 32, /*steps=*/20'000, /*max=*/0));
+  // A short training job holds two devices at first; when it ends the archive
+  // grows onto them.
+  trace.jobs.push_back(
+      Job(0, "bob", JobKind::kTrain, "denoiser-dncnn", 16, /*steps=*/500, /*max=*/2));
+  const Cluster lab = DemoLab();
+  SimPlanner planner(lab.snapshot);
+  SharedOptions options;
+  options.grow_min_speedup = 1.2;
+  const sim::Run run = SimulateShared(trace, lab, options, &planner);
+  const JobOutcome& archive = run.jobs[0];
+  ASSERT_GE(archive.end_s, 0) << archive.why_not;
+  ASSERT_GE(run.jobs[1].end_s, 0) << run.jobs[1].why_not;
+  const size_t grow = archive.plan.rfind("-> grow x");
+  ASSERT_NE(grow, std::string::npos) << archive.plan;
+  // The archive's plan on the whole lab, as the planner makes it alone there.
+  Result<RateOnDevices> whole = planner.Rate(trace.jobs[0], 0, [&] {
+    DeviceSet all;
+    for (const Node& n : lab.snapshot.nodes) {
+      for (const Device& d : n.devices) all.insert(DeviceId{n.name, d.index}.ToString());
+    }
+    return all;
+  }());
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(archive.plan.substr(grow + 9, 1), std::to_string(whole->used.size())) << archive.plan;
+}
+
+TEST(SharedRunTest, EveryJobOfAGeneratedDayWithArchivesEnds) {
+  const Trace day = GenerateLabDay(/*seed=*/1, /*load=*/1);
+  int archives = 0;
+  for (const TraceJob& j : day.jobs) archives += j.kind == JobKind::kInfer ? 1 : 0;
+  EXPECT_EQ(archives, 3);
+  const Cluster lab = DemoLab();
+  SimPlanner planner(lab.snapshot);
+  for (double grow_min_speedup : {1.2, 0.0}) {
+    SharedOptions options;
+    options.grow_min_speedup = grow_min_speedup;
+    const sim::Run run = SimulateShared(day, lab, options, &planner);
+    for (size_t i = 0; i < run.jobs.size(); ++i) {
+      EXPECT_GE(run.jobs[i].end_s, day.jobs[i].submit_s)
+          << "job " << i + 1 << " under " << run.policy << ": " << run.jobs[i].why_not;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::scheduler::sim
