@@ -177,12 +177,9 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
                                                   active->second.dropped.size() - ranks.size());
         TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(
             infer_jobs.at(id), &active->second, ranks,
-            (ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
-                               : "ranks " + RankList(ranks) + " give ") +
-                list + " to job " + std::to_string(job.id) + " (train, " + job.owner +
-                "): inference fills the gaps; the chunks " + (ranks.size() == 1 ? "it" : "they") +
-                " held went back to the queue, the other " + std::to_string(left) + " rank" +
-                (left == 1 ? "" : "s") + " go on"));
+            RanksGive(ranks, list) + " to job " + std::to_string(job.id) + " (train, " + job.owner +
+                "): inference fills the gaps; " + ChunksBackToQueue(ranks) + ", the other " +
+                std::to_string(left) + " rank" + (left == 1 ? "" : "s") + " go on"));
       }
     }
     polls_.Notify();

@@ -370,12 +370,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
         }
         const size_t live = it->second.launch.ranks.size() - it->second.dropped.size();
         if (ranks.empty() || ranks.size() >= live) continue;  // it keeps a rank
-        const std::string who = ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
-                                                  : "ranks " + RankList(ranks) + " give ";
         TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(
             r->job, &it->second, ranks,
-            d.reason + " (" + who + list + " back; the chunks " +
-                (ranks.size() == 1 ? "it" : "they") + " held went back to the queue)"));
+            d.reason + " (" + RanksGive(ranks, list) + " back; " + ChunksBackToQueue(ranks) + ")"));
         changed = true;
         continue;
       }

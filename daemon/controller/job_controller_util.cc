@@ -75,6 +75,17 @@ std::string RankList(const std::vector<int64_t>& ranks) {
   return s.str();
 }
 
+std::string RanksGive(const std::vector<int64_t>& ranks, const std::string& devices) {
+  return (ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
+                            : "ranks " + RankList(ranks) + " give ") +
+         devices;
+}
+
+std::string ChunksBackToQueue(const std::vector<int64_t>& ranks) {
+  return std::string("the chunks ") + (ranks.size() == 1 ? "it" : "they") +
+         " held went back to the queue";
+}
+
 // "node boxb lost (no heartbeat), ranks 2; node boxc ...": the event text of
 // lost nodes, whatever the attempt does about them.
 std::string LostNodesText(const std::map<std::string, std::vector<int64_t>>& lost) {

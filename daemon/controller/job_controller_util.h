@@ -60,6 +60,12 @@ int64_t WorkerStepsLeft(const api::Job& job);
 // "0,2,3".
 std::string RankList(const std::vector<int64_t>& ranks);
 
+// An infer attempt's ranks giving their devices up: "rank 2 gives boxc:0" or
+// "ranks 2,3 give boxc:0, boxc:1" (`devices` as the text to show).
+std::string RanksGive(const std::vector<int64_t>& ranks, const std::string& devices);
+// "the chunks it held went back to the queue" ("they", for more ranks than one).
+std::string ChunksBackToQueue(const std::vector<int64_t>& ranks);
+
 // "node boxb lost (no heartbeat), ranks 2; node boxc ...": the event text of
 // lost nodes, whatever the attempt does about them.
 std::string LostNodesText(const std::map<std::string, std::vector<int64_t>>& lost);
