@@ -31,8 +31,11 @@
 //      and the makespan, with the prediction's error.
 // Usage: replay_bench [--trace FILE.csv] [--write-trace FILE.csv] [--config "YAML lines"] [--jobs]
 //                     [--netns]
-//   FILE.csv: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority,
-//   or trace_sim's CSV (steps instead of alone_s; what --write-trace writes)
+//   FILE.csv: submit_s,user,model,global_batch,alone_s,min_devices,max_devices,priority
+//   [,kind], or trace_sim's CSV (steps instead of alone_s; what --write-trace writes).
+//   An infer job (kind infer) gets an archive of steps x global_batch scans of its
+//   own (64 px) and a model to infer with (two steps of training of its model,
+//   outside the cluster); it writes under its user's folder.
 //   (without --trace: 8 jobs of 3 users over 105 s, below); --jobs: per job, its
 //   events on the real cluster and its devices in each simulation.
 #include <CLI/CLI.hpp>
@@ -76,6 +79,7 @@ struct ReplayJob {
   int64_t min_devices = 1;
   int64_t max_devices = 0;
   int64_t priority = 0;
+  scheduler::JobKind kind = scheduler::JobKind::kTrain;
 };
 
 // 8 jobs of 3 users over 105 s, each 45-120 s alone on the idle demo lab.
@@ -105,13 +109,8 @@ Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
     TESSERA_ASSIGN_OR_RETURN(scheduler::sim::Trace t, scheduler::sim::ReadTrace(path));
     std::vector<ReplayJob> out;
     for (const TraceJob& j : t.jobs) {
-      if (j.kind != scheduler::JobKind::kTrain) {
-        return InvalidArgument(path + ": job of " + j.user + " at " + std::to_string(j.submit_s) +
-                                   " s: the replay runs training jobs only",
-                               "kind");
-      }
       out.push_back({j.steps, j.submit_s, j.user, j.model, j.global_batch, 0, j.min_devices,
-                     j.max_devices, j.priority});
+                     j.max_devices, j.priority, j.kind});
     }
     return out;
   }
@@ -126,13 +125,20 @@ Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
     std::vector<std::string> cells;
     std::stringstream s(line);
     for (std::string c; std::getline(s, c, ',');) cells.push_back(c);
-    if (cells.size() != 8) {
-      return InvalidArgument(path + ":" + std::to_string(n) + ": 8 columns expected");
+    if (cells.size() != 8 && cells.size() != 9) {
+      return InvalidArgument(path + ":" + std::to_string(n) + ": 8 or 9 columns expected");
+    }
+    scheduler::JobKind kind = scheduler::JobKind::kTrain;
+    if (cells.size() == 9 && cells[8] == "infer") {
+      kind = scheduler::JobKind::kInfer;
+    } else if (cells.size() == 9 && cells[8] != "train") {
+      return InvalidArgument(
+          path + ":" + std::to_string(n) + ": train or infer, not '" + cells[8] + "'", "kind");
     }
     try {
       out.push_back({0, std::stod(cells[0]), cells[1], cells[2], std::stoll(cells[3]),
                      std::stod(cells[4]), std::stoll(cells[5]), std::stoll(cells[6]),
-                     std::stoll(cells[7])});
+                     std::stoll(cells[7]), kind});
     } catch (const std::exception&) {
       return InvalidArgument(path + ":" + std::to_string(n) + ": not a number");
     }
@@ -190,9 +196,12 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
     std::fprintf(stderr, "gen-images failed: %s\n", gen.Log().c_str());
     return 1;
   }
+  // Each user's own folder beside the shared images, for an archive's output.
+  const fs::path users = cluster.dir() / "data";
   cluster.StartController("worker_binary: " + testing::BinaryPath("tessera-worker") +
-                          "\ndata_roots:\n  - {path: \"" + shared.string() + "\", access: read}\n" +
-                          extra_config);
+                          "\ndata_roots:\n  - {path: \"" + shared.string() +
+                          "\", access: read}\n  - {path: \"" + users.string() +
+                          "/{user}\", access: write}\n" + extra_config);
   const fs::path lab = fs::path(TESSERA_SOURCE_DIR) / "examples" / "demo-lab";
   for (const char* n : {"boxa", "boxb", "boxc"}) {
     cluster.StartAgent(n, testing::ReadText(lab / (std::string(n) + ".yaml")));
@@ -225,8 +234,8 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
   trace.name = "replay";
   trace.about = std::to_string(replay.size()) + " jobs replayed on the demo lab";
   for (const ReplayJob& r : replay) {
-    TraceJob t{r.submit_s, r.user,        r.model,       r.global_batch,
-               1,          r.min_devices, r.max_devices, r.priority};
+    TraceJob t{r.submit_s,    r.user,        r.model,    r.global_batch, 1,
+               r.min_devices, r.max_devices, r.priority, r.kind};
     Result<scheduler::PlanSet> alone = planner.Plan(t, r.max_devices, {});
     if (!alone.ok() || alone->plans.empty()) {
       std::fprintf(stderr, "%s does not fit the demo lab: %s\n", r.model.c_str(),
@@ -237,6 +246,34 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
                           : std::max<int64_t>(
                                 1, std::llround(r.alone_s / alone->plans.front().predicted.step_s));
     trace.jobs.push_back(t);
+  }
+  // An archive to infer: steps x global_batch scans of its own, and a model
+  // to infer with (two steps of training of each model, outside the cluster).
+  std::map<std::string, fs::path> checkpoints;
+  for (size_t i = 0; i < trace.jobs.size(); ++i) {
+    const TraceJob& t = trace.jobs[i];
+    if (t.kind != scheduler::JobKind::kInfer) continue;
+    fs::create_directories(users / t.user);  // its output goes below
+    const fs::path archive = shared / ("archive-" + std::to_string(i + 1));
+    const int count = static_cast<int>(t.steps * t.global_batch);
+    if (std::string err = testing::GenImages(archive, count, 64, 600s); !err.empty()) {
+      std::fprintf(stderr, "gen-images for job %zu failed: %s\n", i + 1, err.c_str());
+      return 1;
+    }
+    if (checkpoints.contains(t.model)) continue;
+    const fs::path ckpt = shared / ("model-" + t.model);
+    const std::string err =
+        testing::RunTool({testing::BinaryPath("tessera-worker"), "train", "--model", t.model,
+                          "--data", images.string(), "--steps", "2", "--image-size", "64",
+                          "--batch", "4", "--checkpoint-every-steps", "1"},
+                         {{"TESSERA_CHECKPOINT_DIR", ckpt.string()}},
+                         cluster.dir() / ("train-" + t.model + ".log"), 300s);
+    if (!err.empty()) {
+      std::fprintf(stderr, "training a model of %s to infer with failed: %s\n", t.model.c_str(),
+                   err.c_str());
+      return 1;
+    }
+    checkpoints[t.model] = ckpt;
   }
 
   // (3) Replay.
@@ -255,6 +292,16 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
                       {"min_devices", t.min_devices},
                       {"max_devices", t.max_devices},
                       {"priority", t.priority}};
+    if (t.kind == scheduler::JobKind::kInfer) {
+      spec = testing::InferJobSpec("replay-" + std::to_string(i + 1), "builtin:" + t.model,
+                                   shared / ("archive-" + std::to_string(i + 1)),
+                                   users / t.user / ("archive-" + std::to_string(i + 1)), {});
+      spec.update({{"checkpoint", checkpoints.at(t.model).string()},
+                   {"global_batch", t.global_batch},
+                   {"min_devices", t.min_devices},
+                   {"max_devices", t.max_devices},
+                   {"priority", t.priority}});
+    }
     int status = 0;
     api::Json job = cluster.PostJson("/api/v1/jobs", spec, &status, tokens.at(t.user));
     if (status != 201) {
@@ -262,9 +309,10 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
       return 1;
     }
     ids.push_back(job.value("id", api::JobId{0}));
-    std::printf("  %6.1f s  job %lld of %s: %s, %lld steps of %lld\n",
+    std::printf("  %6.1f s  job %lld of %s: %s %s, %lld steps of %lld\n",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                static_cast<long long>(ids.back()), t.user.c_str(), t.model.c_str(),
+                static_cast<long long>(ids.back()), t.user.c_str(),
+                std::string(scheduler::JobKindName(t.kind)).c_str(), t.model.c_str(),
                 static_cast<long long>(t.steps), static_cast<long long>(t.global_batch));
     std::fflush(stdout);
   }
@@ -300,6 +348,9 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
       r.end_s = std::max(r.end_s, Seconds(e.ts_ms - first_created_ms));
       if (e.reason.find("shrinks to") != std::string::npos ||
           e.reason.find("the job grows") != std::string::npos ||
+          e.reason.find(" joins and leases") != std::string::npos ||
+          e.reason.find(" join and lease") != std::string::npos ||
+          e.reason.find("inference fills the gaps") != std::string::npos ||
           e.reason.find("moves to") != std::string::npos) {
         ++r.moves;
       }
@@ -353,7 +404,8 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
 
   // (5) Report.
   std::printf(
-      "\n  job user   model              steps  submit   real JCT  sim share  sim fair  moves\n");
+      "\n  job user   model                    steps  submit   real JCT  sim share  sim fair  "
+      "moves\n");
   double real_sum = 0, share_sum = 0, fair_sum = 0, real_end = 0;
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
     const TraceJob& t = trace.jobs[i];
@@ -364,9 +416,10 @@ int Run(const std::vector<ReplayJob>& replay, const std::string& write_path, boo
     share_sum += sj;
     fair_sum += fj;
     real_end = std::max(real_end, real[i].end_s);
-    std::printf("  %3zu %-6s %-17s %6lld %6.1f s %8.1f s %8.1f s %8.1f s  %5d  %s\n", i + 1,
-                t.user.c_str(), t.model.c_str(), static_cast<long long>(t.steps), t.submit_s, rj,
-                sj, fj, real[i].moves, real[i].state.c_str());
+    const std::string model = t.kind == scheduler::JobKind::kInfer ? "infer " + t.model : t.model;
+    std::printf("  %3zu %-6s %-23s %6lld %6.1f s %8.1f s %8.1f s %8.1f s  %5d  %s\n", i + 1,
+                t.user.c_str(), model.c_str(), static_cast<long long>(t.steps), t.submit_s, rj, sj,
+                fj, real[i].moves, real[i].state.c_str());
     if (per_job) {
       std::printf("%s        sim share: %s\n        sim fair:  %s\n", real[i].story.c_str(),
                   share.jobs[i].plan.c_str(), fair.jobs[i].plan.c_str());
