@@ -23,15 +23,13 @@ std::string WriteFile(const testing::TempDir& dir, const std::string& text) {
 
 TraceJob Job(double submit_s, const std::string& user, JobKind kind, const std::string& model,
              int64_t batch, int64_t steps, int64_t max_devices) {
-  TraceJob j;
-  j.submit_s = submit_s;
-  j.user = user;
-  j.kind = kind;
-  j.model = model;
-  j.global_batch = batch;
-  j.steps = steps;
-  j.max_devices = max_devices;
-  return j;
+  return TraceJob{.submit_s = submit_s,
+                  .user = user,
+                  .model = model,
+                  .global_batch = batch,
+                  .steps = steps,
+                  .max_devices = max_devices,
+                  .kind = kind};
 }
 
 TEST(TraceTest, TheKindColumnMarksInferenceJobs) {
