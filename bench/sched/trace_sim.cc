@@ -84,8 +84,11 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
   for (const TraceJob& j : trace.jobs) users.insert(j.user);
   std::printf("\n%s on %s (%d devices: %s)\n", trace.name.c_str(), cluster.name.c_str(),
               cluster.snapshot.DeviceCount(), cluster.about.c_str());
-  std::printf("  %-9s %5s %9s %9s %9s %9s %9s %5s  %s\n", "policy", "ran", "avg JCT", "p99 JCT",
-              "makespan", "waiting", "util/wait", "moves",
+  // "ran" as "12/12": wide enough for the trace's count.
+  const int ran_width =
+      std::max(5, 2 * static_cast<int>(std::to_string(trace.jobs.size()).size()) + 1);
+  std::printf("  %-9s %*s %9s %9s %9s %9s %9s %5s  %s\n", "policy", ran_width, "ran", "avg JCT",
+              "p99 JCT", "makespan", "waiting", "util/wait", "moves",
               "worst slowdown per user: vs fair share / vs own queue on it");
   for (const Run& run : runs) {
     std::vector<double> jct;
@@ -130,7 +133,7 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
     std::snprintf(ran, sizeof ran, "%zu/%zu", jct.size(), trace.jobs.size());
     char util_text[16] = "-";
     if (run.time_waiting > 0) std::snprintf(util_text, sizeof util_text, "%.1f%%", 100 * util);
-    std::printf("  %-9s %5s %9s %9s %9s %9s %9s %5lld  %s\n", run.policy.c_str(), ran,
+    std::printf("  %-9s %*s %9s %9s %9s %9s %9s %5lld  %s\n", run.policy.c_str(), ran_width, ran,
                 Hours(avg).c_str(), Hours(p99).c_str(), Hours(run.makespan_s).c_str(),
                 Hours(run.time_waiting).c_str(), util_text, static_cast<long long>(run.moves),
                 slow.c_str());
