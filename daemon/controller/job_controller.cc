@@ -467,6 +467,7 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
     // A rank saw a peer vanish (its collective failed): check the attempt's
     // other nodes now instead of after the heartbeat timeout.
     std::set<std::string> reporters;
+    std::vector<std::string> waiting_ranks;  // of this world (RegroupLocked)
     for (const RankLaunch& r : launch.ranks) {
       if (it->second.dropped.contains(r.launch.key.rank)) continue;  // no longer of the attempt
       const api::WorkerStatus* w = FindReportLocked(r.node, r.launch.key);
@@ -478,6 +479,11 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
           (w->state == api::WorkerState::kExited && w->exit_code == api::kPeerLostExitCode)) {
         reporters.insert(r.node);
       }
+      const auto world = waiting ? w->progress.find("generation") : w->progress.end();
+      if (world != w->progress.end() && world->is_number_integer() &&
+          world->get<int64_t>() == NextReformGeneration(launch) - 1) {
+        waiting_ranks.push_back("rank " + std::to_string(r.launch.key.rank) + " on " + r.node);
+      }
     }
     for (const RankLaunch& r : launch.ranks) {
       if (!reporters.empty() && !reporters.contains(r.node) &&
@@ -486,6 +492,13 @@ Status JobController::CheckActiveLocked(const std::map<std::string, NodeHealth>&
       }
     }
 
+    if (lost.empty() && failed.empty() && vanished.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(bool regrouped, RegroupLocked(*job, &it->second, waiting_ranks));
+      if (regrouped) {
+        ++it;
+        continue;
+      }
+    }
     if (!lost.empty() && job->state == JobState::kRunning && launch.infer) {
       TESSERA_ASSIGN_OR_RETURN(bool dropped, DropLostInferRanksLocked(*job, &it->second, lost));
       if (dropped) {

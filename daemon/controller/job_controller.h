@@ -233,7 +233,15 @@ class JobController {
     // were not yet reported: their agent starts them after its next beat.
     std::map<int64_t, std::chrono::steady_clock::time_point> joining;
     int64_t min_devices = 1;  // the spec's: an infer job yields no more
+    // A train rank waits to re-form after its collective failed while every
+    // node of the attempt still answers (RegroupLocked): when that was first
+    // seen, and how many times the attempt re-formed in place for it.
+    std::optional<std::chrono::steady_clock::time_point> peer_lost_seen;
+    int regroups = 0;
   };
+  // How many times an attempt re-forms in place for ranks that lost a peer
+  // while every node answers (RegroupLocked).
+  static constexpr int kMaxRegroups = 2;
   struct Report {
     std::chrono::steady_clock::time_point seen;
     std::vector<api::WorkerStatus> workers;
@@ -335,9 +343,23 @@ class JobController {
   // the job's plan and event updated, the stored attempt rewritten. Returns
   // false with *why set when it cannot (the attempt is then restarted as
   // usual, and the event says why).
+  // With `lost` empty, `cause` heads the event and the ranks re-form in
+  // place, on their own devices (RegroupLocked).
   Result<bool> ReformTrainLocked(const api::Job& job, Active* active,
                                  const std::map<std::string, std::vector<int64_t>>& lost,
-                                 std::string* why) REQUIRES(mu_);
+                                 std::string* why, const std::string& cause = "") REQUIRES(mu_);
+  // A running train attempt one of whose ranks waits to re-form (its
+  // collective failed: progress event peer_lost) while no node of the
+  // attempt is lost and each has beaten since it was first seen (a
+  // connection that failed under load, not a node): its ranks re-form in
+  // place, in the same attempt, at most kMaxRegroups times; otherwise the
+  // waiting rank gives up after its collective timeout and the attempt
+  // fails as before. `waiting`: the waiting ranks' "rank R on N" texts, of
+  // lines that name the attempt's newest world (a line of a world before, or
+  // one without a generation, is not counted).
+  // Returns whether it re-formed.
+  Result<bool> RegroupLocked(const api::Job& job, Active* active,
+                             const std::vector<std::string>& waiting) REQUIRES(mu_);
   // Re-forms `active`'s attempt onto `best` (planned on `nodes`): the ranks in
   // `survivors` keep their processes, ranks on new devices join, `gone` and
   // left-out ones are dropped; the stored attempt, the job's plan and a

@@ -29,7 +29,7 @@ using Steady = std::chrono::steady_clock;
 
 Result<bool> JobController::ReformTrainLocked(
     const api::Job& job, Active* active, const std::map<std::string, std::vector<int64_t>>& lost,
-    std::string* why) {
+    std::string* why, const std::string& cause) {
   // Steps (daemon/controller/train_reform.h): (1) can it; (2) plan on the
   // survivors' devices; (3) ApplyReformLocked: hand each survivor its place
   // and record it.
@@ -71,8 +71,8 @@ Result<bool> JobController::ReformTrainLocked(
       const std::string key = DeviceKey(n.name, d.index);
       if (survivor_devices.contains(key)) {
         d.busy = false;  // ours
-      } else if (!pending.empty() || busy.contains(key)) {
-        others.insert(key);
+      } else if (!pending.empty() || busy.contains(key) || lost.empty()) {
+        others.insert(key);  // a regroup in place keeps to its own devices
       }
     }
     if (lost.contains(n.name)) {
@@ -89,13 +89,55 @@ Result<bool> JobController::ReformTrainLocked(
            (plans.ok() ? std::string("none") : plans.status().message());
     return false;
   }
-  std::string head = LostNodesText(lost);
+  std::string head = lost.empty() ? cause : LostNodesText(lost);
   if (auto orphans = OrphanLayers(old, gone)) {
     head += " (layers " + *orphans +
             " were held only by the lost ranks: the ranks that take them load them from the "
             "newest checkpoint)";
   }
   return ApplyReformLocked(job, active, plans->plans.front(), nodes, survivors, gone, head, why);
+}
+
+Result<bool> JobController::RegroupLocked(const api::Job& job, Active* active,
+                                          const std::vector<std::string>& waiting) {
+  // Steps: (1) no rank of the newest world waits: forget; (2) first seen now: wait for every node
+  // of the attempt to beat after it (a lost node is found by the checks the waiting rank began, and
+  // goes the node-loss way); (3) re-form in place.
+  if (waiting.empty()) {  // (1)
+    active->peer_lost_seen.reset();
+    return false;
+  }
+  if (job.state != JobState::kRunning || active->launch.infer || active->regroups >= kMaxRegroups) {
+    return false;
+  }
+  const auto now = clock_->SteadyNow();
+  if (!active->peer_lost_seen) {  // (2)
+    active->peer_lost_seen = now;
+    return false;
+  }
+  for (const RankLaunch& r : active->launch.ranks) {
+    if (active->dropped.contains(r.launch.key.rank)) continue;
+    auto report = reports_.find(r.node);
+    if (report == reports_.end() || report->second.seen <= *active->peer_lost_seen) return false;
+  }
+  std::string cause;  // (3)
+  for (const std::string& w : waiting) cause += (cause.empty() ? "" : ", ") + w;
+  cause += (waiting.size() == 1 ? " lost a peer" : " lost peers") +
+           std::string(
+               " while every node of the attempt still answers (a connection that "
+               "failed, not a node; regroup ") +
+           std::to_string(active->regroups + 1) + " of at most " + std::to_string(kMaxRegroups) +
+           ")";
+  std::string why;
+  TESSERA_ASSIGN_OR_RETURN(bool reformed, ReformTrainLocked(job, active, {}, &why, cause));
+  if (!reformed) {
+    spdlog::warn("job {}: {}; its ranks cannot re-form in place: {}", job.id, cause, why);
+    active->regroups = kMaxRegroups;  // the waiting rank's timeout decides
+    return false;
+  }
+  ++active->regroups;
+  active->peer_lost_seen.reset();
+  return true;
 }
 
 Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* active,

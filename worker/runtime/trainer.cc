@@ -630,6 +630,7 @@ Result<TrainOutcome> RunTraining(const TrainOptions& o, const DistEnv& env,
                  now.rank, ran.status().ToString().c_str(), static_cast<long long>(carried.step));
     progress.Write({{"event", told ? "regrouping" : "peer_lost"},
                     {"held_step", carried.step},
+                    {"generation", carried.generation},  // the world it lost a peer of
                     {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count()},

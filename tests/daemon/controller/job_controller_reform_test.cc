@@ -115,7 +115,9 @@ class JobControllerReformTest : public JobControllerTest {
     for (auto* n : lab->nodes()) {
       if (n->name == lab->victim) continue;
       lab->survivors.push_back(n);
-      for (auto& w : lab->runs[n->name]) w.progress = {{"event", "peer_lost"}, {"held_step", 3}};
+      for (auto& w : lab->runs[n->name]) {
+        w.progress = {{"event", "peer_lost"}, {"held_step", 3}, {"generation", 0}};
+      }
     }
   }
 
@@ -323,6 +325,90 @@ TEST_F(JobControllerReformTest, AScriptJobIsRestartedAndTheEventSaysWhy) {
                [&] { return StateOf(id) != JobState::kRunning; });
   EXPECT_NE(Reasons(id).find("runs its own script, which cannot re-form"), std::string::npos)
       << Reasons(id);
+}
+
+// A rank's collective fails though no node is lost (a connection that broke
+// under load): it waits to re-form (peer_lost) while every node still beats.
+// Once each has beaten since, the ranks re-form in place, in the same attempt,
+// on the same devices, instead of the waiting rank giving up after its
+// collective timeout and failing the attempt; at most twice an attempt (a
+// third wait is left to the rank's timeout, as before).
+TEST_F(JobControllerReformTest, ARankThatLostAPeerWhileEveryNodeAnswersRegroupsInPlace) {
+  ThreeNodes lab;
+  StartOnThree(Builtin("data", 3), 2, &lab);
+  const api::JobId id = lab.id;
+  const api::Node* waiter = nullptr;
+  for (auto* n : lab.nodes()) {
+    if (n->name == lab.victim) waiter = n;  // rank 2's node: nothing is lost
+  }
+  ASSERT_NE(waiter, nullptr);
+  auto regroups = [&] {
+    const std::string reasons = Reasons(id);
+    int count = 0;
+    for (size_t at = reasons.find("lost a peer while every node"); at != std::string::npos;
+         at = reasons.find("lost a peer while every node", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  for (int round = 1; round <= 3; ++round) {
+    SCOPED_TRACE("wait " + std::to_string(round));
+    for (auto& w : lab.runs[waiter->name]) {
+      w.progress = {{"event", "peer_lost"}, {"held_step", 3}, {"generation", round - 1}};
+    }
+    for (int i = 0; i < 12 && regroups() < round; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (auto* n : lab.nodes()) Beat(*n, lab.runs[n->name]);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    const api::Job job = *store_->GetJob(id);
+    EXPECT_EQ(job.state, JobState::kRunning) << Reasons(id);
+    EXPECT_EQ(job.attempt, 1);
+    EXPECT_EQ(Reasons(id).find("recovering"), std::string::npos) << Reasons(id);
+    if (round == 3) {
+      EXPECT_EQ(regroups(), 2) << "a third wait is left to the rank's timeout: " << Reasons(id);
+      break;
+    }
+    ASSERT_EQ(regroups(), round) << Reasons(id);
+    EXPECT_NE(Reasons(id).find("rank 2 on " + waiter->name + " lost a peer"), std::string::npos)
+        << Reasons(id);
+    // Every rank keeps its process and device, and gets the new world's place.
+    for (auto* n : lab.nodes()) {
+      const api::HeartbeatResponse d = Beat(*n, lab.runs[n->name]);
+      ASSERT_EQ(d.desired.size(), 1u) << n->name;
+      EXPECT_EQ(d.desired[0].key, lab.desired[n->name].desired[0].key) << "same process";
+      ASSERT_TRUE(d.desired[0].reform.is_object()) << n->name;
+      EXPECT_EQ(d.desired[0].reform["generation"], round);
+      EXPECT_EQ(d.desired[0].reform["env"]["WORLD_SIZE"], "3");
+    }
+    // Its older line, still the newest it reported, is of the world before.
+    for (int i = 0; i < 8; ++i) {
+      clock_.Advance(milliseconds(250));
+      for (auto* n : lab.nodes()) Beat(*n, lab.runs[n->name]);
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    EXPECT_EQ(regroups(), round) << Reasons(id);
+  }
+}
+
+// A node that is lost while a rank waits goes the node-loss way (the
+// survivors re-form without it), not a regroup in place; nor do the
+// survivors' lines of the world before, still their newest for a while.
+TEST_F(JobControllerReformTest, ASilentNodeIsLostNotRegrouped) {
+  LostRankTwo lab;
+  StartLosingRankTwo(&lab);
+  ASSERT_NO_FATAL_FAILURE(TickUntilReformed(lab, milliseconds(250), [&](int) {
+    for (auto* n : lab.survivors) Beat(*n, lab.runs[n->name]);
+  }));
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : lab.survivors) Beat(*n, lab.runs[n->name]);
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(Reasons(lab.id).find("lost peers while every node"), std::string::npos)
+      << Reasons(lab.id);
+  EXPECT_EQ(Reasons(lab.id).find("lost a peer while every node"), std::string::npos)
+      << Reasons(lab.id);
 }
 
 // Elastic training: a device that becomes free (a node joins) while no job
