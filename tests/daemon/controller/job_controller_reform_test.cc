@@ -342,15 +342,7 @@ TEST_F(JobControllerReformTest, ARankThatLostAPeerWhileEveryNodeAnswersRegroupsI
     if (n->name == lab.victim) waiter = n;  // rank 2's node: nothing is lost
   }
   ASSERT_NE(waiter, nullptr);
-  auto regroups = [&] {
-    const std::string reasons = Reasons(id);
-    int count = 0;
-    for (size_t at = reasons.find("lost a peer while every node"); at != std::string::npos;
-         at = reasons.find("lost a peer while every node", at + 1)) {
-      ++count;
-    }
-    return count;
-  };
+  auto regroups = [&] { return EventsSaying(id, "lost a peer while every node"); };
   for (int round = 1; round <= 3; ++round) {
     SCOPED_TRACE("wait " + std::to_string(round));
     for (auto& w : lab.runs[waiter->name]) {

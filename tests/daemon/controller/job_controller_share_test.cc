@@ -316,15 +316,7 @@ TEST_F(JobControllerShareTest, DevicesLeftOutRanksStillHoldAreTheWaitingJobsNotB
   const size_t kept = store_->GetJob(alice)->plan["replicas"].size();
   ASSERT_LT(kept, 4u) << Reasons(alice);
   for (int i = 0; i < 60; ++i) step();  // 15 s of rounds while the left-out ranks linger
-  auto shrinks = [&] {
-    const std::string r = Reasons(alice);
-    int n = 0;
-    for (size_t at = r.find("shrinks to"); at != std::string::npos;
-         at = r.find("shrinks to", at + 1)) {
-      ++n;
-    }
-    return n;
-  };
+  auto shrinks = [&] { return EventsSaying(alice, "shrinks to"); };
   EXPECT_EQ(shrinks(), 1) << Reasons(alice);
   EXPECT_EQ(store_->GetJob(alice)->plan["replicas"].size(), kept);
   EXPECT_GE(left_out_orders, static_cast<int>(4 - kept)) << "each left-out rank told so";

@@ -169,6 +169,15 @@ class JobControllerTest : public ::testing::Test {
     }
     return out;
   }
+  // How many of the job's events say `part`.
+  int EventsSaying(api::JobId id, const std::string& part) {
+    const std::string reasons = Reasons(id);
+    int n = 0;
+    for (size_t at = reasons.find(part); at != std::string::npos; at = reasons.find(part, at + 1)) {
+      ++n;
+    }
+    return n;
+  }
 
   // Builtin models get SmallProfile (set before RestartController).
   void UseSmallProfiles() {
