@@ -6,13 +6,15 @@
 // survivors' devices and hands each its place: the same processes re-form
 // their group (a new rendezvous, since rank 0 is gone) and train on from their
 // last completed step, in the same attempt, with no step done twice. The
-// second test has the demo lab's shape (rank 0's node survives) under load.
+// second test has the demo lab's shape (rank 0's node survives) under load; the
+// last resets a rank's connections with every node alive (a regroup in place).
 // (The restart from a checkpoint, where survivors cannot go on, is tested with
 // the fast script worker in cluster_e2e_test.cc and with a pipeline in
 // exported_model_e2e_test.cc.)
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +23,10 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/integration/harness.h"
 
@@ -137,6 +142,76 @@ void Cancel(Cluster& cluster, api::JobId id) {
 
 const std::string kOneDevice = InventoryYaml({{1, "A (emulated)", "8GiB", 0.5}});
 
+// While it lives, the cluster's nodes run on loopback, in this network
+// namespace (the harness's switch, harness.h).
+struct Loopback {
+  std::optional<std::string> before;
+  Loopback() {
+    if (const char* v = std::getenv("TESSERA_TEST_NO_NETNS")) before = v;
+    ::setenv("TESSERA_TEST_NO_NETNS", "1", 1);
+  }
+  ~Loopback() {
+    if (before) {
+      ::setenv("TESSERA_TEST_NO_NETNS", before->c_str(), 1);
+    } else {
+      ::unsetenv("TESSERA_TEST_NO_NETNS");
+    }
+  }
+};
+
+// The pid its agent recorded in worker.pid for rank `rank` of attempt 1 of job `id`, on whichever
+// agent of the cluster at `dir` runs it; 0 when none does.
+int RankPid(const fs::path& dir, api::JobId id, int rank) {
+  std::error_code ec;
+  for (const auto& agent : fs::directory_iterator(dir, ec)) {
+    if (agent.path().filename().string().rfind("agent-", 0) != 0) continue;
+    const fs::path file = agent.path() / "jobs" / std::to_string(id) / "1" /
+                          ("rank-" + std::to_string(rank)) / "worker.pid";
+    if (!fs::exists(file)) continue;
+    const api::Json record =
+        api::Json::parse(ReadText(file), nullptr, false);  // agent/supervisor.h
+    if (record.is_object()) return record.value("pid", 0);
+  }
+  return 0;
+}
+
+// Aborts every established TCP connection of process `pid` and its children
+// (the agent records the pid of the worker's parent; `ss -K`: the kernel
+// resets each, as a flaky network or a peer's stack would); returns how many.
+int ResetConnectionsOf(int pid) {
+  std::vector<std::string> owners = {"pid=" + std::to_string(pid) + ","};
+  {
+    std::ifstream children(fs::path("/proc") / std::to_string(pid) / "task" / std::to_string(pid) /
+                           "children");
+    for (int child = 0; children >> child;) owners.push_back("pid=" + std::to_string(child) + ",");
+  }
+  FILE* listing = ::popen("ss -tnpH state established 2>/dev/null", "r");
+  if (listing == nullptr) return 0;
+  std::vector<std::pair<std::string, std::string>> ends;  // local, peer
+  char line[1024];
+  while (std::fgets(line, sizeof line, listing) != nullptr) {
+    const std::string text = line;
+    if (std::none_of(owners.begin(), owners.end(),
+                     [&](const std::string& o) { return text.find(o) != std::string::npos; })) {
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string recv_q, send_q, local, peer;
+    fields >> recv_q >> send_q >> local >> peer;
+    ends.emplace_back(local, peer);
+  }
+  ::pclose(listing);
+  int reset = 0;
+  for (const auto& [local, peer] : ends) {
+    // On loopback the two ports name the connection ("[::ffff:127.0.0.1]:29508").
+    auto port = [](const std::string& end) { return end.substr(end.rfind(':') + 1); };
+    const std::string kill =
+        "ss -K sport = :" + port(local) + " dport = :" + port(peer) + " >/dev/null 2>&1";
+    if (std::system(kill.c_str()) == 0) ++reset;
+  }
+  return reset;
+}
+
 // Three nodes of one emulated device each train colorize-unet data parallel
 // past a checkpoint; the node of replica `replica` is killed and the survivors
 // re-form (KillAndAwaitReform). Returns the job id (0 after a failed
@@ -242,20 +317,7 @@ TEST(RecoveryE2ETest, RankZerosNodeSurvivesAndTheSurvivorsTrainOnUnderLoad) {
 
   // The demo lab runs its nodes on one host, on loopback: every rank shares
   // one port space, as there.
-  struct Loopback {
-    std::optional<std::string> before;
-    Loopback() {
-      if (const char* v = std::getenv("TESSERA_TEST_NO_NETNS")) before = v;
-      ::setenv("TESSERA_TEST_NO_NETNS", "1", 1);
-    }
-    ~Loopback() {
-      if (before) {
-        ::setenv("TESSERA_TEST_NO_NETNS", before->c_str(), 1);
-      } else {
-        ::unsetenv("TESSERA_TEST_NO_NETNS");
-      }
-    }
-  } loopback;
+  Loopback loopback;
   Cluster cluster("real-recovery-rank0-survives");
   const std::string kTwo = InventoryYaml({{2, "A (emulated)", "8GiB", 0.1}});
   const std::string kOne = InventoryYaml({{1, "A (emulated)", "8GiB", 0.1}});
@@ -296,6 +358,46 @@ TEST(RecoveryE2ETest, RankZerosNodeSurvivesAndTheSurvivorsTrainOnUnderLoad) {
   const std::set<std::string> now = cluster.PlannedNodes(id);
   EXPECT_FALSE(now.contains(victim)) << trail;
   EXPECT_TRUE(now.contains(rank0)) << trail;
+  Cancel(cluster, id);
+}
+
+// Every TCP connection of rank 1 is reset (its collectives and rank 0's fail)
+// while both nodes answer: the ranks wait to re-form, tesserad regroups them in
+// place, on the same devices, and they train on in the same attempt. Before,
+// each waited out its collective timeout (exit 75) and the attempt failed.
+TEST(RecoveryE2ETest, RanksWhoseConnectionsAreResetWhileEveryNodeAnswersRegroupInPlace) {
+  Loopback loopback;  // the ranks' sockets in this namespace, for ss
+  Cluster cluster("real-recovery-regroup");
+  const api::JobId id =
+      TrainUntilCheckpoint(cluster, {{"nodea", kOneDevice}, {"nodeb", kOneDevice}},
+                           /*global_batch=*/8, /*min_devices=*/2,
+                           /*max_devices=*/2, /*min_nodes=*/2);
+  ASSERT_NE(id, 0);
+  const std::string path = "/api/v1/jobs/" + std::to_string(id);
+  const int pid = RankPid(cluster.dir(), id, 1);
+  ASSERT_GT(pid, 0);
+  const int64_t before = NewestStep(AttemptOnePoints(cluster, path));
+  ASSERT_GT(ResetConnectionsOf(pid), 0) << "no connection of rank 1 (pid " << pid << ") reset";
+  auto regrouped = [&] {
+    for (const auto& e : cluster.Events(id)) {
+      if (e.reason.find("while every node of the attempt still answers") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor(regrouped, 45s)) << cluster.GetJson(path).dump() << "\n"
+                                       << cluster.controller()->Log();
+  EXPECT_TRUE(
+      WaitFor([&] { return NewestStep(AttemptOnePoints(cluster, path)) > before + 3; }, 60s))
+      << cluster.controller()->Log();
+  std::string trail;
+  for (const auto& e : cluster.Events(id)) {
+    trail += e.to_state + " (" + e.reason + ")\n";
+    EXPECT_NE(e.to_state, "recovering") << e.reason;
+  }
+  EXPECT_EQ(cluster.GetJson(path).value("attempt", 0), 1) << trail;
+  EXPECT_EQ(cluster.PlannedNodes(id).size(), 2u) << trail;
   Cancel(cluster, id);
 }
 #endif  // TESSERA_E2E_HAVE_WORKER
