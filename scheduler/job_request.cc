@@ -1,8 +1,24 @@
 #include "scheduler/job_request.h"
 
+#include "common/enum_names.h"
+
 namespace tessera::scheduler {
 
-std::string_view JobKindName(JobKind kind) { return kind == JobKind::kTrain ? "train" : "infer"; }
+namespace {
+
+constexpr EnumName<JobKind> kJobKindNames[] = {
+    {JobKind::kTrain, "train"},
+    {JobKind::kInfer, "infer"},
+};
+static_assert(IsValidNameTable(kJobKindNames));
+
+}  // namespace
+
+std::string_view JobKindName(JobKind kind) { return NameOf(kJobKindNames, kind); }
+
+std::optional<JobKind> ParseJobKind(std::string_view name) {
+  return ParseName(kJobKindNames, name);
+}
 
 Status JobRequest::Validate() const {
   if (global_batch <= 0) return InvalidArgument("must be positive", "global_batch");

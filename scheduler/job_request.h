@@ -17,7 +17,8 @@
 namespace tessera::scheduler {
 
 enum class JobKind { kTrain, kInfer };
-std::string_view JobKindName(JobKind kind);
+std::string_view JobKindName(JobKind kind);  // "train", "infer"
+std::optional<JobKind> ParseJobKind(std::string_view name);
 
 struct ImageSize {
   int width = 0;

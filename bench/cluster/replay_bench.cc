@@ -47,6 +47,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -128,17 +129,16 @@ Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
     if (cells.size() != 8 && cells.size() != 9) {
       return InvalidArgument(path + ":" + std::to_string(n) + ": 8 or 9 columns expected");
     }
-    scheduler::JobKind kind = scheduler::JobKind::kTrain;
-    if (cells.size() == 9 && cells[8] == "infer") {
-      kind = scheduler::JobKind::kInfer;
-    } else if (cells.size() == 9 && cells[8] != "train") {
+    const std::optional<scheduler::JobKind> kind =
+        cells.size() == 9 ? scheduler::ParseJobKind(cells[8]) : scheduler::JobKind::kTrain;
+    if (!kind) {
       return InvalidArgument(
           path + ":" + std::to_string(n) + ": train or infer, not '" + cells[8] + "'", "kind");
     }
     try {
       out.push_back({0, std::stod(cells[0]), cells[1], cells[2], std::stoll(cells[3]),
                      std::stod(cells[4]), std::stoll(cells[5]), std::stoll(cells[6]),
-                     std::stoll(cells[7]), kind});
+                     std::stoll(cells[7]), *kind});
     } catch (const std::exception&) {
       return InvalidArgument(path + ":" + std::to_string(n) + ": not a number");
     }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -211,11 +212,9 @@ Result<Trace> ReadTrace(const std::string& path) {
       return InvalidArgument(at + "not a builtin model: '" + j.model + "'", "model");
     }
     if (columns > 8) {
-      if (cells[8] == "infer") {
-        j.kind = JobKind::kInfer;
-      } else if (cells[8] != "train") {
-        return InvalidArgument(at + "train or infer, not '" + cells[8] + "'", "kind");
-      }
+      const std::optional<JobKind> kind = ParseJobKind(cells[8]);
+      if (!kind) return InvalidArgument(at + "train or infer, not '" + cells[8] + "'", "kind");
+      j.kind = *kind;
     }
     const char* names[] = {"global_batch", "steps", "min_devices", "max_devices", "priority"};
     int64_t* fields[] = {&j.global_batch, &j.steps, &j.min_devices, &j.max_devices, &j.priority};
