@@ -69,6 +69,12 @@ double DwellOf(const Live& l, const SharedOptions& options) {
   return l.infer ? options.infer_settle_s : options.min_dwell_s;
 }
 
+// Seconds of progress a shrink or move costs `l` (growth costs an inference
+// job nothing: GrowOntoFreeDevices).
+double MoveCostOf(const Live& l, const SharedOptions& options) {
+  return l.infer ? options.infer_move_cost_s : options.move_cost_s;
+}
+
 // Marks `l` moved onto `devices` at `rate` now, its progress paused for
 // `cost_s`.
 void ApplyMove(double now, double cost_s, const char* action, const DeviceSet& devices, double rate,
@@ -222,7 +228,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           a.held = l.devices;
           a.movable = now - l.moved_at >= DwellOf(l, options) - 1e-9;
           a.remaining_s = std::max(0.0, l.paused_until - now) + l.work_left / l.rate;
-          a.move_cost_s = l.infer ? options.infer_move_cost_s : options.move_cost_s;
+          a.move_cost_s = MoveCostOf(l, options);
           a.move_keeps_a_device = !options.restart_moves;
         } else {
           a.work = l.work_left;
@@ -269,8 +275,8 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
         } else if (d.action != AllocAction::kShrink) {
           continue;
         }
-        ApplyMove(now, l.infer ? options.infer_move_cost_s : options.move_cost_s, "shrink", to,
-                  rate, l, run.jobs[static_cast<size_t>(d.id - 1)], run);
+        ApplyMove(now, MoveCostOf(l, options), "shrink", to, rate, l,
+                  run.jobs[static_cast<size_t>(d.id - 1)], run);
       }
       // What each job holds after the round: its decision's devices where
       // that applies, else what it holds now. A decision onto a device
@@ -312,9 +318,8 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           run.jobs[i].plan = DevicesText(d->devices);
           continue;
         }
-        ApplyMove(now, l.infer ? options.infer_move_cost_s : options.move_cost_s,
-                  std::string(AllocActionName(d->action)).c_str(), d->devices, d->rate, l,
-                  run.jobs[i], run);
+        ApplyMove(now, MoveCostOf(l, options), std::string(AllocActionName(d->action)).c_str(),
+                  d->devices, d->rate, l, run.jobs[i], run);
       }
     }
     // The next event: an arrival, a completion, or a dwell ending while
