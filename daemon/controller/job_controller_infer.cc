@@ -171,15 +171,14 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
       for (const auto& [id, ranks] : take) {
         auto active = active_.find(id);
         if (active == active_.end() || infer_jobs.at(id).state != JobState::kRunning) continue;
-        std::string list;
-        for (const std::string& d : devices.at(id)) list += (list.empty() ? "" : ", ") + d;
         const int64_t left = static_cast<int64_t>(active->second.launch.ranks.size() -
                                                   active->second.dropped.size() - ranks.size());
         TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(
             infer_jobs.at(id), &active->second, ranks,
-            RanksGive(ranks, list) + " to job " + std::to_string(job.id) + " (train, " + job.owner +
-                "): inference fills the gaps; " + ChunksBackToQueue(ranks) + ", the other " +
-                std::to_string(left) + " rank" + (left == 1 ? "" : "s") + " go on"));
+            RanksGive(ranks, devices.at(id)) + " to job " + std::to_string(job.id) + " (train, " +
+                job.owner + "): inference fills the gaps; " + ChunksBackToQueue(ranks) +
+                ", the other " + std::to_string(left) + " rank" + (left == 1 ? "" : "s") +
+                " go on"));
       }
     }
     polls_.Notify();

@@ -359,20 +359,21 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
           continue;
         }
         std::vector<int64_t> ranks;
-        std::string list;
+        std::vector<std::string> given;  // their devices
         for (const RankLaunch& rank : it->second.launch.ranks) {
           const std::string device = DeviceKey(rank.node, rank.device_index);
           if (it->second.dropped.contains(rank.launch.key.rank) || d.devices.contains(device)) {
             continue;
           }
           ranks.push_back(rank.launch.key.rank);
-          list += (list.empty() ? "" : ", ") + device;
+          given.push_back(device);
         }
         const size_t live = it->second.launch.ranks.size() - it->second.dropped.size();
         if (ranks.empty() || ranks.size() >= live) continue;  // it keeps a rank
-        TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(
-            r->job, &it->second, ranks,
-            d.reason + " (" + RanksGive(ranks, list) + " back; " + ChunksBackToQueue(ranks) + ")"));
+        TESSERA_RETURN_IF_ERROR(DropInferRanksLocked(r->job, &it->second, ranks,
+                                                     d.reason + " (" + RanksGive(ranks, given) +
+                                                         " back; " + ChunksBackToQueue(ranks) +
+                                                         ")"));
         changed = true;
         continue;
       }

@@ -75,10 +75,11 @@ std::string RankList(const std::vector<int64_t>& ranks) {
   return s.str();
 }
 
-std::string RanksGive(const std::vector<int64_t>& ranks, const std::string& devices) {
-  return (ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
-                            : "ranks " + RankList(ranks) + " give ") +
-         devices;
+std::string RanksGive(const std::vector<int64_t>& ranks, const std::vector<std::string>& devices) {
+  std::string out = ranks.size() == 1 ? "rank " + RankList(ranks) + " gives "
+                                      : "ranks " + RankList(ranks) + " give ";
+  for (size_t i = 0; i < devices.size(); ++i) out += (i > 0 ? ", " : "") + devices[i];
+  return out;
 }
 
 std::string ChunksBackToQueue(const std::vector<int64_t>& ranks) {

@@ -61,8 +61,8 @@ int64_t WorkerStepsLeft(const api::Job& job);
 std::string RankList(const std::vector<int64_t>& ranks);
 
 // An infer attempt's ranks giving their devices up: "rank 2 gives boxc:0" or
-// "ranks 2,3 give boxc:0, boxc:1" (`devices` as the text to show).
-std::string RanksGive(const std::vector<int64_t>& ranks, const std::string& devices);
+// "ranks 2,3 give boxc:0, boxc:1".
+std::string RanksGive(const std::vector<int64_t>& ranks, const std::vector<std::string>& devices);
 // "the chunks it held went back to the queue" ("they", for more ranks than one).
 std::string ChunksBackToQueue(const std::vector<int64_t>& ranks);
 

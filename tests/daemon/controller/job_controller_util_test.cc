@@ -13,12 +13,14 @@ namespace {
 TEST(RanksGiveTest, Table) {
   const struct {
     std::vector<int64_t> ranks;
-    std::string devices;
+    std::vector<std::string> devices;
     std::string give;
     std::string chunks;
   } cases[] = {
-      {{2}, "boxc:0", "rank 2 gives boxc:0", "the chunks it held went back to the queue"},
-      {{1, 3}, "boxa:1, boxc:0", "ranks 1,3 give boxa:1, boxc:0",
+      {{2}, {"boxc:0"}, "rank 2 gives boxc:0", "the chunks it held went back to the queue"},
+      {{1, 3},
+       {"boxa:1", "boxc:0"},
+       "ranks 1,3 give boxa:1, boxc:0",
        "the chunks they held went back to the queue"},
   };
   for (const auto& c : cases) {
