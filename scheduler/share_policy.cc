@@ -9,7 +9,8 @@
 //      job with no plan on them may have a running job take its minimum
 //      elsewhere (MakeRoom); the first one short of devices by count holds
 //      those that free up (Reserve), and a job behind it starts only if it
-//      leaves that reservation intact (Backfills);
+//      leaves that reservation intact (Backfills), unless running jobs go
+//      back to the queue for it (Requeue);
 //   4. fill: one device at a time to the job it raises most, normalized,
 //      users below their weighted share first (behind a reservation, only
 //      its spare devices, or to jobs that end before it starts); then each
@@ -42,8 +43,10 @@ namespace tessera::scheduler {
 namespace {
 
 constexpr EnumName<AllocAction> kAllocActionNames[] = {
-    {AllocAction::kKeep, "keep"},     {AllocAction::kStart, "start"}, {AllocAction::kGrow, "grow"},
-    {AllocAction::kShrink, "shrink"}, {AllocAction::kMove, "move"},   {AllocAction::kWait, "wait"},
+    {AllocAction::kKeep, "keep"},       {AllocAction::kStart, "start"},
+    {AllocAction::kGrow, "grow"},       {AllocAction::kShrink, "shrink"},
+    {AllocAction::kMove, "move"},       {AllocAction::kWait, "wait"},
+    {AllocAction::kRequeue, "requeue"},
 };
 static_assert(IsValidNameTable(kAllocActionNames));
 
@@ -75,6 +78,7 @@ struct Reservation {
 struct Assignment {
   std::map<int64_t, DeviceSet> given;  // placed jobs only
   std::map<int64_t, std::string> waits;
+  std::map<int64_t, std::string> requeued;  // running jobs sent back to the queue, why
   double objective = 0;
 };
 
@@ -108,6 +112,15 @@ class Allocator {
   // Whether `job`, holding `devices` until it ends, leaves `r` intact: it ends
   // by the shadow time, or the devices come out of the spare ones (taken).
   Result<bool> Backfills(const AllocJob& job, const DeviceSet& devices, Reservation* r);
+  // Running jobs back to the queue for `head` (capped by its user's limit),
+  // which needs `need` devices, finds fewer free, and holds reservation `r`
+  // (share_policy.h, step 3): they leave *a (their reasons in a->requeued)
+  // and *usage, their devices go to *free, and `head`'s minimum on them
+  // (not yet taken) is returned; nullopt when no such jobs make room.
+  Result<std::optional<DeviceSet>> Requeue(const AllocJob& head, int64_t need, const Reservation& r,
+                                           const std::set<int64_t>& fixed, Assignment* a,
+                                           DeviceSet* free,
+                                           std::map<std::string, UserUsage>* usage);
   // Room for waiting `job`, which has no plan on *free: the minimum of a
   // running movable job (not in `fixed`, of no higher priority) taken again
   // from its own and the free devices less what `job` takes from them, its
@@ -236,22 +249,31 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
       continue;
     }
     const int64_t need = std::max<int64_t>(j.min_devices, 1);
+    AllocJob capped = j;
+    if (const int64_t cap = DeviceCap(policies_.For(j.user), usage[j.user]); cap > 0) {
+      capped.max_devices = capped.max_devices > 0 ? std::min(capped.max_devices, cap) : cap;
+    }
     if (static_cast<int64_t>(free.size()) < need) {
       a.waits[j.id] = "needs " + std::to_string(need) + " device" + (need == 1 ? "" : "s") + "; " +
                       std::to_string(free.size()) +
                       " are left after the jobs before it in the queue";
       if (!reserved && need <= static_cast<int64_t>(devices_.size())) {
         TESSERA_ASSIGN_OR_RETURN(reserved, Reserve(j, need, a, free));
+        TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> made,
+                                 Requeue(capped, need, *reserved, fixed, &a, &free, &usage));
+        if (made) {
+          reserved.reset();
+          a.waits.erase(j.id);
+          usage[j.user].running_jobs += 1;
+          take(j, *made);
+          continue;
+        }
         a.waits[j.id] += reserved->shadow_s > 0
                              ? "; the devices that free up are held for it (enough in about " +
                                    Fixed(reserved->shadow_s / 60, 0) + " min, as predicted)"
                              : "; the devices that free up are held for it";
       }
       continue;
-    }
-    AllocJob capped = j;
-    if (const int64_t cap = DeviceCap(policies_.For(j.user), usage[j.user]); cap > 0) {
-      capped.max_devices = capped.max_devices > 0 ? std::min(capped.max_devices, cap) : cap;
     }
     TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> mine, Minimum(capped, free));
     if (!mine && !reserved) {
@@ -323,6 +345,76 @@ Result<Reservation> Allocator::Reserve(const AllocJob& head, int64_t need, const
     }
   }
   return r;
+}
+
+Result<std::optional<DeviceSet>> Allocator::Requeue(const AllocJob& head, int64_t need,
+                                                    const Reservation& r,
+                                                    const std::set<int64_t>& fixed, Assignment* a,
+                                                    DeviceSet* free,
+                                                    std::map<std::string, UserUsage>* usage) {
+  const std::optional<DeviceSet> none;
+  if (!(r.shadow_s > 0) || !(head.work > 0)) return none;
+  auto share_of = [&](const std::string& user) {
+    return static_cast<double>((*usage)[user].devices) / policies_.For(user).weight;
+  };
+  const double head_share = share_of(head.user);
+  // The candidates: the largest weighted shares first, then the most left.
+  std::vector<const AllocJob*> candidates;
+  for (const AllocJob& v : jobs_) {
+    if (v.held.empty() || fixed.contains(v.id) || !v.requeueable || v.priority > head.priority ||
+        !(v.remaining_s > 0) || !a->given.contains(v.id) || share_of(v.user) < head_share) {
+      continue;
+    }
+    candidates.push_back(&v);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [&](const AllocJob* x, const AllocJob* y) {
+    const double sx = share_of(x->user), sy = share_of(y->user);
+    if (sx != sy) return sx > sy;
+    return x->remaining_s > y->remaining_s;
+  });
+  DeviceSet pool = *free;
+  size_t taken = 0;
+  while (static_cast<int64_t>(pool.size()) < need && taken < candidates.size()) {
+    const DeviceSet& theirs = a->given.at(candidates[taken++]->id);
+    pool.insert(theirs.begin(), theirs.end());
+  }
+  if (static_cast<int64_t>(pool.size()) < need) return none;
+  TESSERA_ASSIGN_OR_RETURN(std::optional<DeviceSet> mine, Minimum(head, pool));
+  if (!mine) return none;
+  TESSERA_ASSIGN_OR_RETURN(double run_s, EndsIn(head, *mine));
+  // Only the jobs whose devices the head's plan uses go; each only when the
+  // swap pays for its restart.
+  std::vector<const AllocJob*> victims;
+  for (size_t i = 0; i < taken; ++i) {
+    const DeviceSet& theirs = a->given.at(candidates[i]->id);
+    if (std::none_of(theirs.begin(), theirs.end(),
+                     [&](const std::string& d) { return mine->contains(d); })) {
+      continue;
+    }
+    const AllocJob& v = *candidates[i];
+    const double cost = v.restart_cost_s > 0 ? v.restart_cost_s : v.move_cost_s;
+    // What it has left, on the head's devices: the shorter job goes first.
+    TESSERA_ASSIGN_OR_RETURN(double now, RateOf(v, v.held));
+    TESSERA_ASSIGN_OR_RETURN(double there, RateOf(v, *mine));
+    const double left_there = there > 0 ? v.remaining_s * now / there : v.remaining_s;
+    if (!(r.shadow_s > run_s + cost) || !(left_there > run_s + cost)) return none;
+    victims.push_back(&v);
+  }
+  for (const AllocJob* v : victims) {
+    const DeviceSet& theirs = a->given.at(v->id);
+    free->insert(theirs.begin(), theirs.end());
+    UserUsage& used = (*usage)[v->user];
+    used.devices -= static_cast<int64_t>(theirs.size());
+    used.running_jobs -= 1;
+    a->given.erase(v->id);
+    a->requeued[v->id] = "goes back to the queue: job " + std::to_string(head.id) + " of " +
+                         head.user + " needs " + std::to_string(need) +
+                         " devices and would otherwise wait about " + Fixed(r.shadow_s / 60, 0) +
+                         " min; it runs about " + Fixed(run_s / 60, 0) +
+                         " min on them, and this job, with about " + Fixed(v->remaining_s / 60, 0) +
+                         " min left, resumes from its checkpoint once devices free";
+  }
+  return mine;
 }
 
 Result<bool> Allocator::Backfills(const AllocJob& job, const DeviceSet& devices, Reservation* r) {
@@ -551,6 +643,12 @@ Result<std::vector<AllocDecision>> Allocator::Decide(
     d.fair_rate = fair_rate_.at(j.id);
     d.fair_devices = fair_devices_.at(j.id);
     auto it = a.given.find(j.id);
+    if (auto q = a.requeued.find(j.id); q != a.requeued.end()) {
+      d.action = AllocAction::kRequeue;
+      d.reason = q->second;
+      out.push_back(std::move(d));
+      continue;
+    }
     if (it == a.given.end()) {
       d.action = AllocAction::kWait;
       d.reason = a.waits.contains(j.id) ? a.waits.at(j.id) : "no device left";

@@ -42,6 +42,17 @@
 //      gives devices only within those or to jobs that end within S (an end
 //      unknown: S is 0, nothing passes). So no stream of small jobs starves
 //      a large one.
+//      Requeue: running jobs may go back to the queue for that job, the
+//      head (a gang of 4 on a lab whose elastic jobs hold their minimums),
+//      when it would otherwise wait S > its own run time there plus each
+//      one's restart cost, and each has more than that left on those
+//      devices (a short job does not wait behind a long one; swapping their
+//      order shortens the sum of their completion times): requeueable
+//      movable jobs (they
+//      restart from a checkpoint), of no higher priority, whose
+//      users hold no smaller weighted share of the devices than the head's
+//      user, the largest shares first. They stop with a checkpoint and wait
+//      in the queue like any job, and the head starts on their devices.
 //   4. Fill: while free devices are left, give one to the job whose
 //      normalized throughput it raises most (gain / reference). Jobs of users
 //      below their weighted share of devices go first; a job's own devices
@@ -61,7 +72,7 @@
 //      and steps 3-4 run again for the others. Each job is judged once. A
 //      job whose move must keep one of its devices (AllocJob::
 //      move_keeps_a_device) and would keep none is fixed the same way.
-//   6. Decisions: keep, start, grow, shrink, move or wait, with the reason
+//   6. Decisions: keep, start, grow, shrink, move, wait or requeue, with the reason
 //      users see ("shrinks to boxa:0,boxa:1: job 14 of bob needs devices; the
 //      lab's normalized throughput 1.60 -> 2.10, 1.31x ...").
 //
@@ -123,6 +134,10 @@ struct AllocJob {
   // would need a restart from a checkpoint). Shrinks and growth always keep
   // one.
   bool move_keeps_a_device = false;
+  // Running: it may go back to the queue for a waiting job (step 3's
+  // Requeue): it stops with a checkpoint, waits, and resumes from it when
+  // placed again, which costs restart_cost_s (or move_cost_s).
+  bool requeueable = false;
   // Waiting: its work, in the hook's rate units (e.g. samples: steps x global
   // batch; 0: unknown), and seconds it has waited. Its expected run time is
   // the work over its throughput on its fair share; the queue order ranks a
@@ -155,7 +170,9 @@ struct ShareOptions {
   std::string rate_unit = "samples/s";
 };
 
-enum class AllocAction { kKeep, kStart, kGrow, kShrink, kMove, kWait };
+// kRequeue: a running job goes back to the queue (step 3's Requeue); it
+// resumes from its checkpoint when it is placed again.
+enum class AllocAction { kKeep, kStart, kGrow, kShrink, kMove, kWait, kRequeue };
 std::string_view AllocActionName(AllocAction action);
 
 struct AllocDecision {

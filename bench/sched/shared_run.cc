@@ -52,6 +52,7 @@ struct Live {
   double work_left = 0;     // samples
   double paused_until = 0;  // a move's cost ends
   double moved_at = 0;      // last start or move
+  double restart_s = 0;     // a requeued job's restart cost, paid when it starts again
 };
 
 std::string DevicesText(const DeviceSet& devices) {
@@ -230,6 +231,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           a.remaining_s = std::max(0.0, l.paused_until - now) + l.work_left / l.rate;
           a.move_cost_s = MoveCostOf(l, options);
           a.move_keeps_a_device = !options.restart_moves;
+          a.requeueable = !l.infer && options.restart_moves;
         } else {
           a.work = l.work_left;
           a.waited_s = now - t.submit_s;
@@ -249,6 +251,16 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
         Live& l = live.at(static_cast<size_t>(d.id - 1));
         if (!l.running || d.action == AllocAction::kStart || d.action == AllocAction::kWait ||
             d.action == AllocAction::kKeep) {
+          continue;
+        }
+        if (d.action == AllocAction::kRequeue) {
+          // Back to the queue: it stops, and restarts from its checkpoint
+          // when placed again.
+          l.running = false;
+          l.devices.clear();
+          l.restart_s = MoveCostOf(l, options);
+          run.jobs[static_cast<size_t>(d.id - 1)].plan += " -> requeue";
+          ++run.moves;
           continue;
         }
         DeviceSet to = d.devices;
@@ -312,10 +324,15 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           l.running = true;
           l.devices = d->devices;
           l.rate = d->rate;
-          l.paused_until = now;
+          l.paused_until = now + l.restart_s;
           l.moved_at = now;
-          run.jobs[i].start_s = now;
-          run.jobs[i].plan = DevicesText(d->devices);
+          if (l.restart_s > 0) {
+            run.jobs[i].plan += " -> restart " + DevicesText(d->devices);
+          } else {
+            run.jobs[i].start_s = now;
+            run.jobs[i].plan = DevicesText(d->devices);
+          }
+          l.restart_s = 0;
           continue;
         }
         ApplyMove(now, MoveCostOf(l, options), std::string(AllocActionName(d->action)).c_str(),

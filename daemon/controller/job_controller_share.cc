@@ -19,7 +19,9 @@
 //      shrinks only; every other active attempt keeps its devices; waiting
 //      jobs ask for devices, the first in the queue's order
 //      (scheduler/queue_order.h), one per device at most (their work: a
-//      train job's samples, an infer job's images left).
+//      train job's samples, an infer job's images left), but not one whose
+//      devices are reserved (a restart move's, or the requeue's below): the
+//      queue pass places it there.
 //   3. The devices: the healthy nodes' devices that are free or held by an
 //      active attempt, or that an attempt's dropped ranks still occupy while
 //      they leave (a device an earlier round took from a job is the waiting
@@ -49,7 +51,12 @@
 //      are stopped (each saves a checkpoint as it stops), the devices it
 //      moves to are reserved for it, and once none of its ranks runs the job
 //      is pending again (a `moved` event; the attempt does not count against
-//      max_attempts) and the next pass places it there (EndMoveLocked).
+//      max_attempts) and the next pass places it there (EndMoveLocked). A
+//      train job the policy sends back to the queue (its Requeue: a gang job
+//      that would wait longer than it runs, when restarts are allowed) stops
+//      the same way with no devices of its own, and waits in the queue; the
+//      devices the waiting job starts on are reserved for it (kRequeueHold)
+//      until the queue pass places it there.
 //      Growth while no job waits is GrowTraining's (job_controller_reform.cc).
 #include <spdlog/spdlog.h>
 
@@ -80,6 +87,9 @@ std::string SetKey(const scheduler::DeviceSet& devices) {
 
 // How long a moved job's devices stay reserved for it once its attempt ended.
 constexpr std::chrono::milliseconds kMoveReservation{60'000};
+// How long the devices a requeue frees stay reserved for the job it made room
+// for: its ranks save a checkpoint as they stop.
+constexpr std::chrono::milliseconds kRequeueHold{300'000};
 
 }  // namespace
 
@@ -174,9 +184,17 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   share_checked_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> all_pending,
                            AllJobsIn(store_, JobState::kPending));
+  std::set<api::JobId> targeted;  // (1) jobs with devices reserved: the queue pass places them
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, target] : move_targets_) {
+      if (!target.devices.empty()) targeted.insert(id);
+    }
+  }
   std::vector<api::Job> pending;             // (1) train jobs, and infer jobs whose input is listed
   std::map<api::JobId, double> images_left;  // of the infer jobs, for their work
   for (api::Job& j : all_pending) {
+    if (targeted.contains(j.id)) continue;
     if (j.spec.kind == api::JobKind::kInfer) {
       TESSERA_ASSIGN_OR_RETURN(bool ready, InferInputReady(j));
       if (!ready) continue;
@@ -289,6 +307,10 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     a.movable = r.movable;
     // (5): without restarts, moves re-form around the ranks they keep.
     a.move_keeps_a_device = !options_.share_restart_moves;
+    // Back to the queue (the policy's Requeue) as a restart move onto no
+    // devices: a train job that may restart from its checkpoint.
+    a.requeueable =
+        r.movable && options_.share_restart_moves && r.job.spec.kind == api::JobKind::kTrain;
     // Remaining: the steps left at the throughput it has now (a reservation
     // for a waiting job reads it of every running job; a move's gain of a
     // movable one). A script's end is its own: unknown, as the queue pass
@@ -338,10 +360,12 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   TESSERA_ASSIGN_OR_RETURN(scheduler::Allocation allocation,
                            scheduler::Allocate(jobs, devices, options_.users, hooks, share));
 
-  // (5) Shrinks, then growth and moves onto devices free at the round's start.
+  // (5) Shrinks and requeues, then growth and moves onto devices free at the
+  // round's start.
   bool changed = false;
+  scheduler::DeviceSet requeued;  // the devices of the jobs sent back to the queue
   for (const std::vector<scheduler::AllocAction>& actions :
-       {std::vector{scheduler::AllocAction::kShrink},
+       {std::vector{scheduler::AllocAction::kShrink, scheduler::AllocAction::kRequeue},
         std::vector{scheduler::AllocAction::kGrow, scheduler::AllocAction::kMove}}) {
     for (const scheduler::AllocDecision& d : allocation.jobs) {
       if (std::find(actions.begin(), actions.end(), d.action) == actions.end()) continue;
@@ -374,6 +398,21 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
                                                      d.reason + " (" + RanksGive(ranks, given) +
                                                          " back; " + ChunksBackToQueue(ranks) +
                                                          ")"));
+        changed = true;
+        continue;
+      }
+      if (d.action == scheduler::AllocAction::kRequeue) {
+        // Its ranks stop, each saving a checkpoint; once none runs it is
+        // pending again (a `moved` event; the attempt does not count) and
+        // waits in the queue, resuming from the checkpoint when placed.
+        MutexLock lock(mu_);
+        auto it = active_.find(d.id);
+        if (it == active_.end() || it->second.launch.attempt != r->attempt ||
+            NextReformGeneration(it->second.launch) != r->generation || it->second.move) {
+          continue;
+        }
+        OrderMoveLocked(&it->second, {}, d.reason);
+        requeued.insert(r->devices.begin(), r->devices.end());
         changed = true;
         continue;
       }
@@ -424,6 +463,20 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       } else {
         spdlog::warn("job {}: could not {}: {}", d.id, scheduler::AllocActionName(d.action), why);
       }
+    }
+  }
+  // The job each requeue made room for gets the devices it starts on
+  // reserved, so the queue pass places it there once the requeued ranks
+  // stopped (and no other job takes them meanwhile).
+  if (!requeued.empty()) {
+    MutexLock lock(mu_);
+    for (const scheduler::AllocDecision& d : allocation.jobs) {
+      if (d.action != scheduler::AllocAction::kStart ||
+          std::none_of(d.devices.begin(), d.devices.end(),
+                       [&](const std::string& dev) { return requeued.contains(dev); })) {
+        continue;
+      }
+      move_targets_[d.id] = MoveTarget{d.devices, clock_->SteadyNow() + kRequeueHold};
     }
   }
   if (changed) polls_.Notify();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -65,6 +66,13 @@ class Fixture {
   Fixture& Work(int64_t id, double work) {
     for (AllocJob& j : jobs_) {
       if (j.id == id) j.work = work;
+    }
+    return *this;
+  }
+  // Any other field of job `id`.
+  Fixture& With(int64_t id, const std::function<void(AllocJob&)>& edit) {
+    for (AllocJob& j : jobs_) {
+      if (j.id == id) edit(j);
     }
     return *this;
   }
@@ -373,6 +381,65 @@ TEST(SharePolicyTest, AMoveOntoNoneOfAJobsDevicesIsChargedItsRestartCost) {
       EXPECT_EQ(Of(a, 1).action, AllocAction::kKeep) << Of(a, 1).reason;
       EXPECT_EQ(Of(a, 2).action, AllocAction::kWait) << Of(a, 2).reason;
     }
+  }
+}
+
+// Bob's gang job needs 4 of 5 devices: one is free, his own job holds one,
+// and alice's job (at its minimum of 3) the others. It goes back to the
+// queue for his when his would wait longer than it runs and alice's has more
+// than that left on those devices, when it may restart, is of no higher
+// priority and her weighted share is no smaller than his; else bob's waits.
+TEST(SharePolicyTest, ARunningJobGoesBackToTheQueueForAShorterGangJob) {
+  struct Row {
+    const char* name;
+    double bobs_run_s;          // on 4 devices; 0: work unknown
+    double alices_remaining_s;  // on her 3 devices; 0: unknown
+    bool requeueable;
+    bool movable;
+    double alices_weight;
+    int64_t alices_priority;
+    bool requeued;
+  };
+  const Row rows[] = {
+      {"a short gang job: hers goes back to the queue", 600, 3600, true, true, 1, 0, true},
+      {"no shorter than what hers has left there: waits", 2700, 3600, true, true, 1, 0, false},
+      {"just shorter: hers goes", 2600, 3600, true, true, 1, 0, true},
+      {"hers may not restart: waits", 600, 3600, false, true, 1, 0, false},
+      {"hers not movable now: waits", 600, 3600, true, false, 1, 0, false},
+      {"her weighted share is smaller: waits", 600, 3600, true, true, 4, 0, false},
+      {"hers of a higher priority: waits", 600, 3600, true, true, 1, 1, false},
+      {"his work unknown: waits", 0, 3600, true, true, 1, 0, false},
+      {"her end unknown: waits", 600, 0, true, true, 1, 0, false},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("a", 5);
+    f.Running(1, "alice", {}, {"a:0", "a:1", "a:2"}, row.movable, row.alices_remaining_s, 60);
+    f.With(1, [&](AllocJob& j) {
+      j.min_devices = 3;
+      j.requeueable = row.requeueable;
+      j.priority = row.alices_priority;
+    });
+    f.Running(3, "bob", {}, {"a:3"}, false, 0, 0);
+    f.Waiting(2, "bob", {}, 0, 4).Work(2, row.bobs_run_s * 4);
+    f.Weight("alice", row.alices_weight);
+    const Allocation a = f.Run();
+    if (row.requeued) {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kRequeue) << Of(a, 1).reason;
+      EXPECT_TRUE(Of(a, 1).devices.empty());
+      EXPECT_NE(Of(a, 1).reason.find("goes back to the queue: job 2 of bob needs 4 devices"),
+                std::string::npos)
+          << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kStart) << Of(a, 2).reason;
+      EXPECT_EQ(Of(a, 2).devices, (DeviceSet{"a:0", "a:1", "a:2", "a:4"}));
+    } else {
+      EXPECT_NE(Of(a, 1).action, AllocAction::kRequeue) << Of(a, 1).reason;
+      const DeviceSet& hers = Of(a, 1).devices;  // hers still, a:4 too when it helps
+      EXPECT_TRUE(hers.contains("a:0") && hers.contains("a:1") && hers.contains("a:2"));
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kWait) << Of(a, 2).reason;
+    }
+    EXPECT_EQ(Of(a, 3).action, AllocAction::kKeep);
   }
 }
 
