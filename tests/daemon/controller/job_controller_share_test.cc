@@ -147,6 +147,46 @@ TEST_F(JobControllerShareTest, ARunningJobShrinksForAnotherUsersJobThatWaits) {
   EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
 }
 
+// Bob's gang job (two devices, a few steps) would wait for alice's long job,
+// which holds both and cannot shrink (a minimum of two): hers goes back to
+// the queue, her ranks stop with a checkpoint (the attempt ends as a move,
+// not counted), and his starts on her devices, reserved for him. With
+// restarts off (share_restart_moves) hers runs on and his waits.
+TEST_F(JobControllerShareTest, ALongJobGoesBackToTheQueueForAShortGangJob) {
+  for (bool restarts : {true, false}) {
+    SCOPED_TRACE(restarts ? "restarts allowed" : "restarts off");
+    TearDown();
+    SetUp();
+    options_.share_restart_moves = restarts;
+    RestartController();
+    Lab lab;
+    api::JobSpec alices = Training();
+    alices.min_devices = 2;
+    api::JobSpec bobs = Training();
+    bobs.min_devices = 2;
+    bobs.steps = 200;
+    RunLab(&lab, alices, bobs);
+    const std::string reasons = Reasons(lab.alice);
+    const api::Job alice = *store_->GetJob(lab.alice);
+    if (!restarts) {
+      EXPECT_EQ(reasons.find("back to the queue"), std::string::npos) << reasons;
+      EXPECT_EQ(alice.state, JobState::kRunning) << reasons;
+      EXPECT_EQ(StateOf(lab.bob), JobState::kPending) << Reasons(lab.bob);
+      continue;
+    }
+    EXPECT_NE(reasons.find("pending: goes back to the queue: job " + std::to_string(lab.bob) +
+                           " of bob needs 2 devices"),
+              std::string::npos)
+        << reasons;
+    EXPECT_EQ(alice.state, JobState::kPending) << reasons;
+    EXPECT_EQ(alice.attempt, 1);
+    EXPECT_TRUE(store_->GetAttempt(lab.alice, 1)->result.starts_with("moved: "))
+        << store_->GetAttempt(lab.alice, 1)->result;
+    EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
+    EXPECT_EQ(store_->GetJob(lab.bob)->plan["replicas"].size(), 2u);
+  }
+}
+
 // Another user's infer job gets its share as a train job does: alice's train
 // job holds both devices, bob's infer job waits, and her job shrinks to one so
 // that his starts on the other (without the round, it would wait for her job
