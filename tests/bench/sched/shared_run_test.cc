@@ -151,6 +151,44 @@ TEST(SharedRunTest, AnArchiveWhileNoneWaitsTakesEveryDeviceItsPlanUses) {
   EXPECT_EQ(archive.plan.substr(grow + 9, 1), std::to_string(whole->used.size())) << archive.plan;
 }
 
+// Alice's long job holds four devices at least; carol's short gang job of
+// four arrives 15 min later (past the dwell time). Under share alice's goes
+// back to the queue, carol's runs at once, and alice's restarts from its
+// checkpoint after it; without restarts carol's waits for alice's end.
+TEST(SharedRunTest, ALongJobGoesBackToTheQueueForAShortGangJob) {
+  Trace trace;
+  trace.name = "long-then-gang";
+  trace.jobs.push_back(
+      Job(0, "alice", JobKind::kTrain, "colorize-unet", 32, /*steps=*/20'000, /*max=*/0));
+  trace.jobs.back().min_devices = 4;
+  trace.jobs.push_back(
+      Job(900, "carol", JobKind::kTrain, "classifier-resnet", 128, /*steps=*/30'000, /*max=*/4));
+  trace.jobs.back().min_devices = 4;
+  const Cluster lab = DemoLab();
+  SimPlanner planner(lab.snapshot);
+  for (bool restarts : {true, false}) {
+    SCOPED_TRACE(restarts ? "restarts" : "no restarts");
+    SharedOptions options;
+    options.grow_min_speedup = 1.2;
+    options.restart_moves = restarts;
+    const sim::Run run = SimulateShared(trace, lab, options, &planner);
+    const JobOutcome& alice = run.jobs[0];
+    const JobOutcome& carol = run.jobs[1];
+    ASSERT_GE(alice.end_s, 0) << alice.why_not;
+    ASSERT_GE(carol.end_s, 0) << carol.why_not;
+    if (!restarts) {
+      EXPECT_EQ(alice.plan.find("requeue"), std::string::npos) << alice.plan;
+      EXPECT_GE(carol.start_s, alice.end_s);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(carol.start_s, 900);
+    const size_t requeue = alice.plan.find("-> requeue");
+    ASSERT_NE(requeue, std::string::npos) << alice.plan;
+    EXPECT_NE(alice.plan.find("-> restart x", requeue), std::string::npos) << alice.plan;
+    EXPECT_GT(alice.end_s, carol.end_s);
+  }
+}
+
 TEST(SharedRunTest, EveryJobOfAGeneratedDayWithArchivesEnds) {
   const Trace day = GenerateLabDay(/*seed=*/1, /*load=*/1);
   int archives = 0;
