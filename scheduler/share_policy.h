@@ -43,7 +43,8 @@
 //      unknown: S is 0, nothing passes). So no stream of small jobs starves
 //      a large one.
 //      Requeue: running jobs may go back to the queue for that job, the
-//      head (a gang of 4 on a lab whose elastic jobs hold their minimums),
+//      head (a gang of 4 on a lab whose elastic jobs hold their minimums, or
+//      any job when every device is held),
 //      when it would otherwise wait S > its own run time there plus each
 //      one's restart cost, and each has more than that left on those
 //      devices (a short job does not wait behind a long one; swapping their

@@ -40,7 +40,7 @@ struct Run {
   double time_waiting = 0;        // seconds with a job waiting
   int devices = 0;
   double makespan_s = 0;
-  int64_t moves = 0;   // shrinks, grows and moves of running jobs
+  int64_t moves = 0;   // shrinks, grows, moves and requeues of running jobs
   int64_t rounds = 0;  // scheduling rounds (queue passes or allocations)
 };
 
