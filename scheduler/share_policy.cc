@@ -361,8 +361,9 @@ Result<std::optional<DeviceSet>> Allocator::Requeue(const AllocJob& head, int64_
   // The candidates: the largest weighted shares first, then the most left.
   std::vector<const AllocJob*> candidates;
   for (const AllocJob& v : jobs_) {
-    if (v.held.empty() || fixed.contains(v.id) || !v.requeueable || v.priority > head.priority ||
-        !(v.remaining_s > 0) || !a->given.contains(v.id) || share_of(v.user) < head_share) {
+    if (v.held.empty() || fixed.contains(v.id) || !v.requeueable ||
+        v.restarts >= options_.max_restarts || v.priority > head.priority || !(v.remaining_s > 0) ||
+        !a->given.contains(v.id) || share_of(v.user) < head_share) {
       continue;
     }
     candidates.push_back(&v);

@@ -52,7 +52,8 @@
 //      movable jobs (they
 //      restart from a checkpoint), of no higher priority, whose
 //      users hold no smaller weighted share of the devices than the head's
-//      user, the largest shares first. They stop with a checkpoint and wait
+//      user, the largest shares first, restarted fewer than
+//      options.max_restarts times. They stop with a checkpoint and wait
 //      in the queue like any job, and the head starts on their devices.
 //   4. Fill: while free devices are left, give one to the job whose
 //      normalized throughput it raises most (gain / reference). Jobs of users
@@ -139,6 +140,9 @@ struct AllocJob {
   // Requeue): it stops with a checkpoint, waits, and resumes from it when
   // placed again, which costs restart_cost_s (or move_cost_s).
   bool requeueable = false;
+  // Running: how often it restarted from a checkpoint already (moved onto
+  // none of its devices, or sent back to the queue).
+  int64_t restarts = 0;
   // Waiting: its work, in the hook's rate units (e.g. samples: steps x global
   // batch; 0: unknown), and seconds it has waited. Its expected run time is
   // the work over its throughput on its fair share; the queue order ranks a
@@ -167,6 +171,10 @@ struct ShareOptions {
   double min_gain = 0.02;
   // A running job's own device counts this much more in the fill (stickiness).
   double keep_bonus = 1.05;
+  // A running job restarted this often already is not sent back to the
+  // queue again (step 3's Requeue): a long job goes back a bounded number of
+  // times however many shorter ones arrive.
+  int64_t max_restarts = 2;
   // What the hook's throughput counts, for the reasons ("samples/s").
   std::string rate_unit = "samples/s";
 };

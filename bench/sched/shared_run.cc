@@ -53,6 +53,7 @@ struct Live {
   double paused_until = 0;  // a move's cost ends
   double moved_at = 0;      // last start or move
   double restart_s = 0;     // a requeued job's restart cost, paid when it starts again
+  int64_t restarts = 0;     // requeues and moves onto none of its devices
 };
 
 std::string DevicesText(const DeviceSet& devices) {
@@ -232,6 +233,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           a.move_cost_s = MoveCostOf(l, options);
           a.move_keeps_a_device = !options.restart_moves;
           a.requeueable = !l.infer && options.restart_moves;
+          a.restarts = l.restarts;
         } else {
           a.work = l.work_left;
           a.waited_s = now - t.submit_s;
@@ -259,6 +261,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           l.running = false;
           l.devices.clear();
           l.restart_s = MoveCostOf(l, options);
+          ++l.restarts;
           run.jobs[static_cast<size_t>(d.id - 1)].plan += " -> requeue";
           ++run.moves;
           continue;
@@ -334,6 +337,10 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           }
           l.restart_s = 0;
           continue;
+        }
+        if (std::none_of(d->devices.begin(), d->devices.end(),
+                         [&](const std::string& dev) { return l.devices.contains(dev); })) {
+          ++l.restarts;
         }
         ApplyMove(now, MoveCostOf(l, options), std::string(AllocActionName(d->action)).c_str(),
                   d->devices, d->rate, l, run.jobs[i], run);

@@ -311,6 +311,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     // devices: a train job that may restart from its checkpoint.
     a.requeueable =
         r.movable && options_.share_restart_moves && r.job.spec.kind == api::JobKind::kTrain;
+    if (a.requeueable) {
+      TESSERA_ASSIGN_OR_RETURN(a.restarts, MovedAttempts(store_, r.job.id));
+    }
     // Remaining: the steps left at the throughput it has now (a reservation
     // for a waiting job reads it of every running job; a move's gain of a
     // movable one). A script's end is its own: unknown, as the queue pass

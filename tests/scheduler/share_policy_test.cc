@@ -387,8 +387,9 @@ TEST(SharePolicyTest, AMoveOntoNoneOfAJobsDevicesIsChargedItsRestartCost) {
 // Bob's gang job needs 4 of 5 devices: one is free, his own job holds one,
 // and alice's job (at its minimum of 3) the others. It goes back to the
 // queue for his when his would wait longer than it runs and alice's has more
-// than that left on those devices, when it may restart, is of no higher
-// priority and her weighted share is no smaller than his; else bob's waits.
+// than that left on those devices, when it may restart (and has restarted
+// fewer than max_restarts times), is of no higher priority and her weighted
+// share is no smaller than his; else bob's waits.
 TEST(SharePolicyTest, ARunningJobGoesBackToTheQueueForAShorterGangJob) {
   struct Row {
     const char* name;
@@ -399,6 +400,7 @@ TEST(SharePolicyTest, ARunningJobGoesBackToTheQueueForAShorterGangJob) {
     double alices_weight;
     int64_t alices_priority;
     bool requeued;
+    int64_t alices_restarts = 0;
   };
   const Row rows[] = {
       {"a short gang job: hers goes back to the queue", 600, 3600, true, true, 1, 0, true},
@@ -410,6 +412,8 @@ TEST(SharePolicyTest, ARunningJobGoesBackToTheQueueForAShorterGangJob) {
       {"hers of a higher priority: waits", 600, 3600, true, true, 1, 1, false},
       {"his work unknown: waits", 0, 3600, true, true, 1, 0, false},
       {"her end unknown: waits", 600, 0, true, true, 1, 0, false},
+      {"hers restarted once: goes", 600, 3600, true, true, 1, 0, true, 1},
+      {"hers restarted twice already: waits", 600, 3600, true, true, 1, 0, false, 2},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
@@ -420,6 +424,7 @@ TEST(SharePolicyTest, ARunningJobGoesBackToTheQueueForAShorterGangJob) {
       j.min_devices = 3;
       j.requeueable = row.requeueable;
       j.priority = row.alices_priority;
+      j.restarts = row.alices_restarts;
     });
     f.Running(3, "bob", {}, {"a:3"}, false, 0, 0);
     f.Waiting(2, "bob", {}, 0, 4).Work(2, row.bobs_run_s * 4);
