@@ -102,6 +102,14 @@ Status JobController::PlaceQueued(const std::vector<api::Node>& nodes,
   for (const api::Job& j : pending) queued.insert(j.id);
   std::erase_if(plan_cache_, [&](const auto& entry) { return !queued.contains(entry.first); });
   lister_.ForgetAllBut(queued);
+  {
+    // A job that left the queue unplaced (cancelled) keeps no devices
+    // reserved (a requeue's hand-off, ShareForWaiting).
+    MutexLock lock(mu_);
+    std::erase_if(move_targets_, [&](const auto& entry) REQUIRES(mu_) {
+      return !queued.contains(entry.first) && !active_.contains(entry.first);
+    });
+  }
   if (pending.empty()) {
     MutexLock lock(waiting_mu_);
     queue_.clear();

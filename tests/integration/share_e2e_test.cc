@@ -43,6 +43,38 @@ int64_t NewestStep(Cluster& cluster, api::JobId id) {
   return newest;
 }
 
+// Checks that job `a` stopped once with an event holding `stopped_with`
+// (never recovering or failing), and that its second attempt resumed from the
+// checkpoint its first saved as it stopped (its first step is past the
+// first attempt's last); returns a's events, a line each.
+std::string ExpectResumedFromItsCheckpoint(Cluster& cluster, api::JobId a,
+                                           const std::string& stopped_with) {
+  std::string events;
+  for (const auto& e : cluster.Events(a)) {
+    events += e.to_state + " (" + e.reason + ")\n";
+    EXPECT_NE(e.to_state, "recovering") << e.reason;
+    EXPECT_NE(e.to_state, "failed") << e.reason;
+  }
+  EXPECT_NE(events.find(stopped_with), std::string::npos) << events;
+  const api::Json job = cluster.GetJson("/api/v1/jobs/" + std::to_string(a));
+  EXPECT_EQ(job.value("attempt", 0), 2) << job.dump();
+  const int64_t stopped_at = NewestStep(cluster, a);  // of attempt 1
+  int64_t first_step = 0;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const api::Json points =
+            cluster.GetJson("/api/v1/jobs/" + std::to_string(a) + "/metrics?attempt=2&limit=5000")
+                .value("points", api::Json::array());
+        if (points.empty()) return false;
+        first_step = points.front().value("step", int64_t{0});
+        return true;
+      },
+      120s))
+      << events;
+  EXPECT_GE(first_step, stopped_at) << "attempt 2 started over instead of resuming\n" << events;
+  return events;
+}
+
 // Generated images of `px` pixels under `images`, readable by users (its
 // parent is a data root), and nodea and nodeb with the inventories given;
 // `extra_config` is added to tesserad's.
@@ -217,38 +249,53 @@ TEST(ShareE2ETest, AJobMovedOntoAnotherNodeResumesFromItsCheckpoint) {
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump() << "\n"
       << cluster.controller()->Log();
   EXPECT_TRUE(WaitFor([&] { return cluster.JobState(a) == "running"; }, 60s));
-  std::string events;
-  for (const auto& e : cluster.Events(a)) {
-    events += e.to_state + " (" + e.reason + ")\n";
-    EXPECT_NE(e.to_state, "recovering") << e.reason;
-    EXPECT_NE(e.to_state, "failed") << e.reason;
-  }
-  EXPECT_NE(events.find("pending (moves to nodeb:0: job " + std::to_string(b) + " of bob"),
-            std::string::npos)
-      << events;
+  const std::string events = ExpectResumedFromItsCheckpoint(
+      cluster, a, "pending (moves to nodeb:0: job " + std::to_string(b) + " of bob");
   EXPECT_EQ(cluster.PlannedNodes(a), std::set<std::string>{"nodeb"}) << events;
   EXPECT_EQ(cluster.PlannedNodes(b), std::set<std::string>{"nodea"})
       << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump();
-  const api::Json job = cluster.GetJson("/api/v1/jobs/" + std::to_string(a));
-  EXPECT_EQ(job.value("attempt", 0), 2) << job.dump();
-  // The second attempt resumed from the checkpoint the first saved as it stopped.
-  const int64_t moved_at = NewestStep(cluster, a);
-  int64_t first_step = 0;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        const api::Json points =
-            cluster.GetJson("/api/v1/jobs/" + std::to_string(a) + "/metrics?attempt=2&limit=5000")
-                .value("points", api::Json::array());
-        if (points.empty()) return false;
-        first_step = points.front().value("step", int64_t{0});
-        return true;
-      },
-      120s))
-      << events;
-  EXPECT_GE(first_step, moved_at) << "attempt 2 started over instead of resuming\n" << events;
   for (api::JobId id : {a, b}) {
     cluster.PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object());
   }
+}
+
+// A long job goes back to the queue for a short one that needs both devices:
+// alice's job (two devices at least) trains on nodea and nodeb; bob's, a few
+// steps on two devices, would wait for hers to end. The share policy sends
+// hers back to the queue: her ranks stop, each saving a checkpoint, the job
+// is pending with a `moved` event, bob's runs on both devices and succeeds,
+// and her second attempt then resumes from the checkpoint.
+TEST(ShareE2ETest, ALongJobGoesBackToTheQueueForAShortOneAndResumesAfterIt) {
+  Cluster cluster("real-requeue");
+  const fs::path images = cluster.dir() / "data" / "shared" / "images";
+  ASSERT_NO_FATAL_FAILURE(StartLab(cluster, images, kOneDevice, kOneDevice));
+  const std::string alice = cluster.UserToken("alice");
+  const std::string bob = cluster.UserToken("bob");
+
+  api::Json alices = Training("alice-colorize", images);
+  alices["min_devices"] = 2;
+  alices["checkpoint_every_s"] = 2;
+  alices["max_attempts"] = 1;  // a requeued attempt does not count
+  api::JobId a = 0;
+  ASSERT_TRUE(cluster.SubmitJob(alices, &a, alice));
+  ASSERT_TRUE(WaitFor([&] { return NewestStep(cluster, a) >= 3; }, 300s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).dump() << "\n"
+      << cluster.controller()->Log();
+
+  api::Json bobs = Training("bob-colorize", images);
+  bobs["min_devices"] = 2;
+  bobs["steps"] = 30;
+  api::JobId b = 0;
+  ASSERT_TRUE(cluster.SubmitJob(bobs, &b, bob));
+  EXPECT_TRUE(WaitFor([&] { return cluster.JobState(b) == "succeeded"; }, 180s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump() << "\n"
+      << cluster.controller()->Log();
+  EXPECT_EQ(cluster.PlannedNodes(b), (std::set<std::string>{"nodea", "nodeb"}));
+  EXPECT_TRUE(WaitFor([&] { return cluster.JobState(a) == "running"; }, 120s));
+  ExpectResumedFromItsCheckpoint(
+      cluster, a,
+      "pending (goes back to the queue: job " + std::to_string(b) + " of bob needs 2 devices");
+  cluster.PostJson("/api/v1/jobs/" + std::to_string(a) + "/cancel", api::Json::object());
 }
 
 }  // namespace
