@@ -410,8 +410,8 @@ Result<std::optional<DeviceSet>> Allocator::Requeue(const AllocJob& head, int64_
     a->given.erase(v->id);
     a->requeued[v->id] = "goes back to the queue: job " + std::to_string(head.id) + " of " +
                          head.user + " needs " + std::to_string(need) +
-                         " devices and would otherwise wait about " + Fixed(r.shadow_s / 60, 0) +
-                         " min; it runs about " + Fixed(run_s / 60, 0) +
+                         (need == 1 ? " device" : " devices") + " and would otherwise wait about " +
+                         Fixed(r.shadow_s / 60, 0) + " min; it runs about " + Fixed(run_s / 60, 0) +
                          " min on them, and this job, with about " + Fixed(v->remaining_s / 60, 0) +
                          " min left, resumes from its checkpoint once devices free";
   }
