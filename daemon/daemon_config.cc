@@ -225,6 +225,9 @@ Status DaemonConfig::Validate() const {
   TESSERA_RETURN_IF_ERROR(CheckRange(infer_chunk_images, 1, 100'000, "infer_chunk_images"));
   TESSERA_RETURN_IF_ERROR(CheckRange(lease_ms, 500, 3'600'000, "lease_ms"));
   TESSERA_RETURN_IF_ERROR(CheckRange(collective_timeout_s, 1, 86'400, "collective_timeout_s"));
+  TESSERA_RETURN_IF_ERROR(CheckRange(master_port_base, 1024, 65'535, "master_port_base"));
+  TESSERA_RETURN_IF_ERROR(
+      CheckRange(master_port_span, 1, 65'536 - master_port_base, "master_port_span"));
   if (queue_policy != "fair" && queue_policy != "fifo") {
     return InvalidArgument("must be fair or fifo", "queue_policy");
   }
@@ -299,6 +302,8 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"infer_chunk_images", Set(&c->infer_chunk_images, "infer_chunk_images")},
       {"lease_ms", Set(&c->lease_ms, "lease_ms")},
       {"collective_timeout_s", Set(&c->collective_timeout_s, "collective_timeout_s")},
+      {"master_port_base", Set(&c->master_port_base, "master_port_base")},
+      {"master_port_span", Set(&c->master_port_span, "master_port_span")},
       {"worker_binary", Set(&c->worker_binary, "worker_binary")},
       {"log_level", Set(&c->log_level, "log_level")},
       {"tls", Set(&c->tls, "tls")},

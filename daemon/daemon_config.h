@@ -50,7 +50,11 @@ struct DaemonConfig {
   int64_t infer_chunk_images = 32;    // images per leased chunk of an infer job
   int64_t lease_ms = 30'000;          // a chunk lease not renewed this long goes back
   int64_t collective_timeout_s = 60;  // ranks' TESSERA_COLLECTIVE_TIMEOUT_S
-  std::string worker_binary;          // builtin entrypoints; default: beside tesserad
+  // The rendezvous ports (MASTER_PORT) rank 0 of an attempt listens on:
+  // master_port_base .. master_port_base + master_port_span - 1.
+  int64_t master_port_base = 29500;
+  int64_t master_port_span = 2000;
+  std::string worker_binary;  // builtin entrypoints; default: beside tesserad
   std::string log_level = "info";
   // TLS (api/tls_context.h). "auto": HTTPS unless listen_address is
   // loopback and no certificate is configured; "on": always HTTPS; "off":

@@ -289,6 +289,8 @@ int main(int argc, char** argv) {
   jc.launch.worker_binary = config.worker_binary;
   jc.launch.checkpoint_root = fs::absolute(config.CheckpointRoot()).string();
   jc.launch.collective_timeout_s = static_cast<int>(config.collective_timeout_s);
+  jc.launch.master_port_base = static_cast<int>(config.master_port_base);
+  jc.launch.master_port_span = static_cast<int>(config.master_port_span);
   jc.launch.run_as = config.run_as;
   jc.retry_backoff_ms = config.retry_backoff_ms;
   jc.grow_min_speedup = config.grow_min_speedup;

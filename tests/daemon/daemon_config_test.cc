@@ -42,6 +42,17 @@ TEST(DaemonConfigSharingTest, ReadsTheShareSwitches) {
   EXPECT_EQ(off->move_cost_s, 30);
 }
 
+TEST(DaemonConfigLaunchTest, ReadsTheRendezvousPorts) {
+  auto defaults = Load("port: 8080\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->master_port_base, 29500);
+  EXPECT_EQ(defaults->master_port_span, 2000);
+  auto moved = Load("master_port_base: 41000\nmaster_port_span: 100\n");
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->master_port_base, 41000);
+  EXPECT_EQ(moved->master_port_span, 100);
+}
+
 TEST(DaemonConfigSecurityTest, ReadsRootsPoliciesAndAccounts) {
   auto c = Load(R"yaml(
 data_roots:
@@ -132,6 +143,10 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
       {"move_cost_over_a_day", "move_cost_s: 90000", "move_cost_s"},
       {"share_not_a_bool", "share_running_jobs: sometimes", "share_running_jobs"},
       {"restart_moves_not_a_bool", "share_restart_moves: 2", "share_restart_moves"},
+      {"master_port_privileged", "master_port_base: 80", "master_port_base"},
+      {"master_ports_past_65535", "master_port_base: 65000\nmaster_port_span: 1000",
+       "master_port_span"},
+      {"master_port_span_zero", "master_port_span: 0", "master_port_span"},
       {"user_unknown_key", "users: {alice: {max_gpus: 2}}", "users.alice.max_gpus"},
       {"user_limit_not_a_number", "users: {alice: {max_running_jobs: many}}",
        "users.alice.max_running_jobs"},

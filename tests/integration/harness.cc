@@ -322,6 +322,13 @@ void Cluster::StartController(const std::string& extra_config) {
     std::ofstream c(config);
     c << "state_dir: " << state.string() << "\n"
       << "port: " << port_ << "\n";  // 0 first; the same port after a restart
+    if (extra_config.find("master_port_base:") == std::string::npos) {
+      // Clusters of tests that run at once on this host (ctest -j) rendezvous
+      // on ports of their own: every one would otherwise give its job 1's
+      // rank 0 the same port.
+      c << "master_port_base: " << 10000 + (getpid() % 220) * 100 << "\n"
+        << "master_port_span: 100\n";
+    }
     if (lab_ && extra_config.find("listen_address:") == std::string::npos) {
       c << "listen_address: " << controller_host_ << "\n";
     }
