@@ -367,6 +367,16 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   // round's start.
   bool changed = false;
   scheduler::DeviceSet requeued;  // the devices of the jobs sent back to the queue
+  // The attempt `r` was read from, unless it changed since (another attempt,
+  // a re-formed world, a move under way): nullptr.
+  auto unchanged = [&](const Running& r) REQUIRES(mu_) -> Active* {
+    auto it = active_.find(r.job.id);
+    if (it == active_.end() || it->second.launch.attempt != r.attempt ||
+        NextReformGeneration(it->second.launch) != r.generation || it->second.move) {
+      return nullptr;
+    }
+    return &it->second;
+  };
   for (const std::vector<scheduler::AllocAction>& actions :
        {std::vector{scheduler::AllocAction::kShrink, scheduler::AllocAction::kRequeue},
         std::vector{scheduler::AllocAction::kGrow, scheduler::AllocAction::kMove}}) {
@@ -409,12 +419,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
         // pending again (a `moved` event; the attempt does not count) and
         // waits in the queue, resuming from the checkpoint when placed.
         MutexLock lock(mu_);
-        auto it = active_.find(d.id);
-        if (it == active_.end() || it->second.launch.attempt != r->attempt ||
-            NextReformGeneration(it->second.launch) != r->generation || it->second.move) {
-          continue;
-        }
-        OrderMoveLocked(&it->second, {}, d.reason);
+        Active* active = unchanged(*r);
+        if (active == nullptr) continue;
+        OrderMoveLocked(active, {}, d.reason);
         requeued.insert(r->devices.begin(), r->devices.end());
         changed = true;
         continue;
@@ -442,24 +449,21 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       auto plan = plans.find({d.id, SetKey(d.devices)});
       if (plan == plans.end()) continue;
       MutexLock lock(mu_);
-      auto it = active_.find(d.id);
-      if (it == active_.end() || it->second.launch.attempt != r->attempt ||
-          NextReformGeneration(it->second.launch) != r->generation || it->second.move) {
-        continue;
-      }
+      Active* active = unchanged(*r);
+      if (active == nullptr) continue;
       if (restart) {
-        OrderMoveLocked(&it->second, d.devices,
+        OrderMoveLocked(active, d.devices,
                         d.reason + " (restarts from its checkpoint; " + r->restart.basis + ")");
         changed = true;
         continue;
       }
       std::set<int64_t> ranks;
-      for (const RankLaunch& rank : it->second.launch.ranks) {
-        if (!it->second.dropped.contains(rank.launch.key.rank)) ranks.insert(rank.launch.key.rank);
+      for (const RankLaunch& rank : active->launch.ranks) {
+        if (!active->dropped.contains(rank.launch.key.rank)) ranks.insert(rank.launch.key.rank);
       }
       std::string why;
       TESSERA_ASSIGN_OR_RETURN(bool applied,
-                               ApplyReformLocked(r->job, &it->second, plan->second, open, ranks, {},
+                               ApplyReformLocked(r->job, active, plan->second, open, ranks, {},
                                                  d.reason + " (" + r->move.basis + ")", &why));
       if (applied) {
         changed = true;
