@@ -34,6 +34,16 @@ api::Json Training(const std::string& name, const fs::path& images) {
           {"args", {"--image-size", "32", "--width", "8"}}};
 }
 
+// Alice's job in the tests that restart it from its checkpoint: one saved
+// every 2 s, and a single attempt (one that ends in a move or back in the
+// queue does not count).
+api::Json RestartedTraining(const fs::path& images) {
+  api::Json job = Training("alice-colorize", images);
+  job["checkpoint_every_s"] = 2;
+  job["max_attempts"] = 1;
+  return job;
+}
+
 int64_t NewestStep(Cluster& cluster, api::JobId id) {
   int64_t newest = 0;
   const api::Json points =
@@ -226,10 +236,8 @@ TEST(ShareE2ETest, AJobMovedOntoAnotherNodeResumesFromItsCheckpoint) {
   const std::string alice = cluster.UserToken("alice");
   const std::string bob = cluster.UserToken("bob");
 
-  api::Json alices = Training("alice-colorize", images);
+  api::Json alices = RestartedTraining(images);
   alices["max_devices"] = 1;
-  alices["checkpoint_every_s"] = 2;
-  alices["max_attempts"] = 1;  // a moved attempt does not count
   api::JobId a = 0;
   ASSERT_TRUE(cluster.SubmitJob(alices, &a, alice));
   ASSERT_TRUE(
@@ -272,10 +280,8 @@ TEST(ShareE2ETest, ALongJobGoesBackToTheQueueForAShortOneAndResumesAfterIt) {
   const std::string alice = cluster.UserToken("alice");
   const std::string bob = cluster.UserToken("bob");
 
-  api::Json alices = Training("alice-colorize", images);
+  api::Json alices = RestartedTraining(images);
   alices["min_devices"] = 2;
-  alices["checkpoint_every_s"] = 2;
-  alices["max_attempts"] = 1;  // a requeued attempt does not count
   api::JobId a = 0;
   ASSERT_TRUE(cluster.SubmitJob(alices, &a, alice));
   ASSERT_TRUE(WaitFor([&] { return NewestStep(cluster, a) >= 3; }, 300s))
