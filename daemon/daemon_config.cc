@@ -221,6 +221,10 @@ Status DaemonConfig::Validate() const {
   if (!(move_cost_s >= 0 && move_cost_s <= 86'400)) {
     return InvalidArgument("must be between 0 and 86400 seconds", "move_cost_s");
   }
+  if (!(share_catch_up_above == 0 ||
+        (share_catch_up_above >= 1.0 && share_catch_up_above <= 100.0))) {
+    return InvalidArgument("must be 0 (off) or between 1 and 100", "share_catch_up_above");
+  }
   TESSERA_RETURN_IF_ERROR(CheckRange(stop_grace_ms, 0, 600'000, "stop_grace_ms"));
   TESSERA_RETURN_IF_ERROR(CheckRange(infer_chunk_images, 1, 100'000, "infer_chunk_images"));
   TESSERA_RETURN_IF_ERROR(CheckRange(lease_ms, 500, 3'600'000, "lease_ms"));
@@ -298,6 +302,7 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"share_running_jobs", Set(&c->share_running_jobs, "share_running_jobs")},
       {"share_restart_moves", Set(&c->share_restart_moves, "share_restart_moves")},
       {"move_cost_s", Set(&c->move_cost_s, "move_cost_s")},
+      {"share_catch_up_above", Set(&c->share_catch_up_above, "share_catch_up_above")},
       {"stop_grace_ms", Set(&c->stop_grace_ms, "stop_grace_ms")},
       {"infer_chunk_images", Set(&c->infer_chunk_images, "infer_chunk_images")},
       {"lease_ms", Set(&c->lease_ms, "lease_ms")},

@@ -46,6 +46,8 @@ struct DaemonConfig {
   bool share_running_jobs = true;
   bool share_restart_moves = true;  // JobControllerOptions::share_restart_moves
   double move_cost_s = 10;
+  // JobControllerOptions::share_catch_up_above; 0: off.
+  double share_catch_up_above = 2.0;
   int64_t stop_grace_ms = 5000;       // SIGTERM -> SIGKILL for cancelled ranks
   int64_t infer_chunk_images = 32;    // images per leased chunk of an infer job
   int64_t lease_ms = 30'000;          // a chunk lease not renewed this long goes back

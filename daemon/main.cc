@@ -296,6 +296,7 @@ int main(int argc, char** argv) {
   jc.grow_min_speedup = config.grow_min_speedup;
   jc.share_running_jobs = config.share_running_jobs;
   jc.share_restart_moves = config.share_restart_moves;
+  jc.share_catch_up_above = config.share_catch_up_above;
   jc.move_cost_s = config.move_cost_s;
   jc.max_retry_backoff_ms = config.max_retry_backoff_ms;
   jc.crash_loop_window_ms = config.crash_loop_window_ms;

@@ -34,6 +34,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "common/enum_names.h"
@@ -78,7 +79,8 @@ struct Reservation {
 struct Assignment {
   std::map<int64_t, DeviceSet> given;  // placed jobs only
   std::map<int64_t, std::string> waits;
-  std::map<int64_t, std::string> requeued;  // running jobs sent back to the queue, why
+  std::map<int64_t, std::string> requeued;   // running jobs sent back to the queue, why
+  std::map<int64_t, std::string> caught_up;  // running jobs swapped onto faster devices, why
   double objective = 0;
 };
 
@@ -134,6 +136,12 @@ class Allocator {
   Status Regroup(const std::set<int64_t>& fixed, Assignment* a, DeviceSet* free,
                  std::map<std::string, UserUsage>* usage, std::optional<Reservation>* reserved);
   Status Trade(const std::set<int64_t>& fixed, Assignment* a);
+  // Projected finish-time fairness of placed `job` on `devices`: seconds from
+  // its submission to its predicted end there (a running job's move cost
+  // counted when `devices` differ from what it holds) over its run time alone
+  // on its fair share; nullopt when its age or work is unknown.
+  Result<std::optional<double>> FinishFairness(const AllocJob& job, const DeviceSet& devices);
+  Status CatchUp(const std::set<int64_t>& fixed, Assignment* a);
   Result<std::vector<AllocDecision>> Decide(const Assignment& a, const std::set<int64_t>& fixed,
                                             const std::map<int64_t, std::string>& moved_why);
 
@@ -300,6 +308,7 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
   TESSERA_RETURN_IF_ERROR(Fill(fixed, &a, &free, &usage, &reserved));
   TESSERA_RETURN_IF_ERROR(Regroup(fixed, &a, &free, &usage, &reserved));
   TESSERA_RETURN_IF_ERROR(Trade(fixed, &a));
+  TESSERA_RETURN_IF_ERROR(CatchUp(fixed, &a));
   // Each job on the devices its plan uses.
   for (auto& [id, given] : a.given) {
     const AllocJob& j = *by_id_.at(id);
@@ -630,6 +639,108 @@ Status Allocator::Trade(const std::set<int64_t>& fixed, Assignment* a) {
   return Status::Ok();
 }
 
+Result<std::optional<double>> Allocator::FinishFairness(const AllocJob& job,
+                                                        const DeviceSet& devices) {
+  const double fair = fair_rate_.at(job.id);
+  TESSERA_ASSIGN_OR_RETURN(double rate, RateOf(job, devices));
+  if (!(rate > 0) || !(fair > 0)) return std::optional<double>();
+  if (job.held.empty()) {
+    if (!(job.work > 0)) return std::optional<double>();
+    return std::optional<double>((job.waited_s + job.work / rate) / (job.work / fair));
+  }
+  if (!(job.age_s > 0) || !(job.remaining_s > 0)) return std::optional<double>();
+  TESSERA_ASSIGN_OR_RETURN(double now, RateOf(job, job.held));
+  if (!(now > 0)) return std::optional<double>();
+  const double left = job.remaining_s * now;
+  double finish = left / rate;
+  if (devices != job.held) {
+    const bool keeps_one = std::any_of(devices.begin(), devices.end(),
+                                       [&](const std::string& d) { return job.held.contains(d); });
+    finish += keeps_one || !(job.restart_cost_s > 0) ? job.move_cost_s : job.restart_cost_s;
+  }
+  return std::optional<double>((job.age_s + finish) / ((job.work_done + left) / fair));
+}
+
+Status Allocator::CatchUp(const std::set<int64_t>& fixed, Assignment* a) {
+  // A job that restarts from a checkpoint and has fallen behind its fair
+  // share where it is (its projected finish-time fairness above
+  // options.catch_up_above: a job on the lab's slowest devices for its whole
+  // run) swaps a device of a slower group for one of a faster group with a
+  // job starting now or another such job, when that lowers its own by the
+  // fraction options.catch_up_gain and leaves the other within the bound (or
+  // no worse off than it is): the slow devices go round instead of staying
+  // with whoever started on them. The worst off first; each job swaps once a
+  // round. Device counts do not change, so neither do shares.
+  if (!(options_.catch_up_above > 0)) return Status::Ok();
+  auto may_swap = [&](const AllocJob& j) {
+    return !fixed.contains(j.id) && (j.held.empty() || j.requeueable);
+  };
+  std::vector<std::pair<double, int64_t>> behind;  // (-fairness, id): the worst off first
+  for (const auto& [id, given] : a->given) {
+    const AllocJob& j = *by_id_.at(id);
+    if (j.held.empty() || !may_swap(j)) continue;
+    TESSERA_ASSIGN_OR_RETURN(std::optional<double> rho, FinishFairness(j, given));
+    if (rho && *rho > options_.catch_up_above) behind.emplace_back(-*rho, id);
+  }
+  std::sort(behind.begin(), behind.end());
+  std::set<int64_t> swapped;
+  for (const auto& [neg_rho, x] : behind) {
+    if (swapped.contains(x)) continue;
+    const AllocJob& jx = *by_id_.at(x);
+    const double rho_x = -neg_rho;
+    DeviceSet& gx = a->given.at(x);
+    TESSERA_ASSIGN_OR_RETURN(double rx, RateOf(jx, gx));
+    double best = std::numeric_limits<double>::infinity();
+    std::optional<std::tuple<int64_t, std::string, std::string>> swap;
+    for (auto& [y, gy] : a->given) {
+      const AllocJob& jy = *by_id_.at(y);
+      if (y == x || swapped.contains(y) || !may_swap(jy)) continue;
+      TESSERA_ASSIGN_OR_RETURN(std::optional<double> rho_y, FinishFairness(jy, gy));
+      if (!rho_y) continue;
+      for (const std::string& dx : gx) {
+        for (const std::string& dy : gy) {
+          if (group_of_.at(dx) == group_of_.at(dy)) continue;
+          DeviceSet sx = gx, sy = gy;
+          sx.erase(dx);
+          sx.insert(dy);
+          sy.erase(dy);
+          sy.insert(dx);
+          TESSERA_ASSIGN_OR_RETURN(double rx2, RateOf(jx, sx));
+          if (!(rx2 > rx)) continue;
+          TESSERA_ASSIGN_OR_RETURN(std::optional<double> rho_x2, FinishFairness(jx, sx));
+          TESSERA_ASSIGN_OR_RETURN(std::optional<double> rho_y2, FinishFairness(jy, sy));
+          if (!rho_x2 || !rho_y2 || *rho_x2 > rho_x * (1.0 - options_.catch_up_gain) ||
+              *rho_y2 > std::max(*rho_y, options_.catch_up_above)) {
+            continue;
+          }
+          if (const double worst = std::max(*rho_x2, *rho_y2); worst < best) {
+            best = worst;
+            swap = std::make_tuple(y, dx, dy);
+          }
+        }
+      }
+    }
+    if (!swap) continue;
+    const auto& [y, dx, dy] = *swap;
+    DeviceSet& gy = a->given.at(y);
+    gx.erase(dx);
+    gx.insert(dy);
+    gy.erase(dy);
+    gy.insert(dx);
+    swapped.insert({x, y});
+    a->caught_up[x] = "where it is it would finish " + Fixed(rho_x, 1) +
+                      "x its time alone on its fair share; it swaps " + dx + " for " + dy + " (" +
+                      Fixed(best, 1) + "x at worst for the two)";
+    if (!by_id_.at(y)->held.empty()) {
+      a->caught_up[y] = "job " + std::to_string(x) + " of " + jx.user + " would finish " +
+                        Fixed(rho_x, 1) +
+                        "x its time alone on its fair share where it is; it swaps " + dy + " for " +
+                        dx + " (" + Fixed(best, 1) + "x at worst for the two)";
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<AllocDecision>> Allocator::Decide(
     const Assignment& a, const std::set<int64_t>& fixed,
     const std::map<int64_t, std::string>& moved_why) {
@@ -755,15 +866,19 @@ Result<Allocation> Allocator::Run() {
     // (Not for a job about to end anyway: the waiting one starts then.)
     const bool ends_soon = mover->remaining_s > 0 && mover->remaining_s <= move_s;
     const bool fair_move = starts_a_waiter && then_share >= 1.0 - 1e-9 && !ends_soon;
-    if ((gain > cost || fair_move) && (keeps_one || !mover->move_keeps_a_device)) {
+    const auto caught_up = a.caught_up.find(mover->id);
+    if ((gain > cost || fair_move || caught_up != a.caught_up.end()) &&
+        (keeps_one || !mover->move_keeps_a_device)) {
       moved_why[mover->id] =
-          gain > cost ? "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
-                            Fixed(a.objective, 2) + " (" +
-                            Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) + "x) over " +
-                            Fixed(horizon, 0) + " s outweighs the move's " + Fixed(move_s, 0) + " s"
-                      : "it keeps " + Fixed(then_share, 2) +
-                            "x its fair share's throughput, and the job it makes room for "
-                            "could start nowhere else";
+          caught_up != a.caught_up.end() && !(gain > cost) ? caught_up->second
+          : gain > cost
+              ? "the lab's normalized throughput " + Fixed(b.objective, 2) + " -> " +
+                    Fixed(a.objective, 2) + " (" +
+                    Fixed(b.objective > 0 ? a.objective / b.objective : 0, 2) + "x) over " +
+                    Fixed(horizon, 0) + " s outweighs the move's " + Fixed(move_s, 0) + " s"
+              : "it keeps " + Fixed(then_share, 2) +
+                    "x its fair share's throughput, and the job it makes room for "
+                    "could start nowhere else";
       continue;
     }
     fixed = std::move(kept);

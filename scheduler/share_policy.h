@@ -149,6 +149,11 @@ struct AllocJob {
   // user's waiting jobs by response ratio with them (scheduler/queue_order.h).
   double work = 0;
   double waited_s = 0;
+  // Running: seconds since its submission, and its work done so far (the
+  // hook's rate units); with remaining_s they give its projected finish-time
+  // fairness (step 4's catch-up). 0: unknown (no catch-up for it).
+  double age_s = 0;
+  double work_done = 0;
 };
 
 // What the hook answers: the job's best plan on (a subset of) the devices.
@@ -175,6 +180,14 @@ struct ShareOptions {
   // queue again (step 3's Requeue): a long job goes back a bounded number of
   // times however many shorter ones arrive.
   int64_t max_restarts = 2;
+  // Step 4's catch-up: a running job that restarts from a checkpoint
+  // (AllocJob::requeueable) and would finish more than catch_up_above times
+  // its run time alone on its fair share after its submission, where it is,
+  // swaps a slower device for a faster one with a starting job or another
+  // such job, when that lowers its own by the fraction catch_up_gain and
+  // leaves the other within catch_up_above (or no worse off). 0: never.
+  double catch_up_above = 2.0;
+  double catch_up_gain = 0.1;
   // What the hook's throughput counts, for the reasons ("samples/s").
   std::string rate_unit = "samples/s";
 };

@@ -234,6 +234,9 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           a.move_keeps_a_device = !options.restart_moves;
           a.requeueable = !l.infer && options.restart_moves;
           a.restarts = l.restarts;
+          a.age_s = now - t.submit_s;
+          a.work_done =
+              static_cast<double>(t.steps) * static_cast<double>(t.global_batch) - l.work_left;
         } else {
           a.work = l.work_left;
           a.waited_s = now - t.submit_s;

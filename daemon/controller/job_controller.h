@@ -132,6 +132,12 @@ struct JobControllerOptions {
   // re-form) restarts it from its checkpoint there; false: the policy keeps
   // one of its devices in every move.
   bool share_restart_moves = true;
+  // A running train job that restarts from its checkpoint and would finish
+  // more than this many times its time alone on its fair share after its
+  // submission, where it is (a job on the lab's slowest devices all along),
+  // swaps a slower device for a faster one with a job ahead of its share
+  // (the policy's catch-up, ShareOptions::catch_up_above); 0: never.
+  double share_catch_up_above = 2.0;
   double move_cost_s = 10;
   double share_horizon_s = 1800;
   // The data roots an infer job's input listing is checked against (not

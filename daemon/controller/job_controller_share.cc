@@ -323,6 +323,11 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       const double samples =
           static_cast<double>(left) * static_cast<double>(r.job.spec.global_batch);
       a.remaining_s = now_rate.rate > 0 ? samples / now_rate.rate : 0;
+      // Its age and work done, for step 4's catch-up (its projected
+      // completion against its time alone on its fair share).
+      a.age_s = static_cast<double>(clock_->NowUnixMillis() - r.job.created_ms) / 1000;
+      a.work_done = static_cast<double>(std::max<int64_t>(r.job.spec.steps - left, 0)) *
+                    static_cast<double>(r.job.spec.global_batch);
     }
     if (r.movable) {
       a.move_cost_s = r.move.seconds;
@@ -360,6 +365,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   }
   scheduler::ShareOptions share;
   share.horizon_s = options_.share_horizon_s;
+  share.catch_up_above = options_.share_catch_up_above;
   TESSERA_ASSIGN_OR_RETURN(scheduler::Allocation allocation,
                            scheduler::Allocate(jobs, devices, options_.users, hooks, share));
 
@@ -377,6 +383,30 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     }
     return &it->second;
   };
+  // A restart move onto none of the job's devices: its ranks stop, and it
+  // starts again on `d.devices` once they are free.
+  auto restarts = [&](const Running& r, const scheduler::AllocDecision& d) {
+    return d.action == scheduler::AllocAction::kMove &&
+           std::none_of(d.devices.begin(), d.devices.end(),
+                        [&](const std::string& dev) { return r.devices.contains(dev); });
+  };
+  // The devices of train jobs this round restarts elsewhere (the policy's
+  // catch-up swaps two jobs' devices): another job's restart move may take
+  // them, since it too starts only once their ranks stopped.
+  scheduler::DeviceSet vacated;
+  if (options_.share_restart_moves) {
+    MutexLock lock(mu_);
+    for (const scheduler::AllocDecision& d : allocation.jobs) {
+      auto r = std::find_if(running.begin(), running.end(),
+                            [&](const Running& x) { return x.job.id == d.id; });
+      if (r == running.end() || !r->movable || r->job.spec.kind != api::JobKind::kTrain ||
+          !restarts(*r, d) || !plans.contains({d.id, SetKey(d.devices)}) ||
+          unchanged(*r) == nullptr) {
+        continue;
+      }
+      vacated.insert(r->devices.begin(), r->devices.end());
+    }
+  }
   for (const std::vector<scheduler::AllocAction>& actions :
        {std::vector{scheduler::AllocAction::kShrink, scheduler::AllocAction::kRequeue},
         std::vector{scheduler::AllocAction::kGrow, scheduler::AllocAction::kMove}}) {
@@ -429,10 +459,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       // A move re-forms around the ranks it keeps; one that keeps none
       // restarts the job from its checkpoint, when restarts are allowed (else
       // the policy kept one: AllocJob::move_keeps_a_device).
-      const bool restart =
-          d.action == scheduler::AllocAction::kMove &&
-          std::none_of(d.devices.begin(), d.devices.end(),
-                       [&](const std::string& dev) { return r->devices.contains(dev); });
+      const bool restart = restarts(*r, d);
       if (restart && !options_.share_restart_moves) {
         spdlog::warn("job {}: not moved to {}: a move that keeps none of its ranks needs a restart",
                      d.id, SetKey(d.devices));
@@ -440,9 +467,12 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       }
       // A device another attempt holds, or a leaving rank still occupies, is
       // in use until its agent stops that rank: growth and moves wait for a
-      // later round.
+      // later round (a restart onto a device another restart vacates starts
+      // once both stopped).
       if (std::any_of(d.devices.begin(), d.devices.end(), [&](const std::string& dev) {
-            return !r->devices.contains(dev) && (attempts.contains(dev) || releasing.contains(dev));
+            return !r->devices.contains(dev) &&
+                   ((attempts.contains(dev) && !(restart && vacated.contains(dev))) ||
+                    releasing.contains(dev));
           })) {
         continue;
       }

@@ -35,11 +35,15 @@ TEST(DaemonConfigSharingTest, ReadsTheShareSwitches) {
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_TRUE(defaults->share_running_jobs);
   EXPECT_TRUE(defaults->share_restart_moves);
-  auto off = Load("share_running_jobs: false\nshare_restart_moves: false\nmove_cost_s: 30\n");
+  EXPECT_EQ(defaults->share_catch_up_above, 2.0);
+  auto off = Load(
+      "share_running_jobs: false\nshare_restart_moves: false\nmove_cost_s: 30\n"
+      "share_catch_up_above: 0\n");
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_FALSE(off->share_running_jobs);
   EXPECT_FALSE(off->share_restart_moves);
   EXPECT_EQ(off->move_cost_s, 30);
+  EXPECT_EQ(off->share_catch_up_above, 0);
 }
 
 TEST(DaemonConfigLaunchTest, ReadsTheRendezvousPorts) {
@@ -143,6 +147,8 @@ TEST(DaemonConfigSecurityTest, MistakesNameTheKey) {
       {"move_cost_over_a_day", "move_cost_s: 90000", "move_cost_s"},
       {"share_not_a_bool", "share_running_jobs: sometimes", "share_running_jobs"},
       {"restart_moves_not_a_bool", "share_restart_moves: 2", "share_restart_moves"},
+      {"catch_up_below_one", "share_catch_up_above: 0.5", "share_catch_up_above"},
+      {"catch_up_not_a_number", "share_catch_up_above: often", "share_catch_up_above"},
       {"master_port_privileged", "master_port_base: 80", "master_port_base"},
       {"master_ports_past_65535", "master_port_base: 65000\nmaster_port_span: 1000",
        "master_port_span"},

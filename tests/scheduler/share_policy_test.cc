@@ -448,6 +448,79 @@ TEST(SharePolicyTest, ARunningJobGoesBackToTheQueueForAShorterGangJob) {
   }
 }
 
+// Alice's job has run on the slow device since it started, bob's on the fast
+// one (same speeds: no trade gains the lab anything); carol's jobs hold the
+// middle device and wait. Every fair share is one device, the middle one
+// (rate 10). Where it is alice's would finish 2.5x its time alone on that
+// share; they swap devices when that is above the bound, both may restart
+// from a checkpoint and may move now, and bob's, with what he has done on the
+// fast device, stays within the bound on the slow one.
+TEST(SharePolicyTest, AJobBehindItsFairShareSwapsItsSlowDeviceWithAJobAheadOfIt) {
+  struct Row {
+    const char* name;
+    double bobs_age_s;  // he has run at 20 for all of it, of 36000 samples
+    double bound;       // ShareOptions::catch_up_above
+    bool alices_requeueable;
+    bool bobs_movable;
+    bool swapped;
+  };
+  const Row rows[] = {
+      {"hers behind, his ahead: they swap", 1000, 2.0, true, true, true},
+      {"hers within a looser bound: kept", 1000, 3.0, true, true, false},
+      {"the catch-up off: kept", 1000, 0, true, true, false},
+      {"his would end beyond the bound on the slow one: kept", 100, 2.0, true, true, false},
+      {"hers may not restart: kept", 1000, 2.0, false, true, false},
+      {"his not movable now: kept", 1000, 2.0, true, false, false},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Fixture f;
+    f.Group("fast", 1).Group("mid", 1).Group("slow", 1);
+    f.options.catch_up_above = row.bound;
+    const Speeds speeds{{{"fast", 20}, {"mid", 10}, {"slow", 4}}};
+    // Alice's: 1000 s on the slow device, 32000 samples left (8000 s there).
+    f.Running(1, "alice", speeds, {"slow:0"}, true, 8000, 60);
+    f.With(1, [&](AllocJob& j) {
+      j.max_devices = 1;
+      j.requeueable = row.alices_requeueable;
+      j.age_s = 1000;
+      j.work_done = 4000;
+    });
+    const double bobs_done = 20 * row.bobs_age_s;
+    f.Running(2, "bob", speeds, {"fast:0"}, row.bobs_movable, (36000 - bobs_done) / 20, 60);
+    f.With(2, [&](AllocJob& j) {
+      j.max_devices = 1;
+      j.requeueable = true;
+      j.age_s = row.bobs_age_s;
+      j.work_done = bobs_done;
+    });
+    f.Running(3, "carol", speeds, {"mid:0"}, false, 0, 0);
+    f.Waiting(4, "carol", speeds, 1).Work(4, 1e9);
+    const Allocation a = f.Run();
+    EXPECT_EQ(Of(a, 4).action, AllocAction::kWait) << Of(a, 4).reason;
+    EXPECT_EQ(Of(a, 3).action, AllocAction::kKeep);
+    if (row.swapped) {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kMove) << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 1).devices, DeviceSet{"fast:0"});
+      EXPECT_TRUE(Of(a, 1).reason.starts_with("moves to fast:0: job 2 of bob takes its devices"))
+          << Of(a, 1).reason;
+      EXPECT_NE(Of(a, 1).reason.find("; where it is it would finish 2.5x its time alone on its "
+                                     "fair share; it swaps slow:0 for fast:0 (1.4x at worst"),
+                std::string::npos)
+          << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kMove) << Of(a, 2).reason;
+      EXPECT_EQ(Of(a, 2).devices, DeviceSet{"slow:0"});
+      EXPECT_NE(Of(a, 2).reason.find("; job 1 of alice would finish 2.5x its time alone on its "
+                                     "fair share where it is; it swaps fast:0 for slow:0"),
+                std::string::npos)
+          << Of(a, 2).reason;
+    } else {
+      EXPECT_EQ(Of(a, 1).action, AllocAction::kKeep) << Of(a, 1).reason;
+      EXPECT_EQ(Of(a, 2).action, AllocAction::kKeep) << Of(a, 2).reason;
+    }
+  }
+}
+
 TEST(SharePolicyTest, ARunningJobGrowsOntoFreeDevicesAndPrefersItsOwn) {
   Fixture f;
   f.Group("a", 4);

@@ -533,6 +533,76 @@ TEST_F(JobControllerShareTest, AMoveOntoNoneOfAJobsDevicesRestartsItFromItsCheck
   }
 }
 
+// Alice's job started on c:0, the slow device, while the others were busy;
+// bob's on a:0, the fast one, and carol's on b:0 (the middle one, every
+// user's fair share); carol's second job waits. Bob's has done nine tenths of
+// its steps, alice's none: where it is hers would finish about 2.5x its time
+// alone on her share, and his stays well within 2x on c:0. They swap: both
+// stop with a checkpoint and restart on the other's device, which each
+// waits for (with the catch-up off, both stay).
+TEST_F(JobControllerShareTest, AJobBehindItsFairShareSwapsDevicesWithAJobAheadOfIt) {
+  for (bool catch_up : {true, false}) {
+    SCOPED_TRACE(catch_up ? "catch-up" : "catch-up off");
+    TearDown();
+    SetUp();
+    options_.share_catch_up_above = catch_up ? 2.0 : 0;
+    RestartController();
+    api::Node a = MakeNode("a", 1, 20), b = MakeNode("b", 1, 10), c = MakeNode("c", 1, 4);
+    std::map<std::string, api::HeartbeatResponse> desired;
+    auto beat_all = [&] {
+      for (api::Node* n : {&a, &b, &c}) desired[n->name] = Beat(*n, Running(desired[n->name]));
+    };
+    api::JobSpec spec = Training();
+    spec.max_devices = 1;
+    // Each starts on the one device left free for it.
+    auto start = [&](const std::string& user, const std::string& device) {
+      for (api::Node* n : {&a, &b, &c}) n->devices[0].busy = n->name + ":0" != device;
+      const api::JobId id = Submit(spec, user);
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_TRUE(controller_->Tick().ok());
+        beat_all();
+      }
+      EXPECT_TRUE(controller_->Tick().ok());
+      EXPECT_EQ(StateOf(id), JobState::kRunning) << Reasons(id);
+      EXPECT_NE(store_->GetJob(id)->plan.dump().find("\"" + device + "\""), std::string::npos);
+      for (api::Node* n : {&a, &b, &c}) n->devices[0].busy = false;
+      return id;
+    };
+    const api::JobId alice = start("alice", "c:0");
+    const api::JobId bob = start("bob", "a:0");
+    start("carol", "b:0");
+    ASSERT_TRUE(store_->SetJobProgress(bob, {{"step", spec.steps * 9 / 10}}).ok());
+    const api::JobId carols_second = Submit(spec, "carol");
+    for (int i = 0;
+         i < 200 && !(StateOf(alice) == JobState::kRunning && store_->GetJob(alice)->attempt == 2 &&
+                      StateOf(bob) == JobState::kRunning && store_->GetJob(bob)->attempt == 2);
+         ++i) {
+      clock_.Advance(milliseconds(250));
+      beat_all();
+      ASSERT_TRUE(controller_->Tick().ok());
+    }
+    EXPECT_EQ(StateOf(carols_second), JobState::kPending);
+    const std::string hers = Reasons(alice), his = Reasons(bob);
+    if (!catch_up) {
+      EXPECT_EQ(hers.find("moves"), std::string::npos) << hers;
+      EXPECT_EQ(store_->GetJob(alice)->attempt, 1);
+      EXPECT_EQ(store_->GetJob(bob)->attempt, 1);
+      continue;
+    }
+    EXPECT_NE(hers.find("pending: moves to a:0: job " + std::to_string(bob) + " of bob takes"),
+              std::string::npos)
+        << hers;
+    EXPECT_NE(hers.find("where it is it would finish 2."), std::string::npos) << hers;
+    EXPECT_NE(his.find("pending: moves to c:0: job " + std::to_string(alice) + " of alice takes"),
+              std::string::npos)
+        << his;
+    ASSERT_EQ(StateOf(alice), JobState::kRunning) << hers;
+    ASSERT_EQ(StateOf(bob), JobState::kRunning) << his;
+    EXPECT_NE(store_->GetJob(alice)->plan.dump().find("\"a:0\""), std::string::npos);
+    EXPECT_NE(store_->GetJob(bob)->plan.dump().find("\"c:0\""), std::string::npos);
+  }
+}
+
 // A controller restarted while a moved job's ranks stop ends the attempt as
 // a move, not as a success: its ranks exit 0 once their checkpoint is saved,
 // as finished ones do.
