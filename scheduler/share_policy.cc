@@ -17,9 +17,10 @@
 //      job planned on its devices and the ones left free, taking that plan's
 //      when it gains (Regroup); then trades: two jobs swap devices of two
 //      groups when that raises their normalized sum and leaves each with a
-//      plan;
+//      plan; then catch-up: a job far behind its fair share swaps a slower
+//      device for a faster one with a job that stays within it (CatchUp);
 //   5. moves: a running job moves only when the gain over its horizon pays
-//      for the move, or when the move starts a waiting job that could start
+//      for the move, or it is a catch-up swap, or the move starts a waiting job that could start
 //      nowhere else and leaves the mover its fair share's throughput, unless
 //      the mover ends before the move would pay for itself (and,
 //      where it must, the move keeps one of its devices); otherwise it is

@@ -63,6 +63,16 @@
 //      normalized throughput by options.min_gain. Then trades (Gavel's comparative advantage): two
 //      jobs swap one device of one group for one of another when that raises the sum of their
 //      normalized throughputs by min_gain; counts stay, so shares do too.
+//      Then catch-up (finish-time fairness, as Themis'; Gavel shares the
+//      fast devices over time for the same end): a job that restarts from a
+//      checkpoint (requeueable) and, where it is, would finish more than
+//      options.catch_up_above times its time alone on its fair share after
+//      its submission (AllocJob::age_s, work_done, remaining_s: a job on the
+//      lab's slowest devices since it started) swaps a device of a slower
+//      group for one of a faster group with a starting job or another such
+//      job, when that lowers its own by the fraction options.catch_up_gain
+//      and leaves the other within the bound (or no worse off than it is).
+//      The worst off first, each job once a round; counts stay.
 //      Each job ends on the devices its best plan on what it was given uses
 //      (the planner may leave some out).
 //   5. Moves: a running movable job whose devices differ from what it holds
@@ -70,7 +80,8 @@
 //      the job kept in place by more than the move costs: the difference in
 //      the sum of normalized throughput, over min(options.horizon_s, the time
 //      the job has left), must exceed its move cost (AllocJob::move_cost_s)
-//      times its normalized throughput now. Otherwise it is fixed where it is
+//      times its normalized throughput now, or the move is a catch-up swap
+//      (its cost is in the fairness it was judged by). Otherwise it is fixed where it is
 //      and steps 3-4 run again for the others. Each job is judged once. A
 //      job whose move must keep one of its devices (AllocJob::
 //      move_keeps_a_device) and would keep none is fixed the same way.
