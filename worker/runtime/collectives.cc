@@ -235,6 +235,12 @@ Result<c10::intrusive_ptr<C10dGroup>> MakeProcessGroup(const c10::intrusive_ptr<
                                                        int rank, int size,
                                                        const ConnectOptions& opt) {
   try {
+    // PyTorch's flight recorder (a trace of every collective, which Tessera
+    // does not read) adds a process group it has not seen to a map outside
+    // its lock, so two groups recording at once in one process (a plan's
+    // stage groups, or ranks as threads in the tests) race, and can crash
+    // (seen in GradReducerTest, about 1 run in 40). Off unless the user set it.
+    ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
     if (opt.backend == Backend::kNccl) {
       // A failed or timed-out NCCL operation throws in the rank's own wait (which
       // blocks the host) instead of the watchdog aborting the process, so the rank
