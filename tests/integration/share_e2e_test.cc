@@ -3,9 +3,12 @@
 // policy shrinks alice's job in place (scheduler/share_policy.h,
 // daemon/controller/job_controller_share.cc) and bob's starts on the device
 // it gave up, while alice's trains on in the same attempt; an infer job of
-// another user gets its share the same way.
+// another user gets its share the same way; a job moves, goes back to the
+// queue, or swaps its slow device for a faster one, and resumes from its
+// checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -302,6 +305,90 @@ TEST(ShareE2ETest, ALongJobGoesBackToTheQueueForAShortOneAndResumesAfterIt) {
       cluster, a,
       "pending (goes back to the queue: job " + std::to_string(b) + " of bob needs 2 devices");
   cluster.PostJson("/api/v1/jobs/" + std::to_string(a) + "/cancel", api::Json::object());
+}
+
+// The slow devices go round on a real cluster: nodea fast, nodeb in the
+// middle (what a one-device fair share stands for), nodec three times slower
+// than nodeb. Bob's job (90 s of predicted work on nodea) runs
+// there, carol's on nodeb, alice's on nodec, and carol's second waits (of a
+// lower priority: no job goes back to the queue for it). Where it is alice's
+// would finish several times its time alone on her share; once bob's has
+// done enough on nodea to stay within 2x on nodec, they swap: both stop with
+// a checkpoint and resume on the other's node (the policy's catch-up).
+TEST(ShareE2ETest, AJobOnTheSlowNodeSwapsWithAJobAheadOfItsShare) {
+  Cluster cluster("real-catch-up");
+  const fs::path images = cluster.dir() / "data" / "shared" / "images";
+  ASSERT_EQ(GenImages(images, 32, 32), "");
+  ASSERT_TRUE(cluster.StartWorkerLab(
+      {{"nodea", InventoryYaml({{1, "Fast (emulated)", "8GiB", 0.6}})},
+       {"nodeb", InventoryYaml({{1, "Middle (emulated)", "8GiB", 0.3}})},
+       {"nodec", InventoryYaml({{1, "Slow (emulated)", "8GiB", 0.1}})}},
+      "data_roots:\n  - {path: \"" + images.parent_path().string() + "\", access: read}\n", 30s));
+  const std::string alice = cluster.UserToken("alice");
+  const std::string bob = cluster.UserToken("bob");
+  const std::string carol = cluster.UserToken("carol");
+  // Each job on one device; each placed before the next is submitted.
+  auto start = [&](api::Json spec, const std::string& token, const std::string& node) {
+    spec["max_devices"] = 1;
+    api::JobId id = 0;
+    EXPECT_TRUE(cluster.SubmitJob(spec, &id, token));
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return cluster.JobState(id) == "running" &&
+                 cluster.PlannedNodes(id) == std::set<std::string>{node};
+        },
+        300s))
+        << cluster.GetJson("/api/v1/jobs/" + std::to_string(id)).dump() << "\n"
+        << cluster.controller()->Log();
+    return id;
+  };
+
+  api::Json bobs = RestartedTraining(images);
+  bobs["name"] = "bob-colorize";
+  bobs["max_devices"] = 1;
+  api::Json preview;
+  int status = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        preview = cluster.PostJson("/api/v1/plans", bobs, &status, bob);
+        return status == 200;
+      },
+      180s))
+      << status;
+  const double step_s = preview["plans"][0]["predicted"].value("step_s", 1.0);
+  bobs["steps"] = std::max<int64_t>(30, static_cast<int64_t>(90 / step_s));
+  const api::JobId b = start(bobs, bob, "nodea");
+  const api::JobId c1 = start(Training("carol-colorize", images), carol, "nodeb");
+  const api::JobId a = start(RestartedTraining(images), alice, "nodec");
+  api::Json seconds = Training("carol-second", images);
+  seconds["max_devices"] = 1;
+  seconds["priority"] = -1;
+  api::JobId c2 = 0;
+  ASSERT_TRUE(cluster.SubmitJob(seconds, &c2, carol));
+
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return cluster.PlannedNodes(a) == std::set<std::string>{"nodea"} &&
+               cluster.JobState(a) == "running";
+      },
+      300s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(a)).dump() << "\n"
+      << cluster.controller()->Log();
+  const std::string events = ExpectResumedFromItsCheckpoint(
+      cluster, a, "pending (moves to nodea:0: job " + std::to_string(b) + " of bob takes");
+  EXPECT_NE(events.find("where it is it would finish"), std::string::npos) << events;
+  EXPECT_TRUE(
+      WaitFor([&] { return cluster.PlannedNodes(b) == std::set<std::string>{"nodec"}; }, 120s))
+      << cluster.GetJson("/api/v1/jobs/" + std::to_string(b)).dump();
+  std::string bobs_events;
+  for (const auto& e : cluster.Events(b)) bobs_events += e.to_state + " (" + e.reason + ")\n";
+  EXPECT_NE(bobs_events.find("pending (moves to nodec:0: job " + std::to_string(a) + " of alice"),
+            std::string::npos)
+      << bobs_events;
+  EXPECT_EQ(cluster.JobState(c2), "pending");
+  for (api::JobId id : {a, b, c1, c2}) {
+    cluster.PostJson("/api/v1/jobs/" + std::to_string(id) + "/cancel", api::Json::object());
+  }
 }
 
 }  // namespace
