@@ -9,6 +9,7 @@
 #ifndef TESSERA_SCHEDULER_SHARE_ALLOCATOR_H_
 #define TESSERA_SCHEDULER_SHARE_ALLOCATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -35,6 +36,19 @@ inline std::string Fixed(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+// Whether running `job`'s move onto `to` keeps one of the devices it holds
+// (it re-forms around it; else it restarts from its checkpoint).
+inline bool KeepsOne(const AllocJob& job, const DeviceSet& to) {
+  return std::any_of(to.begin(), to.end(),
+                     [&](const std::string& d) { return job.held.contains(d); });
+}
+
+// Seconds of progress running `job`'s move onto `to` costs: move_cost_s when
+// it keeps a device (or no restart cost is known), else restart_cost_s.
+inline double MoveSeconds(const AllocJob& job, const DeviceSet& to) {
+  return KeepsOne(job, to) || !(job.restart_cost_s > 0) ? job.move_cost_s : job.restart_cost_s;
 }
 
 // The reservation of the first waiting job that lacks devices only by count

@@ -206,11 +206,7 @@ Result<std::optional<double>> Allocator::FinishFairness(const AllocJob& job,
   if (!(now > 0)) return std::optional<double>();
   const double left = job.remaining_s * now;
   double finish = left / rate;
-  if (devices != job.held) {
-    const bool keeps_one = std::any_of(devices.begin(), devices.end(),
-                                       [&](const std::string& d) { return job.held.contains(d); });
-    finish += keeps_one || !(job.restart_cost_s > 0) ? job.move_cost_s : job.restart_cost_s;
-  }
+  if (devices != job.held) finish += MoveSeconds(job, devices);
   return std::optional<double>((job.age_s + finish) / ((job.work_done + left) / fair));
 }
 

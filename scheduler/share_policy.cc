@@ -320,10 +320,8 @@ Result<Allocation> Allocator::Run() {
                                                   : options_.horizon_s;
     const double gain = (a.objective - b.objective) * horizon;
     const DeviceSet& to = a.given.at(mover->id);
-    const bool keeps_one = std::any_of(
-        to.begin(), to.end(), [&](const std::string& d) { return mover->held.contains(d); });
-    const double move_s =
-        keeps_one || !(mover->restart_cost_s > 0) ? mover->move_cost_s : mover->restart_cost_s;
+    const bool keeps_one = KeepsOne(*mover, to);
+    const double move_s = MoveSeconds(*mover, to);
     const double cost = move_s * now / fair_rate_.at(mover->id);
     // Fairness: a move that lets a waiting job start, which would otherwise
     // wait, and leaves the mover at least its fair share's throughput is made
