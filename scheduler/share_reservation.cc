@@ -101,7 +101,7 @@ Result<std::optional<DeviceSet>> Allocator::Requeue(const AllocJob& head, int64_
       continue;
     }
     const AllocJob& v = *candidates[i];
-    const double cost = v.restart_cost_s > 0 ? v.restart_cost_s : v.move_cost_s;
+    const double cost = MoveSeconds(v, DeviceSet{});  // a restart: it keeps none
     // What it has left, on the head's devices: the shorter job goes first.
     TESSERA_ASSIGN_OR_RETURN(double now, RateOf(v, v.held));
     TESSERA_ASSIGN_OR_RETURN(double there, RateOf(v, *mine));
