@@ -104,6 +104,8 @@ class CostModel {
   bool data_parallel_only() const { return data_parallel_only_; }
   const CostModelOptions& options() const { return options_; }
   int64_t global_batch() const { return global_batch_; }
+  // Training: the most micro-batches a step may have (0: no limit); 0 when inferring.
+  int max_micro_batches() const { return max_micro_batches_; }
 
   // Seconds per micro-batch of layers [begin, end) on a device that do not depend on the
   // micro-batch size (measured fixed ms; 0 without them), forward (+ backward when training).

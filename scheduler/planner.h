@@ -68,6 +68,16 @@ struct PlannerOptions {
   // the cost model's errors (a few percent, bench/hetero) would turn smaller
   // predicted gains into losses.
   double baseline_margin = 0.05;
+  // Only the fastest plan is wanted (a scheduler asking a job's throughput on a set of
+  // devices): the pipeline search, or a hybrid replica grouping, whose lower bound on
+  // the step time (scheduler/step_bound.h) is above the fastest plan found before it
+  // is not searched; a layout left without a plan gets that bound as its reason. The
+  // first plan is the full search's, with one exception the bounds do not cover: the
+  // full search polishes its best hybrid plan (regrouping devices), and when that plan
+  // came from a skipped grouping and its polish would have won, the first plan here
+  // is the next best (tests/scheduler/step_bound_test.cc compares the two on many
+  // device sets). The PlanSet lists fewer layouts.
+  bool fastest_only = false;
 };
 
 // REQUIRES: nothing; bad input yields kInvalidArgument.

@@ -42,7 +42,9 @@ Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const
   request.max_devices = static_cast<int>(max_devices);
   auto profile = profiles_.find(job.model);
   if (profile == profiles_.end()) return NotFound("no profile of " + job.model);
-  Result<PlanSet> plans = MakePlans(snap, profile->second, request);
+  PlannerOptions options;
+  options.fastest_only = true;  // callers need the best plan only
+  Result<PlanSet> plans = MakePlans(snap, profile->second, request, options);
   if (plans.ok()) {
     // Callers need the best plan only; keep the cache small.
     plans->plans.resize(std::min<size_t>(plans->plans.size(), 1));

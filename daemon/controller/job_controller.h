@@ -295,7 +295,8 @@ class JobController {
   std::set<std::string> BusyDevicesLocked() const REQUIRES(mu_);
   // Plans for `spec`, with its model: entrypoint's registered file (PlanJob).
   Result<scheduler::PlanSet> Plan(const scheduler::ClusterSnapshot& snapshot,
-                                  const api::JobSpec& spec);
+                                  const api::JobSpec& spec,
+                                  const scheduler::PlannerOptions& options = {});
   // The registered file of a `model:` train spec's entrypoint; "" otherwise.
   std::string ModelFileOf(const api::JobSpec& spec);
   // Hands the profiles due to be measured again to options_.remeasure_profile

@@ -59,7 +59,8 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
 }
 
 Result<scheduler::PlanSet> JobController::Plan(const scheduler::ClusterSnapshot& snapshot,
-                                               const api::JobSpec& spec) {
+                                               const api::JobSpec& spec,
+                                               const scheduler::PlannerOptions& options) {
   // A model: entrypoint's train job is planned by its file's layers.
   const std::string model_file = ModelFileOf(spec);
   scheduler::ClusterSnapshot corrected = snapshot;
@@ -67,7 +68,7 @@ Result<scheduler::PlanSet> JobController::Plan(const scheduler::ClusterSnapshot&
     MutexLock lock(corrections_mu_);
     corrections_.Apply(CorrectionKey(spec), &corrected);
   }
-  return PlanJob(corrected, spec, options_.profiles, model_file);
+  return PlanJob(corrected, spec, options_.profiles, model_file, options);
 }
 
 std::string JobController::ModelFileOf(const api::JobSpec& spec) {

@@ -277,6 +277,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     }
   }
   scheduler::ShareHooks hooks;
+  // A rate needs the fastest plan only: layouts that cannot beat it are not searched.
+  scheduler::PlannerOptions fastest;
+  fastest.fastest_only = true;
   hooks.rate = [&](const scheduler::AllocJob& job,
                    const scheduler::DeviceSet& on) -> Result<scheduler::RateOnDevices> {
     api::JobSpec spec = by_id.at(job.id)->spec;
@@ -284,7 +287,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     scheduler::DeviceSet busy = outside;
     std::set_difference(all.begin(), all.end(), on.begin(), on.end(),
                         std::inserter(busy, busy.end()));
-    Result<scheduler::PlanSet> set = Plan(SnapshotOf(open, busy), spec);
+    Result<scheduler::PlanSet> set = Plan(SnapshotOf(open, busy), spec, fastest);
     if (!set.ok() || set->plans.empty() || !(set->plans.front().predicted.step_s > 0)) {
       return scheduler::RateOnDevices{};
     }

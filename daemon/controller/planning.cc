@@ -271,11 +271,12 @@ void AddDeviceMeasuredTimes(const scheduler::ClusterSnapshot& snapshot, const ap
 
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
                                    const api::JobSpec& spec, const ProfileLookup& lookup,
-                                   const std::string& model_file) {
+                                   const std::string& model_file,
+                                   const scheduler::PlannerOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(JobProfile profile, ProfileOf(spec, lookup, model_file));
   if (!profile.opaque) AddDeviceMeasuredTimes(snapshot, spec, model_file, &profile.model);
   TESSERA_ASSIGN_OR_RETURN(scheduler::JobRequest request, RequestOf(spec, profile.opaque));
-  return scheduler::MakePlans(snapshot, profile.model, request);
+  return scheduler::MakePlans(snapshot, profile.model, request, options);
 }
 
 }  // namespace tessera::daemon

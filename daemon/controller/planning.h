@@ -29,6 +29,7 @@
 #include "scheduler/job_request.h"
 #include "scheduler/model_profile.h"
 #include "scheduler/plan.h"
+#include "scheduler/planner.h"
 
 namespace tessera::daemon {
 
@@ -113,10 +114,11 @@ void AddDeviceMeasuredTimes(const scheduler::ClusterSnapshot& snapshot, const ap
 
 // Ranked plans for the spec on the snapshot (with AddDeviceMeasuredTimes). kFailedPrecondition,
 // with every layout's reason, when nothing fits; the lookup's error when the model has no profile
-// (yet).
+// (yet). `options`: the planner's (fastest_only when only the first plan is wanted).
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
                                    const api::JobSpec& spec, const ProfileLookup& lookup,
-                                   const std::string& model_file = {});
+                                   const std::string& model_file = {},
+                                   const scheduler::PlannerOptions& options = {});
 
 }  // namespace tessera::daemon
 

@@ -16,7 +16,9 @@
 //         when p is a multiple of the smallest node).
 //   2. Groupings with more replicas than samples are skipped; groupings made of the
 //      same kinds of replicas (Signature: speed classes, memory, links) are searched
-//      once.
+//      once; with fastest_only, a grouping whose lower bound on the step time
+//      (HybridStepLowerBound, scheduler/step_bound.h) is above the fastest plan found
+//      so far is skipped.
 //   3. Every other grouping is scored over M = 1..B / R by ScanMicroBatches
 //      (local_search.h) of HybridAt:
 //      a. shares in proportion to replica speed, at least M each;
@@ -29,8 +31,8 @@
 //         T_r(b); no split: a reason;
 //      e. the candidate is scored; up to 16 devices, once more partitioned for the
 //         new shares, unless they did not change.
-//   4. No hybrid plan: the reason "needs at least 3 free devices" or "no replica
-//      grouping fits in memory".
+//   4. No hybrid plan: the reason "needs at least 3 free devices", the least bound
+//      of the groupings skipped, or "no replica grouping fits in memory".
 //   Search::Run then polishes the best hybrid plan (Polish, local_search.cc).
 #include <algorithm>
 #include <cmath>
@@ -46,8 +48,10 @@
 
 #include "scheduler/batch_split.h"
 #include "scheduler/pipeline_partition.h"
+#include "scheduler/planner_text.h"
 #include "scheduler/search/local_search.h"
 #include "scheduler/search/search.h"
+#include "scheduler/step_bound.h"
 
 namespace tessera::scheduler {
 
@@ -265,6 +269,7 @@ std::vector<std::vector<std::vector<int>>> Search::HybridGroupings() const {
 void Search::SearchHybrid() {
   const int64_t B = req_.global_batch;
   std::set<std::vector<std::vector<double>>> seen_shapes;
+  double skipped = kInf;  // the least bound of the groupings skipped (fastest_only)
   for (const auto& grouping : HybridGroupings()) {
     const int R = static_cast<int>(grouping.size());
     if (B < R) continue;
@@ -275,6 +280,13 @@ void Search::SearchHybrid() {
     std::vector<std::vector<double>> shape = sigs;
     std::sort(shape.begin(), shape.end());
     if (!seen_shapes.insert(shape).second) continue;
+    if (opt_.fastest_only) {
+      const double bound = HybridStepLowerBound(cm_, grouping);
+      if (bound > Fastest() * (1 + 1e-9)) {
+        skipped = std::min(skipped, bound);
+        continue;
+      }
+    }
     std::map<std::vector<double>, int> sig_id;
     std::vector<int> group(R);
     for (int r = 0; r < R; ++r) {
@@ -290,8 +302,15 @@ void Search::SearchHybrid() {
                      [&](int m) { return HybridAt(grouping, sigs, group, speed, total_speed, m); });
   }
   if (best_.find(Layout::kHybrid) == best_.end() && Wants(Layout::kHybrid)) {
-    Note(Layout::kHybrid,
-         free_.size() < 3 ? "needs at least 3 free devices" : "no replica grouping fits in memory");
+    if (free_.size() < 3) {
+      Note(Layout::kHybrid, "needs at least 3 free devices");
+    } else if (skipped < kInf) {
+      Note(Layout::kHybrid,
+           Fmt("every replica grouping left is at least %.3g s a step", skipped) +
+               Fmt(", slower than the fastest plan found (%.3g s): not searched", Fastest()));
+    } else {
+      Note(Layout::kHybrid, "no replica grouping fits in memory");
+    }
   }
 }
 

@@ -2,7 +2,10 @@
 // scheduler/search/search.h).
 //
 // Steps:
-//   1. Depth limit K = min(max_pipeline_stages, max_devices, layers).
+//   1. Depth limit K = min(max_pipeline_stages, max_devices, layers); with
+//      fastest_only, K = 1 when a lower bound on every deeper pipeline's step time
+//      (scheduler/step_bound.h) is above the fastest plan found so far (the data
+//      plans), with the bound as the reason (BoundPipelines).
 //   2. Device orders (PipelineOrders), each cut to K devices, duplicates dropped: by
 //      speed; node-grouped; by memory ascending and descending; node-grouped with small
 //      memory last in the pipeline; nodes in reverse order of speed. An order lists the
@@ -26,13 +29,27 @@
 #include <vector>
 
 #include "scheduler/pipeline_partition.h"
+#include "scheduler/planner_text.h"
 #include "scheduler/search/local_search.h"
 #include "scheduler/search/search.h"
+#include "scheduler/step_bound.h"
 
 namespace tessera::scheduler {
 
 int Search::MaxStages() const {
-  return std::min({opt_.max_pipeline_stages, max_devices_, cm_.num_layers()});
+  return std::min({opt_.max_pipeline_stages, max_devices_, cm_.num_layers(), depth_cap_});
+}
+
+void Search::BoundPipelines() {
+  if (!opt_.fastest_only || MaxStages() < 2) return;
+  const double found = Fastest();
+  if (!(found < kInf)) return;
+  const double bound = PipelineStepLowerBound(cm_, free_, MaxStages());
+  if (!(bound > found * (1 + 1e-9))) return;
+  depth_cap_ = 1;
+  Note(Layout::kPipeline,
+       Fmt("at least %.3g s a step on these devices", bound) +
+           Fmt(", slower than the fastest plan found (%.3g s): not searched", found));
 }
 
 std::vector<std::vector<int>> Search::PipelineOrders() const {
@@ -176,6 +193,7 @@ std::vector<std::optional<Partition>> Search::PartitionedAllDepths(const std::ve
 }
 
 void Search::SearchPipeline() {
+  BoundPipelines();
   const int K = MaxStages();
   if (K < 1) return;
   const int64_t B = req_.global_batch;

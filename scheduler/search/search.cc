@@ -106,6 +106,12 @@ double Search::Consider(const Candidate& c) {
   return ev.step_s;
 }
 
+double Search::Fastest() const {
+  double found = kInf;
+  for (const auto& [layout, best] : best_) found = std::min(found, best.second.step_s);
+  return found;
+}
+
 void Search::Note(Layout layout, const std::string& reason) {
   auto& list = reasons_[layout];
   if (list.size() >= kMaxReasonsPerLayout) return;

@@ -61,6 +61,9 @@ class Search {
   // [min_devices, max_devices] or has a layout the request does not want.
   double Consider(const Candidate& c);
 
+  // The least step time of the plans kept so far (infinity: none).
+  double Fastest() const;
+
   // Records why an option of `layout` was rejected (duplicates and reasons past the
   // first 4 are dropped).
   void Note(Layout layout, const std::string& reason);
@@ -94,7 +97,13 @@ class Search {
   void TrySubset(std::vector<int> subset);
 
   // pipeline_search.cc
+  // The deepest pipeline searched: min(max_pipeline_stages, max_devices, layers,
+  // depth_cap_).
   int MaxStages() const;
+  // fastest_only: when no pipeline of 2 stages or more can beat the fastest plan found
+  // so far (PipelineStepLowerBound), caps the depth at 1 (the scans of single devices
+  // stay) and notes the bound as the pipeline's reason.
+  void BoundPipelines();
   std::vector<std::vector<int>> PipelineOrders() const;
   std::vector<std::vector<int>> SubsetOrders(const std::vector<int>& subset) const;
   void SearchPipeline();
@@ -136,6 +145,7 @@ class Search {
   std::vector<int> nodes_;
   std::vector<std::vector<int>> node_devices_;
   int max_devices_ = 0;
+  int depth_cap_ = std::numeric_limits<int>::max();  // BoundPipelines
   Schedule schedule_ = Schedule::k1F1B;
 
   // data_search.cc: devices that hold the whole model plus one sample; subsets tried.
