@@ -35,6 +35,7 @@ import importlib
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -507,8 +508,24 @@ def read_tail(path, n=40):
         return f"({path}: {e})"
 
 
+# The ports the check's rendezvous use: above Linux's ephemeral range (32768-60999),
+# where no socket's automatic port lands, and above the ranges the integration tests
+# give their clusters (tests/integration/harness.cc: 10000-31999), so that a test
+# running beside the check cannot take a port between its pick and its use.
+PORT_RANGE = (61000, 65000)
+
+
 def free_port():
-    with socket.socket() as s:
+    """A port of PORT_RANGE that nothing holds now, picked at random."""
+    for _ in range(500):
+        port = random.randrange(*PORT_RANGE)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the range is taken: any port the system gives
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -1389,7 +1406,12 @@ class Check:
         with open(config, "w") as f:
             # dead_after_ms: a loaded 2-core test machine once missed 3 s of beats
             # while the script started; this section checks the GPU path, not that.
+            # Its jobs' rendezvous ports in PORT_RANGE too (tesserad's default, 29500,
+            # is among the integration tests' ranges).
+            blocks = (PORT_RANGE[1] - PORT_RANGE[0]) // 100
+            port_base = PORT_RANGE[0] + random.randrange(blocks) * 100
             f.write(f"state_dir: {ctl_state}\nport: 0\nlog_level: info\n"
+                    f"master_port_base: {port_base}\nmaster_port_span: 100\n"
                     f"stop_grace_ms: 2000\ndead_after_ms: 10000\ndata_roots:\n"
                     f"  - {{path: \"{self.tmp}\", access: read}}\n")
         procs = {}
