@@ -93,14 +93,6 @@ int64_t MaxMicroBatches(const CostModel& cm) {
 struct Line {
   double slope1 = 0, base1 = 0, slope2 = 0, base2 = 0;
   double At(double b) const { return std::max(slope1 * b + base1, slope2 * b + base2); }
-  // The most samples within `level`: negative when none, infinity when no slope.
-  double Within(double level) const {
-    if (level < base1 || level < base2) return -1;
-    double most = kInf;
-    if (slope1 > 0) most = std::min(most, (level - base1) / slope1);
-    if (slope2 > 0) most = std::min(most, (level - base2) / slope2);
-    return most;
-  }
 };
 
 // A replica of S stages on devices of `t` whose speeds sum to speed_sum.
@@ -143,28 +135,30 @@ class ReplicaTerms {
 };
 
 // The least level at which replicas on `lines`, each holding at least `least`
-// samples, hold `batch` between them (below the exact level by at most 1e-12 of it).
+// samples, hold `batch` between them, or a level below it. From the level where
+// every replica holds `least`, the samples held grow with the level, concave
+// (each replica's: the lesser of two rising lines), so Newton's steps approach
+// the answer from below and reach it within a step per line a replica leaves.
 double Level(const std::vector<Line>& lines, double least, double batch) {
-  double lo = 0, hi = 0;
-  for (const Line& l : lines) {
-    lo = std::max(lo, l.At(least));
-    hi = std::max(hi, l.At(batch));
-  }
-  auto holds = [&](double level) {
-    double n = 0;
-    for (const Line& l : lines) n += std::max(l.Within(level), 0.0);
-    return n >= batch;
-  };
-  if (holds(lo)) return lo;
-  for (int i = 0; i < 100 && hi > lo * (1 + 1e-12); ++i) {
-    const double mid = (lo + hi) / 2;
-    if (holds(mid)) {
-      hi = mid;
-    } else {
-      lo = mid;
+  double level = 0;
+  for (const Line& l : lines) level = std::max(level, l.At(least));
+  for (size_t step = 0; step < 2 * lines.size() + 4; ++step) {
+    double held = 0, rate = 0;  // samples within `level`, and their growth per second
+    for (const Line& l : lines) {
+      const double by1 = l.slope1 > 0 ? (level - l.base1) / l.slope1 : kInf;
+      const double by2 = l.slope2 > 0 ? (level - l.base2) / l.slope2 : kInf;
+      if (!std::isfinite(std::min(by1, by2))) return level;  // no slope: holds any batch
+      held += std::min(by1, by2);
+      // The growth just above `level` (at a kink, the lesser one): Newton's step
+      // then stays below the answer.
+      rate += by1 < by2   ? 1 / l.slope1
+              : by2 < by1 ? 1 / l.slope2
+                          : std::min(1 / l.slope1, 1 / l.slope2);
     }
+    if (held >= batch * (1 - 1e-12) || !(rate > 0)) return level;
+    level += (batch - held) / rate;
   }
-  return lo;
+  return level;
 }
 
 }  // namespace
