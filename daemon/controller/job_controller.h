@@ -269,7 +269,8 @@ class JobController {
       EXCLUDES(mu_);
   // PlanJob, remembered per job and cluster state: a job is planned again
   // only when the nodes (inventory, health) or the busy devices changed, or
-  // its model's profile was not measured yet. Tick's thread only.
+  // its model's profile was not measured yet. Its first plan only is wanted
+  // (PlannerOptions::fastest_only: the others may be fewer). Tick's thread only.
   Result<scheduler::PlanSet> PlanCached(const api::Job& job, const std::vector<api::Node>& nodes,
                                         const std::set<std::string>& busy);
   // Logs EmulationCapacityWarnings (daemon/controller/planning.h) when they change.

@@ -43,7 +43,10 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
     if (c.cluster_key == key) return c.plans;
   }
   ++plans_made_;
-  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, busy), job.spec);
+  // The queue pass and the infer jobs' hand-over read the first plan only.
+  scheduler::PlannerOptions fastest;
+  fastest.fastest_only = true;
+  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, busy), job.spec, fastest);
   // A profile still being measured (or any passing failure) is asked again.
   const bool lasting = plans.ok() || plans.status().code() == StatusCode::kFailedPrecondition ||
                        plans.status().code() == StatusCode::kNotFound ||
