@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -397,8 +398,15 @@ int main(int argc, char** argv) {
   std::thread loop([&] {
     auto last_ping = std::chrono::steady_clock::now();
     while (!stop) {
-      if (Status st = controller.Tick(); !st.ok()) {
-        spdlog::warn("control loop: {}", st.ToString());
+      // The edge of the control loop: an exception a step let through is
+      // logged and the next tick runs (the state that matters is in the
+      // store), rather than ending the daemon and every job's control.
+      try {
+        if (Status st = controller.Tick(); !st.ok()) {
+          spdlog::warn("control loop: {}", st.ToString());
+        }
+      } catch (const std::exception& e) {
+        spdlog::error("control loop: a tick threw (a defect; please report it): {}", e.what());
       }
       auto now = std::chrono::steady_clock::now();
       if (watchdog && now - last_ping > std::chrono::microseconds(watchdog_usec / 2)) {

@@ -382,6 +382,21 @@ Result<Allocation> Allocate(const std::vector<AllocJob>& jobs,
                             const std::vector<ShareDevice>& devices, const UserPolicies& policies,
                             const ShareHooks& hooks, const ShareOptions& options) {
   if (!hooks.rate) return InvalidArgument("the rate hook is required", "hooks.rate");
+  std::set<std::string> listed;
+  for (const ShareDevice& d : devices) listed.insert(d.id);
+  std::set<int64_t> ids;
+  for (const AllocJob& j : jobs) {
+    if (!ids.insert(j.id).second) {
+      return InvalidArgument("job " + std::to_string(j.id) + " is listed twice", "jobs");
+    }
+    for (const std::string& d : j.held) {
+      if (!listed.contains(d)) {
+        return InvalidArgument(
+            "job " + std::to_string(j.id) + " holds " + d + ", which is not among the devices",
+            "jobs");
+      }
+    }
+  }
   if (devices.empty() || jobs.empty()) {
     Allocation out;
     for (const AllocJob& j : jobs) {

@@ -224,8 +224,8 @@ struct Allocation {
   int64_t rate_calls = 0;           // hook calls made (distinct job and device set)
 };
 
-// REQUIRES: job ids distinct; every held device listed in `devices`; every
-// policy valid; hooks.rate set.
+// REQUIRES: every policy valid. Job ids not distinct, a held device not listed in
+// `devices`, or no hooks.rate: kInvalidArgument naming it.
 Result<Allocation> Allocate(const std::vector<AllocJob>& jobs,
                             const std::vector<ShareDevice>& devices, const UserPolicies& policies,
                             const ShareHooks& hooks, const ShareOptions& options = {});

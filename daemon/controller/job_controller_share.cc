@@ -27,7 +27,8 @@
 //      they leave (a device an earlier round took from a job is the waiting
 //      job's, not busy: seen as busy, the round would take another one for
 //      the same job); devices busy with something else are left out; one
-//      group per node and device type.
+//      group per node and device type. A job with a rank on a node that is
+//      not healthy keeps its devices (not movable), those there listed too.
 //   4. Allocate (outside the lock): a job's throughput on a set of devices is
 //      its global batch over the predicted step of its best plan there; a
 //      move costs what the job's last re-form took (daemon/controller/
@@ -242,28 +243,41 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       running.push_back(std::move(r));
     }
   }
-  bool any_movable = false;
-  for (const Running& r : running) any_movable = any_movable || r.movable;
-  if (!any_movable) return Status::Ok();
-
   // (3) The devices, every one planned on as free.
   scheduler::DeviceSet attempts;
   for (const Running& r : running) attempts.insert(r.devices.begin(), r.devices.end());
   std::vector<scheduler::ShareDevice> devices;
   std::vector<api::Node> open = nodes;
   scheduler::DeviceSet all;
+  std::map<std::string, std::string> group_of;  // every known device's group
   for (api::Node& n : open) {
-    if (n.health != "healthy") continue;
     for (api::Device& d : n.devices) {
       const std::string key = DeviceKey(n.name, d.index);
+      group_of[key] = n.name + "/" + d.name;
+      if (n.health != "healthy") continue;
       if ((d.busy || held.contains(key)) && !attempts.contains(key) && !releasing.contains(key)) {
         continue;
       }
       d.busy = false;
-      devices.push_back({key, n.name + "/" + d.name});
+      devices.push_back({key, group_of[key]});
       all.insert(key);
     }
   }
+  // A job with a rank on a node that is not healthy keeps its devices (the
+  // failure detector decides what becomes of it); those there are listed for
+  // it alone, as the policy requires of every device a job holds.
+  for (Running& r : running) {
+    for (const std::string& d : r.devices) {
+      if (all.contains(d)) continue;
+      r.movable = false;
+      auto group = group_of.find(d);
+      devices.push_back({d, group == group_of.end() ? d : group->second});
+      all.insert(d);
+    }
+  }
+  bool any_movable = false;
+  for (const Running& r : running) any_movable = any_movable || r.movable;
+  if (!any_movable) return Status::Ok();
 
   // (4) Allocate.
   std::map<api::JobId, const api::Job*> by_id;

@@ -675,5 +675,45 @@ TEST(SharePolicyTest, TheRateHookIsRequired) {
   EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Jobs the caller lists wrongly get an error naming them, not an exception: a
+// held device that is not among the devices (once tesserad's, for a rank on a
+// node gone suspect), or one id twice. Each with another job, so that the
+// policy would trade between them.
+TEST(SharePolicyTest, JobsListedWronglyAreAnErrorNamingThem) {
+  struct Row {
+    std::string name;
+    std::vector<AllocJob> jobs;
+    std::string says;
+  };
+  AllocJob held_elsewhere;
+  held_elsewhere.id = 1;
+  held_elsewhere.user = "alice";
+  held_elsewhere.held = {"a:0", "gone:0"};
+  held_elsewhere.movable = true;
+  AllocJob other;
+  other.id = 2;
+  other.user = "bob";
+  other.held = {"a:1"};
+  other.movable = true;
+  AllocJob twice = other;
+  twice.held.clear();
+  const std::vector<Row> rows = {
+      {"held_device_not_listed", {held_elsewhere, other}, "job 1 holds gone:0"},
+      {"id_twice", {other, twice}, "job 2 is listed twice"},
+  };
+  const std::vector<ShareDevice> devices = {{"a:0", "a"}, {"a:1", "a"}, {"b:0", "b"}};
+  ShareHooks hooks;
+  hooks.rate = [](const AllocJob&, const DeviceSet& on) -> Result<RateOnDevices> {
+    return RateOnDevices{static_cast<double>(on.size()), on};
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    Result<Allocation> a = Allocate(row.jobs, devices, UserPolicies{}, hooks);
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(a.status().message().find(row.says), std::string::npos) << a.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace tessera::scheduler::testing

@@ -147,6 +147,35 @@ TEST_F(JobControllerShareTest, ARunningJobShrinksForAnotherUsersJobThatWaits) {
   EXPECT_EQ(StateOf(lab.bob), JobState::kRunning) << Reasons(lab.bob);
 }
 
+// A node that stops beating is suspect before it is dead: the share round
+// leaves a job with a rank there where it is (the failure detector decides
+// what becomes of it), and the controller runs on; it once ended tesserad
+// (a device the job held was not among the policy's: std::out_of_range).
+TEST_F(JobControllerShareTest, AJobWithARankOnASuspectNodeKeepsItsDevices) {
+  Lab lab;
+  std::map<std::string, api::HeartbeatResponse> desired;
+  for (auto* n : {&lab.a, &lab.b}) Beat(*n);
+  lab.alice = Submit(Training());
+  ASSERT_TRUE(controller_->Tick().ok());
+  for (auto* n : {&lab.a, &lab.b}) desired[n->name] = Beat(*n);
+  // Running for longer than grow_settle_ms: movable.
+  for (int i = 0; i < 48; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (auto* n : {&lab.a, &lab.b}) desired[n->name] = Beat(*n, Running(desired[n->name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_EQ(StateOf(lab.alice), JobState::kRunning) << Reasons(lab.alice);
+  ASSERT_EQ(store_->GetJob(lab.alice)->plan["replicas"].size(), 2u);
+  // Bob's job waits; b falls silent (suspect after two missed beats, 2 s; dead
+  // after 3 s) before the next round.
+  lab.bob = Submit(Training(), "bob");
+  clock_.Advance(milliseconds(2250));
+  desired["a"] = Beat(lab.a, Running(desired["a"]));
+  ASSERT_TRUE(controller_->Tick().ok());
+  EXPECT_EQ(store_->GetNode("b")->health, "suspect");
+  ExpectNotShrunk(lab);
+}
+
 // Bob's gang job (two devices, a few steps) would wait for alice's long job,
 // which holds both and cannot shrink (a minimum of two): hers goes back to
 // the queue, her ranks stop with a checkpoint (the attempt ends as a move,
