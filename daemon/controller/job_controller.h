@@ -540,12 +540,15 @@ class JobController {
     double hold_speed = 0;
   };
   std::map<std::string, DeviceKind> device_kinds_ GUARDED_BY(mu_);
-  uint64_t inventory_key_ = 0;  // of the nodes Tick saw last
-  uint64_t plans_made_ = 0;     // PlanJob calls by PlanCached (tests)
+  uint64_t inventory_key_ = 0;     // of the nodes Tick saw last
+  uint64_t plans_made_ = 0;        // PlanJob calls by PlanCached (tests)
+  uint64_t share_plans_made_ = 0;  // PlanJob calls by ShareForWaiting (tests)
 
  public:
   // How many plans Tick actually computed (cache misses); for tests.
   uint64_t plans_made() const { return plans_made_; }
+  // How many plans the share rounds computed; for tests.
+  uint64_t share_plans_made() const { return share_plans_made_; }
 
  private:
   // Why pending jobs wait: written by Tick, read by API calls, so it has its

@@ -30,7 +30,10 @@
 //      group per node and device type. A job with a rank on a node that is
 //      not healthy keeps its devices (not movable), those there listed too.
 //   4. Allocate (outside the lock): a job's throughput on a set of devices is
-//      its global batch over the predicted step of its best plan there; a
+//      its global batch over the predicted step of its best plan there
+//      (fastest_only; one plan per shape of alike nodes and devices, renamed:
+//      scheduler/node_classes.h; then the plan of each running job the
+//      allocation changes, on its own devices); a
 //      move costs what the job's last re-form took (daemon/controller/
 //      move_costs.h; before any, the mean of the re-forms measured, else
 //      move_cost_s), a restart onto none of its devices at least
@@ -72,6 +75,7 @@
 #include "daemon/controller/job_controller_util.h"
 #include "daemon/controller/planning.h"
 #include "daemon/controller/train_reform.h"
+#include "scheduler/node_classes.h"
 #include "scheduler/share_policy.h"
 
 namespace tessera::daemon {
@@ -283,33 +287,83 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   std::map<api::JobId, const api::Job*> by_id;
   for (const Running& r : running) by_id[r.job.id] = &r.job;
   for (const api::Job& j : pending) by_id[j.id] = &j;
-  std::map<std::pair<api::JobId, std::string>, scheduler::Plan> plans;
   scheduler::DeviceSet outside;  // devices of the open nodes not given out: never planned on
   for (const api::Node& n : open) {
     for (const api::Device& d : n.devices) {
       if (!all.contains(DeviceKey(n.name, d.index))) outside.insert(DeviceKey(n.name, d.index));
     }
   }
-  scheduler::ShareHooks hooks;
   // A rate needs the fastest plan only: layouts that cannot beat it are not searched.
   scheduler::PlannerOptions fastest;
   fastest.fastest_only = true;
-  hooks.rate = [&](const scheduler::AllocJob& job,
-                   const scheduler::DeviceSet& on) -> Result<scheduler::RateOnDevices> {
-    api::JobSpec spec = by_id.at(job.id)->spec;
-    spec.max_devices = job.max_devices;
-    scheduler::DeviceSet busy = outside;
+  // The job's plans with `on` free and every other device busy; `nodes_free`:
+  // the open nodes with every device free, for a shape's representative set.
+  std::vector<api::Node> nodes_free = open;
+  for (api::Node& n : nodes_free) {
+    for (api::Device& d : n.devices) d.busy = false;
+  }
+  auto plan_on = [&](api::JobId id, int64_t max_devices, const scheduler::DeviceSet& on,
+                     const std::vector<api::Node>& from,
+                     const scheduler::DeviceSet& also_busy) -> Result<scheduler::PlanSet> {
+    api::JobSpec spec = by_id.at(id)->spec;
+    spec.max_devices = max_devices;
+    scheduler::DeviceSet busy = also_busy;
     std::set_difference(all.begin(), all.end(), on.begin(), on.end(),
                         std::inserter(busy, busy.end()));
-    Result<scheduler::PlanSet> set = Plan(SnapshotOf(open, busy), spec, fastest);
-    if (!set.ok() || set->plans.empty() || !(set->plans.front().predicted.step_s > 0)) {
-      return scheduler::RateOnDevices{};
+    ++share_plans_made_;
+    return Plan(SnapshotOf(from, busy), spec, fastest);
+  };
+  // Rate questions by shape (scheduler/node_classes.h): sets of alike nodes
+  // and devices are one question, planned once on the shape's representative
+  // set (every other device busy) and renamed; a set with a device the
+  // snapshot lacks (a node not healthy) is planned as asked. The plans of the
+  // decisions are made on their own devices after the allocation.
+  const scheduler::ClusterSnapshot whole = SnapshotOf(nodes_free, {});
+  const scheduler::NodeClasses classes(whole);
+  scheduler::DeviceSet every;  // of the snapshot
+  for (const scheduler::Node& n : whole.nodes) {
+    for (const scheduler::Device& d : n.devices) every.insert(DeviceKey(n.name, d.index));
+  }
+  struct Rated {
+    double rate = 0;
+    std::vector<scheduler::DeviceId> planned;  // on the representative set
+  };
+  std::map<std::string, Rated> rated;  // by job, its device bound and the shape
+  auto rate_of = [&](const Result<scheduler::PlanSet>& set, api::JobId id) {
+    Rated r;
+    if (set.ok() && !set->plans.empty() && set->plans.front().predicted.step_s > 0) {
+      r.rate = static_cast<double>(by_id.at(id)->spec.global_batch) /
+               set->plans.front().predicted.step_s;
+      r.planned = set->plans.front().Devices();
     }
-    const scheduler::Plan& best = set->plans.front();
+    return r;
+  };
+  scheduler::ShareHooks hooks;
+  hooks.rate = [&](const scheduler::AllocJob& job,
+                   const scheduler::DeviceSet& on) -> Result<scheduler::RateOnDevices> {
     scheduler::RateOnDevices out;
-    out.rate = static_cast<double>(spec.global_batch) / best.predicted.step_s;
-    for (const scheduler::DeviceId& d : best.Devices()) out.used.insert(d.ToString());
-    plans[{job.id, SetKey(out.used)}] = best;
+    Result<scheduler::NodeClasses::Shape> shape = classes.Canonicalize(on);
+    if (!shape.ok()) {
+      const Rated r = rate_of(plan_on(job.id, job.max_devices, on, open, outside), job.id);
+      out.rate = r.rate;
+      for (const scheduler::DeviceId& d : r.planned) out.used.insert(d.ToString());
+      return out;
+    }
+    const std::string key =
+        std::to_string(job.id) + "|" + std::to_string(job.max_devices) + "|" + shape->key;
+    auto it = rated.find(key);
+    if (it == rated.end()) {
+      scheduler::DeviceSet others;  // every device of the snapshot but the representative set
+      std::set_difference(every.begin(), every.end(), shape->representative.begin(),
+                          shape->representative.end(), std::inserter(others, others.end()));
+      it = rated
+               .emplace(key, rate_of(plan_on(job.id, job.max_devices, shape->representative,
+                                             nodes_free, others),
+                                     job.id))
+               .first;
+    }
+    out.rate = it->second.rate;
+    out.used = shape->ToQuery(it->second.planned);
     return out;
   };
   std::vector<scheduler::AllocJob> jobs;
@@ -385,6 +439,21 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   share.catch_up_above = options_.share_catch_up_above;
   TESSERA_ASSIGN_OR_RETURN(scheduler::Allocation allocation,
                            scheduler::Allocate(jobs, devices, options_.users, hooks, share));
+  // The plan of each running job the allocation changes, on its devices.
+  std::map<std::pair<api::JobId, std::string>, scheduler::Plan> plans;
+  for (const scheduler::AllocDecision& d : allocation.jobs) {
+    auto r = std::find_if(running.begin(), running.end(),
+                          [&](const Running& x) { return x.job.id == d.id; });
+    if (r == running.end() || !r->movable || d.devices.empty() || d.devices == r->devices) {
+      continue;
+    }
+    auto job = std::find_if(jobs.begin(), jobs.end(),
+                            [&](const scheduler::AllocJob& j) { return j.id == d.id; });
+    Result<scheduler::PlanSet> set = plan_on(d.id, job->max_devices, d.devices, open, outside);
+    if (set.ok() && !set->plans.empty() && set->plans.front().predicted.step_s > 0) {
+      plans[{d.id, SetKey(d.devices)}] = set->plans.front();
+    }
+  }
 
   // (5) Shrinks and requeues, then growth and moves onto devices free at the
   // round's start.

@@ -176,6 +176,38 @@ TEST_F(JobControllerShareTest, AJobWithARankOnASuspectNodeKeepsItsDevices) {
   ExpectNotShrunk(lab);
 }
 
+// A share round asks each job's throughput on many device sets; on alike nodes
+// most are one question (scheduler/node_classes.h): planned once, renamed.
+// Alice's job runs on four alike nodes, bob's waits: the round shrinks hers
+// with a plan per device count asked about, not one per set.
+TEST_F(JobControllerShareTest, AlikeNodesAreOneRateQuestion) {
+  std::vector<api::Node> nodes = {MakeNode("a", 1, 20), MakeNode("b", 1, 20), MakeNode("c", 1, 20),
+                                  MakeNode("d", 1, 20)};
+  std::map<std::string, api::HeartbeatResponse> desired;
+  for (const api::Node& n : nodes) Beat(n);
+  const api::JobId alice = Submit(Training());
+  ASSERT_TRUE(controller_->Tick().ok());
+  for (const api::Node& n : nodes) desired[n.name] = Beat(n);
+  for (int i = 0; i < 48; ++i) {  // longer than grow_settle_ms
+    clock_.Advance(milliseconds(250));
+    for (const api::Node& n : nodes) desired[n.name] = Beat(n, Running(desired[n.name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  ASSERT_EQ(store_->GetJob(alice)->plan["replicas"].size(), 4u);
+  const uint64_t before = controller_->share_plans_made();
+  const api::JobId bob = Submit(Training(), "bob");
+  for (int i = 0; i < 40 && StateOf(bob) != JobState::kRunning; ++i) {
+    clock_.Advance(milliseconds(250));
+    for (const api::Node& n : nodes) desired[n.name] = Beat(n, Running(desired[n.name]));
+    ASSERT_TRUE(controller_->Tick().ok());
+  }
+  EXPECT_EQ(StateOf(bob), JobState::kRunning) << Reasons(bob);
+  EXPECT_NE(Reasons(alice).find("takes its devices"), std::string::npos) << Reasons(alice);
+  // 9 here: per job a plan per device count it is asked about, and the plans
+  // of the two decisions on their own devices; 19 with every set planned.
+  EXPECT_LE(controller_->share_plans_made() - before, 12u);
+}
+
 // Bob's gang job (two devices, a few steps) would wait for alice's long job,
 // which holds both and cannot shrink (a minimum of two): hers goes back to
 // the queue, her ranks stop with a checkpoint (the attempt ends as a move,
