@@ -44,9 +44,7 @@ Result<scheduler::PlanSet> JobController::PlanCached(const api::Job& job,
   }
   ++plans_made_;
   // The queue pass and the infer jobs' hand-over read the first plan only.
-  scheduler::PlannerOptions fastest;
-  fastest.fastest_only = true;
-  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, busy), job.spec, fastest);
+  Result<scheduler::PlanSet> plans = Plan(SnapshotOf(nodes, busy), job.spec, FirstPlanOnly());
   // A profile still being measured (or any passing failure) is asked again.
   const bool lasting = plans.ok() || plans.status().code() == StatusCode::kFailedPrecondition ||
                        plans.status().code() == StatusCode::kNotFound ||

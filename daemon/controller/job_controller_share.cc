@@ -293,9 +293,6 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
       if (!all.contains(DeviceKey(n.name, d.index))) outside.insert(DeviceKey(n.name, d.index));
     }
   }
-  // A rate needs the fastest plan only: layouts that cannot beat it are not searched.
-  scheduler::PlannerOptions fastest;
-  fastest.fastest_only = true;
   // The job's plans with `on` free and every other device busy; `nodes_free`:
   // the open nodes with every device free, for a shape's representative set.
   std::vector<api::Node> nodes_free = open;
@@ -311,7 +308,8 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     std::set_difference(all.begin(), all.end(), on.begin(), on.end(),
                         std::inserter(busy, busy.end()));
     ++share_plans_made_;
-    return Plan(SnapshotOf(from, busy), spec, fastest);
+    // A rate, and the plan a decision applies, read the first plan only.
+    return Plan(SnapshotOf(from, busy), spec, FirstPlanOnly());
   };
   // Rate questions by shape (scheduler/node_classes.h): sets of alike nodes
   // and devices are one question, planned once on the shape's representative
@@ -329,12 +327,18 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     std::vector<scheduler::DeviceId> planned;  // on the representative set
   };
   std::map<std::string, Rated> rated;  // by job, its device bound and the shape
+  // The first plan of `set`, when it has one with a step time; else nullptr.
+  auto first_plan = [](const Result<scheduler::PlanSet>& set) -> const scheduler::Plan* {
+    if (!set.ok() || set->plans.empty() || !(set->plans.front().predicted.step_s > 0)) {
+      return nullptr;
+    }
+    return &set->plans.front();
+  };
   auto rate_of = [&](const Result<scheduler::PlanSet>& set, api::JobId id) {
     Rated r;
-    if (set.ok() && !set->plans.empty() && set->plans.front().predicted.step_s > 0) {
-      r.rate = static_cast<double>(by_id.at(id)->spec.global_batch) /
-               set->plans.front().predicted.step_s;
-      r.planned = set->plans.front().Devices();
+    if (const scheduler::Plan* best = first_plan(set)) {
+      r.rate = static_cast<double>(by_id.at(id)->spec.global_batch) / best->predicted.step_s;
+      r.planned = best->Devices();
     }
     return r;
   };
@@ -450,9 +454,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     auto job = std::find_if(jobs.begin(), jobs.end(),
                             [&](const scheduler::AllocJob& j) { return j.id == d.id; });
     Result<scheduler::PlanSet> set = plan_on(d.id, job->max_devices, d.devices, open, outside);
-    if (set.ok() && !set->plans.empty() && set->plans.front().predicted.step_s > 0) {
-      plans[{d.id, SetKey(d.devices)}] = set->plans.front();
-    }
+    if (const scheduler::Plan* best = first_plan(set)) plans[{d.id, SetKey(d.devices)}] = *best;
   }
 
   // (5) Shrinks and requeues, then growth and moves onto devices free at the

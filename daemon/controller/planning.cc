@@ -269,6 +269,12 @@ void AddDeviceMeasuredTimes(const scheduler::ClusterSnapshot& snapshot, const ap
   }
 }
 
+scheduler::PlannerOptions FirstPlanOnly() {
+  scheduler::PlannerOptions options;
+  options.fastest_only = true;
+  return options;
+}
+
 Result<scheduler::PlanSet> PlanJob(const scheduler::ClusterSnapshot& snapshot,
                                    const api::JobSpec& spec, const ProfileLookup& lookup,
                                    const std::string& model_file,

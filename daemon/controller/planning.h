@@ -112,6 +112,10 @@ Result<JobProfile> ProfileOf(const api::JobSpec& spec, const ProfileLookup& look
 void AddDeviceMeasuredTimes(const scheduler::ClusterSnapshot& snapshot, const api::JobSpec& spec,
                             const std::string& model_file, scheduler::ModelProfile* profile);
 
+// The planner's options for a caller that reads the first plan only (the queue pass,
+// the share round): PlannerOptions::fastest_only.
+scheduler::PlannerOptions FirstPlanOnly();
+
 // Ranked plans for the spec on the snapshot (with AddDeviceMeasuredTimes). kFailedPrecondition,
 // with every layout's reason, when nothing fits; the lookup's error when the model has no profile
 // (yet). `options`: the planner's (fastest_only when only the first plan is wanted).
