@@ -223,11 +223,16 @@ Result<Trace> ReadTrace(const std::string& path) {
       if (!v.ok()) return InvalidArgument(at + v.status().message(), names[f]);
       *fields[f] = *v;
     }
-    if (j.global_batch < 1 || j.steps < 1 || j.min_devices < 1 || j.max_devices < 0 ||
-        (j.max_devices > 0 && j.max_devices < j.min_devices)) {
-      return InvalidArgument(at +
-                             "need global_batch >= 1, steps >= 1, min_devices >= 1 and "
-                             "max_devices 0 or >= min_devices");
+    for (int f = 0; f < 3; ++f) {
+      if (*fields[f] < 1) {
+        return InvalidArgument(at + "at least 1, not " + std::to_string(*fields[f]), names[f]);
+      }
+    }
+    if (j.max_devices < 0 || (j.max_devices > 0 && j.max_devices < j.min_devices)) {
+      return InvalidArgument(at + "0 (no bound) or at least min_devices (" +
+                                 std::to_string(j.min_devices) + "), not " +
+                                 std::to_string(j.max_devices),
+                             "max_devices");
     }
     trace.jobs.push_back(j);
   }

@@ -73,6 +73,11 @@ TEST(TraceTest, BadRowsNameTheirField) {
       {kCsvHeader, "0,alice,nosuch-model,32,500,1,0,0,infer", "model"},
       {kCsvHeader, "-1,alice,colorize-unet,32,500,1,0,0,infer", "submit_s"},
       {kCsvHeader, "0,alice,colorize-unet,x,500,1,0,0,infer", "global_batch"},
+      {kCsvHeader, "0,alice,colorize-unet,0,500,1,0,0,infer", "global_batch"},
+      {kCsvHeader, "0,alice,colorize-unet,32,0,1,0,0,train", "steps"},
+      {kCsvHeader, "0,alice,colorize-unet,32,500,0,0,0,train", "min_devices"},
+      {kCsvHeader, "0,alice,colorize-unet,32,500,2,1,0,train", "max_devices"},
+      {kCsvHeader, "0,alice,colorize-unet,32,500,1,-1,0,train", "max_devices"},
   };
   for (const auto& c : cases) {
     testing::TempDir dir;
