@@ -12,7 +12,8 @@
 //      short and long training jobs of the reference models, one user's burst
 //      of 15, arrivals over hours), and optionally a lab's own CSV (--trace).
 //   2. Clusters (clusters.h): the demo lab (examples/demo-lab's five emulated
-//      devices as GPUs of their relative speeds) and a mixed 24-GPU cluster.
+//      devices as GPUs of their relative speeds) and a mixed 24-GPU cluster,
+//      or instead a lab's own (--cluster FILE.yaml, cluster_file.h).
 //   3. Per trace, cluster and policy, an event-driven run (run.h): fifo and
 //      fair through rigid_run.cc, share through shared_run.cc (moves cost
 //      --move-cost seconds; a job moves at most once per --dwell seconds).
@@ -23,7 +24,8 @@
 //      its user's own queue (the user's jobs alone on that share, in turn).
 //
 // Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
-//      [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs]
+//      [--cluster FILE.yaml]... [--write-trace FILE.csv] [--move-cost S]
+//      [--dwell S] [--jobs]
 //      (bench/sched/README.md); --round times one scheduling round of each
 //      kind: 50 waiting jobs on 64 idle devices, planned cold.
 #include <algorithm>
@@ -38,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/sched/cluster_file.h"
 #include "bench/sched/clusters.h"
 #include "bench/sched/run.h"
 #include "bench/sched/sim_planner.h"
@@ -268,6 +271,7 @@ int Main(int argc, char** argv) {
   double load = 1;
   std::optional<std::string> trace_path;
   std::optional<std::string> write_path;
+  std::vector<Cluster> clusters;
   bool per_job = false;
   SharedOptions shared;
   shared.grow_min_speedup = 1.2;  // tesserad's grow_min_speedup
@@ -301,6 +305,13 @@ int Main(int argc, char** argv) {
       }
     } else if (a == "--trace") {
       trace_path = value();
+    } else if (a == "--cluster") {
+      Result<Cluster> c = ReadClusterFile(value());
+      if (!c.ok()) {
+        std::cerr << "--cluster: " << c.status().ToString() << "\n";
+        return 2;
+      }
+      clusters.push_back(*std::move(c));
     } else if (a == "--write-trace") {
       write_path = value();
     } else if (a == "--move-cost") {
@@ -324,15 +335,18 @@ int Main(int argc, char** argv) {
       return 0;
     } else {
       std::cerr
-          << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] "
+          << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] [--cluster FILE.yaml]... "
              "[--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | --round\n  CSV: "
           << kCsvHeader
           << "\n  kind: train (the default, when the column is left out) or infer (global_batch "
-             "images a step)\n";
+             "images a step)\n  cluster file: name, nodes: [{name, count, network, intra_node, "
+             "gpus: [{type, count, memory, tflops, tflops_half, memory_bandwidth}]}] "
+             "(bench/sched/README.md)\n";
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   const auto began = std::chrono::steady_clock::now();
+  if (clusters.empty()) clusters = {DemoLab(), Mixed24()};
   std::vector<Trace> traces = {GenerateLabDay(seed, load)};
   if (write_path) {
     Status st = WriteTrace(traces.front(), *write_path);
@@ -380,7 +394,7 @@ int Main(int argc, char** argv) {
   int64_t plans = 0;
   for (const Trace& trace : traces) {
     std::printf("\ntrace %s: %s\n", trace.name.c_str(), trace.about.c_str());
-    for (const Cluster& cluster : {DemoLab(), Mixed24()}) {
+    for (const Cluster& cluster : clusters) {
       SimPlanner planner(cluster.snapshot);
       std::vector<Run> runs;
       for (QueueOrdering o : {QueueOrdering::kFifo, QueueOrdering::kFairShare}) {
