@@ -229,7 +229,8 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   // devices the attempt lacks and predicts a step at least grow_min_speedup
   // faster, and the time it saves over the job's remaining steps pays for the
   // re-form (its move cost, daemon/controller/move_costs.h, and one step: a job
-  // about to end does not grow), and it keeps one of the attempt's devices,
+  // about to end does not grow), it keeps one of the attempt's devices and its
+  // user's device limit (users: max_devices) holds,
   // re-form onto it: the running ranks keep their state, the new ones join and
   // take theirs from them; (5) log why a job did not grow, when that changed.
   const auto now = clock_->SteadyNow();
@@ -249,10 +250,17 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     double move_cost_s = 0;  // what a re-form costs it
   };
   std::vector<Candidate> candidates;
-  std::map<api::JobId, std::string> verdicts;  // this check's, by job
+  std::map<api::JobId, std::string> verdicts;   // this check's, by job
+  std::map<std::string, int64_t> user_devices;  // devices each user's attempts hold
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
+    for (const auto& [id, active] : active_) {
+      auto job = records.find(id);
+      if (job == records.end()) continue;
+      user_devices[job->second.owner] +=
+          static_cast<int64_t>(LiveDevicesLocked(active).devices.size());
+    }
     for (const auto& [id, active] : active_) {
       if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
       auto job = records.find(id);
@@ -277,7 +285,20 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   // The devices taken so far: held ones, and what each candidate grew onto
   // (a free device goes to one job only).
   std::set<std::string> taken = held;
-  for (const Candidate& c : candidates) {
+  for (Candidate& c : candidates) {
+    // Its user's device limit bounds what it may grow to.
+    const int64_t own = static_cast<int64_t>(c.devices.size());
+    if (const int64_t limit = options_.users.For(c.job.owner).max_devices; limit > 0) {
+      const int64_t allowed = limit - (user_devices[c.job.owner] - own);
+      if (allowed <= own) {
+        verdicts[c.job.id] = c.job.owner + " holds " + std::to_string(user_devices[c.job.owner]) +
+                             " devices of the " + std::to_string(limit) +
+                             " allowed (users: max_devices): it does not grow";
+        continue;
+      }
+      c.job.spec.max_devices =
+          c.job.spec.max_devices > 0 ? std::min(c.job.spec.max_devices, allowed) : allowed;
+    }
     // (3) Its own devices count as free to both plans.
     std::vector<api::Node> mine = nodes;
     std::set<std::string> busy_now = taken, others;
@@ -361,6 +382,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
                                                           {}, head.str(), &why));
     if (grew) {
       taken.insert(gained.begin(), gained.end());
+      user_devices[c.job.owner] += static_cast<int64_t>(gained.size());
       polls_.Notify();
     } else {
       spdlog::warn("job {}: could not grow: {}", c.job.id, why);

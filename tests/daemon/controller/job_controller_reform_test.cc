@@ -443,6 +443,29 @@ TEST_F(JobControllerReformTest, ARunningTrainJobGrowsOntoAFreeDeviceWhenNoJobWai
   }
 }
 
+// Growth keeps to the user's device limit (users: max_devices): a job of a
+// user allowed two devices, on two, does not grow onto a free third; allowed
+// three, it does. (It grew past the limit before: only the queue and the
+// share round read the limits.)
+TEST_F(JobControllerReformTest, GrowthKeepsToTheUsersDeviceLimit) {
+  for (const int64_t limit : {2, 3}) {
+    SCOPED_TRACE("max_devices " + std::to_string(limit));
+    TearDown();
+    scheduler::UserPolicy alice;
+    alice.max_devices = limit;
+    options_.users.users = {{"alice", alice}};
+    SetUp();
+    GrowLab lab;
+    StartGrowLab(&lab);
+    ASSERT_EQ(store_->GetJob(lab.id)->plan["replicas"].size(), 2u);
+    TickGrowLab(lab, /*until_grown=*/limit > 2);
+    const size_t replicas = store_->GetJob(lab.id)->plan["replicas"].size();
+    EXPECT_EQ(replicas, limit > 2 ? 3u : 2u) << Reasons(lab.id);
+    EXPECT_EQ(Reasons(lab.id).find("the job grows") != std::string::npos, limit > 2)
+        << Reasons(lab.id);
+  }
+}
+
 // Rank 0 of a re-formed world still hosts the rendezvous store of the world
 // it left (abandoned, not destroyed), so that port stays taken for as long as
 // its process runs: a job grows onto b (a new port), runs on for minutes while
