@@ -8,6 +8,7 @@
 #include "api/entrypoint_kind.h"
 #include "api/server_url.h"
 #include "common/yaml_scalars.h"
+#include "scheduler/user_policies_yaml.h"
 
 namespace tessera::daemon {
 namespace {
@@ -137,44 +138,6 @@ Status LoadRunAs(const YAML::Node& n, std::map<std::string, std::string>* out) {
       return InvalidArgument("must be a Unix account name other than root", "run_as." + user);
     }
     (*out)[user] = account;
-  }
-  return Status::Ok();
-}
-
-Status LoadUsers(const YAML::Node& n, scheduler::UserPolicies* out) {
-  if (!n.IsMap()) return InvalidArgument("must map user names to policies", "users");
-  out->users.clear();
-  for (const auto& kv : n) {
-    const std::string name = kv.first.as<std::string>("");
-    const std::string field = "users." + name;
-    if (name.empty()) return InvalidArgument("user names must be non-empty strings", "users");
-    if (!kv.second.IsMap()) {
-      return InvalidArgument(
-          "must be a mapping {weight, max_running_jobs, max_devices, max_pending_jobs}", field);
-    }
-    scheduler::UserPolicy policy;
-    for (const auto& p : kv.second) {
-      const std::string key = p.first.as<std::string>("");
-      Setter set;
-      if (key == "weight") {
-        set = Set(&policy.weight, field + ".weight");
-      } else if (key == "max_running_jobs") {
-        set = Set(&policy.max_running_jobs, field + ".max_running_jobs");
-      } else if (key == "max_devices") {
-        set = Set(&policy.max_devices, field + ".max_devices");
-      } else if (key == "max_pending_jobs") {
-        set = Set(&policy.max_pending_jobs, field + ".max_pending_jobs");
-      } else {
-        return InvalidArgument(
-            "unknown key (weight, max_running_jobs, max_devices, max_pending_jobs)",
-            field + "." + key);
-      }
-      TESSERA_RETURN_IF_ERROR(set(p.second));
-    }
-    if (Status st = policy.Validate(); !st.ok()) {
-      return InvalidArgument(st.message(), field + "." + st.field());
-    }
-    out->users[name] = policy;
   }
   return Status::Ok();
 }
@@ -319,7 +282,7 @@ Status LoadDaemonConfig(const std::string& path, DaemonConfig* c) {
       {"data_roots", [c](const YAML::Node& n) { return LoadDataRoots(n, &c->data_roots); }},
       {"entrypoints", [c](const YAML::Node& n) { return LoadEntrypoints(n, &c->entrypoints); }},
       {"run_as", [c](const YAML::Node& n) { return LoadRunAs(n, &c->run_as); }},
-      {"users", [c](const YAML::Node& n) { return LoadUsers(n, &c->users); }},
+      {"users", [c](const YAML::Node& n) { return scheduler::ReadUserPolicies(n, &c->users); }},
       {"queue_policy", Set(&c->queue_policy, "queue_policy")},
   };
   for (const auto& kv : root) {

@@ -1,7 +1,8 @@
 // A lab's cluster file (cluster_file.h).
 //
 // Steps (ParseClusterFile):
-//   1. The root: a mapping with `nodes` (and an optional `name`).
+//   1. The root: a mapping with `nodes` (and optional `name` and `users`, the
+//      latter read as tesserad's config reads it: user_policies_yaml.h).
 //   2. Each node entry: its name, how many alike machines it stands for, its
 //      links (network, intra_node) and its GPUs (type, count, memory, tflops,
 //      tflops_half, memory_bandwidth).
@@ -22,6 +23,7 @@
 #include "common/file_system.h"
 #include "common/quantities.h"
 #include "common/yaml_scalars.h"
+#include "scheduler/user_policies_yaml.h"
 
 namespace tessera::scheduler::sim {
 namespace {
@@ -220,8 +222,10 @@ Result<Cluster> ParseClusterFile(std::string_view text, const std::string& name)
               ReadNode(kv.second[i], "nodes[" + std::to_string(i) + "]", &cluster.snapshot.nodes));
         }
         have_nodes = true;
+      } else if (key == "users") {
+        TESSERA_RETURN_IF_ERROR(ReadUserPolicies(kv.second, &cluster.users));
       } else {
-        return InvalidArgument("unknown field (expected name, nodes)", key);
+        return InvalidArgument("unknown field (expected name, nodes, users)", key);
       }
     }
   } catch (const YAML::Exception& e) {
@@ -250,6 +254,29 @@ Result<Cluster> ReadClusterFile(const std::string& path) {
   Result<Cluster> c = ParseClusterFile(text, std::filesystem::path(path).stem().string());
   if (!c.ok()) return c.status().WithPrefix(path);
   return c;
+}
+
+Result<UserPolicies> ReadUsersBlock(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, FileSystem::Default()->ReadFile(path));
+  UserPolicies users;
+  Status st = [&]() -> Status {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(std::string("not valid YAML: ") + e.what());
+    }
+    if (!root.IsMap() || !root["users"]) {
+      return InvalidArgument("has no users: block (weights and limits by user)", "users");
+    }
+    try {
+      return ReadUserPolicies(root["users"], &users);
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(std::string("not a users: block: ") + e.what(), "users");
+    }
+  }();
+  if (!st.ok()) return st.WithPrefix(path);
+  return users;
 }
 
 }  // namespace tessera::scheduler::sim

@@ -23,6 +23,9 @@
 //           tflops: 19.5           # dense fp32 TFLOPS, as agents measure
 //           tflops_half: 78        # optional (default 2 x tflops)
 //           memory_bandwidth: 2TB  # optional, bytes/s (default: not modelled)
+//   users:                         # optional: weights and limits, as in
+//     alice: {weight: 2}           #   tesserad's config (default: weight 1,
+//     "*": {max_devices: 4}        #   no limits, for every user)
 //
 // Every error is kInvalidArgument naming the field ("nodes[1].gpus[0].memory")
 // and, where a value is wrong, quoting it.
@@ -44,6 +47,11 @@ Result<Cluster> ParseClusterFile(std::string_view text, const std::string& name)
 // The cluster in the file at `path` (its name without folder and extension,
 // when the file names none); NotFound/kInvalidArgument with the path.
 Result<Cluster> ReadClusterFile(const std::string& path);
+
+// The `users:` block of the YAML file at `path` (tesserad's config, or a
+// cluster file); its other keys are not read. kInvalidArgument when it has
+// none or the block is wrong (naming the field), with the path.
+Result<UserPolicies> ReadUsersBlock(const std::string& path);
 
 }  // namespace tessera::scheduler::sim
 

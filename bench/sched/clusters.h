@@ -1,5 +1,6 @@
 // Clusters the scheduler simulator replays traces on: the demo lab's five
-// emulated devices as GPUs, and mixed clusters of three GPU types.
+// emulated devices as GPUs, and mixed clusters of three GPU types (a lab's
+// own: cluster_file.h).
 // Thread safety: pure functions returning values.
 #ifndef TESSERA_BENCH_SCHED_CLUSTERS_H_
 #define TESSERA_BENCH_SCHED_CLUSTERS_H_
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "scheduler/cluster_snapshot.h"
+#include "scheduler/queue_order.h"
 
 namespace tessera::scheduler::sim {
 
@@ -14,6 +16,9 @@ struct Cluster {
   std::string name;
   std::string about;
   ClusterSnapshot snapshot;
+  // Its users' weights and limits (a cluster file's `users:`, as tesserad's
+  // config); empty: every user weight 1, no limits.
+  UserPolicies users;
 };
 
 // examples/demo-lab: boxa 2 x A100-80GB, boxb 1 x RTX4090-24GB, boxc 2 x

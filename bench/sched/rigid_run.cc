@@ -29,25 +29,41 @@ std::string PlanText(const Plan& p) {
   return out;
 }
 
+std::string RefusedAtSubmission(const UserPolicies& users, const std::string& user,
+                                int64_t waiting) {
+  const int64_t limit = users.For(user).max_pending_jobs;
+  if (limit <= 0 || waiting < limit) return "";
+  return "refused at submission: " + user + " had " + std::to_string(waiting) +
+         " jobs waiting, the most allowed (max_pending_jobs)";
+}
+
 std::vector<JobOutcome> AloneTimes(const Trace& trace, const Cluster& cluster,
                                    SimPlanner* planner) {
   std::vector<std::string> devices;
   for (const Node& n : cluster.snapshot.nodes) {
     for (const Device& d : n.devices) devices.push_back(DeviceId{n.name, d.index}.ToString());
   }
+  // Users' weighted shares of the devices (the users of the trace).
   std::set<std::string> users;
   for (const TraceJob& j : trace.jobs) users.insert(j.user);
-  const double share = static_cast<double>(devices.size()) / static_cast<double>(users.size());
+  double total_weight = 0;
+  for (const std::string& u : users) total_weight += cluster.users.For(u).weight;
   std::vector<JobOutcome> out(trace.jobs.size());
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
     const TraceJob& j = trace.jobs[i];
     Result<PlanSet> alone = planner->Plan(j, j.max_devices, {});
     if (alone.ok() && !alone->plans.empty()) {
       out[i].alone_s = static_cast<double>(j.steps) * alone->plans.front().predicted.step_s;
-      // Its fair share: at least one device and min_devices, at most max_devices.
+      // Its fair share: at least one device and min_devices, at most max_devices
+      // and its user's device limit.
+      const double share =
+          static_cast<double>(devices.size()) * cluster.users.For(j.user).weight / total_weight;
       auto n = static_cast<int64_t>(std::floor(share + 0.5));
       n = std::max({n, int64_t{1}, j.min_devices});
       if (j.max_devices > 0) n = std::min(n, j.max_devices);
+      if (const int64_t cap = cluster.users.For(j.user).max_devices; cap > 0) {
+        n = std::max(std::min(n, cap), j.min_devices);
+      }
       n = std::min<int64_t>(n, static_cast<int64_t>(devices.size()));
       DeviceSet slice;
       for (int64_t k = 0; k < n; ++k) {
@@ -83,7 +99,7 @@ Run SimulateRigid(const Trace& trace, const Cluster& cluster, QueueOrdering orde
   std::vector<size_t> waiting;  // trace indices
   std::map<std::string, UserUsage> usage;
   DeviceSet busy;
-  const UserPolicies policies;  // every user weight 1, no limits
+  const UserPolicies& policies = cluster.users;
   size_t next_arrival = 0;
   const double start = trace.jobs.front().submit_s;
   double now = start;
@@ -121,7 +137,15 @@ Run SimulateRigid(const Trace& trace, const Cluster& cluster, QueueOrdering orde
       it = running.erase(it);
     }
     while (next_arrival < trace.jobs.size() && trace.jobs[next_arrival].submit_s <= now + 1e-9) {
-      if (run.jobs[next_arrival].alone_s > 0) waiting.push_back(next_arrival);
+      const std::string& user = trace.jobs[next_arrival].user;
+      const auto waits = std::count_if(waiting.begin(), waiting.end(),
+                                       [&](size_t i) { return trace.jobs[i].user == user; });
+      std::string refused = RefusedAtSubmission(policies, user, waits);
+      if (!refused.empty()) {
+        run.jobs[next_arrival].why_not = std::move(refused);
+      } else if (run.jobs[next_arrival].alone_s > 0) {
+        waiting.push_back(next_arrival);
+      }
       ++next_arrival;
     }
     // One queue pass.

@@ -47,6 +47,11 @@ struct Run {
 // "data x2 on boxa:0,boxa:1".
 std::string PlanText(const Plan& p);
 
+// Why tesserad would refuse `user`'s job at submission with `waiting` of the
+// user's jobs waiting already (users: max_pending_jobs, HTTP 429), or "".
+std::string RefusedAtSubmission(const UserPolicies& users, const std::string& user,
+                                int64_t waiting);
+
 // Rigid jobs through the queue pass, `ordering` (fifo or fair). fair backfills
 // as tesserad does, by the running jobs' predicted ends (the pass's
 // hooks.running and hooks.run_s); fifo, today's queue for comparison, as the

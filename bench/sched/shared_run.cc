@@ -98,18 +98,28 @@ void ApplyMove(double now, double cost_s, const char* action, const DeviceSet& d
 // holding the fewest devices first, takes the free devices its plan on its
 // own and the free ones uses (new ranks join; the others run on).
 void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<ShareDevice>& devices,
-                         const SharedOptions& options, SimPlanner* planner,
-                         std::map<size_t, Live>& live, Run& run) {
+                         const UserPolicies& users, const SharedOptions& options,
+                         SimPlanner* planner, std::map<size_t, Live>& live, Run& run) {
   DeviceSet free;
   for (const ShareDevice& d : devices) free.insert(d.id);
+  std::map<std::string, int64_t> held_by;  // devices by user
   for (const auto& [i, l] : live) {
     for (const std::string& d : l.devices) free.erase(d);
+    held_by[trace.jobs[i].user] += static_cast<int64_t>(l.devices.size());
   }
   auto grow = [&](size_t i, Live& l) -> Result<bool> {
     DeviceSet wider = l.devices;
     wider.insert(free.begin(), free.end());
     const TraceJob& t = trace.jobs[i];
-    TESSERA_ASSIGN_OR_RETURN(RateOnDevices grown, planner->Rate(t, t.max_devices, wider));
+    // Its user's device limit bounds what it may grow to.
+    int64_t max_devices = t.max_devices;
+    const int64_t own = static_cast<int64_t>(l.devices.size());
+    if (const int64_t limit = users.For(t.user).max_devices; limit > 0) {
+      const int64_t allowed = limit - (held_by[t.user] - own);
+      if (allowed <= own) return false;
+      max_devices = max_devices > 0 ? std::min(max_devices, allowed) : allowed;
+    }
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices grown, planner->Rate(t, max_devices, wider));
     bool gains = false;
     for (const std::string& d : grown.used) gains = gains || !l.devices.contains(d);
     if (!gains) return false;
@@ -118,6 +128,7 @@ void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<Share
       // stay where they are.
       DeviceSet joined = l.devices;
       joined.insert(grown.used.begin(), grown.used.end());
+      if (max_devices > 0 && static_cast<int64_t>(joined.size()) > max_devices) return false;
       TESSERA_ASSIGN_OR_RETURN(grown, planner->Rate(t, t.max_devices, joined));
       grown.used = std::move(joined);
     }
@@ -131,6 +142,7 @@ void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<Share
     for (const std::string& d : l.devices) {
       if (!grown.used.contains(d)) free.insert(d);
     }
+    held_by[t.user] += static_cast<int64_t>(grown.used.size()) - own;
     ApplyMove(now, l.infer ? 0 : options.move_cost_s, "grow", grown.used, grown.rate, l,
               run.jobs[i], run);
     return true;
@@ -145,9 +157,7 @@ void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<Share
   }
   // Inference: the user holding the fewest devices first, then the fewest
   // ranks, then submission.
-  std::map<std::string, size_t> held_by;
-  for (const auto& [i, l] : live) held_by[trace.jobs[i].user] += l.devices.size();
-  std::vector<std::tuple<size_t, size_t, size_t>> order;
+  std::vector<std::tuple<int64_t, size_t, size_t>> order;
   for (const auto& [i, l] : live) {
     if (l.infer && l.running) order.emplace_back(held_by[trace.jobs[i].user], l.devices.size(), i);
   }
@@ -179,7 +189,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
   hooks.rate = [&](const AllocJob& job, const DeviceSet& on) {
     return planner->Rate(trace.jobs[static_cast<size_t>(job.id - 1)], job.max_devices, on);
   };
-  const UserPolicies policies;  // every user weight 1, no limits
+  const UserPolicies& policies = cluster.users;
 
   std::map<size_t, Live> live;  // waiting and running jobs by trace index
   size_t next_arrival = 0;
@@ -198,7 +208,14 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
       }
     }
     while (next_arrival < trace.jobs.size() && trace.jobs[next_arrival].submit_s <= now + 1e-9) {
-      if (run.jobs[next_arrival].alone_s > 0) {
+      const std::string& user = trace.jobs[next_arrival].user;
+      const auto waits = std::count_if(live.begin(), live.end(), [&](const auto& entry) {
+        return !entry.second.running && trace.jobs[entry.first].user == user;
+      });
+      std::string refused = RefusedAtSubmission(policies, user, waits);
+      if (!refused.empty()) {
+        run.jobs[next_arrival].why_not = std::move(refused);
+      } else if (run.jobs[next_arrival].alone_s > 0) {
         const TraceJob& j = trace.jobs[next_arrival];
         Live& l = live[next_arrival];
         l.infer = j.kind == JobKind::kInfer;
@@ -215,7 +232,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
       waiting = waiting || !l.running;
     }
     if (!live.empty() && !waiting && held < devices.size() && options.grow_min_speedup > 0) {
-      GrowOntoFreeDevices(now, trace, devices, options, planner, live, run);
+      GrowOntoFreeDevices(now, trace, devices, policies, options, planner, live, run);
     } else if (!live.empty() && (waiting || held < devices.size())) {
       std::vector<AllocJob> jobs;
       for (const auto& [i, l] : live) {

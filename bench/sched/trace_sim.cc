@@ -13,7 +13,9 @@
 //      of 15, arrivals over hours), and optionally a lab's own CSV (--trace).
 //   2. Clusters (clusters.h): the demo lab (examples/demo-lab's five emulated
 //      devices as GPUs of their relative speeds) and a mixed 24-GPU cluster,
-//      or instead a lab's own (--cluster FILE.yaml, cluster_file.h).
+//      or instead a lab's own (--cluster FILE.yaml, cluster_file.h); users'
+//      weights and limits from the cluster file or --users (tesserad's
+//      config's users: block), else every user weight 1 and no limits.
 //   3. Per trace, cluster and policy, an event-driven run (run.h): fifo and
 //      fair through rigid_run.cc, share through shared_run.cc (moves cost
 //      --move-cost seconds; a job moves at most once per --dwell seconds).
@@ -24,8 +26,8 @@
 //      its user's own queue (the user's jobs alone on that share, in turn).
 //
 // Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
-//      [--cluster FILE.yaml]... [--write-trace FILE.csv] [--move-cost S]
-//      [--dwell S] [--jobs]
+//      [--cluster FILE.yaml]... [--users FILE.yaml] [--write-trace FILE.csv]
+//      [--move-cost S] [--dwell S] [--jobs]
 //      (bench/sched/README.md); --round times one scheduling round of each
 //      kind: 50 waiting jobs on 64 idle devices, planned cold.
 #include <algorithm>
@@ -272,6 +274,7 @@ int Main(int argc, char** argv) {
   std::optional<std::string> trace_path;
   std::optional<std::string> write_path;
   std::vector<Cluster> clusters;
+  std::optional<UserPolicies> users;
   bool per_job = false;
   SharedOptions shared;
   shared.grow_min_speedup = 1.2;  // tesserad's grow_min_speedup
@@ -312,6 +315,13 @@ int Main(int argc, char** argv) {
         return 2;
       }
       clusters.push_back(*std::move(c));
+    } else if (a == "--users") {
+      Result<UserPolicies> u = ReadUsersBlock(value());
+      if (!u.ok()) {
+        std::cerr << "--users: " << u.status().ToString() << "\n";
+        return 2;
+      }
+      users = *std::move(u);
     } else if (a == "--write-trace") {
       write_path = value();
     } else if (a == "--move-cost") {
@@ -336,7 +346,8 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] [--cluster FILE.yaml]... "
-             "[--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | --round\n  CSV: "
+             "[--users FILE.yaml] [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | "
+             "--round\n  CSV: "
           << kCsvHeader
           << "\n  kind: train (the default, when the column is left out) or infer (global_batch "
              "images a step)\n  cluster file: name, nodes: [{name, count, network, intra_node, "
@@ -347,6 +358,9 @@ int Main(int argc, char** argv) {
   }
   const auto began = std::chrono::steady_clock::now();
   if (clusters.empty()) clusters = {DemoLab(), Mixed24()};
+  if (users) {
+    for (Cluster& c : clusters) c.users = *users;
+  }
   std::vector<Trace> traces = {GenerateLabDay(seed, load)};
   if (write_path) {
     Status st = WriteTrace(traces.front(), *write_path);
@@ -387,7 +401,8 @@ int Main(int argc, char** argv) {
       "decides their devices too.\n"
       "JCT: submission to end; p99 by nearest rank; waiting: time with a job waiting; util/wait:\n"
       "the devices busy in that time; slowdown vs fair share: JCT / the job's run time alone on\n"
-      "its user's fair share (devices / users, a slice with every device type in proportion);\n"
+      "its user's fair share (devices x the user's weight / the trace's users' weights, a slice\n"
+      "with every device type in proportion; weights 1 unless --users or the cluster file say);\n"
       "vs own queue: JCT / its completion time with its user's jobs alone on that share, one at\n"
       "a time in order of submission (a user's burst waits on itself there too).\n",
       shared.move_cost_s, shared.min_dwell_s, shared.share.horizon_s, shared.infer_move_cost_s);

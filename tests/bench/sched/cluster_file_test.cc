@@ -121,6 +121,40 @@ TEST(ClusterFileTest, BadFilesNameTheirField) {
   }
 }
 
+TEST(ClusterFileTest, UsersWeightsAndLimitsAreReadAsTesseradReadsThem) {
+  Result<Cluster> c = ParseClusterFile(std::string(kLab) +
+                                           "users:\n"
+                                           "  alice: {weight: 3, max_devices: 4}\n"
+                                           "  '*': {max_pending_jobs: 10}\n",
+                                       "lab");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->users.For("alice").weight, 3);
+  EXPECT_EQ(c->users.For("alice").max_devices, 4);
+  EXPECT_EQ(c->users.For("bob").max_pending_jobs, 10);
+  EXPECT_DOUBLE_EQ(c->users.For("bob").weight, 1);
+
+  Result<Cluster> bad =
+      ParseClusterFile(std::string(kLab) + "users: {alice: {weight: 0}}\n", "lab");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "users.alice.weight") << bad.status().ToString();
+
+  // --users: the users: block of any YAML file, tesserad's config among them.
+  testing::TempDir dir;
+  const std::string config = dir.File("tesserad.yaml");
+  std::ofstream(config) << "port: 8080\nstate_dir: /var/lib/tessera\n"
+                           "users:\n  bob: {weight: 2, max_running_jobs: 3}\n";
+  Result<UserPolicies> users = ReadUsersBlock(config);
+  ASSERT_TRUE(users.ok()) << users.status().ToString();
+  EXPECT_DOUBLE_EQ(users->For("bob").weight, 2);
+  EXPECT_EQ(users->For("bob").max_running_jobs, 3);
+  const std::string none = dir.File("none.yaml");
+  std::ofstream(none) << "port: 8080\n";
+  Result<UserPolicies> missing = ReadUsersBlock(none);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().field(), "users");
+  EXPECT_NE(missing.status().message().find("none.yaml"), std::string::npos);
+}
+
 TEST(ClusterFileTest, ATraceRunsOnTheLabsOwnCluster) {
   // Two users' jobs on the file's cluster: every job runs under each policy,
   // and the share policy's are planned on the file's machines.
