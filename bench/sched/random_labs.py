@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""random_labs: the scheduler's policies on labs nobody tuned them for.
+
+Draws random labs (2-6 machines of 1-8 GPUs of seven kinds, some machines
+with a second kind), writes each as a trace_sim cluster file
+(bench/sched/cluster_file.h), and replays generated lab days on it
+(trace_sim --cluster FILE --seed S --load L, the load scaled with the lab's
+size so that work queues on every lab). It prints, over every run, how the
+share policy (tesserad's rules) compares with fifo (today's queue): average
+JCT and makespan ratios, and each run's worst user against its own queue and
+against its fair share; then the runs where share did worse than fifo.
+
+Run (after `cmake --build build --target trace_sim`):
+
+    bench/sched/random_labs.py [--labs 20] [--seeds 1,2,3] [--first 1]
+        [--trace-sim build/bench/sched/trace_sim] [--keep DIR]
+
+The labs are drawn from --first .. --first + --labs - 1, so a run is
+repeatable; --keep writes the cluster files and trace_sim's outputs there.
+"""
+import argparse
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# (type, dense fp32 TFLOPS, memory GiB): GPUs a lab buys over the years.
+GPU_KINDS = [
+    ("A100-80GB", 19.5, 80),
+    ("V100-32GB", 15.7, 32),
+    ("T4-16GB", 8.1, 16),
+    ("RTX3090-24GB", 35.6, 24),
+    ("GTX1080Ti-11GB", 11.3, 11),
+    ("A6000-48GB", 38.7, 48),
+    ("P100-16GB", 9.3, 16),
+]
+
+ROW = re.compile(
+    r"^\s+(fifo|fair|share)\s+(\d+)/(\d+)\s+([\d.]+) h\s+([\d.]+) h\s+([\d.]+) h\s+"
+    r"([\d.]+) h\s+(\S+)\s+(\d+)\s+(.*)$")
+USER = re.compile(r"(\S+) ([\d.]+)x/([\d.]+)x")
+
+
+def draw_lab(number):
+    """Cluster-file text of lab `number`, and its GPU count."""
+    r = random.Random(number)
+    lines = [f"name: lab{number}", "nodes:"]
+    gpus = 0
+    for box in range(r.randint(2, 6)):
+        lines += [f"  - name: box{box}", "    gpus:"]
+        kinds = [r.choice(GPU_KINDS)]
+        counts = [r.choice([1, 2, 2, 4, 4, 8])]
+        if r.random() < 0.3:
+            kinds.append(r.choice(GPU_KINDS))
+            counts.append(r.randint(1, 2))
+        for (kind, tflops, mem), count in zip(kinds, counts):
+            lines.append(f"      - {{type: {kind}, count: {count}, memory: {mem}GiB, "
+                         f"tflops: {tflops}}}")
+            gpus += count
+    return "\n".join(lines) + "\n", gpus
+
+
+def parse_rows(text):
+    """{policy: {avg, makespan, own, fair, ran}} of the first cluster's rows."""
+    rows = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if not m or m.group(1) in rows:
+            continue
+        users = USER.findall(m.group(10))
+        rows[m.group(1)] = {
+            "avg": float(m.group(4)),
+            "makespan": float(m.group(6)),
+            "ran": (int(m.group(2)), int(m.group(3))),
+            "own": max(float(u[2]) for u in users),
+            "fair": max(float(u[1]) for u in users),
+        }
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--labs", type=int, default=20)
+    ap.add_argument("--first", type=int, default=1)
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--trace-sim", default="build/bench/sched/trace_sim")
+    ap.add_argument("--keep", help="folder for the cluster files and outputs")
+    args = ap.parse_args()
+    if args.labs < 1:
+        ap.error("--labs must be at least 1")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: a comma-separated list of whole numbers, not '{args.seeds}'")
+    if not os.access(args.trace_sim, os.X_OK):
+        sys.exit(f"random_labs: no trace_sim at {args.trace_sim} "
+                 "(cmake --build build --target trace_sim)")
+    out_dir = args.keep or tempfile.mkdtemp(prefix="random_labs.")
+    os.makedirs(out_dir, exist_ok=True)
+
+    runs = []
+    for number in range(args.first, args.first + args.labs):
+        text, gpus = draw_lab(number)
+        path = os.path.join(out_dir, f"lab{number}.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        load = max(1.0, round(gpus / 5.0, 1))  # the demo lab's 5 devices at load 1
+        for seed in seeds:
+            cmd = [args.trace_sim, "--cluster", path, "--seed", str(seed), "--load", str(load)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            name = f"lab{number} ({gpus} GPUs) seed {seed} load {load}"
+            if done.returncode != 0:
+                sys.exit(f"random_labs: {' '.join(cmd)} failed ({done.returncode}):\n"
+                         f"{done.stderr}")
+            with open(os.path.join(out_dir, f"lab{number}-seed{seed}.txt"), "w") as f:
+                f.write(done.stdout)
+            rows = parse_rows(done.stdout)
+            if "fifo" not in rows or "share" not in rows:
+                sys.exit(f"random_labs: no fifo and share rows in the output of {' '.join(cmd)}")
+            runs.append((name, rows))
+            print(f"{name}: average JCT fifo {rows['fifo']['avg']:.2f} h, share "
+                  f"{rows['share']['avg']:.2f} h", file=sys.stderr)
+
+    def ratio(key, a, b):
+        return [r[a][key] / r[b][key] for _, r in runs]
+
+    jct = ratio("avg", "fifo", "share")           # > 1: share better
+    makespan = ratio("makespan", "share", "fifo")  # < 1: share better
+    n = len(runs)
+    print(f"random_labs: {args.labs} labs x seeds {args.seeds} = {n} runs "
+          f"(labs {args.first}-{args.first + args.labs - 1}; files in {out_dir})")
+    print(f"  average JCT, fifo over share: median {statistics.median(jct):.2f}x, "
+          f"min {min(jct):.2f}x, max {max(jct):.2f}x; share at least 1.5x on "
+          f"{sum(x >= 1.5 for x in jct)}, worse than fifo (below 0.98x) on "
+          f"{sum(x < 0.98 for x in jct)}")
+    print(f"  makespan, share over fifo: median {statistics.median(makespan):.2f}x, "
+          f"max {max(makespan):.3f}x; longer by over 2 % on {sum(x > 1.02 for x in makespan)}")
+    for policy in ("fifo", "fair", "share"):
+        own = [r[policy]["own"] for _, r in runs]
+        fair = [r[policy]["fair"] for _, r in runs]
+        print(f"  {policy:5s} worst user: against its own queue median "
+              f"{statistics.median(own):.1f}x (within 2x on {sum(x <= 2.0 for x in own)} of "
+              f"{n}), against its fair share median {statistics.median(fair):.1f}x (within 2x "
+              f"on {sum(x <= 2.0 for x in fair)})")
+    worse = [(name, r) for name, r in runs
+             if r["fifo"]["avg"] / r["share"]["avg"] < 0.98 or
+             r["share"]["makespan"] / r["fifo"]["makespan"] > 1.02 or
+             r["share"]["ran"] != r["fifo"]["ran"]]
+    print(f"  runs where share did worse than fifo (JCT, makespan or jobs run): {len(worse)}")
+    for name, r in worse:
+        print(f"    {name}: average JCT {r['fifo']['avg']:.2f} -> {r['share']['avg']:.2f} h, "
+              f"makespan {r['fifo']['makespan']:.2f} -> {r['share']['makespan']:.2f} h, ran "
+              f"{r['fifo']['ran'][0]} -> {r['share']['ran'][0]}")
+
+
+if __name__ == "__main__":
+    main()
