@@ -162,20 +162,9 @@ TEST(ClusterFileTest, ATraceRunsOnTheLabsOwnCluster) {
   ASSERT_TRUE(lab.ok()) << lab.status().ToString();
   Trace trace;
   trace.name = "two-users";
-  trace.jobs.push_back(TraceJob{.submit_s = 0,
-                                .user = "alice",
-                                .model = "colorize-unet",
-                                .global_batch = 16,
-                                .steps = 3000,
-                                .min_devices = 1,
-                                .max_devices = 0});
-  trace.jobs.push_back(TraceJob{.submit_s = 60,
-                                .user = "bob",
-                                .model = "denoiser-dncnn",
-                                .global_batch = 32,
-                                .steps = 2000,
-                                .min_devices = 1,
-                                .max_devices = 2});
+  // (submit_s, user, model, global batch, steps, min and max devices)
+  trace.jobs = {{0, "alice", "colorize-unet", 16, 3000, 1, 0},
+                {60, "bob", "denoiser-dncnn", 32, 2000, 1, 2}};
   SimPlanner planner(lab->snapshot);
   SharedOptions options;
   options.grow_min_speedup = 1.2;

@@ -4,7 +4,6 @@
 // limit are refused at submission, as tesserad refuses them.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,16 +38,16 @@ UserPolicies Weighted(double alice, double bob) {
   return users;
 }
 
-// The policies tesserad runs: the fair queue (rigid) and the share policy.
-std::vector<std::function<sim::Run(const Trace&, const Cluster&, SimPlanner*)>> Policies() {
-  return {[](const Trace& t, const Cluster& c, SimPlanner* p) {
-            return SimulateRigid(t, c, QueueOrdering::kFairShare, p);
-          },
-          [](const Trace& t, const Cluster& c, SimPlanner* p) {
-            SharedOptions options;
-            options.grow_min_speedup = 1.2;
-            return SimulateShared(t, c, options, p);
-          }};
+// `trace` on the demo lab with `users`, under the policies tesserad runs: the
+// fair queue (rigid jobs) and the share policy (its rules).
+std::vector<sim::Run> RunUnderEachPolicy(const Trace& trace, const UserPolicies& users) {
+  Cluster lab = DemoLab();
+  lab.users = users;
+  SimPlanner planner(lab.snapshot);
+  SharedOptions options;
+  options.grow_min_speedup = 1.2;
+  return {SimulateRigid(trace, lab, QueueOrdering::kFairShare, &planner),
+          SimulateShared(trace, lab, options, &planner)};
 }
 
 double MeanEnd(const sim::Run& run, const Trace& trace, const std::string& user) {
@@ -65,16 +64,12 @@ double MeanEnd(const sim::Run& run, const Trace& trace, const std::string& user)
 
 TEST(UserPoliciesRunTest, TheHeavierUsersJobsFinishSooner) {
   const Trace trace = TwoUsersAtOnce(6);
-  for (const auto& simulate : Policies()) {
-    Cluster lab = DemoLab();
-    lab.users = Weighted(3, 1);
-    SimPlanner planner(lab.snapshot);
-    const sim::Run alice_heavy = simulate(trace, lab, &planner);
-    lab.users = Weighted(1, 3);
-    const sim::Run bob_heavy = simulate(trace, lab, &planner);
-    SCOPED_TRACE(alice_heavy.policy);
-    EXPECT_LT(MeanEnd(alice_heavy, trace, "alice"), MeanEnd(alice_heavy, trace, "bob"));
-    EXPECT_LT(MeanEnd(bob_heavy, trace, "bob"), MeanEnd(bob_heavy, trace, "alice"));
+  const std::vector<sim::Run> alice_heavy = RunUnderEachPolicy(trace, Weighted(3, 1));
+  const std::vector<sim::Run> bob_heavy = RunUnderEachPolicy(trace, Weighted(1, 3));
+  for (size_t p = 0; p < alice_heavy.size(); ++p) {
+    SCOPED_TRACE(alice_heavy[p].policy);
+    EXPECT_LT(MeanEnd(alice_heavy[p], trace, "alice"), MeanEnd(alice_heavy[p], trace, "bob"));
+    EXPECT_LT(MeanEnd(bob_heavy[p], trace, "bob"), MeanEnd(bob_heavy[p], trace, "alice"));
   }
 }
 
@@ -84,11 +79,9 @@ TEST(UserPoliciesRunTest, ADeviceLimitHoldsUnderEveryPolicyAndThroughGrowth) {
   Trace trace = TwoUsersAtOnce(3, /*max_devices=*/0);
   trace.jobs.erase(trace.jobs.begin() + 3, trace.jobs.end());  // alice, bob, alice
   trace.jobs[1].steps = 300;
-  for (const auto& simulate : Policies()) {
-    Cluster lab = DemoLab();
-    lab.users.users["alice"].max_devices = 2;
-    SimPlanner planner(lab.snapshot);
-    const sim::Run run = simulate(trace, lab, &planner);
+  UserPolicies users;
+  users.users["alice"].max_devices = 2;
+  for (const sim::Run& run : RunUnderEachPolicy(trace, users)) {
     SCOPED_TRACE(run.policy);
     // Every plan and change of alice's jobs ("x2 on ...", "-> grow x3 ...")
     // holds at most two devices, and both of hers together never more:
@@ -109,11 +102,7 @@ TEST(UserPoliciesRunTest, ADeviceLimitHoldsUnderEveryPolicyAndThroughGrowth) {
     }
   }
   // Without the limit her job grows past two once bob's has ended.
-  Cluster lab = DemoLab();
-  SimPlanner planner(lab.snapshot);
-  SharedOptions options;
-  options.grow_min_speedup = 1.2;
-  const sim::Run free_run = SimulateShared(trace, lab, options, &planner);
+  const sim::Run free_run = RunUnderEachPolicy(trace, {}).back();
   bool past_two = false;
   for (size_t i : {size_t{0}, size_t{2}}) {
     past_two = past_two || free_run.jobs[i].plan.find("x3") != std::string::npos ||
@@ -129,11 +118,9 @@ TEST(UserPoliciesRunTest, JobsPastAUsersPendingLimitAreRefusedAtSubmission) {
   // are taken and the rest refused, as tesserad answers 429.
   Trace trace = TwoUsersAtOnce(6);
   std::erase_if(trace.jobs, [](const TraceJob& j) { return j.user != "alice"; });
-  for (const auto& simulate : Policies()) {
-    Cluster lab = DemoLab();
-    lab.users.users["alice"].max_pending_jobs = 2;
-    SimPlanner planner(lab.snapshot);
-    const sim::Run run = simulate(trace, lab, &planner);
+  UserPolicies users;
+  users.users["alice"].max_pending_jobs = 2;
+  for (const sim::Run& run : RunUnderEachPolicy(trace, users)) {
     SCOPED_TRACE(run.policy);
     ASSERT_EQ(run.jobs.size(), 6u);
     for (size_t i = 0; i < 6; ++i) {
