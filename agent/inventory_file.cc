@@ -111,12 +111,7 @@ Result<NetworkSpec> ReadNetwork(const YAML::Node& node) {
 }  // namespace
 
 Result<InventoryFile> ParseInventoryFile(std::string_view text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("not valid YAML/JSON: ") + e.what());
-  }
+  TESSERA_ASSIGN_OR_RETURN(YAML::Node root, YamlParse(text));
   if (!root.IsMap()) return InvalidArgument("the inventory file must be a mapping with 'devices'");
   InventoryFile file;
   bool have_devices = false;

@@ -17,6 +17,14 @@ Status WrongKind(const YAML::Node& node, const std::string& want, const std::str
 
 }  // namespace
 
+Result<YAML::Node> YamlParse(std::string_view text) {
+  try {
+    return YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("not valid YAML: ") + e.what());
+  }
+}
+
 Result<std::string> YamlString(const YAML::Node& node, const std::string& field) {
   if (!node.IsScalar()) return WrongKind(node, "a string", field);
   return node.Scalar();

@@ -10,11 +10,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 
 namespace tessera {
+
+// The YAML (or JSON) document in `text`; kInvalidArgument "not valid YAML:
+// <where and why>" when it does not parse.
+Result<YAML::Node> YamlParse(std::string_view text);
 
 // A scalar's text.
 Result<std::string> YamlString(const YAML::Node& node, const std::string& field);

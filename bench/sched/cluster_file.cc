@@ -196,12 +196,7 @@ Status ReadNode(const YAML::Node& node, const std::string& prefix, std::vector<N
 }  // namespace
 
 Result<Cluster> ParseClusterFile(std::string_view text, const std::string& name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("not valid YAML: ") + e.what());
-  }
+  TESSERA_ASSIGN_OR_RETURN(YAML::Node root, YamlParse(text));
   // (1)
   if (!root.IsMap()) return InvalidArgument("the cluster file must be a mapping with 'nodes'");
   Cluster cluster;
@@ -260,12 +255,7 @@ Result<UserPolicies> ReadUsersBlock(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(std::string text, FileSystem::Default()->ReadFile(path));
   UserPolicies users;
   Status st = [&]() -> Status {
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(std::string("not valid YAML: ") + e.what());
-    }
+    TESSERA_ASSIGN_OR_RETURN(YAML::Node root, YamlParse(text));
     if (!root.IsMap() || !root["users"]) {
       return InvalidArgument("has no users: block (weights and limits by user)", "users");
     }
