@@ -107,7 +107,10 @@ struct QueueEntry {
 std::string LimitHolds(const std::string& user, const UserPolicy& policy, const UserUsage& held,
                        int64_t min_devices);
 
-// Devices `policy` still allows a user holding `held`; 0: no limit.
+// Devices `policy` still allows a user holding `held`, for a job's
+// max_devices; 0: no limit. A user at the limit also gets 0: REQUIRES the
+// caller to have asked LimitHolds first (which holds the job then), or to
+// read policy.max_devices itself (as growth of a running job does).
 int64_t DeviceCap(const UserPolicy& policy, const UserUsage& held);
 
 // REQUIRES: every policy valid (UserPolicy::Validate); job ids distinct.
