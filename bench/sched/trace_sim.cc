@@ -26,7 +26,7 @@
 //      its user's own queue (the user's jobs alone on that share, in turn).
 //
 // Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
-//      [--cluster FILE.yaml]... [--users FILE.yaml] [--write-trace FILE.csv]
+//      [--only-trace] [--cluster FILE.yaml]... [--users FILE.yaml] [--write-trace FILE.csv]
 //      [--move-cost S] [--dwell S] [--jobs]
 //      (bench/sched/README.md); --round times one scheduling round of each
 //      kind: 50 waiting jobs on 64 idle devices, planned cold.
@@ -276,6 +276,7 @@ int Main(int argc, char** argv) {
   std::vector<Cluster> clusters;
   std::optional<UserPolicies> users;
   bool per_job = false;
+  bool only_trace = false;
   SharedOptions shared;
   shared.grow_min_speedup = 1.2;  // tesserad's grow_min_speedup
   for (int i = 1; i < argc; ++i) {
@@ -338,6 +339,8 @@ int Main(int argc, char** argv) {
         std::cerr << "--dwell must be >= 0 seconds\n";
         return 2;
       }
+    } else if (a == "--only-trace") {
+      only_trace = true;
     } else if (a == "--jobs") {
       per_job = true;
     } else if (a == "--round") {
@@ -345,7 +348,8 @@ int Main(int argc, char** argv) {
       return 0;
     } else {
       std::cerr
-          << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] [--cluster FILE.yaml]... "
+          << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] [--only-trace] [--cluster "
+             "FILE.yaml]... "
              "[--users FILE.yaml] [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | "
              "--round\n  CSV: "
           << kCsvHeader
@@ -376,6 +380,13 @@ int Main(int argc, char** argv) {
       return 1;
     }
     traces.push_back(*std::move(t));
+  }
+  if (only_trace) {
+    if (!trace_path) {
+      std::cerr << "--only-trace needs --trace FILE.csv\n";
+      return 2;
+    }
+    traces.erase(traces.begin());  // the generated day
   }
   std::printf(
       "trace_sim: the scheduler and the planner (MakePlans, builtin profiles) on a virtual clock.\n"
