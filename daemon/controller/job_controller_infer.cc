@@ -86,7 +86,8 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
   // give back (every independent rank but the lowest of each), and those
   // they are giving back (dropped ranks not yet gone); (2) take the waiting
   // train jobs by priority, then age, skipping those their user's limits
-  // hold; (3) plan the first on the free devices plus both; if its best plan
+  // hold; (3) plan the first on the free devices plus both, within its
+  // user's device limit (as the queue pass will place it); if its best plan
   // uses some it could give back, and no infer job it takes from has a
   // higher priority, (4) drop those ranks, and let the next pass place it.
   // A job whose plan needs only free devices and those being given back
@@ -135,13 +136,19 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
       if (yieldable.contains(key) || giving_back.contains(key)) d.busy = false;
     }
   }
-  for (const api::Job& job : pending) {  // (2)
-    auto held_by = usage.find(job.owner);
-    if (!scheduler::LimitHolds(job.owner, options_.users.For(job.owner),
-                               held_by == usage.end() ? scheduler::UserUsage{} : held_by->second,
-                               job.spec.min_devices)
+  for (const api::Job& pending_job : pending) {  // (2)
+    auto held_by = usage.find(pending_job.owner);
+    const scheduler::UserUsage holds =
+        held_by == usage.end() ? scheduler::UserUsage{} : held_by->second;
+    const scheduler::UserPolicy& policy = options_.users.For(pending_job.owner);
+    if (!scheduler::LimitHolds(pending_job.owner, policy, holds, pending_job.spec.min_devices)
              .empty()) {
       continue;
+    }
+    // Planned within its user's device limit, as the queue pass places it.
+    api::Job job = pending_job;
+    if (const int64_t cap = scheduler::DeviceCap(policy, holds); cap > 0) {
+      job.spec.max_devices = job.spec.max_devices > 0 ? std::min(job.spec.max_devices, cap) : cap;
     }
     Result<scheduler::PlanSet> plans = PlanCached(job, freed, busy);  // (3)
     if (!plans.ok() || plans->plans.empty()) continue;

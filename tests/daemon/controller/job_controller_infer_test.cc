@@ -403,6 +403,33 @@ TEST_F(InferControllerTest, AnInferJobGivesDevicesBackToATrainJobThatNeedsThem) 
   }
 }
 
+// An infer job gives back no more devices than the waiting train job's user
+// may hold (users: max_devices): allowed one, bob's job, which would take
+// both devices the infer job can spare, takes one of them, and the infer job
+// keeps two ranks. (It gave back what the job's plan without the limit used;
+// the queue pass, which keeps to the limit, then placed the job on fewer.)
+TEST_F(InferControllerTest, AnInferJobGivesBackNoMoreThanTheTrainJobsUserMayHold) {
+  for (const int64_t limit : {0, 1}) {
+    SCOPED_TRACE("bob's max_devices " + std::to_string(limit));
+    TearDown();
+    options_.users.users.clear();
+    if (limit > 0) options_.users.users["bob"].max_devices = limit;
+    SetUp();
+    auto [nodes, infer, desired] = StartInferOnThreeNodes(0, /*busy=*/false);
+    ASSERT_EQ(StateOf(infer), JobState::kRunning);
+    api::JobSpec spec = CmdSpec(1);
+    spec.max_devices = 0;  // any number
+    const api::JobId train = Submit(spec, "bob");
+    clock_.Advance(milliseconds(1100));
+    ASSERT_TRUE(controller_->Tick().ok());
+    ASSERT_TRUE(controller_->Tick().ok());
+    auto live = controller_->LiveRanks(infer, 1);
+    ASSERT_TRUE(live.has_value());
+    EXPECT_EQ(live->size(), limit > 0 ? 2u : 1u) << store_->GetJob(infer)->reason;
+    EXPECT_NE(StateOf(train), JobState::kPending) << store_->GetJob(train)->reason;
+  }
+}
+
 // A rank that gives its device back takes a moment to stop, its agent
 // reporting it running and the device busy meanwhile. The yields that follow
 // count that device as the train job's: a one-device train job takes one
