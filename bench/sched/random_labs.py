@@ -9,10 +9,14 @@ size so that work queues on every lab). It prints, over every run, how the
 share policy (tesserad's rules) compares with fifo (today's queue): average
 JCT and makespan ratios, and each run's worst user against its own queue and
 against its fair share; then the runs where share did worse than fifo.
+With --limits each lab also draws its users' weights and limits (a users:
+block as tesserad's config holds: weights 0.5-3, device and running-job
+limits for some users) and the script counts the moments any policy let a
+user past a limit (trace_sim checks after every round; none is expected).
 
 Run (after `cmake --build build --target trace_sim`):
 
-    bench/sched/random_labs.py [--labs 20] [--seeds 1,2,3] [--first 1]
+    bench/sched/random_labs.py [--labs 20] [--seeds 1,2,3] [--first 1] [--limits]
         [--trace-sim build/bench/sched/trace_sim] [--keep DIR]
 
 The labs are drawn from --first .. --first + --labs - 1, so a run is
@@ -38,14 +42,32 @@ GPU_KINDS = [
     ("P100-16GB", 9.3, 16),
 ]
 
+BROKEN = re.compile(r"users' limits broken (\d+) times; the first (.*)$")
+ANY_ROW = re.compile(r"^  (\S+)\s+\d+/\d+\s")  # a policy's row (share-nr, share-all too)
 ROW = re.compile(
     r"^\s+(fifo|fair|share)\s+(\d+)/(\d+)\s+([\d.]+) h\s+([\d.]+) h\s+([\d.]+) h\s+"
     r"([\d.]+) h\s+(\S+)\s+(\d+)\s+(.*)$")
 USER = re.compile(r"(\S+) ([\d.]+)x/([\d.]+)x")
 
 
-def draw_lab(number):
-    """Cluster-file text of lab `number`, and its GPU count."""
+USERS = ["alice", "bob", "carol", "dave"]  # the generated day's users
+
+
+def draw_users(r, gpus):
+    """A users: block: each user a weight, some a device or running-job limit."""
+    lines = ["users:"]
+    for user in USERS:
+        policy = [f"weight: {r.choice([0.5, 1, 1, 2, 3])}"]
+        if r.random() < 0.5:
+            policy.append(f"max_devices: {max(1, round(gpus * r.uniform(0.25, 0.75)))}")
+        if r.random() < 0.4:
+            policy.append(f"max_running_jobs: {r.randint(1, 4)}")
+        lines.append(f"  {user}: {{{', '.join(policy)}}}")
+    return "\n".join(lines) + "\n"
+
+
+def draw_lab(number, limits=False):
+    """Cluster-file text of lab `number` (with its users' limits), and its GPU count."""
     r = random.Random(number)
     lines = [f"name: lab{number}", "nodes:"]
     gpus = 0
@@ -60,13 +82,24 @@ def draw_lab(number):
             lines.append(f"      - {{type: {kind}, count: {count}, memory: {mem}GiB, "
                          f"tflops: {tflops}}}")
             gpus += count
-    return "\n".join(lines) + "\n", gpus
+    text = "\n".join(lines) + "\n"
+    if limits:
+        text += draw_users(random.Random(10_000 + number), gpus)
+    return text, gpus
 
 
 def parse_rows(text):
     """{policy: {avg, makespan, own, fair, ran}} of the first cluster's rows."""
-    rows = {}
+    rows = {"broken": []}  # and (policy, times, the first) of every policy's broken limits
+    last = None  # the policy whose row the lines below belong to
     for line in text.splitlines():
+        b = BROKEN.search(line)
+        if b and last is not None:
+            rows["broken"].append((last, int(b.group(1)), b.group(2)))
+            continue
+        any_row = ANY_ROW.match(line)
+        if any_row:
+            last = any_row.group(1)
         m = ROW.match(line)
         if not m or m.group(1) in rows:
             continue
@@ -88,6 +121,8 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--trace-sim", default="build/bench/sched/trace_sim")
     ap.add_argument("--keep", help="folder for the cluster files and outputs")
+    ap.add_argument("--limits", action="store_true",
+                    help="draw each lab's users' weights and limits too")
     args = ap.parse_args()
     if args.labs < 1:
         ap.error("--labs must be at least 1")
@@ -103,7 +138,7 @@ def main():
 
     runs = []
     for number in range(args.first, args.first + args.labs):
-        text, gpus = draw_lab(number)
+        text, gpus = draw_lab(number, args.limits)
         path = os.path.join(out_dir, f"lab{number}.yaml")
         with open(path, "w") as f:
             f.write(text)
@@ -149,6 +184,11 @@ def main():
              if r["fifo"]["avg"] / r["share"]["avg"] < 0.98 or
              r["share"]["makespan"] / r["fifo"]["makespan"] > 1.02 or
              r["share"]["ran"] != r["fifo"]["ran"]]
+    if args.limits:
+        broken = [(name, b) for name, r in runs for b in r["broken"]]
+        print(f"  users' limits broken: in {len(broken)} policy runs (of 5 policies x {n})")
+        for name, (policy, times, first) in broken:
+            print(f"    {name} {policy}: {times} times; the first {first}")
     print(f"  runs where share did worse than fifo (JCT, makespan or jobs run): {len(worse)}")
     for name, r in worse:
         print(f"    {name}: average JCT {r['fifo']['avg']:.2f} -> {r['share']['avg']:.2f} h, "

@@ -7,6 +7,7 @@
 // plan it started with.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
@@ -27,6 +28,27 @@ std::string PlanText(const Plan& p) {
     first = false;
   }
   return out;
+}
+
+void CheckLimits(const UserPolicies& users, const std::map<std::string, UserUsage>& held,
+                 double now_s, Run* run) {
+  for (const auto& [user, h] : held) {
+    const UserPolicy& p = users.For(user);
+    std::string broken;
+    if (p.max_devices > 0 && h.devices > p.max_devices) {
+      broken = user + " holds " + std::to_string(h.devices) + " devices, " +
+               std::to_string(p.max_devices) + " allowed";
+    } else if (p.max_running_jobs > 0 && h.running_jobs > p.max_running_jobs) {
+      broken = user + " runs " + std::to_string(h.running_jobs) + " jobs, " +
+               std::to_string(p.max_running_jobs) + " allowed";
+    }
+    if (broken.empty()) continue;
+    if (run->limit_breaks++ == 0) {
+      char at[32];
+      std::snprintf(at, sizeof at, "at %.2f h ", now_s / 3600);
+      run->first_limit_break = at + broken;
+    }
+  }
 }
 
 std::string RefusedAtSubmission(const UserPolicies& users, const std::string& user,
@@ -184,6 +206,7 @@ Run SimulateRigid(const Trace& trace, const Cluster& cluster, QueueOrdering orde
         }
         std::erase(waiting, i);
       }
+      CheckLimits(policies, usage, now - start, &run);
     }
     // The next event.
     double next = std::numeric_limits<double>::infinity();

@@ -11,6 +11,7 @@
 #ifndef TESSERA_BENCH_SCHED_RUN_H_
 #define TESSERA_BENCH_SCHED_RUN_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,18 @@ struct Run {
   double makespan_s = 0;
   int64_t moves = 0;   // shrinks, grows, moves and requeues of running jobs
   int64_t rounds = 0;  // scheduling rounds (queue passes or allocations)
+  // Moments a user held more devices or ran more jobs than its limits
+  // allow (users: max_devices, max_running_jobs), checked after every round,
+  // and the first of them ("at 1.25 h alice holds 3 devices, 2 allowed").
+  // 0 in a correct scheduler: the simulator checks what it cannot assume.
+  int64_t limit_breaks = 0;
+  std::string first_limit_break;
 };
+
+// Counts in `run` a moment at `now_s` where a user's `held` (devices and
+// running jobs) is past its limits in `users`.
+void CheckLimits(const UserPolicies& users, const std::map<std::string, UserUsage>& held,
+                 double now_s, Run* run);
 
 // "data x2 on boxa:0,boxa:1".
 std::string PlanText(const Plan& p);

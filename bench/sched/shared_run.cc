@@ -226,10 +226,21 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
     // One allocation.
     bool blocked = false;  // a decision not taken this round: another round soon
     size_t held = 0;
-    bool waiting = false;
+    std::map<std::string, UserUsage> usage;
     for (const auto& [i, l] : live) {
       held += l.devices.size();
-      waiting = waiting || !l.running;
+      if (!l.running) continue;
+      usage[trace.jobs[i].user].running_jobs += 1;
+      usage[trace.jobs[i].user].devices += static_cast<int64_t>(l.devices.size());
+    }
+    // A job waits for devices unless its user's limits hold it (tesserad's
+    // JobController::PlaceableWaiting): one held cannot take a free device.
+    bool waiting = false;
+    for (const auto& [i, l] : live) {
+      const TraceJob& t = trace.jobs[i];
+      waiting = waiting ||
+                (!l.running &&
+                 LimitHolds(t.user, policies.For(t.user), usage[t.user], t.min_devices).empty());
     }
     if (!live.empty() && !waiting && held < devices.size() && options.grow_min_speedup > 0) {
       GrowOntoFreeDevices(now, trace, devices, policies, options, planner, live, run);
@@ -366,6 +377,14 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
                   d->devices, d->rate, l, run.jobs[i], run);
       }
     }
+    // What each user holds after the round, against its limits.
+    usage.clear();
+    for (const auto& [i, l] : live) {
+      if (!l.running) continue;
+      usage[trace.jobs[i].user].running_jobs += 1;
+      usage[trace.jobs[i].user].devices += static_cast<int64_t>(l.devices.size());
+    }
+    CheckLimits(policies, usage, now - start, &run);
     // The next event: an arrival, a completion, or a dwell ending while
     // something waits or a device is free.
     double next = std::numeric_limits<double>::infinity();

@@ -142,6 +142,10 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
                 Hours(avg).c_str(), Hours(p99).c_str(), Hours(run.makespan_s).c_str(),
                 Hours(run.time_waiting).c_str(), util_text, static_cast<long long>(run.moves),
                 slow.c_str());
+    if (run.limit_breaks > 0) {
+      std::printf("         users' limits broken %lld times; the first %s\n",
+                  static_cast<long long>(run.limit_breaks), run.first_limit_break.c_str());
+    }
     if (not_run > 0) {
       for (size_t i = 0; i < trace.jobs.size(); ++i) {
         if (run.jobs[i].end_s < 0) {

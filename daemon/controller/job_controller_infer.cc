@@ -200,7 +200,8 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   // Steps: (1) at most once every grow_check_ms, only while a device is free
   // (healthy, held by no attempt, not reported busy, not under Slurm, whose
   // attempts are submitted once) and no job waits (free devices go to waiting
-  // jobs first); (2) take the running infer attempts with independent ranks,
+  // jobs first; one its user's limits hold does not count: PlaceableWaiting);
+  // (2) take the running infer attempts with independent ranks,
   // grow_settle_ms after their launch, every live rank running, of jobs that
   // allow it (JobSpec::elastic), the user holding the fewest devices per unit
   // of weight first (none while that one is still settling); (3) each with
@@ -226,7 +227,7 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   }
   if (free.empty()) return Status::Ok();
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  if (!pending.empty()) return Status::Ok();
+  if (PlaceableWaiting(pending)) return Status::Ok();
   struct Candidate {
     api::JobId id = 0;
     int64_t attempt = 0;

@@ -264,6 +264,16 @@ std::map<std::string, scheduler::UserUsage> JobController::UsageByUser() {
   return usage;
 }
 
+bool JobController::PlaceableWaiting(const std::vector<api::Job>& pending) {
+  if (pending.empty()) return false;
+  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  return std::any_of(pending.begin(), pending.end(), [&](const api::Job& j) {
+    return scheduler::LimitHolds(j.owner, options_.users.For(j.owner), usage[j.owner],
+                                 j.spec.min_devices)
+        .empty();
+  });
+}
+
 Status JobController::PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                                   const scheduler::Plan& best,
                                   std::set<std::string>* placed_devices) {

@@ -222,7 +222,8 @@ Result<bool> JobController::ApplyReformLocked(const api::Job& job, Active* activ
 Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
                                    const std::set<std::string>& held) {
   // Steps: (1) at most once every grow_check_ms, and only while no job waits
-  // (free devices go to waiting jobs first); (2) take the running train
+  // (free devices go to waiting jobs first; one its user's limits hold does
+  // not count: PlaceableWaiting); (2) take the running train
   // attempts that could re-form, unchanged for grow_settle_ms, every rank
   // running; (3) where a device is free, plan each on its own devices and on
   // its own plus the free ones (outside the lock); (4) when the second uses
@@ -240,7 +241,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   }
   grow_checked_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  if (!pending.empty()) return Status::Ok();
+  if (PlaceableWaiting(pending)) return Status::Ok();
   struct Candidate {
     api::Job job;
     int64_t attempt = 0;
@@ -250,17 +251,11 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     double move_cost_s = 0;  // what a re-form costs it
   };
   std::vector<Candidate> candidates;
-  std::map<api::JobId, std::string> verdicts;   // this check's, by job
-  std::map<std::string, int64_t> user_devices;  // devices each user's attempts hold
+  std::map<api::JobId, std::string> verdicts;  // this check's, by job
+  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
-    for (const auto& [id, active] : active_) {
-      auto job = records.find(id);
-      if (job == records.end()) continue;
-      user_devices[job->second.owner] +=
-          static_cast<int64_t>(LiveDevicesLocked(active).devices.size());
-    }
     for (const auto& [id, active] : active_) {
       if (SteadyMs(active.launched_at) < options_.grow_settle_ms) continue;
       auto job = records.find(id);
@@ -289,9 +284,9 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     // Its user's device limit bounds what it may grow to.
     const int64_t own = static_cast<int64_t>(c.devices.size());
     if (const int64_t limit = options_.users.For(c.job.owner).max_devices; limit > 0) {
-      const int64_t allowed = limit - (user_devices[c.job.owner] - own);
+      const int64_t allowed = limit - (usage[c.job.owner].devices - own);
       if (allowed <= own) {
-        verdicts[c.job.id] = c.job.owner + " holds " + std::to_string(user_devices[c.job.owner]) +
+        verdicts[c.job.id] = c.job.owner + " holds " + std::to_string(usage[c.job.owner].devices) +
                              " devices of the " + std::to_string(limit) +
                              " allowed (users: max_devices): it does not grow";
         continue;
@@ -382,7 +377,7 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
                                                           {}, head.str(), &why));
     if (grew) {
       taken.insert(gained.begin(), gained.end());
-      user_devices[c.job.owner] += static_cast<int64_t>(gained.size());
+      usage[c.job.owner].devices += static_cast<int64_t>(gained.size());
       polls_.Notify();
     } else {
       spdlog::warn("job {}: could not grow: {}", c.job.id, why);

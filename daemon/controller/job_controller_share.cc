@@ -11,7 +11,8 @@
 //
 // Steps (ShareForWaiting):
 //   1. At most once every grow_check_ms, only while a train job, or an infer
-//      job whose input is listed, waits and share_running_jobs is on.
+//      job whose input is listed, waits (one its user's limits do not hold:
+//      PlaceableWaiting) and share_running_jobs is on.
 //   2. The jobs: a running train attempt is movable when the job allows it
 //      (JobSpec::elastic), it can re-form (ReformBlocker), it has run
 //      unchanged for grow_settle_ms and every rank runs; so is an infer
@@ -208,7 +209,9 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
     }
     pending.push_back(std::move(j));
   }
-  if (pending.empty()) return Status::Ok();
+  // Jobs their users' limits hold take nothing now: growth serves the free
+  // devices then (GrowTraining, GrowInference).
+  if (!PlaceableWaiting(pending)) return Status::Ok();
 
   struct Running {
     api::Job job;

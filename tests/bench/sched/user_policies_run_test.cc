@@ -83,6 +83,7 @@ TEST(UserPoliciesRunTest, ADeviceLimitHoldsUnderEveryPolicyAndThroughGrowth) {
   users.users["alice"].max_devices = 2;
   for (const sim::Run& run : RunUnderEachPolicy(trace, users)) {
     SCOPED_TRACE(run.policy);
+    EXPECT_EQ(run.limit_breaks, 0) << run.first_limit_break;
     // Every plan and change of alice's jobs ("x2 on ...", "-> grow x3 ...")
     // holds at most two devices, and both of hers together never more:
     // each runs on one, or one waits while the other holds two.
@@ -110,6 +111,42 @@ TEST(UserPoliciesRunTest, ADeviceLimitHoldsUnderEveryPolicyAndThroughGrowth) {
                free_run.jobs[i].plan.find("x5") != std::string::npos;
   }
   EXPECT_TRUE(past_two) << free_run.jobs[0].plan << " | " << free_run.jobs[2].plan;
+}
+
+TEST(UserPoliciesRunTest, AUserPastALimitIsCountedWithTheFirstMoment) {
+  UserPolicies users;
+  users.users["alice"].max_devices = 2;
+  users.users["bob"].max_running_jobs = 1;
+  sim::Run run;
+  CheckLimits(users, {{"alice", {1, 2}}, {"bob", {1, 4}}}, 1800, &run);
+  EXPECT_EQ(run.limit_breaks, 0);
+  CheckLimits(users, {{"alice", {2, 3}}, {"bob", {1, 1}}}, 4500, &run);
+  CheckLimits(users, {{"alice", {1, 1}}, {"bob", {2, 2}}}, 5400, &run);
+  EXPECT_EQ(run.limit_breaks, 2);
+  EXPECT_EQ(run.first_limit_break, "at 1.25 h alice holds 3 devices, 2 allowed");
+}
+
+TEST(UserPoliciesRunTest, AJobItsUsersLimitHoldsLeavesNoDeviceIdle) {
+  // Alice's archive fills the lab; carol's short job and bob's long one take
+  // their shares of it, and bob's second job waits, held by his limit of one
+  // running job. When carol's job ends, its devices go back to the archive
+  // while bob's second job waits (growth does not wait for a job a limit
+  // holds; it did, and they stood idle until bob's first job ended).
+  Trace trace;
+  trace.name = "held-by-a-limit";
+  trace.jobs = {{0, "alice", "colorize-unet", 32, 40'000, 1, 0, 0, JobKind::kInfer},
+                {60, "carol", "denoiser-dncnn", 16, 1'000, 1, 2},
+                {120, "bob", "denoiser-dncnn", 16, 8'000, 1, 1},
+                {130, "bob", "denoiser-dncnn", 16, 4'000, 1, 1}};
+  UserPolicies users;
+  users.users["bob"].max_running_jobs = 1;
+  const sim::Run run = RunUnderEachPolicy(trace, users).back();
+  for (const JobOutcome& j : run.jobs) ASSERT_GE(j.end_s, 0) << j.why_not;
+  EXPECT_GE(run.jobs[3].start_s, run.jobs[2].end_s) << "bob runs one job at a time";
+  EXPECT_LT(run.jobs[1].end_s, run.jobs[2].end_s) << "carol's job ends while bob's waits";
+  ASSERT_GT(run.time_waiting, 0);
+  EXPECT_GT(run.busy_while_waiting / (run.time_waiting * run.devices), 0.99) << run.jobs[0].plan;
+  EXPECT_EQ(run.limit_breaks, 0) << run.first_limit_break;
 }
 
 TEST(UserPoliciesRunTest, JobsPastAUsersPendingLimitAreRefusedAtSubmission) {

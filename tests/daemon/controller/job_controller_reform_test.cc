@@ -466,6 +466,27 @@ TEST_F(JobControllerReformTest, GrowthKeepsToTheUsersDeviceLimit) {
   }
 }
 
+// A job its user's limit holds (bob may hold one device; his job needs two)
+// does not wait for free devices, so it does not stop a running job from
+// growing onto one (it did: every pending job stopped growth).
+TEST_F(JobControllerReformTest, AJobItsUsersLimitHoldsDoesNotStopGrowth) {
+  TearDown();
+  options_.users.users["bob"].max_devices = 1;
+  SetUp();
+  GrowLab lab;
+  StartGrowLab(&lab);
+  const api::JobId bobs = Submit(CmdSpec(2), "bob");
+  TickGrowLab(lab);
+  EXPECT_NE(Reasons(lab.id).find("devices c:0 are free: the job grows"), std::string::npos)
+      << Reasons(lab.id);
+  EXPECT_EQ(StateOf(bobs), JobState::kPending) << store_->GetJob(bobs)->reason;
+  std::string why;
+  for (const api::QueueRow& row : controller_->Queue()) {
+    if (row.id == bobs) why = row.reason;
+  }
+  EXPECT_NE(why.find("limit"), std::string::npos) << "the queue says bob's limit holds it: " << why;
+}
+
 // Rank 0 of a re-formed world still hosts the rendezvous store of the world
 // it left (abandoned, not destroyed), so that port stays taken for as long as
 // its process runs: a job grows onto b (a new port), runs on for minutes while
