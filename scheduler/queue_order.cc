@@ -58,6 +58,16 @@ int64_t DeviceCap(const UserPolicy& policy, const UserUsage& held) {
   return policy.max_devices > 0 ? std::max<int64_t>(policy.max_devices - held.devices, 0) : 0;
 }
 
+std::optional<int64_t> DeviceBound(const UserPolicy& policy, int64_t others, int64_t max_devices) {
+  std::optional<int64_t> bound;
+  if (max_devices > 0) bound = max_devices;
+  if (policy.max_devices > 0) {
+    const int64_t left = policy.max_devices - others;
+    bound = bound ? std::min(*bound, left) : left;
+  }
+  return bound;
+}
+
 std::vector<QueueEntry> OrderQueue(const std::vector<QueuedJob>& jobs,
                                    const std::map<std::string, UserUsage>& usage,
                                    const UserPolicies& policies, QueueOrdering ordering) {

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,13 @@ std::string LimitHolds(const std::string& user, const UserPolicy& policy, const 
 // caller to have asked LimitHolds first (which holds the job then), or to
 // read policy.max_devices itself (as growth of a running job does).
 int64_t DeviceCap(const UserPolicy& policy, const UserUsage& held);
+
+// The most devices a job may plan on: the smaller of its own bound
+// `max_devices` (0: none) and what its user's device limit leaves it beside
+// the `others` devices the user's other jobs hold (0 or less when the limit
+// leaves none); nullopt when neither bounds it. For a waiting job `others` is
+// all the user holds, for a running one all but its own.
+std::optional<int64_t> DeviceBound(const UserPolicy& policy, int64_t others, int64_t max_devices);
 
 // REQUIRES: every policy valid (UserPolicy::Validate); job ids distinct.
 // Returns every job once: those that may start by position, then the held

@@ -128,10 +128,9 @@ Result<std::vector<PassDecision>> RunQueuePass(const std::vector<PassJob>& jobs,
       TESSERA_RETURN_IF_ERROR(decide(std::move(d)).status());
       continue;
     }
-    // Step 2b: the user's device limit bounds this job's plan.
-    if (const int64_t cap = DeviceCap(policy, holds); cap > 0) {
-      if (d.job.max_devices == 0 || d.job.max_devices > cap) d.job.max_devices = cap;
-    }
+    // Step 2b: the user's device limit bounds this job's plan (at least its
+    // minimum: the limit did not hold it).
+    d.job.max_devices = DeviceBound(policy, holds.devices, d.job.max_devices).value_or(0);
     // Step 2c: ready to be planned?
     if (hooks.ready) {
       TESSERA_ASSIGN_OR_RETURN(bool ready, hooks.ready(d.job));

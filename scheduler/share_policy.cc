@@ -148,9 +148,8 @@ Result<Assignment> Allocator::Assign(const std::set<int64_t>& fixed) {
     }
     const int64_t need = std::max<int64_t>(j.min_devices, 1);
     AllocJob capped = j;
-    if (const int64_t cap = DeviceCap(policies_.For(j.user), usage[j.user]); cap > 0) {
-      capped.max_devices = capped.max_devices > 0 ? std::min(capped.max_devices, cap) : cap;
-    }
+    capped.max_devices =
+        DeviceBound(policies_.For(j.user), usage[j.user].devices, j.max_devices).value_or(0);
     if (static_cast<int64_t>(free.size()) < need) {
       a.waits[j.id] = "needs " + std::to_string(need) + " device" + (need == 1 ? "" : "s") + "; " +
                       std::to_string(free.size()) +

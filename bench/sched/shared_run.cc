@@ -33,6 +33,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -112,13 +113,13 @@ void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<Share
     wider.insert(free.begin(), free.end());
     const TraceJob& t = trace.jobs[i];
     // Its user's device limit bounds what it may grow to.
-    int64_t max_devices = t.max_devices;
     const int64_t own = static_cast<int64_t>(l.devices.size());
-    if (const int64_t limit = users.For(t.user).max_devices; limit > 0) {
-      const int64_t allowed = limit - (held_by[t.user] - own);
-      if (allowed <= own) return false;
-      max_devices = max_devices > 0 ? std::min(max_devices, allowed) : allowed;
+    const int64_t others = held_by[t.user] - own;
+    if (const std::optional<int64_t> limit = DeviceBound(users.For(t.user), others, 0);
+        limit && *limit <= own) {
+      return false;
     }
+    const int64_t max_devices = DeviceBound(users.For(t.user), others, t.max_devices).value_or(0);
     TESSERA_ASSIGN_OR_RETURN(RateOnDevices grown, planner->Rate(t, max_devices, wider));
     bool gains = false;
     for (const std::string& d : grown.used) gains = gains || !l.devices.contains(d);

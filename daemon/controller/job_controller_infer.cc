@@ -147,9 +147,8 @@ Status JobController::YieldInferToTraining(const std::vector<api::Node>& nodes,
     }
     // Planned within its user's device limit, as the queue pass places it.
     api::Job job = pending_job;
-    if (const int64_t cap = scheduler::DeviceCap(policy, holds); cap > 0) {
-      job.spec.max_devices = job.spec.max_devices > 0 ? std::min(job.spec.max_devices, cap) : cap;
-    }
+    job.spec.max_devices =
+        scheduler::DeviceBound(policy, holds.devices, job.spec.max_devices).value_or(0);
     Result<scheduler::PlanSet> plans = PlanCached(job, freed, busy);  // (3)
     if (!plans.ok() || plans->plans.empty()) continue;
     std::map<api::JobId, std::vector<int64_t>> take;

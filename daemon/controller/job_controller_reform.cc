@@ -4,6 +4,7 @@
 #include <future>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "api/entrypoint_kind.h"
@@ -283,17 +284,17 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   for (Candidate& c : candidates) {
     // Its user's device limit bounds what it may grow to.
     const int64_t own = static_cast<int64_t>(c.devices.size());
-    if (const int64_t limit = options_.users.For(c.job.owner).max_devices; limit > 0) {
-      const int64_t allowed = limit - (usage[c.job.owner].devices - own);
-      if (allowed <= own) {
-        verdicts[c.job.id] = c.job.owner + " holds " + std::to_string(usage[c.job.owner].devices) +
-                             " devices of the " + std::to_string(limit) +
-                             " allowed (users: max_devices): it does not grow";
-        continue;
-      }
-      c.job.spec.max_devices =
-          c.job.spec.max_devices > 0 ? std::min(c.job.spec.max_devices, allowed) : allowed;
+    const scheduler::UserPolicy& policy = options_.users.For(c.job.owner);
+    const int64_t users_others = usage[c.job.owner].devices - own;
+    if (const std::optional<int64_t> limit = scheduler::DeviceBound(policy, users_others, 0);
+        limit && *limit <= own) {
+      verdicts[c.job.id] = c.job.owner + " holds " + std::to_string(usage[c.job.owner].devices) +
+                           " devices of the " + std::to_string(policy.max_devices) +
+                           " allowed (users: max_devices): it does not grow";
+      continue;
     }
+    c.job.spec.max_devices =
+        scheduler::DeviceBound(policy, users_others, c.job.spec.max_devices).value_or(0);
     // (3) Its own devices count as free to both plans.
     std::vector<api::Node> mine = nodes;
     std::set<std::string> busy_now = taken, others;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,26 @@ TEST(QueueOrderTest, EveryJobAppearsOnceAndNoneStarves) {
     std::erase_if(jobs, [&](const QueuedJob& j) { return j.id == order.front().id; });
     jobs.push_back(Job(1000 + rounds, "a"));
     ASSERT_LT(++rounds, 3) << "b's job waits behind a's new ones";
+  }
+}
+
+TEST(QueueOrderTest, ADevicesBoundIsTheSmallerOfTheJobsAndWhatTheLimitLeaves) {
+  const struct {
+    const char* name;
+    int64_t limit;        // the user's max_devices; 0: none
+    int64_t others;       // devices the user's other jobs hold
+    int64_t max_devices;  // the job's own bound; 0: none
+    std::optional<int64_t> bound;
+  } cases[] = {
+      {"neither", 0, 5, 0, std::nullopt},   {"the job's own", 0, 5, 3, 3},
+      {"the limit's", 6, 2, 0, 4},          {"the job's, smaller", 6, 2, 3, 3},
+      {"the limit's, smaller", 6, 4, 3, 2}, {"none left", 6, 6, 0, 0},
+      {"past the limit", 6, 8, 3, -2},
+  };
+  for (const auto& c : cases) {
+    UserPolicy policy;
+    policy.max_devices = c.limit;
+    EXPECT_EQ(DeviceBound(policy, c.others, c.max_devices), c.bound) << c.name;
   }
 }
 
