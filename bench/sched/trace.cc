@@ -171,7 +171,8 @@ Trace GenerateLabDay(uint64_t seed, double load) {
 }
 // The CSV: the header line kCsvHeader (or kCsvHeaderTrainOnly: every job
 // trains), then one job a line; '#' lines and blank lines are skipped.
-Result<Trace> ReadTrace(const std::string& path) {
+Result<Trace> ReadTrace(const std::string& path,
+                        const std::map<std::string, ModelProfile>* profiles) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read " + path);
   Trace trace;
@@ -208,8 +209,11 @@ Result<Trace> ReadTrace(const std::string& path) {
     j.user = cells[1];
     j.model = cells[2];
     if (j.user.empty()) return InvalidArgument(at + "empty", "user");
-    if (!BuiltinProfile(j.model).ok()) {
-      return InvalidArgument(at + "not a builtin model: '" + j.model + "'", "model");
+    if (profiles == nullptr ? !BuiltinProfile(j.model).ok() : !profiles->contains(j.model)) {
+      return InvalidArgument(at + "not a builtin model" +
+                                 (profiles == nullptr ? "" : " or one a --profile names") + ": '" +
+                                 j.model + "'",
+                             "model");
     }
     if (columns > 8) {
       const std::optional<JobKind> kind = ParseJobKind(cells[8]);

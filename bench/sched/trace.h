@@ -5,11 +5,13 @@
 #define TESSERA_BENCH_SCHED_TRACE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "scheduler/job_request.h"
+#include "scheduler/model_profile.h"
 
 namespace tessera::scheduler::sim {
 
@@ -22,7 +24,7 @@ inline constexpr double kGiB = 1024.0 * 1024 * 1024;
 struct TraceJob {
   double submit_s = 0;
   std::string user;
-  std::string model;  // a builtin profile: colorize-unet, denoiser-dncnn, ...
+  std::string model;  // a profile's name: colorize-unet, denoiser-dncnn, ... (profile_files.h)
   int64_t global_batch = 0;
   int64_t steps = 0;
   int64_t min_devices = 1;
@@ -51,8 +53,10 @@ inline constexpr const char* kCsvHeaderTrainOnly =
 Trace GenerateLabDay(uint64_t seed, double load);
 
 // A lab's trace: kCsvHeader (or kCsvHeaderTrainOnly), then one job a line;
-// `#` lines are comments.
-Result<Trace> ReadTrace(const std::string& path);
+// `#` lines are comments. Every row's model must be one of `profiles` (by
+// name; nullptr: the builtin reference models).
+Result<Trace> ReadTrace(const std::string& path,
+                        const std::map<std::string, ModelProfile>* profiles = nullptr);
 Status WriteTrace(const Trace& trace, const std::string& path);
 
 }  // namespace tessera::scheduler::sim

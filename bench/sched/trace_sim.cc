@@ -10,7 +10,8 @@
 // Steps:
 //   1. Traces (trace.h): a generated lab day (--seed: ~40 jobs of 4 users,
 //      short and long training jobs of the reference models, one user's burst
-//      of 15, arrivals over hours), and optionally a lab's own CSV (--trace).
+//      of 15, arrivals over hours), and optionally a lab's own CSV (--trace),
+//      whose jobs may train the lab's own models (--profile, profile_files.h).
 //   2. Clusters (clusters.h): the demo lab (examples/demo-lab's five emulated
 //      devices as GPUs of their relative speeds) and a mixed 24-GPU cluster,
 //      or instead a lab's own (--cluster FILE.yaml, cluster_file.h); users'
@@ -26,7 +27,8 @@
 //      its user's own queue (the user's jobs alone on that share, in turn).
 //
 // Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
-//      [--only-trace] [--cluster FILE.yaml]... [--users FILE.yaml] [--write-trace FILE.csv]
+//      [--only-trace] [--cluster FILE.yaml]... [--profile [NAME=]FILE.json]...
+//      [--users FILE.yaml] [--write-trace FILE.csv]
 //      [--move-cost S] [--dwell S] [--jobs]
 //      (bench/sched/README.md); --round times one scheduling round of each
 //      kind: 50 waiting jobs on 64 idle devices, planned cold.
@@ -44,10 +46,12 @@
 
 #include "bench/sched/cluster_file.h"
 #include "bench/sched/clusters.h"
+#include "bench/sched/profile_files.h"
 #include "bench/sched/run.h"
 #include "bench/sched/sim_planner.h"
 #include "bench/sched/trace.h"
 #include "common/status.h"
+#include "scheduler/builtin_profiles.h"
 #include "scheduler/queue_pass.h"
 #include "scheduler/share_policy.h"
 
@@ -58,6 +62,16 @@ std::string Hours(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f h", s / kHour);
   return buf;
+}
+
+// ", and profile FILE's NAME (over the builtin)..." for the header.
+std::string ProfilesGiven(const std::vector<NamedProfile>& own) {
+  std::string out;
+  for (const NamedProfile& p : own) {
+    out += (out.empty() ? ", and " : ", ") + p.name +
+           (BuiltinProfile(p.name).ok() ? " (over the builtin)" : "");
+  }
+  return out.empty() ? out : out + " from --profile";
 }
 
 // Each job's completion time on its user's own queue: the user's jobs alone on
@@ -276,6 +290,7 @@ int Main(int argc, char** argv) {
   uint64_t seed = 1;
   double load = 1;
   std::optional<std::string> trace_path;
+  std::vector<NamedProfile> own_profiles;
   std::optional<std::string> write_path;
   std::vector<Cluster> clusters;
   std::optional<UserPolicies> users;
@@ -320,6 +335,13 @@ int Main(int argc, char** argv) {
         return 2;
       }
       clusters.push_back(*std::move(c));
+    } else if (a == "--profile") {
+      Result<NamedProfile> p = ReadProfileArg(value());
+      if (!p.ok()) {
+        std::cerr << "--profile: " << p.status().ToString() << "\n";
+        return 2;
+      }
+      own_profiles.push_back(*std::move(p));
     } else if (a == "--users") {
       Result<UserPolicies> u = ReadUsersBlock(value());
       if (!u.ok()) {
@@ -377,8 +399,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
+  const std::map<std::string, ModelProfile> profiles = SimProfiles(own_profiles);
   if (trace_path) {
-    Result<Trace> t = ReadTrace(*trace_path);
+    Result<Trace> t = ReadTrace(*trace_path, &profiles);
     if (!t.ok()) {
       std::cerr << t.status().ToString() << "\n";
       return 1;
@@ -393,8 +416,8 @@ int Main(int argc, char** argv) {
     traces.erase(traces.begin());  // the generated day
   }
   std::printf(
-      "trace_sim: the scheduler and the planner (MakePlans, builtin profiles) on a virtual clock.\n"
-      "A job runs its steps at its plan's predicted step time.\n"
+      "trace_sim: the scheduler and the planner (MakePlans, builtin profiles%s) on a virtual "
+      "clock.\nA job runs its steps at its plan's predicted step time.\n"
       "fifo, fair: the queue pass (scheduler/queue_pass.h); jobs are RIGID, each keeps the "
       "devices\n"
       "of the plan it started with (fifo: priority, then submission; fair: priority, then users'\n"
@@ -420,12 +443,13 @@ int Main(int argc, char** argv) {
       "with every device type in proportion; weights 1 unless --users or the cluster file say);\n"
       "vs own queue: JCT / its completion time with its user's jobs alone on that share, one at\n"
       "a time in order of submission (a user's burst waits on itself there too).\n",
-      shared.move_cost_s, shared.min_dwell_s, shared.share.horizon_s, shared.infer_move_cost_s);
+      ProfilesGiven(own_profiles).c_str(), shared.move_cost_s, shared.min_dwell_s,
+      shared.share.horizon_s, shared.infer_move_cost_s);
   int64_t plans = 0;
   for (const Trace& trace : traces) {
     std::printf("\ntrace %s: %s\n", trace.name.c_str(), trace.about.c_str());
     for (const Cluster& cluster : clusters) {
-      SimPlanner planner(cluster.snapshot);
+      SimPlanner planner(cluster.snapshot, profiles);
       std::vector<Run> runs;
       for (QueueOrdering o : {QueueOrdering::kFifo, QueueOrdering::kFairShare}) {
         runs.push_back(SimulateRigid(trace, cluster, o, &planner));
