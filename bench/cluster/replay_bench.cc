@@ -106,7 +106,8 @@ Result<std::vector<ReplayJob>> ReadReplayTrace(const std::string& path) {
     while (std::getline(sniff, head) && (head.empty() || head[0] == '#')) {
     }
   }
-  if (head.rfind(scheduler::sim::kCsvHeaderTrainOnly, 0) == 0) {  // with or without kind
+  // trace_sim's format has a steps column (in any order), the replay format alone_s.
+  if (("," + head + ",").find(",steps,") != std::string::npos) {
     TESSERA_ASSIGN_OR_RETURN(scheduler::sim::Trace t, scheduler::sim::ReadTrace(path));
     std::vector<ReplayJob> out;
     for (const TraceJob& j : t.jobs) {

@@ -169,45 +169,70 @@ Trace GenerateLabDay(uint64_t seed, double load) {
                 load_text;
   return trace;
 }
-// The CSV: the header line kCsvHeader (or kCsvHeaderTrainOnly: every job
-// trains), then one job a line; '#' lines and blank lines are skipped.
+// The CSV: a header line naming the columns (kCsvHeader's, in any order;
+// submit_s, user, model, global_batch and steps required), then one job a
+// line; '#' lines and blank lines are skipped.
 Result<Trace> ReadTrace(const std::string& path,
                         const std::map<std::string, ModelProfile>* profiles) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read " + path);
   Trace trace;
   trace.name = path.substr(path.find_last_of('/') + 1);
+  const std::vector<std::string> known = SplitCsv(kCsvHeader);
+  constexpr size_t kRequired = 5;        // known's first five
+  std::map<std::string, size_t> column;  // by name: its index in a row
   std::string line;
   int line_no = 0;
-  bool header = false;
   size_t columns = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line.front() == '#') continue;
     const std::string at = path + ":" + std::to_string(line_no) + ": ";
-    if (!header) {
-      if (line != kCsvHeader && line != kCsvHeaderTrainOnly) {
-        return InvalidArgument(at + "the header must be " + kCsvHeader + " (kind may be left out)");
+    if (columns == 0) {
+      const std::vector<std::string> names = SplitCsv(line);
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (std::find(known.begin(), known.end(), names[i]) == known.end()) {
+          return InvalidArgument(at + "the header names '" + names[i] +
+                                 "', not a column; the columns are " + kCsvHeader +
+                                 " (the last four may be left out)");
+        }
+        if (!column.emplace(names[i], i).second) {
+          return InvalidArgument(at + "the header names '" + names[i] + "' twice");
+        }
       }
-      header = true;
-      columns = SplitCsv(line).size();
+      for (size_t k = 0; k < kRequired; ++k) {
+        if (!column.contains(known[k])) {
+          return InvalidArgument(at + "the header has no '" + known[k] +
+                                 "' column; the columns are " + kCsvHeader +
+                                 " (the last four may be left out)");
+        }
+      }
+      columns = names.size();
       continue;
     }
     const std::vector<std::string> cells = SplitCsv(line);
     if (cells.size() != columns) {
       return InvalidArgument(at + std::to_string(columns) + " fields expected, as in the header");
     }
+    // The cell of a column; nullptr when the header has none (its default).
+    auto cell = [&](const std::string& name) -> const std::string* {
+      const auto c = column.find(name);
+      return c == column.end() ? nullptr : &cells[c->second];
+    };
     TraceJob j;
+    const std::string& submit = *cell("submit_s");
     try {
       size_t used = 0;
-      j.submit_s = std::stod(cells[0], &used);
-      if (used != cells[0].size() || !(j.submit_s >= 0)) throw std::invalid_argument("");
+      j.submit_s = std::stod(submit, &used);
+      if (used != submit.size() || !(j.submit_s >= 0) || !std::isfinite(j.submit_s)) {
+        throw std::invalid_argument("");
+      }
     } catch (const std::exception&) {
-      return InvalidArgument(at + "not a time >= 0: '" + cells[0] + "'", "submit_s");
+      return InvalidArgument(at + "not a time >= 0: '" + submit + "'", "submit_s");
     }
-    j.user = cells[1];
-    j.model = cells[2];
+    j.user = *cell("user");
+    j.model = *cell("model");
     if (j.user.empty()) return InvalidArgument(at + "empty", "user");
     if (profiles == nullptr ? !BuiltinProfile(j.model).ok() : !profiles->contains(j.model)) {
       return InvalidArgument(at + "not a builtin model" +
@@ -215,15 +240,17 @@ Result<Trace> ReadTrace(const std::string& path,
                                  j.model + "'",
                              "model");
     }
-    if (columns > 8) {
-      const std::optional<JobKind> kind = ParseJobKind(cells[8]);
-      if (!kind) return InvalidArgument(at + "train or infer, not '" + cells[8] + "'", "kind");
+    if (const std::string* kind_cell = cell("kind")) {
+      const std::optional<JobKind> kind = ParseJobKind(*kind_cell);
+      if (!kind) return InvalidArgument(at + "train or infer, not '" + *kind_cell + "'", "kind");
       j.kind = *kind;
     }
     const char* names[] = {"global_batch", "steps", "min_devices", "max_devices", "priority"};
     int64_t* fields[] = {&j.global_batch, &j.steps, &j.min_devices, &j.max_devices, &j.priority};
     for (int f = 0; f < 5; ++f) {
-      Result<int64_t> v = ParseInt(cells[3 + f], names[f]);
+      const std::string* c = cell(names[f]);
+      if (c == nullptr) continue;  // left out: TraceJob's default
+      Result<int64_t> v = ParseInt(*c, names[f]);
       if (!v.ok()) return InvalidArgument(at + v.status().message(), names[f]);
       *fields[f] = *v;
     }

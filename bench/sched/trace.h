@@ -39,8 +39,10 @@ struct Trace {
   std::vector<TraceJob> jobs;  // by submission time
 };
 
-// The CSV's header: the kind column ("train" or "infer") may be left out
-// (every job trains).
+// The CSV's columns, as WriteTrace writes them. A trace's header names the
+// ones it has, in any order: submit_s, user, model, global_batch and steps
+// are required; min_devices (default 1), max_devices (0: no bound), priority
+// (0) and kind ("train", or "infer") may be left out.
 inline constexpr const char* kCsvHeader =
     "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind";
 inline constexpr const char* kCsvHeaderTrainOnly =
@@ -52,9 +54,10 @@ inline constexpr const char* kCsvHeaderTrainOnly =
 // `load` multiplies every length.
 Trace GenerateLabDay(uint64_t seed, double load);
 
-// A lab's trace: kCsvHeader (or kCsvHeaderTrainOnly), then one job a line;
-// `#` lines are comments. Every row's model must be one of `profiles` (by
-// name; nullptr: the builtin reference models).
+// A lab's trace: a header naming its columns (kCsvHeader's), then one job a
+// line; `#` lines are comments. kInvalidArgument names the row's field, or
+// the header's column that is unknown, repeated or missing. Every row's model must be one of
+// `profiles` (by name; nullptr: the builtin reference models).
 Result<Trace> ReadTrace(const std::string& path,
                         const std::map<std::string, ModelProfile>* profiles = nullptr);
 Status WriteTrace(const Trace& trace, const std::string& path);

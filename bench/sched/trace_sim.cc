@@ -375,12 +375,13 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr
           << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] [--only-trace] [--cluster "
-             "FILE.yaml]... "
+             "FILE.yaml]... [--profile [NAME=]FILE.json]... "
              "[--users FILE.yaml] [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | "
              "--round\n  CSV: "
           << kCsvHeader
-          << "\n  kind: train (the default, when the column is left out) or infer (global_batch "
-             "images a step)\n  cluster file: name, nodes: [{name, count, network, intra_node, "
+          << " (any order; the last four may be left out)\n  kind: train (the default) or infer "
+             "(global_batch images a step)\n  cluster file: name, nodes: [{name, count, network, "
+             "intra_node, "
              "gpus: [{type, count, memory, tflops, tflops_half, memory_bandwidth}]}] "
              "(bench/sched/README.md)\n";
       return a == "--help" || a == "-h" ? 0 : 2;

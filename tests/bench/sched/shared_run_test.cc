@@ -61,6 +61,50 @@ TEST(TraceTest, WithoutTheKindColumnEveryJobTrains) {
   EXPECT_EQ(t->jobs[0].kind, JobKind::kTrain);
 }
 
+TEST(TraceTest, TheHeaderNamesTheColumnsInAnyOrderAndTheLastFourMayBeLeftOut) {
+  testing::TempDir dir;
+  Result<Trace> t = ReadTrace(WriteFile(dir,
+                                        "user, model, steps, submit_s, global_batch, max_devices\n"
+                                        "alice, colorize-unet, 500, 30, 16, 2\n"
+                                        "bob, denoiser-dncnn, 200, 0, 32, 0\n"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->jobs.size(), 2u);
+  // By submission: bob's first.
+  const TraceJob& bob = t->jobs[0];
+  const TraceJob& alice = t->jobs[1];
+  EXPECT_EQ(bob.user, "bob");
+  EXPECT_EQ(bob.model, "denoiser-dncnn");
+  EXPECT_EQ(bob.global_batch, 32);
+  EXPECT_EQ(bob.steps, 200);
+  EXPECT_DOUBLE_EQ(alice.submit_s, 30);
+  EXPECT_EQ(alice.max_devices, 2);
+  // What the header leaves out takes its default.
+  EXPECT_EQ(alice.min_devices, 1);
+  EXPECT_EQ(alice.priority, 0);
+  EXPECT_EQ(alice.kind, JobKind::kTrain);
+}
+
+TEST(TraceTest, AHeaderWithAnUnknownRepeatedOrMissingColumnIsRefused) {
+  const struct {
+    std::string header;
+    std::string says;
+  } cases[] = {
+      {"submit_s,user,model,global_batch,steps,gpus", "'gpus', not a column"},
+      {"submit_s,user,model,global_batch,steps,user", "'user' twice"},
+      {"submit_s,user,model,global_batch,min_devices", "no 'steps' column"},
+      {"0,alice,colorize-unet,16,500,1,2,0", "'0', not a column"},
+  };
+  for (const auto& c : cases) {
+    testing::TempDir dir;
+    Result<Trace> t = ReadTrace(
+        WriteFile(dir, "# a comment first\n" + c.header + "\n0,alice,colorize-unet,16,500,1\n"));
+    ASSERT_FALSE(t.ok()) << c.header;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << c.header;
+    EXPECT_NE(t.status().message().find(":2: "), std::string::npos) << t.status().ToString();
+    EXPECT_NE(t.status().message().find(c.says), std::string::npos) << t.status().ToString();
+  }
+}
+
 TEST(TraceTest, BadRowsNameTheirField) {
   const struct {
     std::string header;
