@@ -13,11 +13,15 @@ With --limits each lab also draws its users' weights and limits (a users:
 block as tesserad's config holds: weights 0.5-3, device and running-job
 limits for some users) and the script counts the moments any policy let a
 user past a limit (trace_sim checks after every round; none is expected).
+With --philly the traces are Gavel's Philly-shaped ones instead of lab days
+(trace_sim --generate philly: 60 jobs of the 4 users, Poisson arrivals at a
+rate scaled to the lab's throughput so that it is offered --philly-load of
+it; lengths 10^x minutes on one A100-like GPU, 1-8 GPUs).
 
 Run (after `cmake --build build --target trace_sim`):
 
     bench/sched/random_labs.py [--labs 20] [--seeds 1,2,3] [--first 1] [--limits]
-        [--trace-sim build/bench/sched/trace_sim] [--keep DIR]
+        [--philly [--philly-load 0.9]] [--trace-sim build/bench/sched/trace_sim] [--keep DIR]
 
 The labs are drawn from --first .. --first + --labs - 1, so a run is
 repeatable; --keep writes the cluster files and trace_sim's outputs there.
@@ -66,11 +70,18 @@ def draw_users(r, gpus):
     return "\n".join(lines) + "\n"
 
 
+# The mean length of a Philly-shaped job alone on one A100-like GPU, in hours:
+# 10^x minutes, x uniform in [1.5, 3] (8 in 10) or [3, 4], as trace_sim draws it.
+PHILLY_MEAN_H = (0.8 * (10**3 - 10**1.5) / 1.5 + 0.2 * (10**4 - 10**3)) / 2.302585 / 60
+REFERENCE_TFLOPS = 19.5  # the A100-like GPU lengths are drawn for
+
+
 def draw_lab(number, limits=False):
-    """Cluster-file text of lab `number` (with its users' limits), and its GPU count."""
+    """Cluster-file text of lab `number` (with its users' limits), its GPU count and TFLOPS."""
     r = random.Random(number)
     lines = [f"name: lab{number}", "nodes:"]
     gpus = 0
+    tflops_sum = 0.0
     for box in range(r.randint(2, 6)):
         lines += [f"  - name: box{box}", "    gpus:"]
         kinds = [r.choice(GPU_KINDS)]
@@ -82,10 +93,11 @@ def draw_lab(number, limits=False):
             lines.append(f"      - {{type: {kind}, count: {count}, memory: {mem}GiB, "
                          f"tflops: {tflops}}}")
             gpus += count
+            tflops_sum += count * tflops
     text = "\n".join(lines) + "\n"
     if limits:
         text += draw_users(random.Random(10_000 + number), gpus)
-    return text, gpus
+    return text, gpus, tflops_sum
 
 
 def parse_rows(text):
@@ -123,9 +135,15 @@ def main():
     ap.add_argument("--keep", help="folder for the cluster files and outputs")
     ap.add_argument("--limits", action="store_true",
                     help="draw each lab's users' weights and limits too")
+    ap.add_argument("--philly", action="store_true",
+                    help="replay Philly-shaped traces (trace_sim --generate philly)")
+    ap.add_argument("--philly-load", type=float, default=0.9,
+                    help="with --philly: the work offered, a fraction of the lab's throughput")
     args = ap.parse_args()
     if args.labs < 1:
         ap.error("--labs must be at least 1")
+    if not args.philly_load > 0:
+        ap.error("--philly-load must be > 0")
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
@@ -138,13 +156,19 @@ def main():
 
     runs = []
     for number in range(args.first, args.first + args.labs):
-        text, gpus = draw_lab(number, args.limits)
+        text, gpus, tflops_sum = draw_lab(number, args.limits)
         path = os.path.join(out_dir, f"lab{number}.yaml")
         with open(path, "w") as f:
             f.write(text)
         load = max(1.0, round(gpus / 5.0, 1))  # the demo lab's 5 devices at load 1
         for seed in seeds:
             cmd = [args.trace_sim, "--cluster", path, "--seed", str(seed), "--load", str(load)]
+            if args.philly:
+                # Jobs an hour offering philly_load of the lab's A100-like throughput.
+                rate = args.philly_load * tflops_sum / REFERENCE_TFLOPS / PHILLY_MEAN_H
+                load = f"philly {rate:.3g}/h"
+                cmd = [args.trace_sim, "--cluster", path, "--generate", "philly", "--seed",
+                       str(seed), "--count", "60", "--rate", f"{rate:.4g}"]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             name = f"lab{number} ({gpus} GPUs) seed {seed} load {load}"
             if done.returncode != 0:

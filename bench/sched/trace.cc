@@ -169,6 +169,53 @@ Trace GenerateLabDay(uint64_t seed, double load) {
                 load_text;
   return trace;
 }
+// Gavel's generated traces (OSDI'20), their shapes from Microsoft's Philly
+// cluster (Jeon et al., ATC'19): arrivals a Poisson process; lengths 10^x
+// minutes alone on one reference GPU, x uniform in [1.5, 3] for 8 jobs in 10
+// and in [3, 4] for the rest; GPU counts 1 (7 in 10), 2 (1 in 10), 4 (15 in
+// 100) or 8 (the rest), here a job's max_devices (the job is elastic from one
+// device up). Models: the four reference ones at their usual batches.
+Trace GeneratePhilly(uint64_t seed, double load, int jobs, double jobs_per_hour, int users) {
+  Rng rng(seed);
+  const std::vector<ModelUse> models = {{"colorize-unet", {16, 32}},
+                                        {"denoiser-dncnn", {16, 32}},
+                                        {"classifier-resnet", {64, 128}},
+                                        {"gan-pix2pix", {8, 16}}};
+  const std::vector<std::string> names = {"alice", "bob",   "carol", "dave",
+                                          "erin",  "frank", "grace", "heidi"};
+  Trace trace;
+  trace.name = "philly";
+  double at = 0;
+  for (int i = 0; i < jobs; ++i) {
+    TraceJob j;
+    j.submit_s = std::round(at);
+    // The next arrival: an exponential gap of mean 1 / rate hours.
+    at += -std::log(1.0 - rng.Uniform(0, 1)) / jobs_per_hour * kHour;
+    const int64_t u = rng.Int(0, users - 1);
+    j.user = u < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(u)]
+                                                    : "user" + std::to_string(u + 1);
+    const ModelUse& m = rng.Pick(models);
+    j.model = m.model;
+    j.global_batch = rng.Pick(m.batches);
+    const double exponent = rng.Uniform(0, 1) < 0.8 ? rng.Uniform(1.5, 3) : rng.Uniform(3, 4);
+    const double seconds = std::pow(10.0, exponent) * 60 * load;
+    const double r = rng.Uniform(0, 1);
+    j.max_devices = r < 0.7 ? 1 : r < 0.8 ? 2 : r < 0.95 ? 4 : 8;
+    const double step = ReferenceStepSeconds(j.model, j.global_batch, j.kind);
+    j.steps = std::max<int64_t>(100, static_cast<int64_t>(std::round(seconds / step / 100)) * 100);
+    trace.jobs.push_back(j);
+  }
+  char load_text[48] = "";
+  if (load != 1) std::snprintf(load_text, sizeof load_text, ", every job %gx as long", load);
+  char about[256];
+  std::snprintf(about, sizeof about,
+                "generated, seed %llu: %d jobs of %d users, Poisson arrivals at %g an hour, "
+                "Philly-shaped lengths and sizes (as Gavel's traces)%s",
+                static_cast<unsigned long long>(seed), jobs, users, jobs_per_hour, load_text);
+  trace.about = about;
+  return trace;
+}
+
 // The CSV: a header line naming the columns (kCsvHeader's, in any order;
 // submit_s, user, model, global_batch and steps required), then one job a
 // line; '#' lines and blank lines are skipped.

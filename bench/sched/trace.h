@@ -54,6 +54,16 @@ inline constexpr const char* kCsvHeaderTrainOnly =
 // `load` multiplies every length.
 Trace GenerateLabDay(uint64_t seed, double load);
 
+// Gavel's generated traces (OSDI'20), shaped after Microsoft's Philly cluster
+// (ATC'19): `jobs` training jobs of `users` users (alice, bob, ... drawn
+// evenly), Poisson arrivals at `jobs_per_hour`; each job's length alone on one
+// A100-like GPU 10^x minutes, x uniform in [1.5, 3] for 8 in 10 and in [3, 4]
+// for the rest (30 min to 17 h; 17 h to 7 days), times `load`; its size
+// (Philly's GPU counts: 1, 2, 4 or 8 for 70, 10, 15 and 5 in 100) its
+// max_devices; the four reference models at their usual batches.
+// REQUIRES: jobs >= 1, jobs_per_hour > 0, users >= 1, load > 0.
+Trace GeneratePhilly(uint64_t seed, double load, int jobs, double jobs_per_hour, int users);
+
 // A lab's trace: a header naming its columns (kCsvHeader's), then one job a
 // line; `#` lines are comments. kInvalidArgument names the row's field, or
 // the header's column that is unknown, repeated or missing. Every row's model must be one of

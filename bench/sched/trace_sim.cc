@@ -10,7 +10,9 @@
 // Steps:
 //   1. Traces (trace.h): a generated lab day (--seed: ~40 jobs of 4 users,
 //      short and long training jobs of the reference models, one user's burst
-//      of 15, arrivals over hours), and optionally a lab's own CSV (--trace),
+//      of 15, arrivals over hours) or Gavel's Philly-shaped one (--generate
+//      philly: Poisson arrivals, lengths 10^x minutes, 1-8 GPUs), and
+//      optionally a lab's own CSV (--trace),
 //      whose jobs may train the lab's own models (--profile, profile_files.h).
 //   2. Clusters (clusters.h): the demo lab (examples/demo-lab's five emulated
 //      devices as GPUs of their relative speeds) and a mixed 24-GPU cluster,
@@ -26,7 +28,8 @@
 //      user's fair share of the cluster, and JCT over its completion time on
 //      its user's own queue (the user's jobs alone on that share, in turn).
 //
-// Run: build/bench/sched/trace_sim [--seed N] [--load X] [--trace FILE.csv]
+// Run: build/bench/sched/trace_sim [--seed N] [--load X]
+//      [--generate lab-day|philly [--count N] [--rate R] [--user-count U]] [--trace FILE.csv]
 //      [--only-trace] [--cluster FILE.yaml]... [--profile [NAME=]FILE.json]...
 //      [--users FILE.yaml] [--write-trace FILE.csv]
 //      [--move-cost S] [--dwell S] [--jobs]
@@ -291,6 +294,10 @@ int Main(int argc, char** argv) {
   double load = 1;
   std::optional<std::string> trace_path;
   std::vector<NamedProfile> own_profiles;
+  std::string generate = "lab-day";
+  int64_t count = 40;
+  double rate = 0.2;
+  int64_t user_count = 4;
   std::optional<std::string> write_path;
   std::vector<Cluster> clusters;
   std::optional<UserPolicies> users;
@@ -324,6 +331,30 @@ int Main(int argc, char** argv) {
       load = number([](const std::string& v, size_t* used) { return std::stod(v, used); });
       if (!(load > 0) || !std::isfinite(load)) {
         std::cerr << "--load must be > 0\n";
+        return 2;
+      }
+    } else if (a == "--generate") {
+      generate = value();
+      if (generate != "lab-day" && generate != "philly") {
+        std::cerr << "--generate: lab-day or philly, not '" << generate << "'\n";
+        return 2;
+      }
+    } else if (a == "--count") {
+      count = number([](const std::string& v, size_t* used) { return std::stoll(v, used); });
+      if (count < 1 || count > 100000) {
+        std::cerr << "--count: 1 to 100000 jobs\n";
+        return 2;
+      }
+    } else if (a == "--rate") {
+      rate = number([](const std::string& v, size_t* used) { return std::stod(v, used); });
+      if (!(rate > 0) || !std::isfinite(rate)) {
+        std::cerr << "--rate must be > 0 jobs an hour\n";
+        return 2;
+      }
+    } else if (a == "--user-count") {
+      user_count = number([](const std::string& v, size_t* used) { return std::stoll(v, used); });
+      if (user_count < 1 || user_count > 1000) {
+        std::cerr << "--user-count: 1 to 1000 users\n";
         return 2;
       }
     } else if (a == "--trace") {
@@ -374,7 +405,9 @@ int Main(int argc, char** argv) {
       return 0;
     } else {
       std::cerr
-          << "usage: trace_sim [--seed N] [--load X] [--trace FILE.csv] [--only-trace] [--cluster "
+          << "usage: trace_sim [--seed N] [--load X] [--generate lab-day|philly [--count N] "
+             "[--rate "
+             "R] [--user-count U]] [--trace FILE.csv] [--only-trace] [--cluster "
              "FILE.yaml]... [--profile [NAME=]FILE.json]... "
              "[--users FILE.yaml] [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | "
              "--round\n  CSV: "
@@ -392,7 +425,10 @@ int Main(int argc, char** argv) {
   if (users) {
     for (Cluster& c : clusters) c.users = *users;
   }
-  std::vector<Trace> traces = {GenerateLabDay(seed, load)};
+  std::vector<Trace> traces = {
+      generate == "philly"
+          ? GeneratePhilly(seed, load, static_cast<int>(count), rate, static_cast<int>(user_count))
+          : GenerateLabDay(seed, load)};
   if (write_path) {
     Status st = WriteTrace(traces.front(), *write_path);
     if (!st.ok()) {
@@ -414,7 +450,7 @@ int Main(int argc, char** argv) {
       std::cerr << "--only-trace needs --trace FILE.csv\n";
       return 2;
     }
-    traces.erase(traces.begin());  // the generated day
+    traces.erase(traces.begin());  // the generated trace
   }
   std::printf(
       "trace_sim: the scheduler and the planner (MakePlans, builtin profiles%s) on a virtual "
