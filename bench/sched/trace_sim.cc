@@ -325,14 +325,39 @@ int Main(int argc, char** argv) {
       std::cerr << a << ": not a number: '" << v << "'\n";
       std::exit(2);
     };
+    // A number > 0 (>= 0 with `zero_ok`), else exit 2 naming the flag.
+    auto real = [&](bool zero_ok, const char* unit) {
+      const double v =
+          number([](const std::string& t, size_t* used) { return std::stod(t, used); });
+      if (!std::isfinite(v) || v < 0 || (v == 0 && !zero_ok)) {
+        std::cerr << a << " must be " << (zero_ok ? ">= 0 " : "> 0 ") << unit << "\n";
+        std::exit(2);
+      }
+      return v;
+    };
+    // A whole number in [lo, hi], else exit 2 naming the flag.
+    auto whole = [&](int64_t lo, int64_t hi, const char* unit) {
+      const int64_t v =
+          number([](const std::string& t, size_t* used) { return std::stoll(t, used); });
+      if (v < lo || v > hi) {
+        std::cerr << a << ": " << lo << " to " << hi << " " << unit << "\n";
+        std::exit(2);
+      }
+      return v;
+    };
+    // What `reader` makes of the value (a file), else exit 2 with its error.
+    auto read = [&](auto reader) {
+      auto r = reader(value());
+      if (!r.ok()) {
+        std::cerr << a << ": " << r.status().ToString() << "\n";
+        std::exit(2);
+      }
+      return *std::move(r);
+    };
     if (a == "--seed") {
       seed = number([](const std::string& v, size_t* used) { return std::stoull(v, used); });
     } else if (a == "--load") {
-      load = number([](const std::string& v, size_t* used) { return std::stod(v, used); });
-      if (!(load > 0) || !std::isfinite(load)) {
-        std::cerr << "--load must be > 0\n";
-        return 2;
-      }
+      load = real(false, "(a factor on every length)");
     } else if (a == "--generate") {
       generate = value();
       if (generate != "lab-day" && generate != "philly") {
@@ -340,62 +365,25 @@ int Main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "--count") {
-      count = number([](const std::string& v, size_t* used) { return std::stoll(v, used); });
-      if (count < 1 || count > 100000) {
-        std::cerr << "--count: 1 to 100000 jobs\n";
-        return 2;
-      }
+      count = whole(1, 100000, "jobs");
     } else if (a == "--rate") {
-      rate = number([](const std::string& v, size_t* used) { return std::stod(v, used); });
-      if (!(rate > 0) || !std::isfinite(rate)) {
-        std::cerr << "--rate must be > 0 jobs an hour\n";
-        return 2;
-      }
+      rate = real(false, "jobs an hour");
     } else if (a == "--user-count") {
-      user_count = number([](const std::string& v, size_t* used) { return std::stoll(v, used); });
-      if (user_count < 1 || user_count > 1000) {
-        std::cerr << "--user-count: 1 to 1000 users\n";
-        return 2;
-      }
+      user_count = whole(1, 1000, "users");
     } else if (a == "--trace") {
       trace_path = value();
     } else if (a == "--cluster") {
-      Result<Cluster> c = ReadClusterFile(value());
-      if (!c.ok()) {
-        std::cerr << "--cluster: " << c.status().ToString() << "\n";
-        return 2;
-      }
-      clusters.push_back(*std::move(c));
+      clusters.push_back(read(ReadClusterFile));
     } else if (a == "--profile") {
-      Result<NamedProfile> p = ReadProfileArg(value());
-      if (!p.ok()) {
-        std::cerr << "--profile: " << p.status().ToString() << "\n";
-        return 2;
-      }
-      own_profiles.push_back(*std::move(p));
+      own_profiles.push_back(read(ReadProfileArg));
     } else if (a == "--users") {
-      Result<UserPolicies> u = ReadUsersBlock(value());
-      if (!u.ok()) {
-        std::cerr << "--users: " << u.status().ToString() << "\n";
-        return 2;
-      }
-      users = *std::move(u);
+      users = read(ReadUsersBlock);
     } else if (a == "--write-trace") {
       write_path = value();
     } else if (a == "--move-cost") {
-      shared.move_cost_s =
-          number([](const std::string& v, size_t* used) { return std::stod(v, used); });
-      if (!(shared.move_cost_s >= 0) || !std::isfinite(shared.move_cost_s)) {
-        std::cerr << "--move-cost must be >= 0 seconds\n";
-        return 2;
-      }
+      shared.move_cost_s = real(true, "seconds");
     } else if (a == "--dwell") {
-      shared.min_dwell_s =
-          number([](const std::string& v, size_t* used) { return std::stod(v, used); });
-      if (!(shared.min_dwell_s >= 0) || !std::isfinite(shared.min_dwell_s)) {
-        std::cerr << "--dwell must be >= 0 seconds\n";
-        return 2;
-      }
+      shared.min_dwell_s = real(true, "seconds");
     } else if (a == "--only-trace") {
       only_trace = true;
     } else if (a == "--jobs") {
