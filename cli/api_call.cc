@@ -3,10 +3,17 @@
 #include "api/http_client.h"
 #include "api/http_status.h"
 #include "api/server_url.h"
+#include "api/url.h"
 
 namespace tessera::cli {
 
 using api::Json;
+
+void AppendQuery(std::string& target, std::string_view name, std::string_view value) {
+  target += target.find('?') == std::string::npos ? "?" : "&";
+  target += name;
+  target += "=" + api::PercentEncode(value);
+}
 
 void PrintError(std::ostream& err, const Status& st) {
   err << "error: ";

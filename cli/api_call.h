@@ -1,7 +1,8 @@
 // How a command talks to tesserad and prints its answer: CallApi (one REST
-// call with the run's server, token and TLS settings), PrintError (the CLI's
-// one error line), Emit (the API's JSON with --json, else a human form) and
-// CallAndEmit (the two together, for a command that prints what it is told).
+// call with the run's server, token and TLS settings), AppendQuery (a query
+// parameter, encoded), PrintError (the CLI's one error line), Emit (the API's
+// JSON with --json, else a human form) and CallAndEmit (the two together, for
+// a command that prints what it is told).
 //
 // Thread safety: as RunCli (a CliContext belongs to one run).
 #ifndef TESSERA_CLI_API_CALL_H_
@@ -16,6 +17,9 @@
 #include "common/status.h"
 
 namespace tessera::cli {
+
+// Appends `name=value` (the value percent-encoded) to `target`'s query.
+void AppendQuery(std::string& target, std::string_view name, std::string_view value);
 
 // "error: <field>: <message>" (no field: "error: <message>") on `err`.
 void PrintError(std::ostream& err, const Status& st);

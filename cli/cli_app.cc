@@ -49,6 +49,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   AddNodes(app, ctx);
   AddPlan(app, ctx);
   AddQueue(app, ctx);
+  AddTrace(app, ctx);
   AddEntrypoints(app, ctx);
   AddTokenPointer(app, ctx);
   // Commands a caller adds.

@@ -55,6 +55,14 @@ void AddQueue(CLI::App& app, CliContext& ctx);
 // Adds the `entrypoints` subcommand and its subcommands to `app`.
 void AddEntrypoints(CLI::App& app, CliContext& ctx);
 
+// trace_command.cc: `tessera trace [--owner U] [--out FILE]`: every job the
+// caller may see (all pages of GET /api/v1/jobs; an admin's: every user's) as
+// a trace for the scheduler simulator (cli/trace_export.h), on stdout or in
+// FILE.
+//
+// Adds the `trace` subcommand to `app`.
+void AddTrace(CLI::App& app, CliContext& ctx);
+
 }  // namespace tessera::cli
 
 #endif  // TESSERA_CLI_COMMANDS_H_

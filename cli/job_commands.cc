@@ -12,7 +12,6 @@
 
 #include "api/http_status.h"
 #include "api/types.h"
-#include "api/url.h"
 #include "cli/api_call.h"
 #include "cli/commands.h"
 #include "cli/output_format.h"
@@ -80,13 +79,6 @@ Result<int64_t> ParseJobId(const std::string& text) {
   const std::optional<int64_t> id = ParseWholeNumber(text);
   if (!id || *id <= 0) return InvalidArgument("must be a positive job id", "id");
   return *id;
-}
-
-// Appends `name=value` (the value percent-encoded) to `target`'s query.
-void AppendQuery(std::string& target, std::string_view name, std::string_view value) {
-  target += target.find('?') == std::string::npos ? "?" : "&";
-  target += name;
-  target += "=" + api::PercentEncode(value);
 }
 
 // Adds `name ID` to `app`. When it runs, `run` gets the subcommand (for its

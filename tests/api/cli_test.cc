@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -257,6 +258,62 @@ TEST_F(CliTest, QueueShowsPlacesSharesAndWhyEachJobWaits) {
   ASSERT_EQ(j["queue"].size(), 3u);
   EXPECT_TRUE(j["queue"][1]["id"].is_null()) << "another user's job has no id";
   EXPECT_EQ(j["queue"][2]["position"], 0);
+}
+
+// `tessera trace`: the jobs as the scheduler simulator's trace, by
+// submission, each job's work as the simulator counts it; what it cannot
+// count is a comment saying why.
+TEST_F(CliTest, TraceWritesTheJobsAsASimulatorTrace) {
+  auto add = [&](const std::string& owner, int64_t created_ms, api::JobKind kind,
+                 const std::string& entrypoint, int64_t batch, int64_t steps) {
+    const api::JobId id = cp_.AddJob(owner, api::JobState::kSucceeded);
+    cp_.UpdateJob(id, [&](api::Job& j) {
+      j.created_ms = created_ms;
+      j.spec.kind = kind;
+      j.spec.entrypoint = entrypoint;
+      j.spec.global_batch = batch;
+      j.spec.steps = steps;
+    });
+    return id;
+  };
+  const api::JobId train =
+      add("alice", 10'000, api::JobKind::kTrain, "builtin:colorize-unet", 32, 2000);
+  cp_.UpdateJob(train, [](api::Job& j) { j.spec.max_devices = 2; });
+  const api::JobId own = add("bob", 70'500, api::JobKind::kTrain, "model:own-unet", 16, 500);
+  cp_.UpdateJob(own, [](api::Job& j) {
+    j.spec.priority = 3;
+    j.spec.min_devices = 2;
+  });
+  const api::JobId archive =
+      add("carol", 40'000, api::JobKind::kInfer, "builtin:denoiser-dncnn", 32, 0);
+  cp_.SetInference(archive, api::Json{{"images_total", 1000}, {"images_done", 10}});
+  add("dave", 20'000, api::JobKind::kTrain, "cmd:ddp-script", 64, 0);
+  add("erin", 30'000, api::JobKind::kInfer, "builtin:colorize-unet", 8, 0);
+
+  ASSERT_EQ(Run({"trace"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind\n"
+            "0.000,alice,colorize-unet,32,2000,1,2,0,train\n"
+            "30.000,carol,denoiser-dncnn,32,32,1,0,0,infer\n"  // 1000 images, 32 a step
+            "60.500,bob,own-unet,16,500,2,0,3,train\n"
+            "# job 4 (dave, cmd:ddp-script) left out: a script counts its own steps\n"
+            "# job 5 (erin, builtin:colorize-unet) left out: its archive's images are not "
+            "counted yet\n");
+
+  // --out writes the file; every page of the listing is read.
+  for (int i = 0; i < 600; ++i)
+    add("frank", 90'000 + i, api::JobKind::kTrain, "builtin:gan-pix2pix", 8, 100);
+  TempDir dir;
+  const std::string path = (dir.path() / "lab.csv").string();
+  ASSERT_EQ(Run({"trace", "--out", path}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "wrote 605 jobs' trace to " + path + "\n");
+  std::ifstream in(path);
+  int rows = 0;
+  for (std::string line; std::getline(in, line);)
+    rows += line.find(",frank,gan-pix2pix,") != std::string::npos;
+  EXPECT_EQ(rows, 600);
+  EXPECT_EQ(Run({"trace", "--out", (dir.path() / "no" / "such" / "lab.csv").string()}), kExitUsage);
+  EXPECT_NE(err_.str().find("error: out: cannot write"), std::string::npos) << err_.str();
 }
 
 TEST_F(CliTest, SubmitYamlFileWithFlagOverride) {
