@@ -32,6 +32,7 @@ struct JobOutcome {
   double end_s = -1;
   std::string plan;     // "data x2 on boxa:0,boxa:1"
   std::string why_not;  // never planned / never fits / never started
+  int64_t moves = 0;    // its shrinks, grows, moves and requeues (Run::moves)
 };
 
 struct Run {

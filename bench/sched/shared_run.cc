@@ -87,6 +87,7 @@ void ApplyMove(double now, double cost_s, const char* action, const DeviceSet& d
   l.paused_until = std::max(now, l.paused_until) + cost_s;
   l.moved_at = now;
   outcome.plan += std::string(" -> ") + action + " " + DevicesText(devices);
+  ++outcome.moves;
   ++run.moves;
 }
 
@@ -295,6 +296,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
           l.restart_s = MoveCostOf(l, options);
           ++l.restarts;
           run.jobs[static_cast<size_t>(d.id - 1)].plan += " -> requeue";
+          ++run.jobs[static_cast<size_t>(d.id - 1)].moves;
           ++run.moves;
           continue;
         }

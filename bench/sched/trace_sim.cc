@@ -159,6 +159,16 @@ void PrintRuns(const Trace& trace, const Cluster& cluster, const std::vector<Run
                 Hours(avg).c_str(), Hours(p99).c_str(), Hours(run.makespan_s).c_str(),
                 Hours(run.time_waiting).c_str(), util_text, static_cast<long long>(run.moves),
                 slow.c_str());
+    // The job moved most: a lab notices one job moved all day more than the sum.
+    size_t most = 0;
+    for (size_t i = 1; i < run.jobs.size(); ++i) {
+      if (run.jobs[i].moves > run.jobs[most].moves) most = i;
+    }
+    if (!run.jobs.empty() && run.jobs[most].moves > 1) {
+      std::printf("         most changes of one job: %lld (job %zu of %s, %s)\n",
+                  static_cast<long long>(run.jobs[most].moves), most + 1,
+                  trace.jobs[most].user.c_str(), trace.jobs[most].model.c_str());
+    }
     if (run.limit_breaks > 0) {
       std::printf("         users' limits broken %lld times; the first %s\n",
                   static_cast<long long>(run.limit_breaks), run.first_limit_break.c_str());

@@ -164,6 +164,10 @@ TEST(SharedRunTest, AnArchiveGivesTrainingItsShareAndGrowsBackAfterIt) {
   ASSERT_NE(shrink, std::string::npos) << archive.plan;
   EXPECT_NE(archive.plan.find("-> grow", shrink), std::string::npos) << archive.plan;
   EXPECT_GT(archive.end_s, training.end_s);
+  // Each job counts its own changes (the shrink and the growth at least), and
+  // they add up to the run's.
+  EXPECT_GE(archive.moves, 2);
+  EXPECT_EQ(archive.moves + training.moves, run.moves);
 
   // Rigid, bob's job waits for the whole archive.
   const sim::Run rigid = SimulateRigid(trace, lab, QueueOrdering::kFifo, &planner);
