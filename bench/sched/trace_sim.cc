@@ -308,6 +308,7 @@ int Main(int argc, char** argv) {
   int64_t count = 40;
   double rate = 0.2;
   int64_t user_count = 4;
+  bool philly_flags = false;  // --count, --rate or --user-count given
   std::optional<std::string> write_path;
   std::vector<Cluster> clusters;
   std::optional<UserPolicies> users;
@@ -376,10 +377,13 @@ int Main(int argc, char** argv) {
       }
     } else if (a == "--count") {
       count = whole(1, 100000, "jobs");
+      philly_flags = true;
     } else if (a == "--rate") {
       rate = real(false, "jobs an hour");
+      philly_flags = true;
     } else if (a == "--user-count") {
       user_count = whole(1, 1000, "users");
+      philly_flags = true;
     } else if (a == "--trace") {
       trace_path = value();
     } else if (a == "--cluster") {
@@ -417,6 +421,10 @@ int Main(int argc, char** argv) {
              "(bench/sched/README.md)\n";
       return a == "--help" || a == "-h" ? 0 : 2;
     }
+  }
+  if (philly_flags && generate != "philly") {
+    std::cerr << "--count, --rate and --user-count shape --generate philly's trace\n";
+    return 2;
   }
   const auto began = std::chrono::steady_clock::now();
   if (clusters.empty()) clusters = {DemoLab(), Mixed24()};
