@@ -49,6 +49,14 @@ struct ModelUse {
   std::vector<int64_t> batches;
 };
 
+// The four reference models at their usual batches in the lab.
+std::vector<ModelUse> LabModels() {
+  return {{"colorize-unet", {16, 32}},
+          {"denoiser-dncnn", {16, 32}},
+          {"classifier-resnet", {64, 128}},
+          {"gan-pix2pix", {8, 16}}};
+}
+
 // The reference device job lengths are drawn for: one A100-like GPU.
 constexpr double kReferenceTflops = 19.5;
 constexpr double kReferenceMemoryGiB = 80;
@@ -113,10 +121,7 @@ Result<int64_t> ParseInt(const std::string& s, const std::string& field) {
 // `load` multiplies every length (1: the day as described).
 Trace GenerateLabDay(uint64_t seed, double load) {
   Rng rng(seed);
-  const std::vector<ModelUse> models = {{"colorize-unet", {16, 32}},
-                                        {"denoiser-dncnn", {16, 32}},
-                                        {"classifier-resnet", {64, 128}},
-                                        {"gan-pix2pix", {8, 16}}};
+  const std::vector<ModelUse> models = LabModels();
   const std::vector<std::string> users = {"alice", "bob", "carol", "dave"};
   auto steps_for = [load](const TraceJob& j, double seconds) {
     const double step = ReferenceStepSeconds(j.model, j.global_batch, j.kind) / load;
@@ -177,10 +182,7 @@ Trace GenerateLabDay(uint64_t seed, double load) {
 // device up). Models: the four reference ones at their usual batches.
 Trace GeneratePhilly(uint64_t seed, double load, int jobs, double jobs_per_hour, int users) {
   Rng rng(seed);
-  const std::vector<ModelUse> models = {{"colorize-unet", {16, 32}},
-                                        {"denoiser-dncnn", {16, 32}},
-                                        {"classifier-resnet", {64, 128}},
-                                        {"gan-pix2pix", {8, 16}}};
+  const std::vector<ModelUse> models = LabModels();
   const std::vector<std::string> names = {"alice", "bob",   "carol", "dave",
                                           "erin",  "frank", "grace", "heidi"};
   Trace trace;
