@@ -1,7 +1,6 @@
 // `tessera trace`: the jobs the caller may see as a simulator trace
 // (cli/trace_export.h), every page of GET /api/v1/jobs.
 #include <CLI/CLI.hpp>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +8,8 @@
 #include "cli/api_call.h"
 #include "cli/commands.h"
 #include "cli/trace_export.h"
+#include "common/atomic_file.h"
+#include "common/file_system.h"
 
 namespace tessera::cli {
 
@@ -43,11 +44,9 @@ void AddTrace(CLI::App& app, CliContext& ctx) {
       ctx.out << csv;
       return;
     }
-    std::ofstream file(f->out, std::ios::trunc);
-    file << csv;
-    file.close();
-    if (!file) {
-      PrintError(ctx.err, InvalidArgument("cannot write " + f->out, "out"));
+    // Whole or not at all: a lab's trace is not left half written.
+    if (Status st = WriteFileAtomically(*FileSystem::Default(), f->out, csv); !st.ok()) {
+      PrintError(ctx.err, InvalidArgument("cannot write " + f->out + ": " + st.message(), "out"));
       ctx.exit_code = kExitUsage;
       return;
     }
