@@ -50,7 +50,11 @@ void AddTrace(CLI::App& app, CliContext& ctx) {
       ctx.exit_code = kExitUsage;
       return;
     }
-    ctx.out << "wrote " << jobs.size() << " jobs' trace to " << f->out << "\n";
+    size_t left_out = 0;  // the '#' lines, one a job
+    for (size_t at = 0; at < csv.size(); at = csv.find('\n', at) + 1) left_out += csv[at] == '#';
+    ctx.out << "wrote " << jobs.size() - left_out << " jobs to " << f->out;
+    if (left_out > 0) ctx.out << " (" << left_out << " left out: see its # lines)";
+    ctx.out << "\n";
   });
 }
 
