@@ -24,7 +24,8 @@ Run (after `cmake --build build --target trace_sim`):
         [--philly [--philly-load 0.9]] [--trace-sim build/bench/sched/trace_sim] [--keep DIR]
 
 The labs are drawn from --first .. --first + --labs - 1, so a run is
-repeatable; --keep writes the cluster files and trace_sim's outputs there.
+repeatable; --keep writes the cluster files and trace_sim's outputs there (without it
+they go to a temporary folder removed at the end).
 """
 import argparse
 import os
@@ -151,7 +152,9 @@ def main():
     if not os.access(args.trace_sim, os.X_OK):
         sys.exit(f"random_labs: no trace_sim at {args.trace_sim} "
                  "(cmake --build build --target trace_sim)")
-    out_dir = args.keep or tempfile.mkdtemp(prefix="random_labs.")
+    # Without --keep the files live in a folder removed at the end.
+    scratch = None if args.keep else tempfile.TemporaryDirectory(prefix="random_labs.")
+    out_dir = args.keep or scratch.name
     os.makedirs(out_dir, exist_ok=True)
 
     runs = []
@@ -190,7 +193,8 @@ def main():
     makespan = ratio("makespan", "share", "fifo")  # < 1: share better
     n = len(runs)
     print(f"random_labs: {args.labs} labs x seeds {args.seeds} = {n} runs "
-          f"(labs {args.first}-{args.first + args.labs - 1}; files in {out_dir})")
+          f"(labs {args.first}-{args.first + args.labs - 1}"
+          f"{'; files in ' + out_dir if args.keep else ''})")
     print(f"  average JCT, fifo over share: median {statistics.median(jct):.2f}x, "
           f"min {min(jct):.2f}x, max {max(jct):.2f}x; share at least 1.5x on "
           f"{sum(x >= 1.5 for x in jct)}, worse than fifo (below 0.98x) on "
