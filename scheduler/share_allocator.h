@@ -69,6 +69,7 @@ struct Assignment {
   std::map<int64_t, std::string> waits;
   std::map<int64_t, std::string> requeued;   // running jobs sent back to the queue, why
   std::map<int64_t, std::string> caught_up;  // running jobs swapped onto faster devices, why
+  std::set<int64_t> behind;  // of those, the jobs behind their fair share (not their partners)
   double objective = 0;
 };
 

@@ -277,6 +277,7 @@ Status Allocator::CatchUp(const std::set<int64_t>& fixed, Assignment* a) {
     gy.erase(dy);
     gy.insert(dx);
     swapped.insert({x, y});
+    a->behind.insert(x);
     a->caught_up[x] = "where it is it would finish " + Fixed(rho_x, 1) +
                       "x its time alone on its fair share; it swaps " + dx + " for " + dy + " (" +
                       Fixed(best, 1) + "x at worst for the two)";

@@ -20,7 +20,8 @@
 //      plan; then catch-up: a job far behind its fair share swaps a slower
 //      device for a faster one with a job that stays within it (CatchUp);
 //   5. moves: a running job moves only when the gain over its horizon pays
-//      for the move, or it is a catch-up swap, or the move starts a waiting job that could start
+//      for the move, or it is a catch-up swap that beats what the job behind
+//      holds, or the move starts a waiting job that could start
 //      nowhere else and leaves the mover its fair share's throughput, unless
 //      the mover ends before the move would pay for itself (and,
 //      where it must, the move keeps one of its devices); otherwise it is
@@ -336,7 +337,13 @@ Result<Allocation> Allocator::Run() {
     // (Not for a job about to end anyway: the waiting one starts then.)
     const bool ends_soon = mover->remaining_s > 0 && mover->remaining_s <= move_s;
     const bool fair_move = starts_a_waiter && then_share >= 1.0 - 1e-9 && !ends_soon;
-    const auto caught_up = a.caught_up.find(mover->id);
+    // A catch-up swaps a job behind its fair share off the device this
+    // round's fill or trades gave it: it is a move only when it beats what the
+    // job holds (else one fast device for another, a restart for nothing).
+    auto caught_up = a.caught_up.find(mover->id);
+    if (caught_up != a.caught_up.end() && a.behind.contains(mover->id) && !(then > now)) {
+      caught_up = a.caught_up.end();
+    }
     if ((gain > cost || fair_move || caught_up != a.caught_up.end()) &&
         (keeps_one || !mover->move_keeps_a_device)) {
       moved_why[mover->id] =

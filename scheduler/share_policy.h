@@ -81,7 +81,10 @@
 //      the sum of normalized throughput, over min(options.horizon_s, the time
 //      the job has left), must exceed its move cost (AllocJob::move_cost_s)
 //      times its normalized throughput now, or the move is a catch-up swap
-//      (its cost is in the fairness it was judged by). Otherwise it is fixed where it is
+//      (its cost is in the fairness it was judged by) that, for the job behind,
+//      beats what it holds (a swap off the slow device this round's trades
+//      gave it onto another fast one like its own is no move: a restart for
+//      nothing). Otherwise it is fixed where it is
 //      and steps 3-4 run again for the others. Each job is judged once. A
 //      job whose move must keep one of its devices (AllocJob::
 //      move_keeps_a_device) and would keep none is fixed the same way.

@@ -521,6 +521,40 @@ TEST(SharePolicyTest, AJobBehindItsFairShareSwapsItsSlowDeviceWithAJobAheadOfIt)
   }
 }
 
+// Alice's job, far behind its fair share, holds fast:0. This round's trade
+// gives fast:0 to bob's (which gains most from it) and alice's the slow
+// device; the catch-up then swaps alice's onto carol's fast:1, which ends
+// within the bound there. Alice's would only trade one fast device for
+// another: no move (a restart from its checkpoint for nothing). Nor do bob's
+// and carol's trade: carol's ends in 5 s, before her move would pay.
+TEST(SharePolicyTest, ACatchUpThatOnlySwapsOneFastDeviceForAnotherIsNoMove) {
+  Fixture f;
+  f.Group("fast", 2).Group("slow", 1);
+  f.options.catch_up_above = 2.0;
+  auto restartable = [](double age_s, double work_done) {
+    return [=](AllocJob& j) {
+      j.max_devices = 1;
+      j.requeueable = true;
+      j.age_s = age_s;
+      j.work_done = work_done;
+    };
+  };
+  // Alice's: 2000 s left at 10 a second, 3x behind its fair share already.
+  f.Running(1, "alice", {{{"fast", 10}, {"slow", 5}}}, {"fast:0"}, true, 2000, 60);
+  f.With(1, restartable(10000, 20000));
+  // Bob's: young, 10x faster on a fast device.
+  f.Running(2, "bob", {{{"fast", 30}, {"slow", 3}}}, {"slow:0"}, true, 10000, 60);
+  f.With(2, restartable(100, 300));
+  // Carol's: about to end, within the bound even on the slow device.
+  f.Running(3, "carol", {{{"fast", 10}, {"slow", 2}}}, {"fast:1"}, true, 5, 60);
+  f.With(3, restartable(95, 950));
+  const Allocation a = f.Run();
+  for (int64_t id : {1, 2, 3}) {
+    EXPECT_EQ(Of(a, id).action, AllocAction::kKeep) << id << ": " << Of(a, id).reason;
+  }
+  EXPECT_EQ(Of(a, 1).devices, DeviceSet{"fast:0"});
+}
+
 TEST(SharePolicyTest, ARunningJobGrowsOntoFreeDevicesAndPrefersItsOwn) {
   Fixture f;
   f.Group("a", 4);
