@@ -68,6 +68,14 @@ std::optional<int64_t> DeviceBound(const UserPolicy& policy, int64_t others, int
   return bound;
 }
 
+std::optional<int64_t> GrowthBound(const UserPolicy& policy, int64_t others, int64_t own,
+                                   int64_t max_devices) {
+  if (const std::optional<int64_t> left = DeviceBound(policy, others, 0); left && *left <= own) {
+    return std::nullopt;
+  }
+  return DeviceBound(policy, others, max_devices).value_or(0);
+}
+
 std::vector<QueueEntry> OrderQueue(const std::vector<QueuedJob>& jobs,
                                    const std::map<std::string, UserUsage>& usage,
                                    const UserPolicies& policies, QueueOrdering ordering) {

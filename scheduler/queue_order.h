@@ -121,6 +121,12 @@ int64_t DeviceCap(const UserPolicy& policy, const UserUsage& held);
 // all the user holds, for a running one all but its own.
 std::optional<int64_t> DeviceBound(const UserPolicy& policy, int64_t others, int64_t max_devices);
 
+// A running job's growth within DeviceBound: the most devices a job holding
+// `own` may grow to (0: nothing bounds it), or nullopt when its user's device
+// limit beside `others` leaves it no more than `own` (it does not grow).
+std::optional<int64_t> GrowthBound(const UserPolicy& policy, int64_t others, int64_t own,
+                                   int64_t max_devices);
+
 // REQUIRES: every policy valid (UserPolicy::Validate); job ids distinct.
 // Returns every job once: those that may start by position, then the held
 // ones in the same rank order.

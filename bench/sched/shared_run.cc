@@ -67,6 +67,17 @@ std::string DevicesText(const DeviceSet& devices) {
   return out;
 }
 
+// What each user's running jobs hold: jobs and devices.
+std::map<std::string, UserUsage> UsageOf(const Trace& trace, const std::map<size_t, Live>& live) {
+  std::map<std::string, UserUsage> usage;
+  for (const auto& [i, l] : live) {
+    if (!l.running) continue;
+    usage[trace.jobs[i].user].running_jobs += 1;
+    usage[trace.jobs[i].user].devices += static_cast<int64_t>(l.devices.size());
+  }
+  return usage;
+}
+
 // Seconds `l` may not change after its start or last change.
 double DwellOf(const Live& l, const SharedOptions& options) {
   return l.infer ? options.infer_settle_s : options.min_dwell_s;
@@ -115,13 +126,10 @@ void GrowOntoFreeDevices(double now, const Trace& trace, const std::vector<Share
     const TraceJob& t = trace.jobs[i];
     // Its user's device limit bounds what it may grow to.
     const int64_t own = static_cast<int64_t>(l.devices.size());
-    const int64_t others = held_by[t.user] - own;
-    if (const std::optional<int64_t> limit = DeviceBound(users.For(t.user), others, 0);
-        limit && *limit <= own) {
-      return false;
-    }
-    const int64_t max_devices = DeviceBound(users.For(t.user), others, t.max_devices).value_or(0);
-    TESSERA_ASSIGN_OR_RETURN(RateOnDevices grown, planner->Rate(t, max_devices, wider));
+    const std::optional<int64_t> max_devices =
+        GrowthBound(users.For(t.user), held_by[t.user] - own, own, t.max_devices);
+    if (!max_devices) return false;
+    TESSERA_ASSIGN_OR_RETURN(RateOnDevices grown, planner->Rate(t, *max_devices, wider));
     bool gains = false;
     for (const std::string& d : grown.used) gains = gains || !l.devices.contains(d);
     if (!gains) return false;
@@ -228,13 +236,8 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
     // One allocation.
     bool blocked = false;  // a decision not taken this round: another round soon
     size_t held = 0;
-    std::map<std::string, UserUsage> usage;
-    for (const auto& [i, l] : live) {
-      held += l.devices.size();
-      if (!l.running) continue;
-      usage[trace.jobs[i].user].running_jobs += 1;
-      usage[trace.jobs[i].user].devices += static_cast<int64_t>(l.devices.size());
-    }
+    for (const auto& [i, l] : live) held += l.devices.size();
+    std::map<std::string, UserUsage> usage = UsageOf(trace, live);
     // A job waits for devices unless its user's limits hold it (tesserad's
     // JobController::PlaceableWaiting): one held cannot take a free device.
     bool waiting = false;
@@ -381,13 +384,7 @@ Run SimulateShared(const Trace& trace, const Cluster& cluster, const SharedOptio
       }
     }
     // What each user holds after the round, against its limits.
-    usage.clear();
-    for (const auto& [i, l] : live) {
-      if (!l.running) continue;
-      usage[trace.jobs[i].user].running_jobs += 1;
-      usage[trace.jobs[i].user].devices += static_cast<int64_t>(l.devices.size());
-    }
-    CheckLimits(policies, usage, now - start, &run);
+    CheckLimits(policies, UsageOf(trace, live), now - start, &run);
     // The next event: an arrival, a completion, or a dwell ending while
     // something waits or a device is free.
     double next = std::numeric_limits<double>::infinity();

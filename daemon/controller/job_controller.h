@@ -284,9 +284,11 @@ class JobController {
   // counted).
   std::map<std::string, scheduler::UserUsage> UsageByUser() EXCLUDES(mu_);
   // Whether a job of `pending` waits for devices: one its user's limits
-  // (users: max_running_jobs, max_devices) do not hold now. Growth waits for
-  // those only; a job a limit holds cannot take a free device anyway.
-  bool PlaceableWaiting(const std::vector<api::Job>& pending) EXCLUDES(mu_);
+  // (users: max_running_jobs, max_devices) do not hold, given what each user
+  // holds (`usage`, from UsageByUser). Growth waits for those only; a job a
+  // limit holds cannot take a free device anyway.
+  bool PlaceableWaiting(const std::vector<api::Job>& pending,
+                        const std::map<std::string, scheduler::UserUsage>& usage) const;
   // Launches `best` for the job (planned on the devices Tick saw free).
   Status PlaceLocked(const api::Job& job, const std::vector<api::Node>& nodes,
                      const scheduler::Plan& best, std::set<std::string>* placed_devices)

@@ -226,7 +226,8 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
   }
   if (free.empty()) return Status::Ok();
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  if (PlaceableWaiting(pending)) return Status::Ok();
+  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  if (PlaceableWaiting(pending, usage)) return Status::Ok();
   struct Candidate {
     api::JobId id = 0;
     int64_t attempt = 0;
@@ -251,7 +252,6 @@ Status JobController::GrowInference(const std::vector<api::Node>& nodes,
     }
   }
   if (candidates.empty()) return Status::Ok();
-  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
   // (2) The user holding the fewest devices per unit of weight grows first,
   // then a job still settling (just placed, often on what another job gave
   // up in the share round), then the job with the fewest ranks: the devices

@@ -264,11 +264,13 @@ std::map<std::string, scheduler::UserUsage> JobController::UsageByUser() {
   return usage;
 }
 
-bool JobController::PlaceableWaiting(const std::vector<api::Job>& pending) {
-  if (pending.empty()) return false;
-  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+bool JobController::PlaceableWaiting(
+    const std::vector<api::Job>& pending,
+    const std::map<std::string, scheduler::UserUsage>& usage) const {
   return std::any_of(pending.begin(), pending.end(), [&](const api::Job& j) {
-    return scheduler::LimitHolds(j.owner, options_.users.For(j.owner), usage[j.owner],
+    const auto held = usage.find(j.owner);
+    return scheduler::LimitHolds(j.owner, options_.users.For(j.owner),
+                                 held == usage.end() ? scheduler::UserUsage{} : held->second,
                                  j.spec.min_devices)
         .empty();
   });

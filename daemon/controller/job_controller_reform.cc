@@ -242,7 +242,8 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   }
   grow_checked_at_ = now;
   TESSERA_ASSIGN_OR_RETURN(std::vector<api::Job> pending, AllJobsIn(store_, JobState::kPending));
-  if (PlaceableWaiting(pending)) return Status::Ok();
+  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
+  if (PlaceableWaiting(pending, usage)) return Status::Ok();
   struct Candidate {
     api::Job job;
     int64_t attempt = 0;
@@ -253,7 +254,6 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
   };
   std::vector<Candidate> candidates;
   std::map<api::JobId, std::string> verdicts;  // this check's, by job
-  std::map<std::string, scheduler::UserUsage> usage = UsageByUser();
   const std::map<api::JobId, api::Job> records = ActiveJobRecords();
   {
     MutexLock lock(mu_);
@@ -285,16 +285,15 @@ Status JobController::GrowTraining(const std::vector<api::Node>& nodes,
     // Its user's device limit bounds what it may grow to.
     const int64_t own = static_cast<int64_t>(c.devices.size());
     const scheduler::UserPolicy& policy = options_.users.For(c.job.owner);
-    const int64_t users_others = usage[c.job.owner].devices - own;
-    if (const std::optional<int64_t> limit = scheduler::DeviceBound(policy, users_others, 0);
-        limit && *limit <= own) {
+    const std::optional<int64_t> bound = scheduler::GrowthBound(
+        policy, usage[c.job.owner].devices - own, own, c.job.spec.max_devices);
+    if (!bound) {
       verdicts[c.job.id] = c.job.owner + " holds " + std::to_string(usage[c.job.owner].devices) +
                            " devices of the " + std::to_string(policy.max_devices) +
                            " allowed (users: max_devices): it does not grow";
       continue;
     }
-    c.job.spec.max_devices =
-        scheduler::DeviceBound(policy, users_others, c.job.spec.max_devices).value_or(0);
+    c.job.spec.max_devices = *bound;
     // (3) Its own devices count as free to both plans.
     std::vector<api::Node> mine = nodes;
     std::set<std::string> busy_now = taken, others;

@@ -211,7 +211,7 @@ Status JobController::ShareForWaiting(const std::vector<api::Node>& nodes,
   }
   // Jobs their users' limits hold take nothing now: growth serves the free
   // devices then (GrowTraining, GrowInference).
-  if (!PlaceableWaiting(pending)) return Status::Ok();
+  if (!PlaceableWaiting(pending, UsageByUser())) return Status::Ok();
 
   struct Running {
     api::Job job;

@@ -211,6 +211,29 @@ TEST(QueueOrderTest, ADevicesBoundIsTheSmallerOfTheJobsAndWhatTheLimitLeaves) {
   }
 }
 
+TEST(QueueOrderTest, ARunningJobGrowsWithinWhatItsUsersLimitLeavesIt) {
+  const struct {
+    const char* name;
+    int64_t limit;        // the user's max_devices; 0: none
+    int64_t others;       // devices the user's other jobs hold
+    int64_t own;          // devices the job holds
+    int64_t max_devices;  // the job's own bound; 0: none
+    std::optional<int64_t> bound;
+  } cases[] = {
+      {"no bound", 0, 3, 2, 0, 0},
+      {"the job's own", 0, 3, 2, 4, 4},
+      {"the limit's", 6, 1, 2, 0, 5},
+      {"the job's, smaller", 6, 1, 2, 3, 3},
+      {"the limit leaves it what it has", 6, 4, 2, 0, std::nullopt},
+      {"past the limit", 6, 5, 2, 8, std::nullopt},
+  };
+  for (const auto& c : cases) {
+    UserPolicy policy;
+    policy.max_devices = c.limit;
+    EXPECT_EQ(GrowthBound(policy, c.others, c.own, c.max_devices), c.bound) << c.name;
+  }
+}
+
 TEST(QueueOrderTest, PolicyValidationNamesTheField) {
   struct Case {
     UserPolicy policy;
