@@ -36,6 +36,7 @@
 #include "worker/runtime/rank_device.h"
 #include "worker/runtime/tiny_models.h"
 #include "worker/runtime/trainer.h"
+#include "worker/runtime/transport_guard.h"
 
 #ifdef TESSERA_HAVE_WORKER_MODEL
 #include "worker/model/profile.h"
@@ -101,6 +102,9 @@ int main(int argc, char** argv) {
   // the kernel, bench/worker/pytorch_compare.py).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // A reset connection fails the rank's collectives instead of killing the
+  // rank (SIGPIPE, or Gloo's transport thread throwing: transport_guard.h).
+  tessera::worker::InstallTransportGuard();
   using namespace tessera;
   using namespace tessera::worker;
   CLI::App app{"tessera-worker: reference LibTorch worker"};
