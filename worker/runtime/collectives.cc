@@ -96,6 +96,11 @@ class C10dCollectives : public Collectives {
   }
   ~C10dCollectives() override {
     if (trace_ != nullptr) std::fclose(trace_);
+    // After a peer loss the group is abandoned, not destroyed: destroying it
+    // waits for its operations to time out, and its Gloo transport may hold the
+    // locks of a thread the transport guard parked (transport_guard.h), which
+    // it would wait for forever.
+    if (PeerLost()) (void)pg_.release();
   }
   C10dCollectives(const C10dCollectives&) = delete;
   C10dCollectives& operator=(const C10dCollectives&) = delete;

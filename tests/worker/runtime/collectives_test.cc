@@ -7,10 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "tests/worker/runtime/process_util.h"
+#include "worker/runtime/await_work.h"
 #include "worker/runtime/grad_reducer.h"
 
 namespace tessera::worker {
@@ -87,6 +90,33 @@ TEST(CollectivesTest, SubGroupAndSingletonGroup) {
     ASSERT_TRUE(solo.ok());
     EXPECT_EQ((*solo)->size(), 1);
     EXPECT_FALSE(w.NewGroup("not-member", {1 - rank}).ok());
+  });
+}
+
+// A group destroyed after a peer loss is abandoned: rank 0's all-reduce waits
+// for rank 1, which never joins it, and destroying the group returns at once
+// instead of waiting out the operation's timeout (20 s).
+TEST(CollectivesTest, AGroupDestroyedAfterAPeerLossIsAbandonedNotWaitedFor) {
+  std::promise<void> destroyed;
+  std::shared_future<void> rank0_done = destroyed.get_future().share();
+  RunTwoRanks([&](int rank, World& w) {
+    auto g = w.NewGroup("lost", {0, 1});
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    if (rank == 1) {
+      // Keeps its end open, so rank 0's operation cannot fail fast.
+      rank0_done.wait_for(std::chrono::seconds(60));
+      return;
+    }
+    std::unique_ptr<CommWork> pending = (*g)->AllReduceSumAsync({torch::ones({4})});
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // under way
+    MarkPeerLost("");
+    pending.reset();
+    const auto start = std::chrono::steady_clock::now();
+    g->reset();
+    const auto took = std::chrono::steady_clock::now() - start;
+    ClearPeerLost();
+    destroyed.set_value();
+    EXPECT_LT(took, std::chrono::seconds(10));
   });
 }
 
