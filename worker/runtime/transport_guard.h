@@ -20,7 +20,7 @@
 // gloo::IoException escapes for the life of the process: any thread but the
 // one that installed the guard. The failed connection's operations fail (Gloo
 // signalled them before it threw) or time out, the rank marks the peer loss,
-// and its group is abandoned, never destroyed (trainer.cc), so nothing waits on
+// and its group is abandoned, never destroyed (collectives.cc), so nothing waits on
 // the locks the parked thread holds. Every other uncaught exception, and any on
 // the installing thread, goes to the handler that was set before (the default
 // aborts).
