@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "api/entrypoint_kind.h"
+#include "api/job_spec_validation.h"
+#include "common/quantities.h"
 
 namespace tessera::cli {
 namespace {
@@ -26,6 +28,24 @@ std::optional<int64_t> StepsOf(const api::Job& job, std::string* why) {
     return std::nullopt;
   }
   return (images + job.spec.global_batch - 1) / job.spec.global_batch;
+}
+
+// The job's images as "width,height" (trace_export.h), "0,0" when it names
+// none; an --image-size that is not a whole number is tesserad's to refuse
+// (the job never ran), written as none.
+std::string ImagesOf(const api::Job& job) {
+  int64_t width = 0, height = 0;
+  if (job.spec.kind == api::JobKind::kTrain) {
+    if (const auto crop = api::BuiltinOptionValue(job.spec.args, "--image-size")) {
+      if (const std::optional<int64_t> side = ParseWholeNumber(*crop); side && *side > 0) {
+        width = height = *side;
+      }
+    }
+  } else if (job.spec.image_width > 0 && job.spec.image_height > 0) {
+    width = job.spec.image_width;
+    height = job.spec.image_height;
+  }
+  return std::to_string(width) + "," + std::to_string(height);
 }
 
 }  // namespace
@@ -58,7 +78,7 @@ std::string JobsAsTrace(const std::vector<api::Json>& jobs) {
                         "," + std::to_string(job->spec.min_devices) + "," +
                         std::to_string(job->spec.max_devices) + "," +
                         std::to_string(job->spec.priority) + "," +
-                        std::string(api::JobKindName(job->spec.kind))});
+                        std::string(api::JobKindName(job->spec.kind)) + "," + ImagesOf(*job)});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;

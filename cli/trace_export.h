@@ -24,9 +24,13 @@
 
 namespace tessera::cli {
 
-// The simulator's columns, in its order (bench/sched/trace.h kCsvHeader).
+// The simulator's columns, in its order (bench/sched/trace.h kCsvHeader, then
+// kCsvImageColumns): a training job's images are its --image-size crop, an
+// infer job's its image_width x image_height; 0,0 where the job names none
+// (the profile's own), as tesserad plans them.
 inline constexpr const char* kTraceHeader =
-    "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind";
+    "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind,image_width,"
+    "image_height";
 
 // The CSV (header, rows by submission, comment lines for the jobs left out).
 // `jobs`: the API's job objects (GET /api/v1/jobs); one that does not parse

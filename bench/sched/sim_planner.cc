@@ -14,7 +14,8 @@ namespace {
 std::string JobKey(const TraceJob& job, int64_t max_devices) {
   return std::string(JobKindName(job.kind)) + "|" + job.model + "|" +
          std::to_string(job.global_batch) + "|" + std::to_string(job.min_devices) + "|" +
-         std::to_string(max_devices);
+         std::to_string(max_devices) + "|" + std::to_string(job.image_width) + "x" +
+         std::to_string(job.image_height);
 }
 
 }  // namespace
@@ -40,6 +41,10 @@ Result<PlanSet> SimPlanner::Plan(const TraceJob& job, int64_t max_devices, const
   request.global_batch = job.global_batch;
   request.min_devices = static_cast<int>(job.min_devices);
   request.max_devices = static_cast<int>(max_devices);
+  if (job.image_width > 0 && job.image_height > 0) {
+    request.image =
+        ImageSize{static_cast<int>(job.image_width), static_cast<int>(job.image_height)};
+  }
   auto profile = profiles_.find(job.model);
   if (profile == profiles_.end()) return NotFound("no profile of " + job.model);
   PlannerOptions options;

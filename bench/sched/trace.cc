@@ -61,6 +61,10 @@ std::vector<ModelUse> LabModels() {
 constexpr double kReferenceTflops = 19.5;
 constexpr double kReferenceMemoryGiB = 80;
 
+// The largest image side a trace may name: tesserad's bound on a job's images
+// (api/job_spec_validation.h, which this pure library does not link).
+constexpr int64_t kMaxImageSide = 100'000;
+
 // The planner's step time of `model` at `batch` alone on the reference device.
 double ReferenceStepSeconds(const std::string& model, int64_t batch, JobKind kind) {
   ClusterSnapshot one;
@@ -227,7 +231,8 @@ Result<Trace> ReadTrace(const std::string& path,
   if (!in) return NotFound("cannot read " + path);
   Trace trace;
   trace.name = path.substr(path.find_last_of('/') + 1);
-  const std::vector<std::string> known = SplitCsv(kCsvHeader);
+  const std::string all_columns = std::string(kCsvHeader) + "," + kCsvImageColumns;
+  const std::vector<std::string> known = SplitCsv(all_columns);
   constexpr size_t kRequired = 5;        // known's first five
   std::map<std::string, size_t> column;  // by name: its index in a row
   std::string line;
@@ -243,8 +248,8 @@ Result<Trace> ReadTrace(const std::string& path,
       for (size_t i = 0; i < names.size(); ++i) {
         if (std::find(known.begin(), known.end(), names[i]) == known.end()) {
           return InvalidArgument(at + "the header names '" + names[i] +
-                                 "', not a column; the columns are " + kCsvHeader +
-                                 " (the last four may be left out)");
+                                 "', not a column; the columns are " + all_columns +
+                                 " (the last six may be left out)");
         }
         if (!column.emplace(names[i], i).second) {
           return InvalidArgument(at + "the header names '" + names[i] + "' twice");
@@ -253,9 +258,12 @@ Result<Trace> ReadTrace(const std::string& path,
       for (size_t k = 0; k < kRequired; ++k) {
         if (!column.contains(known[k])) {
           return InvalidArgument(at + "the header has no '" + known[k] +
-                                 "' column; the columns are " + kCsvHeader +
-                                 " (the last four may be left out)");
+                                 "' column; the columns are " + all_columns +
+                                 " (the last six may be left out)");
         }
+      }
+      if (column.contains("image_width") != column.contains("image_height")) {
+        return InvalidArgument(at + "image_width and image_height go together");
       }
       columns = names.size();
       continue;
@@ -294,9 +302,11 @@ Result<Trace> ReadTrace(const std::string& path,
       if (!kind) return InvalidArgument(at + "train or infer, not '" + *kind_cell + "'", "kind");
       j.kind = *kind;
     }
-    const char* names[] = {"global_batch", "steps", "min_devices", "max_devices", "priority"};
-    int64_t* fields[] = {&j.global_batch, &j.steps, &j.min_devices, &j.max_devices, &j.priority};
-    for (int f = 0; f < 5; ++f) {
+    const char* names[] = {"global_batch", "steps",       "min_devices", "max_devices",
+                           "priority",     "image_width", "image_height"};
+    int64_t* fields[] = {&j.global_batch, &j.steps,       &j.min_devices, &j.max_devices,
+                         &j.priority,     &j.image_width, &j.image_height};
+    for (int f = 0; f < 7; ++f) {
       const std::string* c = cell(names[f]);
       if (c == nullptr) continue;  // left out: TraceJob's default
       Result<int64_t> v = ParseInt(*c, names[f]);
@@ -307,6 +317,17 @@ Result<Trace> ReadTrace(const std::string& path,
       if (*fields[f] < 1) {
         return InvalidArgument(at + "at least 1, not " + std::to_string(*fields[f]), names[f]);
       }
+    }
+    for (int f = 5; f < 7; ++f) {
+      if (*fields[f] < 0 || *fields[f] > kMaxImageSide) {
+        return InvalidArgument(at + "0 (the profile's own) or 1 to " +
+                                   std::to_string(kMaxImageSide) + ", not " +
+                                   std::to_string(*fields[f]),
+                               names[f]);
+      }
+    }
+    if ((j.image_width == 0) != (j.image_height == 0)) {
+      return InvalidArgument(at + "both 0 (the profile's own images) or neither", "image_width");
     }
     if (j.max_devices < 0 || (j.max_devices > 0 && j.max_devices < j.min_devices)) {
       return InvalidArgument(at + "0 (no bound) or at least min_devices (" +
@@ -328,11 +349,16 @@ Result<Trace> ReadTrace(const std::string& path,
 
 Status WriteTrace(const Trace& trace, const std::string& path) {
   std::ofstream out(path);
-  out << "# " << trace.about << "\n" << kCsvHeader << "\n";
+  const bool images = std::any_of(trace.jobs.begin(), trace.jobs.end(),
+                                  [](const TraceJob& j) { return j.image_width > 0; });
+  out << "# " << trace.about << "\n"
+      << kCsvHeader << (images ? std::string(",") + kCsvImageColumns : "") << "\n";
   for (const TraceJob& j : trace.jobs) {
     out << j.submit_s << "," << j.user << "," << j.model << "," << j.global_batch << "," << j.steps
         << "," << j.min_devices << "," << j.max_devices << "," << j.priority << ","
-        << JobKindName(j.kind) << "\n";
+        << JobKindName(j.kind);
+    if (images) out << "," << j.image_width << "," << j.image_height;
+    out << "\n";
   }
   out.close();
   return out ? Status::Ok() : Internal("cannot write " + path);

@@ -31,6 +31,11 @@ struct TraceJob {
   int64_t max_devices = 0;  // 0: no bound
   int64_t priority = 0;
   JobKind kind = JobKind::kTrain;
+  // The job's images when they are not the profile's own (0 x 0): a training
+  // job's crop, an inference job's archive images. The planner scales the
+  // profile's FLOPs and activations by their pixels, as tesserad does.
+  int64_t image_width = 0;
+  int64_t image_height = 0;
 };
 
 struct Trace {
@@ -39,12 +44,15 @@ struct Trace {
   std::vector<TraceJob> jobs;  // by submission time
 };
 
-// The CSV's columns, as WriteTrace writes them. A trace's header names the
-// ones it has, in any order: submit_s, user, model, global_batch and steps
-// are required; min_devices (default 1), max_devices (0: no bound), priority
-// (0) and kind ("train", or "infer") may be left out.
+// The CSV's columns, as WriteTrace writes them (image_width and image_height
+// only when a job has them). A trace's header names the ones it has, in any
+// order: submit_s, user, model, global_batch and steps are required;
+// min_devices (default 1), max_devices (0: no bound), priority (0), kind
+// ("train", or "infer") and image_width with image_height (both or neither;
+// 0: the profile's own images) may be left out.
 inline constexpr const char* kCsvHeader =
     "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind";
+inline constexpr const char* kCsvImageColumns = "image_width,image_height";
 inline constexpr const char* kCsvHeaderTrainOnly =
     "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority";
 

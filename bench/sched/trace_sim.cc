@@ -413,9 +413,10 @@ int Main(int argc, char** argv) {
              "FILE.yaml]... [--profile [NAME=]FILE.json]... "
              "[--users FILE.yaml] [--write-trace FILE.csv] [--move-cost S] [--dwell S] [--jobs] | "
              "--round\n  CSV: "
-          << kCsvHeader
-          << " (any order; the last four may be left out)\n  kind: train (the default) or infer "
-             "(global_batch images a step)\n  cluster file: name, nodes: [{name, count, network, "
+          << kCsvHeader << "," << kCsvImageColumns
+          << " (any order; the last six may be left out)\n  kind: train (the default) or infer "
+             "(global_batch images a step); images: 0,0 (the profile's own) or the job's\n"
+             "  cluster file: name, nodes: [{name, count, network, "
              "intra_node, "
              "gpus: [{type, count, memory, tflops, tflops_half, memory_bandwidth}]}] "
              "(bench/sched/README.md)\n";

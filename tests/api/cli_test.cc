@@ -278,7 +278,10 @@ TEST_F(CliTest, TraceWritesTheJobsAsASimulatorTrace) {
   };
   const api::JobId train =
       add("alice", 10'000, api::JobKind::kTrain, "builtin:colorize-unet", 32, 2000);
-  cp_.UpdateJob(train, [](api::Job& j) { j.spec.max_devices = 2; });
+  cp_.UpdateJob(train, [](api::Job& j) {
+    j.spec.max_devices = 2;
+    j.spec.args = {"--width", "32", "--image-size", "128"};
+  });
   const api::JobId own = add("bob", 70'500, api::JobKind::kTrain, "model:own-unet", 16, 500);
   cp_.UpdateJob(own, [](api::Job& j) {
     j.spec.priority = 3;
@@ -287,15 +290,20 @@ TEST_F(CliTest, TraceWritesTheJobsAsASimulatorTrace) {
   const api::JobId archive =
       add("carol", 40'000, api::JobKind::kInfer, "builtin:denoiser-dncnn", 32, 0);
   cp_.SetInference(archive, api::Json{{"images_total", 1000}, {"images_done", 10}});
+  cp_.UpdateJob(archive, [](api::Job& j) {
+    j.spec.image_width = 1024;
+    j.spec.image_height = 768;
+  });
   add("dave", 20'000, api::JobKind::kTrain, "cmd:ddp-script", 64, 0);
   add("erin", 30'000, api::JobKind::kInfer, "builtin:colorize-unet", 8, 0);
 
   ASSERT_EQ(Run({"trace"}), kExitOk) << err_.str();
   EXPECT_EQ(out_.str(),
-            "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind\n"
-            "0.000,alice,colorize-unet,32,2000,1,2,0,train\n"
-            "30.000,carol,denoiser-dncnn,32,32,1,0,0,infer\n"  // 1000 images, 32 a step
-            "60.500,bob,own-unet,16,500,2,0,3,train\n"
+            "submit_s,user,model,global_batch,steps,min_devices,max_devices,priority,kind,"
+            "image_width,image_height\n"
+            "0.000,alice,colorize-unet,32,2000,1,2,0,train,128,128\n"   // its --image-size
+            "30.000,carol,denoiser-dncnn,32,32,1,0,0,infer,1024,768\n"  // 1000 images, 32 a step
+            "60.500,bob,own-unet,16,500,2,0,3,train,0,0\n"
             "# job 4 (dave, cmd:ddp-script) left out: a script counts its own steps\n"
             "# job 5 (erin, builtin:colorize-unet) left out: its archive's images are not "
             "counted yet\n");

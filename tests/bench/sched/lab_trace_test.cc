@@ -6,7 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "bench/sched/clusters.h"
 #include "bench/sched/profile_files.h"
+#include "bench/sched/sim_planner.h"
 #include "bench/sched/trace.h"
 #include "cli/trace_export.h"
 #include "scheduler/builtin_profiles.h"
@@ -30,7 +32,7 @@ api::Json JobJson(api::JobId id, const std::string& owner, int64_t created_ms, a
 }
 
 TEST(LabTraceTest, TheCliWritesTheColumnsTheSimulatorReads) {
-  EXPECT_STREQ(cli::kTraceHeader, kCsvHeader);
+  EXPECT_EQ(std::string(cli::kTraceHeader), std::string(kCsvHeader) + "," + kCsvImageColumns);
 }
 
 TEST(LabTraceTest, ALabsJobsReplayAsTheyWereSubmitted) {
@@ -65,6 +67,34 @@ TEST(LabTraceTest, ALabsJobsReplayAsTheyWereSubmitted) {
   EXPECT_EQ(trace->jobs[2].kind, JobKind::kInfer);
   EXPECT_EQ(trace->jobs[2].steps, 200);  // 6400 images, 32 a step
   EXPECT_DOUBLE_EQ(trace->jobs[2].submit_s, 60);
+  EXPECT_EQ(trace->jobs[0].image_width, 0);  // none named: the profile's own
+}
+
+// A job's images travel from tesserad's spec to the simulator's job, and the
+// planner prices them: the same training job at twice the crop's side takes
+// longer per step, as tesserad plans it (its profile scaled by the pixels).
+TEST(LabTraceTest, AJobsImagesAreReplayedAtTheirSize) {
+  api::Json small = JobJson(1, "alice", 0, api::JobKind::kTrain, "builtin:colorize-unet", 16, 100);
+  api::Json large = JobJson(2, "bob", 0, api::JobKind::kTrain, "builtin:colorize-unet", 16, 100);
+  small["spec"]["args"] = {"--image-size", "128"};
+  large["spec"]["args"] = {"--image-size", "256"};
+  testing::TempDir dir;
+  const std::string path = dir.File("lab.csv");
+  std::ofstream(path) << cli::JobsAsTrace({small, large});
+  const std::map<std::string, ModelProfile> profiles = SimProfiles({});
+  Result<Trace> trace = ReadTrace(path, &profiles);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->jobs.size(), 2u);
+  EXPECT_EQ(trace->jobs[0].image_width, 128);
+  EXPECT_EQ(trace->jobs[1].image_height, 256);
+
+  const Cluster lab = DemoLab();
+  SimPlanner planner(lab.snapshot, profiles);
+  Result<PlanSet> at_128 = planner.Plan(trace->jobs[0], 1, {});
+  Result<PlanSet> at_256 = planner.Plan(trace->jobs[1], 1, {});
+  ASSERT_TRUE(at_128.ok() && at_256.ok());
+  const double ratio = at_256->plans[0].predicted.step_s / at_128->plans[0].predicted.step_s;
+  EXPECT_GT(ratio, 2.0) << "four times the pixels";
 }
 
 }  // namespace

@@ -61,6 +61,26 @@ TEST(TraceTest, WithoutTheKindColumnEveryJobTrains) {
   EXPECT_EQ(t->jobs[0].kind, JobKind::kTrain);
 }
 
+TEST(TraceTest, AJobsImagesAreReadAndWrittenAgain) {
+  testing::TempDir dir;
+  Result<Trace> t = ReadTrace(WriteFile(dir, std::string(kCsvHeader) + "," + kCsvImageColumns +
+                                                 "\n0,alice,colorize-unet,32,500,1,0,0,infer,"
+                                                 "1024,768\n5,bob,denoiser-dncnn,16,100,1,2,0,"
+                                                 "train,0,0\n"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->jobs.size(), 2u);
+  EXPECT_EQ(t->jobs[0].image_width, 1024);
+  EXPECT_EQ(t->jobs[0].image_height, 768);
+  EXPECT_EQ(t->jobs[1].image_width, 0);
+
+  const std::string copy = dir.File("copy.csv");
+  ASSERT_TRUE(WriteTrace(*t, copy).ok());
+  Result<Trace> again = ReadTrace(copy);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->jobs[0].image_width, 1024);
+  EXPECT_EQ(again->jobs[0].image_height, 768);
+}
+
 TEST(TraceTest, TheHeaderNamesTheColumnsInAnyOrderAndTheLastFourMayBeLeftOut) {
   testing::TempDir dir;
   Result<Trace> t = ReadTrace(WriteFile(dir,
@@ -93,6 +113,7 @@ TEST(TraceTest, AHeaderWithAnUnknownRepeatedOrMissingColumnIsRefused) {
       {"submit_s,user,model,global_batch,steps,user", "'user' twice"},
       {"submit_s,user,model,global_batch,min_devices", "no 'steps' column"},
       {"0,alice,colorize-unet,16,500,1,2,0", "'0', not a column"},
+      {"submit_s,user,model,global_batch,steps,image_width", "go together"},
   };
   for (const auto& c : cases) {
     testing::TempDir dir;
@@ -106,6 +127,7 @@ TEST(TraceTest, AHeaderWithAnUnknownRepeatedOrMissingColumnIsRefused) {
 }
 
 TEST(TraceTest, BadRowsNameTheirField) {
+  const std::string kWithImages = std::string(kCsvHeader) + "," + kCsvImageColumns;
   const struct {
     std::string header;
     std::string row;
@@ -122,6 +144,10 @@ TEST(TraceTest, BadRowsNameTheirField) {
       {kCsvHeader, "0,alice,colorize-unet,32,500,0,0,0,train", "min_devices"},
       {kCsvHeader, "0,alice,colorize-unet,32,500,2,1,0,train", "max_devices"},
       {kCsvHeader, "0,alice,colorize-unet,32,500,1,-1,0,train", "max_devices"},
+      {kWithImages, "0,alice,colorize-unet,32,500,1,0,0,train,-1,64", "image_width"},
+      {kWithImages, "0,alice,colorize-unet,32,500,1,0,0,train,64,100001", "image_height"},
+      {kWithImages, "0,alice,colorize-unet,32,500,1,0,0,train,64,0", "image_width"},
+      {kWithImages, "0,alice,colorize-unet,32,500,1,0,0,train,64,x", "image_height"},
   };
   for (const auto& c : cases) {
     testing::TempDir dir;
