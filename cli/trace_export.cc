@@ -6,8 +6,7 @@
 #include <optional>
 
 #include "api/entrypoint_kind.h"
-#include "api/job_spec_validation.h"
-#include "common/quantities.h"
+#include "api/job_images.h"
 
 namespace tessera::cli {
 namespace {
@@ -34,18 +33,9 @@ std::optional<int64_t> StepsOf(const api::Job& job, std::string* why) {
 // none; an --image-size that is not a whole number is tesserad's to refuse
 // (the job never ran), written as none.
 std::string ImagesOf(const api::Job& job) {
-  int64_t width = 0, height = 0;
-  if (job.spec.kind == api::JobKind::kTrain) {
-    if (const auto crop = api::BuiltinOptionValue(job.spec.args, "--image-size")) {
-      if (const std::optional<int64_t> side = ParseWholeNumber(*crop); side && *side > 0) {
-        width = height = *side;
-      }
-    }
-  } else if (job.spec.image_width > 0 && job.spec.image_height > 0) {
-    width = job.spec.image_width;
-    height = job.spec.image_height;
-  }
-  return std::to_string(width) + "," + std::to_string(height);
+  const Result<std::optional<api::ImageExtent>> images = api::JobImages(job.spec);
+  if (!images.ok() || !*images) return "0,0";
+  return std::to_string((*images)->width) + "," + std::to_string((*images)->height);
 }
 
 }  // namespace

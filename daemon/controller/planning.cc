@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <optional>
 
 #include "api/entrypoint_kind.h"
+#include "api/job_images.h"
 #include "api/job_spec_validation.h"
-#include "common/quantities.h"
 #include "daemon/controller/profile_cache.h"
 #include "scheduler/planner.h"
 #include "scheduler/profile_json.h"
@@ -195,21 +194,11 @@ Result<scheduler::JobRequest> RequestOf(const api::JobSpec& spec, bool opaque) {
   auto layout = scheduler::ParseLayout(spec.layout);
   if (!layout) return InvalidArgument("unknown layout", "layout");
   r.layout = *layout;
-  if (spec.image_width > 0 && spec.image_height > 0) {
-    r.image = scheduler::ImageSize{static_cast<int>(spec.image_width),
-                                   static_cast<int>(spec.image_height)};
-  }
-  // A train job's square crop: activations and FLOPs scale by its pixels
-  // against the profile's own (a builtin's is measured at the worker's
-  // default crop, a model file's at the job's).
-  if (const auto crop = api::BuiltinOptionValue(spec.args, "--image-size");
-      crop && r.kind == scheduler::JobKind::kTrain) {
-    const std::optional<int64_t> side = ParseWholeNumber(*crop);
-    if (!side || *side < 1 || *side > std::numeric_limits<int>::max()) {
-      return InvalidArgument("--image-size must be a positive whole number, got '" + *crop + "'",
-                             "args");
-    }
-    r.image = scheduler::ImageSize{static_cast<int>(*side), static_cast<int>(*side)};
+  // Activations and FLOPs scale by the job's pixels against the profile's own.
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<api::ImageExtent> images, api::JobImages(spec));
+  if (images) {
+    r.image =
+        scheduler::ImageSize{static_cast<int>(images->width), static_cast<int>(images->height)};
   }
   // An opaque command or exported model can only run as data parallel: it
   // owns all its layers.
